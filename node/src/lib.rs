@@ -1,0 +1,10 @@
+//! cairn-node: everything a cairn node does on its own machine.
+//!
+//! Sources read the agents' histories, redaction scrubs secrets, the store
+//! keeps records in SQLite with an FTS5 index, and search answers queries.
+//! The node never reads environment variables itself: the caller resolves a
+//! [`config::Config`] and passes it in, so several nodes can share a process.
+
+pub mod record;
+pub mod redact;
+pub mod sources;

@@ -1,0 +1,209 @@
+//! Helpers shared by the parsers: timestamps in every shape agents write,
+//! flattening JSON content into searchable text, bounded directory walks.
+
+use std::path::{Path, PathBuf};
+
+use chrono::{DateTime, NaiveDateTime};
+use serde_json::Value;
+
+use super::ParseError;
+
+/// Largest text kept for one tool output, in bytes; the head and the tail are
+/// kept and the middle elided, so error messages at the end stay searchable.
+pub const TOOL_OUTPUT_CAP: usize = 8 * 1024;
+
+/// Largest text kept for any other record, in bytes.
+pub const TEXT_CAP: usize = 64 * 1024;
+
+/// Parses a timestamp in any shape agents write it: RFC 3339 / ISO 8601
+/// strings (UTC or with offset, with or without fractions), numbers or
+/// numeric strings in Unix seconds or milliseconds. Returns Unix ms UTC.
+pub fn parse_time(v: &Value) -> Option<i64> {
+    match v {
+        Value::Number(n) => n
+            .as_i64()
+            .or_else(|| n.as_f64().map(|f| f as i64))
+            .and_then(epoch_to_ms),
+        Value::String(s) => parse_time_str(s),
+        _ => None,
+    }
+}
+
+/// [`parse_time`] for a string.
+pub fn parse_time_str(s: &str) -> Option<i64> {
+    let s = s.trim();
+    if s.is_empty() {
+        return None;
+    }
+    if let Ok(dt) = DateTime::parse_from_rfc3339(s) {
+        return Some(dt.timestamp_millis());
+    }
+    if let Ok(n) = s.parse::<i64>() {
+        return epoch_to_ms(n);
+    }
+    if let Ok(f) = s.parse::<f64>() {
+        return epoch_to_ms(f as i64);
+    }
+    // Naive forms are taken as UTC: "2025-10-31 18:36:16", "2025-10-31T18:36:16.123".
+    for fmt in ["%Y-%m-%d %H:%M:%S%.f", "%Y-%m-%dT%H:%M:%S%.f"] {
+        if let Ok(dt) = NaiveDateTime::parse_from_str(s, fmt) {
+            return Some(dt.and_utc().timestamp_millis());
+        }
+    }
+    None
+}
+
+/// Interprets an integer as Unix seconds or milliseconds (or microseconds)
+/// by magnitude. Values before 2001 in seconds are rejected as implausible.
+pub fn epoch_to_ms(n: i64) -> Option<i64> {
+    const SECS_2001: i64 = 978_307_200;
+    const MS_2001: i64 = SECS_2001 * 1000;
+    const US_2001: i64 = MS_2001 * 1000;
+    if n >= US_2001 {
+        Some(n / 1000)
+    } else if n >= MS_2001 {
+        Some(n)
+    } else if (SECS_2001..MS_2001 / 100).contains(&n) {
+        Some(n * 1000)
+    } else {
+        None
+    }
+}
+
+/// Decodes one JSON line, mapping failures to [`ParseError`].
+pub fn json_line(line: &[u8], offset: u64) -> Result<Value, ParseError> {
+    serde_json::from_slice(line).map_err(|source| ParseError::Json { offset, source })
+}
+
+/// Flattens message content into text: a plain string, or an array of blocks
+/// whose `text` (or string `content`) fields are joined with blank lines.
+/// Blocks of other kinds (images, thinking, tool calls) are skipped.
+pub fn content_text(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        Value::Array(items) => {
+            let mut out = String::new();
+            for item in items {
+                let piece = match item {
+                    Value::String(s) => Some(s.as_str()),
+                    Value::Object(o) => {
+                        let kind = o.get("type").and_then(Value::as_str).unwrap_or("text");
+                        if matches!(kind, "text" | "input_text" | "output_text") {
+                            o.get("text").and_then(Value::as_str)
+                        } else {
+                            None
+                        }
+                    }
+                    _ => None,
+                };
+                if let Some(p) = piece.filter(|p| !p.trim().is_empty()) {
+                    if !out.is_empty() {
+                        out.push_str("\n\n");
+                    }
+                    out.push_str(p);
+                }
+            }
+            out
+        }
+        _ => String::new(),
+    }
+}
+
+/// Truncates `s` to at most `cap` bytes on char boundaries, keeping the head
+/// and the tail with an elision marker between.
+pub fn cap_text(s: &str, cap: usize) -> String {
+    if s.len() <= cap {
+        return s.to_owned();
+    }
+    let head_len = floor_char_boundary(s, cap * 3 / 4);
+    let tail_start = ceil_char_boundary(s, s.len() - cap / 4);
+    let elided = tail_start - head_len;
+    format!("{}\n[… {elided} bytes elided …]\n{}", &s[..head_len], &s[tail_start..])
+}
+
+fn floor_char_boundary(s: &str, mut i: usize) -> usize {
+    while i > 0 && !s.is_char_boundary(i) {
+        i -= 1;
+    }
+    i
+}
+
+fn ceil_char_boundary(s: &str, mut i: usize) -> usize {
+    while i < s.len() && !s.is_char_boundary(i) {
+        i += 1;
+    }
+    i
+}
+
+/// Lists files under `dir` (recursively, at most `max_depth` levels down)
+/// for which `keep` is true, sorted for a stable order. Unreadable or missing
+/// folders yield nothing; symlinked folders are not followed.
+pub fn walk_files(dir: &Path, max_depth: usize, keep: &dyn Fn(&Path) -> bool) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    walk_into(dir, max_depth, keep, &mut out);
+    out.sort();
+    out
+}
+
+fn walk_into(dir: &Path, depth: usize, keep: &dyn Fn(&Path) -> bool, out: &mut Vec<PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let Ok(ft) = entry.file_type() else { continue };
+        let path = entry.path();
+        if ft.is_dir() {
+            if depth > 0 {
+                walk_into(&path, depth - 1, keep, out);
+            }
+        } else if (ft.is_file() || ft.is_symlink()) && path.is_file() && keep(&path) {
+            out.push(path);
+        }
+    }
+}
+
+/// True when the path's file name ends with `suffix`.
+pub fn has_suffix(path: &Path, suffix: &str) -> bool {
+    path.file_name()
+        .and_then(|n| n.to_str())
+        .is_some_and(|n| n.ends_with(suffix))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn times_in_every_shape() {
+        let want = 1_761_935_776_000; // 2025-10-31T18:36:16Z
+        assert_eq!(parse_time(&json!("2025-10-31T18:36:16Z")), Some(want));
+        assert_eq!(parse_time(&json!("2025-10-31T18:36:16.000Z")), Some(want));
+        assert_eq!(parse_time(&json!("2025-10-31T20:36:16+02:00")), Some(want));
+        assert_eq!(parse_time(&json!(1_761_935_776)), Some(want));
+        assert_eq!(parse_time(&json!(1_761_935_776_000_i64)), Some(want));
+        assert_eq!(parse_time(&json!("1761935776")), Some(want));
+        assert_eq!(parse_time(&json!("2025-10-31 18:36:16")), Some(want));
+        assert_eq!(parse_time(&json!(1_761_935_776.5)), Some(want));
+        assert_eq!(parse_time(&json!("yesterday")), None);
+        assert_eq!(parse_time(&json!(42)), None);
+        assert_eq!(parse_time(&json!(null)), None);
+    }
+
+    #[test]
+    fn content_flattens_blocks() {
+        let v = json!([{"type":"text","text":"a"},{"type":"image"},{"type":"thinking","thinking":"x"},"b"]);
+        assert_eq!(content_text(&v), "a\n\nb");
+        assert_eq!(content_text(&json!("plain")), "plain");
+        assert_eq!(content_text(&json!(7)), "");
+    }
+
+    #[test]
+    fn cap_keeps_head_and_tail_on_char_boundaries() {
+        let s = "é".repeat(1000);
+        let c = cap_text(&s, 101);
+        assert!(c.len() < 200);
+        assert!(c.starts_with('é') && c.ends_with('é'));
+        assert_eq!(cap_text("short", 10), "short");
+    }
+}
