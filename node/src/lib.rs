@@ -3,8 +3,15 @@
 //! Sources read the agents' histories, redaction scrubs secrets, the store
 //! keeps records in SQLite with an FTS5 index, and search answers queries.
 //! The node never reads environment variables itself: the caller resolves a
-//! [`config::Config`] and passes it in, so several nodes can share a process.
+//! [`config::Config`] from a captured [`config::Env`] and passes it in, so
+//! several nodes can share a process.
 
+pub mod config;
+pub mod identity;
+pub mod indexer;
+pub mod node;
 pub mod record;
 pub mod redact;
+pub mod search;
 pub mod sources;
+pub mod store;

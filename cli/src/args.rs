@@ -1,0 +1,135 @@
+//! Command-line arguments.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+/// cairn: the memory of your coding agents, searchable from any of your machines.
+#[derive(Debug, Parser)]
+#[command(name = "cairn", version, about, propagate_version = true)]
+pub struct Cli {
+    /// Options every command takes.
+    #[command(flatten)]
+    pub global: GlobalArgs,
+    /// More log output on stderr (-v warnings, -vv info, -vvv debug); CAIRN_LOG overrides.
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    pub verbose: u8,
+    /// The command.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Options every command takes.
+#[derive(Debug, Clone, Args)]
+pub struct GlobalArgs {
+    /// The node's data folder (database, key, notes) [env: CAIRN_HOME; default: $XDG_DATA_HOME/cairn].
+    #[arg(long, global = true, value_name = "DIR")]
+    pub home: Option<PathBuf>,
+    /// Config file [env: CAIRN_CONFIG; default: $XDG_CONFIG_HOME/cairn/config.toml].
+    #[arg(long, global = true, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+}
+
+/// The commands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Read new agent history into the index (incremental; a progress bar on a terminal).
+    Index(IndexArgs),
+    /// Search everything your agents said and did.
+    Search(SearchArgs),
+    /// Print one session's transcript (an id prefix is enough).
+    Show(ShowArgs),
+    /// List the agent stores found on this machine, with counts.
+    Sources(JsonArgs),
+    /// Records, sessions, skipped lines, redactions and database size.
+    Status(JsonArgs),
+    /// Store a durable note, searchable like any session.
+    Remember(RememberArgs),
+}
+
+/// Just `--json`.
+#[derive(Debug, Args)]
+pub struct JsonArgs {
+    /// Print JSON instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `cairn index`
+#[derive(Debug, Args)]
+pub struct IndexArgs {
+    /// Print a JSON report instead of text.
+    #[arg(long)]
+    pub json: bool,
+    /// No progress bar and no summary.
+    #[arg(short, long)]
+    pub quiet: bool,
+}
+
+/// `cairn search`
+#[derive(Debug, Args)]
+pub struct SearchArgs {
+    /// Print `{"hits": [...]}` instead of text.
+    #[arg(long)]
+    pub json: bool,
+    /// Sessions to show at most.
+    #[arg(short = 'n', long, default_value_t = 10, value_parser = clap::value_parser!(u16).range(1..=1000))]
+    pub limit: u16,
+    /// Only this agent (claude-code, codex, gemini, aider, copilot, opencode, cursor, pi, notes).
+    #[arg(long)]
+    pub agent: Option<String>,
+    /// Only sessions whose project path contains this.
+    #[arg(long)]
+    pub project: Option<String>,
+    /// Only records from this machine (name or node id).
+    #[arg(long)]
+    pub machine: Option<String>,
+    /// Only records newer than this: 90m, 36h, 7d, 2w, or a date like 2026-01-31.
+    #[arg(long)]
+    pub since: Option<String>,
+    /// Only these roles: user, assistant, tool_call, tool_output, note (repeatable).
+    #[arg(long)]
+    pub role: Vec<String>,
+    /// Only this session (id prefix).
+    #[arg(long)]
+    pub session: Option<String>,
+    /// Answer from the index as it is, without reading new history first.
+    #[arg(long)]
+    pub no_refresh: bool,
+    /// What to look for: words, "quoted phrases", prefix*, paths, error text.
+    #[arg(required = true, num_args = 1.., trailing_var_arg = true, allow_hyphen_values = true)]
+    pub query: Vec<String>,
+}
+
+/// `cairn show`
+#[derive(Debug, Args)]
+pub struct ShowArgs {
+    /// Session id, or a unique prefix of it.
+    pub session: String,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    pub json: bool,
+    /// Skip this many records.
+    #[arg(long, default_value_t = 0)]
+    pub offset: usize,
+    /// Print at most this many records.
+    #[arg(long, default_value_t = 1000)]
+    pub limit: usize,
+    /// Never pipe through a pager.
+    #[arg(long)]
+    pub no_pager: bool,
+}
+
+/// `cairn remember`
+#[derive(Debug, Args)]
+pub struct RememberArgs {
+    /// The project this note belongs to (default: none, a global note).
+    #[arg(long)]
+    pub project: Option<String>,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    pub json: bool,
+    /// The note.
+    #[arg(required = true, num_args = 1.., trailing_var_arg = true)]
+    pub text: Vec<String>,
+}

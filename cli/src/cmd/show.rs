@@ -1,0 +1,113 @@
+//! `cairn show`: one session's transcript, through a pager on a terminal.
+
+use std::io::{IsTerminal, Write};
+use std::process::{Command, Stdio};
+
+use anyhow::bail;
+use serde::Serialize;
+
+use crate::args::{GlobalArgs, ShowArgs};
+use crate::output;
+
+#[derive(Serialize)]
+struct JsonOut<'a> {
+    session: &'a cairn_node::store::SessionInfo,
+    records: &'a [cairn_node::store::SessionRecord],
+}
+
+/// Runs `cairn show`.
+pub fn run(global: &GlobalArgs, args: &ShowArgs) -> anyhow::Result<()> {
+    let node = super::open(global)?;
+    let mut found = node.store().find_sessions(&args.session, 20)?;
+    // An exact id wins over longer ids sharing it as a prefix.
+    if let Some(i) = found.iter().position(|s| s.session_id == args.session) {
+        found = vec![found.swap_remove(i)];
+    }
+    let session = match found.len() {
+        0 => bail!(
+            "no session id starts with {:?}; `cairn search` shows ids",
+            args.session
+        ),
+        1 => found.remove(0),
+        _ => {
+            let ids: Vec<String> = found
+                .iter()
+                .map(|s| {
+                    format!(
+                        "  {} ({}, {})",
+                        s.session_id,
+                        s.agent,
+                        output::short_time(s.last_ms)
+                    )
+                })
+                .collect();
+            bail!(
+                "{:?} matches {} sessions; give more of the id:\n{}",
+                args.session,
+                found.len(),
+                ids.join("\n")
+            );
+        }
+    };
+    let records = node
+        .store()
+        .session_records(session.row, args.offset, args.limit)?;
+    if args.json {
+        return output::json(&JsonOut {
+            session: &session,
+            records: &records,
+        });
+    }
+    let mut text = String::new();
+    text.push_str(&format!(
+        "session {} · {} · {} · {}\n",
+        session.session_id,
+        session.agent,
+        session.project.as_deref().unwrap_or("-"),
+        session.machine
+    ));
+    if let Some(p) = &session.parent_session {
+        text.push_str(&format!("sub-agent of {p}\n"));
+    }
+    text.push_str(&format!(
+        "{} → {} · {} records\n",
+        output::short_time(session.first_ms),
+        output::short_time(session.last_ms),
+        session.records
+    ));
+    for r in &records {
+        text.push_str(&format!(
+            "\n── {} · {}\n",
+            r.role,
+            output::short_time(r.time_ms)
+        ));
+        text.push_str(&output::printable(&r.text));
+        text.push('\n');
+        if !r.files.is_empty() {
+            text.push_str(&format!("   files: {}\n", r.files.join(", ")));
+        }
+    }
+    page(&text, args.no_pager)
+}
+
+/// Sends text through `$PAGER` (default `less -FRX`) when stdout is a terminal.
+fn page(text: &str, no_pager: bool) -> anyhow::Result<()> {
+    if !no_pager && std::io::stdout().is_terminal() {
+        let pager = std::env::var("PAGER").unwrap_or_else(|_| "less -FRX".to_owned());
+        let mut parts = pager.split_whitespace();
+        if let Some(prog) = parts.next() {
+            if let Ok(mut child) = Command::new(prog).args(parts).stdin(Stdio::piped()).spawn() {
+                if let Some(mut stdin) = child.stdin.take() {
+                    // A pager quit early closes the pipe; that is not an error.
+                    let _ = stdin.write_all(text.as_bytes());
+                }
+                child.wait()?;
+                return Ok(());
+            }
+        }
+    }
+    let mut out = output::stdout();
+    out.write_all(text.as_bytes())?;
+    out.flush()?;
+    Ok(())
+}

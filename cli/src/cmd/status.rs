@@ -1,0 +1,119 @@
+//! `cairn status`: what this node holds.
+
+use serde::Serialize;
+
+use crate::args::{GlobalArgs, JsonArgs};
+use crate::output;
+
+#[derive(Serialize)]
+struct Status<'a> {
+    node_id: &'a str,
+    node_short_id: String,
+    node_name: &'a str,
+    home: String,
+    database: String,
+    config: Option<String>,
+    schema_version: u32,
+    #[serde(flatten)]
+    stats: &'a cairn_node::store::StoreStats,
+}
+
+/// Runs `cairn status`.
+pub fn run(global: &GlobalArgs, args: &JsonArgs) -> anyhow::Result<()> {
+    let node = super::open(global)?;
+    let stats = node.stats()?;
+    let cfg = node.config();
+    let st = Status {
+        node_id: node.identity().id(),
+        node_short_id: node.identity().short_id(),
+        node_name: &cfg.node_name,
+        home: cfg.home.display().to_string(),
+        database: cfg.db_path.display().to_string(),
+        config: cfg.config_path.as_ref().map(|p| p.display().to_string()),
+        schema_version: cairn_node::store::SCHEMA_VERSION,
+        stats: &stats,
+    };
+    if args.json {
+        return output::json(&st);
+    }
+    let mut out = output::stdout();
+    output::line(
+        &mut out,
+        &format!("node      {} ({})", st.node_name, st.node_short_id),
+    )?;
+    output::line(&mut out, &format!("home      {}", st.home))?;
+    output::line(
+        &mut out,
+        &format!(
+            "config    {}",
+            st.config.as_deref().unwrap_or("(none; built-in defaults)")
+        ),
+    )?;
+    output::line(
+        &mut out,
+        &format!(
+            "database  {} ({:.1} MB, schema v{})",
+            st.database,
+            stats.db_bytes as f64 / 1e6,
+            st.schema_version
+        ),
+    )?;
+    output::line(
+        &mut out,
+        &format!(
+            "memory    {} records in {} sessions, last indexed {}",
+            stats.records,
+            stats.sessions,
+            output::short_time(stats.last_indexed_ms)
+        ),
+    )?;
+    if stats.agents.is_empty() {
+        output::line(&mut out, "no agent history indexed yet: run `cairn index`")?;
+        return Ok(());
+    }
+    output::line(&mut out, "")?;
+    output::line(
+        &mut out,
+        &format!(
+            "{:<12} {:>7} {:>9} {:>9} {:>8}  redactions",
+            "agent", "stores", "sessions", "records", "skipped"
+        ),
+    )?;
+    for (agent, a) in &stats.agents {
+        let red: Vec<String> = a
+            .redactions
+            .iter()
+            .map(|(k, n)| format!("{k}:{n}"))
+            .collect();
+        let mut stores = a.sources.to_string();
+        if a.missing_sources > 0 {
+            stores.push_str(&format!(" ({} gone)", a.missing_sources));
+        }
+        output::line(
+            &mut out,
+            &format!(
+                "{:<12} {:>7} {:>9} {:>9} {:>8}  {}",
+                agent,
+                stores,
+                a.sessions,
+                a.records,
+                a.skipped,
+                if red.is_empty() {
+                    "-".to_owned()
+                } else {
+                    red.join(" ")
+                }
+            ),
+        )?;
+        if a.failing > 0 {
+            output::line(
+                &mut out,
+                &format!(
+                    "{:<12} {} store(s) failed on the last pass: see `cairn sources`",
+                    "", a.failing
+                ),
+            )?;
+        }
+    }
+    Ok(())
+}

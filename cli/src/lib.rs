@@ -1,0 +1,70 @@
+//! The `cairn` command line: clap definitions, human and `--json`
+//! renderers, and the error-to-exit-code table. Every command is a function
+//! in [`cmd`], so tests can call them directly.
+
+pub mod args;
+pub mod cmd;
+pub mod output;
+
+use std::ffi::OsString;
+use std::process::ExitCode;
+
+use clap::Parser;
+
+use args::{Cli, Command};
+
+/// Exit code for success.
+pub const EXIT_OK: u8 = 0;
+/// Exit code for a failed command (bad input, unreadable database, ...).
+pub const EXIT_ERROR: u8 = 2;
+
+/// Runs the CLI with the given arguments and returns the process exit code.
+pub fn run(args: impl IntoIterator<Item = OsString>) -> ExitCode {
+    let cli = match Cli::try_parse_from(args) {
+        Ok(c) => c,
+        Err(e) => {
+            let _ = e.print();
+            return ExitCode::from(if e.use_stderr() { EXIT_ERROR } else { EXIT_OK });
+        }
+    };
+    init_logging(cli.verbose);
+    let result = match cli.command {
+        Command::Index(a) => cmd::index::run(&cli.global, &a),
+        Command::Search(a) => cmd::search::run(&cli.global, &a),
+        Command::Show(a) => cmd::show::run(&cli.global, &a),
+        Command::Sources(a) => cmd::sources::run(&cli.global, &a),
+        Command::Status(a) => cmd::status::run(&cli.global, &a),
+        Command::Remember(a) => cmd::remember::run(&cli.global, &a),
+    };
+    match result {
+        Ok(()) => ExitCode::from(EXIT_OK),
+        Err(e) if is_broken_pipe(&e) => ExitCode::from(EXIT_OK),
+        Err(e) => {
+            eprintln!("cairn: error: {e:#}");
+            ExitCode::from(EXIT_ERROR)
+        }
+    }
+}
+
+fn is_broken_pipe(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| {
+        c.downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+    })
+}
+
+fn init_logging(verbose: u8) {
+    use tracing_subscriber::EnvFilter;
+    let default = match verbose {
+        0 => "error",
+        1 => "warn",
+        2 => "info",
+        _ => "debug",
+    };
+    let filter = EnvFilter::try_from_env("CAIRN_LOG").unwrap_or_else(|_| EnvFilter::new(default));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .try_init();
+}

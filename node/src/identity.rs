@@ -1,0 +1,169 @@
+//! The node's identity: a key pair made on first run and kept in the node's
+//! home (mode 0600). The node id is derived from the public key, so peers
+//! can later authenticate a node by the key it presents.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+/// Failures loading or creating the identity.
+#[derive(Debug, thiserror::Error)]
+pub enum IdentityError {
+    /// Reading or writing the key file failed.
+    #[error("failed to access identity key {path}: {source}")]
+    Io {
+        /// The key file.
+        path: PathBuf,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The key file exists but does not hold a usable key.
+    #[error("identity key {path} is unreadable: {source}")]
+    Key {
+        /// The key file.
+        path: PathBuf,
+        /// What rcgen said.
+        #[source]
+        source: rcgen::Error,
+    },
+}
+
+/// This node's key pair and the id derived from it.
+pub struct Identity {
+    key: rcgen::KeyPair,
+    id: String,
+}
+
+impl std::fmt::Debug for Identity {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Identity")
+            .field("id", &self.id)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Identity {
+    /// Loads the key at `path`, creating it (0600) if there is none.
+    pub fn load_or_create(path: &Path) -> Result<Identity, IdentityError> {
+        let io = |source| IdentityError::Io {
+            path: path.to_path_buf(),
+            source,
+        };
+        let bad = |source| IdentityError::Key {
+            path: path.to_path_buf(),
+            source,
+        };
+        match std::fs::read_to_string(path) {
+            Ok(pem) => {
+                let key = rcgen::KeyPair::from_pem(&pem).map_err(bad)?;
+                Ok(Identity::from_key(key))
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                if let Some(dir) = path.parent() {
+                    std::fs::create_dir_all(dir).map_err(io)?;
+                }
+                let key = rcgen::KeyPair::generate().map_err(bad)?;
+                let pem = key.serialize_pem();
+                let mut opts = std::fs::OpenOptions::new();
+                opts.write(true).create_new(true);
+                #[cfg(unix)]
+                {
+                    use std::os::unix::fs::OpenOptionsExt;
+                    opts.mode(0o600);
+                }
+                let mut f = opts.open(path).map_err(io)?;
+                f.write_all(pem.as_bytes()).map_err(io)?;
+                f.sync_all().map_err(io)?;
+                Ok(Identity::from_key(key))
+            }
+            Err(e) => Err(io(e)),
+        }
+    }
+
+    fn from_key(key: rcgen::KeyPair) -> Identity {
+        let id = node_id(&rcgen::PublicKeyData::subject_public_key_info(&key));
+        Identity { key, id }
+    }
+
+    /// The node id: base32 of the blake3 hash of the public key (32 characters).
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// The first 8 characters, grouped for reading aloud: `abcd-efgh`.
+    pub fn short_id(&self) -> String {
+        short_id(&self.id)
+    }
+
+    /// The key pair (for the TLS certificate).
+    pub fn key(&self) -> &rcgen::KeyPair {
+        &self.key
+    }
+}
+
+/// The human-checkable short form of a node id.
+pub fn short_id(id: &str) -> String {
+    let s: String = id.chars().take(8).collect();
+    if s.len() == 8 {
+        format!("{}-{}", &s[..4], &s[4..])
+    } else {
+        s
+    }
+}
+
+/// Derives a node id from a public key (SubjectPublicKeyInfo DER, as TLS presents it).
+pub fn node_id(public_key_der: &[u8]) -> String {
+    base32(&blake3::hash(public_key_der).as_bytes()[..20])
+}
+
+/// RFC 4648 base32, lowercase, no padding.
+fn base32(bytes: &[u8]) -> String {
+    const ALPHABET: &[u8; 32] = b"abcdefghijklmnopqrstuvwxyz234567";
+    let mut out = String::new();
+    let (mut acc, mut bits) = (0u32, 0u32);
+    for &b in bytes {
+        acc = (acc << 8) | u32::from(b);
+        bits += 8;
+        while bits >= 5 {
+            bits -= 5;
+            out.push(ALPHABET[((acc >> bits) & 31) as usize] as char);
+        }
+    }
+    if bits > 0 {
+        out.push(ALPHABET[((acc << (5 - bits)) & 31) as usize] as char);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn base32_known_vectors() {
+        assert_eq!(base32(b""), "");
+        assert_eq!(base32(b"f"), "my");
+        assert_eq!(base32(b"foobar"), "mzxw6ytboi");
+    }
+
+    #[test]
+    fn created_once_with_private_mode_and_stable_id() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("sub/identity.key");
+        let a = Identity::load_or_create(&path).expect("create");
+        let b = Identity::load_or_create(&path).expect("load");
+        assert_eq!(a.id(), b.id());
+        assert_eq!(a.id().len(), 32);
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = std::fs::metadata(&path).expect("stat").permissions().mode();
+            assert_eq!(mode & 0o777, 0o600);
+        }
+        std::fs::write(&path, "garbage").expect("write");
+        assert!(matches!(
+            Identity::load_or_create(&path),
+            Err(IdentityError::Key { .. })
+        ));
+    }
+}

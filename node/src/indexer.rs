@@ -1,0 +1,528 @@
+//! Incremental indexing: discover every agent's stores, read only what
+//! changed since the last pass, redact, and hand records to the store.
+//!
+//! Cost is proportional to the change, not to the store:
+//! - an append-only JSONL file is read from its last safe offset (the end of
+//!   the last complete line; a torn last line is left for the next pass);
+//! - a file whose head or the bytes before the saved offset changed, or that
+//!   shrank, was rewritten: it is re-read and only its own vanished records
+//!   are removed;
+//! - a whole-document file is re-parsed when its size or mtime moves;
+//! - a database is read from its reader's watermark;
+//! - a file that disappeared keeps its records (memory outlives transcripts).
+//!
+//! A file's offset only advances in the same transaction as its last
+//! records, so a crash re-reads from the old offset and the content-hash
+//! dedupe absorbs the repeat.
+
+use std::collections::HashSet;
+use std::fs::File;
+use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
+use std::path::Path;
+use std::time::UNIX_EPOCH;
+
+use crate::record::Record;
+use crate::redact::{RedactionCounts, Redactor};
+use crate::sources::{self, LineParser, Locations, ParseError, Reader, SourceFile};
+use crate::store::{SourceState, Store, StoreError};
+
+/// Bytes hashed at the head of a file, and before its saved offset, to notice rewrites.
+const FINGERPRINT: u64 = 4096;
+/// Records written per transaction while reading a large file.
+const BATCH: usize = 4000;
+/// Longest line read; a longer one is skipped and counted.
+const MAX_LINE: usize = 64 * 1024 * 1024;
+
+/// What to index and with what.
+pub struct IndexContext<'a> {
+    /// Where the agents keep their stores.
+    pub locations: &'a Locations,
+    /// Agent ids not to read.
+    pub disabled: &'a [String],
+    /// The redaction rules.
+    pub redactor: &'a Redactor,
+    /// This node's id, the origin of every record read here.
+    pub origin: &'a str,
+    /// Current time, Unix ms.
+    pub now_ms: i64,
+}
+
+/// Progress of a pass, for a progress bar.
+#[derive(Debug, Clone)]
+pub enum Progress {
+    /// The pass will read about this many bytes.
+    Start {
+        /// Bytes pending over all changed stores.
+        total_bytes: u64,
+    },
+    /// This many more bytes were read.
+    Advance(u64),
+}
+
+/// What one pass did.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct IndexReport {
+    /// Stores discovered.
+    pub stores: u64,
+    /// Stores that had changes and were read.
+    pub changed: u64,
+    /// Bytes of history read.
+    pub bytes_read: u64,
+    /// New records stored.
+    pub added: u64,
+    /// Records removed because their rewritten file no longer has them.
+    pub removed: u64,
+    /// Malformed lines or rows skipped this pass.
+    pub skipped: u64,
+    /// Stores that could not be read this pass, with why.
+    pub failed: Vec<(String, String)>,
+}
+
+/// Errors that stop a pass (store failures); per-file problems are counted instead.
+#[derive(Debug, thiserror::Error)]
+pub enum IndexError {
+    /// The database failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+struct Plan {
+    agent: &'static str,
+    file: SourceFile,
+    state: Option<SourceState>,
+    size: u64,
+    mtime_ns: i64,
+}
+
+/// Runs one indexing pass over every enabled source.
+pub fn index_all(
+    store: &mut Store,
+    ctx: &IndexContext<'_>,
+    progress: &mut dyn FnMut(Progress),
+) -> Result<IndexReport, IndexError> {
+    let mut report = IndexReport::default();
+    let mut plans = Vec::new();
+    let mut present = HashSet::new();
+    for source in sources::registry() {
+        if ctx.disabled.iter().any(|d| d == source.agent()) {
+            continue;
+        }
+        for file in source.discover(ctx.locations) {
+            let key = file.path.to_string_lossy().into_owned();
+            let (size, mtime_ns) = fingerprint_meta(&file);
+            let state = store.source_state(&key)?;
+            present.insert(key);
+            report.stores += 1;
+            let unchanged = state.as_ref().is_some_and(|s| {
+                s.size == size && s.mtime_ns == mtime_ns && s.last_error.is_none()
+            });
+            if !unchanged {
+                plans.push(Plan {
+                    agent: source.agent(),
+                    file,
+                    state,
+                    size,
+                    mtime_ns,
+                });
+            }
+        }
+    }
+    store.mark_missing(&present)?;
+    let total: u64 = plans
+        .iter()
+        .map(|p| match (&p.file.reader, &p.state) {
+            (Reader::Lines(_), Some(s)) if s.offset <= p.size => p.size - s.offset,
+            _ => p.size,
+        })
+        .sum();
+    progress(Progress::Start { total_bytes: total });
+    for plan in plans {
+        report.changed += 1;
+        let path = plan.file.path.to_string_lossy().into_owned();
+        let outcome = match plan.file.reader {
+            Reader::Lines(factory) => {
+                index_lines(store, ctx, &plan, factory, progress, &mut report)
+            }
+            Reader::Whole(parse) => index_whole(store, ctx, &plan, parse, progress, &mut report),
+            Reader::Database(read) => {
+                index_database(store, ctx, &plan, read, progress, &mut report)
+            }
+        };
+        match outcome {
+            Ok(()) => {}
+            Err(FileError::Store(e)) => return Err(e.into()),
+            Err(FileError::Source(why)) => {
+                tracing::warn!(agent = plan.agent, path = %path, error = %why, "store skipped this pass");
+                let mut ing = store.ingest(ctx.origin)?;
+                let mut st = match plan.state.clone() {
+                    Some(s) => s,
+                    None => ing.source(plan.agent, &path, reader_kind(&plan.file.reader))?,
+                };
+                st.last_error = Some(why.clone());
+                ing.save_state(&st, ctx.now_ms)?;
+                ing.commit()?;
+                report.failed.push((path, why));
+            }
+        }
+    }
+    Ok(report)
+}
+
+enum FileError {
+    Store(StoreError),
+    Source(String),
+}
+
+impl From<StoreError> for FileError {
+    fn from(e: StoreError) -> Self {
+        FileError::Store(e)
+    }
+}
+
+fn io_err(path: &Path, e: std::io::Error) -> FileError {
+    FileError::Source(format!("failed to read {}: {e}", path.display()))
+}
+
+fn reader_kind(r: &Reader) -> &'static str {
+    match r {
+        Reader::Lines(_) => "lines",
+        Reader::Whole(_) => "whole",
+        Reader::Database(_) => "database",
+    }
+}
+
+/// Size and mtime; for a database, summed over it and its WAL so writes that
+/// only reached the WAL still count as a change.
+fn fingerprint_meta(file: &SourceFile) -> (u64, i64) {
+    let one = |p: &Path| {
+        std::fs::metadata(p)
+            .map(|m| {
+                let t = m
+                    .modified()
+                    .ok()
+                    .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
+                    .map_or(0, |d| d.as_nanos() as i64);
+                (m.len(), t)
+            })
+            .unwrap_or((0, 0))
+    };
+    let (size, mtime) = one(&file.path);
+    if matches!(file.reader, Reader::Database(_)) {
+        let mut wal = file.path.clone().into_os_string();
+        wal.push("-wal");
+        let (ws, wt) = one(Path::new(&wal));
+        return (size + ws, mtime.max(wt));
+    }
+    (size, mtime)
+}
+
+/// Redacts a record in place, adding to `counts`.
+fn redact(r: &mut Record, redactor: &Redactor, counts: &mut RedactionCounts) {
+    if let std::borrow::Cow::Owned(t) = redactor.redact(&r.text, counts) {
+        r.text = t;
+    }
+    for f in &mut r.files {
+        if let std::borrow::Cow::Owned(t) = redactor.redact(f, counts) {
+            *f = t;
+        }
+    }
+    if let Some(p) = &mut r.project {
+        if let std::borrow::Cow::Owned(t) = redactor.redact(p, counts) {
+            *p = t;
+        }
+    }
+}
+
+/// Writes records in one transaction; returns how many were new.
+fn write_batch(
+    store: &mut Store,
+    ctx: &IndexContext<'_>,
+    source: i64,
+    records: &mut Vec<Record>,
+    keep: Option<&mut HashSet<[u8; 32]>>,
+    state: Option<&SourceState>,
+) -> Result<u64, StoreError> {
+    let mut counts = RedactionCounts::new();
+    let mut ing = store.ingest(ctx.origin)?;
+    let mut keep = keep;
+    for mut r in records.drain(..) {
+        if r.text.trim().is_empty() {
+            continue;
+        }
+        redact(&mut r, ctx.redactor, &mut counts);
+        if let Some(k) = keep.as_deref_mut() {
+            k.insert(r.content_hash());
+        }
+        ing.insert(&r, Some(source))?;
+    }
+    ing.add_redactions(source, &counts)?;
+    if let Some(st) = state {
+        ing.save_state(st, ctx.now_ms)?;
+    }
+    let n = ing.inserted();
+    ing.commit()?;
+    Ok(n)
+}
+
+fn hash_range(file: &mut File, start: u64, len: u64) -> std::io::Result<Vec<u8>> {
+    file.seek(SeekFrom::Start(start))?;
+    let mut buf = Vec::with_capacity(len as usize);
+    file.by_ref().take(len).read_to_end(&mut buf)?;
+    Ok(blake3::hash(&buf).as_bytes().to_vec())
+}
+
+/// The head and tail fingerprints of a file whose first `offset` bytes were consumed.
+fn fingerprints(file: &mut File, offset: u64) -> std::io::Result<(Vec<u8>, Vec<u8>)> {
+    let head = hash_range(file, 0, offset.min(FINGERPRINT))?;
+    let tail_len = offset.min(FINGERPRINT);
+    let tail = hash_range(file, offset - tail_len, tail_len)?;
+    Ok((head, tail))
+}
+
+fn index_lines(
+    store: &mut Store,
+    ctx: &IndexContext<'_>,
+    plan: &Plan,
+    factory: fn(&Path) -> Box<dyn LineParser>,
+    progress: &mut dyn FnMut(Progress),
+    report: &mut IndexReport,
+) -> Result<(), FileError> {
+    let path = &plan.file.path;
+    let key = path.to_string_lossy().into_owned();
+    let mut file = File::open(path).map_err(|e| io_err(path, e))?;
+    let mut state = match &plan.state {
+        Some(s) => s.clone(),
+        None => {
+            let mut ing = store.ingest(ctx.origin)?;
+            let s = ing.source(plan.agent, &key, "lines")?;
+            ing.commit()?;
+            s
+        }
+    };
+    let mut start = state.offset;
+    let mut rewritten = false;
+    if start > 0 {
+        let same = plan.size >= start
+            && fingerprints(&mut file, start)
+                .map(|(h, t)| Some(h) == state.head_hash && Some(t) == state.tail_hash)
+                .unwrap_or(false);
+        if !same {
+            tracing::info!(path = %key, "file was rewritten; re-reading it");
+            rewritten = true;
+            start = 0;
+        }
+    }
+    let mut parser = factory(path);
+    let mut records = Vec::new();
+    let mut reader = BufReader::with_capacity(256 * 1024, file);
+    if start > 0 {
+        // Let the parser learn the session identity from the header line.
+        let mut first = Vec::new();
+        reader
+            .seek(SeekFrom::Start(0))
+            .map_err(|e| io_err(path, e))?;
+        read_line(&mut reader, &mut first).map_err(|e| io_err(path, e))?;
+        if first.ends_with(b"\n") {
+            let mut discard = Vec::new();
+            let _ignored = parser.line(trim_eol(&first), 0, &mut discard);
+        }
+    }
+    reader
+        .seek(SeekFrom::Start(start))
+        .map_err(|e| io_err(path, e))?;
+    let mut keep = rewritten.then(HashSet::new);
+    if rewritten {
+        let mut ing = store.ingest(ctx.origin)?;
+        ing.reset_redactions(state.id)?;
+        ing.commit()?;
+        state.skipped = 0;
+    }
+    let mut pos = start;
+    let mut buf = Vec::new();
+    let mut skipped = 0u64;
+    loop {
+        buf.clear();
+        let n = read_line(&mut reader, &mut buf).map_err(|e| io_err(path, e))?;
+        if n == 0 || !buf.ends_with(b"\n") {
+            break; // end of file, or a torn last line left for the next pass
+        }
+        let line = trim_eol(&buf);
+        if buf.len() > MAX_LINE {
+            skipped += 1;
+        } else if !line.iter().all(u8::is_ascii_whitespace) {
+            if let Err(e) = parser.line(line, pos, &mut records) {
+                log_skip(&key, &e);
+                skipped += 1;
+            }
+        }
+        pos += n as u64;
+        progress(Progress::Advance(n as u64));
+        report.bytes_read += n as u64;
+        if records.len() >= BATCH {
+            // Intermediate batches keep the old offset: a crash re-reads them
+            // and the content hashes absorb the repeat.
+            report.added += write_batch(store, ctx, state.id, &mut records, keep.as_mut(), None)?;
+        }
+    }
+    parser.finish(&mut records);
+    let mut file = reader.into_inner();
+    let (head, tail) = fingerprints(&mut file, pos).map_err(|e| io_err(path, e))?;
+    state.offset = pos;
+    state.head_hash = Some(head);
+    state.tail_hash = Some(tail);
+    state.size = plan.size;
+    state.mtime_ns = plan.mtime_ns;
+    state.skipped += skipped;
+    state.last_error = None;
+    state.kind = "lines".into();
+    report.skipped += skipped;
+    if let Some(keep) = keep.as_mut() {
+        // Hash the tail batch too before pruning what vanished.
+        report.added += write_batch(store, ctx, state.id, &mut records, Some(keep), None)?;
+        let mut ing = store.ingest(ctx.origin)?;
+        report.removed += ing.retain_source_records(state.id, keep)?;
+        ing.save_state(&state, ctx.now_ms)?;
+        ing.commit()?;
+    } else {
+        report.added += write_batch(store, ctx, state.id, &mut records, None, Some(&state))?;
+    }
+    Ok(())
+}
+
+fn index_whole(
+    store: &mut Store,
+    ctx: &IndexContext<'_>,
+    plan: &Plan,
+    parse: fn(&Path, &[u8]) -> sources::Parsed,
+    progress: &mut dyn FnMut(Progress),
+    report: &mut IndexReport,
+) -> Result<(), FileError> {
+    let path = &plan.file.path;
+    let key = path.to_string_lossy().into_owned();
+    let bytes = std::fs::read(path).map_err(|e| io_err(path, e))?;
+    progress(Progress::Advance(bytes.len() as u64));
+    report.bytes_read += bytes.len() as u64;
+    let mut parsed = parse(path, &bytes);
+    drop(bytes);
+    for e in &parsed.errors {
+        log_skip(&key, e);
+    }
+    let mut state = match &plan.state {
+        Some(s) => s.clone(),
+        None => {
+            let mut ing = store.ingest(ctx.origin)?;
+            let s = ing.source(plan.agent, &key, "whole")?;
+            ing.commit()?;
+            s
+        }
+    };
+    state.size = plan.size;
+    state.mtime_ns = plan.mtime_ns;
+    state.skipped = parsed.errors.len() as u64;
+    state.last_error = None;
+    state.kind = "whole".into();
+    report.skipped += parsed.errors.len() as u64;
+    {
+        let mut ing = store.ingest(ctx.origin)?;
+        ing.reset_redactions(state.id)?;
+        ing.commit()?;
+    }
+    let mut keep = HashSet::new();
+    report.added += write_batch(
+        store,
+        ctx,
+        state.id,
+        &mut parsed.records,
+        Some(&mut keep),
+        None,
+    )?;
+    let mut ing = store.ingest(ctx.origin)?;
+    report.removed += ing.retain_source_records(state.id, &keep)?;
+    ing.save_state(&state, ctx.now_ms)?;
+    ing.commit()?;
+    Ok(())
+}
+
+fn index_database(
+    store: &mut Store,
+    ctx: &IndexContext<'_>,
+    plan: &Plan,
+    read: fn(&Path, &sources::Watermark) -> Result<sources::DbBatch, sources::SourceError>,
+    progress: &mut dyn FnMut(Progress),
+    report: &mut IndexReport,
+) -> Result<(), FileError> {
+    let path = &plan.file.path;
+    let key = path.to_string_lossy().into_owned();
+    let mut state = match &plan.state {
+        Some(s) => s.clone(),
+        None => {
+            let mut ing = store.ingest(ctx.origin)?;
+            let s = ing.source(plan.agent, &key, "database")?;
+            ing.commit()?;
+            s
+        }
+    };
+    let mut batch = read(path, &state.watermark).map_err(|e| FileError::Source(e.to_string()))?;
+    progress(Progress::Advance(plan.size));
+    report.bytes_read += plan.size;
+    for e in &batch.parsed.errors {
+        log_skip(&key, e);
+    }
+    state.watermark = batch.watermark.clone();
+    state.size = plan.size;
+    state.mtime_ns = plan.mtime_ns;
+    state.skipped += batch.parsed.errors.len() as u64;
+    state.last_error = None;
+    state.kind = "database".into();
+    report.skipped += batch.parsed.errors.len() as u64;
+    report.added += write_batch(
+        store,
+        ctx,
+        state.id,
+        &mut batch.parsed.records,
+        None,
+        Some(&state),
+    )?;
+    Ok(())
+}
+
+fn log_skip(path: &str, e: &ParseError) {
+    tracing::warn!(path, error = %e, "skipped malformed input");
+}
+
+/// Reads one line including its newline, refusing to buffer more than
+/// [`MAX_LINE`] bytes: a longer line is consumed and returned truncated.
+fn read_line(r: &mut impl BufRead, buf: &mut Vec<u8>) -> std::io::Result<usize> {
+    let mut total = 0;
+    loop {
+        let avail = r.fill_buf()?;
+        if avail.is_empty() {
+            return Ok(total);
+        }
+        let (used, done) = match memchr_newline(avail) {
+            Some(i) => (i + 1, true),
+            None => (avail.len(), false),
+        };
+        if buf.len() < MAX_LINE + 1 {
+            let room = (MAX_LINE + 1 - buf.len()).min(used);
+            buf.extend_from_slice(&avail[..room]);
+        }
+        r.consume(used);
+        total += used;
+        if done {
+            if !buf.ends_with(b"\n") {
+                buf.push(b'\n');
+            }
+            return Ok(total);
+        }
+    }
+}
+
+fn memchr_newline(b: &[u8]) -> Option<usize> {
+    b.iter().position(|&c| c == b'\n')
+}
+
+fn trim_eol(buf: &[u8]) -> &[u8] {
+    let b = buf.strip_suffix(b"\n").unwrap_or(buf);
+    b.strip_suffix(b"\r").unwrap_or(b)
+}

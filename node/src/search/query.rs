@@ -1,0 +1,221 @@
+//! Turning what a person typed into a safe FTS5 query.
+//!
+//! Nothing the user types reaches FTS5 as syntax: every term is quoted, so
+//! `foo::bar`, `src/main.rs`, `"unclosed`, `NOT`, `(` or a pasted stack trace
+//! can never raise an FTS5 syntax error. Supported on purpose: `"quoted
+//! phrases"`, `prefix*` terms, and CJK runs (searched as phrases).
+
+use super::text::{is_cjk, tokens};
+
+/// One thing to look for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Term {
+    /// Tokens that must appear next to each other, in order (one token = a word).
+    Phrase(Vec<String>),
+    /// A word prefix (`hyp*`).
+    Prefix(String),
+}
+
+/// A parsed query.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Query {
+    /// The terms, any of which may match (ranked by how many and how rare).
+    pub terms: Vec<Term>,
+}
+
+/// Common English words that carry no meaning in a question.
+const STOPWORDS: &[&str] = &[
+    "a", "about", "an", "and", "are", "as", "at", "be", "but", "by", "can", "could", "did", "do",
+    "does", "for", "from", "had", "has", "have", "how", "i", "if", "in", "into", "is", "it", "its",
+    "me", "my", "of", "on", "or", "our", "should", "so", "that", "the", "their", "them", "then",
+    "there", "these", "this", "to", "us", "was", "we", "were", "what", "when", "where", "which",
+    "who", "why", "will", "with", "would", "you", "your",
+];
+
+fn is_stopword(t: &str) -> bool {
+    STOPWORDS.binary_search(&t).is_ok()
+}
+
+/// Terms for one whitespace-separated word: runs of ordinary tokens stay
+/// one phrase (identifiers, paths), runs of CJK characters become
+/// overlapping two-character phrases so a question written without spaces
+/// still matches text that shares only part of it.
+fn word_terms(toks: &[String]) -> Vec<Term> {
+    let mut out = Vec::new();
+    let mut plain: Vec<String> = Vec::new();
+    let mut cjk: Vec<String> = Vec::new();
+    let flush_cjk = |cjk: &mut Vec<String>, out: &mut Vec<Term>| {
+        if cjk.len() == 1 {
+            out.push(Term::Phrase(std::mem::take(cjk)));
+        } else {
+            for pair in cjk.windows(2) {
+                out.push(Term::Phrase(pair.to_vec()));
+            }
+            cjk.clear();
+        }
+    };
+    for t in toks {
+        if t.chars().all(is_cjk) {
+            if !plain.is_empty() {
+                out.push(Term::Phrase(std::mem::take(&mut plain)));
+            }
+            cjk.push(t.clone());
+        } else {
+            if !cjk.is_empty() {
+                flush_cjk(&mut cjk, &mut out);
+            }
+            plain.push(t.clone());
+        }
+    }
+    if !plain.is_empty() {
+        out.push(Term::Phrase(plain));
+    }
+    if !cjk.is_empty() {
+        flush_cjk(&mut cjk, &mut out);
+    }
+    out
+}
+
+impl Query {
+    /// Parses user input. Never fails; an input with no searchable
+    /// characters gives an empty query.
+    pub fn parse(input: &str) -> Query {
+        let mut terms = Vec::new();
+        let mut rest = String::new();
+        // Quoted phrases first; an unclosed quote runs to the end.
+        let mut parts = input.split('"');
+        if let Some(first) = parts.next() {
+            rest.push_str(first);
+        }
+        for (i, part) in parts.enumerate() {
+            if i % 2 == 0 {
+                let toks = tokens(part);
+                if !toks.is_empty() {
+                    terms.push(Term::Phrase(toks));
+                }
+            } else {
+                rest.push(' ');
+                rest.push_str(part);
+            }
+        }
+        let mut words = Vec::new();
+        for word in rest.split_whitespace() {
+            if let Some(stem) = word.strip_suffix('*') {
+                let toks = tokens(stem);
+                if toks.len() == 1 && !toks[0].chars().any(is_cjk) {
+                    words.push(Term::Prefix(toks[0].clone()));
+                    continue;
+                }
+            }
+            words.extend(word_terms(&tokens(word)));
+        }
+        let meaningful = !terms.is_empty()
+            || words
+                .iter()
+                .any(|t| !matches!(t, Term::Phrase(p) if p.len() == 1 && is_stopword(&p[0])));
+        for t in words {
+            let stop = matches!(&t, Term::Phrase(p) if p.len() == 1 && is_stopword(&p[0]));
+            if !(stop && meaningful) && !terms.contains(&t) {
+                terms.push(t);
+            }
+        }
+        Query { terms }
+    }
+
+    /// True when there is nothing to search for.
+    pub fn is_empty(&self) -> bool {
+        self.terms.is_empty()
+    }
+
+    /// The FTS5 MATCH expression: every term quoted, joined with OR.
+    pub fn to_fts(&self) -> String {
+        let quote = |s: &str| format!("\"{}\"", s.replace('"', "\"\""));
+        self.terms
+            .iter()
+            .map(|t| match t {
+                Term::Phrase(toks) => quote(&toks.join(" ")),
+                Term::Prefix(p) => format!("{}*", quote(p)),
+            })
+            .collect::<Vec<_>>()
+            .join(" OR ")
+    }
+
+    /// Lowercase words to highlight in snippets.
+    pub fn highlight_words(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        for t in &self.terms {
+            match t {
+                Term::Phrase(toks) if toks.iter().all(|t| t.chars().all(is_cjk)) => {
+                    out.push(toks.concat())
+                }
+                Term::Phrase(toks) => out.extend(toks.iter().cloned()),
+                Term::Prefix(p) => out.push(p.clone()),
+            }
+        }
+        out.sort_by_key(|w| std::cmp::Reverse(w.len()));
+        out.dedup();
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fts(q: &str) -> String {
+        Query::parse(q).to_fts()
+    }
+
+    #[test]
+    fn stopwords_dropped_unless_alone() {
+        assert_eq!(fts("why did we pin hyper?"), r#""pin" OR "hyper""#);
+        assert_eq!(fts("why"), r#""why""#);
+        assert_eq!(fts("the who"), r#""the" OR "who""#);
+    }
+
+    #[test]
+    fn stopword_list_is_sorted() {
+        let mut s = STOPWORDS.to_vec();
+        s.sort_unstable();
+        assert_eq!(s, STOPWORDS);
+    }
+
+    #[test]
+    fn punctuation_heavy_terms_become_phrases() {
+        assert_eq!(fts("foo::bar"), r#""foo bar""#);
+        assert_eq!(fts("src/store/mod.rs"), r#""src store mod rs""#);
+        assert_eq!(
+            fts("error[E0382]: borrow of moved value"),
+            r#""error e0382" OR "borrow" OR "moved" OR "value""#
+        );
+        assert_eq!(fts("NOT AND OR ( ) ^ - + :"), r#""not""#);
+        assert!(Query::parse("::: --- ///").is_empty());
+    }
+
+    #[test]
+    fn quotes_and_prefixes() {
+        assert_eq!(
+            fts(r#""pinned hyper" proxy"#),
+            r#""pinned hyper" OR "proxy""#
+        );
+        assert_eq!(
+            fts(r#"unclosed "quote here"#),
+            r#""quote here" OR "unclosed""#
+        );
+        assert_eq!(fts("hyp*"), r#""hyp"*"#);
+        assert_eq!(fts("*"), "");
+    }
+
+    #[test]
+    fn cjk_and_cyrillic() {
+        assert_eq!(
+            fts("为什么禁用缓存"),
+            r#""为 什" OR "什 么" OR "么 禁" OR "禁 用" OR "用 缓" OR "缓 存""#
+        );
+        assert_eq!(fts("用Redis缓存"), r#""用" OR "redis" OR "缓 存""#);
+        assert_eq!(
+            fts("почему отключили кэш"),
+            r#""почему" OR "отключили" OR "кэш""#
+        );
+    }
+}

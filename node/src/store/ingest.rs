@@ -1,0 +1,339 @@
+//! Writing records and per-source state, one transaction at a time.
+//!
+//! An [`Ingest`] wraps one SQLite transaction: records, the FTS rows, the
+//! session summaries and the source's new offset or watermark commit
+//! together, so a crash mid-file loses nothing and duplicates nothing.
+
+use std::collections::{HashMap, HashSet};
+
+use rusqlite::{OptionalExtension, Transaction, params};
+
+use super::{Store, StoreError};
+use crate::record::{Record, Role};
+use crate::redact::RedactionCounts;
+use crate::search::text::index_form;
+
+/// What the indexer remembers about one store between passes.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SourceState {
+    /// Row id in `sources`.
+    pub id: i64,
+    /// Agent id.
+    pub agent: String,
+    /// Path of the store.
+    pub path: String,
+    /// Reader kind: `lines`, `whole` or `database`.
+    pub kind: String,
+    /// File size at the last pass.
+    pub size: u64,
+    /// File modification time (ns since the epoch) at the last pass.
+    pub mtime_ns: i64,
+    /// Lines: the byte offset just after the last complete line consumed.
+    pub offset: u64,
+    /// blake3 of the first bytes of the file, up to `offset` (rewrite detection).
+    pub head_hash: Option<Vec<u8>>,
+    /// blake3 of the bytes just before `offset` (rewrite detection).
+    pub tail_hash: Option<Vec<u8>>,
+    /// Database readers: their watermark.
+    pub watermark: Option<String>,
+    /// Lines or rows skipped as malformed, in total.
+    pub skipped: u64,
+    /// The last whole-store error, if the last pass failed.
+    pub last_error: Option<String>,
+}
+
+impl Store {
+    /// Starts a write transaction for records that originate on node `origin`.
+    pub fn ingest(&mut self, origin: &str) -> Result<Ingest<'_>, StoreError> {
+        Ok(Ingest {
+            tx: self.conn.transaction()?,
+            origin: origin.to_owned(),
+            sessions: HashMap::new(),
+            inserted: 0,
+        })
+    }
+
+    /// The saved state of the store at `path`, if it was seen before.
+    pub fn source_state(&self, path: &str) -> Result<Option<SourceState>, StoreError> {
+        Ok(self
+            .conn
+            .query_row(
+                "SELECT id, agent, path, kind, size, mtime_ns, offset, head_hash, tail_hash,
+                        watermark, skipped, last_error
+                 FROM sources WHERE path = ?1",
+                [path],
+                |r| {
+                    Ok(SourceState {
+                        id: r.get(0)?,
+                        agent: r.get(1)?,
+                        path: r.get(2)?,
+                        kind: r.get(3)?,
+                        size: r.get::<_, i64>(4)? as u64,
+                        mtime_ns: r.get(5)?,
+                        offset: r.get::<_, i64>(6)? as u64,
+                        head_hash: r.get(7)?,
+                        tail_hash: r.get(8)?,
+                        watermark: r.get(9)?,
+                        skipped: r.get::<_, i64>(10)? as u64,
+                        last_error: r.get(11)?,
+                    })
+                },
+            )
+            .optional()?)
+    }
+
+    /// Marks every known source not in `present` as missing (its records stay).
+    pub fn mark_missing(&mut self, present: &HashSet<String>) -> Result<u64, StoreError> {
+        let tx = self.conn.transaction()?;
+        let mut n = 0;
+        {
+            let mut all = tx.prepare("SELECT id, path, missing FROM sources")?;
+            let rows: Vec<(i64, String, bool)> = all
+                .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
+                .collect::<Result<_, _>>()?;
+            let mut set = tx.prepare("UPDATE sources SET missing = ?2 WHERE id = ?1")?;
+            for (id, path, missing) in rows {
+                let gone = !present.contains(&path);
+                if gone != missing {
+                    set.execute(params![id, gone])?;
+                }
+                n += u64::from(gone);
+            }
+        }
+        tx.commit()?;
+        Ok(n)
+    }
+}
+
+/// One write transaction. Dropped without [`Ingest::commit`], it rolls back.
+pub struct Ingest<'a> {
+    tx: Transaction<'a>,
+    origin: String,
+    sessions: HashMap<(String, String), i64>,
+    inserted: u64,
+}
+
+impl Ingest<'_> {
+    /// Creates or finds the `sources` row for a store and returns its state.
+    pub fn source(
+        &mut self,
+        agent: &str,
+        path: &str,
+        kind: &str,
+    ) -> Result<SourceState, StoreError> {
+        self.tx.execute(
+            "INSERT INTO sources(agent, path, kind) VALUES (?1, ?2, ?3)
+             ON CONFLICT(path) DO UPDATE SET missing = 0",
+            (agent, path, kind),
+        )?;
+        let id: i64 = self
+            .tx
+            .query_row("SELECT id FROM sources WHERE path = ?1", [path], |r| {
+                r.get(0)
+            })?;
+        Ok(SourceState {
+            id,
+            agent: agent.to_owned(),
+            path: path.to_owned(),
+            kind: kind.to_owned(),
+            ..SourceState::default()
+        })
+    }
+
+    /// Saves a store's offsets, hashes and watermark.
+    pub fn save_state(&mut self, s: &SourceState, now_ms: i64) -> Result<(), StoreError> {
+        self.tx.execute(
+            "UPDATE sources SET kind = ?2, size = ?3, mtime_ns = ?4, offset = ?5, head_hash = ?6,
+                    tail_hash = ?7, watermark = ?8, skipped = ?9, last_error = ?10, indexed_ms = ?11,
+                    missing = 0
+             WHERE id = ?1",
+            params![
+                s.id,
+                s.kind,
+                s.size as i64,
+                s.mtime_ns,
+                s.offset as i64,
+                s.head_hash,
+                s.tail_hash,
+                s.watermark,
+                s.skipped as i64,
+                s.last_error,
+                now_ms
+            ],
+        )?;
+        Ok(())
+    }
+
+    /// Adds redaction counts for a source.
+    pub fn add_redactions(
+        &mut self,
+        source: i64,
+        counts: &RedactionCounts,
+    ) -> Result<(), StoreError> {
+        let mut stmt = self.tx.prepare_cached(
+            "INSERT INTO redactions(source, kind, count) VALUES (?1, ?2, ?3)
+             ON CONFLICT(source, kind) DO UPDATE SET count = count + excluded.count",
+        )?;
+        for (kind, n) in counts {
+            stmt.execute(params![source, kind, *n as i64])?;
+        }
+        Ok(())
+    }
+
+    /// Forgets the redaction counts of a source (before it is re-read from scratch).
+    pub fn reset_redactions(&mut self, source: i64) -> Result<(), StoreError> {
+        self.tx
+            .execute("DELETE FROM redactions WHERE source = ?1", [source])?;
+        Ok(())
+    }
+
+    /// Stores one (already redacted) record read from `source` (None for
+    /// notes and, later, records received from peers). Returns whether it was
+    /// new: a record whose content hash is already stored is skipped.
+    pub fn insert(&mut self, rec: &Record, source: Option<i64>) -> Result<bool, StoreError> {
+        let hash = rec.content_hash();
+        let session = self.session_row(rec)?;
+        let files = rec.files.join("\n");
+        let changed = self
+            .tx
+            .prepare_cached(
+                "INSERT INTO records(hash, session, role, ts, text, files, origin, source, offset)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
+                 ON CONFLICT(hash) DO NOTHING",
+            )?
+            .execute(params![
+                &hash[..],
+                session,
+                rec.role.as_str(),
+                rec.time_ms,
+                rec.text,
+                files,
+                self.origin,
+                source,
+                rec.offset as i64
+            ])?;
+        if changed == 0 {
+            return Ok(false);
+        }
+        let rowid = self.tx.last_insert_rowid();
+        self.tx
+            .prepare_cached("INSERT INTO fts(rowid, body, files) VALUES (?1, ?2, ?3)")?
+            .execute(params![rowid, index_form(&rec.text), index_form(&files)])?;
+        let title = (rec.role == Role::User).then(|| session_title(&rec.text));
+        self.tx
+            .prepare_cached(
+                "UPDATE sessions SET records = records + 1,
+                    first_ms = CASE WHEN ?2 IS NULL THEN first_ms
+                                    WHEN first_ms IS NULL OR ?2 < first_ms THEN ?2 ELSE first_ms END,
+                    last_ms = CASE WHEN ?2 IS NULL THEN last_ms
+                                   WHEN last_ms IS NULL OR ?2 > last_ms THEN ?2 ELSE last_ms END,
+                    title = COALESCE(title, ?3)
+                 WHERE id = ?1",
+            )?
+            .execute(params![session, rec.time_ms, title])?;
+        self.inserted += 1;
+        Ok(true)
+    }
+
+    /// Deletes the records read from `source` whose hash is not in `keep`:
+    /// how a rewritten file has only its own vanished records replaced.
+    pub fn retain_source_records(
+        &mut self,
+        source: i64,
+        keep: &HashSet<[u8; 32]>,
+    ) -> Result<u64, StoreError> {
+        let doomed: Vec<(i64, i64)> = {
+            let mut stmt = self
+                .tx
+                .prepare("SELECT id, hash, session FROM records WHERE source = ?1")?;
+            let rows = stmt.query_map([source], |r| {
+                Ok((
+                    r.get::<_, i64>(0)?,
+                    r.get::<_, Vec<u8>>(1)?,
+                    r.get::<_, i64>(2)?,
+                ))
+            })?;
+            let mut v = Vec::new();
+            for row in rows {
+                let (id, hash, session) = row?;
+                let keep_it =
+                    <[u8; 32]>::try_from(hash.as_slice()).is_ok_and(|h| keep.contains(&h));
+                if !keep_it {
+                    v.push((id, session));
+                }
+            }
+            v
+        };
+        for (id, session) in &doomed {
+            self.delete_record(*id, *session)?;
+        }
+        Ok(doomed.len() as u64)
+    }
+
+    fn delete_record(&mut self, id: i64, session: i64) -> Result<(), StoreError> {
+        self.tx
+            .prepare_cached("DELETE FROM fts WHERE rowid = ?1")?
+            .execute([id])?;
+        self.tx
+            .prepare_cached("DELETE FROM records WHERE id = ?1")?
+            .execute([id])?;
+        self.tx
+            .prepare_cached("UPDATE sessions SET records = records - 1 WHERE id = ?1")?
+            .execute([session])?;
+        Ok(())
+    }
+
+    /// How many new records this transaction stored so far.
+    pub fn inserted(&self) -> u64 {
+        self.inserted
+    }
+
+    /// Commits everything.
+    pub fn commit(self) -> Result<(), StoreError> {
+        self.tx.commit()?;
+        Ok(())
+    }
+
+    fn session_row(&mut self, rec: &Record) -> Result<i64, StoreError> {
+        let key = (rec.agent.clone(), rec.session_id.clone());
+        if let Some(id) = self.sessions.get(&key) {
+            return Ok(*id);
+        }
+        self.tx
+            .prepare_cached(
+                "INSERT INTO sessions(agent, session_id, parent_session, project, origin)
+                 VALUES (?1, ?2, ?3, ?4, ?5)
+                 ON CONFLICT(agent, session_id) DO UPDATE SET
+                    parent_session = COALESCE(sessions.parent_session, excluded.parent_session),
+                    project = COALESCE(sessions.project, excluded.project)",
+            )?
+            .execute(params![
+                rec.agent,
+                rec.session_id,
+                rec.parent_session,
+                rec.project,
+                self.origin
+            ])?;
+        let id: i64 = self.tx.query_row(
+            "SELECT id FROM sessions WHERE agent = ?1 AND session_id = ?2",
+            (&rec.agent, &rec.session_id),
+            |r| r.get(0),
+        )?;
+        self.sessions.insert(key, id);
+        Ok(id)
+    }
+}
+
+/// The first line of a prompt, trimmed to a title.
+fn session_title(text: &str) -> String {
+    let line = text
+        .lines()
+        .map(str::trim)
+        .find(|l| !l.is_empty())
+        .unwrap_or("");
+    let mut end = line.len().min(120);
+    while !line.is_char_boundary(end) {
+        end -= 1;
+    }
+    line[..end].to_owned()
+}

@@ -1,0 +1,178 @@
+//! The node's SQLite database: records, sessions, per-source file state,
+//! redaction counts and the FTS5 index.
+//!
+//! This module is the only code that writes to the database. It stores what
+//! it is given: redaction happens before a record reaches it (see
+//! `crate::indexer`), so nothing here ever sees a plaintext secret.
+
+mod ingest;
+mod read;
+mod schema;
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use rusqlite::{Connection, OpenFlags};
+
+pub use ingest::{Ingest, SourceState};
+pub use read::{AgentCounts, SessionInfo, SessionRecord, StoreStats};
+pub use schema::SCHEMA_VERSION;
+
+/// Failures of the store.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// SQLite refused an operation.
+    #[error("database error: {0}")]
+    Sqlite(#[from] rusqlite::Error),
+    /// The file exists but is not a usable cairn database.
+    #[error(
+        "{path} is not a readable cairn database ({source}); move it aside to start a new one (records received from peers would be lost)"
+    )]
+    Corrupt {
+        /// The database file.
+        path: PathBuf,
+        /// What SQLite said.
+        #[source]
+        source: rusqlite::Error,
+    },
+    /// The database was written by a newer cairn.
+    #[error(
+        "database schema version {found} is newer than this cairn supports ({supported}); upgrade cairn"
+    )]
+    TooNew {
+        /// Version in the file.
+        found: u32,
+        /// Newest version this build knows.
+        supported: u32,
+    },
+    /// The home folder could not be created.
+    #[error("failed to create {path}: {source}")]
+    Io {
+        /// The folder.
+        path: PathBuf,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// An open cairn database.
+pub struct Store {
+    conn: Connection,
+    path: PathBuf,
+}
+
+impl Store {
+    /// Opens (creating if needed) the database at `path` and migrates it.
+    pub fn open(path: &Path) -> Result<Store, StoreError> {
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir).map_err(|source| StoreError::Io {
+                path: dir.to_path_buf(),
+                source,
+            })?;
+        }
+        let corrupt = |source| StoreError::Corrupt {
+            path: path.to_path_buf(),
+            source,
+        };
+        let mut conn = Connection::open_with_flags(
+            path,
+            OpenFlags::SQLITE_OPEN_READ_WRITE
+                | OpenFlags::SQLITE_OPEN_CREATE
+                | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )?;
+        conn.busy_timeout(Duration::from_secs(5))?;
+        // The first real read tells a corrupt or foreign file apart.
+        conn.pragma_update(None, "journal_mode", "WAL")
+            .map_err(corrupt)?;
+        conn.pragma_update(None, "synchronous", "NORMAL")?;
+        conn.pragma_update(None, "foreign_keys", "ON")?;
+        schema::migrate(&mut conn).map_err(|e| match e {
+            StoreError::Sqlite(source) => corrupt(source),
+            other => other,
+        })?;
+        let quick: String = conn
+            .query_row("PRAGMA quick_check(1)", [], |r| r.get(0))
+            .map_err(corrupt)?;
+        if quick != "ok" {
+            return Err(corrupt(rusqlite::Error::SqliteFailure(
+                rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_CORRUPT),
+                Some(quick),
+            )));
+        }
+        Ok(Store {
+            conn,
+            path: path.to_path_buf(),
+        })
+    }
+
+    /// Opens an existing database for reading only; never creates or migrates.
+    /// Used where a reader must not write (hooks, concurrent readers).
+    pub fn open_read_only(path: &Path) -> Result<Store, StoreError> {
+        let corrupt = |source| StoreError::Corrupt {
+            path: path.to_path_buf(),
+            source,
+        };
+        let conn = Connection::open_with_flags(
+            path,
+            OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )
+        .map_err(corrupt)?;
+        conn.busy_timeout(Duration::from_secs(2))?;
+        let version: u32 = conn
+            .query_row("PRAGMA user_version", [], |r| r.get(0))
+            .map_err(corrupt)?;
+        if version > SCHEMA_VERSION {
+            return Err(StoreError::TooNew {
+                found: version,
+                supported: SCHEMA_VERSION,
+            });
+        }
+        if version == 0 {
+            return Err(corrupt(rusqlite::Error::QueryReturnedNoRows));
+        }
+        Ok(Store {
+            conn,
+            path: path.to_path_buf(),
+        })
+    }
+
+    /// The database file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The underlying connection, for the search module's read queries.
+    pub(crate) fn conn(&self) -> &Connection {
+        &self.conn
+    }
+
+    /// Records a node id and its human name so hits can say which machine they came from.
+    pub fn upsert_node(&self, id: &str, name: &str) -> Result<(), StoreError> {
+        self.conn.execute(
+            "INSERT INTO nodes(id, name) VALUES (?1, ?2)
+             ON CONFLICT(id) DO UPDATE SET name = excluded.name",
+            (id, name),
+        )?;
+        Ok(())
+    }
+
+    /// Reads a value from the meta table.
+    pub fn meta(&self, key: &str) -> Result<Option<String>, StoreError> {
+        use rusqlite::OptionalExtension;
+        Ok(self
+            .conn
+            .query_row("SELECT value FROM meta WHERE key = ?1", [key], |r| r.get(0))
+            .optional()?)
+    }
+
+    /// Writes a value to the meta table.
+    pub fn set_meta(&self, key: &str, value: &str) -> Result<(), StoreError> {
+        self.conn.execute(
+            "INSERT INTO meta(key, value) VALUES (?1, ?2)
+             ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+            (key, value),
+        )?;
+        Ok(())
+    }
+}

@@ -1,0 +1,241 @@
+//! Read queries for `status`, `sources` and `show`.
+
+use std::collections::BTreeMap;
+
+use rusqlite::params;
+use serde::Serialize;
+
+use super::{Store, StoreError};
+
+/// Counts for one agent.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct AgentCounts {
+    /// Stores (files or databases) known.
+    pub sources: u64,
+    /// Of which no longer on disk (their records are kept).
+    pub missing_sources: u64,
+    /// Sessions stored.
+    pub sessions: u64,
+    /// Records stored.
+    pub records: u64,
+    /// Malformed lines or rows skipped.
+    pub skipped: u64,
+    /// Stores whose last pass failed.
+    pub failing: u64,
+    /// Secrets redacted, by kind.
+    pub redactions: BTreeMap<String, u64>,
+}
+
+/// Totals for `cairn status`.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct StoreStats {
+    /// Records stored.
+    pub records: u64,
+    /// Sessions stored.
+    pub sessions: u64,
+    /// Per agent.
+    pub agents: BTreeMap<String, AgentCounts>,
+    /// Bytes of the database file plus its WAL.
+    pub db_bytes: u64,
+    /// Newest indexing pass, Unix ms.
+    pub last_indexed_ms: Option<i64>,
+}
+
+/// A session's summary.
+#[derive(Debug, Clone, Serialize)]
+pub struct SessionInfo {
+    /// Internal row id.
+    #[serde(skip)]
+    pub row: i64,
+    /// Agent id.
+    pub agent: String,
+    /// The agent's own session id.
+    pub session_id: String,
+    /// Parent session for sub-agents.
+    pub parent_session: Option<String>,
+    /// Working directory.
+    pub project: Option<String>,
+    /// Name of the machine the session was indexed on.
+    pub machine: String,
+    /// First record time, Unix ms.
+    pub first_ms: Option<i64>,
+    /// Last record time, Unix ms.
+    pub last_ms: Option<i64>,
+    /// First user prompt line.
+    pub title: Option<String>,
+    /// Records stored.
+    pub records: u64,
+}
+
+/// One record of a session transcript.
+#[derive(Debug, Clone, Serialize)]
+pub struct SessionRecord {
+    /// Role name.
+    pub role: String,
+    /// Unix ms.
+    pub time_ms: Option<i64>,
+    /// Text (redacted).
+    pub text: String,
+    /// Files touched.
+    pub files: Vec<String>,
+    /// Source file and offset, where local.
+    pub source: Option<String>,
+    /// Byte offset or row id in the source.
+    pub offset: Option<i64>,
+}
+
+impl Store {
+    /// Totals and per-agent counts.
+    pub fn stats(&self) -> Result<StoreStats, StoreError> {
+        let c = &self.conn;
+        let mut st = StoreStats {
+            records: c.query_row("SELECT count(*) FROM records", [], |r| r.get::<_, i64>(0))?
+                as u64,
+            sessions: c.query_row("SELECT count(*) FROM sessions", [], |r| r.get::<_, i64>(0))?
+                as u64,
+            last_indexed_ms: c
+                .query_row("SELECT max(indexed_ms) FROM sources", [], |r| r.get(0))?,
+            ..StoreStats::default()
+        };
+        let mut q = c.prepare(
+            "SELECT agent, count(*), sum(missing), sum(skipped), sum(last_error IS NOT NULL)
+             FROM sources GROUP BY agent",
+        )?;
+        for row in q.query_map([], |r| {
+            Ok((
+                r.get::<_, String>(0)?,
+                r.get::<_, i64>(1)?,
+                r.get::<_, i64>(2)?,
+                r.get::<_, i64>(3)?,
+                r.get::<_, i64>(4)?,
+            ))
+        })? {
+            let (agent, n, missing, skipped, failing) = row?;
+            let a = st.agents.entry(agent).or_default();
+            a.sources = n as u64;
+            a.missing_sources = missing as u64;
+            a.skipped = skipped as u64;
+            a.failing = failing as u64;
+        }
+        let mut q =
+            c.prepare("SELECT agent, count(*), sum(records) FROM sessions GROUP BY agent")?;
+        for row in q.query_map([], |r| {
+            Ok((
+                r.get::<_, String>(0)?,
+                r.get::<_, i64>(1)?,
+                r.get::<_, i64>(2)?,
+            ))
+        })? {
+            let (agent, sessions, records) = row?;
+            let a = st.agents.entry(agent).or_default();
+            a.sessions = sessions as u64;
+            a.records = records as u64;
+        }
+        let mut q = c.prepare(
+            "SELECT s.agent, r.kind, sum(r.count) FROM redactions r JOIN sources s ON s.id = r.source
+             GROUP BY s.agent, r.kind",
+        )?;
+        for row in q.query_map([], |r| {
+            Ok((
+                r.get::<_, String>(0)?,
+                r.get::<_, String>(1)?,
+                r.get::<_, i64>(2)?,
+            ))
+        })? {
+            let (agent, kind, n) = row?;
+            st.agents
+                .entry(agent)
+                .or_default()
+                .redactions
+                .insert(kind, n as u64);
+        }
+        let size = |p: &std::path::Path| std::fs::metadata(p).map(|m| m.len()).unwrap_or(0);
+        let mut wal = self.path.clone().into_os_string();
+        wal.push("-wal");
+        st.db_bytes = size(&self.path) + size(std::path::Path::new(&wal));
+        Ok(st)
+    }
+
+    /// Sessions whose id starts with `prefix` (at most `limit`), newest first.
+    pub fn find_sessions(
+        &self,
+        prefix: &str,
+        limit: usize,
+    ) -> Result<Vec<SessionInfo>, StoreError> {
+        let escaped = prefix
+            .replace('\\', "\\\\")
+            .replace('%', "\\%")
+            .replace('_', "\\_");
+        let mut q = self.conn.prepare(
+            "SELECT s.id, s.agent, s.session_id, s.parent_session, s.project, COALESCE(n.name, s.origin),
+                    s.first_ms, s.last_ms, s.title, s.records
+             FROM sessions s LEFT JOIN nodes n ON n.id = s.origin
+             WHERE s.session_id LIKE ?1 || '%' ESCAPE '\\'
+             ORDER BY s.last_ms DESC LIMIT ?2",
+        )?;
+        let rows = q.query_map(params![escaped, limit as i64], session_info)?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    /// A window of a session's transcript in time order.
+    pub fn session_records(
+        &self,
+        session_row: i64,
+        offset: usize,
+        limit: usize,
+    ) -> Result<Vec<SessionRecord>, StoreError> {
+        let mut q = self.conn.prepare(
+            "SELECT r.role, r.ts, r.text, r.files, s.path, r.offset
+             FROM records r LEFT JOIN sources s ON s.id = r.source
+             WHERE r.session = ?1
+             ORDER BY r.ts IS NULL, r.ts, r.source, r.offset, r.id
+             LIMIT ?2 OFFSET ?3",
+        )?;
+        let rows = q.query_map(params![session_row, limit as i64, offset as i64], |r| {
+            let files: String = r.get(3)?;
+            Ok(SessionRecord {
+                role: r.get(0)?,
+                time_ms: r.get(1)?,
+                text: r.get(2)?,
+                files: files.lines().map(str::to_owned).collect(),
+                source: r.get(4)?,
+                offset: r.get(5)?,
+            })
+        })?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    /// All known stores with their agent, path, missing flag, skipped count and last error.
+    pub fn list_sources(
+        &self,
+    ) -> Result<Vec<(String, String, bool, u64, Option<String>)>, StoreError> {
+        let mut q = self.conn.prepare(
+            "SELECT agent, path, missing, skipped, last_error FROM sources ORDER BY agent, path",
+        )?;
+        let rows = q.query_map([], |r| {
+            Ok((
+                r.get(0)?,
+                r.get(1)?,
+                r.get(2)?,
+                r.get::<_, i64>(3)? as u64,
+                r.get(4)?,
+            ))
+        })?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+}
+
+pub(crate) fn session_info(r: &rusqlite::Row<'_>) -> rusqlite::Result<SessionInfo> {
+    Ok(SessionInfo {
+        row: r.get(0)?,
+        agent: r.get(1)?,
+        session_id: r.get(2)?,
+        parent_session: r.get(3)?,
+        project: r.get(4)?,
+        machine: r.get(5)?,
+        first_ms: r.get(6)?,
+        last_ms: r.get(7)?,
+        title: r.get(8)?,
+        records: r.get::<_, i64>(9)? as u64,
+    })
+}

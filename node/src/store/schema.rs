@@ -1,0 +1,99 @@
+//! The database schema and its migrations.
+//!
+//! Migrations are only ever appended: a released migration is never edited.
+//! `PRAGMA user_version` holds the number of migrations applied.
+
+use rusqlite::Connection;
+
+use super::StoreError;
+
+/// Each entry upgrades the schema by one version.
+const MIGRATIONS: &[&str] = &[
+    // v1: records, sessions, sources, nodes and the full-text index.
+    r#"
+    CREATE TABLE meta(
+        key   TEXT PRIMARY KEY,
+        value TEXT NOT NULL
+    );
+    CREATE TABLE nodes(
+        id   TEXT PRIMARY KEY,
+        name TEXT NOT NULL
+    );
+    CREATE TABLE sources(
+        id          INTEGER PRIMARY KEY,
+        agent       TEXT NOT NULL,
+        path        TEXT NOT NULL UNIQUE,
+        kind        TEXT NOT NULL,
+        size        INTEGER NOT NULL DEFAULT 0,
+        mtime_ns    INTEGER NOT NULL DEFAULT 0,
+        offset      INTEGER NOT NULL DEFAULT 0,
+        head_hash   BLOB,
+        tail_hash   BLOB,
+        watermark   TEXT,
+        skipped     INTEGER NOT NULL DEFAULT 0,
+        last_error  TEXT,
+        missing     INTEGER NOT NULL DEFAULT 0,
+        indexed_ms  INTEGER
+    );
+    CREATE TABLE sessions(
+        id             INTEGER PRIMARY KEY,
+        agent          TEXT NOT NULL,
+        session_id     TEXT NOT NULL,
+        parent_session TEXT,
+        project        TEXT,
+        origin         TEXT NOT NULL,
+        first_ms       INTEGER,
+        last_ms        INTEGER,
+        title          TEXT,
+        records        INTEGER NOT NULL DEFAULT 0,
+        UNIQUE(agent, session_id)
+    );
+    CREATE TABLE records(
+        id      INTEGER PRIMARY KEY,
+        hash    BLOB NOT NULL UNIQUE,
+        session INTEGER NOT NULL REFERENCES sessions(id),
+        role    TEXT NOT NULL,
+        ts      INTEGER,
+        text    TEXT NOT NULL,
+        files   TEXT NOT NULL DEFAULT '',
+        origin  TEXT NOT NULL,
+        source  INTEGER REFERENCES sources(id),
+        offset  INTEGER
+    );
+    CREATE INDEX records_session ON records(session, ts);
+    CREATE INDEX records_source ON records(source);
+    CREATE TABLE redactions(
+        source INTEGER NOT NULL,
+        kind   TEXT NOT NULL,
+        count  INTEGER NOT NULL,
+        PRIMARY KEY(source, kind)
+    );
+    CREATE VIRTUAL TABLE fts USING fts5(
+        body, files,
+        content = '',
+        contentless_delete = 1,
+        tokenize = 'unicode61 remove_diacritics 2'
+    );
+    "#,
+];
+
+/// The schema version this build writes.
+pub const SCHEMA_VERSION: u32 = MIGRATIONS.len() as u32;
+
+/// Brings the database up to [`SCHEMA_VERSION`], refusing a newer one.
+pub(super) fn migrate(conn: &mut Connection) -> Result<(), StoreError> {
+    let current: u32 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+    if current > SCHEMA_VERSION {
+        return Err(StoreError::TooNew {
+            found: current,
+            supported: SCHEMA_VERSION,
+        });
+    }
+    for (i, sql) in MIGRATIONS.iter().enumerate().skip(current as usize) {
+        let tx = conn.transaction()?;
+        tx.execute_batch(sql)?;
+        tx.pragma_update(None, "user_version", (i + 1) as u32)?;
+        tx.commit()?;
+    }
+    Ok(())
+}
