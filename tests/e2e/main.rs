@@ -1,1 +1,6 @@
-fn main(){}
+//! End-to-end tests: the real `cairn` binary against a temporary `$HOME`
+//! seeded with the fixtures under `fixtures/home`.
+
+mod util;
+
+mod cli;

@@ -25,7 +25,7 @@ pub fn run(global: &GlobalArgs, args: &JsonArgs) -> anyhow::Result<()> {
         .store()
         .list_sources()?
         .into_iter()
-        .map(|(_, path, missing, skipped, err)| (path, (missing, skipped, err)))
+        .map(|r| (r.path, (r.missing, r.skipped, r.last_error)))
         .collect();
     let cfg = node.config();
     let mut stores = Vec::new();
@@ -51,16 +51,16 @@ pub fn run(global: &GlobalArgs, args: &JsonArgs) -> anyhow::Result<()> {
             });
         }
     }
-    for (agent, path, _, skipped, err) in node.store().list_sources()? {
-        if !seen.contains(&path) {
+    for r in node.store().list_sources()? {
+        if !seen.contains(&r.path) {
             stores.push(Store {
-                agent,
-                path,
+                agent: r.agent,
+                path: r.path,
                 reader: "-".to_owned(),
                 present: false,
                 indexed: true,
-                skipped,
-                error: err,
+                skipped: r.skipped,
+                error: r.last_error,
             });
         }
     }

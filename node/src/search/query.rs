@@ -115,7 +115,7 @@ impl Query {
                 .any(|t| !matches!(t, Term::Phrase(p) if p.len() == 1 && is_stopword(&p[0])));
         for t in words {
             let stop = matches!(&t, Term::Phrase(p) if p.len() == 1 && is_stopword(&p[0]));
-            if !(stop && meaningful) && !terms.contains(&t) {
+            if (!stop || !meaningful) && !terms.contains(&t) {
                 terms.push(t);
             }
         }

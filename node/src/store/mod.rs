@@ -15,7 +15,7 @@ use std::time::Duration;
 use rusqlite::{Connection, OpenFlags};
 
 pub use ingest::{Ingest, SourceState};
-pub use read::{AgentCounts, SessionInfo, SessionRecord, StoreStats};
+pub use read::{AgentCounts, SessionInfo, SessionRecord, SourceRow, StoreStats};
 pub use schema::SCHEMA_VERSION;
 
 /// Failures of the store.

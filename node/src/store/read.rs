@@ -205,24 +205,37 @@ impl Store {
         Ok(rows.collect::<Result<_, _>>()?)
     }
 
-    /// All known stores with their agent, path, missing flag, skipped count and last error.
-    pub fn list_sources(
-        &self,
-    ) -> Result<Vec<(String, String, bool, u64, Option<String>)>, StoreError> {
+    /// All known stores.
+    pub fn list_sources(&self) -> Result<Vec<SourceRow>, StoreError> {
         let mut q = self.conn.prepare(
             "SELECT agent, path, missing, skipped, last_error FROM sources ORDER BY agent, path",
         )?;
         let rows = q.query_map([], |r| {
-            Ok((
-                r.get(0)?,
-                r.get(1)?,
-                r.get(2)?,
-                r.get::<_, i64>(3)? as u64,
-                r.get(4)?,
-            ))
+            Ok(SourceRow {
+                agent: r.get(0)?,
+                path: r.get(1)?,
+                missing: r.get(2)?,
+                skipped: r.get::<_, i64>(3)? as u64,
+                last_error: r.get(4)?,
+            })
         })?;
         Ok(rows.collect::<Result<_, _>>()?)
     }
+}
+
+/// A known store, for `cairn sources`.
+#[derive(Debug, Clone, Serialize)]
+pub struct SourceRow {
+    /// Agent id.
+    pub agent: String,
+    /// Path of the file or database.
+    pub path: String,
+    /// No longer on disk (its records are kept).
+    pub missing: bool,
+    /// Malformed lines or rows skipped.
+    pub skipped: u64,
+    /// The last pass's error, if it failed.
+    pub last_error: Option<String>,
 }
 
 pub(crate) fn session_info(r: &rusqlite::Row<'_>) -> rusqlite::Result<SessionInfo> {

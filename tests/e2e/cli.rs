@@ -1,0 +1,498 @@
+//! The `cairn` CLI end to end: index the fixture home, search it, and check
+//! incremental indexing, redaction, bad input and the `--json` contract.
+
+use std::io::Write;
+
+use crate::util::{TestHome, all_bytes_under, contains, planted_secrets};
+
+/// Every planted fact is found, in the right agent's session, ranked first.
+#[test]
+fn search_finds_planted_facts_first() {
+    let home = TestHome::seeded();
+    home.ok(&["index", "--quiet"]);
+    let cases = [
+        (
+            "why did we pin hyper?",
+            "claude-code",
+            "pinned hyper to 0.14",
+        ),
+        ("job queue redis", "codex", "from redis to sqlite"),
+        (
+            "tantivy or meilisearch",
+            "gemini",
+            "tantivy over meilisearch",
+        ),
+        ("why vendor openssl", "aider", "vendor the openssl crate"),
+        ("rate limiter window incident", "copilot", "rate limiter"),
+        ("flaky test cause", "pi", "timezone assumption"),
+        ("figment serde-env", "opencode", "figment"),
+        (
+            "websockets corporate proxy dashboard",
+            "cursor",
+            "server-sent events",
+        ),
+        ("payment webhook retries", "cursor", "five attempts"),
+        ("float64 rounding cents", "opencode", "integer cents"),
+        ("ledger API timeout export", "gemini", "500 rows"),
+    ];
+    for (query, agent, needle) in cases {
+        let hits = home.search(query, &["--no-refresh"]);
+        assert!(!hits.is_empty(), "no hits for {query:?}");
+        let top = &hits[0];
+        assert_eq!(
+            top["agent"], agent,
+            "wrong top agent for {query:?}: {hits:#?}"
+        );
+        // The best record of the top session mentions the fact, or the session does.
+        let snippet = top["snippet"].as_str().unwrap_or_default();
+        if !snippet.contains(needle) {
+            let sid = top["session_id"].as_str().expect("session id");
+            let show = home.ok(&["show", "--no-pager", sid]);
+            assert!(
+                show.contains(needle),
+                "top session for {query:?} lacks {needle:?}"
+            );
+        }
+    }
+}
+
+/// Non-ASCII questions find non-ASCII answers.
+#[test]
+fn chinese_and_russian_queries() {
+    let home = TestHome::seeded();
+    home.ok(&["index", "--quiet"]);
+    let hits = home.search("为什么选择tantivy", &["--no-refresh"]);
+    assert_eq!(hits[0]["agent"], "gemini", "{hits:#?}");
+    let hits = home.search("不需要服务器", &["--no-refresh"]);
+    assert_eq!(hits[0]["agent"], "gemini", "{hits:#?}");
+    let hits = home.search("почему отключили кэширование", &["--no-refresh"]);
+    assert_eq!(hits[0]["agent"], "aider", "{hits:#?}");
+}
+
+/// The `--json` hit shape is a public contract.
+#[test]
+fn json_contract_fields() {
+    let home = TestHome::seeded();
+    let hits = home.search("hyper proxy", &[]);
+    let h = &hits[0];
+    for key in [
+        "session_id",
+        "agent",
+        "project",
+        "machine",
+        "role",
+        "time",
+        "score",
+        "snippet",
+        "source",
+    ] {
+        assert!(h.get(key).is_some(), "hit lacks {key}: {h:#}");
+    }
+    assert_eq!(h["machine"], "fixture-laptop");
+    assert_eq!(h["project"], "/home/dev/acme");
+    let time = h["time"].as_str().expect("time string");
+    assert!(chrono::DateTime::parse_from_rfc3339(time).is_ok(), "{time}");
+    assert!(h["score"].as_f64().expect("score") > 0.0);
+    let source = h["source"].as_str().expect("source path");
+    assert!(
+        source.starts_with(home.path().to_str().expect("utf-8 path")),
+        "{source}"
+    );
+}
+
+/// Queries full of FTS5 syntax and punctuation never reach the user as errors.
+#[test]
+fn hostile_queries_do_not_error() {
+    let home = TestHome::seeded();
+    home.ok(&["index", "--quiet"]);
+    for q in [
+        "foo::bar",
+        "\"unclosed",
+        "NOT",
+        "( OR )",
+        "*",
+        "src/main.rs",
+        "error[E0382]: borrow of moved value: `x`",
+        "a AND b NEAR(c)",
+        "col:value",
+        "^start",
+        "'single' \"double\"",
+        "-",
+        "🙂",
+    ] {
+        let out = home.ok(&["search", "--json", "--no-refresh", "--", q]);
+        let v: serde_json::Value = serde_json::from_str(&out).expect("json");
+        assert!(v["hits"].is_array(), "{q:?} -> {out}");
+    }
+    let hits = home.search("Cargo.toml", &["--no-refresh", "--role", "tool_call"]);
+    assert!(hits.iter().all(|h| h["role"] == "tool_call"), "{hits:#?}");
+}
+
+/// Filters narrow results.
+#[test]
+fn filters_agent_project_role_since_session() {
+    let home = TestHome::seeded();
+    home.ok(&["index", "--quiet"]);
+    let hits = home.search("proxy", &["--no-refresh", "--agent", "cursor"]);
+    assert!(!hits.is_empty());
+    assert!(hits.iter().all(|h| h["agent"] == "cursor"));
+    let hits = home.search("proxy", &["--no-refresh", "--project", "acme"]);
+    assert!(
+        hits.iter()
+            .all(|h| h["project"].as_str().is_some_and(|p| p.contains("acme")))
+    );
+    let hits = home.search("proxy", &["--no-refresh", "--role", "user"]);
+    assert!(hits.iter().all(|h| h["role"] == "user"));
+    let hits = home.search("hyper", &["--no-refresh", "--since", "2099-01-01"]);
+    assert!(hits.is_empty(), "{hits:#?}");
+    let all = home.search("hyper", &["--no-refresh"]);
+    let sid = all[0]["session_id"].as_str().expect("sid");
+    let prefix: String = sid.chars().take(6).collect();
+    let hits = home.search("hyper", &["--no-refresh", "--session", &prefix]);
+    assert!(hits.iter().all(|h| h["session_id"] == sid));
+    let bad = home.run(&["search", "--since", "tomorrowish", "x"]);
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("--since"));
+}
+
+/// No planted secret is in any file cairn wrote, nor in any output.
+#[test]
+fn planted_secrets_never_stored_or_printed() {
+    let home = TestHome::seeded();
+    let mut outputs = vec![home.ok(&["index"])];
+    outputs.push(home.ok(&["status", "--json"]));
+    outputs.push(home.ok(&["sources", "--json"]));
+    for q in [
+        "token",
+        "key",
+        "password",
+        "secret",
+        "Authorization Bearer",
+        "postgres",
+        "PRIVATE KEY",
+        "AKIA",
+        "ghp",
+        "sk-proj",
+        "npm",
+        "hf",
+        "glpat",
+        "xoxb",
+        "AIza",
+        "sk_live",
+        "eyJ",
+    ] {
+        outputs.push(home.ok(&["search", "--json", "--no-refresh", "-n", "50", "--", q]));
+    }
+    // Every session's transcript.
+    let all = home.search("the", &["--no-refresh", "-n", "500"]);
+    assert!(all.len() >= 10, "expected many sessions, got {}", all.len());
+    let status = home.json(&["status", "--json"]);
+    let mut sessions: Vec<String> = Vec::new();
+    for q in ["the", "a", "token", "proxy", "de", "и", "是"] {
+        for h in home.search(q, &["--no-refresh", "-n", "500"]) {
+            sessions.push(h["session_id"].as_str().expect("sid").to_owned());
+        }
+    }
+    sessions.sort();
+    sessions.dedup();
+    for sid in &sessions {
+        outputs.push(home.ok(&["show", "--no-pager", "--json", sid]));
+    }
+    let files = all_bytes_under(&home.cairn_home());
+    assert!(files.iter().any(|(p, _)| p.ends_with("cairn.db")));
+    for secret in planted_secrets() {
+        for (path, bytes) in &files {
+            assert!(
+                !contains(bytes, secret.as_bytes()),
+                "{secret} found in {}",
+                path.display()
+            );
+        }
+        for out in &outputs {
+            assert!(!out.contains(&secret), "{secret} printed");
+        }
+    }
+    // And the redaction was counted per kind.
+    let total: u64 = status["agents"]
+        .as_object()
+        .expect("agents")
+        .values()
+        .flat_map(|a| a["redactions"].as_object().expect("redactions").values())
+        .map(|n| n.as_u64().expect("count"))
+        .sum();
+    assert!(total >= 17, "redactions counted: {total}");
+}
+
+fn claude_session(home: &TestHome) -> std::path::PathBuf {
+    let dir = home.path().join(".claude/projects/-home-dev-acme");
+    std::fs::read_dir(&dir)
+        .expect("claude fixture dir")
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| {
+            p.extension().is_some_and(|e| e == "jsonl")
+                && std::fs::read_to_string(p).is_ok_and(|t| t.contains("pinned hyper"))
+        })
+        .expect("the hyper session fixture")
+}
+
+fn claude_line(session: &str, uuid: &str, text: &str) -> String {
+    serde_json::json!({
+        "type": "user",
+        "uuid": uuid,
+        "parentUuid": null,
+        "sessionId": session,
+        "timestamp": "2025-11-04T10:00:00.000Z",
+        "cwd": "/home/dev/acme",
+        "message": {"role": "user", "content": text}
+    })
+    .to_string()
+}
+
+fn session_id_of(path: &std::path::Path) -> String {
+    let text = std::fs::read_to_string(path).expect("read");
+    text.lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .find_map(|v| v["sessionId"].as_str().map(str::to_owned))
+        .expect("a sessionId line")
+}
+
+fn records(home: &TestHome) -> u64 {
+    home.json(&["status", "--json"])["records"]
+        .as_u64()
+        .expect("records")
+}
+
+/// An appended line is picked up alone; a torn line waits until it is complete.
+#[test]
+fn appends_and_torn_lines() {
+    let home = TestHome::seeded();
+    home.ok(&["index", "--quiet"]);
+    let path = claude_session(&home);
+    let sid = session_id_of(&path);
+    let before = records(&home);
+    // The fixture ends with a torn line; complete it first so appends start clean.
+    let mut text = std::fs::read_to_string(&path).expect("read");
+    if !text.ends_with('\n') {
+        text.push('\n');
+        std::fs::write(&path, &text).expect("write");
+    }
+    home.ok(&["index", "--quiet"]);
+    let base = records(&home);
+    assert!(base >= before);
+
+    let mut f = std::fs::OpenOptions::new()
+        .append(true)
+        .open(&path)
+        .expect("open");
+    writeln!(
+        f,
+        "{}",
+        claude_line(
+            &sid,
+            "u-append-1",
+            "we decided the zanzibar cache ttl is 42 minutes"
+        )
+    )
+    .expect("append");
+    let report = home.json(&["index", "--json"]);
+    assert_eq!(report["added"], 1, "{report}");
+    assert_eq!(report["changed"], 1, "{report}");
+    let hits = home.search("zanzibar ttl", &["--no-refresh"]);
+    assert_eq!(hits[0]["session_id"], sid.as_str());
+
+    // A torn line (no newline yet) is not consumed...
+    let line = claude_line(&sid, "u-append-2", "the quokka migration runs on sundays");
+    let (head, tail) = line.split_at(line.len() / 2);
+    write!(f, "{head}").expect("append head");
+    f.flush().expect("flush");
+    home.ok(&["index", "--quiet"]);
+    assert!(home.search("quokka", &["--no-refresh"]).is_empty());
+    // ...until it is complete, and then exactly once.
+    writeln!(f, "{tail}").expect("append tail");
+    home.ok(&["index", "--quiet"]);
+    assert_eq!(home.search("quokka", &["--no-refresh"]).len(), 1);
+    assert_eq!(records(&home), base + 2);
+    // Nothing changed: a pass reads nothing.
+    let report = home.json(&["index", "--json"]);
+    assert_eq!(report["changed"], 0, "{report}");
+    assert_eq!(records(&home), base + 2);
+}
+
+/// A rewritten file has only its own vanished records replaced; others stay.
+#[test]
+fn rewrite_replaces_only_that_file() {
+    let home = TestHome::seeded();
+    home.ok(&["index", "--quiet"]);
+    let path = claude_session(&home);
+    let sid = session_id_of(&path);
+    assert!(
+        !home
+            .search("hyper", &["--no-refresh", "--agent", "claude-code"])
+            .is_empty()
+    );
+    let codex_before = home
+        .search("redis sqlite", &["--no-refresh", "--agent", "codex"])
+        .len();
+    // Rewrite in place with shorter, different content.
+    std::fs::write(
+        &path,
+        format!(
+            "{}\n",
+            claude_line(&sid, "u-new", "the walrus protocol replaced everything")
+        ),
+    )
+    .expect("rewrite");
+    let report = home.json(&["index", "--json"]);
+    assert!(report["removed"].as_u64().expect("removed") > 0, "{report}");
+    assert_eq!(home.search("walrus protocol", &["--no-refresh"]).len(), 1);
+    let hyper = home.search("pinned hyper", &["--no-refresh", "--agent", "claude-code"]);
+    assert!(
+        hyper.iter().all(|h| h["session_id"] != sid.as_str()),
+        "old records of the rewritten file remain: {hyper:#?}"
+    );
+    assert_eq!(
+        home.search("redis sqlite", &["--no-refresh", "--agent", "codex"])
+            .len(),
+        codex_before
+    );
+}
+
+/// A deleted transcript keeps its records.
+#[test]
+fn removed_file_keeps_its_records() {
+    let home = TestHome::seeded();
+    home.ok(&["index", "--quiet"]);
+    let path = claude_session(&home);
+    std::fs::remove_file(&path).expect("remove");
+    home.ok(&["index", "--quiet"]);
+    assert!(
+        !home
+            .search("pinned hyper", &["--no-refresh", "--agent", "claude-code"])
+            .is_empty()
+    );
+    let sources = home.json(&["sources", "--json"]);
+    let gone = sources["sources"]
+        .as_array()
+        .expect("sources")
+        .iter()
+        .any(|s| s["present"] == false);
+    assert!(gone, "{sources:#}");
+}
+
+/// A malformed line is skipped, counted, and the rest of the file still read.
+#[test]
+fn malformed_line_is_counted_and_skipped() {
+    let home = TestHome::seeded();
+    let path = claude_session(&home);
+    let sid = session_id_of(&path);
+    // Drop the fixture's torn last line so only our bad line is new.
+    let mut text = std::fs::read_to_string(&path).expect("read");
+    if !text.ends_with('\n') {
+        let cut = text.rfind('\n').map_or(0, |i| i + 1);
+        text.truncate(cut);
+        std::fs::write(&path, &text).expect("write");
+    }
+    home.ok(&["index", "--quiet"]);
+    let skipped = |h: &TestHome| {
+        h.json(&["status", "--json"])["agents"]["claude-code"]["skipped"]
+            .as_u64()
+            .expect("skipped")
+    };
+    let before = skipped(&home);
+    text.push_str("{\"type\": \"user\", this is not json\n");
+    text.push_str(&claude_line(
+        &sid,
+        "u-after-bad",
+        "the okapi flag stays off in production",
+    ));
+    text.push('\n');
+    std::fs::write(&path, text).expect("write");
+    home.ok(&["index", "--quiet"]);
+    assert_eq!(skipped(&home), before + 1);
+    assert_eq!(home.search("okapi flag", &["--no-refresh"]).len(), 1);
+}
+
+/// A corrupt database is reported clearly and left as it was.
+#[test]
+fn corrupt_database_is_a_clear_error() {
+    let home = TestHome::seeded();
+    let db = home.cairn_home().join("cairn.db");
+    std::fs::create_dir_all(db.parent().expect("parent")).expect("mkdir");
+    let garbage = b"this is not a sqlite database at all, just some bytes".repeat(100);
+    std::fs::write(&db, &garbage).expect("write garbage");
+    for args in [&["status"][..], &["search", "hyper"][..], &["index"][..]] {
+        let out = home.run(args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains("not a readable cairn database"),
+            "{args:?}: {err}"
+        );
+        assert!(!err.contains("panicked"), "{err}");
+    }
+    assert_eq!(
+        std::fs::read(&db).expect("read"),
+        garbage,
+        "corrupt file was modified"
+    );
+}
+
+/// Notes are stored, redacted and searchable.
+#[test]
+fn remember_stores_a_redacted_note() {
+    let home = TestHome::empty();
+    let out = home.ok(&[
+        "remember",
+        "--project",
+        "/home/dev/shop",
+        "staging uses port 8443; token ghp_sMehGAkWvj7FAc9QeWJKY40uvSwMFLZDe1f8",
+    ]);
+    assert!(out.contains("remembered"), "{out}");
+    let hits = home.search("staging port", &[]);
+    assert_eq!(hits[0]["agent"], "notes");
+    assert_eq!(hits[0]["role"], "note");
+    assert_eq!(hits[0]["project"], "/home/dev/shop");
+    let snippet = hits[0]["snippet"].as_str().expect("snippet");
+    assert!(
+        snippet.contains("8443") && !snippet.contains("ghp_sMeh"),
+        "{snippet}"
+    );
+    for (path, bytes) in all_bytes_under(&home.cairn_home()) {
+        assert!(
+            !contains(&bytes, b"ghp_sMehGAkWvj7FAc9QeWJKY40uvSwMFLZDe1f8"),
+            "{}",
+            path.display()
+        );
+    }
+    let bad = home.run(&["remember", "   "]);
+    assert_eq!(bad.status.code(), Some(2));
+}
+
+/// `show` takes an id prefix, refuses an ambiguous or unknown one.
+#[test]
+fn show_by_prefix() {
+    let home = TestHome::seeded();
+    let hits = home.search("pinned hyper", &[]);
+    let sid = hits[0]["session_id"].as_str().expect("sid").to_owned();
+    let out = home.ok(&["show", "--no-pager", &sid[..8]]);
+    assert!(out.contains("pinned hyper to 0.14"), "{out}");
+    let v = home.json(&["show", "--json", &sid[..8]]);
+    assert_eq!(v["session"]["session_id"], sid.as_str());
+    assert!(v["records"].as_array().expect("records").len() > 2);
+    let none = home.run(&["show", "zzzz-no-such-session"]);
+    assert_eq!(none.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&none.stderr).contains("no session"));
+}
+
+/// An empty machine: everything works and says there is nothing yet.
+#[test]
+fn empty_home_works() {
+    let home = TestHome::empty();
+    let out = home.ok(&["status"]);
+    assert!(out.contains("no agent history indexed yet"), "{out}");
+    assert!(home.search("anything", &[]).is_empty());
+    let st = home.json(&["status", "--json"]);
+    assert_eq!(st["records"], 0);
+    assert_eq!(st["node_id"].as_str().expect("id").len(), 32);
+}

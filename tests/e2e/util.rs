@@ -1,0 +1,142 @@
+//! Test harness: a throwaway home seeded with fixtures, and a runner for the
+//! real `cairn` binary with a hermetic environment.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// The `cairn` binary cargo built for these tests.
+pub fn cairn_bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_cairn"))
+}
+
+/// The repository's `fixtures/home` folder.
+pub fn fixtures_home() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/home")
+}
+
+/// Every fake secret planted in the fixtures (one per line in `fixtures/planted-secrets.txt`).
+pub fn planted_secrets() -> Vec<String> {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/planted-secrets.txt");
+    std::fs::read_to_string(&p)
+        .expect("read planted-secrets.txt")
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .map(str::to_owned)
+        .collect()
+}
+
+/// A temporary `$HOME` (with the node's data under it) for one test.
+pub struct TestHome {
+    dir: tempfile::TempDir,
+}
+
+impl TestHome {
+    /// An empty home.
+    pub fn empty() -> TestHome {
+        TestHome {
+            dir: tempfile::tempdir().expect("create temp home"),
+        }
+    }
+
+    /// A home seeded with a copy of `fixtures/home`.
+    pub fn seeded() -> TestHome {
+        let h = TestHome::empty();
+        copy_tree(&fixtures_home(), h.path());
+        h
+    }
+
+    /// The home folder.
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// The node's data folder inside this home.
+    pub fn cairn_home(&self) -> PathBuf {
+        self.path().join(".local/share/cairn")
+    }
+
+    /// A `cairn` command with only this home's environment.
+    pub fn cmd(&self, args: &[&str]) -> Command {
+        let mut c = Command::new(cairn_bin());
+        c.args(args)
+            .env_clear()
+            .env("HOME", self.path())
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("HOSTNAME", "testbox")
+            .env("CAIRN_LOG", "error")
+            .current_dir(self.path());
+        c
+    }
+
+    /// Runs `cairn` and returns its output, whatever the exit code.
+    pub fn run(&self, args: &[&str]) -> Output {
+        self.cmd(args).output().expect("run cairn")
+    }
+
+    /// Runs `cairn`, asserts it succeeded, returns stdout.
+    pub fn ok(&self, args: &[&str]) -> String {
+        let out = self.run(args);
+        assert!(
+            out.status.success(),
+            "cairn {args:?} failed with {}\nstdout: {}\nstderr: {}",
+            out.status,
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).expect("utf-8 stdout")
+    }
+
+    /// Runs `cairn ... --json` and parses stdout.
+    pub fn json(&self, args: &[&str]) -> serde_json::Value {
+        let out = self.ok(args);
+        serde_json::from_str(&out)
+            .unwrap_or_else(|e| panic!("cairn {args:?} printed invalid JSON ({e}): {out}"))
+    }
+
+    /// `cairn search --json` hits for a query.
+    pub fn search(&self, query: &str, extra: &[&str]) -> Vec<serde_json::Value> {
+        let mut args = vec!["search", "--json"];
+        args.extend_from_slice(extra);
+        args.push("--");
+        args.push(query);
+        let v = self.json(&args);
+        v["hits"].as_array().expect("hits array").clone()
+    }
+}
+
+/// Copies a folder tree (files and folders only).
+pub fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).expect("mkdir");
+    for entry in std::fs::read_dir(from).expect("read fixtures") {
+        let entry = entry.expect("entry");
+        let dest = to.join(entry.file_name());
+        if entry.file_type().expect("type").is_dir() {
+            copy_tree(&entry.path(), &dest);
+        } else {
+            std::fs::copy(entry.path(), &dest).expect("copy fixture");
+        }
+    }
+}
+
+/// All bytes of every file under `dir` (database, WAL, notes, key...).
+pub fn all_bytes_under(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
+    let mut out = Vec::new();
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return out;
+    };
+    for e in rd.flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(all_bytes_under(&p));
+        } else if let Ok(b) = std::fs::read(&p) {
+            out.push((p, b));
+        }
+    }
+    out
+}
+
+/// True when `needle` occurs in `hay`.
+pub fn contains(hay: &[u8], needle: &[u8]) -> bool {
+    !needle.is_empty() && hay.windows(needle.len()).any(|w| w == needle)
+}
