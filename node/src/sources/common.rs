@@ -118,7 +118,11 @@ pub fn cap_text(s: &str, cap: usize) -> String {
     let head_len = floor_char_boundary(s, cap * 3 / 4);
     let tail_start = ceil_char_boundary(s, s.len() - cap / 4);
     let elided = tail_start - head_len;
-    format!("{}\n[… {elided} bytes elided …]\n{}", &s[..head_len], &s[tail_start..])
+    format!(
+        "{}\n[… {elided} bytes elided …]\n{}",
+        &s[..head_len],
+        &s[tail_start..]
+    )
 }
 
 fn floor_char_boundary(s: &str, mut i: usize) -> usize {
