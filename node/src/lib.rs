@@ -9,6 +9,7 @@
 pub mod config;
 pub mod identity;
 pub mod indexer;
+pub mod mcp;
 pub mod node;
 pub mod record;
 pub mod redact;

@@ -1,0 +1,385 @@
+//! Runs validated tool requests against a [`Node`] and renders compact,
+//! fenced text answers within a byte budget.
+//!
+//! Every piece of recalled text passes through [`sanitize::recalled`] and is
+//! fenced with [`sanitize::wrap`]. Only `remember` writes; nothing here
+//! starts an indexing pass for a read.
+
+use std::collections::BTreeMap;
+
+use rusqlite::params;
+use serde::Serialize;
+
+use super::sanitize::{self, truncate};
+use super::tools::{SearchRequest, SessionRequest};
+use crate::node::{Node, NodeError};
+use crate::search::{Hit, SearchOptions};
+use crate::store::{SessionInfo, Store, StoreError};
+
+/// Byte budget of a `search` answer.
+pub const SEARCH_BUDGET: usize = 6 * 1024;
+/// Byte budget of a `session` answer.
+pub const SESSION_BUDGET: usize = 16 * 1024;
+/// Longest snippet shown per hit.
+const SNIPPET_MAX: usize = 400;
+/// Longest single record shown by `session`.
+const RECORD_MAX: usize = 3000;
+
+/// A tool that ran but could not answer; the text is shown to the agent.
+#[derive(Debug, thiserror::Error)]
+pub enum ToolFailure {
+    /// The node failed (database locked too long, corrupt, ...).
+    #[error(transparent)]
+    Node(#[from] NodeError),
+    /// No session matches the handle, or several do.
+    #[error("{0}")]
+    NotFound(String),
+    /// The answer could not be rendered.
+    #[error("failed to render the answer: {0}")]
+    Render(#[from] serde_json::Error),
+}
+
+impl From<StoreError> for ToolFailure {
+    fn from(e: StoreError) -> Self {
+        ToolFailure::Node(NodeError::Store(e))
+    }
+}
+
+impl From<rusqlite::Error> for ToolFailure {
+    fn from(e: rusqlite::Error) -> Self {
+        ToolFailure::Node(NodeError::Store(StoreError::Sqlite(e)))
+    }
+}
+
+/// The handle of a session: `agent:session_id`.
+pub fn handle(agent: &str, session_id: &str) -> String {
+    format!("{agent}:{session_id}")
+}
+
+fn when(ms: Option<i64>) -> String {
+    ms.and_then(chrono::DateTime::from_timestamp_millis)
+        .map(|t| t.format("%Y-%m-%d %H:%M").to_string())
+        .unwrap_or_else(|| "-".to_owned())
+}
+
+fn hit_time(h: &Hit) -> String {
+    h.time
+        .as_deref()
+        .and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok())
+        .map(|t| t.format("%Y-%m-%d %H:%M").to_string())
+        .unwrap_or_else(|| "-".to_owned())
+}
+
+/// One line of metadata, cleaned (paths and names come from files too).
+fn meta(parts: &[&str]) -> String {
+    sanitize::recalled(&parts.join(" · ")).replace('\n', " ")
+}
+
+/// Runs `search` and renders at most [`SEARCH_BUDGET`] bytes.
+pub fn search(node: &Node, req: &SearchRequest, now_ms: i64) -> Result<String, ToolFailure> {
+    let opts = SearchOptions {
+        limit: req.limit,
+        agent: req.agent.clone(),
+        project: req.project.clone(),
+        machine: req.machine.clone(),
+        since_ms: req.since_ms,
+        roles: req.role.into_iter().collect(),
+        session: None,
+        now_ms,
+    };
+    let hits = node.search(&req.query, &opts)?;
+    if hits.is_empty() {
+        return Ok(format!(
+            "No matches for {:?}. Try fewer or other words, or drop filters.",
+            sanitize::recalled(&req.query)
+        ));
+    }
+    let budget = SEARCH_BUDGET - sanitize::wrap_overhead();
+    let mut body = String::new();
+    let mut shown = 0;
+    for (i, h) in hits.iter().enumerate() {
+        let entry = render_hit(node.store(), i + 1, h)?;
+        if body.len() + entry.len() > budget && shown > 0 {
+            break;
+        }
+        body.push_str(&truncate(&entry, budget));
+        shown += 1;
+    }
+    let mut out = format!(
+        "{} of {} hits for {:?}. Read more with the `session` tool: {{\"handle\": <handle>, \"offset\": <at>}}.\n",
+        shown,
+        hits.len(),
+        sanitize::recalled(&req.query)
+    );
+    out.push_str(&sanitize::wrap(&body));
+    if shown < hits.len() {
+        out.push_str(&format!(
+            "\n{} more hits left out to save space: narrow the query or add filters.",
+            hits.len() - shown
+        ));
+    }
+    Ok(out)
+}
+
+fn render_hit(store: &Store, n: usize, h: &Hit) -> Result<String, ToolFailure> {
+    let (at, total) = record_position(store, h.record_id)?;
+    let matches = if h.matches > 1 {
+        format!("{} matches", h.matches)
+    } else {
+        "1 match".to_owned()
+    };
+    let mut s = format!(
+        "{n}. {}\n   handle: {}  at: {at} of {total}\n",
+        meta(&[
+            &h.agent,
+            h.project.as_deref().unwrap_or("-"),
+            &h.machine,
+            &hit_time(h),
+            &h.role,
+            &matches,
+        ]),
+        sanitize::recalled(&handle(&h.agent, &h.session_id)),
+    );
+    if let Some(t) = &h.title {
+        s.push_str(&format!(
+            "   title: {}\n",
+            truncate(&sanitize::recalled(t).replace('\n', " "), 160)
+        ));
+    }
+    s.push_str(&format!(
+        "   {}\n",
+        truncate(&sanitize::recalled(&h.snippet), SNIPPET_MAX)
+    ));
+    Ok(s)
+}
+
+/// Where a record sits in its session's time order (0-based), and the session's size.
+fn record_position(store: &Store, record_id: i64) -> Result<(usize, usize), ToolFailure> {
+    let mut q = store.conn().prepare_cached(
+        "SELECT id FROM records
+         WHERE session = (SELECT session FROM records WHERE id = ?1)
+         ORDER BY ts IS NULL, ts, source, offset, id",
+    )?;
+    let ids = q
+        .query_map(params![record_id], |r| r.get::<_, i64>(0))?
+        .collect::<Result<Vec<_>, _>>()?;
+    let at = ids.iter().position(|&id| id == record_id).unwrap_or(0);
+    Ok((at, ids.len()))
+}
+
+/// Finds the one session a handle, id or id prefix names.
+pub fn resolve(store: &Store, handle_or_id: &str) -> Result<SessionInfo, ToolFailure> {
+    let known: Vec<&'static str> = crate::sources::registry()
+        .iter()
+        .map(|s| s.agent())
+        .collect();
+    // `agent:session_id` first, then the whole text as an id or prefix.
+    if let Some((agent, id)) = handle_or_id.split_once(':') {
+        if known.contains(&agent) && !id.is_empty() {
+            let found: Vec<SessionInfo> = store
+                .find_sessions(id, 50)?
+                .into_iter()
+                .filter(|s| s.agent == agent)
+                .collect();
+            if let Some(one) = pick(found, id)? {
+                return Ok(one);
+            }
+        }
+    }
+    let found = store.find_sessions(handle_or_id, 50)?;
+    match pick(found, handle_or_id)? {
+        Some(one) => Ok(one),
+        None => Err(ToolFailure::NotFound(format!(
+            "no session matches {:?}; use a `handle` from a `search` hit",
+            sanitize::recalled(handle_or_id)
+        ))),
+    }
+}
+
+fn pick(mut found: Vec<SessionInfo>, id: &str) -> Result<Option<SessionInfo>, ToolFailure> {
+    if let Some(i) = found.iter().position(|s| s.session_id == id) {
+        return Ok(Some(found.swap_remove(i)));
+    }
+    match found.len() {
+        0 => Ok(None),
+        1 => Ok(found.pop()),
+        n => {
+            let some: Vec<String> = found
+                .iter()
+                .take(5)
+                .map(|s| handle(&s.agent, &s.session_id))
+                .collect();
+            Err(ToolFailure::NotFound(sanitize::recalled(&format!(
+                "{id:?} matches {n} sessions; pass one handle: {}",
+                some.join(", ")
+            ))))
+        }
+    }
+}
+
+/// Runs `session` and renders at most [`SESSION_BUDGET`] bytes.
+pub fn session(node: &Node, req: &SessionRequest) -> Result<String, ToolFailure> {
+    let store = node.store();
+    let s = resolve(store, &req.handle)?;
+    let records = store.session_records(s.row, req.offset, req.limit)?;
+    let mut out = format!(
+        "session {}\n{}\n",
+        sanitize::recalled(&handle(&s.agent, &s.session_id)),
+        meta(&[
+            s.project.as_deref().unwrap_or("-"),
+            &s.machine,
+            &format!("{} → {}", when(s.first_ms), when(s.last_ms)),
+            &format!("{} records", s.records),
+        ])
+    );
+    if let Some(p) = &s.parent_session {
+        out.push_str(&format!(
+            "sub-agent of {}\n",
+            sanitize::recalled(p).replace('\n', " ")
+        ));
+    }
+    if records.is_empty() {
+        out.push_str(&format!(
+            "no records at offset {} (the session has {}).",
+            req.offset, s.records
+        ));
+        return Ok(out);
+    }
+    let budget = SESSION_BUDGET - sanitize::wrap_overhead() - out.len() - 200;
+    let mut body = String::new();
+    let mut shown = 0;
+    for (i, r) in records.iter().enumerate() {
+        let mut entry = format!(
+            "── [{}] {} · {}\n{}\n",
+            req.offset + i,
+            r.role,
+            when(r.time_ms),
+            truncate(&sanitize::recalled(&r.text), RECORD_MAX)
+        );
+        if !r.files.is_empty() {
+            entry.push_str(&format!(
+                "   files: {}\n",
+                sanitize::recalled(&r.files.join(", ")).replace('\n', " ")
+            ));
+        }
+        if body.len() + entry.len() > budget && shown > 0 {
+            break;
+        }
+        body.push_str(&truncate(&entry, budget));
+        shown += 1;
+    }
+    out.push_str(&sanitize::wrap(&body));
+    let next = req.offset + shown;
+    if (next as u64) < s.records {
+        out.push_str(&format!(
+            "\nshown records {}..{} of {}; continue with offset {next}.",
+            req.offset,
+            next.saturating_sub(1),
+            s.records
+        ));
+    } else {
+        out.push_str("\nend of session.");
+    }
+    Ok(out)
+}
+
+/// Runs `remember`: stores the note (redacted) and indexes it.
+pub fn remember(
+    node: &mut Node,
+    text: &str,
+    project: Option<&str>,
+    now_ms: i64,
+) -> Result<String, ToolFailure> {
+    // A note never carries recalled text along with it.
+    let text = sanitize::strip_recalled(text);
+    let text = sanitize::clean(&text);
+    let counts = node.remember(&text, project, now_ms)?;
+    let mut out = match project {
+        Some(p) => format!(
+            "Stored the note for project {}.",
+            sanitize::recalled(p).replace('\n', " ")
+        ),
+        None => "Stored the note (no project: it applies everywhere).".to_owned(),
+    };
+    if !counts.is_empty() {
+        let kinds: Vec<String> = counts.iter().map(|(k, n)| format!("{k}:{n}")).collect();
+        out.push_str(&format!(
+            " Secrets were removed before storing: {}.",
+            kinds.join(" ")
+        ));
+    }
+    Ok(out)
+}
+
+/// What `status` reports.
+#[derive(Debug, Serialize)]
+pub struct StatusReport {
+    /// This machine's name.
+    pub machine: String,
+    /// This node's short id.
+    pub node_id: String,
+    /// Sessions held.
+    pub sessions: u64,
+    /// Records held.
+    pub records: u64,
+    /// Sessions and records per agent.
+    pub agents: BTreeMap<String, AgentLine>,
+    /// Newest indexing pass, RFC 3339 UTC.
+    pub last_indexed: Option<String>,
+    /// Seconds since the newest indexing pass.
+    pub index_age_seconds: Option<i64>,
+    /// This server answers from the index as it is; `cairn index` or the daemon refreshes it.
+    pub refresh: &'static str,
+    /// Paired machines (none until sync is set up).
+    pub peers: Vec<PeerLine>,
+}
+
+/// Per-agent totals.
+#[derive(Debug, Serialize)]
+pub struct AgentLine {
+    /// Sessions.
+    pub sessions: u64,
+    /// Records.
+    pub records: u64,
+}
+
+/// One peer (reserved: sync is not set up yet).
+#[derive(Debug, Serialize)]
+pub struct PeerLine {
+    /// Peer machine name.
+    pub machine: String,
+    /// Last successful sync, RFC 3339 UTC.
+    pub last_sync: Option<String>,
+}
+
+/// Runs `status`.
+pub fn status(node: &Node, now_ms: i64) -> Result<String, ToolFailure> {
+    let st = node.stats()?;
+    let report = StatusReport {
+        machine: node.config().node_name.clone(),
+        node_id: node.identity().short_id(),
+        sessions: st.sessions,
+        records: st.records,
+        agents: st
+            .agents
+            .iter()
+            .map(|(a, c)| {
+                (
+                    a.clone(),
+                    AgentLine {
+                        sessions: c.sessions,
+                        records: c.records,
+                    },
+                )
+            })
+            .collect(),
+        last_indexed: st
+            .last_indexed_ms
+            .and_then(chrono::DateTime::from_timestamp_millis)
+            .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)),
+        index_age_seconds: st.last_indexed_ms.map(|t| (now_ms - t).max(0) / 1000),
+        refresh: "answers from the index as it is; `cairn index` (or the daemon) reads new history",
+        peers: Vec::new(),
+    };
+    Ok(serde_json::to_string_pretty(&report)?)
+}

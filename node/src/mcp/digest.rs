@@ -1,0 +1,173 @@
+//! The session-start digest: a compact (≤ 2 KB) summary of what a project's
+//! recent sessions decided, on any machine, for an agent's session-start
+//! hook. Read-only and cheap (a handful of indexed queries); it never
+//! indexes. The text is fenced as recalled memory.
+
+use std::sync::LazyLock;
+
+use regex::Regex;
+use rusqlite::params;
+
+use super::sanitize::{self, truncate};
+use crate::store::{Store, StoreError};
+
+/// Largest digest, fence included, in bytes.
+pub const DIGEST_MAX: usize = 2048;
+/// Sessions looked at, newest first.
+const SESSIONS: i64 = 6;
+/// Records of one session scanned for decisions, newest first.
+const RECORDS_PER_SESSION: i64 = 200;
+/// Decision lines kept per session.
+const LINES_PER_SESSION: usize = 2;
+/// Longest decision line.
+const LINE_MAX: usize = 220;
+
+static DECISION: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(
+        r"(?i)\b(decided|decision|we chose|chose|went with|settled on|pinned|pin it|switched|instead of|rather than|because|root cause|the fix|fixed by|caused by|trade-?off|agreed)\b",
+    )
+    .expect("static regex")
+});
+
+struct Recent {
+    row: i64,
+    agent: String,
+    machine: String,
+    last_ms: Option<i64>,
+    title: Option<String>,
+}
+
+/// The digest for sessions whose project is `cwd` or a folder under it,
+/// leaving out the session `exclude` (the one starting). `None` when there
+/// is nothing worth saying.
+pub fn project_digest(
+    store: &Store,
+    cwd: &str,
+    exclude: Option<&str>,
+) -> Result<Option<String>, StoreError> {
+    let cwd = cwd.trim_end_matches('/');
+    if cwd.is_empty() {
+        return Ok(None);
+    }
+    let conn = store.conn();
+    let mut q = conn.prepare(
+        "SELECT s.id, s.agent, COALESCE(n.name, s.origin), s.last_ms, s.title
+         FROM sessions s LEFT JOIN nodes n ON n.id = s.origin
+         WHERE (s.project = ?1 OR substr(s.project, 1, length(?1) + 1) = ?1 || '/')
+           AND s.session_id != ?2
+         ORDER BY s.last_ms IS NULL, s.last_ms DESC LIMIT ?3",
+    )?;
+    let recent = q
+        .query_map(params![cwd, exclude.unwrap_or(""), SESSIONS], |r| {
+            Ok(Recent {
+                row: r.get(0)?,
+                agent: r.get(1)?,
+                machine: r.get(2)?,
+                last_ms: r.get(3)?,
+                title: r.get(4)?,
+            })
+        })?
+        .collect::<Result<Vec<_>, _>>()?;
+    if recent.is_empty() {
+        return Ok(None);
+    }
+    let mut lines_q = conn.prepare(
+        "SELECT role, text FROM records
+         WHERE session = ?1 AND role IN ('user', 'assistant', 'note')
+         ORDER BY ts IS NULL, ts DESC LIMIT ?2",
+    )?;
+    let budget = DIGEST_MAX - sanitize::wrap_overhead();
+    let mut body = String::from(
+        "Recent sessions in this project (from cairn; use its `search` tool for more):\n",
+    );
+    for s in &recent {
+        let when = s
+            .last_ms
+            .and_then(chrono::DateTime::from_timestamp_millis)
+            .map(|t| t.format("%Y-%m-%d").to_string())
+            .unwrap_or_else(|| "-".to_owned());
+        let title = s
+            .title
+            .as_deref()
+            .map(|t| {
+                format!(
+                    ": {}",
+                    truncate(&sanitize::recalled(t).replace('\n', " "), 100)
+                )
+            })
+            .unwrap_or_default();
+        let mut entry =
+            sanitize::recalled(&format!("- {when} {} on {}{title}\n", s.agent, s.machine));
+        let rows = lines_q
+            .query_map(params![s.row, RECORDS_PER_SESSION], |r| {
+                Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?))
+            })?
+            .collect::<Result<Vec<_>, _>>()?;
+        let mut kept = 0;
+        for (role, text) in &rows {
+            if kept == LINES_PER_SESSION {
+                break;
+            }
+            let text = sanitize::strip_recalled(text);
+            let line = if role == "note" {
+                Some(text.trim().to_owned())
+            } else {
+                decision_sentence(&text)
+            };
+            if let Some(line) = line.filter(|l| !l.is_empty()) {
+                let line = sanitize::recalled(&line).replace('\n', " ");
+                entry.push_str(&format!("  · {}\n", truncate(&line, LINE_MAX)));
+                kept += 1;
+            }
+        }
+        if body.len() + entry.len() > budget {
+            break;
+        }
+        body.push_str(&entry);
+    }
+    if body.len() > budget {
+        return Ok(None);
+    }
+    Ok(Some(sanitize::wrap(&body)))
+}
+
+/// The first sentence of `text` that uses decision language.
+fn decision_sentence(text: &str) -> Option<String> {
+    let m = DECISION.find(text)?;
+    // A sentence ends at a newline, or at . ! ? followed by white space.
+    let ends_at = |i: usize, c: char| {
+        c == '\n'
+            || (matches!(c, '.' | '!' | '?')
+                && text[i + 1..].chars().next().is_none_or(char::is_whitespace))
+    };
+    let start = text[..m.start()]
+        .char_indices()
+        .rev()
+        .find(|&(i, c)| ends_at(i, c))
+        .map_or(0, |(i, _)| i + 1);
+    let end = text[m.end()..]
+        .char_indices()
+        .find(|&(i, c)| ends_at(m.end() + i, c))
+        .map_or(text.len(), |(i, c)| m.end() + i + c.len_utf8());
+    Some(text[start..end].trim().to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn decision_sentence_picks_the_sentence_with_the_decision() {
+        let t =
+            "Looked at the logs. We pinned hyper to 0.14 because 1.0 broke the proxy. Then lunch.";
+        assert_eq!(
+            decision_sentence(t).as_deref(),
+            Some("We pinned hyper to 0.14 because 1.0 broke the proxy.")
+        );
+        assert_eq!(
+            decision_sentence("nothing decided here? no, nothing"),
+            Some("nothing decided here?".to_owned())
+        );
+        assert_eq!(decision_sentence("just chatting"), None);
+    }
+}
