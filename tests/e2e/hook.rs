@@ -20,9 +20,13 @@ fn start_input(cwd: &str) -> String {
     .to_string()
 }
 
+/// Generous, so a loaded test machine cannot turn a digest into silence.
+const TEST_BUDGET_MS: &str = "20000";
+
 fn hook(home: &TestHome, stdin: &[u8]) -> Output {
     let mut child = home
         .cmd(&["hook", "session-start"])
+        .env("CAIRN_HOOK_BUDGET_MS", TEST_BUDGET_MS)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

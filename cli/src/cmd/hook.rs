@@ -2,8 +2,9 @@
 //!
 //! Hooks fail open: a missing index, a locked or corrupt database, bad
 //! input, a slow disk or any other problem gives no output and exit code 0,
-//! within [`BUDGET`]. A hook only reads (the database is opened read-only)
-//! and never starts an indexing pass.
+//! within [`BUDGET`] (or `$CAIRN_HOOK_BUDGET_MS`). A hook only reads (the
+//! database is opened read-only) and never starts an indexing pass. Why a
+//! hook stayed silent is logged at debug level (`CAIRN_LOG=debug`).
 
 use std::io::{Read, Write};
 use std::sync::mpsc;
@@ -16,6 +17,8 @@ use crate::args::{GlobalArgs, HookArgs, HookEvent};
 
 /// Time a hook may take before it gives up silently.
 pub const BUDGET: Duration = Duration::from_millis(250);
+/// Overrides [`BUDGET`] (milliseconds), for slow machines and tests.
+pub const BUDGET_ENV: &str = "CAIRN_HOOK_BUDGET_MS";
 /// Largest hook input read from stdin.
 const INPUT_MAX: u64 = 1024 * 1024;
 
@@ -33,6 +36,10 @@ struct SessionStartInput {
 /// Runs `cairn hook <event>`; never fails.
 pub fn run(global: &GlobalArgs, args: &HookArgs) -> anyhow::Result<()> {
     let started = Instant::now();
+    let budget = std::env::var(BUDGET_ENV)
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+        .map_or(BUDGET, Duration::from_millis);
     let (tx, rx) = mpsc::channel();
     let global = global.clone();
     let event = args.event;
@@ -50,7 +57,7 @@ pub fn run(global: &GlobalArgs, args: &HookArgs) -> anyhow::Result<()> {
     if spawned.is_err() {
         return Ok(());
     }
-    let left = BUDGET.saturating_sub(started.elapsed());
+    let left = budget.saturating_sub(started.elapsed());
     if let Ok(Some(text)) = rx.recv_timeout(left) {
         let mut out = std::io::stdout().lock();
         // A closed pipe is the agent's business; the hook still succeeds.
@@ -61,36 +68,53 @@ pub fn run(global: &GlobalArgs, args: &HookArgs) -> anyhow::Result<()> {
 
 /// The SessionStart response, or `None` when there is nothing to say or anything failed.
 fn session_start(global: &GlobalArgs) -> Option<String> {
+    match digest(global) {
+        Ok(out) => out,
+        Err(why) => {
+            // Only with CAIRN_LOG=debug: a hook stays silent by default.
+            tracing::debug!(why, "session-start hook gave no digest");
+            None
+        }
+    }
+}
+
+fn digest(global: &GlobalArgs) -> Result<Option<String>, String> {
     let mut raw = Vec::new();
     std::io::stdin()
         .lock()
         .take(INPUT_MAX)
         .read_to_end(&mut raw)
-        .ok()?;
-    let input: SessionStartInput = serde_json::from_slice(&raw).ok()?;
-    if input
-        .hook_event_name
-        .as_deref()
-        .is_some_and(|e| e != "SessionStart")
-    {
-        return None;
+        .map_err(|e| format!("cannot read stdin: {e}"))?;
+    let input: SessionStartInput =
+        serde_json::from_slice(&raw).map_err(|e| format!("bad hook input: {e}"))?;
+    if let Some(e) = input.hook_event_name.as_deref() {
+        if e != "SessionStart" {
+            return Err(format!("not a SessionStart event: {e}"));
+        }
     }
     let cwd = match input.cwd {
         Some(c) if !c.is_empty() => c,
-        _ => std::env::current_dir().ok()?.to_str()?.to_owned(),
+        _ => std::env::current_dir()
+            .map_err(|e| format!("no cwd: {e}"))?
+            .to_str()
+            .ok_or("cwd is not UTF-8")?
+            .to_owned(),
     };
-    let cfg = super::config(global).ok()?;
+    let cfg = super::config(global).map_err(|e| format!("{e:#}"))?;
     if !cfg.db_path.is_file() {
-        return None;
+        return Err(format!("no index at {}", cfg.db_path.display()));
     }
-    let store = Store::open_read_only(&cfg.db_path).ok()?;
-    let digest =
-        cairn_node::mcp::project_digest(&store, &cwd, input.session_id.as_deref()).ok()??;
+    let store = Store::open_read_only(&cfg.db_path).map_err(|e| e.to_string())?;
+    let Some(digest) = cairn_node::mcp::project_digest(&store, &cwd, input.session_id.as_deref())
+        .map_err(|e| e.to_string())?
+    else {
+        return Ok(None);
+    };
     let v = serde_json::json!({
         "hookSpecificOutput": {
             "hookEventName": "SessionStart",
             "additionalContext": digest,
         }
     });
-    Some(format!("{v}\n"))
+    Ok(Some(format!("{v}\n")))
 }

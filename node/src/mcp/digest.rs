@@ -16,7 +16,7 @@ pub const DIGEST_MAX: usize = 2048;
 /// Sessions looked at, newest first.
 const SESSIONS: i64 = 6;
 /// Records of one session scanned for decisions, newest first.
-const RECORDS_PER_SESSION: i64 = 200;
+const RECORDS_PER_SESSION: usize = 200;
 /// Decision lines kept per session.
 const LINES_PER_SESSION: usize = 2;
 /// Longest decision line.
@@ -35,6 +35,7 @@ struct Recent {
     machine: String,
     last_ms: Option<i64>,
     title: Option<String>,
+    records: usize,
 }
 
 /// The digest for sessions whose project is `cwd` or a folder under it,
@@ -51,7 +52,7 @@ pub fn project_digest(
     }
     let conn = store.conn();
     let mut q = conn.prepare(
-        "SELECT s.id, s.agent, COALESCE(n.name, s.origin), s.last_ms, s.title
+        "SELECT s.id, s.agent, COALESCE(n.name, s.origin), s.last_ms, s.title, s.records
          FROM sessions s LEFT JOIN nodes n ON n.id = s.origin
          WHERE (s.project = ?1 OR substr(s.project, 1, length(?1) + 1) = ?1 || '/')
            AND s.session_id != ?2
@@ -65,17 +66,13 @@ pub fn project_digest(
                 machine: r.get(2)?,
                 last_ms: r.get(3)?,
                 title: r.get(4)?,
+                records: r.get::<_, i64>(5)?.max(0) as usize,
             })
         })?
         .collect::<Result<Vec<_>, _>>()?;
     if recent.is_empty() {
         return Ok(None);
     }
-    let mut lines_q = conn.prepare(
-        "SELECT role, text FROM records
-         WHERE session = ?1 AND role IN ('user', 'assistant', 'note')
-         ORDER BY ts IS NULL, ts DESC LIMIT ?2",
-    )?;
     let budget = DIGEST_MAX - sanitize::wrap_overhead();
     let mut body = String::from(
         "Recent sessions in this project (from cairn; use its `search` tool for more):\n",
@@ -98,18 +95,19 @@ pub fn project_digest(
             .unwrap_or_default();
         let mut entry =
             sanitize::recalled(&format!("- {when} {} on {}{title}\n", s.agent, s.machine));
-        let rows = lines_q
-            .query_map(params![s.row, RECORDS_PER_SESSION], |r| {
-                Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?))
-            })?
-            .collect::<Result<Vec<_>, _>>()?;
+        // The newest records, through the store's reader (it decodes the text).
+        let from = s.records.saturating_sub(RECORDS_PER_SESSION);
+        let rows = store.session_records(s.row, from, RECORDS_PER_SESSION)?;
         let mut kept = 0;
-        for (role, text) in &rows {
+        for r in rows.iter().rev() {
             if kept == LINES_PER_SESSION {
                 break;
             }
-            let text = sanitize::strip_recalled(text);
-            let line = if role == "note" {
+            if !matches!(r.role.as_str(), "user" | "assistant" | "note") {
+                continue;
+            }
+            let text = sanitize::strip_recalled(&r.text);
+            let line = if r.role == "note" {
                 Some(text.trim().to_owned())
             } else {
                 decision_sentence(&text)

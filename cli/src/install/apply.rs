@@ -1,0 +1,223 @@
+//! Applying a [`Target`] to its file: read, edit, show the exact change,
+//! back the original up once, and replace the file atomically. A file that
+//! does not parse is never written.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use super::target::{Target, TargetError};
+
+/// Suffix of the one-time backup written next to a config before cairn first changes it.
+pub const BACKUP_SUFFIX: &str = ".cairn-backup";
+
+/// Add or remove.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Action {
+    /// `cairn install`
+    Install,
+    /// `cairn uninstall`
+    Uninstall,
+}
+
+/// What applying one target did (or, in a dry run, would do).
+#[derive(Debug, Clone)]
+pub enum Change {
+    /// Nothing to do.
+    Unchanged,
+    /// The file was (or would be) rewritten.
+    Changed {
+        /// A unified-style diff of the change.
+        diff: String,
+        /// The backup written, if this was the first change.
+        backup: Option<PathBuf>,
+    },
+}
+
+/// Why a target could not be applied; the file is unchanged.
+#[derive(Debug, thiserror::Error)]
+pub enum ApplyError {
+    /// The config could not be read.
+    #[error("failed to read {path}: {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The config is not in the expected format; it was left untouched.
+    #[error("{path} left untouched: {source}")]
+    Edit {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        #[source]
+        source: TargetError,
+    },
+    /// The new config could not be written.
+    #[error("failed to write {path}: {source}")]
+    Write {
+        /// The file.
+        path: PathBuf,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// Reads a config; a missing file reads as empty.
+pub fn read(path: &Path) -> Result<Option<String>, ApplyError> {
+    match std::fs::read_to_string(path) {
+        Ok(t) => Ok(Some(t)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(source) => Err(ApplyError::Read {
+            path: path.to_path_buf(),
+            source,
+        }),
+    }
+}
+
+/// Applies `action` for `target`; writes nothing when `dry_run`.
+pub fn apply(target: &Target, action: Action, dry_run: bool) -> Result<Change, ApplyError> {
+    // Edit the file a symlinked config points at, not the link.
+    let path = std::fs::canonicalize(&target.path).unwrap_or_else(|_| target.path.clone());
+    let old = read(&path)?;
+    if old.is_none() && action == Action::Uninstall {
+        return Ok(Change::Unchanged);
+    }
+    let old_text = old.as_deref().unwrap_or("");
+    let backup_path = backup_path(&path);
+    let original = match action {
+        Action::Uninstall => std::fs::read_to_string(&backup_path).ok(),
+        Action::Install => None,
+    };
+    let edited = match action {
+        Action::Install => target.install(old_text),
+        Action::Uninstall => target.uninstall(old_text, original.as_deref()),
+    }
+    .map_err(|source| ApplyError::Edit {
+        path: path.clone(),
+        source,
+    })?;
+    let Some(new_text) = edited else {
+        return Ok(Change::Unchanged);
+    };
+    let diff = diff(&path, old_text, &new_text);
+    if dry_run {
+        return Ok(Change::Changed { diff, backup: None });
+    }
+    let write_err = |source| ApplyError::Write {
+        path: path.clone(),
+        source,
+    };
+    // A file cairn created (no backup) and that holds nothing else now goes away.
+    if action == Action::Uninstall && !backup_path.exists() && is_empty_config(&new_text) {
+        std::fs::remove_file(&path).map_err(write_err)?;
+        return Ok(Change::Changed { diff, backup: None });
+    }
+    let backup = match old {
+        Some(_) => backup_once(&path, &backup_path).map_err(write_err)?,
+        None => None,
+    };
+    write_atomic(&path, &new_text).map_err(write_err)?;
+    Ok(Change::Changed { diff, backup })
+}
+
+/// `{}` or nothing, give or take white space.
+fn is_empty_config(text: &str) -> bool {
+    let t: String = text.chars().filter(|c| !c.is_whitespace()).collect();
+    t.is_empty() || t == "{}"
+}
+
+fn backup_path(path: &Path) -> PathBuf {
+    let mut name = path.as_os_str().to_owned();
+    name.push(BACKUP_SUFFIX);
+    PathBuf::from(name)
+}
+
+/// Copies `path` to its backup unless a backup already exists.
+fn backup_once(path: &Path, backup: &Path) -> std::io::Result<Option<PathBuf>> {
+    if backup.exists() {
+        return Ok(None);
+    }
+    std::fs::copy(path, backup)?;
+    Ok(Some(backup.to_path_buf()))
+}
+
+/// Writes through a temporary file in the same folder and renames it over
+/// `path`, keeping the original's permissions.
+fn write_atomic(path: &Path, text: &str) -> std::io::Result<()> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir)?;
+    let file_name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let tmp = dir.join(format!(".{file_name}.cairn-tmp-{}", std::process::id()));
+    let result = (|| {
+        let mut f = std::fs::File::create(&tmp)?;
+        f.write_all(text.as_bytes())?;
+        f.sync_all()?;
+        if let Ok(meta) = std::fs::metadata(path) {
+            std::fs::set_permissions(&tmp, meta.permissions())?;
+        }
+        std::fs::rename(&tmp, path)
+    })();
+    if result.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    result
+}
+
+/// A diff of one contiguous change, with two lines of context.
+pub fn diff(path: &Path, old: &str, new: &str) -> String {
+    let a: Vec<&str> = old.lines().collect();
+    let b: Vec<&str> = new.lines().collect();
+    let prefix = a.iter().zip(&b).take_while(|(x, y)| x == y).count();
+    let max_suffix = a.len().min(b.len()) - prefix;
+    let suffix = a
+        .iter()
+        .rev()
+        .zip(b.iter().rev())
+        .take(max_suffix)
+        .take_while(|(x, y)| x == y)
+        .count();
+    let ctx = 2;
+    let from = prefix.saturating_sub(ctx);
+    let mut out = format!("--- {0}\n+++ {0}\n", path.display());
+    out.push_str(&format!("@@ line {} @@\n", from + 1));
+    for l in &a[from..prefix] {
+        out.push_str(&format!(" {l}\n"));
+    }
+    for l in &a[prefix..a.len() - suffix] {
+        out.push_str(&format!("-{l}\n"));
+    }
+    for l in &b[prefix..b.len() - suffix] {
+        out.push_str(&format!("+{l}\n"));
+    }
+    let tail_end = (a.len() - suffix + ctx).min(a.len());
+    for l in &a[a.len() - suffix..tail_end] {
+        out.push_str(&format!(" {l}\n"));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn diff_shows_the_changed_lines_with_context() {
+        let d = diff(
+            Path::new("/x.json"),
+            "a\nb\nc\nd\ne\n",
+            "a\nb\nc\nNEW\nd\ne\n",
+        );
+        assert_eq!(
+            d,
+            "--- /x.json\n+++ /x.json\n@@ line 2 @@\n b\n c\n+NEW\n d\n e\n"
+        );
+        let d = diff(Path::new("/x"), "", "{}\n");
+        assert_eq!(d, "--- /x\n+++ /x\n@@ line 1 @@\n+{}\n");
+    }
+}

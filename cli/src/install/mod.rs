@@ -1,0 +1,16 @@
+//! Wiring cairn into coding agents' own config files: `cairn install`,
+//! `cairn uninstall`, and the "wired into" lines of `cairn status`.
+//!
+//! Edits are format-preserving (JSON by splicing spans, TOML with
+//! toml_edit), idempotent, and reversible byte for byte; a config that does
+//! not parse is never written.
+
+mod agents;
+mod apply;
+pub mod jsonc;
+mod target;
+pub mod toml;
+
+pub use agents::{Agent, Ctx, UNSUPPORTED, all};
+pub use apply::{Action, ApplyError, BACKUP_SUFFIX, Change, apply, read};
+pub use target::{HOOK_ARGS, NAME, Target, TargetError, What};

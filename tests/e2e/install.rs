@@ -1,0 +1,313 @@
+//! `cairn install` / `cairn uninstall` on a temporary `$HOME` with
+//! pre-existing configs for every agent: entries added, every other byte
+//! kept, a second run changes nothing, uninstall restores the originals,
+//! malformed configs stay untouched.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+
+use serde_json::Value;
+
+use crate::util::TestHome;
+
+const CLAUDE_JSON: &str = "{\n  \"numStartups\": 12,\n  \"projects\": {\n    \"/home/dev/acme\": {\n      \"allowedTools\": []\n    }\n  },\n  \"mcpServers\": {\n    \"github\": {\n      \"type\": \"stdio\",\n      \"command\": \"gh-mcp\",\n      \"args\": []\n    }\n  },\n  \"theme\": \"dark\"\n}\n";
+const CLAUDE_SETTINGS: &str = "{\n  \"model\": \"opus\",\n  \"hooks\": {\n    \"PreToolUse\": [\n      {\n        \"matcher\": \"Bash\",\n        \"hooks\": [{\"type\": \"command\", \"command\": \"echo pre\"}]\n      }\n    ]\n  }\n}\n";
+const CODEX_TOML: &str = "# Codex settings\nmodel = \"o4-mini\"  # fast\n\n[mcp_servers.docs]\ncommand = \"docs-mcp\"\nargs = [\"--stdio\"]\n\n[profiles.deep]\nmodel = \"o3\"\n";
+const CURSOR_JSON: &str = "{\"mcpServers\":{\"linear\":{\"url\":\"https://mcp.linear.app/sse\"}}}";
+const GEMINI_JSON: &str =
+    "{\n\t\"theme\": \"GitHub\",\n\t\"selectedAuthType\": \"oauth-personal\"\n}";
+const OPENCODE_JSONC: &str = "// opencode config\n{\n  \"$schema\": \"https://opencode.ai/config.json\",\n  \"mcp\": {},\n  \"theme\": \"tokyonight\", // trailing comma next\n}\n";
+const COPILOT_JSON: &str = "{\n  \"mcpServers\": {}\n}\n";
+
+/// Every agent's config file with its original text.
+fn plant(home: &TestHome) -> Vec<(PathBuf, &'static str)> {
+    let h = home.path();
+    let files = vec![
+        (h.join(".claude.json"), CLAUDE_JSON),
+        (h.join(".claude/settings.json"), CLAUDE_SETTINGS),
+        (h.join(".codex/config.toml"), CODEX_TOML),
+        (h.join(".cursor/mcp.json"), CURSOR_JSON),
+        (h.join(".gemini/settings.json"), GEMINI_JSON),
+        (h.join(".config/opencode/opencode.jsonc"), OPENCODE_JSONC),
+        (h.join(".copilot/mcp-config.json"), COPILOT_JSON),
+    ];
+    for (p, text) in &files {
+        std::fs::create_dir_all(p.parent().expect("parent")).expect("mkdir");
+        std::fs::write(p, text).expect("write config");
+    }
+    files
+}
+
+fn read(p: &Path) -> String {
+    std::fs::read_to_string(p).unwrap_or_else(|e| panic!("read {}: {e}", p.display()))
+}
+
+fn backup(p: &Path) -> PathBuf {
+    let mut s = p.as_os_str().to_owned();
+    s.push(".cairn-backup");
+    PathBuf::from(s)
+}
+
+/// `new` is `old` with one block inserted and nothing else changed.
+fn assert_pure_insertion(old: &str, new: &str, what: &Path) {
+    assert!(new.len() > old.len(), "{}: nothing added", what.display());
+    let k = old
+        .bytes()
+        .zip(new.bytes())
+        .take_while(|(a, b)| a == b)
+        .count();
+    let added = new.len() - old.len();
+    assert_eq!(
+        &new[k + added..],
+        &old[k..],
+        "{}: bytes other than the inserted block changed:\n{new}",
+        what.display()
+    );
+}
+
+fn bin() -> String {
+    let p = crate::util::cairn_bin();
+    p.canonicalize().unwrap_or(p).display().to_string()
+}
+
+#[test]
+fn install_all_wires_every_agent_and_uninstall_restores_bytes() {
+    let home = TestHome::empty();
+    let files = plant(&home);
+    let out = home.ok(&["install", "--all", "--hooks"]);
+    assert!(out.contains("not supported yet: aider"), "{out}");
+    let bin = bin();
+
+    for (p, original) in &files {
+        let now = read(p);
+        assert_pure_insertion(original, &now, p);
+        assert!(
+            now.contains(&bin),
+            "{} lacks the binary path:\n{now}",
+            p.display()
+        );
+        assert_eq!(&read(&backup(p)), original, "backup of {}", p.display());
+    }
+    // The entries have each agent's own shape.
+    let claude: Value = serde_json::from_str(&read(&files[0].0)).expect("claude json");
+    assert_eq!(claude["mcpServers"]["cairn"]["command"], bin.as_str());
+    assert_eq!(
+        claude["mcpServers"]["cairn"]["args"],
+        serde_json::json!(["mcp"])
+    );
+    assert_eq!(claude["mcpServers"]["github"]["command"], "gh-mcp");
+    let settings: Value = serde_json::from_str(&read(&files[1].0)).expect("settings json");
+    let hook = settings["hooks"]["SessionStart"][0]["hooks"][0]["command"]
+        .as_str()
+        .expect("hook command");
+    assert_eq!(hook, format!("{bin} hook session-start"));
+    assert!(read(&files[2].0).contains(&format!(
+        "[mcp_servers.cairn]\ncommand = \"{bin}\"\nargs = [\"mcp\"]"
+    )));
+    let cursor: Value = serde_json::from_str(&read(&files[3].0)).expect("cursor json");
+    assert_eq!(
+        cursor["mcpServers"]["cairn"]["args"],
+        serde_json::json!(["mcp"])
+    );
+    assert!(read(&files[5].0).contains(&format!("\"command\": [\"{bin}\", \"mcp\"]")));
+
+    // A second run changes nothing.
+    let snapshot: Vec<String> = files.iter().map(|(p, _)| read(p)).collect();
+    let again = home.ok(&["install", "--all", "--hooks"]);
+    assert!(again.contains("already wired"), "{again}");
+    assert!(!again.contains("added"), "{again}");
+    for ((p, _), before) in files.iter().zip(&snapshot) {
+        assert_eq!(
+            &read(p),
+            before,
+            "{} changed on the second run",
+            p.display()
+        );
+    }
+
+    // status shows what is wired where.
+    let st = home.json(&["status", "--json"]);
+    let wired: Vec<(String, String)> = st["wired"]
+        .as_array()
+        .expect("wired list")
+        .iter()
+        .map(|w| {
+            (
+                w["agent"].as_str().unwrap_or("").to_owned(),
+                w["what"].as_str().unwrap_or("").to_owned(),
+            )
+        })
+        .collect();
+    for agent in [
+        "claude-code",
+        "codex",
+        "cursor",
+        "gemini",
+        "opencode",
+        "copilot",
+    ] {
+        assert!(
+            wired.contains(&(agent.to_owned(), "mcp_server".to_owned())),
+            "{agent}: {wired:?}"
+        );
+    }
+    assert!(
+        wired.contains(&("claude-code".to_owned(), "session_start_hook".to_owned())),
+        "{wired:?}"
+    );
+
+    // uninstall gives back the original bytes, and a second uninstall is a no-op.
+    home.ok(&["uninstall"]);
+    for (p, original) in &files {
+        assert_eq!(&read(p), original, "{} not restored", p.display());
+    }
+    let none = home.ok(&["uninstall"]);
+    assert!(!none.contains("removed"), "{none}");
+    let st = home.json(&["status", "--json"]);
+    assert_eq!(st["wired"], serde_json::json!([]));
+}
+
+#[test]
+fn install_creates_missing_configs_and_uninstall_removes_them() {
+    let home = TestHome::empty();
+    std::fs::create_dir_all(home.path().join(".cursor")).expect("mkdir");
+    let out = home.ok(&["install"]);
+    assert!(out.contains("cursor"), "{out}");
+    let mcp = home.path().join(".cursor/mcp.json");
+    let v: Value = serde_json::from_str(&read(&mcp)).expect("json");
+    assert_eq!(v["mcpServers"]["cairn"]["command"], bin().as_str());
+    assert!(
+        !backup(&mcp).exists(),
+        "no backup of a file that did not exist"
+    );
+    // Undetected agents are left alone.
+    assert!(!home.path().join(".claude.json").exists());
+    assert!(!home.path().join(".codex").exists());
+    home.ok(&["uninstall"]);
+    assert!(!mcp.exists(), "a config cairn created goes away again");
+}
+
+#[test]
+fn malformed_config_is_left_untouched_with_a_clear_error() {
+    let home = TestHome::empty();
+    let files = plant(&home);
+    let broken = home.path().join(".gemini/settings.json");
+    let bad = "{\n  \"theme\": \"GitHub\",\n  \"mcpServers\": {\n";
+    std::fs::write(&broken, bad).expect("write broken");
+    let codex = home.path().join(".codex/config.toml");
+    std::fs::write(&codex, "model = \n").expect("write broken toml");
+    let out = home.run(&["install", "--all"]);
+    assert!(
+        !out.status.success(),
+        "install must fail when a config is broken"
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains(".gemini/settings.json") && stderr.contains("line 4"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("config.toml") && stderr.contains("not valid TOML"),
+        "{stderr}"
+    );
+    assert_eq!(read(&broken), bad);
+    assert_eq!(read(&codex), "model = \n");
+    assert!(!backup(&broken).exists());
+    // The good configs were still wired.
+    assert!(read(&files[3].0).contains("cairn"));
+    let out = home.run(&["uninstall"]);
+    assert!(!out.status.success());
+    assert_eq!(read(&broken), bad);
+}
+
+#[test]
+fn dry_run_shows_the_exact_change_and_writes_nothing() {
+    let home = TestHome::empty();
+    let files = plant(&home);
+    let out = home.ok(&["install", "--agent", "claude-code", "--hooks", "--dry-run"]);
+    assert!(out.contains("would add"), "{out}");
+    assert!(
+        out.contains(&format!(
+            "+++ {}",
+            home.path().join(".claude.json").display()
+        )),
+        "{out}"
+    );
+    assert!(out.contains("+    \"cairn\": {"), "{out}");
+    assert!(out.contains("hook session-start"), "{out}");
+    assert!(out.contains("dry run: nothing was written"), "{out}");
+    for (p, original) in &files {
+        assert_eq!(&read(p), original, "{} written in a dry run", p.display());
+        assert!(!backup(p).exists());
+    }
+}
+
+#[test]
+fn install_honours_claude_config_dir_and_skips_hooks_unless_asked() {
+    let home = TestHome::empty();
+    let dir = home.path().join("elsewhere/claude");
+    std::fs::create_dir_all(&dir).expect("mkdir");
+    let out = home
+        .cmd(&["install", "--agent", "claude-code"])
+        .env("CLAUDE_CONFIG_DIR", &dir)
+        .output()
+        .expect("run");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_str(&read(&dir.join(".claude.json"))).expect("json");
+    assert_eq!(v["mcpServers"]["cairn"]["args"], serde_json::json!(["mcp"]));
+    assert!(!home.path().join(".claude.json").exists());
+    assert!(
+        !dir.join("settings.json").exists(),
+        "no hook without --hooks"
+    );
+
+    let out = home.run(&["install", "--agent", "aider"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not supported yet"));
+    let out = home.run(&["install", "--agent", "emacs"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown agent"));
+}
+
+#[test]
+fn the_installed_hook_command_runs_and_fails_open() {
+    let home = TestHome::seeded();
+    home.ok(&["index", "--quiet"]);
+    home.ok(&["install", "--agent", "claude-code", "--hooks"]);
+    let settings: Value =
+        serde_json::from_str(&read(&home.path().join(".claude/settings.json"))).expect("json");
+    let command = settings["hooks"]["SessionStart"][0]["hooks"][0]["command"]
+        .as_str()
+        .expect("hook command")
+        .to_owned();
+    // Run it the way Claude Code does: through a shell, hook JSON on stdin.
+    let mut child = std::process::Command::new("sh")
+        .args(["-c", &command])
+        .env_clear()
+        .env("HOME", home.path())
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("CAIRN_HOOK_BUDGET_MS", "20000")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("run the hook command");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(br#"{"session_id":"s","cwd":"/home/dev/acme","hook_event_name":"SessionStart","source":"startup"}"#)
+        .expect("write hook input");
+    let out = child.wait_with_output().expect("hook output");
+    assert!(out.status.success());
+    let v: Value = serde_json::from_slice(&out.stdout).expect("hook JSON");
+    assert!(
+        v["hookSpecificOutput"]["additionalContext"]
+            .as_str()
+            .is_some_and(|c| c.contains("hyper"))
+    );
+}
