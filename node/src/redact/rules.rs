@@ -92,9 +92,10 @@ pub(crate) const RULES: &[RuleDef] = &[
         pattern: r"-----BEGIN[ A-Z0-9]*PRIVATE KEY(?: BLOCK)?-----(?s:.*?)-----END[ A-Z0-9]*PRIVATE KEY(?: BLOCK)?-----|-----BEGIN[ A-Z0-9]*PRIVATE KEY(?: BLOCK)?-----(?:(?:\r?\n|\\r?\\n)[A-Za-z0-9+/=]+)*",
         handler: private_key,
     },
-    // scheme://user:password@host — keep scheme, user and host.
+    // scheme://user:password@host — keep scheme, user and host. Starts at
+    // the `://` literal; the handler checks a scheme precedes it.
     RuleDef {
-        pattern: r#"[A-Za-z][A-Za-z0-9+.\-]{0,30}://[^\s:/?#@"'<>\[\]]*:(?P<pw>[^\s/?#@"'<>]+)@[A-Za-z0-9\[]"#,
+        pattern: r#"://[A-Za-z0-9._~%!$&*+=\-]*:(?P<pw>[^\s/?#@"'<>]+)@[A-Za-z0-9\[]"#,
         handler: url_credentials,
     },
     RuleDef {
@@ -232,8 +233,14 @@ fn private_key(_text: &str, caps: &Captures<'_>) -> Option<Hit> {
     whole(caps, PRIVATE_KEY)
 }
 
-fn url_credentials(_text: &str, caps: &Captures<'_>) -> Option<Hit> {
+fn url_credentials(text: &str, caps: &Captures<'_>) -> Option<Hit> {
+    let m = caps.get(0)?;
     let pw = caps.name("pw")?;
+    // A scheme must precede `://` (the pattern starts at the literal so the
+    // engine can skip to it; the scheme is checked here).
+    if !matches!(byte_before(text, m.start()), Some(b) if b.is_ascii_alphanumeric()) {
+        return None;
+    }
     if inert(pw.as_str()) {
         return None;
     }
@@ -491,6 +498,10 @@ fn generic(text: &str, caps: &Captures<'_>) -> Option<Hit> {
         // Calls, indexing, generics: `next_token()`, `os.environ[..]`,
         // `Option<String>`.
         if matches!(byte_at(text, vm.end()), Some(b'(' | b'[' | b'<' | b'{')) {
+            return None;
+        }
+        // `sk-ant-...`: an elided example, judged before trimming the dots.
+        if value::is_placeholder(v) {
             return None;
         }
         v = v.trim_end_matches(['.', ':', '!', '?']);

@@ -378,6 +378,8 @@ fn negatives_stay_intact() {
         "headers[\"Authorization\"] = f\"Bearer {token}\"",
         "fmt.Printf(\"token=%s\", tok)",
         "PWD=/home/dev/acme",
+        "export ANTHROPIC_API_KEY=sk-ant-...",
+        "export GEMINI_API_KEY=...",
         "你好, the password policy changed. Пароль: не меняли.",
     ];
     let mut failures = Vec::new();
@@ -720,5 +722,41 @@ proptest! {
         let once = red(&text);
         prop_assert!(!once.contains(distinctive), "{} survived in {}", distinctive, once);
         prop_assert_eq!(red(&once), once);
+    }
+}
+
+#[test]
+fn real_histories_idempotent() {
+    // Runs the redactor over every real history file (raw bytes, lossily
+    // decoded) and checks idempotence; skipped when ../shared is absent.
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/real-histories");
+    let root = std::path::Path::new(root);
+    if !root.is_dir() {
+        eprintln!("skipping: {} not found", root.display());
+        return;
+    }
+    fn walk(p: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
+        if let Ok(rd) = std::fs::read_dir(p) {
+            for e in rd.flatten() {
+                let q = e.path();
+                if q.is_dir() {
+                    walk(&q, out)
+                } else {
+                    out.push(q)
+                }
+            }
+        }
+    }
+    let mut files = Vec::new();
+    walk(root, &mut files);
+    assert!(!files.is_empty());
+    for f in files {
+        let bytes = std::fs::read(&f).unwrap();
+        let text = String::from_utf8_lossy(&bytes);
+        let once = red(&text);
+        let mut counts = RedactionCounts::new();
+        let twice = redactor().redact(&once, &mut counts);
+        assert!(twice == once, "not idempotent on {}", f.display());
+        assert!(counts.is_empty(), "{}: {counts:?}", f.display());
     }
 }
