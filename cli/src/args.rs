@@ -45,6 +45,16 @@ pub enum Command {
     Status(JsonArgs),
     /// Store a durable note, searchable like any session.
     Remember(RememberArgs),
+    /// Index built-in sample histories in a throwaway home and search them.
+    Demo(DemoArgs),
+    /// Serve the memory to coding agents over MCP on stdin/stdout.
+    Mcp,
+    /// Wire cairn's MCP server (and optionally hooks) into your coding agents' configs.
+    Install(InstallArgs),
+    /// Remove exactly what `cairn install` added to the agents' configs.
+    Uninstall(UninstallArgs),
+    /// Agent hook entry points (fail open: no output and exit 0 on any problem).
+    Hook(HookArgs),
 }
 
 /// Just `--json`.
@@ -132,4 +142,58 @@ pub struct RememberArgs {
     /// The note.
     #[arg(required = true, num_args = 1.., trailing_var_arg = true)]
     pub text: Vec<String>,
+}
+
+/// `cairn demo`
+#[derive(Debug, Args)]
+pub struct DemoArgs {
+    /// Print JSON instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `cairn install`
+#[derive(Debug, Args)]
+pub struct InstallArgs {
+    /// Only this agent (claude-code, codex, cursor, gemini, opencode, copilot); repeatable.
+    #[arg(long = "agent", value_name = "NAME", conflicts_with = "all")]
+    pub agents: Vec<String>,
+    /// Every agent found on this machine (the default when no --agent is given).
+    #[arg(long)]
+    pub all: bool,
+    /// Also add a session-start hook (Claude Code) that shows recent project decisions.
+    #[arg(long)]
+    pub hooks: bool,
+    /// Show the exact changes without writing anything.
+    #[arg(long)]
+    pub dry_run: bool,
+}
+
+/// `cairn uninstall`
+#[derive(Debug, Args)]
+pub struct UninstallArgs {
+    /// Only this agent; repeatable.
+    #[arg(long = "agent", value_name = "NAME", conflicts_with = "all")]
+    pub agents: Vec<String>,
+    /// Every agent (the default when no --agent is given).
+    #[arg(long)]
+    pub all: bool,
+    /// Show the exact changes without writing anything.
+    #[arg(long)]
+    pub dry_run: bool,
+}
+
+/// `cairn hook`
+#[derive(Debug, Args)]
+pub struct HookArgs {
+    /// The hook event.
+    #[command(subcommand)]
+    pub event: HookEvent,
+}
+
+/// Hook events cairn answers.
+#[derive(Debug, Clone, Copy, Subcommand)]
+pub enum HookEvent {
+    /// Claude Code SessionStart: prints a digest of this project's recent decisions.
+    SessionStart,
 }

@@ -3,7 +3,9 @@
 //! in [`cmd`], so tests can call them directly.
 
 pub mod args;
+pub mod bench;
 pub mod cmd;
+pub mod install;
 pub mod output;
 
 use std::ffi::OsString;
@@ -35,6 +37,11 @@ pub fn run(args: impl IntoIterator<Item = OsString>) -> ExitCode {
         Command::Sources(a) => cmd::sources::run(&cli.global, &a),
         Command::Status(a) => cmd::status::run(&cli.global, &a),
         Command::Remember(a) => cmd::remember::run(&cli.global, &a),
+        Command::Mcp => cmd::mcp::run(&cli.global),
+        Command::Install(a) => cmd::install::run(&cli.global, &a),
+        Command::Uninstall(a) => cmd::install::run_uninstall(&cli.global, &a),
+        Command::Hook(a) => cmd::hook::run(&cli.global, &a),
+        Command::Demo(a) => cmd::demo::run(&a),
     };
     match result {
         Ok(()) => ExitCode::from(EXIT_OK),

@@ -45,6 +45,10 @@ pub struct IndexContext<'a> {
     pub origin: &'a str,
     /// Current time, Unix ms.
     pub now_ms: i64,
+    /// Stop reading new stores (and large files at a batch boundary) after
+    /// this instant; the rest is picked up by the next pass. Newest stores
+    /// are read first. `None` reads everything.
+    pub deadline: Option<std::time::Instant>,
 }
 
 /// Progress of a pass, for a progress bar.
@@ -76,6 +80,8 @@ pub struct IndexReport {
     pub skipped: u64,
     /// Stores that could not be read this pass, with why.
     pub failed: Vec<(String, String)>,
+    /// Stores left (wholly or partly) for the next pass because the deadline passed.
+    pub deferred: u64,
 }
 
 /// Errors that stop a pass (store failures); per-file problems are counted instead.
@@ -127,7 +133,12 @@ pub fn index_all(
             }
         }
     }
-    store.mark_missing(&present)?;
+    let enabled: Vec<&str> = sources::registry()
+        .iter()
+        .map(|s| s.agent())
+        .filter(|a| !ctx.disabled.iter().any(|d| d == a))
+        .collect();
+    store.mark_missing(&present, &enabled)?;
     let total: u64 = plans
         .iter()
         .map(|p| match (&p.file.reader, &p.state) {
@@ -136,7 +147,15 @@ pub fn index_all(
         })
         .sum();
     progress(Progress::Start { total_bytes: total });
-    for plan in plans {
+    // Newest first, so a pass cut short by its deadline has read what people ask about.
+    plans.sort_by_key(|p| std::cmp::Reverse(p.mtime_ns));
+    let total_plans = plans.len() as u64;
+    for (i, plan) in plans.into_iter().enumerate() {
+        // Every pass reads at least one store, so passes always make progress.
+        if i > 0 && past(ctx.deadline) {
+            report.deferred = total_plans - i as u64;
+            break;
+        }
         report.changed += 1;
         let path = plan.file.path.to_string_lossy().into_owned();
         let outcome = match plan.file.reader {
@@ -216,8 +235,14 @@ fn fingerprint_meta(file: &SourceFile) -> (u64, i64) {
     (size, mtime)
 }
 
-/// Redacts a record in place, adding to `counts`.
+/// Cleans a record in place before it is stored: removes text cairn itself
+/// injected into an agent's context (recalled memory echoed back into the
+/// agent's transcript must not be re-indexed as if someone had said it),
+/// then redacts secrets, adding to `counts`.
 fn redact(r: &mut Record, redactor: &Redactor, counts: &mut RedactionCounts) {
+    if let std::borrow::Cow::Owned(t) = crate::mcp::strip_recalled(&r.text) {
+        r.text = t;
+    }
     if let std::borrow::Cow::Owned(t) = redactor.redact(&r.text, counts) {
         r.text = t;
     }
@@ -226,10 +251,10 @@ fn redact(r: &mut Record, redactor: &Redactor, counts: &mut RedactionCounts) {
             *f = t;
         }
     }
-    if let Some(p) = &mut r.project {
-        if let std::borrow::Cow::Owned(t) = redactor.redact(p, counts) {
-            *p = t;
-        }
+    if let Some(p) = &mut r.project
+        && let std::borrow::Cow::Owned(t) = redactor.redact(p, counts)
+    {
+        *p = t;
     }
 }
 
@@ -246,10 +271,10 @@ fn write_batch(
     let mut ing = store.ingest(ctx.origin)?;
     let mut keep = keep;
     for mut r in records.drain(..) {
+        redact(&mut r, ctx.redactor, &mut counts);
         if r.text.trim().is_empty() {
             continue;
         }
-        redact(&mut r, ctx.redactor, &mut counts);
         if let Some(k) = keep.as_deref_mut() {
             k.insert(r.content_hash());
         }
@@ -340,6 +365,7 @@ fn index_lines(
     let mut pos = start;
     let mut buf = Vec::new();
     let mut skipped = 0u64;
+    let mut cut_short = false;
     loop {
         buf.clear();
         let n = read_line(&mut reader, &mut buf).map_err(|e| io_err(path, e))?;
@@ -349,15 +375,21 @@ fn index_lines(
         let line = trim_eol(&buf);
         if buf.len() > MAX_LINE {
             skipped += 1;
-        } else if !line.iter().all(u8::is_ascii_whitespace) {
-            if let Err(e) = parser.line(line, pos, &mut records) {
-                log_skip(&key, &e);
-                skipped += 1;
-            }
+        } else if !line.iter().all(u8::is_ascii_whitespace)
+            && let Err(e) = parser.line(line, pos, &mut records)
+        {
+            log_skip(&key, &e);
+            skipped += 1;
         }
         pos += n as u64;
         progress(Progress::Advance(n as u64));
         report.bytes_read += n as u64;
+        if records.len() >= BATCH && past(ctx.deadline) && !rewritten {
+            // Out of time: keep what was read and resume here next pass.
+            report.deferred += 1;
+            cut_short = true;
+            break;
+        }
         if records.len() >= BATCH {
             // Intermediate batches keep the old offset: a crash re-reads them
             // and the content hashes absorb the repeat.
@@ -370,7 +402,8 @@ fn index_lines(
     state.offset = pos;
     state.head_hash = Some(head);
     state.tail_hash = Some(tail);
-    state.size = plan.size;
+    // A file cut short records the size it was read to, so the next pass sees it changed.
+    state.size = if cut_short { pos } else { plan.size };
     state.mtime_ns = plan.mtime_ns;
     state.skipped += skipped;
     state.last_error = None;
@@ -486,6 +519,10 @@ fn index_database(
     Ok(())
 }
 
+fn past(deadline: Option<std::time::Instant>) -> bool {
+    deadline.is_some_and(|d| std::time::Instant::now() >= d)
+}
+
 fn log_skip(path: &str, e: &ParseError) {
     tracing::warn!(path, error = %e, "skipped malformed input");
 }
@@ -525,4 +562,87 @@ fn memchr_newline(b: &[u8]) -> Option<usize> {
 fn trim_eol(buf: &[u8]) -> &[u8] {
     let b = buf.strip_suffix(b"\n").unwrap_or(buf);
     b.strip_suffix(b"\r").unwrap_or(b)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sources::notes;
+
+    fn ctx<'a>(
+        loc: &'a Locations,
+        redactor: &'a Redactor,
+        deadline: Option<std::time::Instant>,
+    ) -> IndexContext<'a> {
+        IndexContext {
+            locations: loc,
+            disabled: &[],
+            redactor,
+            origin: "testnode",
+            now_ms: 1_800_000_000_000,
+            deadline,
+        }
+    }
+
+    #[test]
+    fn a_pass_cut_short_resumes_where_it_stopped() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut loc = Locations::under_home(dir.path());
+        loc.notes_file = dir.path().join("notes.jsonl");
+        let n = BATCH * 2 + 500;
+        for i in 0..n {
+            notes::append(
+                &loc.notes_file,
+                Some("/p"),
+                &format!("note number {i}"),
+                1_700_000_000_000 + i as i64,
+            )
+            .expect("append");
+        }
+        let mut store = Store::open(&dir.path().join("db/cairn.db")).expect("open");
+        let redactor = Redactor::new();
+        let past = Some(std::time::Instant::now());
+        let mut passes = Vec::new();
+        for _ in 0..3 {
+            let r = index_all(&mut store, &ctx(&loc, &redactor, past), &mut |_| {}).expect("index");
+            passes.push((r.added, r.deferred));
+        }
+        assert_eq!(passes, [(BATCH as u64, 1), (BATCH as u64, 1), (500, 0)]);
+        assert_eq!(store.stats().expect("stats").records, n as u64);
+        // Nothing left: a further pass reads nothing.
+        let r = index_all(&mut store, &ctx(&loc, &redactor, None), &mut |_| {}).expect("index");
+        assert_eq!((r.changed, r.added), (0, 0));
+    }
+
+    #[test]
+    fn crash_between_batches_loses_and_duplicates_nothing() {
+        // Simulate a crash after intermediate batches: the saved offset is
+        // still the old one, so the next pass re-reads and dedupes.
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut loc = Locations::under_home(dir.path());
+        loc.notes_file = dir.path().join("notes.jsonl");
+        for i in 0..(BATCH + 10) {
+            notes::append(
+                &loc.notes_file,
+                None,
+                &format!("fact {i}"),
+                1_700_000_000_000 + i as i64,
+            )
+            .expect("append");
+        }
+        let mut store = Store::open(&dir.path().join("cairn.db")).expect("open");
+        let redactor = Redactor::new();
+        index_all(&mut store, &ctx(&loc, &redactor, None), &mut |_| {}).expect("index");
+        // Forget the file state as if the last transaction never committed.
+        store
+            .conn()
+            .execute(
+                "UPDATE sources SET offset = 0, size = 0, head_hash = NULL, tail_hash = NULL",
+                [],
+            )
+            .expect("reset");
+        let r = index_all(&mut store, &ctx(&loc, &redactor, None), &mut |_| {}).expect("index");
+        assert_eq!(r.added, 0);
+        assert_eq!(store.stats().expect("stats").records, (BATCH + 10) as u64);
+    }
 }

@@ -82,12 +82,24 @@ impl Node {
         now_ms: i64,
         progress: &mut dyn FnMut(Progress),
     ) -> Result<IndexReport, NodeError> {
+        self.index_until(now_ms, None, progress)
+    }
+
+    /// Runs an indexing pass that stops taking on new work at `deadline`
+    /// (newest stores first); what is left is read by the next pass.
+    pub fn index_until(
+        &mut self,
+        now_ms: i64,
+        deadline: Option<std::time::Instant>,
+        progress: &mut dyn FnMut(Progress),
+    ) -> Result<IndexReport, NodeError> {
         let ctx = IndexContext {
             locations: &self.config.locations,
             disabled: &self.config.disabled,
             redactor: &self.redactor,
             origin: self.identity.id(),
             now_ms,
+            deadline,
         };
         Ok(indexer::index_all(&mut self.store, &ctx, progress)?)
     }
@@ -113,7 +125,21 @@ impl Node {
         let path = self.config.locations.notes_file.clone();
         notes::append(&path, project, &clean, now_ms)
             .map_err(|source| NodeError::Note { path, source })?;
-        self.index(now_ms, &mut |_| {})?;
+        // Index just the notes: a note must not wait for a pass over every agent.
+        let others: Vec<String> = crate::sources::registry()
+            .iter()
+            .map(|s| s.agent().to_owned())
+            .filter(|a| a != notes::AGENT)
+            .collect();
+        let ctx = IndexContext {
+            locations: &self.config.locations,
+            disabled: &others,
+            redactor: &self.redactor,
+            origin: self.identity.id(),
+            now_ms,
+            deadline: None,
+        };
+        indexer::index_all(&mut self.store, &ctx, &mut |_| {})?;
         Ok(counts)
     }
 

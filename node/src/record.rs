@@ -109,25 +109,15 @@ impl Record {
     /// The encoding is length-prefixed and versioned; changing it is a
     /// format change (see ARCHITECTURE.md).
     pub fn content_hash(&self) -> [u8; 32] {
-        let mut h = blake3::Hasher::new();
-        h.update(b"cairn-record-v1");
-        let field = |h: &mut blake3::Hasher, bytes: &[u8]| {
-            h.update(&(bytes.len() as u64).to_le_bytes());
-            h.update(bytes);
-        };
-        field(&mut h, self.agent.as_bytes());
-        field(&mut h, self.session_id.as_bytes());
-        field(&mut h, self.role.as_str().as_bytes());
-        match self.time_ms {
-            Some(t) => field(&mut h, &t.to_le_bytes()),
-            None => field(&mut h, b""),
-        }
-        field(&mut h, self.text.as_bytes());
-        h.update(&(self.files.len() as u64).to_le_bytes());
-        for f in &self.files {
-            field(&mut h, f.as_bytes());
-        }
-        *h.finalize().as_bytes()
+        // One definition of the encoding, shared with the wire protocol.
+        cairn_protocol::record_content_hash(&cairn_protocol::HashInput {
+            agent: &self.agent,
+            session_id: &self.session_id,
+            role: self.role.as_str(),
+            time_ms: self.time_ms,
+            text: &self.text,
+            files: &self.files,
+        })
     }
 }
 

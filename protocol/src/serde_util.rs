@@ -67,10 +67,10 @@ impl<'de, T: Deserialize<'de>, const MAX: usize> Visitor<'de> for BoundedVisitor
     }
 
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Vec<T>, A::Error> {
-        if let Some(hint) = seq.size_hint() {
-            if hint > MAX {
-                return Err(de::Error::invalid_length(hint, &self));
-            }
+        if let Some(hint) = seq.size_hint()
+            && hint > MAX
+        {
+            return Err(de::Error::invalid_length(hint, &self));
         }
         // Pre-allocate only a small amount; the frame cap bounds the rest.
         let mut out = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(MAX).min(64));

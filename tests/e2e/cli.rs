@@ -496,3 +496,32 @@ fn empty_home_works() {
     assert_eq!(st["records"], 0);
     assert_eq!(st["node_id"].as_str().expect("id").len(), 32);
 }
+
+/// Memory cairn injected into an agent (and the agent wrote back into its
+/// transcript) is not indexed again as if someone had said it.
+#[test]
+fn recalled_memory_is_not_reindexed() {
+    let home = TestHome::seeded();
+    home.ok(&["index", "--quiet"]);
+    let path = claude_session(&home);
+    let sid = session_id_of(&path);
+    let mut text = std::fs::read_to_string(&path).expect("read");
+    if !text.ends_with('\n') {
+        let cut = text.rfind('\n').map_or(0, |i| i + 1);
+        text.truncate(cut);
+    }
+    let injected = format!(
+        "{}\nearlier: the capybara deploy key lives in vault\n{}\nnow tell me about lemurs",
+        cairn_node::mcp::sanitize::OPEN,
+        cairn_node::mcp::sanitize::CLOSE
+    );
+    text.push_str(&claude_line(&sid, "u-recalled", &injected));
+    text.push('\n');
+    std::fs::write(&path, text).expect("write");
+    home.ok(&["index", "--quiet"]);
+    assert!(
+        home.search("capybara", &["--no-refresh"]).is_empty(),
+        "recalled text was re-indexed"
+    );
+    assert_eq!(home.search("lemurs", &["--no-refresh"]).len(), 1);
+}

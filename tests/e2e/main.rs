@@ -4,3 +4,6 @@
 mod util;
 
 mod cli;
+mod hook;
+mod install;
+mod mcp;

@@ -87,10 +87,10 @@ fn digest(global: &GlobalArgs) -> Result<Option<String>, String> {
         .map_err(|e| format!("cannot read stdin: {e}"))?;
     let input: SessionStartInput =
         serde_json::from_slice(&raw).map_err(|e| format!("bad hook input: {e}"))?;
-    if let Some(e) = input.hook_event_name.as_deref() {
-        if e != "SessionStart" {
-            return Err(format!("not a SessionStart event: {e}"));
-        }
+    if let Some(e) = input.hook_event_name.as_deref()
+        && e != "SessionStart"
+    {
+        return Err(format!("not a SessionStart event: {e}"));
     }
     let cwd = match input.cwd {
         Some(c) if !c.is_empty() => c,

@@ -7,7 +7,7 @@ use crate::output;
 pub fn run(global: &GlobalArgs, args: &IndexArgs) -> anyhow::Result<()> {
     let mut node = super::open(global)?;
     let started = std::time::Instant::now();
-    let report = super::refresh(&mut node, !args.quiet && !args.json)?;
+    let report = super::refresh(&mut node, !args.quiet && !args.json, None)?;
     if args.json {
         return output::json(&report);
     }

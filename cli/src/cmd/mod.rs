@@ -1,6 +1,10 @@
 //! One module per command; shared set-up here.
 
+pub mod demo;
+pub mod hook;
 pub mod index;
+pub mod install;
+pub mod mcp;
 pub mod remember;
 pub mod search;
 pub mod show;
@@ -41,7 +45,11 @@ pub fn now_ms() -> i64 {
 
 /// Runs an indexing pass; shows a progress bar on a terminal when `show_bar`
 /// and there is more than a little to read.
-pub fn refresh(node: &mut Node, show_bar: bool) -> anyhow::Result<IndexReport> {
+pub fn refresh(
+    node: &mut Node,
+    show_bar: bool,
+    budget: Option<std::time::Duration>,
+) -> anyhow::Result<IndexReport> {
     let bar = (show_bar && std::io::stderr().is_terminal()).then(|| {
         let b = indicatif::ProgressBar::hidden();
         b.set_style(
@@ -66,7 +74,8 @@ pub fn refresh(node: &mut Node, show_bar: bool) -> anyhow::Result<IndexReport> {
             }
         }
     };
-    let report = node.index(now_ms(), &mut on_progress)?;
+    let deadline = budget.map(|b| std::time::Instant::now() + b);
+    let report = node.index_until(now_ms(), deadline, &mut on_progress)?;
     if let Some(b) = bar {
         b.finish_and_clear();
     }

@@ -13,6 +13,9 @@ struct JsonOut<'a> {
     hits: &'a [cairn_node::search::Hit],
 }
 
+/// How long `cairn search` may spend reading new history before it answers.
+const REFRESH_BUDGET: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// Runs `cairn search`.
 pub fn run(global: &GlobalArgs, args: &SearchArgs) -> anyhow::Result<()> {
     let now = super::now_ms();
@@ -38,7 +41,15 @@ pub fn run(global: &GlobalArgs, args: &SearchArgs) -> anyhow::Result<()> {
     };
     let mut node = super::open(global)?;
     if !args.no_refresh {
-        super::refresh(&mut node, !args.json)?;
+        // Bounded: a first run on a large history answers from what is
+        // indexed so far instead of making the user wait for all of it.
+        let report = super::refresh(&mut node, !args.json, Some(REFRESH_BUDGET))?;
+        if report.deferred > 0 {
+            eprintln!(
+                "cairn: {} store(s) not indexed yet; answers cover what is. Run `cairn index` to finish.",
+                report.deferred
+            );
+        }
     }
     let opts = SearchOptions {
         limit: usize::from(args.limit),

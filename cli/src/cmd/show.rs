@@ -95,15 +95,15 @@ fn page(text: &str, no_pager: bool) -> anyhow::Result<()> {
     if !no_pager && std::io::stdout().is_terminal() {
         let pager = std::env::var("PAGER").unwrap_or_else(|_| "less -FRX".to_owned());
         let mut parts = pager.split_whitespace();
-        if let Some(prog) = parts.next() {
-            if let Ok(mut child) = Command::new(prog).args(parts).stdin(Stdio::piped()).spawn() {
-                if let Some(mut stdin) = child.stdin.take() {
-                    // A pager quit early closes the pipe; that is not an error.
-                    let _ = stdin.write_all(text.as_bytes());
-                }
-                child.wait()?;
-                return Ok(());
+        if let Some(prog) = parts.next()
+            && let Ok(mut child) = Command::new(prog).args(parts).stdin(Stdio::piped()).spawn()
+        {
+            if let Some(mut stdin) = child.stdin.take() {
+                // A pager quit early closes the pipe; that is not an error.
+                let _ = stdin.write_all(text.as_bytes());
             }
+            child.wait()?;
+            return Ok(());
         }
     }
     let mut out = output::stdout();

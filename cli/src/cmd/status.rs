@@ -16,6 +16,8 @@ struct Status<'a> {
     schema_version: u32,
     #[serde(flatten)]
     stats: &'a cairn_node::store::StoreStats,
+    /// Agent configs that contain cairn's MCP server entry or hook.
+    wired: Vec<super::install::Wired>,
 }
 
 /// Runs `cairn status`.
@@ -32,6 +34,9 @@ pub fn run(global: &GlobalArgs, args: &JsonArgs) -> anyhow::Result<()> {
         config: cfg.config_path.as_ref().map(|p| p.display().to_string()),
         schema_version: cairn_node::store::SCHEMA_VERSION,
         stats: &stats,
+        wired: super::install::ctx(global)
+            .map(|c| super::install::wired(&c))
+            .unwrap_or_default(),
     };
     if args.json {
         return output::json(&st);
@@ -67,6 +72,17 @@ pub fn run(global: &GlobalArgs, args: &JsonArgs) -> anyhow::Result<()> {
             output::short_time(stats.last_indexed_ms)
         ),
     )?;
+    if st.wired.is_empty() {
+        output::line(&mut out, "wired     into no agent yet: run `cairn install`")?;
+    } else {
+        for (i, w) in st.wired.iter().enumerate() {
+            let label = if i == 0 { "wired" } else { "" };
+            output::line(
+                &mut out,
+                &format!("{label:<9} {} {} in {}", w.agent, w.what.label(), w.path),
+            )?;
+        }
+    }
     if stats.agents.is_empty() {
         output::line(&mut out, "no agent history indexed yet: run `cairn index`")?;
         return Ok(());

@@ -189,15 +189,15 @@ impl<'a> Doc<'a> {
         if !matches!(node.kind, Kind::Object(_)) {
             return Err(not_object(&parents[..depth]));
         }
-        if depth == parents.len() {
-            if let Some(m) = node.get(key) {
-                if decode(self.slice(&m.value)).as_ref() == Some(value) {
-                    return Ok(None);
-                }
-                let indent = self.line_indent(m.key_start);
-                let text = self.style().render(value, &indent);
-                return Ok(Some(self.splice(m.value.start, m.value.end, &text)));
+        if depth == parents.len()
+            && let Some(m) = node.get(key)
+        {
+            if decode(self.slice(&m.value)).as_ref() == Some(value) {
+                return Ok(None);
             }
+            let indent = self.line_indent(m.key_start);
+            let text = self.style().render(value, &indent);
+            return Ok(Some(self.splice(m.value.start, m.value.end, &text)));
         }
         // Insert the member for the first missing part, with the rest nested.
         let nested = nest(&parents[depth..], key, value);

@@ -95,15 +95,14 @@ fn json_path<'p>(
     path: &'p [&'static str],
     prefer: Option<&'p [&'static str]>,
 ) -> Vec<&'static str> {
-    if let Some(p) = prefer {
-        if doc
+    if let Some(p) = prefer
+        && doc
             .lookup(p)
             .is_some_and(|n| matches!(n.kind, super::jsonc::Kind::Object(_)))
-        {
-            let mut v = p.to_vec();
-            v.push(NAME);
-            return v;
-        }
+    {
+        let mut v = p.to_vec();
+        v.push(NAME);
+        return v;
     }
     path.to_vec()
 }

@@ -57,10 +57,11 @@ pub fn set_server(
     command: &str,
     args: &[&str],
 ) -> Result<Option<String>, TomlError> {
-    if let Some((c, a)) = server(text, parent, name)? {
-        if c == command && a.iter().map(String::as_str).eq(args.iter().copied()) {
-            return Ok(None);
-        }
+    if let Some((c, a)) = server(text, parent, name)?
+        && c == command
+        && a.iter().map(String::as_str).eq(args.iter().copied())
+    {
+        return Ok(None);
     }
     let mut doc = parse(text)?;
     if !doc.contains_key(parent) {

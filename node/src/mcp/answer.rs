@@ -174,16 +174,17 @@ pub fn resolve(store: &Store, handle_or_id: &str) -> Result<SessionInfo, ToolFai
         .map(|s| s.agent())
         .collect();
     // `agent:session_id` first, then the whole text as an id or prefix.
-    if let Some((agent, id)) = handle_or_id.split_once(':') {
-        if known.contains(&agent) && !id.is_empty() {
-            let found: Vec<SessionInfo> = store
-                .find_sessions(id, 50)?
-                .into_iter()
-                .filter(|s| s.agent == agent)
-                .collect();
-            if let Some(one) = pick(found, id)? {
-                return Ok(one);
-            }
+    if let Some((agent, id)) = handle_or_id.split_once(':')
+        && known.contains(&agent)
+        && !id.is_empty()
+    {
+        let found: Vec<SessionInfo> = store
+            .find_sessions(id, 50)?
+            .into_iter()
+            .filter(|s| s.agent == agent)
+            .collect();
+        if let Some(one) = pick(found, id)? {
+            return Ok(one);
         }
     }
     let found = store.find_sessions(handle_or_id, 50)?;

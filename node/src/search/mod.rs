@@ -13,8 +13,9 @@ use rusqlite::types::Value as SqlValue;
 use serde::Serialize;
 
 use crate::record::Role;
-use crate::store::{Store, StoreError};
+use crate::store::{Store, StoreError, codec};
 pub use query::Query;
+use query::Term;
 
 /// Filters and options for one search.
 #[derive(Debug, Clone, Default)]
@@ -79,8 +80,15 @@ pub enum SearchError {
     Store(#[from] StoreError),
 }
 
-/// How many candidate records FTS5 hands to the ranker.
+/// How many candidate records FTS5 hands to the ranker when matches are few.
 const CANDIDATES: i64 = 600;
+/// When a query could match more records than this, only the newest this
+/// many matches are scored: search cost stays bounded however large the
+/// memory grows, and very common words cannot stall it.
+const SCAN_LIMIT: i64 = 20_000;
+/// A word in more than this share of all records is a stop word for this
+/// corpus: dropped when the query has rarer words.
+const COMMON_SHARE: f64 = 0.05;
 
 impl From<rusqlite::Error> for SearchError {
     fn from(e: rusqlite::Error) -> Self {
@@ -88,21 +96,86 @@ impl From<rusqlite::Error> for SearchError {
     }
 }
 
+/// How many records contain `token` (from the FTS vocabulary).
+fn token_df(conn: &rusqlite::Connection, token: &str) -> rusqlite::Result<i64> {
+    use rusqlite::OptionalExtension;
+    Ok(conn
+        .prepare_cached("SELECT doc FROM fts_vocab WHERE term = ?1")?
+        .query_row([token], |r| r.get(0))
+        .optional()?
+        .unwrap_or(0))
+}
+
+/// An upper bound on how many records a term matches.
+fn term_df(conn: &rusqlite::Connection, term: &Term) -> rusqlite::Result<i64> {
+    match term {
+        Term::Phrase(tokens) => {
+            let mut min = i64::MAX;
+            for t in tokens {
+                min = min.min(token_df(conn, t)?);
+            }
+            Ok(if min == i64::MAX { 0 } else { min })
+        }
+        Term::Prefix(p) => {
+            let mut upper = p.clone();
+            upper.push(char::MAX);
+            let mut stmt = conn.prepare_cached(
+                "SELECT doc FROM fts_vocab WHERE term >= ?1 AND term < ?2 LIMIT 2000",
+            )?;
+            let rows = stmt.query_map([p.as_str(), upper.as_str()], |r| r.get::<_, i64>(0))?;
+            let mut sum = 0i64;
+            for r in rows {
+                sum = sum.saturating_add(r?);
+            }
+            Ok(sum)
+        }
+    }
+}
+
+/// Drops terms that are too common to tell records apart when rarer terms
+/// exist, and estimates how many records the rest match.
+fn plan_terms(conn: &rusqlite::Connection, q: &Query) -> rusqlite::Result<(Query, i64)> {
+    let docs: i64 = conn.query_row("SELECT COALESCE(max(id), 0) FROM records", [], |r| r.get(0))?;
+    let common = ((docs as f64 * COMMON_SHARE) as i64).max(2_000);
+    let mut with_df = Vec::new();
+    for t in &q.terms {
+        with_df.push((t.clone(), term_df(conn, t)?));
+    }
+    let has_rare = with_df.iter().any(|(_, df)| *df > 0 && *df <= common);
+    let kept: Vec<(Term, i64)> = with_df
+        .into_iter()
+        .filter(|(_, df)| *df > 0 && (!has_rare || *df <= common))
+        .collect();
+    let estimate = kept
+        .iter()
+        .map(|(_, df)| *df)
+        .fold(0i64, i64::saturating_add);
+    Ok((
+        Query {
+            terms: kept.into_iter().map(|(t, _)| t).collect(),
+        },
+        estimate,
+    ))
+}
+
 /// Runs a search. An empty query returns no hits.
 pub fn search(store: &Store, q: &Query, opts: &SearchOptions) -> Result<Vec<Hit>, SearchError> {
+    let conn = store.conn();
+    let (q, estimate) = plan_terms(conn, q)?;
     if q.is_empty() {
         return Ok(Vec::new());
     }
     let mut sql = String::from(
-        "SELECT r.id, bm25(fts, 1.0, 0.5) AS s, r.role, r.ts, r.text, r.session,
-                se.session_id, se.agent, se.project, COALESCE(n.name, r.origin), src.path, r.offset, se.title
-         FROM fts
-         JOIN records r ON r.id = fts.rowid
-         JOIN sessions se ON se.id = r.session
-         LEFT JOIN nodes n ON n.id = r.origin
-         LEFT JOIN sources src ON src.id = r.source
-         WHERE fts MATCH ?1",
+        "SELECT r.id, bm25(fts, 1.0, 0.5), r.role, r.ts, r.session, r.flags
+         FROM fts JOIN records r ON r.id = fts.rowid",
     );
+    if opts.agent.is_some() || opts.project.is_some() || opts.session.is_some() {
+        sql.push_str(" JOIN sessions se ON se.id = r.session");
+    }
+    if opts.machine.is_some() {
+        sql.push_str(" LEFT JOIN nodes n ON n.id = r.origin");
+    }
+    sql.push_str(" WHERE fts MATCH ?1");
     let mut args: Vec<SqlValue> = vec![SqlValue::Text(q.to_fts())];
     // Each clause names its argument `?X`; it is numbered as it is pushed.
     let mut arg = |sql: &mut String, clause: &str, v: SqlValue| {
@@ -144,9 +217,11 @@ pub fn search(store: &Store, q: &Query, opts: &SearchOptions) -> Result<Vec<Hit>
             .collect();
         sql.push_str(&format!(" AND r.role IN ({})", names.join(",")));
     }
-    sql.push_str(&format!(" ORDER BY s LIMIT {CANDIDATES}"));
-
-    let conn = store.conn();
+    if estimate > SCAN_LIMIT {
+        sql.push_str(&format!(" ORDER BY fts.rowid DESC LIMIT {SCAN_LIMIT}"));
+    } else {
+        sql.push_str(&format!(" ORDER BY 2 LIMIT {CANDIDATES}"));
+    }
     let mut stmt = conn.prepare(&sql)?;
     let rows = stmt.query_map(rusqlite::params_from_iter(args.iter()), |r| {
         Ok(rank::Candidate {
@@ -154,23 +229,60 @@ pub fn search(store: &Store, q: &Query, opts: &SearchOptions) -> Result<Vec<Hit>
             bm25: r.get(1)?,
             role: r.get(2)?,
             ts: r.get(3)?,
-            text: r.get(4)?,
-            session_row: r.get(5)?,
-            session_id: r.get(6)?,
-            agent: r.get(7)?,
-            project: r.get(8)?,
-            machine: r.get(9)?,
-            source: r.get(10)?,
-            offset: r.get(11)?,
-            title: r.get(12)?,
+            session_row: r.get(4)?,
+            flags: r.get(5)?,
         })
     })?;
     let mut cands = Vec::new();
     for row in rows {
         cands.push(row?);
     }
+    let ranked = rank::rank(cands, opts);
     let words = q.highlight_words();
-    Ok(rank::rank(cands, opts, &words))
+    let mut hits = Vec::with_capacity(ranked.len());
+    for top in ranked {
+        if let Some(hit) = hit_details(conn, &top, &words)? {
+            hits.push(hit);
+        }
+    }
+    Ok(hits)
+}
+
+/// Fetches what a hit shows: text for the snippet, session, machine, source.
+fn hit_details(
+    conn: &rusqlite::Connection,
+    top: &rank::Ranked,
+    words: &[String],
+) -> rusqlite::Result<Option<Hit>> {
+    use rusqlite::OptionalExtension;
+    conn.prepare_cached(
+        "SELECT r.role, r.ts, r.flags, r.text, r.offset, se.session_id, se.agent, se.project, se.title,
+                COALESCE(n.name, r.origin), src.path
+         FROM records r
+         JOIN sessions se ON se.id = r.session
+         LEFT JOIN nodes n ON n.id = r.origin
+         LEFT JOIN sources src ON src.id = r.source
+         WHERE r.id = ?1",
+    )?
+    .query_row([top.record_id], |r| {
+        let text = codec::decode(&r.get::<_, Vec<u8>>(3)?, r.get(2)?);
+        Ok(Hit {
+            snippet: snippet::make(&text, words, 200),
+            role: r.get(0)?,
+            time: r.get::<_, Option<i64>>(1)?.and_then(rank::rfc3339),
+            offset: r.get(4)?,
+            session_id: r.get(5)?,
+            agent: r.get(6)?,
+            project: r.get(7)?,
+            title: r.get(8)?,
+            machine: r.get(9)?,
+            source: r.get(10)?,
+            score: top.score,
+            matches: top.matches,
+            record_id: top.record_id,
+        })
+    })
+    .optional()
 }
 
 /// Parses `--since`: a duration back from `now_ms` (`90m`, `36h`, `7d`, `2w`)
@@ -189,10 +301,11 @@ pub fn parse_since(s: &str, now_ms: i64) -> Option<i64> {
         })
     };
     let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
-    if split > 0 && split < s.len() {
-        if let (Ok(n), Some(u)) = (s[..split].parse::<i64>(), unit_ms(&s[split..])) {
-            return Some(now_ms - n.saturating_mul(u));
-        }
+    if split > 0
+        && split < s.len()
+        && let (Ok(n), Some(u)) = (s[..split].parse::<i64>(), unit_ms(&s[split..]))
+    {
+        return Some(now_ms - n.saturating_mul(u));
     }
     if let Ok(d) = chrono::NaiveDate::parse_from_str(s, "%Y-%m-%d") {
         return d

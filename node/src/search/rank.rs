@@ -5,9 +5,10 @@ use std::sync::LazyLock;
 
 use regex::Regex;
 
-use super::{Hit, SearchOptions, snippet};
+use super::SearchOptions;
+use crate::store::codec::DECISION as DECISION_FLAG;
 
-/// A record FTS5 matched, with what ranking and display need.
+/// A record FTS5 matched, with what ranking needs (no text).
 #[derive(Debug, Clone)]
 pub struct Candidate {
     pub(super) record_id: i64,
@@ -15,15 +16,17 @@ pub struct Candidate {
     pub(super) bm25: f64,
     pub(super) role: String,
     pub(super) ts: Option<i64>,
-    pub(super) text: String,
     pub(super) session_row: i64,
-    pub(super) session_id: String,
-    pub(super) agent: String,
-    pub(super) project: Option<String>,
-    pub(super) machine: String,
-    pub(super) source: Option<String>,
-    pub(super) offset: Option<i64>,
-    pub(super) title: Option<String>,
+    /// `records.flags` (decision bit).
+    pub(super) flags: i64,
+}
+
+/// The best record of one session, with the session's score.
+#[derive(Debug, Clone)]
+pub struct Ranked {
+    pub(super) record_id: i64,
+    pub(super) score: f64,
+    pub(super) matches: usize,
 }
 
 /// What a person said outweighs what a tool printed.
@@ -45,6 +48,12 @@ static DECISION: LazyLock<Regex> = LazyLock::new(|| {
     .expect("static regex")
 });
 
+/// True when text reads like a decision or an explanation; such records
+/// get a ranking boost (the store keeps the answer in `records.flags`).
+pub fn is_decision(text: &str) -> bool {
+    DECISION.is_match(text)
+}
+
 /// Age decay: a year-old record keeps about 70% of its score, never below 40%.
 fn age_factor(ts: Option<i64>, now_ms: i64) -> f64 {
     let Some(ts) = ts else { return 0.8 };
@@ -53,7 +62,7 @@ fn age_factor(ts: Option<i64>, now_ms: i64) -> f64 {
 }
 
 /// Scores candidates, keeps the best record per session, and returns the top sessions.
-pub(super) fn rank(cands: Vec<Candidate>, opts: &SearchOptions, words: &[String]) -> Vec<Hit> {
+pub(super) fn rank(cands: Vec<Candidate>, opts: &SearchOptions) -> Vec<Ranked> {
     struct Group {
         best: Candidate,
         best_score: f64,
@@ -62,7 +71,7 @@ pub(super) fn rank(cands: Vec<Candidate>, opts: &SearchOptions, words: &[String]
     let mut groups: HashMap<i64, Group> = HashMap::new();
     for c in cands {
         let mut s = -c.bm25 * role_weight(&c.role) * age_factor(c.ts, opts.now_ms);
-        if matches!(c.role.as_str(), "user" | "assistant" | "note") && DECISION.is_match(&c.text) {
+        if c.flags & DECISION_FLAG != 0 {
             s *= 1.2;
         }
         match groups.get_mut(&c.session_row) {
@@ -93,27 +102,18 @@ pub(super) fn rank(cands: Vec<Candidate>, opts: &SearchOptions, words: &[String]
             (g.best_score + support, g)
         })
         .collect();
-    scored.sort_by(|a, b| b.0.total_cmp(&a.0).then(b.1.best.ts.cmp(&a.1.best.ts)));
+    scored.sort_by(|a, b| {
+        b.0.total_cmp(&a.0)
+            .then(b.1.best.ts.cmp(&a.1.best.ts))
+            .then(b.1.best.record_id.cmp(&a.1.best.record_id))
+    });
     scored
         .into_iter()
         .take(opts.limit.max(1))
-        .map(|(score, g)| {
-            let c = g.best;
-            Hit {
-                snippet: snippet::make(&c.text, words, 200),
-                session_id: c.session_id,
-                agent: c.agent,
-                project: c.project,
-                machine: c.machine,
-                role: c.role,
-                time: c.ts.and_then(rfc3339),
-                score: (score * 1000.0).round() / 1000.0,
-                source: c.source,
-                offset: c.offset,
-                matches: g.others.len() + 1,
-                title: c.title,
-                record_id: c.record_id,
-            }
+        .map(|(score, g)| Ranked {
+            record_id: g.best.record_id,
+            score: (score * 1000.0).round() / 1000.0,
+            matches: g.others.len() + 1,
         })
         .collect()
 }

@@ -443,10 +443,10 @@ fn str_field<'a>(input: &'a Value, key: &str) -> Option<&'a str> {
 fn tool_call_text(name: &str, input: &Value) -> (String, Vec<String>) {
     let mut files = Vec::new();
     for key in ["file_path", "notebook_path", "path"] {
-        if let Some(p) = str_field(input, key) {
-            if !files.iter().any(|f| f == p) {
-                files.push(p.to_owned());
-            }
+        if let Some(p) = str_field(input, key)
+            && !files.iter().any(|f| f == p)
+        {
+            files.push(p.to_owned());
         }
     }
     let file = str_field(input, "file_path")

@@ -437,10 +437,10 @@ fn patch_call(patch: &str) -> (String, Vec<String>) {
         .find_map(|h| line.strip_prefix(h))
         .map(str::trim)
         .filter(|p| !p.is_empty());
-        if let Some(p) = path {
-            if !files.iter().any(|f| f == p) {
-                files.push(p.to_owned());
-            }
+        if let Some(p) = path
+            && !files.iter().any(|f| f == p)
+        {
+            files.push(p.to_owned());
         }
     }
     let head = if files.is_empty() {
@@ -479,12 +479,11 @@ fn output_text(v: &Value) -> String {
     match v {
         Value::String(s) => {
             let t = s.trim_start();
-            if t.starts_with('{') {
-                if let Ok(Value::Object(o)) = serde_json::from_str::<Value>(t) {
-                    if let Some(u) = unwrap(&o) {
-                        return u;
-                    }
-                }
+            if t.starts_with('{')
+                && let Ok(Value::Object(o)) = serde_json::from_str::<Value>(t)
+                && let Some(u) = unwrap(&o)
+            {
+                return u;
             }
             s.clone()
         }

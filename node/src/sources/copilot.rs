@@ -112,10 +112,10 @@ impl LineParser for EventsParser {
                 if let Some(id) = s("sessionId") {
                     self.session_id = id.to_owned();
                 }
-                if let Some(cwd) = data.pointer("/context/cwd").and_then(Value::as_str) {
-                    if !cwd.is_empty() {
-                        self.project = Some(cwd.to_owned());
-                    }
+                if let Some(cwd) = data.pointer("/context/cwd").and_then(Value::as_str)
+                    && !cwd.is_empty()
+                {
+                    self.project = Some(cwd.to_owned());
                 }
             }
             "user.message" => {

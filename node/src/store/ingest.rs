@@ -8,9 +8,10 @@ use std::collections::{HashMap, HashSet};
 
 use rusqlite::{OptionalExtension, Transaction, params};
 
-use super::{Store, StoreError};
+use super::{Store, StoreError, codec};
 use crate::record::{Record, Role};
 use crate::redact::RedactionCounts;
+use crate::search::rank::is_decision;
 use crate::search::text::index_form;
 
 /// What the indexer remembers about one store between passes.
@@ -82,17 +83,25 @@ impl Store {
             .optional()?)
     }
 
-    /// Marks every known source not in `present` as missing (its records stay).
-    pub fn mark_missing(&mut self, present: &HashSet<String>) -> Result<u64, StoreError> {
+    /// Marks every known store of the given agents that is not in `present`
+    /// as missing (its records stay), and clears the mark on those that are.
+    pub fn mark_missing(
+        &mut self,
+        present: &HashSet<String>,
+        agents: &[&str],
+    ) -> Result<u64, StoreError> {
         let tx = self.conn.transaction()?;
         let mut n = 0;
         {
-            let mut all = tx.prepare("SELECT id, path, missing FROM sources")?;
-            let rows: Vec<(i64, String, bool)> = all
-                .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
+            let mut all = tx.prepare("SELECT id, agent, path, missing FROM sources")?;
+            let rows: Vec<(i64, String, String, bool)> = all
+                .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))?
                 .collect::<Result<_, _>>()?;
             let mut set = tx.prepare("UPDATE sources SET missing = ?2 WHERE id = ?1")?;
-            for (id, path, missing) in rows {
+            for (id, agent, path, missing) in rows {
+                if !agents.contains(&agent.as_str()) {
+                    continue;
+                }
                 let gone = !present.contains(&path);
                 if gone != missing {
                     set.execute(params![id, gone])?;
@@ -194,11 +203,16 @@ impl Ingest<'_> {
         let hash = rec.content_hash();
         let session = self.session_row(rec)?;
         let files = rec.files.join("\n");
+        let (text, compressed) = codec::encode(&rec.text);
+        let mut flags = if compressed { codec::COMPRESSED } else { 0 };
+        if matches!(rec.role, Role::User | Role::Assistant | Role::Note) && is_decision(&rec.text) {
+            flags |= codec::DECISION;
+        }
         let changed = self
             .tx
             .prepare_cached(
-                "INSERT INTO records(hash, session, role, ts, text, files, origin, source, offset)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
+                "INSERT INTO records(hash, session, role, ts, flags, origin, source, offset, files, text)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)
                  ON CONFLICT(hash) DO NOTHING",
             )?
             .execute(params![
@@ -206,11 +220,12 @@ impl Ingest<'_> {
                 session,
                 rec.role.as_str(),
                 rec.time_ms,
-                rec.text,
-                files,
+                flags,
                 self.origin,
                 source,
-                rec.offset as i64
+                rec.offset as i64,
+                files,
+                &text[..]
             ])?;
         if changed == 0 {
             return Ok(false);

@@ -5,6 +5,7 @@
 //! it is given: redaction happens before a record reaches it (see
 //! `crate::indexer`), so nothing here ever sees a plaintext secret.
 
+pub mod codec;
 mod ingest;
 mod read;
 mod schema;
@@ -91,15 +92,6 @@ impl Store {
             StoreError::Sqlite(source) => corrupt(source),
             other => other,
         })?;
-        let quick: String = conn
-            .query_row("PRAGMA quick_check(1)", [], |r| r.get(0))
-            .map_err(corrupt)?;
-        if quick != "ok" {
-            return Err(corrupt(rusqlite::Error::SqliteFailure(
-                rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_CORRUPT),
-                Some(quick),
-            )));
-        }
         Ok(Store {
             conn,
             path: path.to_path_buf(),
@@ -149,11 +141,20 @@ impl Store {
 
     /// Records a node id and its human name so hits can say which machine they came from.
     pub fn upsert_node(&self, id: &str, name: &str) -> Result<(), StoreError> {
-        self.conn.execute(
-            "INSERT INTO nodes(id, name) VALUES (?1, ?2)
-             ON CONFLICT(id) DO UPDATE SET name = excluded.name",
-            (id, name),
-        )?;
+        // Skip the write when nothing changed: this runs on every command.
+        let known: Option<String> = {
+            use rusqlite::OptionalExtension;
+            self.conn
+                .query_row("SELECT name FROM nodes WHERE id = ?1", [id], |r| r.get(0))
+                .optional()?
+        };
+        if known.as_deref() != Some(name) {
+            self.conn.execute(
+                "INSERT INTO nodes(id, name) VALUES (?1, ?2)
+                 ON CONFLICT(id) DO UPDATE SET name = excluded.name",
+                (id, name),
+            )?;
+        }
         Ok(())
     }
 

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use rusqlite::params;
 use serde::Serialize;
 
-use super::{Store, StoreError};
+use super::{Store, StoreError, codec};
 
 /// Counts for one agent.
 #[derive(Debug, Clone, Default, Serialize)]
@@ -185,7 +185,7 @@ impl Store {
         limit: usize,
     ) -> Result<Vec<SessionRecord>, StoreError> {
         let mut q = self.conn.prepare(
-            "SELECT r.role, r.ts, r.text, r.files, s.path, r.offset
+            "SELECT r.role, r.ts, r.text, r.files, s.path, r.offset, r.flags
              FROM records r LEFT JOIN sources s ON s.id = r.source
              WHERE r.session = ?1
              ORDER BY r.ts IS NULL, r.ts, r.source, r.offset, r.id
@@ -196,7 +196,7 @@ impl Store {
             Ok(SessionRecord {
                 role: r.get(0)?,
                 time_ms: r.get(1)?,
-                text: r.get(2)?,
+                text: codec::decode(&r.get::<_, Vec<u8>>(2)?, r.get(6)?),
                 files: files.lines().map(str::to_owned).collect(),
                 source: r.get(4)?,
                 offset: r.get(5)?,

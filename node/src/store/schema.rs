@@ -48,17 +48,21 @@ const MIGRATIONS: &[&str] = &[
         records        INTEGER NOT NULL DEFAULT 0,
         UNIQUE(agent, session_id)
     );
+    -- Small columns first so ranking reads them without touching the
+    -- text's overflow pages. flags: bit 0 = decision language, bit 1 =
+    -- text is zstd-compressed (see store::codec).
     CREATE TABLE records(
         id      INTEGER PRIMARY KEY,
         hash    BLOB NOT NULL UNIQUE,
         session INTEGER NOT NULL REFERENCES sessions(id),
         role    TEXT NOT NULL,
         ts      INTEGER,
-        text    TEXT NOT NULL,
-        files   TEXT NOT NULL DEFAULT '',
+        flags   INTEGER NOT NULL DEFAULT 0,
         origin  TEXT NOT NULL,
         source  INTEGER REFERENCES sources(id),
-        offset  INTEGER
+        offset  INTEGER,
+        files   TEXT NOT NULL DEFAULT '',
+        text    BLOB NOT NULL
     );
     CREATE INDEX records_session ON records(session, ts);
     CREATE INDEX records_source ON records(source);
@@ -74,6 +78,7 @@ const MIGRATIONS: &[&str] = &[
         contentless_delete = 1,
         tokenize = 'unicode61 remove_diacritics 2'
     );
+    CREATE VIRTUAL TABLE fts_vocab USING fts5vocab('fts', 'row');
     "#,
 ];
 

@@ -1,0 +1,268 @@
+//! Runs the `cairn` binary as a fresh process (the way agents call it) and
+//! reports medians; peak RSS is sampled from `/proc/<pid>/status` (Linux).
+
+use std::io::Write;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use serde::Serialize;
+
+use super::BenchArgs;
+use super::corpus::{self, MULTI, RARE};
+
+/// One timed child run.
+struct Run {
+    wall: Duration,
+    peak_rss_kb: u64,
+    stdout: Vec<u8>,
+}
+
+fn run_cairn(cairn: &Path, home: &Path, args: &[&str]) -> anyhow::Result<Run> {
+    let started = Instant::now();
+    let mut child = Command::new(cairn)
+        .args(args)
+        .env("HOME", home)
+        .env("HOSTNAME", "bench")
+        .env_remove("CAIRN_HOME")
+        .env_remove("XDG_DATA_HOME")
+        .env_remove("XDG_CONFIG_HOME")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .with_context(|| format!("cannot start {}", cairn.display()))?;
+    let status_path = format!("/proc/{}/status", child.id());
+    let mut peak = 0;
+    let stdout = child.stdout.take();
+    let reader = std::thread::spawn(move || {
+        let mut buf = Vec::new();
+        if let Some(mut s) = stdout {
+            let _ = std::io::Read::read_to_end(&mut s, &mut buf);
+        }
+        buf
+    });
+    // Bounded: a run that takes more than an hour is a failure, not a figure.
+    let deadline = started + Duration::from_secs(3600);
+    let status = loop {
+        if let Ok(s) = std::fs::read_to_string(&status_path)
+            && let Some(kb) = s
+                .lines()
+                .find_map(|l| l.strip_prefix("VmHWM:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        {
+            peak = peak.max(kb);
+        }
+        if let Some(st) = child.try_wait()? {
+            break st;
+        }
+        if Instant::now() > deadline {
+            child.kill()?;
+            bail!("cairn {args:?} ran for over an hour");
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    };
+    let wall = started.elapsed();
+    let stdout = reader.join().unwrap_or_default();
+    if !status.success() {
+        bail!("cairn {args:?} failed with {status}");
+    }
+    Ok(Run {
+        wall,
+        peak_rss_kb: peak,
+        stdout,
+    })
+}
+
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    if v.is_empty() { 0.0 } else { v[v.len() / 2] }
+}
+
+fn p95(v: &mut [f64]) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    if v.is_empty() {
+        0.0
+    } else {
+        v[((v.len() as f64 * 0.95).ceil() as usize).clamp(1, v.len()) - 1]
+    }
+}
+
+#[derive(Serialize)]
+struct Figure {
+    name: &'static str,
+    median: f64,
+    p95: Option<f64>,
+    unit: &'static str,
+    target: &'static str,
+}
+
+/// Runs every measurement and prints the table.
+pub fn run(cairn: &Path, home: &Path, corpus_bytes: u64, args: &BenchArgs) -> anyhow::Result<()> {
+    let mb = corpus_bytes as f64 / 1e6;
+    let cairn_home = home.join(".local/share/cairn");
+    let mut figures = Vec::new();
+
+    // Cold index.
+    let (mut secs, mut rss) = (Vec::new(), Vec::new());
+    for i in 0..args.runs.max(1) {
+        let _ = std::fs::remove_dir_all(&cairn_home);
+        let r = run_cairn(cairn, home, &["index", "--quiet"])?;
+        eprintln!(
+            "cold index run {}: {:.1} s, peak RSS {} MB",
+            i + 1,
+            r.wall.as_secs_f64(),
+            r.peak_rss_kb / 1024
+        );
+        secs.push(r.wall.as_secs_f64());
+        rss.push(r.peak_rss_kb as f64 / 1024.0);
+    }
+    let cold = median(&mut secs);
+    figures.push(Figure {
+        name: "cold index throughput",
+        median: mb / cold,
+        p95: None,
+        unit: "MB/s",
+        target: ">= 20",
+    });
+    figures.push(Figure {
+        name: "cold index peak RSS",
+        median: median(&mut rss),
+        p95: None,
+        unit: "MB",
+        target: "<= 300",
+    });
+    let db = corpus::size_of(&cairn_home);
+    figures.push(Figure {
+        name: "index size / corpus",
+        median: 100.0 * db as f64 / corpus_bytes as f64,
+        p95: None,
+        unit: "%",
+        target: "<= 35",
+    });
+
+    // One appended line on the big transcript.
+    let big = corpus::biggest_claude_file(home).context("no Claude transcript in the corpus")?;
+    let sid = big
+        .file_stem()
+        .and_then(|s| s.to_str())
+        .unwrap_or("bench")
+        .to_owned();
+    let (mut append, mut noop) = (Vec::new(), Vec::new());
+    for i in 0..args.reps.max(1) {
+        let word = format!("appendmarker{i}x");
+        let line = serde_json::json!({"type": "user", "uuid": format!("bench-{i}"), "sessionId": sid, "timestamp": "2026-06-01T00:00:00Z", "cwd": "/home/dev/bench", "message": {"role": "user", "content": format!("we decided {word} today")}});
+        let mut f = std::fs::OpenOptions::new().append(true).open(&big)?;
+        writeln!(f, "{line}")?;
+        drop(f);
+        append.push(
+            run_cairn(cairn, home, &["index", "--quiet"])?
+                .wall
+                .as_secs_f64()
+                * 1000.0,
+        );
+        noop.push(
+            run_cairn(cairn, home, &["index", "--quiet"])?
+                .wall
+                .as_secs_f64()
+                * 1000.0,
+        );
+        if i == 0 {
+            let r = run_cairn(
+                cairn,
+                home,
+                &["search", "--json", "--no-refresh", "--", &word],
+            )?;
+            let v: serde_json::Value = serde_json::from_slice(&r.stdout)?;
+            anyhow::ensure!(
+                v["hits"].as_array().is_some_and(|h| !h.is_empty()),
+                "appended line was not found"
+            );
+        }
+    }
+    let big_mb = std::fs::metadata(&big).map_or(0, |m| m.len()) as f64 / 1e6;
+    figures.push(Figure {
+        name: "append 1 line to big transcript (process)",
+        median: median(&mut append),
+        p95: Some(p95(&mut append)),
+        unit: "ms",
+        target: "<= 50",
+    });
+    figures.push(Figure {
+        name: "index pass with nothing new (process)",
+        median: median(&mut noop),
+        p95: Some(p95(&mut noop)),
+        unit: "ms",
+        target: "-",
+    });
+
+    // Search latency from a fresh process.
+    for (name, q, target) in [
+        ("search rare term", RARE, "<= 20"),
+        ("search common term", "error", "<= 100"),
+        ("search multi-word query", MULTI, "-"),
+    ] {
+        let mut t = Vec::new();
+        for _ in 0..args.reps.max(1) {
+            t.push(
+                run_cairn(cairn, home, &["search", "--json", "--no-refresh", "--", q])?
+                    .wall
+                    .as_secs_f64()
+                    * 1000.0,
+            );
+        }
+        figures.push(Figure {
+            name,
+            median: median(&mut t),
+            p95: Some(p95(&mut t)),
+            unit: "ms",
+            target,
+        });
+    }
+    let mut t = Vec::new();
+    for _ in 0..args.reps.max(1) {
+        t.push(
+            run_cairn(cairn, home, &["search", "--json", "--", MULTI])?
+                .wall
+                .as_secs_f64()
+                * 1000.0,
+        );
+    }
+    figures.push(Figure {
+        name: "search multi-word incl. refresh",
+        median: median(&mut t),
+        p95: Some(p95(&mut t)),
+        unit: "ms",
+        target: "-",
+    });
+    let r = run_cairn(
+        cairn,
+        home,
+        &["search", "--json", "--no-refresh", "--", RARE],
+    )?;
+    let v: serde_json::Value = serde_json::from_slice(&r.stdout)?;
+    anyhow::ensure!(
+        v["hits"].as_array().is_some_and(|h| h.len() == 1),
+        "the rare term should match exactly one session"
+    );
+
+    println!(
+        "corpus: {mb:.0} MB ({big_mb:.0} MB largest transcript), {} cold runs, {} reps; medians on this machine",
+        args.runs, args.reps
+    );
+    println!(
+        "{:<44} {:>10} {:>10} {:<6} target",
+        "figure", "median", "p95", "unit"
+    );
+    for f in &figures {
+        let p = f.p95.map_or("-".to_owned(), |p| format!("{p:.1}"));
+        println!(
+            "{:<44} {:>10.1} {:>10} {:<6} {}",
+            f.name, f.median, p, f.unit, f.target
+        );
+    }
+    if args.json {
+        println!("{}", serde_json::to_string(&figures)?);
+    }
+    Ok(())
+}

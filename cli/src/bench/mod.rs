@@ -1,0 +1,77 @@
+//! The bench behind `cairn-bench`: corpus generation and measurements.
+
+mod corpus;
+mod measure;
+
+use std::path::PathBuf;
+
+use anyhow::Context;
+use clap::Parser;
+
+/// Measures cold indexing, incremental appends, search latency, index size and peak RSS.
+#[derive(Debug, Parser)]
+#[command(name = "cairn-bench")]
+pub struct BenchArgs {
+    /// Corpus size in MB of agent history.
+    #[arg(long, default_value_t = 1024)]
+    pub size_mb: u64,
+    /// Size of the one large transcript the append test grows, in MB.
+    #[arg(long, default_value_t = 100)]
+    pub big_mb: u64,
+    /// Cold-index runs (the median is reported).
+    #[arg(long, default_value_t = 3)]
+    pub runs: usize,
+    /// Repetitions of each search and append measurement.
+    #[arg(long, default_value_t = 11)]
+    pub reps: usize,
+    /// Work folder (default: a temporary folder, removed afterwards).
+    #[arg(long)]
+    pub dir: Option<PathBuf>,
+    /// Keep an existing corpus in --dir instead of regenerating it.
+    #[arg(long)]
+    pub reuse: bool,
+    /// The cairn binary to measure (default: the one next to this bench).
+    #[arg(long)]
+    pub cairn: Option<PathBuf>,
+    /// Print the figures as JSON too.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Entry point of `cairn-bench`.
+pub fn main() -> anyhow::Result<()> {
+    let args = BenchArgs::parse();
+    let cairn = match &args.cairn {
+        Some(p) => p.clone(),
+        None => std::env::current_exe()?
+            .parent()
+            .context("bench binary has no folder")?
+            .join("cairn"),
+    };
+    anyhow::ensure!(
+        cairn.is_file(),
+        "no cairn binary at {}; build it first (cargo build --release -p cairn)",
+        cairn.display()
+    );
+    let tmp;
+    let dir = match &args.dir {
+        Some(d) => d.clone(),
+        None => {
+            tmp = tempfile::Builder::new().prefix("cairn-bench-").tempdir()?;
+            tmp.path().to_path_buf()
+        }
+    };
+    let home = dir.join("home");
+    let corpus_bytes = if args.reuse && home.is_dir() {
+        corpus::size_of(&home)
+    } else {
+        let _ = std::fs::remove_dir_all(&home);
+        eprintln!(
+            "generating {} MB corpus in {} ...",
+            args.size_mb,
+            home.display()
+        );
+        corpus::generate(&home, args.size_mb * 1_000_000, args.big_mb * 1_000_000)?
+    };
+    measure::run(&cairn, &home, corpus_bytes, &args)
+}
