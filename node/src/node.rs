@@ -8,7 +8,11 @@ use crate::indexer::{self, IndexContext, IndexError, IndexReport, Progress};
 use crate::redact::{RedactionCounts, Redactor};
 use crate::search::{self, Hit, Query, SearchError, SearchOptions};
 use crate::sources::notes;
-use crate::store::{Store, StoreError, StoreStats};
+use crate::store::{
+    ApplyError, ApplyReport, ForgetCandidate, ForgetError, ForgetReport, MAX_QUERY_FORGET, Store,
+    StoreError, StoreStats,
+};
+use cairn_protocol::{Batch, ForgetTarget, Pull, Watermark};
 
 /// Failures of node operations.
 #[derive(Debug, thiserror::Error)]
@@ -37,6 +41,51 @@ pub enum NodeError {
     /// A note with no text.
     #[error("a note needs some text")]
     EmptyNote,
+    /// Forgetting failed.
+    #[error(transparent)]
+    Forget(#[from] ForgetError),
+    /// A forget selector that matches nothing.
+    #[error("nothing to forget: {what} matches no stored record")]
+    NothingToForget {
+        /// The selector, as given.
+        what: String,
+    },
+    /// A session id prefix that matches several sessions.
+    #[error("session prefix {prefix:?} matches {count} sessions; give more of the id")]
+    AmbiguousSession {
+        /// The prefix given.
+        prefix: String,
+        /// Sessions it matches (at least 2).
+        count: usize,
+    },
+    /// A query forget that matches more records than one forget may name.
+    #[error("the query matches more than {max} records; narrow it")]
+    TooManyMatches {
+        /// The limit.
+        max: usize,
+    },
+}
+
+/// What `cairn forget` is asked to forget, before it is resolved.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ForgetRequest {
+    /// One session, by (a unique prefix of) its id.
+    Session(String),
+    /// Every record whose project is exactly this path.
+    Project(String),
+    /// Every record containing all the words of this query.
+    Query(String),
+}
+
+/// A resolved forget: the tombstone targets and the records they cover now.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct ForgetPlan {
+    /// What the tombstones will name.
+    #[serde(skip)]
+    pub targets: Vec<ForgetTarget>,
+    /// The records they cover on this node now (for showing; at most
+    /// [`MAX_QUERY_FORGET`]).
+    pub records: Vec<ForgetCandidate>,
 }
 
 /// One machine's cairn.
@@ -51,8 +100,14 @@ impl Node {
     /// Opens the node's database (creating the home, key and database on first run).
     pub fn open(config: Config) -> Result<Node, NodeError> {
         let identity = Identity::load_or_create(&config.identity_path)?;
-        let store = Store::open(&config.db_path)?;
+        let mut store = Store::open(&config.db_path)?;
         store.upsert_node(identity.id(), &config.node_name)?;
+        // The own sync log's epoch is chosen on first open; reading the
+        // clock here keeps the store clock-free.
+        let now_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(1, |d| d.as_millis() as i64);
+        store.ensure_log(identity.id(), now_ms)?;
         Ok(Node {
             config,
             identity,
@@ -147,4 +202,105 @@ impl Node {
     pub fn stats(&self) -> Result<StoreStats, NodeError> {
         Ok(self.store.stats()?)
     }
+
+    /// This node's watermark for every origin log it holds.
+    pub fn watermarks(&self) -> Result<Vec<Watermark>, NodeError> {
+        Ok(self.store.watermarks()?)
+    }
+
+    /// Answers a peer's pull from the store, redacted again on the way out;
+    /// `scope` (project prefixes) withholds everything outside it.
+    pub fn serve_pull(&self, pull: &Pull, scope: Option<&[String]>) -> Result<Batch, NodeError> {
+        Ok(self.store.serve_pull(pull, scope, &self.redactor)?)
+    }
+
+    /// Applies a batch a peer sent in answer to `pull` (see `Store::apply_batch`).
+    pub fn apply_batch(&mut self, pull: &Pull, batch: &Batch) -> Result<ApplyReport, ApplyError> {
+        self.store.apply_batch(pull, batch, &self.redactor)
+    }
+
+    /// Resolves what a forget request covers, without changing anything.
+    pub fn plan_forget(&self, req: &ForgetRequest) -> Result<ForgetPlan, NodeError> {
+        let nothing = |what: &str| NodeError::NothingToForget {
+            what: what.to_owned(),
+        };
+        let plan = match req {
+            ForgetRequest::Session(prefix) => {
+                let found = self.store.find_sessions(prefix, 2)?;
+                let s = match found.as_slice() {
+                    [] => return Err(nothing(&format!("session {prefix}"))),
+                    [one] => one,
+                    _ => {
+                        return Err(NodeError::AmbiguousSession {
+                            prefix: prefix.clone(),
+                            count: found.len(),
+                        });
+                    }
+                };
+                let target = ForgetTarget::Session {
+                    agent: s.agent.clone(),
+                    session_id: s.session_id.clone(),
+                };
+                let records = self.store.forget_candidates(&target, MAX_QUERY_FORGET)?;
+                ForgetPlan {
+                    targets: vec![target],
+                    records,
+                }
+            }
+            ForgetRequest::Project(path) => {
+                let target = ForgetTarget::Project {
+                    project: path.clone(),
+                };
+                let records = self.store.forget_candidates(&target, MAX_QUERY_FORGET)?;
+                if records.is_empty() {
+                    return Err(nothing(&format!("project {path}")));
+                }
+                ForgetPlan {
+                    targets: vec![target],
+                    records,
+                }
+            }
+            ForgetRequest::Query(q) => {
+                let records = self
+                    .store
+                    .records_matching_all(&Query::parse(q), MAX_QUERY_FORGET + 1)?;
+                if records.is_empty() {
+                    return Err(nothing(&format!("query {q:?}")));
+                }
+                if records.len() > MAX_QUERY_FORGET {
+                    return Err(NodeError::TooManyMatches {
+                        max: MAX_QUERY_FORGET,
+                    });
+                }
+                let targets = records
+                    .iter()
+                    .filter_map(|r| hex32(&r.hash))
+                    .map(|hash| ForgetTarget::Record { hash })
+                    .collect();
+                ForgetPlan { targets, records }
+            }
+        };
+        Ok(plan)
+    }
+
+    /// Forgets what `plan` names, here and (through the tombstones in this
+    /// node's log) on every peer.
+    pub fn forget(&mut self, plan: &ForgetPlan, now_ms: i64) -> Result<ForgetReport, NodeError> {
+        Ok(self.store.forget(&plan.targets, now_ms)?)
+    }
+}
+
+/// Parses 64 hex digits.
+fn hex32(s: &str) -> Option<[u8; 32]> {
+    let b = s.as_bytes();
+    if b.len() != 64 {
+        return None;
+    }
+    let mut out = [0u8; 32];
+    for (i, pair) in b.chunks_exact(2).enumerate() {
+        let hi = (pair[0] as char).to_digit(16)?;
+        let lo = (pair[1] as char).to_digit(16)?;
+        out[i] = (hi * 16 + lo) as u8;
+    }
+    Some(out)
 }

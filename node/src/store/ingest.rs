@@ -46,11 +46,21 @@ pub struct SourceState {
 impl Store {
     /// Starts a write transaction for records that originate on node `origin`.
     pub fn ingest(&mut self, origin: &str) -> Result<Ingest<'_>, StoreError> {
+        let tx = self
+            .conn
+            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        // Immediate: the sync hooks read before the first write.
+        // Sync hooks: the own log's next slot, and whether any tombstone
+        // may refuse a record.
+        let log = super::log::Appender::open(&tx, origin)?;
+        let tombstones = super::log::any_tombstones(&tx)?;
         Ok(Ingest {
-            tx: self.conn.transaction()?,
+            tx,
             origin: origin.to_owned(),
             sessions: HashMap::new(),
             inserted: 0,
+            log,
+            tombstones,
         })
     }
 
@@ -120,6 +130,8 @@ pub struct Ingest<'a> {
     origin: String,
     sessions: HashMap<(String, String), i64>,
     inserted: u64,
+    log: Option<super::log::Appender>,
+    tombstones: bool,
 }
 
 impl Ingest<'_> {
@@ -201,6 +213,18 @@ impl Ingest<'_> {
     /// new: a record whose content hash is already stored is skipped.
     pub fn insert(&mut self, rec: &Record, source: Option<i64>) -> Result<bool, StoreError> {
         let hash = rec.content_hash();
+        // A forgotten record never comes back, even if its file is still on disk.
+        if self.tombstones
+            && super::log::covered(
+                &self.tx,
+                &hash,
+                &rec.agent,
+                &rec.session_id,
+                rec.project.as_deref(),
+            )?
+        {
+            return Ok(false);
+        }
         let session = self.session_row(rec)?;
         let files = rec.files.join("\n");
         let (text, compressed) = codec::encode(&rec.text);
@@ -228,9 +252,19 @@ impl Ingest<'_> {
                 &text[..]
             ])?;
         if changed == 0 {
+            // Already stored (e.g. received from a peer): this node's log
+            // names it too, once, as a second provenance.
+            if let Some(log) = &mut self.log
+                && !super::log::own_log_has(&self.tx, &log.log, &hash)?
+            {
+                log.append(&self.tx, super::LogKind::Record, &hash)?;
+            }
             return Ok(false);
         }
         let rowid = self.tx.last_insert_rowid();
+        if let Some(log) = &mut self.log {
+            log.append(&self.tx, super::LogKind::Record, &hash)?;
+        }
         self.tx
             .prepare_cached("INSERT INTO fts(rowid, body, files) VALUES (?1, ?2, ?3)")?
             .execute(params![rowid, index_form(&rec.text), index_form(&files)])?;
@@ -304,7 +338,10 @@ impl Ingest<'_> {
     }
 
     /// Commits everything.
-    pub fn commit(self) -> Result<(), StoreError> {
+    pub fn commit(mut self) -> Result<(), StoreError> {
+        if let Some(log) = &mut self.log {
+            log.finish(&self.tx)?;
+        }
         self.tx.commit()?;
         Ok(())
     }
@@ -340,7 +377,7 @@ impl Ingest<'_> {
 }
 
 /// The first line of a prompt, trimmed to a title.
-fn session_title(text: &str) -> String {
+pub(super) fn session_title(text: &str) -> String {
     let line = text
         .lines()
         .map(str::trim)

@@ -80,6 +80,50 @@ const MIGRATIONS: &[&str] = &[
     );
     CREATE VIRTUAL TABLE fts_vocab USING fts5vocab('fts', 'row');
     "#,
+    // v2: origin logs, watermarks and tombstones for peer sync. This
+    // node's own log (its origin and epoch in `meta`) is created, and the
+    // records already stored are appended to it, by `Store::ensure_log`.
+    r#"
+    -- One slot per (origin, epoch, seq), gap-free per log. kind: 0 record
+    -- (hash = record hash; served as a stub when the record is no longer
+    -- stored), 1 tombstone (hash = tombstone id), 2 stub withheld, 3 stub
+    -- forgotten (hash = the record hash that was there).
+    CREATE TABLE logs(
+        origin TEXT NOT NULL,
+        epoch  INTEGER NOT NULL,
+        seq    INTEGER NOT NULL,
+        kind   INTEGER NOT NULL,
+        hash   BLOB NOT NULL,
+        PRIMARY KEY(origin, epoch, seq)
+    ) WITHOUT ROWID;
+    CREATE INDEX logs_hash ON logs(hash);
+    -- Highest contiguous seq held per origin log, advanced in the same
+    -- transaction as the slots it covers.
+    CREATE TABLE watermarks(
+        origin TEXT NOT NULL,
+        epoch  INTEGER NOT NULL,
+        seq    INTEGER NOT NULL,
+        PRIMARY KEY(origin, epoch)
+    ) WITHOUT ROWID;
+    -- Forgets, from this node or any peer. target: 1 session (agent,
+    -- session_id), 2 project (project), 3 record (hash). Never holds
+    -- forgotten content.
+    CREATE TABLE tombstones(
+        id         BLOB PRIMARY KEY,
+        origin     TEXT NOT NULL,
+        epoch      INTEGER NOT NULL,
+        seq        INTEGER NOT NULL,
+        created_ms INTEGER NOT NULL,
+        target     INTEGER NOT NULL,
+        agent      TEXT,
+        session_id TEXT,
+        project    TEXT,
+        hash       BLOB
+    );
+    CREATE INDEX tombstones_session ON tombstones(session_id, agent) WHERE session_id IS NOT NULL;
+    CREATE INDEX tombstones_project ON tombstones(project) WHERE project IS NOT NULL;
+    CREATE INDEX tombstones_hash ON tombstones(hash) WHERE hash IS NOT NULL;
+    "#,
 ];
 
 /// The schema version this build writes.

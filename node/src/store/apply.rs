@@ -1,0 +1,342 @@
+//! Applying a batch received from a peer: in one transaction with the
+//! watermark advance, so a crash loses nothing and duplicates nothing (the
+//! same range is simply pulled again).
+//!
+//! Owns the receiver's rules:
+//! - the whole batch is checked against the pull that asked for it
+//!   (`cairn_protocol::check_batch`: one log, seqs gap-free from the pull's
+//!   start, every record matching its hash, tombstones matching their ids
+//!   and issued by the log's origin); any problem rejects the whole batch
+//!   and stores nothing, and the error blames the peer;
+//! - slots this node already holds (at or below its watermark) are skipped;
+//! - tombstones are stored and purge what they cover; a record covered by a
+//!   known tombstone is not stored and its slot becomes a forgotten stub, so
+//!   a stale peer cannot resurrect forgotten records;
+//! - every record is redacted again with this node's rules before it is
+//!   stored. If that changes it, the record is stored redacted under its
+//!   recomputed hash and the log slot records that hash (what this node
+//!   holds at that position, and what it serves onward), so the record stays
+//!   self-verifying on every later hop;
+//! - records are inserted idempotently by content hash: a record that
+//!   arrives twice, or through two origins' logs, is stored once, and each
+//!   log slot that names it is its provenance.
+//!
+//! Never touches the network; never trusts a field it did not check.
+
+use std::collections::HashMap;
+
+use cairn_protocol::{Batch, BatchError, NodeId, Pull, check_batch};
+use rusqlite::{Connection, params};
+use serde::Serialize;
+
+use super::forget::{merge_fts, purge, store_tombstone};
+use super::log::{
+    LogKind, StoredRecord, any_tombstones, covered, put_slot, read_watermark, set_watermark,
+};
+use super::{Store, StoreError, codec};
+use crate::redact::Redactor;
+use crate::search::rank::is_decision;
+use crate::search::text::index_form;
+use crate::sync::convert;
+
+/// What applying one batch did.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct ApplyReport {
+    /// Records stored that this node did not have.
+    pub stored: u64,
+    /// Records already stored under the same hash (a second provenance).
+    pub duplicates: u64,
+    /// Records refused because a tombstone covers them.
+    pub refused: u64,
+    /// Records that local redaction changed before storing.
+    pub redacted: u64,
+    /// Tombstones stored.
+    pub tombstones: u64,
+    /// Records deleted by those tombstones.
+    pub purged: u64,
+    /// Slots received as stubs.
+    pub stubs: u64,
+    /// Slots skipped because this node already held them.
+    pub already_held: u64,
+    /// The log's watermark after the batch.
+    pub watermark: u64,
+}
+
+/// Who is at fault for a failed apply.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Blame {
+    /// The peer sent a bad batch: drop it.
+    Peer,
+    /// This node (its database, or a pull that went stale): back off and retry.
+    Local,
+}
+
+/// Why a batch was not applied. Nothing of it was stored.
+#[derive(Debug, thiserror::Error)]
+pub enum ApplyError {
+    /// The batch does not correctly answer the pull; the peer is at fault.
+    #[error("reject batch from peer")]
+    Peer(#[from] BatchError),
+    /// The batch starts past what this node holds (another pull advanced
+    /// or the pull was planned from a stale watermark); pull again.
+    #[error(
+        "apply batch: it starts after seq {after_seq} of {origin}'s log but this node holds it only up to {watermark}"
+    )]
+    Stale {
+        /// The log's origin.
+        origin: NodeId,
+        /// The log's epoch.
+        epoch: u64,
+        /// This node's watermark for it.
+        watermark: u64,
+        /// Where the batch starts.
+        after_seq: u64,
+    },
+    /// The database failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+impl ApplyError {
+    /// Whether the peer or this node is at fault.
+    pub fn blame(&self) -> Blame {
+        match self {
+            ApplyError::Peer(_) => Blame::Peer,
+            ApplyError::Stale { .. } | ApplyError::Store(_) => Blame::Local,
+        }
+    }
+}
+
+impl From<rusqlite::Error> for ApplyError {
+    fn from(e: rusqlite::Error) -> Self {
+        ApplyError::Store(StoreError::Sqlite(e))
+    }
+}
+
+impl Store {
+    /// Applies `batch`, received in answer to `pull`, in one transaction
+    /// together with the watermark advance. See the module docs for the
+    /// rules. Records are redacted again with `redactor` before storing.
+    pub fn apply_batch(
+        &mut self,
+        pull: &Pull,
+        batch: &Batch,
+        redactor: &Redactor,
+    ) -> Result<ApplyReport, ApplyError> {
+        check_batch(pull, batch)?;
+        if !batch.tombstones.is_empty() {
+            self.conn.pragma_update(None, "secure_delete", "ON")?;
+        }
+        let tx = self
+            .conn
+            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        let report = apply_checked(&tx, batch, redactor)?;
+        tx.commit()?;
+        if report.purged > 0 {
+            self.truncate_wal()?;
+        }
+        tracing::debug!(
+            origin = %batch.origin,
+            last_seq = batch.last_seq,
+            stored = report.stored,
+            duplicates = report.duplicates,
+            refused = report.refused,
+            "applied batch"
+        );
+        Ok(report)
+    }
+
+    /// Test hook: runs the whole apply, then drops the transaction instead
+    /// of committing, as a crash before commit would.
+    #[cfg(test)]
+    pub(crate) fn apply_batch_then_crash(
+        &mut self,
+        pull: &Pull,
+        batch: &Batch,
+        redactor: &Redactor,
+    ) -> Result<ApplyReport, ApplyError> {
+        check_batch(pull, batch)?;
+        let tx = self.conn.transaction()?;
+        let report = apply_checked(&tx, batch, redactor)?;
+        drop(tx);
+        Ok(report)
+    }
+}
+
+/// Applies a checked batch inside `conn`'s open transaction.
+fn apply_checked(
+    conn: &Connection,
+    batch: &Batch,
+    redactor: &Redactor,
+) -> Result<ApplyReport, ApplyError> {
+    let origin = convert::node_text(&batch.origin);
+    let epoch = batch.epoch;
+    let held = read_watermark(conn, &origin, epoch)?;
+    if batch.after_seq > held {
+        return Err(ApplyError::Stale {
+            origin: batch.origin,
+            epoch,
+            watermark: held,
+            after_seq: batch.after_seq,
+        });
+    }
+    let mut report = ApplyReport::default();
+    let new = |seq: u64| seq > held;
+    // Tombstones first: a record earlier in the same batch that one covers
+    // ends up not stored, exactly as if it had been stored and purged.
+    let mut purged_any = false;
+    for t in &batch.tombstones {
+        if !new(t.seq) {
+            report.already_held += 1;
+            continue;
+        }
+        put_slot(conn, &origin, epoch, t.seq, LogKind::Tombstone, &t.id)?;
+        if store_tombstone(conn, t, epoch)? {
+            report.tombstones += 1;
+        }
+        let (records, _) = purge(conn, &t.target)?;
+        report.purged += records;
+        purged_any |= records > 0;
+    }
+    for s in &batch.stubs {
+        if !new(s.seq) {
+            report.already_held += 1;
+            continue;
+        }
+        put_slot(
+            conn,
+            &origin,
+            epoch,
+            s.seq,
+            convert::stub_log_kind(s.kind),
+            &s.hash,
+        )?;
+        report.stubs += 1;
+    }
+    let check_tombstones = any_tombstones(conn)?;
+    let mut sessions: HashMap<(String, String), i64> = HashMap::new();
+    for r in &batch.records {
+        if !new(r.seq) {
+            report.already_held += 1;
+            continue;
+        }
+        if check_tombstones
+            && covered(conn, &r.hash, &r.agent, &r.session_id, r.project.as_deref())?
+        {
+            put_slot(conn, &origin, epoch, r.seq, LogKind::Forgotten, &r.hash)?;
+            report.refused += 1;
+            continue;
+        }
+        let (row, redacted) = convert::record_from_wire(r, redactor);
+        if redacted {
+            report.redacted += 1;
+            if check_tombstones
+                && covered(
+                    conn,
+                    &row.hash,
+                    &row.agent,
+                    &row.session_id,
+                    row.project.as_deref(),
+                )?
+            {
+                put_slot(conn, &origin, epoch, r.seq, LogKind::Forgotten, &row.hash)?;
+                report.refused += 1;
+                continue;
+            }
+        }
+        put_slot(conn, &origin, epoch, r.seq, LogKind::Record, &row.hash)?;
+        if insert_record(conn, &row, &origin, &mut sessions)? {
+            report.stored += 1;
+        } else {
+            report.duplicates += 1;
+        }
+    }
+    report.watermark = held.max(batch.last_seq);
+    set_watermark(conn, &origin, epoch, report.watermark)?;
+    if purged_any {
+        merge_fts(conn)?;
+    }
+    Ok(report)
+}
+
+/// Stores a received record idempotently by hash (FTS row and session
+/// counts only when new). Returns whether it was new.
+fn insert_record(
+    conn: &Connection,
+    rec: &StoredRecord,
+    origin: &str,
+    sessions: &mut HashMap<(String, String), i64>,
+) -> Result<bool, StoreError> {
+    let session = session_row(conn, rec, origin, sessions)?;
+    let files = rec.files.join("\n");
+    let (text, compressed) = codec::encode(&rec.text);
+    let mut flags = if compressed { codec::COMPRESSED } else { 0 };
+    if matches!(rec.role.as_str(), "user" | "assistant" | "note") && is_decision(&rec.text) {
+        flags |= codec::DECISION;
+    }
+    let changed = conn
+        .prepare_cached(
+            "INSERT INTO records(hash, session, role, ts, flags, origin, source, offset, files, text)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, NULL, NULL, ?7, ?8)
+             ON CONFLICT(hash) DO NOTHING",
+        )?
+        .execute(params![
+            &rec.hash[..],
+            session,
+            rec.role,
+            rec.time_ms,
+            flags,
+            origin,
+            files,
+            &text[..]
+        ])?;
+    if changed == 0 {
+        return Ok(false);
+    }
+    let rowid = conn.last_insert_rowid();
+    conn.prepare_cached("INSERT INTO fts(rowid, body, files) VALUES (?1, ?2, ?3)")?
+        .execute(params![rowid, index_form(&rec.text), index_form(&files)])?;
+    let title = (rec.role == "user").then(|| super::ingest::session_title(&rec.text));
+    conn.prepare_cached(
+        "UPDATE sessions SET records = records + 1,
+            first_ms = CASE WHEN ?2 IS NULL THEN first_ms
+                            WHEN first_ms IS NULL OR ?2 < first_ms THEN ?2 ELSE first_ms END,
+            last_ms = CASE WHEN ?2 IS NULL THEN last_ms
+                           WHEN last_ms IS NULL OR ?2 > last_ms THEN ?2 ELSE last_ms END,
+            title = COALESCE(title, ?3)
+         WHERE id = ?1",
+    )?
+    .execute(params![session, rec.time_ms, title])?;
+    Ok(true)
+}
+
+fn session_row(
+    conn: &Connection,
+    rec: &StoredRecord,
+    origin: &str,
+    sessions: &mut HashMap<(String, String), i64>,
+) -> Result<i64, StoreError> {
+    let key = (rec.agent.clone(), rec.session_id.clone());
+    if let Some(id) = sessions.get(&key) {
+        return Ok(*id);
+    }
+    conn.prepare_cached(
+        "INSERT INTO sessions(agent, session_id, parent_session, project, origin)
+         VALUES (?1, ?2, ?3, ?4, ?5)
+         ON CONFLICT(agent, session_id) DO UPDATE SET
+            parent_session = COALESCE(sessions.parent_session, excluded.parent_session),
+            project = COALESCE(sessions.project, excluded.project)",
+    )?
+    .execute(params![
+        rec.agent,
+        rec.session_id,
+        rec.parent_session,
+        rec.project,
+        origin
+    ])?;
+    let id: i64 = conn
+        .prepare_cached("SELECT id FROM sessions WHERE agent = ?1 AND session_id = ?2")?
+        .query_row((&rec.agent, &rec.session_id), |r| r.get(0))?;
+    sessions.insert(key, id);
+    Ok(id)
+}

@@ -1,0 +1,387 @@
+//! Forgetting: tombstones, purging the records they cover, and making sure
+//! the bytes are gone from the database file and its WAL.
+//!
+//! A forget issued here becomes a tombstone in this node's own log, so it
+//! travels to every peer (and from them onward) like any record; a
+//! tombstone received from a peer is stored the same way (see
+//! `store::apply`). Either way the covered records, their FTS rows and the
+//! session summaries derived from them are deleted with `secure_delete` on,
+//! the FTS index is merged so no deleted term lingers in its segments, and
+//! the WAL is checkpointed and truncated. A stored tombstone also refuses
+//! the records it covers from then on: from peers (`apply`) and from local
+//! indexing (`Ingest::insert`), so a transcript still on disk does not come
+//! back. A tombstone names what to forget, never the forgotten text.
+
+use std::collections::BTreeSet;
+
+use cairn_protocol::{ForgetTarget, Hash32, Tombstone};
+use rusqlite::{Connection, params};
+use serde::Serialize;
+
+use super::log::{Appender, LogKind, hash32, own_log};
+use super::{Store, StoreError, codec};
+use crate::search::query::{Query, Term};
+use crate::sync::convert;
+
+/// A tombstone as stored in `tombstones`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TombstoneRow {
+    /// Its id (blake3 of its canonical content).
+    pub id: Hash32,
+    /// The issuer's node id (text form).
+    pub origin: String,
+    /// The issuer's log epoch.
+    pub epoch: u64,
+    /// Its slot in the issuer's log.
+    pub seq: u64,
+    /// When it was issued, Unix ms.
+    pub created_ms: i64,
+    /// Target kind: 1 session, 2 project, 3 record.
+    pub target: i64,
+    /// Session target: the agent.
+    pub agent: Option<String>,
+    /// Session target: the agent's session id.
+    pub session_id: Option<String>,
+    /// Project target: the project path.
+    pub project: Option<String>,
+    /// Record target: the content hash.
+    pub hash: Option<Hash32>,
+}
+
+/// What a forget did on this node.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct ForgetReport {
+    /// Tombstones written to this node's log.
+    pub tombstones: u64,
+    /// Records deleted.
+    pub records: u64,
+    /// Sessions left with no record and deleted.
+    pub sessions: u64,
+    /// Whether the WAL was checkpointed and truncated (false when another
+    /// connection held a read snapshot; the next checkpoint finishes it).
+    pub wal_truncated: bool,
+}
+
+/// A record a forget would remove, for showing before doing it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ForgetCandidate {
+    /// Content hash, hex.
+    pub hash: String,
+    /// Agent id.
+    pub agent: String,
+    /// The agent's session id.
+    pub session_id: String,
+    /// Working directory.
+    pub project: Option<String>,
+    /// Role name.
+    pub role: String,
+    /// Unix ms.
+    pub time_ms: Option<i64>,
+}
+
+/// Failures of a forget.
+#[derive(Debug, thiserror::Error)]
+pub enum ForgetError {
+    /// This node has no log yet to write the tombstone to.
+    #[error("forget: this node has no sync log yet (open it through Node::open)")]
+    NoLog,
+    /// The database failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+impl From<rusqlite::Error> for ForgetError {
+    fn from(e: rusqlite::Error) -> Self {
+        ForgetError::Store(StoreError::Sqlite(e))
+    }
+}
+
+/// Most records a query forget may name (one tombstone each).
+pub const MAX_QUERY_FORGET: usize = 10_000;
+
+impl Store {
+    /// Forgets every record `targets` cover: writes one tombstone per
+    /// target into this node's own log, deletes the records, and refuses
+    /// them from then on. The freed bytes are zeroed, the FTS index merged
+    /// and the WAL truncated before this returns.
+    pub fn forget(
+        &mut self,
+        targets: &[ForgetTarget],
+        now_ms: i64,
+    ) -> Result<ForgetReport, ForgetError> {
+        let own = own_log(&self.conn)?.ok_or(ForgetError::NoLog)?;
+        let issuer = convert::node_id(&own.origin).ok_or(ForgetError::NoLog)?;
+        self.conn.pragma_update(None, "secure_delete", "ON")?;
+        let tx = self
+            .conn
+            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        let mut report = ForgetReport::default();
+        let mut app = Appender::open(&tx, &own.origin)?.ok_or(ForgetError::NoLog)?;
+        let mut seen = BTreeSet::new();
+        for target in targets {
+            let probe = Tombstone::new(0, issuer, now_ms, target.clone());
+            if !seen.insert(probe.id) {
+                continue;
+            }
+            let seq = app.append(&tx, LogKind::Tombstone, &probe.id)?;
+            let t = Tombstone { seq, ..probe };
+            store_tombstone(&tx, &t, own.epoch)?;
+            let (records, sessions) = purge(&tx, target)?;
+            report.records += records;
+            report.sessions += sessions;
+            report.tombstones += 1;
+        }
+        app.finish(&tx)?;
+        if report.records > 0 {
+            merge_fts(&tx)?;
+        }
+        tx.commit()?;
+        report.wal_truncated = self.truncate_wal()?;
+        tracing::info!(
+            tombstones = report.tombstones,
+            records = report.records,
+            "forgot records"
+        );
+        Ok(report)
+    }
+
+    /// The records `target` covers now (at most `limit`), without changing anything.
+    pub fn forget_candidates(
+        &self,
+        target: &ForgetTarget,
+        limit: usize,
+    ) -> Result<Vec<ForgetCandidate>, StoreError> {
+        let (clause, arg1, arg2): (&str, rusqlite::types::Value, rusqlite::types::Value) =
+            match target {
+                ForgetTarget::Session { agent, session_id } => (
+                    "s.agent = ?1 AND s.session_id = ?2",
+                    agent.clone().into(),
+                    session_id.clone().into(),
+                ),
+                ForgetTarget::Project { project } => (
+                    "s.project = ?1 AND ?2 IS NULL",
+                    project.clone().into(),
+                    rusqlite::types::Value::Null,
+                ),
+                ForgetTarget::Record { hash } => (
+                    "r.hash = ?1 AND ?2 IS NULL",
+                    hash.to_vec().into(),
+                    rusqlite::types::Value::Null,
+                ),
+            };
+        let sql = format!(
+            "SELECT r.hash, s.agent, s.session_id, s.project, r.role, r.ts
+             FROM records r JOIN sessions s ON s.id = r.session
+             WHERE {clause} ORDER BY r.ts, r.id LIMIT ?3"
+        );
+        let mut q = self.conn.prepare(&sql)?;
+        let rows = q.query_map(params![arg1, arg2, limit as i64], candidate)?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    /// The records containing every term of `query` (quoted phrases stay
+    /// phrases), at most `limit`: what `cairn forget --query` forgets.
+    pub fn records_matching_all(
+        &self,
+        query: &Query,
+        limit: usize,
+    ) -> Result<Vec<ForgetCandidate>, StoreError> {
+        if query.is_empty() {
+            return Ok(Vec::new());
+        }
+        let quote = |s: &str| format!("\"{}\"", s.replace('"', "\"\""));
+        let expr = query
+            .terms
+            .iter()
+            .map(|t| match t {
+                Term::Phrase(toks) => quote(&toks.join(" ")),
+                Term::Prefix(p) => format!("{}*", quote(p)),
+            })
+            .collect::<Vec<_>>()
+            .join(" AND ");
+        let mut q = self.conn.prepare(
+            "SELECT r.hash, s.agent, s.session_id, s.project, r.role, r.ts
+             FROM fts JOIN records r ON r.id = fts.rowid JOIN sessions s ON s.id = r.session
+             WHERE fts MATCH ?1 ORDER BY r.ts, r.id LIMIT ?2",
+        )?;
+        let rows = q.query_map(params![expr, limit as i64], candidate)?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    /// Every stored tombstone, oldest first.
+    pub fn tombstones(&self) -> Result<Vec<TombstoneRow>, StoreError> {
+        let mut q = self.conn.prepare(
+            "SELECT id, origin, epoch, seq, created_ms, target, agent, session_id, project, hash
+             FROM tombstones ORDER BY created_ms, id",
+        )?;
+        let rows = q.query_map([], |r| {
+            Ok(TombstoneRow {
+                id: hash32(&r.get::<_, Vec<u8>>(0)?),
+                origin: r.get(1)?,
+                epoch: r.get::<_, i64>(2)? as u64,
+                seq: r.get::<_, i64>(3)? as u64,
+                created_ms: r.get(4)?,
+                target: r.get(5)?,
+                agent: r.get(6)?,
+                session_id: r.get(7)?,
+                project: r.get(8)?,
+                hash: r.get::<_, Option<Vec<u8>>>(9)?.map(|h| hash32(&h)),
+            })
+        })?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    /// Checkpoints the WAL into the database file and truncates it to zero
+    /// bytes. Returns false when a reader kept it from completing.
+    pub(crate) fn truncate_wal(&self) -> Result<bool, StoreError> {
+        let busy: i64 = self
+            .conn
+            .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| r.get(0))?;
+        Ok(busy == 0)
+    }
+}
+
+fn candidate(r: &rusqlite::Row<'_>) -> rusqlite::Result<ForgetCandidate> {
+    let hash: Vec<u8> = r.get(0)?;
+    Ok(ForgetCandidate {
+        hash: hash.iter().map(|b| format!("{b:02x}")).collect(),
+        agent: r.get(1)?,
+        session_id: r.get(2)?,
+        project: r.get(3)?,
+        role: r.get(4)?,
+        time_ms: r.get(5)?,
+    })
+}
+
+/// Stores a tombstone (its log slot is written by the caller); a known id
+/// is left as it is. Returns whether it was new.
+pub(crate) fn store_tombstone(
+    conn: &Connection,
+    t: &Tombstone,
+    epoch: u64,
+) -> Result<bool, StoreError> {
+    let row = convert::tombstone_to_row(t, epoch);
+    let n = conn
+        .prepare_cached(
+            "INSERT INTO tombstones(id, origin, epoch, seq, created_ms, target, agent, session_id,
+                                    project, hash)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)
+             ON CONFLICT(id) DO NOTHING",
+        )?
+        .execute(params![
+            &row.id[..],
+            row.origin,
+            row.epoch as i64,
+            row.seq as i64,
+            row.created_ms,
+            row.target,
+            row.agent,
+            row.session_id,
+            row.project,
+            row.hash.as_ref().map(|h| h.to_vec()),
+        ])?;
+    Ok(n == 1)
+}
+
+/// Deletes every record `target` covers, with its FTS row; marks the log
+/// slots that held them as forgotten; fixes or deletes the sessions they
+/// belonged to. Returns (records deleted, sessions deleted).
+pub(crate) fn purge(conn: &Connection, target: &ForgetTarget) -> Result<(u64, u64), StoreError> {
+    let doomed: Vec<(i64, i64, Vec<u8>)> = {
+        let (sql, a, b): (&str, rusqlite::types::Value, rusqlite::types::Value) = match target {
+            ForgetTarget::Session { agent, session_id } => (
+                "SELECT r.id, r.session, r.hash FROM records r JOIN sessions s ON s.id = r.session
+                 WHERE s.agent = ?1 AND s.session_id = ?2",
+                agent.clone().into(),
+                session_id.clone().into(),
+            ),
+            ForgetTarget::Project { project } => (
+                "SELECT r.id, r.session, r.hash FROM records r JOIN sessions s ON s.id = r.session
+                 WHERE s.project = ?1 AND ?2 IS NULL",
+                project.clone().into(),
+                rusqlite::types::Value::Null,
+            ),
+            ForgetTarget::Record { hash } => (
+                "SELECT id, session, hash FROM records WHERE hash = ?1 AND ?2 IS NULL",
+                hash.to_vec().into(),
+                rusqlite::types::Value::Null,
+            ),
+        };
+        let mut q = conn.prepare(sql)?;
+        let rows = q.query_map(params![a, b], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?;
+        rows.collect::<Result<_, _>>()?
+    };
+    let mut sessions = BTreeSet::new();
+    for (id, session, hash) in &doomed {
+        conn.prepare_cached("DELETE FROM fts WHERE rowid = ?1")?
+            .execute([id])?;
+        conn.prepare_cached("DELETE FROM records WHERE id = ?1")?
+            .execute([id])?;
+        conn.prepare_cached("UPDATE logs SET kind = ?2 WHERE hash = ?1 AND kind = ?3")?
+            .execute(params![
+                hash,
+                LogKind::Forgotten.code(),
+                LogKind::Record.code()
+            ])?;
+        sessions.insert(*session);
+    }
+    // A session forget also removes an empty session row.
+    if let ForgetTarget::Session { agent, session_id } = target {
+        let row: Option<i64> = {
+            use rusqlite::OptionalExtension;
+            conn.query_row(
+                "SELECT id FROM sessions WHERE agent = ?1 AND session_id = ?2",
+                (agent, session_id),
+                |r| r.get(0),
+            )
+            .optional()?
+        };
+        sessions.extend(row);
+    }
+    let mut deleted_sessions = 0;
+    for session in sessions {
+        deleted_sessions += u64::from(refresh_session(conn, session)?);
+    }
+    Ok((doomed.len() as u64, deleted_sessions))
+}
+
+/// Recomputes a session's counts, times and title from the records it has
+/// left (the old title may quote a forgotten record), or deletes it when
+/// none are left. Returns whether it was deleted.
+fn refresh_session(conn: &Connection, session: i64) -> Result<bool, StoreError> {
+    let n: i64 = conn.query_row(
+        "SELECT count(*) FROM records WHERE session = ?1",
+        [session],
+        |r| r.get(0),
+    )?;
+    if n == 0 {
+        conn.execute("DELETE FROM sessions WHERE id = ?1", [session])?;
+        return Ok(true);
+    }
+    let title: Option<String> = {
+        use rusqlite::OptionalExtension;
+        conn.query_row(
+            "SELECT text, flags FROM records WHERE session = ?1 AND role = 'user'
+             ORDER BY ts IS NULL, ts, id LIMIT 1",
+            [session],
+            |r| Ok(codec::decode(&r.get::<_, Vec<u8>>(0)?, r.get(1)?)),
+        )
+        .optional()?
+        .map(|t| super::ingest::session_title(&t))
+    };
+    conn.execute(
+        "UPDATE sessions SET records = ?2, title = ?3,
+            first_ms = (SELECT min(ts) FROM records WHERE session = ?1),
+            last_ms = (SELECT max(ts) FROM records WHERE session = ?1)
+         WHERE id = ?1",
+        params![session, n, title],
+    )?;
+    Ok(false)
+}
+
+/// Merges the FTS index into one segment, dropping deleted rows' terms
+/// (contentless-delete tables otherwise keep them until a merge).
+pub(crate) fn merge_fts(conn: &Connection) -> Result<(), StoreError> {
+    conn.execute("INSERT INTO fts(fts) VALUES ('optimize')", [])?;
+    Ok(())
+}

@@ -1,0 +1,555 @@
+//! Replication through the store API, exactly as a sync session drives it:
+//! exchange watermarks, plan pulls with `cairn_protocol::plan_pulls`, serve
+//! each pull from the sender's store, apply the batch on the receiver,
+//! repeat until nothing is left to pull. No network: this checks the
+//! database side (logs, watermarks, dedupe, forget, redaction, scope).
+
+use std::path::Path;
+
+use cairn_protocol::{
+    Batch, ForgetTarget, LogEntry, NodeId, PlanLimits, Pull, WireRecord, plan_pulls,
+};
+use tempfile::TempDir;
+
+use super::{ApplyError, Blame, Store};
+use crate::record::{Record, Role};
+use crate::redact::Redactor;
+
+const SECRET: &str = "AKIAUJZDE8GXD6NCF10E";
+
+struct TestNode {
+    _dir: TempDir,
+    store: Store,
+    id: NodeId,
+}
+
+impl TestNode {
+    fn new(byte: u8) -> TestNode {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let mut store = Store::open(&dir.path().join("cairn.db")).expect("open store");
+        let id = NodeId([byte; 20]);
+        store
+            .ensure_log(&id.to_string(), 1_000 + i64::from(byte))
+            .expect("own log");
+        TestNode {
+            _dir: dir,
+            store,
+            id,
+        }
+    }
+
+    fn origin(&self) -> String {
+        self.id.to_string()
+    }
+
+    fn index(&mut self, records: &[Record]) -> u64 {
+        let origin = self.origin();
+        let mut ing = self.store.ingest(&origin).expect("ingest");
+        for r in records {
+            ing.insert(r, None).expect("insert");
+        }
+        let n = ing.inserted();
+        ing.commit().expect("commit");
+        n
+    }
+
+    fn count(&self, sql: &str) -> i64 {
+        self.store
+            .conn()
+            .query_row(sql, [], |r| r.get(0))
+            .expect("count query")
+    }
+
+    fn records(&self) -> i64 {
+        self.count("SELECT count(*) FROM records")
+    }
+
+    /// Bytes of the database file and its WAL.
+    fn file_bytes(&self) -> Vec<u8> {
+        let path = self.store.path().to_path_buf();
+        let mut bytes = std::fs::read(&path).expect("read db");
+        let mut wal = path.into_os_string();
+        wal.push("-wal");
+        if let Ok(w) = std::fs::read(Path::new(&wal)) {
+            bytes.extend(w);
+        }
+        bytes
+    }
+}
+
+fn rec(session: &str, project: &str, i: usize, text: &str) -> Record {
+    let mut r = Record::new("claude-code", session, Role::User, text);
+    r.project = Some(project.to_owned());
+    r.time_ms = Some(1_700_000_000_000 + i as i64);
+    r.offset = i as u64;
+    r
+}
+
+fn session(session: &str, project: &str, n: usize, word: &str) -> Vec<Record> {
+    (0..n)
+        .map(|i| {
+            rec(
+                session,
+                project,
+                i,
+                &format!("{word} record {i} of {session}"),
+            )
+        })
+        .collect()
+}
+
+#[derive(Debug, Default)]
+struct Moved {
+    batches: u64,
+    records: u64,
+    stored: u64,
+    refused: u64,
+    max_entries: usize,
+}
+
+/// One sync round `to` ← `from`, until nothing is left to pull (bounded).
+fn pull_all(
+    from: &TestNode,
+    to: &mut TestNode,
+    scope: Option<&[String]>,
+    limits: PlanLimits,
+) -> Moved {
+    let redactor = Redactor::new();
+    let mut moved = Moved::default();
+    for _ in 0..10_000 {
+        let pulls = plan_pulls(
+            &to.store.watermarks().expect("local watermarks"),
+            &from.store.watermarks().expect("remote watermarks"),
+            &limits,
+        );
+        if pulls.is_empty() {
+            return moved;
+        }
+        for pull in pulls {
+            let batch = from
+                .store
+                .serve_pull(&pull, scope, &redactor)
+                .expect("serve pull");
+            let entries = batch.records.len() + batch.tombstones.len() + batch.stubs.len();
+            moved.max_entries = moved.max_entries.max(entries);
+            moved.records += batch.records.len() as u64;
+            moved.batches += 1;
+            let report = to
+                .store
+                .apply_batch(&pull, &batch, &redactor)
+                .expect("apply batch");
+            moved.stored += report.stored;
+            moved.refused += report.refused;
+        }
+    }
+    panic!("sync did not converge in 10,000 rounds");
+}
+
+fn all() -> PlanLimits {
+    PlanLimits::default()
+}
+
+#[test]
+fn line_topology_relays_with_origin_and_no_echo() {
+    let mut a = TestNode::new(1);
+    let mut b = TestNode::new(2);
+    let mut c = TestNode::new(3);
+    a.index(&session("s-a1", "/work/p", 20, "alpha"));
+    a.index(&session("s-a2", "/work/q", 30, "beta"));
+    b.index(&session("s-b1", "/work/p", 5, "gamma"));
+
+    let ab = pull_all(&a, &mut b, None, all());
+    assert_eq!(ab.stored, 50);
+    let bc = pull_all(&b, &mut c, None, all());
+    assert_eq!(bc.stored, 55, "C gets A's records through B, and B's");
+    assert_eq!(c.records(), 55);
+    let from_a = c.count(&format!(
+        "SELECT count(*) FROM records WHERE origin = '{}'",
+        a.origin()
+    ));
+    assert_eq!(from_a, 50, "relayed records keep their origin");
+    assert_eq!(c.store.watermark(&a.id, 1001).expect("wm"), 50);
+
+    // Nothing echoes back: A pulls from C and B and gets only B's own records.
+    let ca = pull_all(&c, &mut a, None, all());
+    assert_eq!(ca.records, 5, "only B's log is new to A");
+    let ba = pull_all(&b, &mut a, None, all());
+    assert_eq!(ba.records, 0);
+    assert_eq!(a.records(), 55);
+    // A second round moves nothing anywhere.
+    assert_eq!(pull_all(&a, &mut c, None, all()).batches, 0);
+    assert_eq!(pull_all(&c, &mut b, None, all()).batches, 0);
+    // Duplicated records never exist: one row per hash, as many slots as logs name it.
+    assert_eq!(c.count("SELECT count(DISTINCT hash) FROM records"), 55);
+}
+
+#[test]
+fn triangle_stores_each_record_once() {
+    let mut n = [TestNode::new(1), TestNode::new(2), TestNode::new(3)];
+    for (i, node) in n.iter_mut().enumerate() {
+        node.index(&session(&format!("s{i}"), "/p", 10, "tri"));
+    }
+    for _ in 0..2 {
+        for (x, y) in [(0, 1), (1, 2), (2, 0), (1, 0), (2, 1), (0, 2)] {
+            let (from, to) = pair(&mut n, x, y);
+            pull_all(from, to, None, all());
+        }
+    }
+    for node in &n {
+        assert_eq!(node.records(), 30);
+        assert_eq!(node.count("SELECT count(*) FROM logs"), 30);
+        assert_eq!(node.store.watermarks().expect("wm").len(), 3);
+    }
+}
+
+fn pair(n: &mut [TestNode; 3], from: usize, to: usize) -> (&TestNode, &mut TestNode) {
+    assert_ne!(from, to);
+    let (lo, hi) = n.split_at_mut(from.max(to));
+    if from < to {
+        (&lo[from], &mut hi[0])
+    } else {
+        (&hi[0], &mut lo[to])
+    }
+}
+
+#[test]
+fn same_session_indexed_on_two_nodes_is_stored_once_on_a_third() {
+    let mut a = TestNode::new(1);
+    let mut b = TestNode::new(2);
+    let mut c = TestNode::new(3);
+    let s = session("shared", "/p", 12, "twice");
+    a.index(&s);
+    b.index(&s);
+    pull_all(&a, &mut c, None, all());
+    let second = pull_all(&b, &mut c, None, all());
+    assert_eq!(second.records, 12);
+    assert_eq!(second.stored, 0, "already stored through A's log");
+    assert_eq!(c.records(), 12);
+    // Both provenances: each record is named by A's and B's log.
+    assert_eq!(c.count("SELECT count(*) FROM logs WHERE kind = 0"), 24);
+    assert_eq!(c.count("SELECT count(*) FROM sessions"), 1);
+    assert_eq!(c.count("SELECT records FROM sessions"), 12);
+}
+
+#[test]
+fn catch_up_of_10k_records_in_bounded_batches() {
+    let mut a = TestNode::new(1);
+    let mut b = TestNode::new(2);
+    let recs: Vec<Record> = (0..10_000)
+        .map(|i| {
+            rec(
+                &format!("s{}", i / 100),
+                "/big",
+                i,
+                &format!("record number {i} {}", "x".repeat(200)),
+            )
+        })
+        .collect();
+    assert_eq!(a.index(&recs), 10_000);
+    let limits = PlanLimits {
+        max_pulls: 2,
+        max_records: 700,
+        max_bytes: 64 * 1024,
+    };
+    let moved = pull_all(&a, &mut b, None, limits);
+    assert_eq!(moved.stored, 10_000);
+    assert!(moved.max_entries <= 700, "{}", moved.max_entries);
+    assert!(moved.batches >= 10_000 / 700, "{} batches", moved.batches);
+    assert_eq!(b.records(), 10_000);
+    assert_eq!(b.store.watermark(&a.id, 1001).expect("wm"), 10_000);
+    // Byte budget: a full batch's entries stay within max_bytes.
+    let pull = Pull {
+        origin: a.id,
+        epoch: 1001,
+        after_seq: 0,
+        max_records: 1000,
+        max_bytes: 64 * 1024,
+    };
+    let batch = a
+        .store
+        .serve_pull(&pull, None, &Redactor::new())
+        .expect("serve");
+    let bytes: usize = batch
+        .records
+        .iter()
+        .map(|r| LogEntry::Record(r.clone()).encoded_len())
+        .sum();
+    assert!(bytes <= 64 * 1024 && batch.more, "{bytes} bytes");
+}
+
+fn first_batch(a: &TestNode, to: &TestNode) -> (Pull, Batch) {
+    let pull = plan_pulls(
+        &to.store.watermarks().expect("wm"),
+        &a.store.watermarks().expect("wm"),
+        &all(),
+    )
+    .into_iter()
+    .find(|p| p.origin == a.id)
+    .expect("a pull for A's log");
+    let batch = a
+        .store
+        .serve_pull(&pull, None, &Redactor::new())
+        .expect("serve");
+    (pull, batch)
+}
+
+#[test]
+fn a_bad_batch_is_rejected_whole_and_blames_the_peer() {
+    let mut a = TestNode::new(1);
+    let mut b = TestNode::new(2);
+    a.index(&session("s", "/p", 10, "tamper"));
+    let (pull, good) = first_batch(&a, &b);
+    let r = Redactor::new();
+
+    let mut tampered = good.clone();
+    tampered.records[4].text.push_str(" injected");
+    let gap = {
+        let mut g = good.clone();
+        g.records.remove(5);
+        g
+    };
+    let wrong_origin = Batch {
+        origin: NodeId([9; 20]),
+        ..good.clone()
+    };
+    for bad in [tampered, gap, wrong_origin] {
+        let err = b
+            .store
+            .apply_batch(&pull, &bad, &r)
+            .expect_err("must be rejected");
+        assert!(matches!(err, ApplyError::Peer(_)), "{err:?}");
+        assert_eq!(err.blame(), Blame::Peer);
+        assert_eq!(b.records(), 0, "nothing of a rejected batch is stored");
+        assert_eq!(b.store.watermark(&a.id, 1001).expect("wm"), 0);
+    }
+    // A pull that went stale is this node's problem, not the peer's.
+    let ahead = Pull {
+        after_seq: 3,
+        ..pull
+    };
+    let batch = a.store.serve_pull(&ahead, None, &r).expect("serve");
+    let err = b.store.apply_batch(&ahead, &batch, &r).expect_err("stale");
+    assert!(
+        matches!(
+            err,
+            ApplyError::Stale {
+                watermark: 0,
+                after_seq: 3,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    assert_eq!(err.blame(), Blame::Local);
+    b.store
+        .apply_batch(&pull, &good, &r)
+        .expect("the good batch applies");
+    assert_eq!(b.records(), 10);
+}
+
+#[test]
+fn crash_before_commit_then_repull_stores_each_record_once() {
+    let mut a = TestNode::new(1);
+    let mut b = TestNode::new(2);
+    a.index(&session("s", "/p", 40, "crash"));
+    let (pull, batch) = first_batch(&a, &b);
+    let r = Redactor::new();
+    let report = b
+        .store
+        .apply_batch_then_crash(&pull, &batch, &r)
+        .expect("apply before the crash");
+    assert_eq!(report.stored, 40);
+    assert_eq!(b.records(), 0, "rolled back");
+    assert_eq!(b.store.watermark(&a.id, 1001).expect("wm"), 0);
+    // The same range is simply asked for again.
+    let moved = pull_all(&a, &mut b, None, all());
+    assert_eq!(moved.stored, 40);
+    // Applying the same batch again changes nothing.
+    let again = b.store.apply_batch(&pull, &batch, &r).expect("replay");
+    assert_eq!((again.stored, again.already_held), (0, 40));
+    assert_eq!(b.records(), 40);
+    assert_eq!(b.count("SELECT sum(records) FROM sessions"), 40);
+    assert_eq!(b.count("SELECT count(*) FROM logs"), 40);
+}
+
+#[test]
+fn forget_propagates_refuses_resurrection_and_leaves_no_bytes() {
+    let word = "zebracornium";
+    let mut a = TestNode::new(1);
+    let mut b = TestNode::new(2);
+    let mut c = TestNode::new(3);
+    let doomed = session("doomed", "/p", 8, word);
+    a.index(&doomed);
+    a.index(&session("kept", "/p", 5, "harmless"));
+    // B also has the transcript and indexed it itself (its own log names it).
+    b.index(&doomed);
+    pull_all(&a, &mut b, None, all());
+    pull_all(&b, &mut c, None, all());
+    assert_eq!(c.records(), 13);
+
+    let target = ForgetTarget::Session {
+        agent: "claude-code".into(),
+        session_id: "doomed".into(),
+    };
+    let report = a.store.forget(&[target], 2_000).expect("forget");
+    assert_eq!(
+        (report.tombstones, report.records, report.sessions),
+        (1, 8, 1)
+    );
+    assert!(report.wal_truncated);
+    assert_eq!(a.records(), 5);
+    // Local re-indexing of the transcript still on disk is refused.
+    assert_eq!(a.index(&doomed), 0);
+    assert_eq!(a.records(), 5);
+
+    // B has not heard of the forget yet: its own log still offers the session.
+    let stale = pull_all(&b, &mut a, None, all());
+    assert_eq!(stale.records, 8, "B's stale copies are offered");
+    assert_eq!((stale.stored, stale.refused), (0, 8), "and refused");
+    assert_eq!(a.records(), 5);
+
+    // The tombstone reaches B directly and C through B.
+    pull_all(&a, &mut b, None, all());
+    pull_all(&b, &mut c, None, all());
+    for (name, node) in [("A", &a), ("B", &b), ("C", &c)] {
+        assert_eq!(node.records(), 5, "{name}");
+        assert_eq!(node.count("SELECT count(*) FROM tombstones"), 1, "{name}");
+        assert_eq!(
+            node.count("SELECT count(*) FROM sessions WHERE session_id = 'doomed'"),
+            0,
+            "{name}"
+        );
+        let bytes = node.file_bytes();
+        assert!(
+            !bytes.windows(word.len()).any(|w| w == word.as_bytes()),
+            "{name}'s database or WAL still holds the forgotten text"
+        );
+    }
+    // A fresh node behind B never sees the session: B's slots are stubs now.
+    let mut d = TestNode::new(4);
+    let moved = pull_all(&b, &mut d, None, all());
+    assert_eq!(d.records(), 5);
+    assert_eq!(moved.stored, 5);
+    assert_eq!(d.count("SELECT count(*) FROM tombstones"), 1);
+}
+
+#[test]
+fn a_secret_reaching_apply_is_redacted_before_storage() {
+    let mut a = TestNode::new(1);
+    let mut b = TestNode::new(2);
+    // Stored on A without going through the indexer's redaction (an old
+    // database, or weaker rules at the time): the way out redacts it.
+    a.index(&[rec("s", "/p", 0, &format!("the key is {SECRET} keep it"))]);
+    let (pull, batch) = first_batch(&a, &b);
+    assert!(
+        !batch.records[0].text.contains(SECRET),
+        "redacted on the way out"
+    );
+    batch.records[0]
+        .verify()
+        .expect("self-verifying after redaction");
+
+    // A peer that sends it unredacted anyway: B redacts before storing.
+    let mut raw = batch.clone();
+    let w: &mut WireRecord = &mut raw.records[0];
+    w.text = format!("the key is {SECRET} keep it");
+    w.hash = w.content_hash();
+    let report = b
+        .store
+        .apply_batch(&pull, &raw, &Redactor::new())
+        .expect("apply");
+    assert_eq!((report.stored, report.redacted), (1, 1));
+    b.store.truncate_wal().expect("checkpoint");
+    let bytes = b.file_bytes();
+    assert!(!bytes.windows(SECRET.len()).any(|w| w == SECRET.as_bytes()));
+    // The slot names the hash of what B holds, so B serves it onward intact.
+    let mut c = TestNode::new(3);
+    let moved = pull_all(&b, &mut c, None, all());
+    assert_eq!(moved.stored, 1);
+}
+
+#[test]
+fn scope_withholds_out_of_scope_projects_as_stubs() {
+    let mut a = TestNode::new(1);
+    let mut b = TestNode::new(2);
+    a.index(&session("w", "/work/acme", 6, "worky"));
+    a.index(&session("p", "/home/me/diary", 4, "private"));
+    a.index(&session("w2", "/work/acme/sub", 2, "nested"));
+    a.index(&session("x", "/work/acmeco", 3, "lookalike"));
+    let scope = vec!["/work/acme/".to_owned()];
+    let moved = pull_all(&a, &mut b, Some(&scope), all());
+    assert_eq!(moved.stored, 8);
+    assert_eq!(b.records(), 8);
+    assert_eq!(b.store.watermark(&a.id, 1001).expect("wm"), 15);
+    assert_eq!(b.count("SELECT count(*) FROM logs WHERE kind = 2"), 7);
+    let bytes = b.file_bytes();
+    for leaked in ["private", "lookalike", "/home/me/diary"] {
+        assert!(
+            !bytes.windows(leaked.len()).any(|w| w == leaked.as_bytes()),
+            "{leaked}"
+        );
+    }
+    // A project forget outside the scope travels as a stub too.
+    a.store
+        .forget(
+            &[ForgetTarget::Project {
+                project: "/home/me/diary".into(),
+            }],
+            5,
+        )
+        .expect("forget");
+    pull_all(&a, &mut b, Some(&scope), all());
+    assert_eq!(b.count("SELECT count(*) FROM tombstones"), 0);
+    assert_eq!(b.store.watermark(&a.id, 1001).expect("wm"), 16);
+}
+
+#[test]
+fn records_from_before_the_log_are_backfilled_once() {
+    let dir = tempfile::tempdir().expect("dir");
+    let mut store = Store::open(&dir.path().join("c.db")).expect("open");
+    let origin = NodeId([5; 20]).to_string();
+    {
+        let mut ing = store.ingest(&origin).expect("ingest");
+        for r in session("old", "/p", 7, "legacy") {
+            ing.insert(&r, None).expect("insert");
+        }
+        ing.commit().expect("commit");
+    }
+    let log = store.ensure_log(&origin, 42).expect("log");
+    assert_eq!(log.epoch, 42);
+    assert_eq!(store.watermark(&NodeId([5; 20]), 42).expect("wm"), 7);
+    assert_eq!(
+        store.ensure_log(&origin, 99).expect("again"),
+        log,
+        "epoch is kept"
+    );
+    let mut ing = store.ingest(&origin).expect("ingest");
+    ing.insert(&rec("new", "/p", 1, "fresh"), None)
+        .expect("insert");
+    ing.commit().expect("commit");
+    assert_eq!(store.watermark(&NodeId([5; 20]), 42).expect("wm"), 8);
+}
+
+#[test]
+fn a_record_deleted_by_a_rewrite_keeps_its_slot_as_a_stub() {
+    let mut a = TestNode::new(1);
+    let mut b = TestNode::new(2);
+    let origin = a.origin();
+    {
+        let mut ing = a.store.ingest(&origin).expect("ingest");
+        let src = ing
+            .source("claude-code", "/tmp/x.jsonl", "lines")
+            .expect("source");
+        for r in session("s", "/p", 3, "rewrite") {
+            ing.insert(&r, Some(src.id)).expect("insert");
+        }
+        let keep = [session("s", "/p", 3, "rewrite")[0].content_hash()]
+            .into_iter()
+            .collect();
+        assert_eq!(ing.retain_source_records(src.id, &keep).expect("retain"), 2);
+        ing.commit().expect("commit");
+    }
+    let moved = pull_all(&a, &mut b, None, all());
+    assert_eq!(moved.stored, 1);
+    assert_eq!(b.store.watermark(&a.id, 1001).expect("wm"), 3, "no gap");
+}
