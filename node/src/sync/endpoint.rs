@@ -553,15 +553,19 @@ pub async fn open_session(
     }
 }
 
-/// Sends `Refuse` and finishes the stream, best effort: the session is over
-/// either way.
+/// How long [`refuse`] waits for the peer to acknowledge the refusal.
+const REFUSE_LINGER: Duration = Duration::from_secs(2);
+
+/// Sends `Refuse`, finishes the stream and waits (at most 2 s) until the
+/// peer has acknowledged it, so closing the connection right after does
+/// not discard the explanation. Best effort: the session is over either way.
 pub async fn refuse(send: &mut quinn::SendStream, code: RefuseCode, reason: &str) {
     let msg = Message::Refuse {
         code,
         reason: reason.to_owned(),
     };
-    if send_msg(send, &msg).await.is_ok() {
-        let _ = send.finish();
+    if send_msg(send, &msg).await.is_ok() && send.finish().is_ok() {
+        let _ = tokio::time::timeout(REFUSE_LINGER, send.stopped()).await;
     }
 }
 
