@@ -27,6 +27,7 @@ use cairn_protocol::{
     ALPN_PAIR, FrameDecoder, Message, NodeId, PairingCode, RefuseCode, SpkiFingerprint,
 };
 
+pub use super::endpoint::HANDSHAKE_TIMEOUT;
 use super::endpoint::{
     Endpoint, EndpointError, PeerConnection, Role, SessionError, message_name, recv_msg, refuse,
     send_msg,
@@ -522,6 +523,14 @@ fn primary_ip(family: IpAddr) -> Option<IpAddr> {
     sock.connect(probe).ok()?;
     let ip = sock.local_addr().ok()?.ip();
     (!ip.is_unspecified()).then_some(ip)
+}
+
+/// A tokio runtime for callers that are not async (the CLI): single
+/// threaded, with the I/O and timer drivers QUIC needs.
+pub fn runtime() -> Result<tokio::runtime::Runtime, std::io::Error> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
 }
 
 /// Now, in Unix seconds.

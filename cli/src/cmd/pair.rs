@@ -1,0 +1,296 @@
+//! `cairn pair`, `cairn peers` and `cairn unpair`: making, listing and
+//! removing pairings. The exchange itself lives in
+//! `cairn_node::sync::pairing`; this module parses flags and prints.
+
+use std::net::{Ipv4Addr, SocketAddr};
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use cairn_node::sync::endpoint::EndpointError;
+use cairn_node::sync::pairing::{
+    self, DEFAULT_PORT, HANDSHAKE_TIMEOUT, Inviter, LocalNode, PairError, Paired,
+};
+use cairn_node::sync::peers::{Peer, PeerTable};
+use serde::Serialize;
+
+use crate::args::{GlobalArgs, JsonArgs, PairArgs, UnpairArgs};
+use crate::output;
+
+/// Longest pairing window accepted.
+const MAX_WINDOW: Duration = Duration::from_secs(24 * 3600);
+
+#[derive(Serialize)]
+struct CodeLine<'a> {
+    code: &'a str,
+    expires_unix: u64,
+    addrs: Vec<String>,
+    listen: String,
+}
+
+#[derive(Serialize)]
+struct PeerView<'a> {
+    node_id: &'a str,
+    short_id: String,
+    name: &'a str,
+    fingerprint: &'a str,
+    addresses: Vec<String>,
+    last_addr: Option<String>,
+    paired_at_ms: i64,
+    last_seen_ms: Option<i64>,
+    last_sync_ms: Option<i64>,
+    records_received: u64,
+    scope: Option<&'a [String]>,
+    /// Records the peer holds that this node lacks; unknown until the sync
+    /// engine reports it.
+    behind: Option<u64>,
+}
+
+impl<'a> PeerView<'a> {
+    fn of(p: &'a Peer) -> PeerView<'a> {
+        PeerView {
+            node_id: &p.node_id,
+            short_id: p.short_id(),
+            name: &p.name,
+            fingerprint: &p.fingerprint,
+            addresses: p.addresses.iter().map(ToString::to_string).collect(),
+            last_addr: p.last_addr.map(|a| a.to_string()),
+            paired_at_ms: p.paired_at_ms,
+            last_seen_ms: p.last_seen_ms,
+            last_sync_ms: p.last_sync_ms,
+            records_received: p.records_received,
+            scope: p.scope.as_deref(),
+            behind: None,
+        }
+    }
+}
+
+#[derive(Serialize)]
+struct PairedLine<'a> {
+    paired: PeerView<'a>,
+    remote: String,
+}
+
+/// Parses `90s`, `10m`, `1h` or a plain number of seconds.
+pub fn parse_window(s: &str) -> anyhow::Result<Duration> {
+    let s = s.trim();
+    let (num, mult) = match s.char_indices().last() {
+        Some((i, 's')) => (&s[..i], 1),
+        Some((i, 'm')) => (&s[..i], 60),
+        Some((i, 'h')) => (&s[..i], 3600),
+        _ => (s, 1),
+    };
+    let n: u64 = num
+        .parse()
+        .with_context(|| format!("invalid --timeout {s:?}: use e.g. 90s, 10m or 1h"))?;
+    let d = Duration::from_secs(n.saturating_mul(mult));
+    if d.is_zero() || d > MAX_WINDOW {
+        bail!("--timeout must be between 1s and 24h");
+    }
+    Ok(d)
+}
+
+/// Runs `cairn pair [CODE]`.
+pub fn run(global: &GlobalArgs, args: &PairArgs) -> anyhow::Result<()> {
+    let node = super::open(global)?;
+    let local = LocalNode::of(&node);
+    let rt = pairing::runtime().context("start the network runtime")?;
+    let paired = match &args.code {
+        Some(code) => rt
+            .block_on(pairing::join(
+                local,
+                code,
+                pairing::now_unix(),
+                HANDSHAKE_TIMEOUT,
+            ))
+            .map_err(explain)?,
+        None => {
+            let window = parse_window(&args.timeout)?;
+            let inviter = {
+                let _guard = rt.enter();
+                open_window(local, args, window)?
+            };
+            show_code(&inviter, args.json)?;
+            rt.block_on(inviter.run()).map_err(explain)?
+        }
+    };
+    show_paired(&paired, args.json)
+}
+
+fn open_window(local: LocalNode<'_>, args: &PairArgs, window: Duration) -> anyhow::Result<Inviter> {
+    let now = pairing::now_unix();
+    if let Some(listen) = args.listen {
+        return Ok(Inviter::open(local, listen, &args.advertise, window, now)?);
+    }
+    // The serve port by default; if a daemon already holds it, any free port.
+    let fixed = SocketAddr::from((Ipv4Addr::UNSPECIFIED, DEFAULT_PORT));
+    match Inviter::open(local, fixed, &args.advertise, window, now) {
+        Err(PairError::Endpoint(EndpointError::Bind { .. })) => {
+            let any = SocketAddr::from((Ipv4Addr::UNSPECIFIED, 0));
+            Ok(Inviter::open(local, any, &args.advertise, window, now)?)
+        }
+        other => Ok(other?),
+    }
+}
+
+fn show_code(inviter: &Inviter, json: bool) -> anyhow::Result<()> {
+    let code = inviter.code();
+    let text = code.encode();
+    let listen = inviter
+        .local_addr()
+        .map(|a| a.to_string())
+        .unwrap_or_default();
+    if json {
+        return output::json(&CodeLine {
+            code: &text,
+            expires_unix: code.expires_unix(),
+            addrs: code.addrs().iter().map(ToString::to_string).collect(),
+            listen,
+        });
+    }
+    let until = output::short_time(i64::try_from(code.expires_unix()).ok().map(|s| s * 1000));
+    let mut out = output::stdout();
+    output::line(
+        &mut out,
+        &format!("Pairing code (one use, valid until {until} UTC):"),
+    )?;
+    output::line(&mut out, "")?;
+    output::line(&mut out, &format!("    {text}"))?;
+    output::line(&mut out, "")?;
+    output::line(
+        &mut out,
+        &format!("On the other machine run:  cairn pair {text}"),
+    )?;
+    let addrs: Vec<String> = code.addrs().iter().map(ToString::to_string).collect();
+    output::line(
+        &mut out,
+        &format!(
+            "Waiting on {listen} (the code dials {}) ...",
+            addrs.join(", ")
+        ),
+    )
+}
+
+fn show_paired(p: &Paired, json: bool) -> anyhow::Result<()> {
+    if json {
+        return output::json(&PairedLine {
+            paired: PeerView::of(&p.peer),
+            remote: p.remote.to_string(),
+        });
+    }
+    let mut out = output::stdout();
+    output::line(
+        &mut out,
+        &format!(
+            "paired with {} ({}), node id {}",
+            output::printable(&p.peer.name),
+            p.peer.short_id(),
+            p.peer.node_id
+        ),
+    )
+}
+
+/// Adds what the user can do to the errors they can do something about.
+fn explain(e: PairError) -> anyhow::Error {
+    let hint = match &e {
+        PairError::Unreachable { .. } => Some(
+            "check the other machine is still waiting in `cairn pair` and that UDP to it is allowed; a code works only once",
+        ),
+        PairError::Refused { .. } => Some("run `cairn pair` again on the other machine"),
+        _ => None,
+    };
+    match hint {
+        // The cause first, then what to do about it.
+        Some(h) => anyhow::anyhow!("{:#}; {h}", anyhow::Error::new(e)),
+        None => e.into(),
+    }
+}
+
+/// Runs `cairn peers`.
+pub fn run_peers(global: &GlobalArgs, args: &JsonArgs) -> anyhow::Result<()> {
+    let cfg = super::config(global)?;
+    let table = PeerTable::load(&cfg.home)?;
+    if args.json {
+        #[derive(Serialize)]
+        struct Peers<'a> {
+            peers: Vec<PeerView<'a>>,
+        }
+        return output::json(&Peers {
+            peers: table.peers().iter().map(PeerView::of).collect(),
+        });
+    }
+    let mut out = output::stdout();
+    if table.peers().is_empty() {
+        return output::line(
+            &mut out,
+            "no paired machines: run `cairn pair` here and `cairn pair CODE` on the other machine",
+        );
+    }
+    output::line(
+        &mut out,
+        &format!(
+            "{:<16} {:<10} {:<22} {:<16} {:<16} {:>9} {:>7}",
+            "name", "id", "address", "last seen", "last sync", "received", "behind"
+        ),
+    )?;
+    for p in table.peers() {
+        let addr = p
+            .addresses
+            .first()
+            .or(p.last_addr.as_ref())
+            .map_or_else(|| "-".to_owned(), ToString::to_string);
+        output::line(
+            &mut out,
+            &format!(
+                "{:<16} {:<10} {:<22} {:<16} {:<16} {:>9} {:>7}",
+                output::printable(&p.name),
+                p.short_id(),
+                addr,
+                output::short_time(p.last_seen_ms),
+                output::short_time(p.last_sync_ms),
+                p.records_received,
+                "-"
+            ),
+        )?;
+    }
+    Ok(())
+}
+
+/// Runs `cairn unpair PEER`.
+pub fn run_unpair(global: &GlobalArgs, args: &UnpairArgs) -> anyhow::Result<()> {
+    let cfg = super::config(global)?;
+    let removed = PeerTable::modify(&cfg.home, |t| t.remove(&args.peer))?;
+    if args.json {
+        #[derive(Serialize)]
+        struct Unpaired<'a> {
+            unpaired: PeerView<'a>,
+        }
+        return output::json(&Unpaired {
+            unpaired: PeerView::of(&removed),
+        });
+    }
+    let mut out = output::stdout();
+    output::line(
+        &mut out,
+        &format!(
+            "unpaired {} ({}): its key is refused from now on",
+            output::printable(&removed.name),
+            removed.short_id()
+        ),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn windows_parse() {
+        assert_eq!(parse_window("10m").expect("10m"), Duration::from_secs(600));
+        assert_eq!(parse_window("90s").expect("90s"), Duration::from_secs(90));
+        assert_eq!(parse_window("2h").expect("2h"), Duration::from_secs(7200));
+        assert_eq!(parse_window("45").expect("45"), Duration::from_secs(45));
+        assert!(parse_window("0m").is_err());
+        assert!(parse_window("25h").is_err());
+        assert!(parse_window("soon").is_err());
+    }
+}
