@@ -4,6 +4,8 @@
 mod util;
 
 mod cli;
+mod forget;
 mod hook;
 mod install;
 mod mcp;
+mod pairing;

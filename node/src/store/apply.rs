@@ -133,7 +133,7 @@ impl Store {
         let report = apply_checked(&tx, batch, redactor)?;
         tx.commit()?;
         if report.purged > 0 {
-            self.truncate_wal()?;
+            self.scrub()?;
         }
         tracing::debug!(
             origin = %batch.origin,

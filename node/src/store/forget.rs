@@ -6,8 +6,10 @@
 //! tombstone received from a peer is stored the same way (see
 //! `store::apply`). Either way the covered records, their FTS rows and the
 //! session summaries derived from them are deleted with `secure_delete` on,
-//! the FTS index is merged so no deleted term lingers in its segments, and
-//! the WAL is checkpointed and truncated. A stored tombstone also refuses
+//! the FTS index is merged so no deleted term lingers in its segments, the
+//! database is rewritten (`VACUUM`: earlier writes leave stale copies of
+//! rows in free pages and page slack) and the WAL is checkpointed and
+//! truncated. A stored tombstone also refuses
 //! the records it covers from then on: from peers (`apply`) and from local
 //! indexing (`Ingest::insert`), so a transcript still on disk does not come
 //! back. A tombstone names what to forget, never the forgotten text.
@@ -57,8 +59,8 @@ pub struct ForgetReport {
     pub records: u64,
     /// Sessions left with no record and deleted.
     pub sessions: u64,
-    /// Whether the WAL was checkpointed and truncated (false when another
-    /// connection held a read snapshot; the next checkpoint finishes it).
+    /// Whether the database was rewritten and its WAL truncated (false when
+    /// another connection held it; the next forget finishes the job).
     pub wal_truncated: bool,
 }
 
@@ -136,7 +138,7 @@ impl Store {
             merge_fts(&tx)?;
         }
         tx.commit()?;
-        report.wal_truncated = self.truncate_wal()?;
+        report.wal_truncated = self.scrub()?;
         tracing::info!(
             tombstones = report.tombstones,
             records = report.records,
@@ -229,6 +231,28 @@ impl Store {
             })
         })?;
         Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    /// Makes deleted bytes unrecoverable from the files: rewrites the
+    /// database (`VACUUM`: stale copies of rows left in free pages and page
+    /// slack by earlier writes are dropped), then checkpoints and truncates
+    /// the WAL. Returns false when another connection kept either from
+    /// completing (the bytes go at the next successful scrub).
+    pub(crate) fn scrub(&self) -> Result<bool, StoreError> {
+        match self.conn.execute_batch("VACUUM") {
+            Ok(()) => {}
+            Err(rusqlite::Error::SqliteFailure(e, _))
+                if matches!(
+                    e.code,
+                    rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked
+                ) =>
+            {
+                tracing::warn!("database busy; forgotten bytes are scrubbed at the next forget");
+                return Ok(false);
+            }
+            Err(e) => return Err(e.into()),
+        }
+        self.truncate_wal()
     }
 
     /// Checkpoints the WAL into the database file and truncates it to zero
