@@ -45,6 +45,14 @@ pub enum Command {
     Status(JsonArgs),
     /// Store a durable note, searchable like any session.
     Remember(RememberArgs),
+    /// Forget a session, a project or the records matching a query, here and on every paired machine.
+    Forget(ForgetArgs),
+    /// Pair with another machine: `cairn pair` prints a one-time code, `cairn pair CODE` uses it.
+    Pair(PairArgs),
+    /// List the paired machines.
+    Peers(JsonArgs),
+    /// Remove a paired machine; its key is refused from then on.
+    Unpair(UnpairArgs),
     /// Index built-in sample histories in a throwaway home and search them.
     Demo(DemoArgs),
     /// Serve the memory to coding agents over MCP on stdin/stdout.
@@ -142,6 +150,59 @@ pub struct RememberArgs {
     /// The note.
     #[arg(required = true, num_args = 1.., trailing_var_arg = true)]
     pub text: Vec<String>,
+}
+
+/// `cairn forget`
+#[derive(Debug, Args)]
+#[command(group(clap::ArgGroup::new("what").required(true).args(["session", "project", "query"])))]
+pub struct ForgetArgs {
+    /// Forget one session (a unique prefix of its id is enough).
+    #[arg(long, value_name = "ID-PREFIX")]
+    pub session: Option<String>,
+    /// Forget every record whose project is exactly this path.
+    #[arg(long, value_name = "PATH")]
+    pub project: Option<String>,
+    /// Forget every record containing all the words of this query.
+    #[arg(long, value_name = "TEXT")]
+    pub query: Option<String>,
+    /// Only list what would be forgotten.
+    #[arg(long, conflicts_with = "yes")]
+    pub dry_run: bool,
+    /// Really forget (it cannot be undone and reaches every paired machine).
+    #[arg(long)]
+    pub yes: bool,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `cairn pair`
+#[derive(Debug, Args)]
+pub struct PairArgs {
+    /// The code printed by `cairn pair` on the other machine (omit it to make one here).
+    pub code: Option<String>,
+    /// Where to listen for the other machine [default: 0.0.0.0:7878, or a free port if taken].
+    #[arg(long, value_name = "ADDR", conflicts_with = "code")]
+    pub listen: Option<std::net::SocketAddr>,
+    /// Address the other machine should dial, if not the listening one (repeatable; port 0 = the bound port).
+    #[arg(long, value_name = "ADDR", conflicts_with = "code")]
+    pub advertise: Vec<std::net::SocketAddr>,
+    /// How long the code stays valid: 90s, 10m, 1h.
+    #[arg(long, default_value = "10m", conflicts_with = "code")]
+    pub timeout: String,
+    /// Print JSON lines instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `cairn unpair`
+#[derive(Debug, Args)]
+pub struct UnpairArgs {
+    /// The peer's name, or a prefix of its node id (as `cairn peers` shows).
+    pub peer: String,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// `cairn demo`

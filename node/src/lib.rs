@@ -16,3 +16,4 @@ pub mod redact;
 pub mod search;
 pub mod sources;
 pub mod store;
+pub mod sync;

@@ -1,10 +1,12 @@
 //! One module per command; shared set-up here.
 
 pub mod demo;
+pub mod forget;
 pub mod hook;
 pub mod index;
 pub mod install;
 pub mod mcp;
+pub mod pair;
 pub mod remember;
 pub mod search;
 pub mod show;

@@ -5,17 +5,25 @@
 //! it is given: redaction happens before a record reaches it (see
 //! `crate::indexer`), so nothing here ever sees a plaintext secret.
 
+mod apply;
 pub mod codec;
+mod forget;
 mod ingest;
+mod log;
 mod read;
 mod schema;
+#[cfg(test)]
+mod sync_tests;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use rusqlite::{Connection, OpenFlags};
 
+pub use apply::{ApplyError, ApplyReport, Blame};
+pub use forget::{ForgetCandidate, ForgetError, ForgetReport, MAX_QUERY_FORGET, TombstoneRow};
 pub use ingest::{Ingest, SourceState};
+pub use log::{LogKind, OwnLog, StoredRecord};
 pub use read::{AgentCounts, SessionInfo, SessionRecord, SourceRow, StoreStats};
 pub use schema::SCHEMA_VERSION;
 
