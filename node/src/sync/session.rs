@@ -1,0 +1,778 @@
+//! One sync session over an authenticated connection, for both roles.
+//!
+//! Owns the conversation after the `Hello` exchange (docs/wire-format.md):
+//! both sides send `Watermarks` at once; each plans pulls from the
+//! difference (`plan_pulls`) and sends them; each serves the other's pulls
+//! from its store (`Node::serve_pull`, with the scope the peer table gives
+//! that peer) and applies the batches it receives (`Node::apply_batch`, one
+//! transaction each, watermark included); a batch with `more` is followed
+//! by the next pull; a stale pull is re-planned from the current watermark.
+//! When a side has nothing left to pull it sends `Bye`; the session ends
+//! when both sides have said `Bye`. Nothing new on either side costs the
+//! one `Watermarks` exchange after the handshake.
+//!
+//! Incoming frames are read by a small task into a bounded queue, so a side
+//! busy writing a batch never stops draining the peer (no write-write
+//! deadlock under QUIC flow control); an honest peer never has more than a
+//! handful of messages in flight, a hostile one only fills the queue and
+//! then runs into the per-message timeout. Every session is bounded in
+//! messages and in time. Database work runs on the blocking pool.
+//!
+//! Also: dialing a paired peer at its known addresses ([`sync_with`]),
+//! answering an accepted connection ([`serve_connection`]) and noting the
+//! outcome in the peer table. Never logs record text.
+
+use std::collections::HashSet;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use cairn_protocol::{
+    ALPN_SYNC, Batch, Hello, MAX_WATERMARKS, Message, NodeId, PlanLimits, Pull, SpkiFingerprint,
+    Watermark, lags, next_pull, plan_pulls_where,
+};
+use serde::Serialize;
+use tokio::sync::mpsc;
+
+use super::endpoint::{
+    Blame, Endpoint, EndpointError, PeerConnection, RECV_TIMEOUT, Session, SessionError,
+    message_name, open_session, recv_msg, send_msg,
+};
+use super::pairing::DEFAULT_PORT;
+use super::peers::{Peer, PeerTable, PeersError};
+use crate::node::{Node, NodeError};
+use crate::store::{self, ApplyError, ApplyReport};
+
+/// A node shared between sessions (and the daemon's indexer).
+pub type SharedNode = Arc<Mutex<Node>>;
+
+/// Messages read ahead of the session loop. An honest peer has at most its
+/// pulls (≤ `max_pulls`), the batches answering ours (≤ `max_pulls`) and a
+/// `Bye` in flight.
+const READ_AHEAD: usize = 6;
+/// Most dial candidates tried per peer.
+const MAX_DIAL_CANDIDATES: usize = 12;
+/// How long the end of a session waits for the peer to acknowledge our last bytes.
+const FINISH_LINGER: Duration = Duration::from_secs(2);
+/// Longest peer name stored.
+const MAX_NAME_CHARS: usize = 64;
+/// Meta key prefix for "entries the peer held that we lacked" after the last session.
+const BEHIND_META: &str = "sync.behind.";
+
+/// Limits of one session.
+#[derive(Debug, Clone)]
+pub struct SessionConfig {
+    /// Pull sizes and how many pulls may be in flight.
+    pub limits: PlanLimits,
+    /// Time allowed for each expected message (and each write).
+    pub msg_timeout: Duration,
+    /// Time allowed for the whole session.
+    pub max_duration: Duration,
+    /// Most messages (sent plus received) in one session.
+    pub max_messages: u64,
+}
+
+impl Default for SessionConfig {
+    fn default() -> Self {
+        SessionConfig {
+            limits: PlanLimits::default(),
+            msg_timeout: RECV_TIMEOUT,
+            max_duration: Duration::from_secs(30 * 60),
+            max_messages: 1_000_000,
+        }
+    }
+}
+
+/// What one session moved.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct SessionReport {
+    /// The peer's node id.
+    pub peer_id: String,
+    /// The peer's name, as it announced it.
+    pub peer_name: String,
+    /// Batches received and applied.
+    pub batches_received: u64,
+    /// Records received (whether new or not).
+    pub records_received: u64,
+    /// Records stored that this node did not have.
+    pub stored: u64,
+    /// Records received that were already stored (a second provenance).
+    pub duplicates: u64,
+    /// Records refused because a tombstone covers them.
+    pub refused: u64,
+    /// Tombstones received and stored.
+    pub tombstones: u64,
+    /// Records deleted by those tombstones.
+    pub purged: u64,
+    /// Log slots received as stubs.
+    pub stubs: u64,
+    /// Batches sent answering the peer's pulls.
+    pub batches_sent: u64,
+    /// Records sent in them.
+    pub records_sent: u64,
+    /// Entries the peer held that this node lacked at the watermark exchange.
+    pub behind_before: u64,
+    /// Entries this node still lacks from what the peer announced, at the end.
+    pub behind_after: u64,
+    /// Entries this node held that the peer lacked at the exchange.
+    pub peer_behind: u64,
+}
+
+impl SessionReport {
+    fn add(&mut self, r: &ApplyReport, records: u64) {
+        self.batches_received += 1;
+        self.records_received += records;
+        self.stored += r.stored;
+        self.duplicates += r.duplicates;
+        self.refused += r.refused;
+        self.tombstones += r.tombstones;
+        self.purged += r.purged;
+        self.stubs += r.stubs;
+    }
+
+    /// Whether anything arrived or left.
+    pub fn moved_anything(&self) -> bool {
+        self.batches_received > 0 || self.batches_sent > 0
+    }
+}
+
+/// Failures of a sync session.
+#[derive(Debug, thiserror::Error)]
+pub enum SyncError {
+    /// The stream or the Hello exchange failed.
+    #[error(transparent)]
+    Session(#[from] SessionError),
+    /// Dialing failed.
+    #[error(transparent)]
+    Endpoint(#[from] EndpointError),
+    /// The peer sent a message that is not legal at this point.
+    #[error("peer {peer} sent {got} where {expected} was expected")]
+    Unexpected {
+        /// The peer.
+        peer: NodeId,
+        /// What was legal.
+        expected: &'static str,
+        /// What arrived.
+        got: &'static str,
+    },
+    /// The peer sent a batch that answers no pull of ours.
+    #[error("peer {peer} sent an unasked-for batch of {origin}'s log after seq {after_seq}")]
+    UnaskedBatch {
+        /// The peer.
+        peer: NodeId,
+        /// The batch's log.
+        origin: NodeId,
+        /// Where it starts.
+        after_seq: u64,
+    },
+    /// A received batch was not applied.
+    #[error("apply a batch from {peer}")]
+    Apply {
+        /// The peer.
+        peer: NodeId,
+        /// Why.
+        #[source]
+        source: ApplyError,
+    },
+    /// This node's store failed.
+    #[error(transparent)]
+    Node(#[from] NodeError),
+    /// The peer table could not be read or written.
+    #[error(transparent)]
+    Peers(#[from] PeersError),
+    /// The session ran past its bounds.
+    #[error("session with {peer} exceeded {messages} messages or {after:?}")]
+    TooLong {
+        /// The peer.
+        peer: NodeId,
+        /// The message bound.
+        messages: u64,
+        /// The time bound.
+        after: Duration,
+    },
+    /// A database task panicked.
+    #[error("the database task failed")]
+    Task,
+    /// The peer table entry is malformed.
+    #[error("peer table entry {name:?} has no valid key fingerprint")]
+    BadPeer {
+        /// The entry's name.
+        name: String,
+    },
+    /// No known address of the peer answered.
+    #[error("could not reach {name} at any of {tried} address(es)")]
+    Unreachable {
+        /// The peer's name.
+        name: String,
+        /// How many addresses were tried.
+        tried: usize,
+        /// The last failure, if any address was tried.
+        #[source]
+        last: Option<EndpointError>,
+    },
+}
+
+impl SyncError {
+    /// Whether the peer misbehaved (drop it, do not retry at once) or the
+    /// network or this node failed (retry with backoff).
+    pub fn blame(&self) -> Blame {
+        match self {
+            SyncError::Session(e) => e.blame(),
+            SyncError::Unexpected { .. } | SyncError::UnaskedBatch { .. } => Blame::Peer,
+            SyncError::Apply { source, .. } => match source.blame() {
+                store::Blame::Peer => Blame::Peer,
+                store::Blame::Local => Blame::Transient,
+            },
+            SyncError::Endpoint(e) if e.is_auth_failure() => Blame::Peer,
+            _ => Blame::Transient,
+        }
+    }
+}
+
+/// Runs `f` on the node on the blocking pool.
+pub async fn with_node<T: Send + 'static>(
+    node: &SharedNode,
+    f: impl FnOnce(&mut Node) -> T + Send + 'static,
+) -> Result<T, SyncError> {
+    let node = Arc::clone(node);
+    tokio::task::spawn_blocking(move || {
+        let mut guard = node.lock().unwrap_or_else(PoisonError::into_inner);
+        f(&mut guard)
+    })
+    .await
+    .map_err(|_| SyncError::Task)
+}
+
+/// The `Hello` this node sends: its id, name, software and `instance`
+/// (random per process start).
+pub fn local_hello(node: &Node, instance: u64) -> Result<Hello, SyncError> {
+    let id: NodeId = node
+        .identity()
+        .id()
+        .parse()
+        .map_err(|_| SyncError::BadPeer {
+            name: node.config().node_name.clone(),
+        })?;
+    Ok(Hello::current(
+        id,
+        &node.config().node_name,
+        concat!("cairn ", env!("CARGO_PKG_VERSION")),
+        instance,
+    ))
+}
+
+/// A random instance id for this process.
+pub fn new_instance() -> u64 {
+    let mut b = [0u8; 8];
+    if getrandom::fill(&mut b).is_err() {
+        // Only used to tell restarts apart; the clock will do.
+        return now_ms() as u64;
+    }
+    u64::from_le_bytes(b)
+}
+
+/// Reads frames into a bounded queue until the stream ends or fails.
+struct Reader {
+    rx: mpsc::Receiver<Result<Message, SessionError>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Reader {
+    fn spawn(
+        mut recv: quinn::RecvStream,
+        mut decoder: cairn_protocol::FrameDecoder,
+        idle: Duration,
+    ) -> Reader {
+        let (tx, rx) = mpsc::channel(READ_AHEAD);
+        let task = tokio::spawn(async move {
+            // Bounded: every iteration reads one message or ends the task,
+            // and each read is bounded in time.
+            loop {
+                let r = recv_msg(&mut recv, &mut decoder, idle).await;
+                let stop = r.is_err();
+                if tx.send(r).await.is_err() || stop {
+                    break;
+                }
+            }
+        });
+        Reader { rx, task }
+    }
+
+    async fn next(&mut self, timeout: Duration) -> Result<Message, SessionError> {
+        match tokio::time::timeout(timeout, self.rx.recv()).await {
+            Err(_) => Err(SessionError::Timeout { after: timeout }),
+            Ok(None) => Err(SessionError::Closed),
+            Ok(Some(r)) => r,
+        }
+    }
+}
+
+impl Drop for Reader {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+async fn send(
+    stream: &mut quinn::SendStream,
+    msg: &Message,
+    timeout: Duration,
+) -> Result<(), SessionError> {
+    match tokio::time::timeout(timeout, send_msg(stream, msg)).await {
+        Err(_) => Err(SessionError::Timeout { after: timeout }),
+        Ok(r) => r,
+    }
+}
+
+/// A peer-supplied name, safe to store and print.
+fn clean_name(name: &str) -> String {
+    let s: String = name
+        .chars()
+        .filter(|c| !c.is_control())
+        .take(MAX_NAME_CHARS)
+        .collect();
+    let s = s.trim();
+    if s.is_empty() {
+        "unnamed".to_owned()
+    } else {
+        s.to_owned()
+    }
+}
+
+fn sum_behind(local: &[Watermark], remote: &[Watermark]) -> u64 {
+    lags(local, remote)
+        .iter()
+        .fold(0u64, |acc, l| acc.saturating_add(l.behind()))
+}
+
+/// Opens the session stream on `conn` (as dialer or listener), exchanges
+/// Hello, then runs the session to its end.
+pub async fn run_session(
+    conn: &PeerConnection,
+    dialer: bool,
+    node: &SharedNode,
+    hello: &Hello,
+    scope: Option<Vec<String>>,
+    cfg: &SessionConfig,
+) -> Result<SessionReport, SyncError> {
+    let session = open_session(conn, dialer, hello, cfg.msg_timeout).await?;
+    let deadline = tokio::time::Instant::now() + cfg.max_duration;
+    let peer = conn.peer_id();
+    match tokio::time::timeout_at(deadline, drive(session, peer, node, scope, cfg)).await {
+        Err(_) => Err(SyncError::TooLong {
+            peer,
+            messages: cfg.max_messages,
+            after: cfg.max_duration,
+        }),
+        Ok(r) => r,
+    }
+}
+
+/// The state of our side's pulling.
+struct Puller {
+    remote: Vec<Watermark>,
+    outstanding: Vec<Pull>,
+    /// Logs the peer said it holds nothing more of (a batch without `more`).
+    exhausted: HashSet<(NodeId, u64)>,
+    done: bool,
+}
+
+impl Puller {
+    /// Plans and sends pulls up to the in-flight limit; says `Bye` when
+    /// nothing is left to pull and nothing is in flight.
+    async fn refill(
+        &mut self,
+        node: &SharedNode,
+        send_stream: &mut quinn::SendStream,
+        cfg: &SessionConfig,
+        sent: &mut u64,
+    ) -> Result<(), SyncError> {
+        if self.done {
+            return Ok(());
+        }
+        let room = cfg
+            .limits
+            .max_pulls
+            .max(1)
+            .saturating_sub(self.outstanding.len());
+        if room > 0 {
+            let local = with_node(node, |n| n.watermarks()).await??;
+            let limits = PlanLimits {
+                max_pulls: room,
+                ..cfg.limits
+            };
+            let pulls = plan_pulls_where(&local, &self.remote, &limits, |l| {
+                !self.exhausted.contains(&(l.origin, l.epoch))
+                    && !self
+                        .outstanding
+                        .iter()
+                        .any(|p| p.origin == l.origin && p.epoch == l.epoch)
+            });
+            for p in pulls {
+                send(send_stream, &Message::Pull(p), cfg.msg_timeout).await?;
+                *sent += 1;
+                self.outstanding.push(p);
+            }
+        }
+        if self.outstanding.is_empty() {
+            let bye = Message::Bye {
+                reason: "done".to_owned(),
+            };
+            send(send_stream, &bye, cfg.msg_timeout).await?;
+            *sent += 1;
+            self.done = true;
+        }
+        Ok(())
+    }
+}
+
+async fn drive(
+    session: Session,
+    peer: NodeId,
+    node: &SharedNode,
+    scope: Option<Vec<String>>,
+    cfg: &SessionConfig,
+) -> Result<SessionReport, SyncError> {
+    let Session {
+        send: mut out,
+        recv,
+        decoder,
+        peer_hello,
+        ..
+    } = session;
+    let peer_name = clean_name(&peer_hello.node_name);
+    let mut report = SessionReport {
+        peer_id: peer.to_string(),
+        peer_name: peer_name.clone(),
+        ..SessionReport::default()
+    };
+    // Hits from this peer's own log name it by its announced name.
+    let (pid, pname) = (peer.to_string(), peer_name);
+    with_node(node, move |n| n.store().upsert_node(&pid, &pname))
+        .await?
+        .map_err(NodeError::from)?;
+
+    let mut local = with_node(node, |n| n.watermarks()).await??;
+    if local.len() > MAX_WATERMARKS {
+        tracing::warn!(
+            logs = local.len(),
+            "more origin logs than one message carries; sending the first {MAX_WATERMARKS}"
+        );
+        local.truncate(MAX_WATERMARKS);
+    }
+    send(
+        &mut out,
+        &Message::Watermarks {
+            entries: local.clone(),
+        },
+        cfg.msg_timeout,
+    )
+    .await?;
+    let mut reader = Reader::spawn(recv, decoder, cfg.msg_timeout.saturating_mul(2));
+    let remote = match reader.next(cfg.msg_timeout).await? {
+        Message::Watermarks { entries } => entries,
+        Message::Refuse { code, reason } => {
+            return Err(SessionError::Refused { code, reason }.into());
+        }
+        other => {
+            return Err(SyncError::Unexpected {
+                peer,
+                expected: "watermarks",
+                got: message_name(&other),
+            });
+        }
+    };
+    report.behind_before = sum_behind(&local, &remote);
+    report.peer_behind = sum_behind(&remote, &local);
+
+    let mut messages: u64 = 2;
+    let mut puller = Puller {
+        remote,
+        outstanding: Vec::new(),
+        exhausted: HashSet::new(),
+        done: false,
+    };
+    puller.refill(node, &mut out, cfg, &mut messages).await?;
+    let mut peer_done = false;
+    while !(puller.done && peer_done) {
+        if messages >= cfg.max_messages {
+            return Err(SyncError::TooLong {
+                peer,
+                messages: cfg.max_messages,
+                after: cfg.max_duration,
+            });
+        }
+        let msg = reader.next(cfg.msg_timeout).await?;
+        messages += 1;
+        match msg {
+            Message::Pull(pull) if !peer_done => {
+                let sc = scope.clone();
+                let batch = with_node(node, move |n| n.serve_pull(&pull, sc.as_deref())).await??;
+                report.batches_sent += 1;
+                report.records_sent += batch.records.len() as u64;
+                send(&mut out, &Message::Batch(batch), cfg.msg_timeout).await?;
+                messages += 1;
+            }
+            Message::Batch(batch) => {
+                if let Some(next) = on_batch(peer, node, &mut puller, batch, &mut report).await? {
+                    send(&mut out, &Message::Pull(next), cfg.msg_timeout).await?;
+                    messages += 1;
+                    puller.outstanding.push(next);
+                }
+                puller.refill(node, &mut out, cfg, &mut messages).await?;
+            }
+            Message::Bye { .. } if !peer_done => peer_done = true,
+            Message::Ping { nonce } => {
+                send(&mut out, &Message::Pong { nonce }, cfg.msg_timeout).await?;
+                messages += 1;
+            }
+            Message::Pong { .. } => {}
+            Message::Refuse { code, reason } => {
+                return Err(SessionError::Refused { code, reason }.into());
+            }
+            other => {
+                let expected = if peer_done {
+                    "batch or nothing after bye"
+                } else {
+                    "pull, batch or bye"
+                };
+                return Err(SyncError::Unexpected {
+                    peer,
+                    expected,
+                    got: message_name(&other),
+                });
+            }
+        }
+    }
+    drop(reader);
+    if out.finish().is_ok() {
+        let _ = tokio::time::timeout(FINISH_LINGER, out.stopped()).await;
+    }
+    let end = with_node(node, |n| n.watermarks()).await??;
+    report.behind_after = sum_behind(&end, &puller.remote);
+    tracing::debug!(
+        peer = %peer,
+        received = report.records_received,
+        stored = report.stored,
+        sent = report.records_sent,
+        "sync session done"
+    );
+    Ok(report)
+}
+
+/// Applies one batch answering one of our pulls; returns the follow-up
+/// pull to send when the batch says there is more.
+async fn on_batch(
+    peer: NodeId,
+    node: &SharedNode,
+    puller: &mut Puller,
+    batch: Batch,
+    report: &mut SessionReport,
+) -> Result<Option<Pull>, SyncError> {
+    let Some(i) = puller.outstanding.iter().position(|p| {
+        p.origin == batch.origin && p.epoch == batch.epoch && p.after_seq == batch.after_seq
+    }) else {
+        return Err(SyncError::UnaskedBatch {
+            peer,
+            origin: batch.origin,
+            after_seq: batch.after_seq,
+        });
+    };
+    let pull = puller.outstanding.remove(i);
+    let records = batch.records.len() as u64;
+    let (result, batch) = with_node(node, move |n| {
+        let r = n.apply_batch(&pull, &batch);
+        (r, batch)
+    })
+    .await?;
+    match result {
+        Ok(r) => {
+            report.add(&r, records);
+            let next = next_pull(&pull, &batch);
+            if next.is_none() {
+                puller.exhausted.insert((batch.origin, batch.epoch));
+            }
+            Ok(next)
+        }
+        // Another session advanced this log meanwhile: re-plan from our watermark.
+        Err(ApplyError::Stale { .. }) => Ok(None),
+        Err(source) => Err(SyncError::Apply { peer, source }),
+    }
+}
+
+/// Where to dial `peer`: its remembered addresses, the address it last
+/// connected from, then the default serve port on each of those hosts
+/// (a pairing made on another port still finds the daemon). Only
+/// addresses of the family `family_of` can reach are kept.
+pub fn dial_candidates(peer: &Peer, family_of: SocketAddr) -> Vec<SocketAddr> {
+    let mut out: Vec<SocketAddr> = Vec::new();
+    let mut push = |a: SocketAddr| {
+        if a.is_ipv4() == family_of.is_ipv4() && !out.contains(&a) && a.port() != 0 {
+            out.push(a);
+        }
+    };
+    for a in &peer.addresses {
+        push(*a);
+    }
+    if let Some(a) = peer.last_addr {
+        push(a);
+    }
+    let known: Vec<SocketAddr> = peer
+        .addresses
+        .iter()
+        .copied()
+        .chain(peer.last_addr)
+        .collect();
+    for a in known {
+        push(SocketAddr::new(a.ip(), DEFAULT_PORT));
+    }
+    out.truncate(MAX_DIAL_CANDIDATES);
+    out
+}
+
+/// Dials `peer` from `endpoint` at its known addresses (first that answers
+/// with the pinned key) and runs one session as the dialer; closes the
+/// connection afterwards. Returns the report and the address that answered.
+pub async fn sync_with(
+    endpoint: &Endpoint,
+    node: &SharedNode,
+    peer: &Peer,
+    hello: &Hello,
+    cfg: &SessionConfig,
+) -> Result<(SessionReport, SocketAddr), SyncError> {
+    let fp = peer.fingerprint_bytes().ok_or_else(|| SyncError::BadPeer {
+        name: peer.name.clone(),
+    })?;
+    let local = endpoint
+        .local_addr()
+        .unwrap_or(SocketAddr::from(([0, 0, 0, 0], 0)));
+    let candidates = dial_candidates(peer, local);
+    let mut last = None;
+    for addr in &candidates {
+        match endpoint.connect(*addr, &fp, ALPN_SYNC).await {
+            Ok(conn) => {
+                let r = run_session(&conn, true, node, hello, peer.scope.clone(), cfg).await;
+                conn.close(0, b"done");
+                return r.map(|rep| (rep, *addr));
+            }
+            Err(e) => {
+                tracing::debug!(peer = %peer.node_id, remote = %addr, error = %e, "dial failed");
+                let auth = e.is_auth_failure();
+                last = Some(e);
+                if auth {
+                    // The host answered with another key or refused ours: no
+                    // point trying its other ports.
+                    continue;
+                }
+            }
+        }
+    }
+    Err(SyncError::Unreachable {
+        name: peer.name.clone(),
+        tried: candidates.len(),
+        last,
+    })
+}
+
+/// Dials `peer` ([`sync_with`]), runs one session and notes the outcome
+/// in the peer table (the address that answered moves to the front).
+pub async fn sync_peer(
+    endpoint: &Endpoint,
+    node: &SharedNode,
+    home: &Path,
+    peer: &Peer,
+    hello: &Hello,
+    cfg: &SessionConfig,
+) -> Result<SessionReport, SyncError> {
+    let (report, addr) = sync_with(endpoint, node, peer, hello, cfg).await?;
+    let fp = peer.fingerprint_bytes().ok_or_else(|| SyncError::BadPeer {
+        name: peer.name.clone(),
+    })?;
+    PeerTable::modify(home, |t| {
+        if let Some(p) = t.by_fingerprint_mut(&fp) {
+            p.remember_address(addr);
+            p.last_seen_ms = Some(now_ms());
+        }
+        Ok(())
+    })?;
+    record_outcome(node, home, &fp, &report).await?;
+    Ok(report)
+}
+
+/// Answers an accepted sync connection: runs the session as the listener
+/// with the scope the peer table gives this peer, then notes it in the
+/// peer table. The caller has checked the key against the allow-list.
+pub async fn serve_connection(
+    conn: PeerConnection,
+    node: &SharedNode,
+    home: &Path,
+    hello: &Hello,
+    cfg: &SessionConfig,
+) -> Result<SessionReport, SyncError> {
+    let fp = conn.fingerprint();
+    let remote = conn.remote_address();
+    let scope = {
+        let table = PeerTable::load(home)?;
+        table.by_fingerprint(&fp).and_then(|p| p.scope.clone())
+    };
+    note_seen(home, &fp, remote)?;
+    let result = run_session(&conn, false, node, hello, scope, cfg).await;
+    if let Ok(report) = &result {
+        record_outcome(node, home, &fp, report).await?;
+    }
+    // The dialer closes; give it a moment, then close our side too.
+    let _ = tokio::time::timeout(FINISH_LINGER, conn.quinn().closed()).await;
+    conn.close(0, b"done");
+    result
+}
+
+/// Notes an authenticated connection from `fp` at `addr`.
+pub fn note_seen(home: &Path, fp: &SpkiFingerprint, addr: SocketAddr) -> Result<(), SyncError> {
+    PeerTable::modify(home, |t| {
+        t.record_seen(fp, addr, now_ms());
+        Ok(())
+    })?;
+    Ok(())
+}
+
+/// Notes a finished session: last sync, records received, and how far
+/// behind this node still is (read back by [`behind`]).
+pub async fn record_outcome(
+    node: &SharedNode,
+    home: &Path,
+    fp: &SpkiFingerprint,
+    report: &SessionReport,
+) -> Result<(), SyncError> {
+    PeerTable::modify(home, |t| {
+        t.record_sync(fp, report.records_received, now_ms());
+        Ok(())
+    })?;
+    let key = format!("{BEHIND_META}{}", report.peer_id);
+    let value = report.behind_after.to_string();
+    with_node(node, move |n| n.store().set_meta(&key, &value))
+        .await?
+        .map_err(NodeError::from)?;
+    Ok(())
+}
+
+/// Entries the peer with this node id held that this node lacked after
+/// the last session with it (`None` before the first).
+pub fn behind(store: &store::Store, peer_id: &str) -> Option<u64> {
+    store
+        .meta(&format!("{BEHIND_META}{peer_id}"))
+        .ok()
+        .flatten()
+        .and_then(|v| v.parse().ok())
+}
+
+/// Now, in Unix ms.
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
+#[cfg(test)]
+#[path = "session_tests.rs"]
+mod tests;

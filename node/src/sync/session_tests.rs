@@ -1,0 +1,621 @@
+//! Sync sessions between in-process nodes in temp homes, over real QUIC on
+//! 127.0.0.1: each node has its own database, key, peer table and a
+//! listening endpoint whose accept loop runs `serve_connection`. Pairing is
+//! written into the peer tables with the nodes' real key fingerprints.
+
+use std::collections::HashSet;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
+
+use cairn_protocol::{FrameDecoder, Message, NodeId, SpkiFingerprint};
+use tempfile::TempDir;
+use tokio::sync::mpsc;
+
+use super::*;
+use crate::config::{Config, Env};
+use crate::node::{ForgetRequest, Node};
+use crate::search::SearchOptions;
+use crate::sync::endpoint::{Role, open_session};
+use crate::sync::peers::{Peer, PeerTable};
+use crate::sync::tls::AllowList;
+
+const SECRET: &str = "AKIAUJZDE8GXD6NCF10E";
+const DEADLINE: Duration = Duration::from_secs(30);
+
+type Outcome = Result<SessionReport, (Blame, String)>;
+
+struct TestNode {
+    dir: TempDir,
+    name: String,
+    node: SharedNode,
+    fp: SpkiFingerprint,
+    allowed: Arc<RwLock<HashSet<SpkiFingerprint>>>,
+    endpoint: Arc<Endpoint>,
+    hello: Hello,
+    server: tokio::task::JoinHandle<()>,
+    outcomes: mpsc::UnboundedReceiver<Outcome>,
+}
+
+fn config(dir: &Path, name: &str) -> Config {
+    let env = Env {
+        home: Some(dir.to_path_buf()),
+        hostname: Some(name.to_owned()),
+        ..Env::default()
+    };
+    Config::resolve(&env, None).expect("resolve config")
+}
+
+impl TestNode {
+    fn new(name: &str) -> TestNode {
+        let dir = tempfile::tempdir().expect("temp dir");
+        TestNode::start(dir, name)
+    }
+
+    /// Opens (or reopens) the node in `dir` and starts its accept loop.
+    fn start(dir: TempDir, name: &str) -> TestNode {
+        let node = Node::open(config(dir.path(), name)).expect("open node");
+        let fp = cairn_protocol::spki_fingerprint(&rcgen::PublicKeyData::subject_public_key_info(
+            node.identity().key(),
+        ));
+        let hello = local_hello(&node, new_instance()).expect("hello");
+        let home = node.config().home.clone();
+        let allowed = Arc::new(RwLock::new(
+            PeerTable::load(&home)
+                .expect("peers")
+                .allowed_fingerprints(),
+        ));
+        let endpoint = Arc::new(
+            Endpoint::bind(
+                SocketAddr::from(([127, 0, 0, 1], 0)),
+                node.identity().key(),
+                Role::Sync(AllowList::shared(Arc::clone(&allowed))),
+            )
+            .expect("bind"),
+        );
+        let node: SharedNode = Arc::new(Mutex::new(node));
+        let (tx, outcomes) = mpsc::unbounded_channel();
+        let server = {
+            let (ep, node, hello) = (Arc::clone(&endpoint), Arc::clone(&node), hello.clone());
+            tokio::spawn(async move {
+                while let Some(incoming) = ep.accept().await {
+                    let Ok(conn) = incoming else { continue };
+                    let (node, hello, home, tx) =
+                        (Arc::clone(&node), hello.clone(), home.clone(), tx.clone());
+                    tokio::spawn(async move {
+                        let r = serve_connection(conn, &node, &home, &hello, &cfg()).await;
+                        let _ = tx.send(r.map_err(|e| (e.blame(), format!("{e:#}"))));
+                    });
+                }
+            })
+        };
+        TestNode {
+            dir,
+            name: name.to_owned(),
+            node,
+            fp,
+            allowed,
+            endpoint,
+            hello,
+            server,
+            outcomes,
+        }
+    }
+
+    /// Stops the node and opens it again from its home (new port).
+    fn restart(self) -> TestNode {
+        let TestNode {
+            dir,
+            name,
+            node,
+            endpoint,
+            server,
+            ..
+        } = self;
+        server.abort();
+        endpoint.close();
+        drop(node);
+        TestNode::start(dir, &name)
+    }
+
+    fn home(&self) -> PathBuf {
+        self.dir.path().join(".local/share/cairn")
+    }
+
+    fn addr(&self) -> SocketAddr {
+        self.endpoint.local_addr().expect("local addr")
+    }
+
+    fn id(&self) -> String {
+        self.lock().identity().id().to_owned()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Node> {
+        self.node.lock().expect("node lock")
+    }
+
+    /// Writes notes straight into the notes file and indexes them.
+    fn notes(&self, project: &str, texts: &[String]) {
+        let path = self.lock().config().locations.notes_file.clone();
+        std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
+        let mut body = String::new();
+        for (i, t) in texts.iter().enumerate() {
+            let line = serde_json::json!({
+                "time_ms": 1_767_225_600_000i64 + i as i64,
+                "project": project,
+                "text": t,
+            });
+            body.push_str(&line.to_string());
+            body.push('\n');
+        }
+        use std::io::Write;
+        let mut f = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .expect("open notes");
+        f.write_all(body.as_bytes()).expect("write notes");
+        self.lock().index(now_ms(), &mut |_| {}).expect("index");
+    }
+
+    fn count(&self, sql: &str) -> i64 {
+        let db = self.lock().config().db_path.clone();
+        let conn = rusqlite::Connection::open(db).expect("open db");
+        conn.query_row(sql, [], |r| r.get(0)).expect("count")
+    }
+
+    fn records(&self) -> i64 {
+        self.count("SELECT count(*) FROM records")
+    }
+
+    fn search(&self, q: &str) -> Vec<crate::search::Hit> {
+        let opts = SearchOptions {
+            limit: 50,
+            ..SearchOptions::default()
+        };
+        self.lock().search(q, &opts).expect("search")
+    }
+
+    fn peer_entry(&self, other: &TestNode) -> Peer {
+        PeerTable::load(&self.home())
+            .expect("peers")
+            .by_fingerprint(&other.fp)
+            .expect("paired")
+            .clone()
+    }
+
+    /// One sync round dialed from `self` to `other`.
+    async fn sync(&self, other: &TestNode) -> Result<SessionReport, SyncError> {
+        let peer = self.peer_entry(other);
+        sync_peer(
+            &self.endpoint,
+            &self.node,
+            &self.home(),
+            &peer,
+            &self.hello,
+            &cfg(),
+        )
+        .await
+    }
+
+    async fn sync_ok(&self, other: &mut TestNode) -> SessionReport {
+        let r = self.sync(other).await;
+        let r = match r {
+            Ok(r) => r,
+            Err(e) => panic!(
+                "sync round: {e:?}; listener: {:?}",
+                other.next_outcome().await
+            ),
+        };
+        // The listener's side of the same session also ended well.
+        let theirs = other.next_outcome().await;
+        assert!(theirs.is_ok(), "listener side: {theirs:?}");
+        r
+    }
+
+    /// The next session outcome of this node's accept loop (deadline-bounded).
+    async fn next_outcome(&mut self) -> Outcome {
+        tokio::time::timeout(DEADLINE, self.outcomes.recv())
+            .await
+            .expect("a session outcome within the deadline")
+            .expect("accept loop alive")
+    }
+}
+
+fn cfg() -> SessionConfig {
+    SessionConfig {
+        msg_timeout: Duration::from_secs(20),
+        max_duration: Duration::from_secs(120),
+        ..SessionConfig::default()
+    }
+}
+
+/// Writes `a` and `b` into each other's peer tables and allow-lists.
+fn pair(a: &TestNode, b: &TestNode) {
+    for (x, y) in [(a, b), (b, a)] {
+        let peer = Peer::new(&y.fp, &y.name, vec![y.addr()], now_ms());
+        PeerTable::modify(&x.home(), |t| {
+            t.upsert(peer);
+            Ok(())
+        })
+        .expect("write peer table");
+        x.allowed.write().expect("allow lock").insert(y.fp);
+    }
+}
+
+fn texts(word: &str, n: usize) -> Vec<String> {
+    (0..n)
+        .map(|i| format!("{word} decision number {i}"))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn two_nodes_exchange_both_ways_and_hits_name_the_origin() {
+    let (mut a, mut b) = (TestNode::new("alpha"), TestNode::new("beta"));
+    pair(&a, &b);
+    a.notes("/work/shop", &texts("quokka", 5));
+    b.notes("/work/shop", &texts("wombat", 3));
+
+    let r = a.sync_ok(&mut b).await;
+    assert_eq!(r.records_received, 3, "{r:?}");
+    assert_eq!(r.records_sent, 5, "{r:?}");
+    assert_eq!(r.behind_before, r.records_received);
+    assert_eq!(r.behind_after, 0);
+
+    let hits = b.search("quokka");
+    assert!(!hits.is_empty(), "A's session is searchable on B");
+    assert!(hits.iter().all(|h| h.machine == "alpha"), "{hits:?}");
+    let hits = a.search("wombat");
+    assert!(!hits.is_empty() && hits.iter().all(|h| h.machine == "beta"));
+    assert_eq!(a.records(), 8);
+    assert_eq!(b.records(), 8);
+
+    // Nothing new: one watermark exchange, no pulls, no batches either way.
+    let again = a.sync_ok(&mut b).await;
+    assert!(!again.moved_anything(), "{again:?}");
+    let again = b.sync_ok(&mut a).await;
+    assert!(!again.moved_anything(), "{again:?}");
+
+    // The peer tables note the rounds.
+    let pa = a.peer_entry(&b);
+    assert!(pa.last_sync_ms.is_some() && pa.last_seen_ms.is_some());
+    assert_eq!(pa.records_received, 3);
+    assert_eq!(behind(a.lock().store(), &b.id()), Some(0));
+    let pb = b.peer_entry(&a);
+    assert_eq!(pb.records_received, 5);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn line_then_triangle_relays_without_duplicates_or_echo() {
+    let (mut a, mut b, mut c) = (
+        TestNode::new("alpha"),
+        TestNode::new("beta"),
+        TestNode::new("gamma"),
+    );
+    pair(&a, &b);
+    pair(&b, &c);
+    a.notes("/p", &texts("aardvark", 10));
+    b.notes("/p", &texts("badger", 4));
+    c.notes("/p", &texts("caracal", 6));
+
+    // Line A - B - C: no A - C link.
+    a.sync_ok(&mut b).await;
+    let bc = b.sync_ok(&mut c).await;
+    assert_eq!(
+        bc.records_sent, 14,
+        "B relays A's records and its own: {bc:?}"
+    );
+    assert_eq!(bc.records_received, 6);
+    let hits = c.search("aardvark");
+    assert!(!hits.is_empty() && hits.iter().all(|h| h.machine == a.id()));
+    // A learns C's records through B; only C's log is new to A.
+    let ab = a.sync_ok(&mut b).await;
+    assert_eq!(ab.records_received, 6, "{ab:?}");
+    assert_eq!(ab.records_sent, 0, "nothing echoes back to A: {ab:?}");
+    for n in [&a, &b, &c] {
+        assert_eq!(n.records(), 20, "{}", n.name);
+        assert_eq!(n.count("SELECT count(DISTINCT hash) FROM records"), 20);
+    }
+
+    // Close the triangle; every pair is already in step.
+    pair(&a, &c);
+    for (x, y) in [(0, 1), (1, 2), (2, 0), (1, 0), (2, 1), (0, 2)] {
+        let mut nodes = [&mut a, &mut b, &mut c];
+        let (from, to) = two(&mut nodes, x, y);
+        let r = from.sync_ok(to).await;
+        assert!(!r.moved_anything(), "{} -> {}: {r:?}", from.name, to.name);
+    }
+    // New records on C reach A directly and B by either path, stored once.
+    c.notes("/p", &texts("cheetah", 7));
+    c.sync_ok(&mut a).await;
+    a.sync_ok(&mut b).await;
+    let cb = c.sync_ok(&mut b).await;
+    assert_eq!(cb.records_received + cb.records_sent, 0, "{cb:?}");
+    for n in [&a, &b, &c] {
+        assert_eq!(n.records(), 27, "{}", n.name);
+        assert_eq!(n.count("SELECT count(DISTINCT hash) FROM records"), 27);
+    }
+}
+
+fn two<'a>(
+    nodes: &'a mut [&mut TestNode; 3],
+    x: usize,
+    y: usize,
+) -> (&'a TestNode, &'a mut TestNode) {
+    assert_ne!(x, y);
+    let (lo, hi) = nodes.split_at_mut(x.max(y));
+    if x < y {
+        (&*lo[x], &mut *hi[0])
+    } else {
+        (&*hi[0], &mut *lo[y])
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn restart_keeps_state_and_a_second_round_moves_nothing() {
+    let (a, mut b) = (TestNode::new("alpha"), TestNode::new("beta"));
+    pair(&a, &b);
+    a.notes("/p", &texts("ibis", 12));
+    a.sync_ok(&mut b).await;
+    let before = b.lock().watermarks().expect("wm");
+
+    let mut b = b.restart();
+    pair(&a, &b); // new port: the tables learn the new address
+    assert_eq!(b.lock().watermarks().expect("wm"), before);
+    assert_eq!(b.records(), 12);
+    let r = a.sync_ok(&mut b).await;
+    assert!(!r.moved_anything(), "{r:?}");
+    let mut a = a.restart();
+    pair(&a, &b);
+    let r = b.sync_ok(&mut a).await;
+    assert!(!r.moved_anything(), "{r:?}");
+    assert_eq!(b.search("ibis").len(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn offline_node_catches_up_on_10k_records() {
+    let (mut a, mut b) = (TestNode::new("alpha"), TestNode::new("beta"));
+    pair(&a, &b);
+    a.notes("/p", &texts("first", 1));
+    a.sync_ok(&mut b).await;
+    // B goes away while A indexes 10,000 records.
+    let b_dir = {
+        let TestNode {
+            dir,
+            server,
+            endpoint,
+            node,
+            ..
+        } = b;
+        server.abort();
+        endpoint.close();
+        drop(node);
+        dir
+    };
+    let big: Vec<String> = (0..10_000)
+        .map(|i| format!("backlog entry {i} {}", "lorem ipsum ".repeat(20)))
+        .collect();
+    a.notes("/big", &big);
+    assert_eq!(a.records(), 10_001);
+
+    let b = TestNode::start(b_dir, "beta");
+    pair(&a, &b);
+    let r = b.sync_ok(&mut a).await;
+    assert_eq!(r.records_received, 10_000, "{r:?}");
+    assert!(r.batches_received >= 10, "bounded batches: {r:?}");
+    assert_eq!(b.records(), 10_001);
+    assert_eq!(b.count("SELECT count(DISTINCT hash) FROM records"), 10_001);
+    assert!(!b.search("backlog").is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn unpaired_node_is_refused_and_receives_nothing() {
+    let (a, mut b) = (TestNode::new("alpha"), TestNode::new("beta"));
+    pair(&a, &b);
+    b.notes("/p", &texts("secretive", 4));
+    let stranger = TestNode::new("mallory");
+    // The stranger knows B's address and key, but B never paired with it.
+    let peer = Peer::new(&b.fp, "beta", vec![b.addr()], now_ms());
+    PeerTable::modify(&stranger.home(), |t| {
+        t.upsert(peer);
+        Ok(())
+    })
+    .expect("stranger's table");
+    let err = stranger.sync(&b).await.expect_err("refused");
+    assert!(
+        matches!(err, SyncError::Unreachable { .. } | SyncError::Session(_)),
+        "{err:?}"
+    );
+    assert_eq!(stranger.records(), 0, "the stranger received nothing");
+    assert!(stranger.search("secretive").is_empty());
+    // No session ever started on B; a paired peer still syncs.
+    assert!(b.outcomes.try_recv().is_err());
+    let mut a = a;
+    b.sync_ok(&mut a).await;
+    assert_eq!(a.records(), 4);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_planted_secret_never_reaches_the_peer_database() {
+    let (a, b) = (TestNode::new("alpha"), TestNode::new("beta"));
+    pair(&a, &b);
+    // Plant an unredacted secret straight into A's store, as an older
+    // build with other redaction settings might have indexed it.
+    {
+        let db = a.lock().config().db_path.clone();
+        let mut store = crate::store::Store::open(&db).expect("second handle");
+        let mut r = crate::record::Record::new(
+            "claude-code",
+            "s-planted",
+            crate::record::Role::User,
+            format!("deploy with key {SECRET} to the pelican cluster"),
+        );
+        r.project = Some("/p".to_owned());
+        r.time_ms = Some(1_767_225_600_000);
+        let mut ing = store.ingest(&a.id()).expect("ingest");
+        ing.insert(&r, None).expect("insert");
+        ing.commit().expect("commit");
+    }
+    let scan = |n: &TestNode| -> bool {
+        let db = n.lock().config().db_path.clone();
+        let mut hay = std::fs::read(&db).expect("db");
+        let mut wal = db.into_os_string();
+        wal.push("-wal");
+        hay.extend(std::fs::read(PathBuf::from(wal)).unwrap_or_default());
+        hay.windows(SECRET.len()).any(|w| w == SECRET.as_bytes())
+    };
+    assert!(scan(&a), "precondition: the secret is in A's files");
+    b.sync_ok(&mut { a }).await;
+    let hits = b.search("pelican");
+    assert_eq!(hits.len(), 1, "the record itself arrived");
+    assert!(!scan(&b), "the secret never reached B's database or WAL");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn forget_propagates_and_a_stale_peer_cannot_resurrect() {
+    let (mut a, mut b, mut c) = (
+        TestNode::new("alpha"),
+        TestNode::new("beta"),
+        TestNode::new("gamma"),
+    );
+    pair(&a, &b);
+    pair(&b, &c);
+    let doomed = vec!["the narwhal password rotation plan".to_owned()];
+    a.notes("/p", &doomed);
+    a.notes("/p", &texts("keeper", 3));
+    // C indexed the very same note itself (same content hash, its own log).
+    c.notes("/p", &doomed);
+    a.sync_ok(&mut b).await;
+    b.sync_ok(&mut c).await;
+    for n in [&a, &b, &c] {
+        assert_eq!(n.search("narwhal").len(), 1, "{}", n.name);
+    }
+    assert_eq!(b.records(), 4, "one copy despite two provenances");
+
+    // A forgets; B hears of it; C is stale (still holds it, in its own log too).
+    let plan = a
+        .lock()
+        .plan_forget(&ForgetRequest::Query("narwhal".to_owned()))
+        .expect("plan");
+    a.lock().forget(&plan, now_ms()).expect("forget");
+    assert!(a.search("narwhal").is_empty());
+    let ab = a.sync_ok(&mut b).await;
+    assert!(ab.tombstones >= 1 || ab.purged >= 1 || b.search("narwhal").is_empty());
+    assert!(b.search("narwhal").is_empty(), "B purged it");
+
+    // The stale peer offers its own copy to B: refused, and C purges too.
+    let cb = c.sync_ok(&mut b).await;
+    assert!(cb.purged >= 1, "{cb:?}");
+    for n in [&a, &b, &c] {
+        assert!(n.search("narwhal").is_empty(), "{}", n.name);
+        assert_eq!(n.search("keeper").len(), 1, "{}", n.name);
+    }
+    // Further rounds in any direction do not bring it back.
+    b.sync_ok(&mut a).await;
+    c.sync_ok(&mut b).await;
+    for n in [&a, &b, &c] {
+        assert!(n.search("narwhal").is_empty(), "{}", n.name);
+    }
+    assert_eq!(b.records(), 3);
+}
+
+/// A paired peer that misbehaves: opens a raw stream to `to` and writes `bytes`.
+async fn rogue_stream(from: &TestNode, to: &TestNode, bytes: Vec<u8>) {
+    let conn = from
+        .endpoint
+        .connect(to.addr(), &to.fp, cairn_protocol::ALPN_SYNC)
+        .await
+        .expect("paired rogue connects");
+    let (mut send, mut recv) = conn.quinn().open_bi().await.expect("open");
+    send.write_all(&bytes).await.expect("write");
+    let _ = send.finish();
+    // Read until the receiver drops us (bounded by the deadline).
+    let mut dec = FrameDecoder::new();
+    for _ in 0..8 {
+        if recv_msg(&mut recv, &mut dec, DEADLINE).await.is_err() {
+            break;
+        }
+    }
+    conn.close(0, b"rogue done");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn garbage_oversized_and_wrong_version_peers_are_dropped_harmlessly() {
+    let (a, mut b) = (TestNode::new("alpha"), TestNode::new("beta"));
+    pair(&a, &b);
+    b.notes("/p", &texts("sturdy", 5));
+    let before = b.lock().watermarks().expect("wm");
+
+    // Garbage where a frame should be.
+    rogue_stream(&a, &b, vec![0, 0, 0, 5, 0xff, 0x13, 0x37, 0x00, 0x42]).await;
+    let o = b.next_outcome().await;
+    assert!(matches!(o, Err((Blame::Peer, _))), "{o:?}");
+    // A frame header announcing 4 GiB.
+    let mut huge = u32::MAX.to_be_bytes().to_vec();
+    huge.extend_from_slice(&[7u8; 64]);
+    rogue_stream(&a, &b, huge).await;
+    let o = b.next_outcome().await;
+    assert!(matches!(o, Err((Blame::Peer, _))), "{o:?}");
+    // A Hello of protocol major 2.
+    let mut future = a.hello.clone();
+    future.major = 2;
+    let frame = cairn_protocol::encode_frame(&Message::Hello(future)).expect("encode");
+    rogue_stream(&a, &b, frame).await;
+    let o = b.next_outcome().await;
+    assert!(
+        matches!(o, Err((Blame::Peer, ref m)) if m.contains("upgrade")),
+        "{o:?}"
+    );
+    // A Watermarks message before any Hello.
+    let frame =
+        cairn_protocol::encode_frame(&Message::Watermarks { entries: vec![] }).expect("encode");
+    rogue_stream(&a, &b, frame).await;
+    let o = b.next_outcome().await;
+    assert!(matches!(o, Err((Blame::Peer, _))), "{o:?}");
+
+    // B is intact and a good round still works.
+    assert_eq!(b.lock().watermarks().expect("wm"), before);
+    assert_eq!(b.records(), 5);
+    let r = a.sync_ok(&mut b).await;
+    assert_eq!(r.records_received, 5);
+    assert_eq!(a.search("sturdy").len(), 1);
+}
+
+/// A session refuses a peer that sends a batch nobody asked for.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_unasked_batch_drops_the_peer() {
+    let (a, mut b) = (TestNode::new("alpha"), TestNode::new("beta"));
+    pair(&a, &b);
+    let conn = a
+        .endpoint
+        .connect(b.addr(), &b.fp, cairn_protocol::ALPN_SYNC)
+        .await
+        .expect("connect");
+    let mut s = open_session(&conn, true, &a.hello, DEADLINE)
+        .await
+        .expect("hello");
+    let origin: NodeId = a.id().parse().expect("id");
+    let batch = cairn_protocol::Batch {
+        origin,
+        epoch: 1,
+        after_seq: 0,
+        last_seq: 0,
+        more: false,
+        records: vec![],
+        tombstones: vec![],
+        stubs: vec![],
+    };
+    send_msg(&mut s.send, &Message::Watermarks { entries: vec![] })
+        .await
+        .expect("wm");
+    send_msg(&mut s.send, &Message::Batch(batch))
+        .await
+        .expect("batch");
+    let o = b.next_outcome().await;
+    assert!(
+        matches!(o, Err((Blame::Peer, ref m)) if m.contains("unasked")),
+        "{o:?}"
+    );
+    conn.close(0, b"");
+}
