@@ -63,6 +63,8 @@ pub fn main() -> anyhow::Result<()> {
     };
     let home = dir.join("home");
     let corpus_bytes = if args.reuse && home.is_dir() {
+        // The node's own data lives under the same home: leave it out.
+        let _ = std::fs::remove_dir_all(home.join(".local/share/cairn"));
         corpus::size_of(&home)
     } else {
         let _ = std::fs::remove_dir_all(&home);

@@ -10,7 +10,7 @@ use super::ParseError;
 
 /// Largest text kept for one tool output, in bytes; the head and the tail are
 /// kept and the middle elided, so error messages at the end stay searchable.
-pub const TOOL_OUTPUT_CAP: usize = 8 * 1024;
+pub const TOOL_OUTPUT_CAP: usize = 2 * 1024;
 
 /// Largest text kept for any other record, in bytes.
 pub const TEXT_CAP: usize = 64 * 1024;

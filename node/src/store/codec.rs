@@ -12,7 +12,7 @@ pub const DECISION: i64 = 1 << 0;
 /// Texts shorter than this are stored as they are.
 const MIN_COMPRESS: usize = 384;
 /// zstd level: fast, and most of the gain.
-const LEVEL: i32 = 3;
+const LEVEL: i32 = 6;
 
 /// Encodes text for the `text` column; returns the bytes and whether they are compressed.
 pub fn encode(text: &str) -> (Cow<'_, [u8]>, bool) {

@@ -122,11 +122,12 @@ impl Store {
             }
             epoch += 1;
         }
+        let origin_row = origin_id(&tx, origin)?;
         let backfilled = tx.execute(
             "INSERT INTO logs(origin, epoch, seq, kind, hash)
              SELECT ?1, ?2, row_number() OVER (ORDER BY id), 0, hash FROM records r
              WHERE NOT EXISTS (SELECT 1 FROM logs l WHERE l.hash = r.hash)",
-            params![origin, epoch as i64],
+            params![origin_row, epoch as i64],
         )?;
         set_watermark(&tx, origin, epoch, backfilled as u64)?;
         for (k, v) in [
@@ -216,7 +217,8 @@ impl Store {
              LEFT JOIN records r ON l.kind = 0 AND r.hash = l.hash
              LEFT JOIN sessions s ON s.id = r.session
              LEFT JOIN tombstones t ON l.kind = 1 AND t.id = l.hash
-             WHERE l.origin = ?1 AND l.epoch = ?2 AND l.seq > ?3 AND l.seq <= ?4
+             WHERE l.origin = (SELECT id FROM origins WHERE node = ?1)
+               AND l.epoch = ?2 AND l.seq > ?3 AND l.seq <= ?4
              ORDER BY l.seq LIMIT ?5",
         )?;
         let mut rows = q.query(params![
@@ -386,6 +388,15 @@ pub(crate) fn set_watermark(
     Ok(())
 }
 
+/// The row number of an origin node id in `origins`, added if new.
+pub(crate) fn origin_id(conn: &Connection, origin: &str) -> Result<i64, StoreError> {
+    conn.prepare_cached("INSERT INTO origins(node) VALUES (?1) ON CONFLICT(node) DO NOTHING")?
+        .execute([origin])?;
+    Ok(conn
+        .prepare_cached("SELECT id FROM origins WHERE node = ?1")?
+        .query_row([origin], |r| r.get(0))?)
+}
+
 /// Writes one log slot; a slot already present is left as it is.
 pub(crate) fn put_slot(
     conn: &Connection,
@@ -401,7 +412,7 @@ pub(crate) fn put_slot(
              ON CONFLICT(origin, epoch, seq) DO NOTHING",
         )?
         .execute(params![
-            origin,
+            origin_id(conn, origin)?,
             epoch as i64,
             seq as i64,
             kind.code(),
@@ -418,7 +429,9 @@ pub(crate) fn own_log_has(
 ) -> Result<bool, StoreError> {
     Ok(conn
         .prepare_cached(
-            "SELECT 1 FROM logs WHERE hash = ?1 AND origin = ?2 AND epoch = ?3 LIMIT 1",
+            "SELECT 1 FROM logs
+             WHERE hash = ?1 AND origin = (SELECT id FROM origins WHERE node = ?2) AND epoch = ?3
+             LIMIT 1",
         )?
         .query_row(params![&hash[..], log.origin, log.epoch as i64], |_| Ok(()))
         .optional()?

@@ -88,8 +88,14 @@ const MIGRATIONS: &[&str] = &[
     -- (hash = record hash; served as a stub when the record is no longer
     -- stored), 1 tombstone (hash = tombstone id), 2 stub withheld, 3 stub
     -- forgotten (hash = the record hash that was there).
+    -- Node ids of every origin log held, numbered so each slot stores a
+    -- small integer instead of the 32-character id.
+    CREATE TABLE origins(
+        id   INTEGER PRIMARY KEY,
+        node TEXT NOT NULL UNIQUE
+    );
     CREATE TABLE logs(
-        origin TEXT NOT NULL,
+        origin INTEGER NOT NULL REFERENCES origins(id),
         epoch  INTEGER NOT NULL,
         seq    INTEGER NOT NULL,
         kind   INTEGER NOT NULL,
