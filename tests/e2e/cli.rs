@@ -525,3 +525,41 @@ fn recalled_memory_is_not_reindexed() {
     );
     assert_eq!(home.search("lemurs", &["--no-refresh"]).len(), 1);
 }
+
+/// `cairn sources` lists every store with how many records came from it.
+#[test]
+fn sources_count_records_per_store() {
+    let home = TestHome::seeded();
+    let before = home.json(&["sources", "--json"]);
+    let stores = before["sources"].as_array().expect("sources");
+    assert!(stores.len() >= 20, "{before:#}");
+    assert!(
+        stores
+            .iter()
+            .all(|s| s["indexed"] == false && s["records"] == 0)
+    );
+    home.ok(&["index", "--quiet"]);
+    let after = home.json(&["sources", "--json"]);
+    let stores = after["sources"].as_array().expect("sources");
+    assert!(stores.iter().all(|s| s["indexed"] == true), "{after:#}");
+    let sum: u64 = stores
+        .iter()
+        .map(|s| s["records"].as_u64().expect("records"))
+        .sum();
+    let status = home.json(&["status", "--json"]);
+    assert_eq!(sum, status["records"].as_u64().expect("records"));
+    let agents: std::collections::BTreeSet<&str> =
+        stores.iter().filter_map(|s| s["agent"].as_str()).collect();
+    for a in [
+        "claude-code",
+        "codex",
+        "gemini",
+        "aider",
+        "copilot",
+        "opencode",
+        "cursor",
+        "pi",
+    ] {
+        assert!(agents.contains(a), "{a} not detected: {agents:?}");
+    }
+}

@@ -14,6 +14,7 @@ struct Store {
     reader: String,
     present: bool,
     indexed: bool,
+    records: u64,
     skipped: u64,
     error: Option<String>,
 }
@@ -21,11 +22,11 @@ struct Store {
 /// Runs `cairn sources`.
 pub fn run(global: &GlobalArgs, args: &JsonArgs) -> anyhow::Result<()> {
     let node = super::open(global)?;
-    let known: HashMap<String, (bool, u64, Option<String>)> = node
+    let known: HashMap<String, (bool, u64, Option<String>, u64)> = node
         .store()
         .list_sources()?
         .into_iter()
-        .map(|r| (r.path, (r.missing, r.skipped, r.last_error)))
+        .map(|r| (r.path, (r.missing, r.skipped, r.last_error, r.records)))
         .collect();
     let cfg = node.config();
     let mut stores = Vec::new();
@@ -44,6 +45,7 @@ pub fn run(global: &GlobalArgs, args: &JsonArgs) -> anyhow::Result<()> {
                     format!("{:?}", f.reader).to_lowercase()
                 },
                 indexed: state.is_some(),
+                records: state.map_or(0, |s| s.3),
                 skipped: state.map_or(0, |s| s.1),
                 error: state.and_then(|s| s.2.clone()),
                 present: true,
@@ -59,6 +61,7 @@ pub fn run(global: &GlobalArgs, args: &JsonArgs) -> anyhow::Result<()> {
                 reader: "-".to_owned(),
                 present: false,
                 indexed: true,
+                records: r.records,
                 skipped: r.skipped,
                 error: r.last_error,
             });
@@ -71,12 +74,18 @@ pub fn run(global: &GlobalArgs, args: &JsonArgs) -> anyhow::Result<()> {
     if stores.is_empty() {
         return output::line(&mut out, "no agent history found on this machine");
     }
-    let mut per_agent: std::collections::BTreeMap<&str, usize> = std::collections::BTreeMap::new();
+    let mut per_agent: std::collections::BTreeMap<&str, (usize, u64)> =
+        std::collections::BTreeMap::new();
     for s in &stores {
-        *per_agent.entry(&s.agent).or_default() += 1;
+        let e = per_agent.entry(&s.agent).or_default();
+        e.0 += 1;
+        e.1 += s.records;
     }
-    for (agent, n) in per_agent {
-        output::line(&mut out, &format!("{agent}: {n} store(s)"))?;
+    for (agent, (n, records)) in per_agent {
+        output::line(
+            &mut out,
+            &format!("{agent}: {n} store(s), {records} records"),
+        )?;
         for s in stores.iter().filter(|s| s.agent == agent) {
             let mut note = String::new();
             if !s.present {
@@ -90,7 +99,10 @@ pub fn run(global: &GlobalArgs, args: &JsonArgs) -> anyhow::Result<()> {
             if let Some(e) = &s.error {
                 note.push_str(&format!(" [error: {e}]"));
             }
-            output::line(&mut out, &format!("  {}{}", s.path, note))?;
+            output::line(
+                &mut out,
+                &format!("  {} ({} records){}", s.path, s.records, note),
+            )?;
         }
     }
     Ok(())

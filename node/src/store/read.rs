@@ -208,7 +208,9 @@ impl Store {
     /// All known stores.
     pub fn list_sources(&self) -> Result<Vec<SourceRow>, StoreError> {
         let mut q = self.conn.prepare(
-            "SELECT agent, path, missing, skipped, last_error FROM sources ORDER BY agent, path",
+            "SELECT agent, path, missing, skipped, last_error,
+                    (SELECT count(*) FROM records r WHERE r.source = sources.id)
+             FROM sources ORDER BY agent, path",
         )?;
         let rows = q.query_map([], |r| {
             Ok(SourceRow {
@@ -217,6 +219,7 @@ impl Store {
                 missing: r.get(2)?,
                 skipped: r.get::<_, i64>(3)? as u64,
                 last_error: r.get(4)?,
+                records: r.get::<_, i64>(5)? as u64,
             })
         })?;
         Ok(rows.collect::<Result<_, _>>()?)
@@ -236,6 +239,8 @@ pub struct SourceRow {
     pub skipped: u64,
     /// The last pass's error, if it failed.
     pub last_error: Option<String>,
+    /// Records stored from it.
+    pub records: u64,
 }
 
 pub(crate) fn session_info(r: &rusqlite::Row<'_>) -> rusqlite::Result<SessionInfo> {
