@@ -40,8 +40,8 @@ struct PeerView<'a> {
     last_sync_ms: Option<i64>,
     records_received: u64,
     scope: Option<&'a [String]>,
-    /// Records the peer holds that this node lacks; unknown until the sync
-    /// engine reports it.
+    /// Log entries the peer held that this node still lacked after the
+    /// last sync session with it (unknown before the first).
     behind: Option<u64>,
 }
 
@@ -209,13 +209,26 @@ fn explain(e: PairError) -> anyhow::Error {
 pub fn run_peers(global: &GlobalArgs, args: &JsonArgs) -> anyhow::Result<()> {
     let cfg = super::config(global)?;
     let table = PeerTable::load(&cfg.home)?;
+    let store = cairn_node::store::Store::open_read_only(&cfg.db_path).ok();
+    let behind = |p: &Peer| {
+        store
+            .as_ref()
+            .and_then(|s| cairn_node::sync::session::behind(s, &p.node_id))
+    };
     if args.json {
         #[derive(Serialize)]
         struct Peers<'a> {
             peers: Vec<PeerView<'a>>,
         }
         return output::json(&Peers {
-            peers: table.peers().iter().map(PeerView::of).collect(),
+            peers: table
+                .peers()
+                .iter()
+                .map(|p| PeerView {
+                    behind: behind(p),
+                    ..PeerView::of(p)
+                })
+                .collect(),
         });
     }
     let mut out = output::stdout();
@@ -248,7 +261,7 @@ pub fn run_peers(global: &GlobalArgs, args: &JsonArgs) -> anyhow::Result<()> {
                 output::short_time(p.last_seen_ms),
                 output::short_time(p.last_sync_ms),
                 p.records_received,
-                "-"
+                behind(p).map_or_else(|| "-".to_owned(), |b| b.to_string())
             ),
         )?;
     }

@@ -18,6 +18,10 @@ struct Status<'a> {
     stats: &'a cairn_node::store::StoreStats,
     /// Agent configs that contain cairn's MCP server entry or hook.
     wired: Vec<super::install::Wired>,
+    /// Where this node's `cairn serve` listens, if one is running.
+    listen_addr: Option<String>,
+    /// Paired machines.
+    peers: usize,
 }
 
 /// Runs `cairn status`.
@@ -37,6 +41,11 @@ pub fn run(global: &GlobalArgs, args: &JsonArgs) -> anyhow::Result<()> {
         wired: super::install::ctx(global)
             .map(|c| super::install::wired(&c))
             .unwrap_or_default(),
+        listen_addr: cairn_node::sync::daemon::running_state(&cfg.home)
+            .map(|s| s.listen_addr.to_string()),
+        peers: cairn_node::sync::peers::PeerTable::load(&cfg.home)
+            .map(|t| t.peers().len())
+            .unwrap_or(0),
     };
     if args.json {
         return output::json(&st);
@@ -71,6 +80,16 @@ pub fn run(global: &GlobalArgs, args: &JsonArgs) -> anyhow::Result<()> {
             stats.sessions,
             output::short_time(stats.last_indexed_ms)
         ),
+    )?;
+    output::line(
+        &mut out,
+        &match &st.listen_addr {
+            Some(a) => format!("sync      serving on {a}, {} paired machine(s)", st.peers),
+            None => format!(
+                "sync      not serving (run `cairn serve`), {} paired machine(s)",
+                st.peers
+            ),
+        },
     )?;
     if st.wired.is_empty() {
         output::line(&mut out, "wired     into no agent yet: run `cairn install`")?;

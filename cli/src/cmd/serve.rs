@@ -1,0 +1,37 @@
+//! `cairn serve [--listen ADDR]`: runs the sync daemon in the foreground
+//! until SIGINT or SIGTERM. The daemon lives in `cairn_node::sync::daemon`;
+//! this module resolves the node, starts a runtime and prints where it
+//! listens (also written to `serve.json` in the node's home, shown by
+//! `cairn status --json`).
+
+use anyhow::Context;
+use cairn_node::sync::daemon::{self, DaemonConfig};
+
+use crate::args::{GlobalArgs, ServeArgs};
+use crate::output;
+
+/// Runs `cairn serve`.
+pub fn run(global: &GlobalArgs, args: &ServeArgs) -> anyhow::Result<()> {
+    let node = super::open(global)?;
+    let name = node.config().node_name.clone();
+    let short = node.identity().short_id();
+    let rt = daemon::runtime().context("start the network runtime")?;
+    let cfg = DaemonConfig {
+        listen: args.listen,
+        ..DaemonConfig::default()
+    };
+    rt.block_on(daemon::serve(
+        node,
+        cfg,
+        daemon::shutdown_signal(),
+        |addr| {
+            let mut out = output::stdout();
+            let _ = output::line(
+                &mut out,
+                &format!("cairn serve: {name} ({short}) listening on {addr}; Ctrl-C to stop"),
+            );
+        },
+    ))
+    .with_context(|| format!("cannot serve on {}", args.listen))?;
+    Ok(())
+}

@@ -1,0 +1,289 @@
+//! Two real `cairn serve` processes in temp homes on 127.0.0.1, paired with
+//! `cairn pair` / `cairn pair CODE`: history on one becomes searchable on
+//! the other, a line appended while both run arrives within a deadline,
+//! `cairn sync`, `cairn peers` and `cairn status` report it. Every child is
+//! killed by a guard so a failing test leaves nothing running.
+
+use std::io::{BufRead, BufReader, Write};
+use std::net::UdpSocket;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use crate::util::{TestHome, all_bytes_under, contains, planted_secrets};
+
+const DEADLINE: Duration = Duration::from_secs(30);
+
+/// Kills the child (if still running) when dropped.
+struct Reap(Child);
+
+impl Drop for Reap {
+    fn drop(&mut self) {
+        if matches!(self.0.try_wait(), Ok(None)) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+}
+
+/// A test machine: a temp home and the host name its commands run under.
+struct Machine {
+    home: TestHome,
+    name: &'static str,
+}
+
+impl Machine {
+    fn new(home: TestHome, name: &'static str) -> Machine {
+        Machine { home, name }
+    }
+
+    fn cmd(&self, args: &[&str]) -> Command {
+        let mut c = self.home.cmd(args);
+        c.env("HOSTNAME", self.name);
+        c
+    }
+
+    fn ok(&self, args: &[&str]) -> String {
+        let out = self.cmd(args).output().expect("run cairn");
+        assert!(
+            out.status.success(),
+            "{}: cairn {args:?} failed\nstdout: {}\nstderr: {}",
+            self.name,
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).expect("utf-8")
+    }
+
+    fn json(&self, args: &[&str]) -> serde_json::Value {
+        let out = self.ok(args);
+        serde_json::from_str(&out).unwrap_or_else(|e| panic!("bad JSON ({e}): {out}"))
+    }
+
+    /// Hits for `query`, answered from the index as it is.
+    fn search(&self, query: &str) -> Vec<serde_json::Value> {
+        let v = self.json(&["search", "--json", "--no-refresh", "--", query]);
+        v["hits"].as_array().cloned().unwrap_or_default()
+    }
+
+    /// Starts `cairn serve --listen ADDR` and waits (bounded) for its state file.
+    fn serve(&self, listen: &str) -> (Reap, String) {
+        let child = self
+            .cmd(&["serve", "--listen", listen])
+            .env("CAIRN_LOG", "info,cairn_node::sync=debug")
+            .stdout(Stdio::null())
+            .stderr(
+                std::fs::File::create(self.home.path().join("serve.log"))
+                    .map_or_else(|_| Stdio::null(), Stdio::from),
+            )
+            .spawn()
+            .expect("spawn cairn serve");
+        let child = Reap(child);
+        let addr = wait_for(DEADLINE, || {
+            let v = self.json(&["status", "--json"]);
+            v["listen_addr"].as_str().map(str::to_owned)
+        })
+        .unwrap_or_else(|| panic!("{}: cairn serve never reported its address", self.name));
+        (child, addr)
+    }
+}
+
+/// Polls `f` with growing pauses until it returns `Some`, or `None` at the deadline.
+fn wait_for<T>(deadline: Duration, mut f: impl FnMut() -> Option<T>) -> Option<T> {
+    let start = Instant::now();
+    let mut pause = Duration::from_millis(20);
+    while start.elapsed() < deadline {
+        if let Some(v) = f() {
+            return Some(v);
+        }
+        std::thread::sleep(pause);
+        pause = (pause * 2).min(Duration::from_millis(250));
+    }
+    None
+}
+
+/// A UDP port on 127.0.0.1 that was free a moment ago.
+fn free_port() -> u16 {
+    UdpSocket::bind("127.0.0.1:0")
+        .and_then(|s| s.local_addr())
+        .expect("probe a free port")
+        .port()
+}
+
+/// Pairs `a` (inviting on `listen`) with `b` through the real commands.
+fn pair(a: &Machine, b: &Machine, listen: &str) {
+    let mut child = a
+        .cmd(&["pair", "--listen", listen, "--json"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn cairn pair");
+    let stdout = child.stdout.take().expect("stdout");
+    let mut inviter = Reap(child);
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let first = rx.recv_timeout(DEADLINE).expect("the pairing code line");
+    let v: serde_json::Value = serde_json::from_str(&first).expect("code JSON");
+    let code = v["code"].as_str().expect("code").to_owned();
+    let joined = b.json(&["pair", &code, "--json"]);
+    assert_eq!(joined["paired"]["name"], a.name);
+    let exited = wait_for(DEADLINE, || inviter.0.try_wait().ok().flatten());
+    assert!(
+        exited.is_some_and(|s| s.success()),
+        "the inviter exits after pairing"
+    );
+}
+
+fn widgets_transcript(home: &TestHome) -> PathBuf {
+    home.path()
+        .join(".claude/projects/-home-dev-widgets/d2a7c4e1-8f3b-4c6d-a5e9-7b1f0c3d2e44.jsonl")
+}
+
+fn claude_line(session: &str, uuid: &str, text: &str) -> String {
+    serde_json::json!({
+        "type": "user",
+        "uuid": uuid,
+        "parentUuid": null,
+        "sessionId": session,
+        "timestamp": "2026-01-04T10:00:00.000Z",
+        "cwd": "/home/dev/widgets",
+        "message": {"role": "user", "content": text}
+    })
+    .to_string()
+}
+
+#[test]
+fn two_serve_daemons_pair_and_replicate_within_seconds() {
+    // The seeded home's config names the machine.
+    let a = Machine::new(TestHome::seeded(), "fixture-laptop");
+    let b = Machine::new(TestHome::empty(), "beta");
+    a.ok(&["index", "--quiet"]);
+    let a_records = a.json(&["status", "--json"])["records"]
+        .as_u64()
+        .expect("records");
+    assert!(a_records > 0);
+
+    // A invites on the port its daemon will then listen on.
+    let port = free_port();
+    let a_listen = format!("127.0.0.1:{port}");
+    pair(&a, &b, &a_listen);
+    let (_a_serve, a_addr) = a.serve(&a_listen);
+    assert_eq!(a_addr, a_listen);
+    let (_b_serve, b_addr) = b.serve("127.0.0.1:0");
+    assert!(b_addr.starts_with("127.0.0.1:"), "{b_addr}");
+
+    // B's daemon dials A at once and pulls A's whole history.
+    let synced = wait_for(DEADLINE, || {
+        let n = b.json(&["status", "--json"])["records"].as_u64()?;
+        (n >= a_records).then_some(n)
+    });
+    assert_eq!(synced, Some(a_records), "B holds exactly A's records");
+    let hits = b.search("timezone");
+    assert!(!hits.is_empty(), "A's fixture history is searchable on B");
+    assert!(hits.iter().all(|h| h["machine"] == a.name), "{hits:?}");
+    let machine = b.json(&[
+        "search",
+        "--json",
+        "--no-refresh",
+        "--machine",
+        a.name,
+        "--",
+        "timezone",
+    ]);
+    assert!(!machine["hits"].as_array().expect("hits").is_empty());
+
+    // A line appended on A while both run is searchable on B within seconds.
+    let path = widgets_transcript(&a.home);
+    let sid = "d2a7c4e1-8f3b-4c6d-a5e9-7b1f0c3d2e44";
+    let started = Instant::now();
+    {
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .expect("open transcript");
+        writeln!(
+            f,
+            "{}",
+            claude_line(
+                sid,
+                "u-sync-1",
+                "we chose the okapi scheduler for nightly builds"
+            )
+        )
+        .expect("append");
+    }
+    let arrived = wait_for(DEADLINE, || {
+        (!b.search("okapi").is_empty()).then(Instant::now)
+    });
+    let latency = arrived
+        .expect("the new line reached B")
+        .duration_since(started);
+    eprintln!("propagation latency A -> B: {latency:?}");
+    if latency > Duration::from_secs(5) {
+        for m in [&a, &b] {
+            let log = std::fs::read_to_string(m.home.path().join("serve.log")).unwrap_or_default();
+            eprintln!("--- {} serve log ---\n{log}", m.name);
+        }
+    }
+    assert!(
+        latency <= Duration::from_secs(2),
+        "slower than the 2 s target: {latency:?}"
+    );
+
+    // The peer tables note the sessions; nothing is left behind.
+    let peers = b.json(&["peers", "--json"]);
+    let pa = &peers["peers"][0];
+    assert_eq!(pa["name"], a.name);
+    assert!(pa["last_sync_ms"].is_i64(), "{pa}");
+    assert!(
+        pa["records_received"]
+            .as_u64()
+            .is_some_and(|n| n > a_records)
+    );
+    let st = a.json(&["status", "--json"]);
+    assert_eq!(st["peers"], 1);
+    // A learned B's listening address when B dialed it.
+    let peers = a.json(&["peers", "--json"]);
+    assert_eq!(
+        peers["peers"][0]["last_addr"].as_str(),
+        Some(b_addr.as_str())
+    );
+
+    // A one-off `cairn sync` next to the daemon: already in step.
+    let v = b.json(&["sync", "--json"]);
+    let rep = &v["peers"][0]["report"];
+    assert_eq!(rep["records_received"], 0, "{v}");
+    assert_eq!(rep["behind_after"], 0, "{v}");
+    assert_eq!(
+        b.json(&["peers", "--json"])["peers"][0]["behind"],
+        0,
+        "behind is known after a session"
+    );
+
+    // No planted secret from A's fixtures reached B's files.
+    for (path, bytes) in all_bytes_under(&b.home.cairn_home()) {
+        for s in planted_secrets() {
+            assert!(
+                !contains(&bytes, s.as_bytes()),
+                "planted secret {s:?} in {}",
+                path.display()
+            );
+        }
+    }
+}
+
+#[test]
+fn cairn_sync_without_peers_or_listeners_fails_readably() {
+    let a = Machine::new(TestHome::empty(), "alpha");
+    let out = a.cmd(&["sync"]).output().expect("run");
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("no paired machines"), "{err}");
+}
