@@ -287,3 +287,90 @@ fn cairn_sync_without_peers_or_listeners_fails_readably() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("no paired machines"), "{err}");
 }
+
+fn records_of(m: &Machine) -> u64 {
+    m.json(&["status", "--json"])["records"]
+        .as_u64()
+        .expect("records")
+}
+
+/// Kills the daemon with SIGKILL (no shutdown path runs) and reaps it.
+fn kill9(mut child: Reap) {
+    let _ = child.0.kill();
+    let _ = child.0.wait();
+}
+
+#[test]
+fn kill_9_of_the_receiver_mid_catch_up_loses_and_duplicates_nothing() {
+    const TOTAL: u64 = 40_000;
+    let a = Machine::new(TestHome::empty(), "alpha");
+    let b = Machine::new(TestHome::empty(), "beta");
+    // A's backlog: one notes session of 40,000 distinct records (~300 B each).
+    let notes = a.home.cairn_home().join("notes.jsonl");
+    std::fs::create_dir_all(notes.parent().expect("parent")).expect("mkdir");
+    let mut body = String::new();
+    for i in 0..TOTAL {
+        let line = serde_json::json!({
+            "time_ms": 1_767_225_600_000i64 + i as i64,
+            "project": "/big",
+            "text": format!("backlog item {i:06} {}", "filler words for size ".repeat(12)),
+        });
+        body.push_str(&line.to_string());
+        body.push('\n');
+    }
+    std::fs::write(&notes, body).expect("write notes");
+    a.ok(&["index", "--quiet"]);
+    assert_eq!(records_of(&a), TOTAL);
+
+    let port = free_port();
+    let a_listen = format!("127.0.0.1:{port}");
+    pair(&a, &b, &a_listen);
+    let (_a_serve, _) = a.serve(&a_listen);
+
+    // Three times: start B, let the catch-up get going, kill -9 it mid-way.
+    let mut seen = 0;
+    let mut mid_way_kills = 0;
+    for round in 0..3 {
+        let (b_serve, _) = b.serve("127.0.0.1:0");
+        // Kill at a different depth each time: after the first batch, then later.
+        let target = seen + 1 + round * 4_000;
+        let progressed = wait_for(DEADLINE, || {
+            let n = records_of(&b);
+            (n >= target).then_some(n)
+        })
+        .unwrap_or_else(|| panic!("round {round}: B made no progress"));
+        kill9(b_serve);
+        let after = records_of(&b);
+        assert!(after >= progressed, "committed batches survive a kill -9");
+        assert!(after <= TOTAL, "never more than A holds: {after}");
+        eprintln!("round {round}: killed at {after}/{TOTAL} records");
+        if after < TOTAL {
+            mid_way_kills += 1;
+        }
+        seen = after;
+    }
+    assert!(
+        mid_way_kills >= 2,
+        "kills landed mid catch-up: {mid_way_kills}"
+    );
+
+    // A last start finishes the catch-up.
+    let (_b_serve, _) = b.serve("127.0.0.1:0");
+    let done = wait_for(Duration::from_secs(120), || {
+        let n = records_of(&b);
+        (n >= TOTAL).then_some(n)
+    });
+    assert_eq!(done, Some(TOTAL), "every record present exactly once");
+    // The session holds each item exactly once, by content.
+    let show = b.json(&["show", "--json", "--limit", "100000", "notes:/big"]);
+    let recs = show["records"].as_array().expect("records");
+    assert_eq!(recs.len() as u64, TOTAL);
+    let distinct: std::collections::HashSet<&str> =
+        recs.iter().filter_map(|r| r["text"].as_str()).collect();
+    assert_eq!(distinct.len() as u64, TOTAL, "no duplicate records");
+    let hits = b.search("\"backlog item 012345\"");
+    assert_eq!(hits.len(), 1, "{hits:?}");
+    // Nothing left to move.
+    let v = b.json(&["sync", "--json"]);
+    assert_eq!(v["peers"][0]["report"]["records_received"], 0, "{v}");
+}
