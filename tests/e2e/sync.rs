@@ -31,15 +31,33 @@ impl Drop for Reap {
 struct Machine {
     home: TestHome,
     name: &'static str,
+    /// Network namespace every command runs in, if any.
+    netns: Option<String>,
 }
 
 impl Machine {
     fn new(home: TestHome, name: &'static str) -> Machine {
-        Machine { home, name }
+        Machine {
+            home,
+            name,
+            netns: None,
+        }
     }
 
     fn cmd(&self, args: &[&str]) -> Command {
         let mut c = self.home.cmd(args);
+        if let Some(ns) = &self.netns {
+            // Same environment, run through `ip netns exec NS cairn ARGS`.
+            let mut wrapped = Command::new("ip");
+            wrapped
+                .args(["netns", "exec", ns])
+                .arg(crate::util::cairn_bin())
+                .args(args)
+                .env_clear()
+                .envs(c.get_envs().filter_map(|(k, v)| v.map(|v| (k, v))))
+                .current_dir(self.home.path());
+            c = wrapped;
+        }
         c.env("HOSTNAME", self.name);
         c
     }
@@ -373,4 +391,184 @@ fn kill_9_of_the_receiver_mid_catch_up_loses_and_duplicates_nothing() {
     // Nothing left to move.
     let v = b.json(&["sync", "--json"]);
     assert_eq!(v["peers"][0]["report"]["records_received"], 0, "{v}");
+}
+
+/// Two network namespaces joined by a veth pair, deleted on drop.
+struct NetnsPair {
+    a: String,
+    b: String,
+    a_ip: String,
+    b_ip: String,
+}
+
+impl NetnsPair {
+    /// Creates the namespaces, or says why it cannot.
+    fn create() -> Result<NetnsPair, String> {
+        // Root is needed for `ip netns`; `id -u` avoids unsafe libc calls.
+        let uid = Command::new("id")
+            .arg("-u")
+            .output()
+            .map_err(|e| format!("cannot run `id`: {e}"))?;
+        if String::from_utf8_lossy(&uid.stdout).trim() != "0" {
+            return Err("not running as root".to_owned());
+        }
+        let tag = std::process::id() % 100_000;
+        let net = std::process::id() % 250 + 1;
+        let pair = NetnsPair {
+            a: format!("cairn-a-{tag}"),
+            b: format!("cairn-b-{tag}"),
+            a_ip: format!("10.231.{net}.1"),
+            b_ip: format!("10.231.{net}.2"),
+        };
+        let (va, vb) = (format!("cva{tag}"), format!("cvb{tag}"));
+        let steps: Vec<Vec<String>> = vec![
+            vec!["netns".into(), "add".into(), pair.a.clone()],
+            vec!["netns".into(), "add".into(), pair.b.clone()],
+            vec![
+                "link".into(),
+                "add".into(),
+                va.clone(),
+                "type".into(),
+                "veth".into(),
+                "peer".into(),
+                "name".into(),
+                vb.clone(),
+            ],
+            vec![
+                "link".into(),
+                "set".into(),
+                va.clone(),
+                "netns".into(),
+                pair.a.clone(),
+            ],
+            vec![
+                "link".into(),
+                "set".into(),
+                vb.clone(),
+                "netns".into(),
+                pair.b.clone(),
+            ],
+        ];
+        let mut all = steps;
+        for (ns, dev, ip) in [
+            (pair.a.clone(), va, pair.a_ip.clone()),
+            (pair.b.clone(), vb, pair.b_ip.clone()),
+        ] {
+            all.push(vec![
+                "-n".into(),
+                ns.clone(),
+                "addr".into(),
+                "add".into(),
+                format!("{ip}/24"),
+                "dev".into(),
+                dev.clone(),
+            ]);
+            all.push(vec![
+                "-n".into(),
+                ns.clone(),
+                "link".into(),
+                "set".into(),
+                dev,
+                "up".into(),
+            ]);
+            all.push(vec![
+                "-n".into(),
+                ns,
+                "link".into(),
+                "set".into(),
+                "lo".into(),
+                "up".into(),
+            ]);
+        }
+        for step in all {
+            let out = Command::new("ip")
+                .args(&step)
+                .output()
+                .map_err(|e| format!("cannot run `ip`: {e}"))?;
+            if !out.status.success() {
+                // Drop removes whatever was made.
+                return Err(format!(
+                    "`ip {}` failed: {}",
+                    step.join(" "),
+                    String::from_utf8_lossy(&out.stderr).trim()
+                ));
+            }
+        }
+        Ok(pair)
+    }
+}
+
+impl Drop for NetnsPair {
+    fn drop(&mut self) {
+        // Deleting a namespace deletes the veth end inside it (and its peer).
+        for ns in [&self.a, &self.b] {
+            let _ = Command::new("ip").args(["netns", "del", ns]).output();
+        }
+    }
+}
+
+#[test]
+fn two_daemons_in_separate_network_namespaces_over_veth() {
+    let ns = match NetnsPair::create() {
+        Ok(ns) => ns,
+        Err(why) => {
+            eprintln!(
+                "\n!!!!! SKIPPED two_daemons_in_separate_network_namespaces_over_veth: {why}.\n\
+                 !!!!! Run the e2e tests as root with iproute2 to cover real network namespaces.\n"
+            );
+            return;
+        }
+    };
+    let mut a = Machine::new(TestHome::seeded(), "fixture-laptop");
+    let mut b = Machine::new(TestHome::empty(), "beta");
+    a.netns = Some(ns.a.clone());
+    b.netns = Some(ns.b.clone());
+    a.ok(&["index", "--quiet"]);
+    let a_records = records_of(&a);
+
+    // Both ends inside namespaces; nothing dials from the host namespace.
+    let a_listen = format!("{}:7878", ns.a_ip);
+    let b_listen = format!("{}:7878", ns.b_ip);
+    pair(&a, &b, &a_listen);
+    let (_a_serve, a_addr) = a.serve(&a_listen);
+    let (_b_serve, b_addr) = b.serve(&b_listen);
+    assert_eq!(
+        (a_addr.as_str(), b_addr.as_str()),
+        (a_listen.as_str(), b_listen.as_str())
+    );
+
+    let synced = wait_for(DEADLINE, || {
+        let n = records_of(&b);
+        (n >= a_records).then_some(n)
+    });
+    assert_eq!(synced, Some(a_records), "B caught up across the veth link");
+    let path = widgets_transcript(&a.home);
+    {
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .expect("open transcript");
+        writeln!(
+            f,
+            "{}",
+            claude_line(
+                "d2a7c4e1-8f3b-4c6d-a5e9-7b1f0c3d2e44",
+                "u-netns-1",
+                "the capybara relay lives behind the veth link"
+            )
+        )
+        .expect("append");
+    }
+    let hits = wait_for(DEADLINE, || {
+        let h = b.search("capybara");
+        (!h.is_empty()).then_some(h)
+    })
+    .expect("the new line crossed namespaces");
+    assert!(hits.iter().all(|h| h["machine"] == a.name));
+    // A learned B's namespace address when B dialed it.
+    let peers = a.json(&["peers", "--json"]);
+    assert_eq!(
+        peers["peers"][0]["last_addr"].as_str(),
+        Some(b_listen.as_str())
+    );
 }
