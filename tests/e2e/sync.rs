@@ -255,6 +255,19 @@ fn two_serve_daemons_pair_and_replicate_within_seconds() {
         "slower than the 2 s target: {latency:?}"
     );
 
+    // A note remembered beside the running daemon goes out too.
+    a.ok(&[
+        "remember",
+        "--project",
+        "/home/dev/widgets",
+        "the tapir cache is warmed at boot",
+    ]);
+    let tapir = wait_for(DEADLINE, || {
+        let h = b.search("tapir");
+        (!h.is_empty()).then_some(h)
+    });
+    assert!(tapir.is_some(), "a remembered note reached B");
+
     // The peer tables note the sessions; nothing is left behind.
     let peers = b.json(&["peers", "--json"]);
     let pa = &peers["peers"][0];

@@ -66,6 +66,10 @@ pub struct SyncFigures {
     pub sender_peak_rss_mb: Option<f64>,
     /// Peak RSS of the receiving daemon, MB.
     pub receiver_peak_rss_mb: Option<f64>,
+    /// CPU seconds the sending daemon used up to the end of the catch-up.
+    pub sender_cpu_secs: Option<f64>,
+    /// CPU seconds the receiving daemon used up to the end of the catch-up.
+    pub receiver_cpu_secs: Option<f64>,
     /// Propagation latency of one new record, median, ms.
     pub propagation_p50_ms: f64,
     /// Propagation latency, 95th percentile, ms.
@@ -163,6 +167,17 @@ fn peak_rss_mb(pid: u32) -> Option<f64> {
     Some(kb / 1024.0)
 }
 
+/// User + system CPU seconds of a process (`/proc/PID/stat`, 100 ticks/s).
+fn cpu_secs(pid: u32) -> Option<f64> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Fields after the parenthesised command name; utime and stime are the
+    // 14th and 15th fields overall.
+    let rest = s.rsplit_once(')')?.1;
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let ticks: u64 = f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?;
+    Some(ticks as f64 / 100.0)
+}
+
 fn percentile(v: &mut [f64], p: f64) -> f64 {
     if v.is_empty() {
         return 0.0;
@@ -209,6 +224,15 @@ pub fn main() -> anyhow::Result<()> {
         figures
             .receiver_peak_rss_mb
             .map_or("?".to_owned(), |m| format!("{m:.1}"))
+    );
+    println!(
+        "CPU during catch-up: sender {} s, receiver {} s",
+        figures
+            .sender_cpu_secs
+            .map_or("?".to_owned(), |c| format!("{c:.1}")),
+        figures
+            .receiver_cpu_secs
+            .map_or("?".to_owned(), |c| format!("{c:.1}"))
     );
     println!(
         "propagation of one new record: p50 {:.0} ms, p95 {:.0} ms",
@@ -317,6 +341,7 @@ pub fn run(cairn: &Path, args: &SyncBenchArgs) -> anyhow::Result<SyncFigures> {
     let lo_after = lo_bytes();
     let sender_rss = peak_rss_mb(a_serve.0.id());
     let receiver_rss = peak_rss_mb(b_serve.0.id());
+    let (sender_cpu, receiver_cpu) = (cpu_secs(a_serve.0.id()), cpu_secs(b_serve.0.id()));
 
     eprintln!("measuring propagation ...");
     let mut lat = Vec::new();
@@ -354,6 +379,8 @@ pub fn run(cairn: &Path, args: &SyncBenchArgs) -> anyhow::Result<SyncFigures> {
         wire_bytes_per_record: wire,
         sender_peak_rss_mb: sender_rss,
         receiver_peak_rss_mb: receiver_rss,
+        sender_cpu_secs: sender_cpu,
+        receiver_cpu_secs: receiver_cpu,
         propagation_p50_ms: percentile(&mut lat.clone(), 0.5),
         propagation_p95_ms: percentile(&mut lat, 0.95),
     })

@@ -380,6 +380,7 @@ async fn accept_loop(
 async fn index_loop(node: SharedNode, cfg: DaemonConfig, dirty: Arc<Notify>, kick: Arc<Notify>) {
     // Runs until aborted; each iteration waits for a change or the poll timer.
     let mut first = true;
+    let mut last_mark = None;
     loop {
         if !first {
             tokio::select! {
@@ -392,13 +393,19 @@ async fn index_loop(node: SharedNode, cfg: DaemonConfig, dirty: Arc<Notify>, kic
         first = false;
         let r = with_node(&node, |n| {
             let deadline = std::time::Instant::now() + Duration::from_secs(5);
-            n.index_until(now_ms(), Some(deadline), &mut |_| {})
+            let rep = n.index_until(now_ms(), Some(deadline), &mut |_| {});
+            (rep, own_mark(n))
         })
         .await;
         match r {
-            Ok(Ok(rep)) => {
+            Ok((Ok(rep), mark)) => {
                 if rep.added > 0 || rep.removed > 0 {
                     tracing::info!(added = rep.added, "indexed new history");
+                }
+                // Our own log grew (this pass, or `cairn remember` / `cairn
+                // forget` run beside the daemon): push it.
+                if mark != last_mark {
+                    last_mark = mark;
                     kick.notify_one();
                 }
                 if rep.deferred > 0 {
@@ -406,10 +413,20 @@ async fn index_loop(node: SharedNode, cfg: DaemonConfig, dirty: Arc<Notify>, kic
                     dirty.notify_one();
                 }
             }
-            Ok(Err(e)) => tracing::warn!(error = %e, "indexing failed"),
+            Ok((Err(e), _)) => tracing::warn!(error = %e, "indexing failed"),
             Err(e) => tracing::warn!(error = %e, "indexing task failed"),
         }
     }
+}
+
+/// This node's own log position (epoch, seq).
+fn own_mark(n: &Node) -> Option<(u64, u64)> {
+    let own: cairn_protocol::NodeId = n.identity().id().parse().ok()?;
+    n.watermarks()
+        .ok()?
+        .iter()
+        .find(|w| w.origin == own)
+        .map(|w| (w.epoch, w.seq))
 }
 
 fn peers_stamp(home: &Path) -> Option<(SystemTime, u64)> {
@@ -571,8 +588,7 @@ fn on_round_done(
     }
 }
 
-/// The folders to watch: the agents' stores that exist, and the node's
-/// home (for the notes file).
+/// The paths to watch: the agents' stores that exist, and the notes file.
 fn watch_roots(node: &Node) -> Vec<PathBuf> {
     let loc = &node.config().locations;
     let mut v = vec![
@@ -588,9 +604,9 @@ fn watch_roots(node: &Node) -> Vec<PathBuf> {
     if let Some(f) = &loc.aider_history_file {
         v.push(f.clone());
     }
-    if let Some(dir) = loc.notes_file.parent() {
-        v.push(dir.to_path_buf());
-    }
+    // The notes file itself, not the home around it: the database and its
+    // WAL live there and would wake the watcher on every write.
+    v.push(loc.notes_file.clone());
     v.retain(|p| p.exists());
     v.sort();
     v.dedup();

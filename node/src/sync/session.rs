@@ -515,11 +515,15 @@ async fn drive(
                 messages += 1;
             }
             Message::Batch(batch) => {
-                if let Some(next) = on_batch(peer, node, &mut puller, batch, &mut report).await? {
+                let pull = take_pull(peer, &mut puller, &batch)?;
+                // Ask for the next range before applying this one, so the
+                // peer reads it from its store while we write ours.
+                if let Some(next) = next_pull(&pull, &batch) {
                     send(&mut out, &Message::Pull(next), cfg.msg_timeout).await?;
                     messages += 1;
                     puller.outstanding.push(next);
                 }
+                apply_one(peer, node, &mut puller, pull, batch, &mut report).await?;
                 puller.refill(node, &mut out, cfg, &mut messages).await?;
             }
             Message::Bye { .. } if !peer_done => peer_done = true,
@@ -561,15 +565,8 @@ async fn drive(
     Ok(report)
 }
 
-/// Applies one batch answering one of our pulls; returns the follow-up
-/// pull to send when the batch says there is more.
-async fn on_batch(
-    peer: NodeId,
-    node: &SharedNode,
-    puller: &mut Puller,
-    batch: Batch,
-    report: &mut SessionReport,
-) -> Result<Option<Pull>, SyncError> {
+/// The outstanding pull `batch` answers (removed from the in-flight list).
+fn take_pull(peer: NodeId, puller: &mut Puller, batch: &Batch) -> Result<Pull, SyncError> {
     let Some(i) = puller.outstanding.iter().position(|p| {
         p.origin == batch.origin && p.epoch == batch.epoch && p.after_seq == batch.after_seq
     }) else {
@@ -579,24 +576,32 @@ async fn on_batch(
             after_seq: batch.after_seq,
         });
     };
-    let pull = puller.outstanding.remove(i);
+    Ok(puller.outstanding.remove(i))
+}
+
+/// Applies one batch answering `pull`. A stale batch (another session
+/// advanced the log meanwhile) is dropped and the log re-planned; a log
+/// whose batch says nothing more follows is not pulled again this session.
+async fn apply_one(
+    peer: NodeId,
+    node: &SharedNode,
+    puller: &mut Puller,
+    pull: Pull,
+    batch: Batch,
+    report: &mut SessionReport,
+) -> Result<(), SyncError> {
     let records = batch.records.len() as u64;
-    let (result, batch) = with_node(node, move |n| {
-        let r = n.apply_batch(&pull, &batch);
-        (r, batch)
-    })
-    .await?;
+    let (origin, epoch, more) = (batch.origin, batch.epoch, batch.more);
+    let result = with_node(node, move |n| n.apply_batch(&pull, &batch)).await?;
     match result {
         Ok(r) => {
             report.add(&r, records);
-            let next = next_pull(&pull, &batch);
-            if next.is_none() {
-                puller.exhausted.insert((batch.origin, batch.epoch));
+            if !more {
+                puller.exhausted.insert((origin, epoch));
             }
-            Ok(next)
+            Ok(())
         }
-        // Another session advanced this log meanwhile: re-plan from our watermark.
-        Err(ApplyError::Stale { .. }) => Ok(None),
+        Err(ApplyError::Stale { .. }) => Ok(()),
         Err(source) => Err(SyncError::Apply { peer, source }),
     }
 }
