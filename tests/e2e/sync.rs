@@ -298,6 +298,16 @@ fn two_serve_daemons_pair_and_replicate_within_seconds() {
         "behind is known after a session"
     );
 
+    // Unpairing on A takes effect in its running daemon: B is refused.
+    a.ok(&["unpair", "beta"]);
+    let refused = wait_for(DEADLINE, || {
+        let out = b.cmd(&["sync", "--json"]).output().ok()?;
+        (!out.status.success()).then_some(out)
+    })
+    .expect("B's sync is refused once A unpaired it");
+    let v: serde_json::Value = serde_json::from_slice(&refused.stdout).expect("sync JSON");
+    assert!(v["peers"][0]["error"].is_string(), "{v}");
+
     // No planted secret from A's fixtures reached B's files.
     for (path, bytes) in all_bytes_under(&b.home.cairn_home()) {
         for s in planted_secrets() {

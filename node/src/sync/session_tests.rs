@@ -619,3 +619,53 @@ async fn an_unasked_batch_drops_the_peer() {
     );
     conn.close(0, b"");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn out_of_scope_records_never_leave() {
+    let (mut a, b) = (TestNode::new("alpha"), TestNode::new("beta"));
+    pair(&a, &b);
+    a.notes("/work/client", &texts("invoice", 3));
+    a.notes("/home/me/diary", &texts("holiday", 4));
+    // A shares only its work projects with B.
+    PeerTable::modify(&a.home(), |t| {
+        if let Some(p) = t.by_fingerprint_mut(&b.fp) {
+            p.scope = Some(vec!["/work".to_owned()]);
+        }
+        Ok(())
+    })
+    .expect("set scope");
+    let r = b.sync(&a).await.expect("sync");
+    assert_eq!(r.records_received, 3, "{r:?}");
+    assert_eq!(r.stubs, 4, "withheld slots keep the log gap-free: {r:?}");
+    assert_eq!(a.next_outcome().await.map(|o| o.records_sent), Ok(3));
+    assert_eq!(b.search("invoice").len(), 1);
+    assert!(
+        b.search("holiday").is_empty(),
+        "personal notes never left A"
+    );
+    assert_eq!(b.records(), 3);
+}
+
+#[test]
+fn dial_candidates_try_known_addresses_then_the_default_port() {
+    let fp = [7u8; 32];
+    let mut p = Peer::new(&fp, "x", vec!["10.0.0.2:4000".parse().expect("addr")], 0);
+    p.last_addr = Some("10.0.0.3:5000".parse().expect("addr"));
+    p.addresses.push("[::1]:4000".parse().expect("addr"));
+    let v4: SocketAddr = "0.0.0.0:0".parse().expect("addr");
+    let got: Vec<String> = dial_candidates(&p, v4)
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    assert_eq!(
+        got,
+        [
+            "10.0.0.2:4000",
+            "10.0.0.3:5000",
+            "10.0.0.2:7878",
+            "10.0.0.3:7878"
+        ]
+    );
+    let v6: SocketAddr = "[::]:0".parse().expect("addr");
+    assert_eq!(dial_candidates(&p, v6).len(), 2);
+}
