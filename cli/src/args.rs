@@ -53,6 +53,10 @@ pub enum Command {
     Peers(JsonArgs),
     /// Remove a paired machine; its key is refused from then on.
     Unpair(UnpairArgs),
+    /// Run one sync round with the paired machines now and print what moved.
+    Sync(SyncArgs),
+    /// Keep this machine in sync: index new history as it is written and replicate with paired machines.
+    Serve(ServeArgs),
     /// Index built-in sample histories in a throwaway home and search them.
     Demo(DemoArgs),
     /// Serve the memory to coding agents over MCP on stdin/stdout.
@@ -203,6 +207,25 @@ pub struct UnpairArgs {
     /// Print JSON instead of text.
     #[arg(long)]
     pub json: bool,
+}
+
+/// `cairn sync`
+#[derive(Debug, Args)]
+pub struct SyncArgs {
+    /// Only this peer (its name, or a prefix of its node id).
+    #[arg(long, value_name = "NAME")]
+    pub peer: Option<String>,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `cairn serve`
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// UDP address to listen on for paired machines.
+    #[arg(long, value_name = "ADDR", default_value = "0.0.0.0:7878")]
+    pub listen: std::net::SocketAddr,
 }
 
 /// `cairn demo`

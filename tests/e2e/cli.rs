@@ -563,3 +563,45 @@ fn sources_count_records_per_store() {
         assert!(agents.contains(a), "{a} not detected: {agents:?}");
     }
 }
+
+/// `cairn demo`: two nodes pair and sync over loopback; every question is
+/// answered from the other machine's history, and nothing is left behind.
+#[test]
+fn demo_answers_across_two_machines() {
+    let home = TestHome::empty();
+    let tmp = home.path().join("tmp");
+    std::fs::create_dir_all(&tmp).expect("mkdir");
+    let out = home
+        .cmd(&["demo", "--json"])
+        .env("TMPDIR", &tmp)
+        .output()
+        .expect("run demo");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    let (l, d) = (
+        v["laptop_records"].as_u64().expect("n"),
+        v["desktop_records"].as_u64().expect("n"),
+    );
+    assert!(l > 20 && d > 20, "{v:#}");
+    assert_eq!(v["sync"]["records_received"].as_u64(), Some(d), "{v:#}");
+    let answers = v["answers"].as_array().expect("answers");
+    assert_eq!(answers.len(), 6);
+    for a in answers {
+        let other = if a["asked_on"] == "laptop" {
+            "desktop"
+        } else {
+            "laptop"
+        };
+        assert_eq!(a["hits"][0]["machine"], other, "{a:#}");
+    }
+    let text = String::from_utf8_lossy(&out.stdout);
+    for secret in planted_secrets() {
+        assert!(!text.contains(&secret), "{secret} printed");
+    }
+    let left: Vec<_> = std::fs::read_dir(&tmp).expect("tmp").collect();
+    assert!(left.is_empty(), "demo left files behind: {left:?}");
+}

@@ -250,10 +250,7 @@ fn two_serve_daemons_pair_and_replicate_within_seconds() {
             eprintln!("--- {} serve log ---\n{log}", m.name);
         }
     }
-    assert!(
-        latency <= Duration::from_secs(2),
-        "slower than the 2 s target: {latency:?}"
-    );
+    // How fast is measured by `cairn-bench sync` (propagation p50/p95), not asserted here.
 
     // A note remembered beside the running daemon goes out too.
     a.ok(&[

@@ -2,6 +2,7 @@
 
 mod corpus;
 mod measure;
+pub mod sync;
 
 use std::path::PathBuf;
 
@@ -40,6 +41,9 @@ pub struct BenchArgs {
 
 /// Entry point of `cairn-bench`.
 pub fn main() -> anyhow::Result<()> {
+    if std::env::args().nth(1).as_deref() == Some("sync") {
+        return sync::main();
+    }
     let args = BenchArgs::parse();
     let cairn = match &args.cairn {
         Some(p) => p.clone(),

@@ -1,12 +1,28 @@
-//! `cairn demo`: the whole local pipeline on any machine, even one with no
-//! agent history. It lays the embedded fixture histories (eight agents,
-//! planted decisions and fake secrets) into a temporary home, indexes them,
-//! asks a few questions the way a person would, and cleans up.
+//! `cairn demo`: the whole thing on any machine, even one with no agent
+//! history. Two nodes ("laptop" and "desktop") start in throwaway homes,
+//! each seeded with half of the embedded fixture histories (eight agents,
+//! planted decisions and fake secrets). Each indexes its own history, they
+//! pair over loopback with a one-time code, sync once over QUIC with mutual
+//! TLS, and then each answers questions from the other's history, naming
+//! the machine an answer came from. Everything is removed afterwards.
 
-use anyhow::Context;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
+
+use anyhow::{Context, anyhow};
 use cairn_node::config::{Config, Env};
 use cairn_node::node::Node;
-use cairn_node::search::SearchOptions;
+use cairn_node::search::{Hit, SearchOptions};
+use cairn_node::sync::endpoint::{Endpoint, Role};
+use cairn_node::sync::pairing::{self, Inviter, LocalNode};
+use cairn_node::sync::peers::PeerTable;
+use cairn_node::sync::session::{
+    self, SessionConfig, SessionReport, SharedNode, local_hello, new_instance,
+};
+use cairn_node::sync::tls::AllowList;
+use serde::Serialize;
 
 use crate::args::DemoArgs;
 use crate::output;
@@ -15,15 +31,40 @@ mod embedded {
     include!(concat!(env!("OUT_DIR"), "/demo_fixtures.rs"));
 }
 
-/// The questions the demo asks.
-const QUESTIONS: &[&str] = &[
-    "why did we pin hyper?",
-    "which search engine did we pick for acme and why",
-    "job queue redis",
-    "为什么选择 tantivy",
-    "почему отключили кэширование",
-    "src/webhooks/payment.ts retries",
+/// Fixture folders that go to the laptop; the rest go to the desktop.
+const LAPTOP_PARTS: &[&str] = &[
+    ".claude/",
+    ".codex/",
+    ".aider.chat.history.md",
+    "projects/",
+    ".pi/",
 ];
+
+/// (asked on, question): each is answered from the other machine's history.
+const QUESTIONS: &[(&str, &str)] = &[
+    ("desktop", "why did we pin hyper?"),
+    ("desktop", "job queue redis"),
+    ("desktop", "почему отключили кэширование"),
+    ("laptop", "which search engine did we pick and why"),
+    ("laptop", "为什么选择 tantivy"),
+    ("laptop", "src/webhooks/payment.ts retries"),
+];
+
+#[derive(Serialize)]
+struct Answer {
+    asked_on: &'static str,
+    query: &'static str,
+    hits: Vec<Hit>,
+}
+
+#[derive(Serialize)]
+struct DemoOutput {
+    laptop_records: u64,
+    desktop_records: u64,
+    redactions: u64,
+    sync: SessionReport,
+    answers: Vec<Answer>,
+}
 
 /// Runs `cairn demo`.
 pub fn run(args: &DemoArgs) -> anyhow::Result<()> {
@@ -31,75 +72,82 @@ pub fn run(args: &DemoArgs) -> anyhow::Result<()> {
         .prefix("cairn-demo-")
         .tempdir()
         .context("cannot create a temporary folder")?;
-    for (rel, bytes) in embedded::FILES {
-        let dest = dir.path().join(rel);
-        if let Some(parent) = dest.parent() {
-            std::fs::create_dir_all(parent)?;
-        }
-        std::fs::write(&dest, bytes).with_context(|| format!("cannot write {}", dest.display()))?;
-    }
-    let env = Env {
-        home: Some(dir.path().to_path_buf()),
-        hostname: Some("demo-laptop".to_owned()),
-        ..Env::default()
-    };
-    let mut node = Node::open(Config::resolve(&env, None)?)?;
-    let started = std::time::Instant::now();
-    let report = node.index(super::now_ms(), &mut |_| {})?;
-    let stats = node.stats()?;
-    let mut results = Vec::new();
-    for q in QUESTIONS {
+    let (laptop_dir, desktop_dir) = (dir.path().join("laptop"), dir.path().join("desktop"));
+    lay_fixtures(&laptop_dir, &desktop_dir)?;
+    let now = super::now_ms();
+    let mut laptop = open(&laptop_dir, "laptop")?;
+    let mut desktop = open(&desktop_dir, "desktop")?;
+    laptop.index(now, &mut |_| {})?;
+    desktop.index(now, &mut |_| {})?;
+    let (laptop_records, desktop_records) = (laptop.stats()?.records, desktop.stats()?.records);
+    let redactions: u64 = [&laptop, &desktop]
+        .iter()
+        .map(|n| {
+            n.stats().map(|s| {
+                s.agents
+                    .values()
+                    .flat_map(|a| a.redactions.values())
+                    .sum::<u64>()
+            })
+        })
+        .sum::<Result<u64, _>>()?;
+
+    let rt = pairing::runtime().context("start the network runtime")?;
+    let report = rt.block_on(pair_and_sync(laptop, desktop))?;
+    let (laptop, desktop) = report.1;
+
+    let mut answers = Vec::new();
+    for (on, q) in QUESTIONS {
+        let node = if *on == "laptop" { &laptop } else { &desktop };
+        let guard = node.lock().map_err(|_| anyhow!("node lock poisoned"))?;
         let opts = SearchOptions {
-            limit: 2,
+            limit: 1,
             now_ms: super::now_ms(),
             ..SearchOptions::default()
         };
-        results.push((*q, node.search(q, &opts)?));
+        answers.push(Answer {
+            asked_on: on,
+            query: q,
+            hits: guard.search(q, &opts)?,
+        });
     }
     if args.json {
-        let answers: Vec<_> = results
-            .iter()
-            .map(|(q, hits)| serde_json::json!({ "query": q, "hits": hits }))
-            .collect();
-        return output::json(
-            &serde_json::json!({ "index": report, "stats": stats, "answers": answers }),
-        );
+        return output::json(&DemoOutput {
+            laptop_records,
+            desktop_records,
+            redactions,
+            sync: report.0,
+            answers,
+        });
     }
     let mut out = output::stdout();
     output::line(
         &mut out,
         &format!(
-            "cairn demo: indexed {} records in {} sessions from {} agents in {:.0} ms ({} malformed lines skipped and counted)",
-            stats.records,
-            stats.sessions,
-            stats.agents.len(),
-            started.elapsed().as_secs_f64() * 1000.0,
-            report.skipped
+            "cairn demo: two machines in {}\n  laptop indexed {laptop_records} records (Claude Code, Codex, aider, pi), desktop {desktop_records} (Gemini, Copilot, opencode, Cursor); {redactions} secrets redacted before storage",
+            dir.path().display()
         ),
     )?;
-    let redactions: u64 = stats
-        .agents
-        .values()
-        .flat_map(|a| a.redactions.values())
-        .sum();
     output::line(
         &mut out,
-        &format!("secrets redacted before storage: {redactions}"),
+        &format!(
+            "  paired over loopback with a one-time code, synced over QUIC + mutual TLS: laptop received {} records, sent {}",
+            report.0.records_received, report.0.records_sent
+        ),
     )?;
-    for (q, hits) in &results {
+    for a in &answers {
         output::line(&mut out, "")?;
-        output::line(&mut out, &format!("? {q}"))?;
-        match hits.first() {
+        output::line(&mut out, &format!("[{}] ? {}", a.asked_on, a.query))?;
+        match a.hits.first() {
             None => output::line(&mut out, "  (no match)")?,
             Some(h) => {
                 output::line(
                     &mut out,
                     &format!(
-                        "  {} · {} · {} · session {}",
-                        h.agent,
-                        h.project.as_deref().unwrap_or("-"),
+                        "  answered from {}'s history · {} · {}",
                         h.machine,
-                        short(&h.session_id)
+                        h.agent,
+                        h.project.as_deref().unwrap_or("-")
                     ),
                 )?;
                 output::line(&mut out, &format!("  {}", output::printable(&h.snippet)))?;
@@ -109,11 +157,123 @@ pub fn run(args: &DemoArgs) -> anyhow::Result<()> {
     output::line(&mut out, "")?;
     output::line(
         &mut out,
-        "Your own history: `cairn index`, then `cairn search -- \"your question\"`.",
+        "Your own history: `cairn index`, then `cairn search -- \"your question\"`. Two machines: see README.",
     )?;
     Ok(())
 }
 
-fn short(id: &str) -> String {
-    id.chars().take(12).collect()
+/// Splits the embedded fixture home between the two machines.
+fn lay_fixtures(laptop: &Path, desktop: &Path) -> anyhow::Result<()> {
+    for (rel, bytes) in embedded::FILES {
+        let to_laptop = LAPTOP_PARTS.iter().any(|p| rel.starts_with(p));
+        let is_config = rel.starts_with(".config/cairn/");
+        for (home, wanted) in [
+            (laptop, to_laptop || is_config),
+            (desktop, !to_laptop || is_config),
+        ] {
+            if !wanted {
+                continue;
+            }
+            let dest = home.join(rel);
+            if let Some(parent) = dest.parent() {
+                std::fs::create_dir_all(parent)?;
+            }
+            std::fs::write(&dest, bytes)
+                .with_context(|| format!("cannot write {}", dest.display()))?;
+        }
+    }
+    Ok(())
+}
+
+fn open(home: &Path, name: &str) -> anyhow::Result<Node> {
+    // The fixture config names the machine; the demo names its two itself.
+    let cfg_file = home.join(".config/cairn/config.toml");
+    if let Ok(text) = std::fs::read_to_string(&cfg_file) {
+        let renamed = text.replace("name = \"fixture-laptop\"", &format!("name = {name:?}"));
+        std::fs::write(&cfg_file, renamed)?;
+    }
+    let env = Env {
+        home: Some(home.to_path_buf()),
+        hostname: Some(name.to_owned()),
+        ..Env::default()
+    };
+    Ok(Node::open(Config::resolve(&env, None)?)?)
+}
+
+type Pair = (SharedNode, SharedNode);
+
+/// Pairs the two nodes with a real one-time code, then runs one sync
+/// session: the laptop dials the desktop's sync endpoint.
+async fn pair_and_sync(laptop: Node, desktop: Node) -> anyhow::Result<(SessionReport, Pair)> {
+    let loopback = SocketAddr::from(([127, 0, 0, 1], 0));
+    let handshake = Duration::from_secs(10);
+    let inviter = Inviter::open(
+        LocalNode::of(&desktop),
+        loopback,
+        &[],
+        Duration::from_secs(60),
+        pairing::now_unix(),
+    )?;
+    let code = inviter.code().encode();
+    let (invited, joined) = tokio::join!(
+        inviter.run(),
+        pairing::join(
+            LocalNode::of(&laptop),
+            &code,
+            pairing::now_unix(),
+            handshake
+        )
+    );
+    invited.context("pairing (desktop side)")?;
+    let desktop_peer = joined.context("pairing (laptop side)")?.peer;
+
+    let desktop_home = desktop.config().home.clone();
+    let laptop_home = laptop.config().home.clone();
+    let allowed = Arc::new(RwLock::new(
+        PeerTable::load(&desktop_home)?.allowed_fingerprints(),
+    ));
+    let server = Endpoint::bind(
+        loopback,
+        desktop.identity().key(),
+        Role::Sync(AllowList::shared(allowed)),
+    )?;
+    let client = Endpoint::bind(loopback, laptop.identity().key(), Role::ClientOnly)?;
+    let server_addr = server.local_addr()?;
+    let (desktop_hello, laptop_hello) = (
+        local_hello(&desktop, new_instance())?,
+        local_hello(&laptop, new_instance())?,
+    );
+    // The laptop learned the desktop's pairing address; point it at the sync endpoint.
+    let fp = desktop_peer
+        .fingerprint_bytes()
+        .ok_or_else(|| anyhow!("paired peer has no key"))?;
+    PeerTable::modify(&laptop_home, |t| {
+        if let Some(p) = t.by_fingerprint_mut(&fp) {
+            p.remember_address(server_addr);
+        }
+        Ok(())
+    })?;
+    let peer = PeerTable::load(&laptop_home)?
+        .by_fingerprint(&fp)
+        .cloned()
+        .ok_or_else(|| anyhow!("the desktop is missing from the laptop's peer table"))?;
+
+    let (laptop, desktop): Pair = (Arc::new(Mutex::new(laptop)), Arc::new(Mutex::new(desktop)));
+    let cfg = SessionConfig::default();
+    let serve = async {
+        let conn = tokio::time::timeout(handshake, server.accept())
+            .await
+            .map_err(|_| anyhow!("the laptop never connected"))?
+            .ok_or_else(|| anyhow!("sync endpoint closed"))??;
+        Ok::<_, anyhow::Error>(
+            session::serve_connection(conn, &desktop, &desktop_home, &desktop_hello, &cfg).await?,
+        )
+    };
+    let dial = session::sync_peer(&client, &laptop, &laptop_home, &peer, &laptop_hello, &cfg);
+    let (served, dialed) = tokio::join!(serve, dial);
+    served.context("sync (desktop side)")?;
+    let report = dialed.context("sync (laptop side)")?;
+    client.close();
+    server.close();
+    Ok((report, (laptop, desktop)))
 }

@@ -9,9 +9,11 @@ pub mod mcp;
 pub mod pair;
 pub mod remember;
 pub mod search;
+pub mod serve;
 pub mod show;
 pub mod sources;
 pub mod status;
+pub mod sync;
 
 use std::io::IsTerminal;
 

@@ -7,7 +7,9 @@
 //! applying batches, tombstones) lives in `crate::store`.
 
 pub mod convert;
+pub mod daemon;
 pub mod endpoint;
 pub mod pairing;
 pub mod peers;
+pub mod session;
 pub mod tls;
