@@ -53,6 +53,8 @@ pub enum Command {
     Peers(JsonArgs),
     /// Remove a paired machine; its key is refused from then on.
     Unpair(UnpairArgs),
+    /// Choose which projects' records a paired machine may receive (all by default).
+    Scope(ScopeArgs),
     /// Run one sync round with the paired machines now and print what moved.
     Sync(SyncArgs),
     /// Keep this machine in sync: index new history as it is written and replicate with paired machines.
@@ -204,6 +206,23 @@ pub struct PairArgs {
 pub struct UnpairArgs {
     /// The peer's name, or a prefix of its node id (as `cairn peers` shows).
     pub peer: String,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `cairn scope`
+#[derive(Debug, Args)]
+#[command(group(clap::ArgGroup::new("what").required(true).args(["project", "all"])))]
+pub struct ScopeArgs {
+    /// The peer's name, or a prefix of its node id (as `cairn peers` shows).
+    pub peer: String,
+    /// Send only records of projects under this path (repeatable); others leave as withheld stubs.
+    #[arg(long)]
+    pub project: Vec<String>,
+    /// Send every project again.
+    #[arg(long)]
+    pub all: bool,
     /// Print JSON instead of text.
     #[arg(long)]
     pub json: bool,

@@ -41,6 +41,7 @@ pub fn run(args: impl IntoIterator<Item = OsString>) -> ExitCode {
         Command::Pair(a) => cmd::pair::run(&cli.global, &a),
         Command::Peers(a) => cmd::pair::run_peers(&cli.global, &a),
         Command::Unpair(a) => cmd::pair::run_unpair(&cli.global, &a),
+        Command::Scope(a) => cmd::scope::run(&cli.global, &a),
         Command::Sync(a) => cmd::sync::run(&cli.global, &a),
         Command::Serve(a) => cmd::serve::run(&cli.global, &a),
         Command::Mcp => cmd::mcp::run(&cli.global),

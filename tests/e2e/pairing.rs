@@ -132,6 +132,18 @@ fn pair_two_homes_through_the_cli_then_unpair() {
     assert!(err.contains("could not reach"), "readable error: {err}");
     assert!(peers(&c).is_empty());
 
+    // Per-peer scope: only some projects go to beta, then all again.
+    let out = a.ok(&["scope", "beta", "--project", "/home/dev/acme/"]);
+    assert!(out.contains("receives only: /home/dev/acme"), "{out}");
+    assert_eq!(peers(&a)[0]["scope"], serde_json::json!(["/home/dev/acme"]));
+    a.ok(&["scope", "beta", "--all"]);
+    assert!(peers(&a)[0]["scope"].is_null());
+    assert!(
+        !a.run(&["scope", "beta"]).status.success(),
+        "scope needs --project or --all"
+    );
+    assert!(!a.run(&["scope", "nobody", "--all"]).status.success());
+
     // Unpair by name: gone from the table.
     let out = b.ok(&["unpair", "alpha"]);
     assert!(out.contains("unpaired alpha"), "{out}");

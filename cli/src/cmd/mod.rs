@@ -8,6 +8,7 @@ pub mod install;
 pub mod mcp;
 pub mod pair;
 pub mod remember;
+pub mod scope;
 pub mod search;
 pub mod serve;
 pub mod show;
