@@ -589,18 +589,29 @@ fn on_round_done(
 }
 
 /// The paths to watch: the agents' stores that exist, and the notes file.
+/// Only the folders (or files) the agents write their histories to, never
+/// a whole home or project tree: a recursive watch on `$HOME` would cost
+/// a watch per folder and wake on every write anywhere, including this
+/// node's own database.
 fn watch_roots(node: &Node) -> Vec<PathBuf> {
     let loc = &node.config().locations;
     let mut v = vec![
-        loc.claude_dir.clone(),
-        loc.codex_home.clone(),
-        loc.gemini_home.clone(),
-        loc.cursor_config_dir.clone(),
-        loc.copilot_home.clone(),
-        loc.pi_home.clone(),
+        loc.claude_dir.join("projects"),
+        loc.codex_home.join("sessions"),
+        loc.codex_home.join("archived_sessions"),
+        loc.codex_home.join("history.jsonl"),
+        loc.gemini_home.join(".gemini/tmp"),
+        loc.cursor_config_dir.join("User"),
+        loc.home.join(".cursor/projects"),
+        loc.copilot_home.join("session-state"),
+        loc.pi_home.join("agent/sessions"),
         loc.xdg_data_home.join("opencode"),
+        loc.home.join(".aider.chat.history.md"),
     ];
-    v.extend(loc.aider_roots.iter().cloned());
+    for root in &loc.aider_roots {
+        v.push(root.join(".aider.chat.history.md"));
+        v.push(root.join(".opencode"));
+    }
     if let Some(f) = &loc.aider_history_file {
         v.push(f.clone());
     }
@@ -648,7 +659,7 @@ fn start_watcher(
         }
     };
     for r in roots {
-        let mode = if r.starts_with(home) {
+        let mode = if r.starts_with(home) || r.is_file() {
             RecursiveMode::NonRecursive
         } else {
             RecursiveMode::Recursive
