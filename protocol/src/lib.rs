@@ -38,7 +38,9 @@ pub use frame::{
 };
 pub use ids::{NodeId, SpkiFingerprint, spki_fingerprint};
 pub use limits::*;
-pub use message::{Batch, Hello, Message, PairAccept, PairRequest, Pull, RefuseCode, Watermark};
+pub use message::{
+    Batch, Hello, Message, OriginName, PairAccept, PairRequest, Pull, RefuseCode, Watermark,
+};
 pub use pairing::{PairingCode, PairingError};
 pub use plan::{Lag, PlanLimits, contiguous_max, lags, plan_pulls, plan_pulls_where};
 pub use record::{

@@ -32,6 +32,17 @@ pub enum Message {
         /// At most [`MAX_WATERMARKS`] entries, one per `(origin, epoch)`.
         #[serde(deserialize_with = "bounded_vec::<_, _, MAX_WATERMARKS>")]
         entries: Vec<Watermark>,
+        /// Human names the sender knows for origins it holds logs of, so a
+        /// machine reached only through relays is shown by name. Cosmetic:
+        /// a name a peer announces for itself in `Hello` wins. Omitted when
+        /// empty, so older 1.0 peers (which ignore unknown fields) are
+        /// unaffected.
+        #[serde(
+            default,
+            skip_serializing_if = "Vec::is_empty",
+            deserialize_with = "bounded_vec::<_, _, MAX_WATERMARKS>"
+        )]
+        names: Vec<OriginName>,
     },
     /// "Send me the entries of this log after this seq."
     Pull(Pull),
@@ -120,6 +131,15 @@ impl Hello {
             features: Vec::new(),
         }
     }
+}
+
+/// A node's human name as another node knows it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct OriginName {
+    /// The node.
+    pub origin: NodeId,
+    /// Its name (receivers trim and clean it before showing it).
+    pub name: String,
 }
 
 /// How much of one origin log a node holds.

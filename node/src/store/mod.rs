@@ -166,6 +166,31 @@ impl Store {
         Ok(())
     }
 
+    /// Names a node only if it has no name yet (names learned through a
+    /// relay never override a name the node announced itself).
+    pub fn name_node_if_unknown(&self, id: &str, name: &str) -> Result<(), StoreError> {
+        self.conn.execute(
+            "INSERT INTO nodes(id, name) VALUES (?1, ?2) ON CONFLICT(id) DO NOTHING",
+            (id, name),
+        )?;
+        Ok(())
+    }
+
+    /// The known names of the given node ids.
+    pub fn node_names(&self, ids: &[String]) -> Result<Vec<(String, String)>, StoreError> {
+        let mut q = self
+            .conn
+            .prepare_cached("SELECT name FROM nodes WHERE id = ?1")?;
+        let mut out = Vec::new();
+        for id in ids {
+            use rusqlite::OptionalExtension;
+            if let Some(name) = q.query_row([id], |r| r.get::<_, String>(0)).optional()? {
+                out.push((id.clone(), name));
+            }
+        }
+        Ok(out)
+    }
+
     /// Reads a value from the meta table.
     pub fn meta(&self, key: &str) -> Result<Option<String>, StoreError> {
         use rusqlite::OptionalExtension;

@@ -29,8 +29,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use cairn_protocol::{
-    ALPN_SYNC, Batch, Hello, MAX_WATERMARKS, Message, NodeId, PlanLimits, Pull, SpkiFingerprint,
-    Watermark, lags, next_pull, plan_pulls_where,
+    ALPN_SYNC, Batch, Hello, MAX_WATERMARKS, Message, NodeId, OriginName, PlanLimits, Pull,
+    SpkiFingerprint, Watermark, lags, next_pull, plan_pulls_where,
 };
 use serde::Serialize;
 use tokio::sync::mpsc;
@@ -461,17 +461,46 @@ async fn drive(
         );
         local.truncate(MAX_WATERMARKS);
     }
+    let ids: Vec<String> = local.iter().map(|w| w.origin.to_string()).collect();
+    let names = with_node(node, move |n| n.store().node_names(&ids))
+        .await?
+        .map_err(NodeError::from)?
+        .into_iter()
+        .filter_map(|(id, name)| {
+            Some(OriginName {
+                origin: id.parse().ok()?,
+                name,
+            })
+        })
+        .collect();
     send(
         &mut out,
         &Message::Watermarks {
             entries: local.clone(),
+            names,
         },
         cfg.msg_timeout,
     )
     .await?;
     let mut reader = Reader::spawn(recv, decoder, cfg.msg_timeout.saturating_mul(2));
     let remote = match reader.next(cfg.msg_timeout).await? {
-        Message::Watermarks { entries } => entries,
+        Message::Watermarks { entries, names } => {
+            // Names of machines reached only through this peer; the peer's
+            // own name came with its Hello and is not overridden.
+            let named: Vec<(String, String)> = names
+                .into_iter()
+                .filter(|n| n.origin != peer && !n.name.trim().is_empty())
+                .map(|n| (n.origin.to_string(), clean_name(&n.name)))
+                .collect();
+            with_node(node, move |n| {
+                named
+                    .iter()
+                    .try_for_each(|(id, name)| n.store().name_node_if_unknown(id, name))
+            })
+            .await?
+            .map_err(NodeError::from)?;
+            entries
+        }
         Message::Refuse { code, reason } => {
             return Err(SessionError::Refused { code, reason }.into());
         }

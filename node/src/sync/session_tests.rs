@@ -308,7 +308,11 @@ async fn line_then_triangle_relays_without_duplicates_or_echo() {
     );
     assert_eq!(bc.records_received, 6);
     let hits = c.search("aardvark");
-    assert!(!hits.is_empty() && hits.iter().all(|h| h.machine == a.id()));
+    // A's name travelled with B's watermarks: C shows it, not A's id.
+    assert!(
+        !hits.is_empty() && hits.iter().all(|h| h.machine == a.name),
+        "{hits:?}"
+    );
     // A learns C's records through B; only C's log is new to A.
     let ab = a.sync_ok(&mut b).await;
     assert_eq!(ab.records_received, 6, "{ab:?}");
@@ -568,8 +572,11 @@ async fn garbage_oversized_and_wrong_version_peers_are_dropped_harmlessly() {
         "{o:?}"
     );
     // A Watermarks message before any Hello.
-    let frame =
-        cairn_protocol::encode_frame(&Message::Watermarks { entries: vec![] }).expect("encode");
+    let frame = cairn_protocol::encode_frame(&Message::Watermarks {
+        entries: vec![],
+        names: vec![],
+    })
+    .expect("encode");
     rogue_stream(&a, &b, frame).await;
     let o = b.next_outcome().await;
     assert!(matches!(o, Err((Blame::Peer, _))), "{o:?}");
@@ -606,9 +613,15 @@ async fn an_unasked_batch_drops_the_peer() {
         tombstones: vec![],
         stubs: vec![],
     };
-    send_msg(&mut s.send, &Message::Watermarks { entries: vec![] })
-        .await
-        .expect("wm");
+    send_msg(
+        &mut s.send,
+        &Message::Watermarks {
+            entries: vec![],
+            names: vec![],
+        },
+    )
+    .await
+    .expect("wm");
     send_msg(&mut s.send, &Message::Batch(batch))
         .await
         .expect("batch");

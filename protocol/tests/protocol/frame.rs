@@ -163,11 +163,13 @@ fn element_caps_are_enforced_while_decoding() {
     };
     let ok = Message::Watermarks {
         entries: vec![entry; MAX_WATERMARKS],
+        names: vec![],
     };
     let body = cairn_protocol::encode_message(&ok).unwrap();
     assert_eq!(decode_message(&body).unwrap(), ok);
     let over = Message::Watermarks {
         entries: vec![entry; MAX_WATERMARKS + 1],
+        names: vec![],
     };
     let body = cairn_protocol::encode_message(&over).unwrap();
     assert!(matches!(decode_message(&body), Err(DecodeError::Cbor(_))));
@@ -183,9 +185,14 @@ fn element_caps_are_enforced_while_decoding() {
     indef.truncate(indef.len() - 1);
     let one = cairn_protocol::encode_message(&Message::Watermarks {
         entries: vec![entry],
+        names: vec![],
     })
     .unwrap();
-    let none = cairn_protocol::encode_message(&Message::Watermarks { entries: vec![] }).unwrap();
+    let none = cairn_protocol::encode_message(&Message::Watermarks {
+        entries: vec![],
+        names: vec![],
+    })
+    .unwrap();
     let entry_len = one.len() - none.len();
     let mut under = indef[..indef.len() - entry_len].to_vec(); // drop one entry
     under.push(0xff);

@@ -136,7 +136,8 @@ pub fn message() -> impl Strategy<Value = Message> {
             entries: v
                 .into_iter()
                 .map(|(origin, epoch, seq)| Watermark { origin, epoch, seq })
-                .collect()
+                .collect(),
+            names: Vec::new(),
         }),
         (
             node_id(),

@@ -4,8 +4,8 @@
 use std::net::SocketAddr;
 
 use cairn_protocol::{
-    Batch, ForgetTarget, Hello, LogStub, Message, NodeId, PairAccept, PairRequest, PairingCode,
-    Pull, RefuseCode, StubKind, Tombstone, Watermark, WireRecord, record::Hash32,
+    Batch, ForgetTarget, Hello, LogStub, Message, NodeId, OriginName, PairAccept, PairRequest,
+    PairingCode, Pull, RefuseCode, StubKind, Tombstone, Watermark, WireRecord, record::Hash32,
 };
 
 pub fn node(n: u8) -> NodeId {
@@ -78,9 +78,30 @@ pub fn messages() -> Vec<(&'static str, Message)> {
                         seq: 0,
                     },
                 ],
+                names: vec![],
             },
         ),
-        ("watermarks_empty", Message::Watermarks { entries: vec![] }),
+        (
+            "watermarks_named",
+            Message::Watermarks {
+                entries: vec![Watermark {
+                    origin: node(1),
+                    epoch: 7,
+                    seq: 42,
+                }],
+                names: vec![OriginName {
+                    origin: node(1),
+                    name: "laptop".into(),
+                }],
+            },
+        ),
+        (
+            "watermarks_empty",
+            Message::Watermarks {
+                entries: vec![],
+                names: vec![],
+            },
+        ),
         (
             "pull",
             Message::Pull(Pull {
