@@ -267,7 +267,13 @@ fn insert_record(
     origin: &str,
     sessions: &mut HashMap<(String, String), i64>,
 ) -> Result<bool, StoreError> {
-    let session = session_row(conn, rec, origin, sessions)?;
+    let key = super::ingest::SessionKey {
+        agent: &rec.agent,
+        session_id: &rec.session_id,
+        parent_session: rec.parent_session.as_deref(),
+        project: rec.project.as_deref(),
+    };
+    let session = super::ingest::session_row(conn, &key, origin, sessions)?;
     let files = rec.files.join("\n");
     let (text, compressed) = codec::encode(&rec.text);
     let mut flags = if compressed { codec::COMPRESSED } else { 0 };
@@ -308,35 +314,4 @@ fn insert_record(
     )?
     .execute(params![session, rec.time_ms, title])?;
     Ok(true)
-}
-
-fn session_row(
-    conn: &Connection,
-    rec: &StoredRecord,
-    origin: &str,
-    sessions: &mut HashMap<(String, String), i64>,
-) -> Result<i64, StoreError> {
-    let key = (rec.agent.clone(), rec.session_id.clone());
-    if let Some(id) = sessions.get(&key) {
-        return Ok(*id);
-    }
-    conn.prepare_cached(
-        "INSERT INTO sessions(agent, session_id, parent_session, project, origin)
-         VALUES (?1, ?2, ?3, ?4, ?5)
-         ON CONFLICT(agent, session_id) DO UPDATE SET
-            parent_session = COALESCE(sessions.parent_session, excluded.parent_session),
-            project = COALESCE(sessions.project, excluded.project)",
-    )?
-    .execute(params![
-        rec.agent,
-        rec.session_id,
-        rec.parent_session,
-        rec.project,
-        origin
-    ])?;
-    let id: i64 = conn
-        .prepare_cached("SELECT id FROM sessions WHERE agent = ?1 AND session_id = ?2")?
-        .query_row((&rec.agent, &rec.session_id), |r| r.get(0))?;
-    sessions.insert(key, id);
-    Ok(id)
 }

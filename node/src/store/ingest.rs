@@ -347,32 +347,13 @@ impl Ingest<'_> {
     }
 
     fn session_row(&mut self, rec: &Record) -> Result<i64, StoreError> {
-        let key = (rec.agent.clone(), rec.session_id.clone());
-        if let Some(id) = self.sessions.get(&key) {
-            return Ok(*id);
-        }
-        self.tx
-            .prepare_cached(
-                "INSERT INTO sessions(agent, session_id, parent_session, project, origin)
-                 VALUES (?1, ?2, ?3, ?4, ?5)
-                 ON CONFLICT(agent, session_id) DO UPDATE SET
-                    parent_session = COALESCE(sessions.parent_session, excluded.parent_session),
-                    project = COALESCE(sessions.project, excluded.project)",
-            )?
-            .execute(params![
-                rec.agent,
-                rec.session_id,
-                rec.parent_session,
-                rec.project,
-                self.origin
-            ])?;
-        let id: i64 = self.tx.query_row(
-            "SELECT id FROM sessions WHERE agent = ?1 AND session_id = ?2",
-            (&rec.agent, &rec.session_id),
-            |r| r.get(0),
-        )?;
-        self.sessions.insert(key, id);
-        Ok(id)
+        let key = SessionKey {
+            agent: &rec.agent,
+            session_id: &rec.session_id,
+            parent_session: rec.parent_session.as_deref(),
+            project: rec.project.as_deref(),
+        };
+        session_row(&self.tx, &key, &self.origin, &mut self.sessions)
     }
 }
 
@@ -388,4 +369,45 @@ pub(super) fn session_title(text: &str) -> String {
         end -= 1;
     }
     line[..end].to_owned()
+}
+
+/// What identifies a session and what a record may add to it.
+pub(super) struct SessionKey<'a> {
+    pub(super) agent: &'a str,
+    pub(super) session_id: &'a str,
+    pub(super) parent_session: Option<&'a str>,
+    pub(super) project: Option<&'a str>,
+}
+
+/// The `sessions` row for a record's session, created if new (a parent or
+/// project learned later fills a gap, never overwrites); cached per transaction.
+pub(super) fn session_row(
+    conn: &rusqlite::Connection,
+    key: &SessionKey<'_>,
+    origin: &str,
+    cache: &mut HashMap<(String, String), i64>,
+) -> Result<i64, StoreError> {
+    let cache_key = (key.agent.to_owned(), key.session_id.to_owned());
+    if let Some(id) = cache.get(&cache_key) {
+        return Ok(*id);
+    }
+    conn.prepare_cached(
+        "INSERT INTO sessions(agent, session_id, parent_session, project, origin)
+         VALUES (?1, ?2, ?3, ?4, ?5)
+         ON CONFLICT(agent, session_id) DO UPDATE SET
+            parent_session = COALESCE(sessions.parent_session, excluded.parent_session),
+            project = COALESCE(sessions.project, excluded.project)",
+    )?
+    .execute(params![
+        key.agent,
+        key.session_id,
+        key.parent_session,
+        key.project,
+        origin
+    ])?;
+    let id: i64 = conn
+        .prepare_cached("SELECT id FROM sessions WHERE agent = ?1 AND session_id = ?2")?
+        .query_row((key.agent, key.session_id), |r| r.get(0))?;
+    cache.insert(cache_key, id);
+    Ok(id)
 }

@@ -457,7 +457,7 @@ fn channel_binding(conn: &PeerConnection) -> Result<[u8; 32], PairError> {
 
 /// A peer-supplied name, made safe to store and print: no control
 /// characters, at most 64 characters, never empty.
-fn clean_name(name: &str) -> String {
+pub(crate) fn clean_name(name: &str) -> String {
     let s: String = name
         .chars()
         .filter(|c| !c.is_control())

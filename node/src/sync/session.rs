@@ -28,6 +28,7 @@ use std::path::Path;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
+use super::pairing::clean_name;
 use cairn_protocol::{
     ALPN_SYNC, Batch, Hello, MAX_WATERMARKS, Message, NodeId, OriginName, PlanLimits, Pull,
     SpkiFingerprint, Watermark, lags, next_pull, plan_pulls_where,
@@ -55,8 +56,6 @@ const READ_AHEAD: usize = 6;
 const MAX_DIAL_CANDIDATES: usize = 12;
 /// How long the end of a session waits for the peer to acknowledge our last bytes.
 const FINISH_LINGER: Duration = Duration::from_secs(2);
-/// Longest peer name stored.
-const MAX_NAME_CHARS: usize = 64;
 /// Meta key prefix for "entries the peer held that we lacked" after the last session.
 const BEHIND_META: &str = "sync.behind.";
 
@@ -322,21 +321,6 @@ async fn send(
     match tokio::time::timeout(timeout, send_msg(stream, msg)).await {
         Err(_) => Err(SessionError::Timeout { after: timeout }),
         Ok(r) => r,
-    }
-}
-
-/// A peer-supplied name, safe to store and print.
-fn clean_name(name: &str) -> String {
-    let s: String = name
-        .chars()
-        .filter(|c| !c.is_control())
-        .take(MAX_NAME_CHARS)
-        .collect();
-    let s = s.trim();
-    if s.is_empty() {
-        "unnamed".to_owned()
-    } else {
-        s.to_owned()
     }
 }
 
