@@ -141,7 +141,7 @@ fn mcp_lists_tools_and_answers_each_one() {
         let note = ok_text(&call(&client, "search", json!({"query": "blue-green fridays"})).await);
         assert!(note.contains("notes ·") && note.contains("blue-green"), "{note}");
 
-        // status: this node, no peers yet.
+        // status: this node, no peers paired in this home.
         let st: Value = serde_json::from_str(&ok_text(&call(&client, "status", json!({})).await))
             .expect("status is JSON");
         let cli_status = home.json(&["status", "--json"]);

@@ -351,6 +351,27 @@ pub struct PeerLine {
     pub machine: String,
     /// Last successful sync, RFC 3339 UTC.
     pub last_sync: Option<String>,
+    /// Records received from it so far.
+    pub records_received: u64,
+}
+
+/// The paired machines, from the peer table (none when it cannot be read).
+fn peer_lines(node: &Node) -> Vec<PeerLine> {
+    let Ok(table) = crate::sync::peers::PeerTable::load(&node.config().home) else {
+        return Vec::new();
+    };
+    table
+        .peers()
+        .iter()
+        .map(|p| PeerLine {
+            machine: crate::mcp::sanitize::clean(&p.name).into_owned(),
+            last_sync: p
+                .last_sync_ms
+                .and_then(chrono::DateTime::from_timestamp_millis)
+                .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)),
+            records_received: p.records_received,
+        })
+        .collect()
 }
 
 /// Runs `status`.
@@ -380,7 +401,47 @@ pub fn status(node: &Node, now_ms: i64) -> Result<String, ToolFailure> {
             .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)),
         index_age_seconds: st.last_indexed_ms.map(|t| (now_ms - t).max(0) / 1000),
         refresh: "answers from the index as it is; `cairn index` (or the daemon) reads new history",
-        peers: Vec::new(),
+        peers: peer_lines(node),
     };
     Ok(serde_json::to_string_pretty(&report)?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{Config, Env};
+    use crate::sync::peers::{Peer, PeerTable};
+
+    #[test]
+    fn status_lists_paired_machines() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let env = Env {
+            home: Some(dir.path().to_path_buf()),
+            hostname: Some("laptop".into()),
+            ..Env::default()
+        };
+        let node = Node::open(Config::resolve(&env, None).expect("config")).expect("open");
+        let none: serde_json::Value =
+            serde_json::from_str(&status(&node, 0).expect("status")).expect("json");
+        assert_eq!(none["peers"], serde_json::json!([]));
+        let mut peer = Peer::new(&[7; 32], "desk\u{1b}[2Jtop", Vec::new(), 1_700_000_000_000);
+        peer.last_sync_ms = Some(1_700_000_000_000);
+        peer.records_received = 42;
+        PeerTable::modify(&node.config().home, |t| {
+            t.upsert(peer);
+            Ok(())
+        })
+        .expect("peer table");
+        let st: serde_json::Value =
+            serde_json::from_str(&status(&node, 0).expect("status")).expect("json");
+        let peers = st["peers"].as_array().expect("peers");
+        assert_eq!(peers.len(), 1, "{st}");
+        assert_eq!(peers[0]["records_received"], 42);
+        assert_eq!(peers[0]["last_sync"], "2023-11-14T22:13:20Z");
+        let name = peers[0]["machine"].as_str().expect("name");
+        assert!(
+            name.starts_with("desk") && !name.contains('\u{1b}'),
+            "{name}"
+        );
+    }
 }
