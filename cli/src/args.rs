@@ -59,7 +59,7 @@ pub enum Command {
     Sync(SyncArgs),
     /// Keep this machine in sync: index new history as it is written and replicate with paired machines.
     Serve(ServeArgs),
-    /// Index built-in sample histories in a throwaway home and search them.
+    /// Two throwaway machines with sample histories: index, pair, sync over QUIC, search across them.
     Demo(DemoArgs),
     /// Serve the memory to coding agents over MCP on stdin/stdout.
     Mcp,
