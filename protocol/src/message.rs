@@ -203,6 +203,11 @@ pub struct PairRequest {
     pub joiner_node_id: NodeId,
     /// The joiner's human-readable name.
     pub joiner_name: String,
+    /// The port the joiner's `cairn serve` listens on, if one runs: the
+    /// inviter dials it at the address this connection came from. Omitted
+    /// when unknown (older 1.0 peers ignore it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub joiner_serve_port: Option<u16>,
 }
 
 /// Pairing: the inviter's answering proof.
@@ -215,4 +220,8 @@ pub struct PairAccept {
     pub inviter_node_id: NodeId,
     /// The inviter's human-readable name.
     pub inviter_name: String,
+    /// The port the inviter's `cairn serve` listens on, if one runs (the
+    /// pairing port in the code is closed once pairing ends). Omitted when unknown.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inviter_serve_port: Option<u16>,
 }

@@ -404,6 +404,7 @@ pub fn pair_request(secret: &[u8], t: &Transcript, joiner_name: &str) -> PairReq
         secret_proof: proof(secret, Role::Joiner, t),
         joiner_node_id: NodeId::from_fingerprint(&t.joiner),
         joiner_name: joiner_name.to_owned(),
+        joiner_serve_port: None,
     }
 }
 
@@ -413,6 +414,7 @@ pub fn pair_accept(secret: &[u8], t: &Transcript, inviter_name: &str) -> PairAcc
         secret_proof: proof(secret, Role::Inviter, t),
         inviter_node_id: NodeId::from_fingerprint(&t.inviter),
         inviter_name: inviter_name.to_owned(),
+        inviter_serve_port: None,
     }
 }
 

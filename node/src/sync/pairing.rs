@@ -60,6 +60,9 @@ pub struct LocalNode<'a> {
     pub name: &'a str,
     /// The node's home, where `peers.json` lives.
     pub home: &'a Path,
+    /// The port this node's running `cairn serve` listens on, told to the
+    /// other side so it can dial back once the pairing port is closed.
+    pub serve_port: Option<u16>,
 }
 
 impl<'a> LocalNode<'a> {
@@ -69,6 +72,8 @@ impl<'a> LocalNode<'a> {
             key: node.identity().key(),
             name: &node.config().node_name,
             home: &node.config().home,
+            serve_port: crate::sync::daemon::running_state(&node.config().home)
+                .map(|s| s.listen_addr.port()),
         }
     }
 }
@@ -148,6 +153,7 @@ pub struct Inviter {
     home: PathBuf,
     fingerprint: SpkiFingerprint,
     ttl: Duration,
+    serve_port: Option<u16>,
 }
 
 impl Inviter {
@@ -188,6 +194,7 @@ impl Inviter {
             name: local.name.to_owned(),
             home: local.home.to_path_buf(),
             ttl,
+            serve_port: local.serve_port,
         })
     }
 
@@ -284,7 +291,8 @@ impl Inviter {
             .await;
             return Err(Attempt::Failed(e.into()));
         }
-        let accept = pair_accept(self.code.secret(), &t, &self.name);
+        let mut accept = pair_accept(self.code.secret(), &t, &self.name);
+        accept.inviter_serve_port = self.serve_port;
         send_msg(&mut send, &Message::PairAccept(accept))
             .await
             .map_err(|e| Attempt::Broken(e.into()))?;
@@ -303,10 +311,16 @@ impl Inviter {
             Err(e) => return Err(Attempt::Broken(e.into())),
         }
         let remote = conn.remote_address();
+        // The joiner's daemon, if it runs, at the address it connected from.
+        let dial_back = req
+            .joiner_serve_port
+            .filter(|p| *p != 0)
+            .map(|p| vec![SocketAddr::new(remote.ip(), p)])
+            .unwrap_or_default();
         let mut peer = Peer::new(
             &t.joiner,
             &clean_name(&req.joiner_name),
-            Vec::new(),
+            dial_back,
             now_ms(),
         );
         peer.last_addr = Some(remote);
@@ -400,7 +414,8 @@ async fn join_on(
         )),
         channel_binding: channel_binding(conn)?,
     };
-    let req = pair_request(code.secret(), &t, local.name);
+    let mut req = pair_request(code.secret(), &t, local.name);
+    req.joiner_serve_port = local.serve_port;
     send_msg(&mut send, &Message::PairRequest(req)).await?;
     let mut dec = FrameDecoder::with_max(MAX_PAIR_FRAME);
     let acc = match recv_msg(&mut recv, &mut dec, MSG_TIMEOUT).await {
@@ -422,12 +437,21 @@ async fn join_on(
     };
     verify_pair_accept(code.secret(), &t, &acc)?;
     let remote = conn.remote_address();
-    let mut peer = Peer::new(
-        &t.inviter,
-        &clean_name(&acc.inviter_name),
-        code.addrs().to_vec(),
-        now_ms(),
+    // The inviter's daemon first (the pairing port closes now), then the code's addresses.
+    let mut addrs: Vec<SocketAddr> = acc
+        .inviter_serve_port
+        .filter(|p| *p != 0)
+        .map(|p| SocketAddr::new(remote.ip(), p))
+        .into_iter()
+        .collect();
+    addrs.extend(
+        code.addrs()
+            .iter()
+            .filter(|a| !addrs.contains(a))
+            .copied()
+            .collect::<Vec<_>>(),
     );
+    let mut peer = Peer::new(&t.inviter, &clean_name(&acc.inviter_name), addrs, now_ms());
     peer.last_addr = Some(remote);
     let stored = PeerTable::modify(local.home, |table| Ok(table.upsert(peer).clone()))?;
     send_msg(
@@ -572,6 +596,7 @@ mod tests {
                 key: &self.key,
                 name: &self.name,
                 home: self.dir.path(),
+                serve_port: None,
             }
         }
 
@@ -616,6 +641,37 @@ mod tests {
         // The joiner remembers where to dial the inviter.
         assert_eq!(tb.peers()[0].addresses, pb.peer.addresses);
         assert_eq!(tb.peers()[0].addresses.len(), 1);
+    }
+
+    #[tokio::test]
+    async fn running_daemons_tell_each_other_where_to_dial_back() {
+        let (a, b) = (Home::new("alpha"), Home::new("beta"));
+        let inviter_side = LocalNode {
+            serve_port: Some(4242),
+            ..a.local()
+        };
+        let joiner_side = LocalNode {
+            serve_port: Some(5353),
+            ..b.local()
+        };
+        let inv = Inviter::open(
+            inviter_side,
+            loopback(),
+            &[],
+            Duration::from_secs(30),
+            now_unix(),
+        )
+        .expect("open pairing window");
+        let pairing_addr = inv.local_addr().expect("addr");
+        let code = inv.code().encode();
+        let (ra, rb) = tokio::join!(inv.run(), join(joiner_side, &code, now_unix(), HS));
+        let (pa, pb) = (ra.expect("inviter pairs"), rb.expect("joiner pairs"));
+        // The joiner dials the inviter's daemon first, then the code's address.
+        let ip = pairing_addr.ip();
+        assert_eq!(pb.peer.addresses, [SocketAddr::new(ip, 4242), pairing_addr]);
+        // The inviter learned where the joiner's daemon listens.
+        assert_eq!(pa.peer.addresses, [SocketAddr::new(ip, 5353)]);
+        assert_eq!(a.peers().peers()[0].addresses, [SocketAddr::new(ip, 5353)]);
     }
 
     #[tokio::test]

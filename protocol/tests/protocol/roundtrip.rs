@@ -184,21 +184,23 @@ pub fn message() -> impl Strategy<Value = Message> {
         any::<u64>().prop_map(|nonce| Message::Ping { nonce }),
         any::<u64>().prop_map(|nonce| Message::Pong { nonce }),
         text().prop_map(|reason| Message::Bye { reason }),
-        (any::<[u8; 32]>(), node_id(), text()).prop_map(
-            |(secret_proof, joiner_node_id, joiner_name)| {
+        (any::<[u8; 32]>(), node_id(), text(), any::<Option<u16>>()).prop_map(
+            |(secret_proof, joiner_node_id, joiner_name, joiner_serve_port)| {
                 Message::PairRequest(PairRequest {
                     secret_proof,
                     joiner_node_id,
                     joiner_name,
+                    joiner_serve_port,
                 })
             }
         ),
-        (any::<[u8; 32]>(), node_id(), text()).prop_map(
-            |(secret_proof, inviter_node_id, inviter_name)| {
+        (any::<[u8; 32]>(), node_id(), text(), any::<Option<u16>>()).prop_map(
+            |(secret_proof, inviter_node_id, inviter_name, inviter_serve_port)| {
                 Message::PairAccept(PairAccept {
                     secret_proof,
                     inviter_node_id,
                     inviter_name,
+                    inviter_serve_port,
                 })
             }
         ),

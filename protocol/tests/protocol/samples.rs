@@ -201,6 +201,7 @@ pub fn messages() -> Vec<(&'static str, Message)> {
                 secret_proof: [0x11; 32],
                 joiner_node_id: node(3),
                 joiner_name: "desktop".into(),
+                joiner_serve_port: None,
             }),
         ),
         (
@@ -209,6 +210,7 @@ pub fn messages() -> Vec<(&'static str, Message)> {
                 secret_proof: [0x22; 32],
                 inviter_node_id: node(1),
                 inviter_name: "laptop".into(),
+                inviter_serve_port: None,
             }),
         ),
     ]
