@@ -173,6 +173,25 @@ pub fn has_suffix(path: &Path, suffix: &str) -> bool {
         .is_some_and(|n| n.ends_with(suffix))
 }
 
+/// Feeds every complete line of `bytes` to `parser` the way the indexer
+/// does (a torn tail is not fed), then `finish`; for parser tests.
+#[cfg(test)]
+pub(crate) fn feed_lines(
+    parser: &mut dyn super::LineParser,
+    bytes: &[u8],
+) -> (Vec<crate::record::Record>, Vec<ParseError>) {
+    let (mut recs, mut errs) = (Vec::new(), Vec::new());
+    let mut off = 0usize;
+    while let Some(i) = bytes[off..].iter().position(|&b| b == b'\n') {
+        if let Err(e) = parser.line(&bytes[off..off + i], off as u64, &mut recs) {
+            errs.push(e);
+        }
+        off += i + 1;
+    }
+    parser.finish(&mut recs);
+    (recs, errs)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -213,17 +213,7 @@ mod tests {
 
     /// Feeds complete lines the way the indexer does; a torn tail is not fed.
     fn feed(path: &Path, bytes: &[u8]) -> (Vec<Record>, Vec<ParseError>) {
-        let mut p = new_parser(path);
-        let (mut recs, mut errs) = (Vec::new(), Vec::new());
-        let mut off = 0usize;
-        while let Some(i) = bytes[off..].iter().position(|&b| b == b'\n') {
-            if let Err(e) = p.line(&bytes[off..off + i], off as u64, &mut recs) {
-                errs.push(e);
-            }
-            off += i + 1;
-        }
-        p.finish(&mut recs);
-        (recs, errs)
+        crate::sources::common::feed_lines(new_parser(path).as_mut(), bytes)
     }
 
     #[test]
