@@ -579,11 +579,19 @@ fn two_daemons_in_separate_network_namespaces_over_veth() {
         )
         .expect("append");
     }
-    let hits = wait_for(DEADLINE, || {
+    // A pushes on change; if that push is lost, B's own periodic round
+    // (every 30 s) still pulls it, so allow for one such round.
+    let hits = wait_for(Duration::from_secs(90), || {
         let h = b.search("capybara");
         (!h.is_empty()).then_some(h)
-    })
-    .expect("the new line crossed namespaces");
+    });
+    let Some(hits) = hits else {
+        for m in [&a, &b] {
+            let log = std::fs::read_to_string(m.home.path().join("serve.log")).unwrap_or_default();
+            eprintln!("--- {} serve log ---\n{log}", m.name);
+        }
+        panic!("the new line did not cross namespaces");
+    };
     assert!(hits.iter().all(|h| h["machine"] == a.name));
     // A learned B's namespace address when B dialed it.
     let peers = a.json(&["peers", "--json"]);
