@@ -602,6 +602,34 @@ impl Parser<'_> {
         }
     }
 
+    /// Before each member or item: consumes the separating comma (after the
+    /// first) and says whether the list closes here instead, consuming the
+    /// closing bracket. A trailing comma before the bracket is allowed.
+    fn list_end(
+        &mut self,
+        first: bool,
+        close: u8,
+        expected: &'static str,
+    ) -> Result<bool, ParseError> {
+        self.skip_ws()?;
+        if self.s.get(self.i) == Some(&close) {
+            self.i += 1;
+            return Ok(true);
+        }
+        if !first {
+            if self.s.get(self.i) != Some(&b',') {
+                return Err(self.error(expected));
+            }
+            self.i += 1;
+            self.skip_ws()?;
+            if self.s.get(self.i) == Some(&close) {
+                self.i += 1;
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+
     fn value(&mut self, depth: usize) -> Result<Node, ParseError> {
         if depth > MAX_DEPTH {
             return Err(self.error("less deeply nested values"));
@@ -611,23 +639,7 @@ impl Parser<'_> {
             Some(b'{') => {
                 self.i += 1;
                 let mut members = Vec::new();
-                loop {
-                    self.skip_ws()?;
-                    if self.s.get(self.i) == Some(&b'}') {
-                        self.i += 1;
-                        break;
-                    }
-                    if !members.is_empty() {
-                        if self.s.get(self.i) != Some(&b',') {
-                            return Err(self.error("`,` or `}`"));
-                        }
-                        self.i += 1;
-                        self.skip_ws()?;
-                        if self.s.get(self.i) == Some(&b'}') {
-                            self.i += 1;
-                            break;
-                        }
-                    }
+                while !self.list_end(members.is_empty(), b'}', "`,` or `}`")? {
                     let key_start = self.i;
                     if self.s.get(self.i) != Some(&b'"') {
                         return Err(self.error("a quoted key"));
@@ -657,23 +669,7 @@ impl Parser<'_> {
             Some(b'[') => {
                 self.i += 1;
                 let mut items = Vec::new();
-                loop {
-                    self.skip_ws()?;
-                    if self.s.get(self.i) == Some(&b']') {
-                        self.i += 1;
-                        break;
-                    }
-                    if !items.is_empty() {
-                        if self.s.get(self.i) != Some(&b',') {
-                            return Err(self.error("`,` or `]`"));
-                        }
-                        self.i += 1;
-                        self.skip_ws()?;
-                        if self.s.get(self.i) == Some(&b']') {
-                            self.i += 1;
-                            break;
-                        }
-                    }
+                while !self.list_end(items.is_empty(), b']', "`,` or `]`")? {
                     items.push(self.value(depth + 1)?);
                 }
                 Ok(Node {
