@@ -2,6 +2,7 @@
 
 mod corpus;
 mod measure;
+pub mod recall;
 pub mod sync;
 
 use std::path::PathBuf;
@@ -43,6 +44,9 @@ pub struct BenchArgs {
 pub fn main() -> anyhow::Result<()> {
     if std::env::args().nth(1).as_deref() == Some("sync") {
         return sync::main();
+    }
+    if std::env::args().nth(1).as_deref() == Some("recall") {
+        return recall::main();
     }
     let args = BenchArgs::parse();
     let cairn = match &args.cairn {

@@ -1,0 +1,506 @@
+//! `cairn-bench recall`: how often search puts the right session first.
+//!
+//! Reads an evaluation set (`fixtures/recall/` by default, see its README),
+//! writes every session as the agent's own JSONL (Claude Code or Codex) into
+//! a temporary home, indexes it with a real node, asks every question and
+//! prints, per category and per split (`tune` / `holdout`): R@1, R@5, MRR
+//! and the median search latency (in-process, warm, on this machine).
+//!
+//! ```text
+//! cargo run --release -p cairn --bin cairn-bench -- recall
+//! cairn-bench recall --misses            # also list the questions not found first
+//! ```
+
+use std::collections::{BTreeMap, HashMap};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use anyhow::{Context, bail};
+use cairn_node::config::{Config, Env};
+use cairn_node::node::Node;
+use cairn_node::search::SearchOptions;
+use clap::Parser;
+use serde::Serialize;
+use serde_json::json;
+
+/// Recall figures over a hand-written evaluation set.
+#[derive(Debug, Parser)]
+#[command(name = "cairn-bench recall")]
+pub struct RecallArgs {
+    /// The evaluation set: a folder with `*.txt` sessions and `questions.tsv`.
+    #[arg(long)]
+    pub set: Option<PathBuf>,
+    /// "Now" for the search, as a date (the set's histories end in late 2025).
+    #[arg(long, default_value = "2025-12-01")]
+    pub now: String,
+    /// Sessions asked for per question (R@5 and MRR look at these).
+    #[arg(long, default_value_t = 10)]
+    pub limit: usize,
+    /// Only questions of this split (tune or holdout).
+    #[arg(long)]
+    pub split: Option<String>,
+    /// List every question whose session was not ranked first.
+    #[arg(long)]
+    pub misses: bool,
+    /// Print the figures as JSON too.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// One message of an evaluation session.
+#[derive(Debug, Clone)]
+struct Message {
+    kind: char,
+    time_ms: Option<i64>,
+    text: String,
+}
+
+/// One evaluation session.
+#[derive(Debug, Clone)]
+struct Session {
+    label: String,
+    agent: String,
+    project: String,
+    messages: Vec<Message>,
+}
+
+/// One question with the session that answers it.
+#[derive(Debug, Clone)]
+struct Question {
+    id: String,
+    split: String,
+    category: String,
+    session: String,
+    text: String,
+}
+
+/// Parses `## label agent project`, `@ date time` / `@ none` and `X: text` lines.
+fn parse_sessions(text: &str, out: &mut Vec<Session>) -> anyhow::Result<()> {
+    let mut clock: Option<i64> = None;
+    for (n, line) in text.lines().enumerate() {
+        let line = line.trim_end();
+        if line.is_empty() {
+            continue;
+        }
+        if let Some(head) = line.strip_prefix("## ") {
+            let parts: Vec<&str> = head.split_whitespace().collect();
+            let [label, agent, project] = parts[..] else {
+                bail!("line {}: expected `## label agent project`", n + 1);
+            };
+            out.push(Session {
+                label: label.to_owned(),
+                agent: agent.to_owned(),
+                project: project.to_owned(),
+                messages: Vec::new(),
+            });
+            clock = None;
+        } else if let Some(at) = line.strip_prefix("@ ") {
+            clock = if at.trim() == "none" {
+                None
+            } else {
+                let t = chrono::NaiveDateTime::parse_from_str(at.trim(), "%Y-%m-%d %H:%M")
+                    .with_context(|| format!("line {}: bad time {at:?}", n + 1))?;
+                Some(t.and_utc().timestamp_millis())
+            };
+        } else {
+            let Some((kind, body)) = line.split_once(": ") else {
+                bail!("line {}: expected `U: text`", n + 1);
+            };
+            let kind = match kind {
+                "U" => 'U',
+                "A" => 'A',
+                "C" => 'C',
+                "T" => 'T',
+                _ => bail!("line {}: unknown speaker {kind:?}", n + 1),
+            };
+            let session = out
+                .last_mut()
+                .with_context(|| format!("line {}: message before any session", n + 1))?;
+            session.messages.push(Message {
+                kind,
+                time_ms: clock,
+                text: body.to_owned(),
+            });
+            clock = clock.map(|t| t + 120_000);
+        }
+    }
+    Ok(())
+}
+
+fn parse_questions(text: &str) -> anyhow::Result<Vec<Question>> {
+    let mut out = Vec::new();
+    for (n, line) in text.lines().enumerate().skip(1) {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let f: Vec<&str> = line.split('\t').collect();
+        let [id, split, category, session, text] = f[..] else {
+            bail!(
+                "questions.tsv line {}: expected 5 tab-separated fields",
+                n + 1
+            );
+        };
+        out.push(Question {
+            id: id.to_owned(),
+            split: split.to_owned(),
+            category: category.to_owned(),
+            session: session.to_owned(),
+            text: text.to_owned(),
+        });
+    }
+    Ok(out)
+}
+
+/// A stable UUID-shaped session id for a label.
+fn session_uuid(label: &str) -> String {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in label.bytes() {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    let g = h.rotate_left(29) ^ 0x9e37_79b9_7f4a_7c15;
+    format!(
+        "{:08x}-{:04x}-4{:03x}-8{:03x}-{:012x}",
+        h >> 32,
+        (h >> 16) & 0xffff,
+        h & 0xfff,
+        g >> 52,
+        g & 0xffff_ffff_ffff
+    )
+}
+
+fn rfc3339(ms: i64) -> String {
+    chrono::DateTime::from_timestamp_millis(ms)
+        .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true))
+        .unwrap_or_default()
+}
+
+/// Writes one session as a Claude Code transcript.
+fn write_claude(home: &Path, s: &Session, sid: &str) -> anyhow::Result<()> {
+    let slug = s.project.replace('/', "-");
+    let dir = home.join(".claude/projects").join(slug);
+    std::fs::create_dir_all(&dir)?;
+    let mut f = std::io::BufWriter::new(std::fs::File::create(dir.join(format!("{sid}.jsonl")))?);
+    let mut parent: Option<String> = None;
+    let mut tool = 0u32;
+    for (i, m) in s.messages.iter().enumerate() {
+        let uuid = format!("{sid}-{i}");
+        let mut v = json!({"parentUuid": parent, "isSidechain": false, "userType": "external",
+            "cwd": s.project, "sessionId": sid, "version": "2.1.0", "gitBranch": "main", "uuid": uuid});
+        if let Some(t) = m.time_ms {
+            v["timestamp"] = json!(rfc3339(t));
+        }
+        match m.kind {
+            'U' => {
+                v["type"] = json!("user");
+                v["message"] = json!({"role": "user", "content": m.text});
+            }
+            'A' => {
+                v["type"] = json!("assistant");
+                v["message"] = json!({"id": format!("msg_{i}"), "type": "message", "role": "assistant",
+                    "model": "claude-sonnet-4-5", "content": [{"type": "text", "text": m.text}]});
+            }
+            'C' => {
+                tool += 1;
+                v["type"] = json!("assistant");
+                v["message"] = json!({"id": format!("msg_{i}"), "type": "message", "role": "assistant",
+                    "model": "claude-sonnet-4-5",
+                    "content": [{"type": "tool_use", "id": format!("toolu_{tool}"), "name": "Bash",
+                                 "input": {"command": m.text}}]});
+            }
+            _ => {
+                v["type"] = json!("user");
+                v["message"] = json!({"role": "user", "content": [{"type": "tool_result",
+                    "tool_use_id": format!("toolu_{tool}"), "content": m.text}]});
+            }
+        }
+        serde_json::to_writer(&mut f, &v)?;
+        f.write_all(b"\n")?;
+        parent = Some(uuid);
+    }
+    f.flush()?;
+    Ok(())
+}
+
+/// Writes one session as a Codex rollout.
+fn write_codex(home: &Path, s: &Session, sid: &str) -> anyhow::Result<()> {
+    let start = s
+        .messages
+        .iter()
+        .find_map(|m| m.time_ms)
+        .context("codex sessions need a time")?;
+    let t0 = chrono::DateTime::from_timestamp_millis(start).context("time out of range")?;
+    let dir = home
+        .join(".codex/sessions")
+        .join(t0.format("%Y/%m/%d").to_string());
+    std::fs::create_dir_all(&dir)?;
+    let name = format!("rollout-{}-{sid}.jsonl", t0.format("%Y-%m-%dT%H-%M-%S"));
+    let mut f = std::io::BufWriter::new(std::fs::File::create(dir.join(name))?);
+    let mut line = |v: serde_json::Value| -> anyhow::Result<()> {
+        serde_json::to_writer(&mut f, &v)?;
+        f.write_all(b"\n")?;
+        Ok(())
+    };
+    line(json!({"timestamp": rfc3339(start), "type": "session_meta",
+        "payload": {"id": sid, "timestamp": rfc3339(start), "cwd": s.project,
+                    "originator": "codex_cli_rs", "cli_version": "0.58.0"}}))?;
+    let mut call = 0u32;
+    for m in &s.messages {
+        let ts = rfc3339(m.time_ms.unwrap_or(start));
+        let payload = match m.kind {
+            'U' => json!({"type": "message", "role": "user",
+                          "content": [{"type": "input_text", "text": m.text}]}),
+            'A' => json!({"type": "message", "role": "assistant",
+                          "content": [{"type": "output_text", "text": m.text}]}),
+            'C' => {
+                call += 1;
+                let args = json!({"command": ["bash", "-lc", m.text]}).to_string();
+                json!({"type": "function_call", "name": "shell", "arguments": args,
+                       "call_id": format!("call_{call}")})
+            }
+            _ => json!({"type": "function_call_output", "call_id": format!("call_{call}"),
+                        "output": m.text}),
+        };
+        line(json!({"timestamp": ts, "type": "response_item", "payload": payload}))?;
+    }
+    f.flush()?;
+    Ok(())
+}
+
+/// Figures for one group of questions.
+#[derive(Debug, Default, Serialize)]
+pub struct Figures {
+    /// Questions in the group.
+    pub n: usize,
+    /// Share with the right session first.
+    pub r_at_1: f64,
+    /// Share with the right session in the first five.
+    pub r_at_5: f64,
+    /// Mean reciprocal rank (0 when not in the list).
+    pub mrr: f64,
+    /// Median search time, ms.
+    pub p50_ms: f64,
+}
+
+fn figures(rows: &[(usize, f64)]) -> Figures {
+    // rank: 1-based, 0 = not found.
+    let n = rows.len();
+    if n == 0 {
+        return Figures::default();
+    }
+    let r1 = rows.iter().filter(|(r, _)| *r == 1).count() as f64 / n as f64;
+    let r5 = rows.iter().filter(|(r, _)| (1..=5).contains(r)).count() as f64 / n as f64;
+    let mrr = rows
+        .iter()
+        .map(|(r, _)| if *r == 0 { 0.0 } else { 1.0 / *r as f64 })
+        .sum::<f64>()
+        / n as f64;
+    let mut ms: Vec<f64> = rows.iter().map(|(_, t)| *t).collect();
+    ms.sort_by(f64::total_cmp);
+    Figures {
+        n,
+        r_at_1: r1,
+        r_at_5: r5,
+        mrr,
+        p50_ms: ms[n / 2],
+    }
+}
+
+/// Entry point of `cairn-bench recall`.
+pub fn main() -> anyhow::Result<()> {
+    let args = RecallArgs::parse_from(std::env::args().skip(1));
+    let set = args
+        .set
+        .clone()
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/recall"));
+    let mut sessions = Vec::new();
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&set)
+        .with_context(|| format!("cannot read the evaluation set {}", set.display()))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "txt"))
+        .collect();
+    files.sort();
+    for f in &files {
+        let text = std::fs::read_to_string(f)?;
+        parse_sessions(&text, &mut sessions).with_context(|| f.display().to_string())?;
+    }
+    let questions = parse_questions(&std::fs::read_to_string(set.join("questions.tsv"))?)?;
+    let ids: HashMap<String, String> = sessions
+        .iter()
+        .map(|s| (s.label.clone(), session_uuid(&s.label)))
+        .collect();
+    for q in &questions {
+        anyhow::ensure!(
+            ids.contains_key(&q.session),
+            "{}: no session {}",
+            q.id,
+            q.session
+        );
+    }
+
+    let tmp = tempfile::Builder::new().prefix("cairn-recall-").tempdir()?;
+    let home = tmp.path().join("home");
+    for s in &sessions {
+        let sid = &ids[&s.label];
+        match s.agent.as_str() {
+            "codex" => write_codex(&home, s, sid)?,
+            _ => write_claude(&home, s, sid)?,
+        }
+    }
+    let home_s = home.to_string_lossy().into_owned();
+    let data_s = tmp.path().join("cairn").to_string_lossy().into_owned();
+    let env = Env::capture(|k| match k {
+        "HOME" => Some(home_s.clone()),
+        "CAIRN_HOME" => Some(data_s.clone()),
+        "HOSTNAME" => Some("bench".to_owned()),
+        _ => None,
+    });
+    let mut node = Node::open(Config::resolve(&env, None)?)?;
+    let now_ms = cairn_node::search::parse_since(&args.now, 0)
+        .with_context(|| format!("cannot read --now {:?}", args.now))?;
+    let report = node.index(now_ms, &mut |_| {})?;
+    let stats = node.stats()?;
+    eprintln!(
+        "indexed {} sessions, {} records ({} new)",
+        sessions.len(),
+        stats.records,
+        report.added
+    );
+
+    let opts = SearchOptions {
+        limit: args.limit,
+        now_ms,
+        ..SearchOptions::default()
+    };
+    // (category, split) -> (rank, ms)
+    let mut by_group: BTreeMap<(String, String), Vec<(usize, f64)>> = BTreeMap::new();
+    let mut misses = Vec::new();
+    for q in &questions {
+        if args.split.as_ref().is_some_and(|s| *s != q.split) {
+            continue;
+        }
+        let started = Instant::now();
+        let hits = node.search(&q.text, &opts)?;
+        let ms = started.elapsed().as_secs_f64() * 1000.0;
+        let want = &ids[&q.session];
+        let rank = hits
+            .iter()
+            .position(|h| &h.session_id == want)
+            .map_or(0, |i| i + 1);
+        if rank != 1 {
+            let got = hits
+                .first()
+                .and_then(|h| ids.iter().find(|(_, v)| **v == h.session_id))
+                .map_or("-".to_owned(), |(k, _)| k.clone());
+            misses.push(format!(
+                "{} {} {} want {} rank {} got {}: {}",
+                q.id,
+                q.split,
+                q.category,
+                q.session,
+                if rank == 0 {
+                    "-".to_owned()
+                } else {
+                    rank.to_string()
+                },
+                got,
+                q.text
+            ));
+        }
+        by_group
+            .entry((q.category.clone(), q.split.clone()))
+            .or_default()
+            .push((rank, ms));
+    }
+
+    let mut table: Vec<(String, Figures)> = Vec::new();
+    let splits = ["tune", "holdout"];
+    let mut cats: Vec<String> = by_group.keys().map(|(c, _)| c.clone()).collect();
+    cats.dedup();
+    let collect = |pred: &dyn Fn(&str, &str) -> bool| -> Vec<(usize, f64)> {
+        by_group
+            .iter()
+            .filter(|((c, s), _)| pred(c, s))
+            .flat_map(|(_, v)| v.iter().copied())
+            .collect()
+    };
+    for c in &cats {
+        for s in splits {
+            table.push((
+                format!("{c}/{s}"),
+                figures(&collect(&|cc, ss| cc == c && ss == s)),
+            ));
+        }
+    }
+    for s in splits {
+        table.push((
+            format!("ALL-but-semantic/{s}"),
+            figures(&collect(&|cc, ss| cc != "semantic" && ss == s)),
+        ));
+        table.push((format!("ALL/{s}"), figures(&collect(&|_, ss| ss == s))));
+    }
+    table.push(("ALL".to_owned(), figures(&collect(&|_, _| true))));
+    table.retain(|(_, f)| f.n > 0);
+
+    println!(
+        "{:<28} {:>4} {:>6} {:>6} {:>6} {:>8}",
+        "group", "n", "R@1", "R@5", "MRR", "p50 ms"
+    );
+    for (name, f) in &table {
+        println!(
+            "{:<28} {:>4} {:>5.1}% {:>5.1}% {:>6.3} {:>8.2}",
+            name,
+            f.n,
+            f.r_at_1 * 100.0,
+            f.r_at_5 * 100.0,
+            f.mrr,
+            f.p50_ms
+        );
+    }
+    if args.misses {
+        println!();
+        for m in &misses {
+            println!("{m}");
+        }
+    }
+    if args.json {
+        let map: BTreeMap<&str, &Figures> = table.iter().map(|(k, v)| (k.as_str(), v)).collect();
+        println!("{}", serde_json::to_string_pretty(&map)?);
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_committed_set_parses_and_is_big_enough() {
+        let set = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/recall");
+        let mut sessions = Vec::new();
+        for f in ["friends.txt", "personal.txt", "coding.txt"] {
+            let text = std::fs::read_to_string(set.join(f)).expect("read");
+            parse_sessions(&text, &mut sessions).expect(f);
+        }
+        let qs = parse_questions(&std::fs::read_to_string(set.join("questions.tsv")).expect("tsv"))
+            .expect("questions");
+        let labels: std::collections::HashSet<&str> =
+            sessions.iter().map(|s| s.label.as_str()).collect();
+        assert_eq!(labels.len(), sessions.len(), "labels are unique");
+        assert!(qs.iter().all(|q| labels.contains(q.session.as_str())));
+        let asked: std::collections::HashSet<&str> =
+            qs.iter().map(|q| q.session.as_str()).collect();
+        assert!(qs.len() >= 300 && asked.len() >= 100);
+        assert!(qs.iter().filter(|q| q.category == "semantic").count() >= 50);
+        assert!(qs.iter().any(|q| q.split == "holdout"));
+        assert!(qs.iter().all(|q| q.split == "tune" || q.split == "holdout"));
+    }
+
+    #[test]
+    fn uuids_are_stable_and_distinct() {
+        assert_eq!(session_uuid("c01"), session_uuid("c01"));
+        assert_ne!(session_uuid("c01"), session_uuid("c02"));
+        assert_eq!(session_uuid("k35").len(), 36);
+    }
+}
