@@ -33,6 +33,20 @@ pub fn short_time(ms: Option<i64>) -> String {
         .unwrap_or_else(|| "-".to_owned())
 }
 
+/// How long ago `ms` was, in words (`never` when unknown).
+pub fn ago(ms: Option<i64>, now_ms: i64) -> String {
+    let Some(ms) = ms else {
+        return "never".to_owned();
+    };
+    let secs = (now_ms - ms).max(0) / 1000;
+    match secs {
+        0..60 => "just now".to_owned(),
+        60..3600 => format!("{} min ago", secs / 60),
+        3600..86_400 => format!("{} h ago", secs / 3600),
+        _ => format!("{} days ago", secs / 86_400),
+    }
+}
+
 /// Removes terminal control characters from text shown to a person.
 pub fn printable(s: &str) -> String {
     s.chars()

@@ -321,3 +321,80 @@ fn mcp_stdout_carries_only_protocol_messages() {
         "logs belong on stderr"
     );
 }
+
+/// Appends one Claude Code user line to the widgets transcript of `home`.
+fn append_claude_line(home: &TestHome, uuid: &str, text: &str) {
+    let sid = "d2a7c4e1-8f3b-4c6d-a5e9-7b1f0c3d2e44";
+    let path = home
+        .path()
+        .join(format!(".claude/projects/-home-dev-widgets/{sid}.jsonl"));
+    let line = json!({
+        "type": "user", "uuid": uuid, "parentUuid": null, "sessionId": sid,
+        "timestamp": "2026-01-04T10:00:00.000Z", "cwd": "/home/dev/widgets",
+        "message": {"role": "user", "content": text}
+    });
+    let mut f = std::fs::OpenOptions::new()
+        .append(true)
+        .open(&path)
+        .expect("open transcript");
+    writeln!(f, "{line}").expect("append");
+}
+
+#[test]
+fn mcp_reads_a_line_appended_to_a_history_file_when_no_daemon_runs() {
+    let home = TestHome::seeded();
+    home.ok(&["index", "--quiet"]);
+    runtime().block_on(async {
+        let client = connect(&home).await;
+        let before = ok_text(&call(&client, "search", json!({"query": "quokkaledger"})).await);
+        assert!(before.starts_with("No matches"), "{before}");
+        // The agent writes while the server runs; no cairn command runs.
+        append_claude_line(
+            &home,
+            "u-mcp-fresh-1",
+            "we moved the quokkaledger to postgres 16",
+        );
+        let after = ok_text(&call(&client, "search", json!({"query": "quokkaledger"})).await);
+        assert!(after.contains("postgres 16"), "{after}");
+        // The session read sees it too, through the hit's handle.
+        let window = ok_text(
+            &call(
+                &client,
+                "session",
+                json!({"handle": first_handle(&after), "limit": 100}),
+            )
+            .await,
+        );
+        assert!(window.contains("quokkaledger"), "{window}");
+        client.cancel().await.expect("close the client");
+    });
+}
+
+#[test]
+fn mcp_leaves_indexing_to_a_running_daemon() {
+    let home = TestHome::seeded();
+    home.ok(&["index", "--quiet"]);
+    // A daemon for this home, as `cairn serve` records it: a live process
+    // (this test's) named in serve.json. It would index; the server must not.
+    let state = json!({"listen_addr": "127.0.0.1:9", "pid": std::process::id(), "started_ms": 1});
+    std::fs::write(home.cairn_home().join("serve.json"), state.to_string()).expect("serve.json");
+    append_claude_line(
+        &home,
+        "u-mcp-daemon-1",
+        "the wombatqueue drains every night",
+    );
+    runtime().block_on(async {
+        let client = connect(&home).await;
+        let r = ok_text(&call(&client, "search", json!({"query": "wombatqueue"})).await);
+        assert!(
+            r.starts_with("No matches"),
+            "the server rescanned beside a daemon: {r}"
+        );
+        client.cancel().await.expect("close the client");
+    });
+    // `cairn search` leaves it to the daemon too.
+    assert!(home.search("wombatqueue", &[]).is_empty());
+    // Once no daemon runs, both read it again.
+    std::fs::remove_file(home.cairn_home().join("serve.json")).expect("rm serve.json");
+    assert_eq!(home.search("wombatqueue", &[]).len(), 1);
+}

@@ -317,6 +317,84 @@ fn two_serve_daemons_pair_and_replicate_within_seconds() {
     }
 }
 
+/// Shorter than the daemons' 30 s periodic round: what arrives within it
+/// came from the round a pairing kicks, not from the timer.
+const FIRST_ROUND: Duration = Duration::from_secs(20);
+
+#[test]
+fn pairing_beside_two_running_daemons_starts_the_first_round_on_both_sides() {
+    let a = Machine::new(TestHome::seeded(), "fixture-laptop");
+    let b = Machine::new(TestHome::empty(), "beta");
+    a.ok(&["index", "--quiet"]);
+    b.ok(&["remember", "the capybara cluster runs in eu-west"]);
+    let a_records = records_of(&a);
+    // Both daemons run, with nothing paired, before the pairing.
+    let (_a_serve, _) = a.serve("127.0.0.1:0");
+    let (_b_serve, _) = b.serve("127.0.0.1:0");
+    let paired_at = Instant::now();
+    pair(&a, &b, &format!("127.0.0.1:{}", free_port()));
+    // Each side's daemon sees the new peer and syncs at once, so each side
+    // holds the other's records long before the periodic round.
+    let on_b = wait_for(FIRST_ROUND, || {
+        (records_of(&b) > a_records).then(Instant::now)
+    });
+    let on_a = wait_for(FIRST_ROUND, || {
+        (!a.search("capybara").is_empty()).then(Instant::now)
+    });
+    if on_a.is_none() || on_b.is_none() {
+        for m in [&a, &b] {
+            let log = std::fs::read_to_string(m.home.path().join("serve.log")).unwrap_or_default();
+            eprintln!("--- {} serve log ---\n{log}", m.name);
+        }
+    }
+    let on_b = on_b.expect("A's history reached B after pairing, without a periodic round");
+    let on_a = on_a.expect("B's note reached A after pairing, without a periodic round");
+    eprintln!(
+        "pairing -> first records: on B {:?}, on A {:?}",
+        on_b.duration_since(paired_at),
+        on_a.duration_since(paired_at)
+    );
+    assert!(
+        !b.search("timezone").is_empty(),
+        "A's fixture history is searchable on B"
+    );
+}
+
+#[test]
+fn cairn_sync_with_a_peer_offline_answers_quickly_and_says_what_it_tried() {
+    let a = Machine::new(TestHome::empty(), "alpha");
+    let b = Machine::new(TestHome::empty(), "beta");
+    a.ok(&["remember", "the heron gateway is retired"]);
+    // Paired, then A goes offline: nothing of A listens anywhere.
+    pair(&a, &b, &format!("127.0.0.1:{}", free_port()));
+    let started = Instant::now();
+    let out = b.cmd(&["sync", "--json"]).output().expect("run cairn sync");
+    let took = started.elapsed();
+    eprintln!("cairn sync with its only peer offline answered in {took:?}");
+    assert!(!out.status.success(), "no peer could be synced");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("sync JSON");
+    let p = &v["peers"][0];
+    assert_eq!(p["name"], "alpha", "{v}");
+    assert_eq!(p["status"], "unreachable", "{v}");
+    let tried = p["tried"].as_array().expect("addresses tried");
+    assert!(
+        !tried.is_empty()
+            && tried
+                .iter()
+                .all(|t| t.as_str().is_some_and(|t| t.starts_with("127.0.0.1:"))),
+        "{v}"
+    );
+    assert!(v["elapsed_ms"].is_u64(), "{v}");
+    // The text form names the state, the addresses and when it was last seen.
+    let out = b.cmd(&["sync"]).output().expect("run cairn sync");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("alpha") && text.contains("unreachable (tried 127.0.0.1:"),
+        "{text}"
+    );
+    assert!(text.contains("last seen"), "{text}");
+}
+
 #[test]
 fn cairn_sync_without_peers_or_listeners_fails_readably() {
     let a = Machine::new(TestHome::empty(), "alpha");

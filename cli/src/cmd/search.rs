@@ -1,4 +1,5 @@
-//! `cairn search`: refresh incrementally, then rank and print.
+//! `cairn search`: refresh incrementally (unless `cairn serve` runs for
+//! this home and does that), then rank and print.
 
 use anyhow::bail;
 use cairn_node::record::Role;
@@ -40,7 +41,9 @@ pub fn run(global: &GlobalArgs, args: &SearchArgs) -> anyhow::Result<()> {
         None => None,
     };
     let mut node = super::open(global)?;
-    if !args.no_refresh {
+    // A running daemon keeps the index fresh; reading here would only
+    // compete with it for the database.
+    if !args.no_refresh && !cairn_node::sync::daemon::is_serving(&node.config().home) {
         // Bounded: a first run on a large history answers from what is
         // indexed so far instead of making the user wait for all of it.
         let report = super::refresh(&mut node, !args.json, Some(REFRESH_BUDGET))?;

@@ -2,11 +2,14 @@
 //! store for coding agents, served over stdio with rmcp, plus the fencing of
 //! recalled text and the session-start digest used by agent hooks.
 //!
-//! It reads the same database as the CLI and the daemon and never starts an
-//! indexing pass to answer a read; only the `remember` tool writes.
+//! It reads the same database as the CLI and the daemon. Before a search or
+//! a session read it indexes new history within a small deadline, unless a
+//! `cairn serve` daemon runs for the same home and does that already
+//! (`fresh`).
 
 mod answer;
 mod digest;
+pub mod fresh;
 pub mod sanitize;
 mod server;
 mod tools;

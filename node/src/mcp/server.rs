@@ -3,9 +3,10 @@
 //! arguments or failures with a tool error (never a crash of the server).
 //!
 //! The server holds one [`Node`] (opened on the first call, so a missing or
-//! broken database is a tool error, not a failed start). It never starts an
-//! indexing pass for a read: it answers from the index as it is, while
-//! `cairn index` or the daemon may write concurrently (WAL, busy timeout).
+//! broken database is a tool error, not a failed start). Before a search or
+//! session read it runs a bounded incremental pass unless a daemon serves
+//! the home ([`fresh`]); `cairn index` or the daemon may write concurrently
+//! (WAL, busy timeout).
 //! It writes nothing to stdout but protocol messages; logs go to stderr
 //! through the caller's subscriber.
 
@@ -19,6 +20,7 @@ use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, ServiceExt};
 
 use super::answer::{self, ToolFailure};
+use super::fresh;
 use super::tools::{self, ArgError};
 use crate::config::Config;
 use crate::node::{Node, NodeError};
@@ -94,11 +96,17 @@ impl CairnServer {
         let now = (self.clock)();
         let outcome = match name {
             tools::SEARCH => match tools::search_request(args, now) {
-                Ok(req) => self.with_node(|n| answer::search(n, &req, now)),
+                Ok(req) => self.with_node(|n| {
+                    fresh::refresh(n, now, fresh::REFRESH_BUDGET);
+                    answer::search(n, &req, now)
+                }),
                 Err(e) => return Some(arg_error(e)),
             },
             tools::SESSION => match tools::session_request(args) {
-                Ok(req) => self.with_node(|n| answer::session(n, &req)),
+                Ok(req) => self.with_node(|n| {
+                    fresh::refresh(n, now, fresh::REFRESH_BUDGET);
+                    answer::session(n, &req)
+                }),
                 Err(e) => return Some(arg_error(e)),
             },
             tools::REMEMBER => match tools::remember_request(args) {

@@ -147,6 +147,12 @@ pub fn running_state(home: &Path) -> Option<ServeState> {
     Some(st)
 }
 
+/// Whether a `cairn serve` daemon runs for this home (and so keeps its
+/// index fresh): `serve.json` names a live process.
+pub fn is_serving(home: &Path) -> bool {
+    running_state(home).is_some()
+}
+
 fn write_state(home: &Path, st: &ServeState) -> Result<(), DaemonError> {
     let path = state_path(home);
     let io = |source| DaemonError::State {
@@ -264,7 +270,12 @@ pub async fn serve(
         Arc::clone(&dirty),
         Arc::clone(&kick),
     ));
-    tasks.spawn(peers_loop(home.clone(), allowed, cfg.peers_check));
+    tasks.spawn(peers_loop(
+        home.clone(),
+        allowed,
+        cfg.peers_check,
+        Arc::clone(&kick),
+    ));
     tasks.spawn(sync_loop(ctx, cfg.clone(), kick, backoffs, reached_rx));
 
     shutdown.await;
@@ -434,10 +445,15 @@ fn peers_stamp(home: &Path) -> Option<(SystemTime, u64)> {
     Some((m.modified().ok()?, m.len()))
 }
 
+/// Follows `peers.json`: the allow-list takes every change at once, and a
+/// peer that was not there before (a pairing just completed, here or in a
+/// `cairn pair` beside the daemon) gets its first sync round right away
+/// instead of at the next periodic one.
 async fn peers_loop(
     home: PathBuf,
     allowed: Arc<RwLock<HashSet<SpkiFingerprint>>>,
     every: Duration,
+    kick: Arc<Notify>,
 ) {
     let mut stamp = peers_stamp(&home);
     loop {
@@ -450,9 +466,17 @@ async fn peers_loop(
         match PeerTable::load(&home) {
             Ok(t) => {
                 let set = t.allowed_fingerprints();
-                tracing::info!(peers = set.len(), "peer table changed");
-                if let Ok(mut w) = allowed.write() {
-                    *w = set;
+                let added = match allowed.write() {
+                    Ok(mut w) => {
+                        let added = set.difference(&w).count();
+                        *w = set;
+                        added
+                    }
+                    Err(_) => 0,
+                };
+                tracing::info!(peers = t.peers().len(), added, "peer table changed");
+                if added > 0 {
+                    kick.notify_one();
                 }
             }
             Err(e) => {

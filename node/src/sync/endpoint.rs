@@ -110,6 +110,19 @@ pub enum EndpointError {
 }
 
 impl EndpointError {
+    /// The remote address the failure concerns, if any.
+    pub fn addr(&self) -> Option<SocketAddr> {
+        match self {
+            EndpointError::Tls(_) => None,
+            EndpointError::Bind { addr, .. }
+            | EndpointError::Dial { addr, .. }
+            | EndpointError::Handshake { addr, .. }
+            | EndpointError::HandshakeTimeout { addr, .. }
+            | EndpointError::NoPeerIdentity { addr }
+            | EndpointError::NotPaired { addr, .. } => Some(*addr),
+        }
+    }
+
     /// Whether the failure says the peer presented a key we do not accept,
     /// or refused ours (a TLS certificate alert), as opposed to the network.
     pub fn is_auth_failure(&self) -> bool {
@@ -384,6 +397,77 @@ impl Endpoint {
         }
         tracing::debug!(peer = %peer.peer_id(), remote = %addr, "connected");
         Ok(peer)
+    }
+
+    /// Dials every address in `addrs` at once, expecting the key `expected`
+    /// and speaking `alpn`; the first handshake that completes wins and the
+    /// others are abandoned. Each attempt has the handshake timeout, so a
+    /// peer whose addresses are all dead costs one timeout, not one per
+    /// address. On failure, every address's error in the order they ended.
+    pub async fn connect_any(
+        &self,
+        addrs: &[SocketAddr],
+        expected: &SpkiFingerprint,
+        alpn: &[u8],
+    ) -> Result<(PeerConnection, SocketAddr), Vec<EndpointError>> {
+        let rustls_cfg =
+            tls::client_config(&self.cert, alpn, *expected).map_err(|e| vec![e.into()])?;
+        let quic = QuicClientConfig::try_from(rustls_cfg).map_err(|source| {
+            vec![EndpointError::from(TlsError::Quic {
+                side: "client",
+                source,
+            })]
+        })?;
+        let mut cfg = quinn::ClientConfig::new(Arc::new(quic));
+        cfg.transport_config(transport(IDLE_TIMEOUT));
+        let mut failures = Vec::new();
+        let mut attempts = tokio::task::JoinSet::new();
+        for &addr in addrs {
+            match self.inner.connect_with(cfg.clone(), addr, tls::CERT_NAME) {
+                Ok(connecting) => {
+                    let after = self.handshake_timeout;
+                    attempts.spawn(
+                        async move { (addr, tokio::time::timeout(after, connecting).await) },
+                    );
+                }
+                Err(source) => failures.push(EndpointError::Dial { addr, source }),
+            }
+        }
+        // Bounded: one result per spawned attempt, each bounded by the timeout.
+        while let Some(joined) = attempts.join_next().await {
+            let Ok((addr, outcome)) = joined else {
+                continue;
+            };
+            let conn = match outcome {
+                Err(_) => {
+                    failures.push(EndpointError::HandshakeTimeout {
+                        addr,
+                        after: self.handshake_timeout,
+                    });
+                    continue;
+                }
+                Ok(Err(source)) => {
+                    failures.push(EndpointError::Handshake { addr, source });
+                    continue;
+                }
+                Ok(Ok(c)) => c,
+            };
+            let Some(peer) = PeerConnection::from_quinn(conn) else {
+                failures.push(EndpointError::NoPeerIdentity { addr });
+                continue;
+            };
+            if peer.fingerprint != *expected {
+                // The verifier already enforced this; kept so no path skips it.
+                peer.close(1, b"unexpected key");
+                failures.push(EndpointError::NoPeerIdentity { addr });
+                continue;
+            }
+            // Dropping the other attempts abandons their handshakes.
+            attempts.abort_all();
+            tracing::debug!(peer = %peer.peer_id(), remote = %addr, "connected");
+            return Ok((peer, addr));
+        }
+        Err(failures)
     }
 
     /// Waits for the next incoming connection and its handshake. `None`

@@ -200,16 +200,43 @@ pub enum SyncError {
         name: String,
     },
     /// No known address of the peer answered.
-    #[error("could not reach {name} at any of {tried} address(es)")]
+    #[error("could not reach {name} at {}", list_addrs(tried))]
     Unreachable {
         /// The peer's name.
         name: String,
-        /// How many addresses were tried.
-        tried: usize,
+        /// The addresses dialed.
+        tried: Vec<SocketAddr>,
         /// The last failure, if any address was tried.
         #[source]
-        last: Option<EndpointError>,
+        last: Option<Box<EndpointError>>,
     },
+    /// The peer answered but refused this node's key or showed another
+    /// key than the pinned one (it unpaired us, or another machine took
+    /// over its address).
+    #[error("{name} refused the connection at {addr} (not paired there any more?)")]
+    Refused {
+        /// The peer's name.
+        name: String,
+        /// The address that answered.
+        addr: SocketAddr,
+        /// What the handshake said.
+        #[source]
+        source: Box<EndpointError>,
+    },
+}
+
+/// `a, b and c` (at most five, then `and N more`), or `no known address`.
+fn list_addrs(addrs: &[SocketAddr]) -> String {
+    if addrs.is_empty() {
+        return "no known address".to_owned();
+    }
+    let shown: Vec<String> = addrs.iter().take(5).map(ToString::to_string).collect();
+    let more = addrs.len().saturating_sub(shown.len());
+    if more > 0 {
+        format!("{} and {more} more", shown.join(", "))
+    } else {
+        shown.join(", ")
+    }
 }
 
 impl SyncError {
@@ -224,6 +251,7 @@ impl SyncError {
                 store::Blame::Local => Blame::Transient,
             },
             SyncError::Endpoint(e) if e.is_auth_failure() => Blame::Peer,
+            SyncError::Refused { .. } => Blame::Peer,
             _ => Blame::Transient,
         }
     }
@@ -649,8 +677,8 @@ pub fn dial_candidates(peer: &Peer, family_of: SocketAddr) -> Vec<SocketAddr> {
     out
 }
 
-/// Dials `peer` from `endpoint` at its known addresses (first that answers
-/// with the pinned key) and runs one session as the dialer; closes the
+/// Dials `peer` from `endpoint` at all its known addresses at once (the
+/// first that answers with the pinned key wins) and runs one session as the dialer; closes the
 /// connection afterwards. Returns the report and the address that answered.
 pub async fn sync_with(
     endpoint: &Endpoint,
@@ -666,31 +694,34 @@ pub async fn sync_with(
         .local_addr()
         .unwrap_or(SocketAddr::from(([0, 0, 0, 0], 0)));
     let candidates = dial_candidates(peer, local);
-    let mut last = None;
-    for addr in &candidates {
-        match endpoint.connect(*addr, &fp, ALPN_SYNC).await {
-            Ok(conn) => {
-                let r = run_session(&conn, true, node, hello, peer.scope.clone(), cfg).await;
-                conn.close(0, b"done");
-                return r.map(|rep| (rep, *addr));
+    match endpoint.connect_any(&candidates, &fp, ALPN_SYNC).await {
+        Ok((conn, addr)) => {
+            let r = run_session(&conn, true, node, hello, peer.scope.clone(), cfg).await;
+            conn.close(0, b"done");
+            r.map(|rep| (rep, addr))
+        }
+        Err(mut failures) => {
+            for e in &failures {
+                tracing::debug!(peer = %peer.node_id, error = %e, "dial failed");
             }
-            Err(e) => {
-                tracing::debug!(peer = %peer.node_id, remote = %addr, error = %e, "dial failed");
-                let auth = e.is_auth_failure();
-                last = Some(e);
-                if auth {
-                    // The host answered with another key or refused ours: no
-                    // point trying its other ports.
-                    continue;
-                }
+            // A host that answered with another key, or refused ours, says
+            // more than the addresses that did not answer at all.
+            if let Some(i) = failures.iter().position(EndpointError::is_auth_failure) {
+                let source = failures.swap_remove(i);
+                let addr = source.addr().unwrap_or(SocketAddr::from(([0, 0, 0, 0], 0)));
+                return Err(SyncError::Refused {
+                    name: peer.name.clone(),
+                    addr,
+                    source: Box::new(source),
+                });
             }
+            Err(SyncError::Unreachable {
+                name: peer.name.clone(),
+                tried: candidates,
+                last: failures.pop().map(Box::new),
+            })
         }
     }
-    Err(SyncError::Unreachable {
-        name: peer.name.clone(),
-        tried: candidates.len(),
-        last,
-    })
 }
 
 /// Dials `peer` ([`sync_with`]), runs one session and notes the outcome

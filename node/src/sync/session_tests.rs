@@ -428,7 +428,10 @@ async fn unpaired_node_is_refused_and_receives_nothing() {
     .expect("stranger's table");
     let err = stranger.sync(&b).await.expect_err("refused");
     assert!(
-        matches!(err, SyncError::Unreachable { .. } | SyncError::Session(_)),
+        matches!(
+            err,
+            SyncError::Refused { .. } | SyncError::Unreachable { .. } | SyncError::Session(_)
+        ),
         "{err:?}"
     );
     assert_eq!(stranger.records(), 0, "the stranger received nothing");
