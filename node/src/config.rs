@@ -36,6 +36,9 @@ pub struct Env {
     pub aider_chat_history_file: Option<PathBuf>,
     /// The machine's host name.
     pub hostname: Option<String>,
+    /// Every other agent's store override that is set (the variables the
+    /// sources list in `Source::env_vars`), by name.
+    pub agent_vars: std::collections::BTreeMap<String, PathBuf>,
 }
 
 impl Env {
@@ -54,6 +57,10 @@ impl Env {
             cursor_config_dir: path("CURSOR_CONFIG_DIR"),
             aider_chat_history_file: path("AIDER_CHAT_HISTORY_FILE"),
             hostname: get("HOSTNAME").filter(|h| !h.is_empty()),
+            agent_vars: crate::sources::env_vars()
+                .into_iter()
+                .filter_map(|k| path(k).map(|p| (k.to_owned(), p)))
+                .collect(),
         }
     }
 }
@@ -214,6 +221,7 @@ impl Config {
             None => xdg_config.join("Cursor"),
         };
         loc.aider_history_file = env.aider_chat_history_file.clone();
+        loc.vars = env.agent_vars.clone();
         loc.aider_roots = file
             .sources
             .project_roots

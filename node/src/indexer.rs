@@ -262,6 +262,7 @@ fn redact(r: &mut Record, redactor: &Redactor, counts: &mut RedactionCounts) {
 fn write_batch(
     store: &mut Store,
     ctx: &IndexContext<'_>,
+    agent: &str,
     source: i64,
     records: &mut Vec<Record>,
     keep: Option<&mut HashSet<[u8; 32]>>,
@@ -271,6 +272,11 @@ fn write_batch(
     let mut ing = store.ingest(ctx.origin)?;
     let mut keep = keep;
     for mut r in records.drain(..) {
+        // Filed under the source that found the store, so a source can reuse
+        // another agent's parser (Crush reads with opencode's).
+        if r.agent != agent {
+            r.agent = agent.to_owned();
+        }
         redact(&mut r, ctx.redactor, &mut counts);
         if r.text.trim().is_empty() {
             continue;
@@ -393,7 +399,15 @@ fn index_lines(
         if records.len() >= BATCH {
             // Intermediate batches keep the old offset: a crash re-reads them
             // and the content hashes absorb the repeat.
-            report.added += write_batch(store, ctx, state.id, &mut records, keep.as_mut(), None)?;
+            report.added += write_batch(
+                store,
+                ctx,
+                plan.agent,
+                state.id,
+                &mut records,
+                keep.as_mut(),
+                None,
+            )?;
         }
     }
     parser.finish(&mut records);
@@ -411,13 +425,29 @@ fn index_lines(
     report.skipped += skipped;
     if let Some(keep) = keep.as_mut() {
         // Hash the tail batch too before pruning what vanished.
-        report.added += write_batch(store, ctx, state.id, &mut records, Some(keep), None)?;
+        report.added += write_batch(
+            store,
+            ctx,
+            plan.agent,
+            state.id,
+            &mut records,
+            Some(keep),
+            None,
+        )?;
         let mut ing = store.ingest(ctx.origin)?;
         report.removed += ing.retain_source_records(state.id, keep)?;
         ing.save_state(&state, ctx.now_ms)?;
         ing.commit()?;
     } else {
-        report.added += write_batch(store, ctx, state.id, &mut records, None, Some(&state))?;
+        report.added += write_batch(
+            store,
+            ctx,
+            plan.agent,
+            state.id,
+            &mut records,
+            None,
+            Some(&state),
+        )?;
     }
     Ok(())
 }
@@ -464,6 +494,7 @@ fn index_whole(
     report.added += write_batch(
         store,
         ctx,
+        plan.agent,
         state.id,
         &mut parsed.records,
         Some(&mut keep),
@@ -511,6 +542,7 @@ fn index_database(
     report.added += write_batch(
         store,
         ctx,
+        plan.agent,
         state.id,
         &mut batch.parsed.records,
         None,

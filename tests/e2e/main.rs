@@ -3,6 +3,7 @@
 
 mod util;
 
+mod agents;
 mod cli;
 mod forget;
 mod hook;

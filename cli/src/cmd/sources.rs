@@ -19,6 +19,23 @@ struct Store {
     error: Option<String>,
 }
 
+/// One agent: where it was looked for, and what was found there that cannot be read.
+#[derive(Serialize)]
+struct AgentPaths {
+    agent: &'static str,
+    disabled: bool,
+    checked: Vec<String>,
+    stores: usize,
+    records: u64,
+    unreadable: Vec<UnreadableStore>,
+}
+
+#[derive(Serialize)]
+struct UnreadableStore {
+    path: String,
+    reason: &'static str,
+}
+
 /// Runs `cairn sources`.
 pub fn run(global: &GlobalArgs, args: &JsonArgs) -> anyhow::Result<()> {
     let node = super::open(global)?;
@@ -30,9 +47,30 @@ pub fn run(global: &GlobalArgs, args: &JsonArgs) -> anyhow::Result<()> {
         .collect();
     let cfg = node.config();
     let mut stores = Vec::new();
+    let mut agents = Vec::new();
     let mut seen = std::collections::HashSet::new();
     for source in cairn_node::sources::registry() {
         let disabled = cfg.disabled.iter().any(|d| d == source.agent());
+        let first = stores.len();
+        agents.push(AgentPaths {
+            agent: source.agent(),
+            disabled,
+            checked: source
+                .roots(&cfg.locations)
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect(),
+            stores: 0,
+            records: 0,
+            unreadable: source
+                .unreadable(&cfg.locations)
+                .into_iter()
+                .map(|u| UnreadableStore {
+                    path: u.path.display().to_string(),
+                    reason: u.reason,
+                })
+                .collect(),
+        });
         for f in source.discover(&cfg.locations) {
             let path = f.path.display().to_string();
             let state = known.get(&path);
@@ -52,6 +90,10 @@ pub fn run(global: &GlobalArgs, args: &JsonArgs) -> anyhow::Result<()> {
                 path,
             });
         }
+        if let Some(a) = agents.last_mut() {
+            a.stores = stores.len() - first;
+            a.records = stores[first..].iter().map(|s: &Store| s.records).sum();
+        }
     }
     for r in node.store().list_sources()? {
         if !seen.contains(&r.path) {
@@ -68,11 +110,19 @@ pub fn run(global: &GlobalArgs, args: &JsonArgs) -> anyhow::Result<()> {
         }
     }
     if args.json {
-        return output::json(&serde_json::json!({ "sources": stores }));
+        return output::json(&serde_json::json!({ "sources": stores, "agents": agents }));
     }
     let mut out = output::stdout();
-    if stores.is_empty() {
-        return output::line(&mut out, "no agent history found on this machine");
+    let unreadable = agents.iter().any(|a| !a.unreadable.is_empty());
+    if stores.is_empty() && !unreadable {
+        output::line(
+            &mut out,
+            "no agent history found on this machine; looked in:",
+        )?;
+        for a in &agents {
+            output::line(&mut out, &format!("{}: {}", a.agent, a.checked.join(", ")))?;
+        }
+        return Ok(());
     }
     let mut per_agent: std::collections::BTreeMap<&str, (usize, u64)> =
         std::collections::BTreeMap::new();
@@ -80,6 +130,9 @@ pub fn run(global: &GlobalArgs, args: &JsonArgs) -> anyhow::Result<()> {
         let e = per_agent.entry(&s.agent).or_default();
         e.0 += 1;
         e.1 += s.records;
+    }
+    for a in agents.iter().filter(|a| !a.unreadable.is_empty()) {
+        per_agent.entry(a.agent).or_default();
     }
     for (agent, (n, records)) in per_agent {
         output::line(
@@ -103,6 +156,14 @@ pub fn run(global: &GlobalArgs, args: &JsonArgs) -> anyhow::Result<()> {
                 &mut out,
                 &format!("  {} ({} records){}", s.path, s.records, note),
             )?;
+        }
+        for a in agents.iter().filter(|a| a.agent == agent) {
+            for u in &a.unreadable {
+                output::line(
+                    &mut out,
+                    &format!("  {} [found, not readable: {}]", u.path, u.reason),
+                )?;
+            }
         }
     }
     Ok(())

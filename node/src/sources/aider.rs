@@ -39,6 +39,17 @@ impl Source for Aider {
         AGENT
     }
 
+    fn roots(&self, loc: &Locations) -> Vec<PathBuf> {
+        let mut v = vec![loc.home.join(FILE_NAME)];
+        v.extend(loc.aider_history_file.clone());
+        v.extend(loc.aider_roots.iter().map(|r| r.join(FILE_NAME)));
+        v
+    }
+
+    fn env_vars(&self) -> &'static [&'static str] {
+        &["AIDER_CHAT_HISTORY_FILE"]
+    }
+
     fn discover(&self, loc: &Locations) -> Vec<SourceFile> {
         let mut candidates: Vec<PathBuf> = vec![loc.home.join(FILE_NAME)];
         candidates.extend(loc.aider_history_file.clone());

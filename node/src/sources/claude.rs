@@ -48,6 +48,14 @@ impl Source for ClaudeCode {
         AGENT
     }
 
+    fn roots(&self, loc: &Locations) -> Vec<std::path::PathBuf> {
+        vec![loc.claude_dir.join("projects")]
+    }
+
+    fn env_vars(&self) -> &'static [&'static str] {
+        &["CLAUDE_CONFIG_DIR"]
+    }
+
     fn discover(&self, loc: &Locations) -> Vec<SourceFile> {
         let projects = loc.claude_dir.join("projects");
         let keep = |p: &Path| {

@@ -54,6 +54,18 @@ impl Source for Codex {
         AGENT
     }
 
+    fn roots(&self, loc: &Locations) -> Vec<std::path::PathBuf> {
+        vec![
+            loc.codex_home.join("sessions"),
+            loc.codex_home.join("archived_sessions"),
+            loc.codex_home.join("history.jsonl"),
+        ]
+    }
+
+    fn env_vars(&self) -> &'static [&'static str] {
+        &["CODEX_HOME"]
+    }
+
     fn discover(&self, loc: &Locations) -> Vec<SourceFile> {
         let mut out: Vec<SourceFile> = rollout_files(&loc.codex_home)
             .into_iter()

@@ -36,6 +36,13 @@ impl Source for Copilot {
         AGENT
     }
 
+    fn roots(&self, loc: &Locations) -> Vec<std::path::PathBuf> {
+        vec![
+            loc.copilot_home.join("session-state"),
+            loc.copilot_home.join("history-session-state"),
+        ]
+    }
+
     fn discover(&self, loc: &Locations) -> Vec<SourceFile> {
         let events = walk_files(&loc.copilot_home.join("session-state"), 1, &|p| {
             p.file_name().is_some_and(|n| n == "events.jsonl")

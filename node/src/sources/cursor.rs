@@ -56,6 +56,17 @@ impl Source for Cursor {
         AGENT
     }
 
+    fn roots(&self, loc: &Locations) -> Vec<std::path::PathBuf> {
+        vec![
+            loc.cursor_config_dir.join("User"),
+            loc.home.join(".cursor/projects"),
+        ]
+    }
+
+    fn env_vars(&self) -> &'static [&'static str] {
+        &["CURSOR_CONFIG_DIR"]
+    }
+
     fn discover(&self, loc: &Locations) -> Vec<SourceFile> {
         let mut out = Vec::new();
         let user = loc.cursor_config_dir.join("User");

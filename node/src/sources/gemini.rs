@@ -39,6 +39,14 @@ impl Source for Gemini {
         AGENT
     }
 
+    fn roots(&self, loc: &Locations) -> Vec<std::path::PathBuf> {
+        vec![loc.gemini_home.join(".gemini/tmp")]
+    }
+
+    fn env_vars(&self) -> &'static [&'static str] {
+        &["GEMINI_CLI_HOME"]
+    }
+
     fn discover(&self, loc: &Locations) -> Vec<SourceFile> {
         let root = loc.gemini_home.join(".gemini/tmp");
         let files = walk_files(&root, 5, &|p| {

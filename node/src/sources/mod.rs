@@ -5,22 +5,34 @@
 //! the agent wrote (from [`Locations`], never from the process environment)
 //! and says which [`Reader`] reads them. Parsing is pure; tailing, offsets and
 //! watermarks belong to `crate::indexer`. Adding an agent is one file plus
-//! one line in [`registry`].
+//! one line in [`registry`]: the source names the environment variables it
+//! honours ([`Source::env_vars`], captured by the CLI into
+//! [`Locations::vars`]), the folders it looks in ([`Source::roots`], which
+//! the daemon watches and `cairn sources` lists), and the stores it found
+//! but cannot read ([`Source::unreadable`]).
 //!
 //! Sources never write anything and never create files: a missing store is
 //! simply not discovered.
 
 pub mod aider;
+pub mod blocks;
 pub mod claude;
+pub mod claude_desktop;
 pub mod codex;
 pub mod common;
 pub mod copilot;
+pub mod crush;
 pub mod cursor;
+pub mod db;
 pub mod gemini;
+pub mod goose;
 pub mod notes;
+pub mod omp;
+pub mod openclaw;
 pub mod opencode;
 pub mod pi;
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use crate::record::Record;
@@ -55,6 +67,9 @@ pub struct Locations {
     pub aider_history_file: Option<PathBuf>,
     /// The node's own notes file (written by `cairn remember`).
     pub notes_file: PathBuf,
+    /// The agents' own environment overrides that are set, by variable name
+    /// (only variables some source lists in [`Source::env_vars`]).
+    pub vars: BTreeMap<String, PathBuf>,
 }
 
 impl Locations {
@@ -76,7 +91,60 @@ impl Locations {
             aider_roots: Vec::new(),
             aider_history_file: None,
             notes_file: xdg_data.join("cairn/notes.jsonl"),
+            vars: BTreeMap::new(),
         }
+    }
+
+    /// An agent's environment override, when set.
+    pub fn var(&self, name: &str) -> Option<&Path> {
+        self.vars.get(name).map(PathBuf::as_path)
+    }
+
+    /// The variable's folder when set, else `default`.
+    pub fn var_or(&self, name: &str, default: PathBuf) -> PathBuf {
+        self.var(name).map_or(default, Path::to_path_buf)
+    }
+
+    /// Project folders from the config file (`[sources] project_roots`),
+    /// where project-local stores (`.aider.chat.history.md`, `.crush/`) live.
+    pub fn project_roots(&self) -> &[PathBuf] {
+        &self.aider_roots
+    }
+
+    /// macOS's per-user application data folder, `~/Library/Application Support`.
+    /// Probed on every platform: on Linux it simply does not exist.
+    pub fn app_support(&self) -> PathBuf {
+        self.home.join("Library/Application Support")
+    }
+
+    /// An application's config folder on Linux (`$XDG_CONFIG_HOME/<name>`)
+    /// and on macOS (`~/Library/Application Support/<name>`).
+    pub fn app_config_dirs(&self, name: &str) -> Vec<PathBuf> {
+        vec![
+            self.xdg_config_home.join(name),
+            self.app_support().join(name),
+        ]
+    }
+
+    /// The `User` folders of every VS Code-family editor on Linux and macOS
+    /// (Code, Insiders, VSCodium, Cursor, Windsurf, Kiro), where extensions
+    /// keep `globalStorage/` and `workspaceStorage/`.
+    pub fn vscode_user_dirs(&self) -> Vec<PathBuf> {
+        const HOSTS: [&str; 6] = [
+            "Code",
+            "Code - Insiders",
+            "VSCodium",
+            "Cursor",
+            "Windsurf",
+            "Kiro",
+        ];
+        let mut v = Vec::new();
+        for host in HOSTS {
+            for d in self.app_config_dirs(host) {
+                v.push(d.join("User"));
+            }
+        }
+        v
     }
 }
 
@@ -200,12 +268,63 @@ pub struct SourceFile {
     pub reader: Reader,
 }
 
+/// A store that is on disk but that cairn cannot read, and why.
+#[derive(Debug, Clone)]
+pub struct Unreadable {
+    /// The file or folder found.
+    pub path: PathBuf,
+    /// Why it cannot be read, in a few words ("encrypted by the editor").
+    pub reason: &'static str,
+}
+
 /// An agent whose history cairn reads.
+///
+/// Records a reader produces are filed under this source's [`Source::agent`]
+/// by the indexer, so a source may reuse another agent's parser (Crush reads
+/// with opencode's, omp with pi's).
 pub trait Source: Send + Sync {
     /// The stable agent id (`claude-code`, `codex`, ...), used in records and on the CLI.
     fn agent(&self) -> &'static str;
     /// Finds the agent's stores under the given locations. Missing folders are not an error.
     fn discover(&self, loc: &Locations) -> Vec<SourceFile>;
+    /// Every folder or file this source looks in, whether or not it exists:
+    /// the daemon watches those that exist, and `cairn sources` lists them
+    /// as the paths checked. Never a whole home or project tree.
+    fn roots(&self, loc: &Locations) -> Vec<PathBuf>;
+    /// The environment variables this agent honours for its store's
+    /// location; the CLI captures them into [`Locations::vars`].
+    fn env_vars(&self) -> &'static [&'static str] {
+        &[]
+    }
+    /// Stores that exist but cannot be read (encrypted, kept on a server).
+    fn unreadable(&self, _loc: &Locations) -> Vec<Unreadable> {
+        Vec::new()
+    }
+}
+
+/// Every environment variable some source honours, sorted and deduplicated.
+pub fn env_vars() -> Vec<&'static str> {
+    let mut v: Vec<&'static str> = registry()
+        .iter()
+        .flat_map(|s| s.env_vars().iter().copied())
+        .collect();
+    v.sort_unstable();
+    v.dedup();
+    v
+}
+
+/// The folders and files to watch for new history: every source's roots
+/// that exist, sorted and deduplicated.
+pub fn watch_roots(loc: &Locations, disabled: &[String]) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = registry()
+        .iter()
+        .filter(|s| !disabled.iter().any(|d| d == s.agent()))
+        .flat_map(|s| s.roots(loc))
+        .filter(|p| p.exists())
+        .collect();
+    v.sort();
+    v.dedup();
+    v
 }
 
 /// Every source cairn knows, in display order.
@@ -219,6 +338,50 @@ pub fn registry() -> Vec<Box<dyn Source>> {
         Box::new(opencode::OpenCode),
         Box::new(cursor::Cursor),
         Box::new(pi::Pi),
+        Box::new(crush::Crush),
+        Box::new(omp::Omp),
+        Box::new(openclaw::OpenClaw),
+        Box::new(claude_desktop::ClaudeDesktop),
+        Box::new(goose::Goose),
         Box::new(notes::Notes),
     ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn agent_ids_are_unique_and_every_source_names_where_it_looks() {
+        let loc = Locations::under_home(Path::new("/h"));
+        let mut ids: Vec<&str> = registry().iter().map(|s| s.agent()).collect();
+        for s in registry() {
+            assert!(!s.roots(&loc).is_empty(), "{} has no roots", s.agent());
+            for r in s.roots(&loc) {
+                assert_ne!(r, loc.home, "{} watches the whole home", s.agent());
+            }
+        }
+        let n = ids.len();
+        ids.sort_unstable();
+        ids.dedup();
+        assert_eq!(ids.len(), n, "duplicate agent id");
+    }
+
+    #[test]
+    fn watch_roots_follow_the_registry_and_env_overrides() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let h = dir.path();
+        let goose = h.join("elsewhere/goose");
+        std::fs::create_dir_all(goose.join("data/sessions")).expect("mkdir");
+        std::fs::create_dir_all(h.join(".omp")).expect("mkdir");
+        let mut loc = Locations::under_home(h);
+        loc.vars.insert("GOOSE_PATH_ROOT".into(), goose.clone());
+        let roots = watch_roots(&loc, &[]);
+        assert!(roots.contains(&goose.join("data/sessions")), "{roots:?}");
+        assert!(roots.contains(&h.join(".omp")), "{roots:?}");
+        assert!(roots.iter().all(|r| r.exists()));
+        let roots = watch_roots(&loc, &["omp".to_owned()]);
+        assert!(!roots.contains(&h.join(".omp")));
+        assert!(env_vars().contains(&"GOOSE_PATH_ROOT"));
+    }
 }

@@ -31,6 +31,10 @@ impl Source for Notes {
         AGENT
     }
 
+    fn roots(&self, loc: &Locations) -> Vec<std::path::PathBuf> {
+        vec![loc.notes_file.clone()]
+    }
+
     fn discover(&self, loc: &Locations) -> Vec<SourceFile> {
         if loc.notes_file.is_file() {
             vec![SourceFile {

@@ -48,6 +48,12 @@ impl Source for OpenCode {
         AGENT
     }
 
+    fn roots(&self, loc: &Locations) -> Vec<PathBuf> {
+        let mut v = vec![loc.xdg_data_home.join("opencode")];
+        v.extend(loc.aider_roots.iter().map(|r| r.join(".opencode")));
+        v
+    }
+
     fn discover(&self, loc: &Locations) -> Vec<SourceFile> {
         let mut out = Vec::new();
         let mut seen = HashSet::new();

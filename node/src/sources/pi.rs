@@ -30,6 +30,10 @@ impl Source for Pi {
         AGENT
     }
 
+    fn roots(&self, loc: &Locations) -> Vec<std::path::PathBuf> {
+        vec![loc.pi_home.join("agent/sessions")]
+    }
+
     fn discover(&self, loc: &Locations) -> Vec<SourceFile> {
         let root = loc.pi_home.join("agent/sessions");
         walk_files(&root, 4, &|p| has_suffix(p, ".jsonl"))

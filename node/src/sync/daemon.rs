@@ -618,34 +618,11 @@ fn on_round_done(
 /// a watch per folder and wake on every write anywhere, including this
 /// node's own database.
 fn watch_roots(node: &Node) -> Vec<PathBuf> {
-    let loc = &node.config().locations;
-    let mut v = vec![
-        loc.claude_dir.join("projects"),
-        loc.codex_home.join("sessions"),
-        loc.codex_home.join("archived_sessions"),
-        loc.codex_home.join("history.jsonl"),
-        loc.gemini_home.join(".gemini/tmp"),
-        loc.cursor_config_dir.join("User"),
-        loc.home.join(".cursor/projects"),
-        loc.copilot_home.join("session-state"),
-        loc.pi_home.join("agent/sessions"),
-        loc.xdg_data_home.join("opencode"),
-        loc.home.join(".aider.chat.history.md"),
-    ];
-    for root in &loc.aider_roots {
-        v.push(root.join(".aider.chat.history.md"));
-        v.push(root.join(".opencode"));
-    }
-    if let Some(f) = &loc.aider_history_file {
-        v.push(f.clone());
-    }
-    // The notes file itself, not the home around it: the database and its
-    // WAL live there and would wake the watcher on every write.
-    v.push(loc.notes_file.clone());
-    v.retain(|p| p.exists());
-    v.sort();
-    v.dedup();
-    v
+    let cfg = node.config();
+    // Each source names the folders it reads (`Source::roots`); the notes
+    // file is the notes source's root, never the home around it: the
+    // database and its WAL live there and would wake the watcher on every write.
+    crate::sources::watch_roots(&cfg.locations, &cfg.disabled)
 }
 
 fn start_watcher(

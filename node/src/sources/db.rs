@@ -1,0 +1,82 @@
+//! Helpers for the SQLite stores several agents keep: open strictly
+//! read-only (never creating the file), probe tables and columns (schemas
+//! drift between versions), and read cells of any storage class.
+
+use std::collections::HashSet;
+use std::path::Path;
+use std::time::Duration;
+
+use rusqlite::types::ValueRef;
+use rusqlite::{Connection, OpenFlags};
+
+use super::SourceError;
+
+/// Opens a database read-only; a missing file is an error, never created.
+pub fn open_read_only(path: &Path) -> Result<Connection, SourceError> {
+    if !path.is_file() {
+        return Err(SourceError::Io {
+            path: path.to_path_buf(),
+            source: std::io::Error::new(std::io::ErrorKind::NotFound, "database not found"),
+        });
+    }
+    let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    let conn = Connection::open_with_flags(path, flags).map_err(|e| sql_err(path, e))?;
+    conn.busy_timeout(Duration::from_secs(2))
+        .map_err(|e| sql_err(path, e))?;
+    Ok(conn)
+}
+
+/// Wraps a SQLite error with the store's path.
+pub fn sql_err(path: &Path, source: rusqlite::Error) -> SourceError {
+    SourceError::Sqlite {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// The names of the database's tables.
+pub fn tables(conn: &Connection) -> rusqlite::Result<HashSet<String>> {
+    let mut stmt = conn.prepare("SELECT name FROM sqlite_master WHERE type = 'table'")?;
+    let rows = stmt.query_map([], |r| r.get::<_, String>(0))?;
+    rows.collect()
+}
+
+/// The column names of `table` (one of the caller's constant names, never input).
+pub fn columns(conn: &Connection, table: &str) -> rusqlite::Result<HashSet<String>> {
+    let mut stmt = conn.prepare(&format!("PRAGMA table_info(\"{table}\")"))?;
+    let rows = stmt.query_map([], |r| r.get::<_, String>(1))?;
+    rows.collect()
+}
+
+/// `name` when the table has that column, else `NULL` (for SELECT lists).
+pub fn col_or_null<'a>(cols: &HashSet<String>, name: &'a str) -> &'a str {
+    if cols.contains(name) { name } else { "NULL" }
+}
+
+/// A cell as text (TEXT or UTF-8 BLOB; numbers formatted).
+pub fn text(v: ValueRef<'_>) -> Option<String> {
+    match v {
+        ValueRef::Text(b) | ValueRef::Blob(b) => std::str::from_utf8(b).ok().map(str::to_owned),
+        ValueRef::Integer(i) => Some(i.to_string()),
+        ValueRef::Real(f) => Some(f.to_string()),
+        ValueRef::Null => None,
+    }
+}
+
+/// A cell holding a time in any shape (Unix s/ms/µs as a number, ISO or
+/// `YYYY-MM-DD HH:MM:SS` text) as Unix ms.
+pub fn time(v: ValueRef<'_>) -> Option<i64> {
+    match v {
+        ValueRef::Integer(i) => super::common::epoch_to_ms(i),
+        ValueRef::Real(f) => super::common::epoch_to_ms(f as i64),
+        ValueRef::Text(b) | ValueRef::Blob(b) => std::str::from_utf8(b)
+            .ok()
+            .and_then(super::common::parse_time_str),
+        ValueRef::Null => None,
+    }
+}
+
+/// A watermark string as an integer (row id or time), if it is one.
+pub fn watermark_i64(w: &super::Watermark) -> Option<i64> {
+    w.as_deref().and_then(|s| s.trim().parse().ok())
+}
