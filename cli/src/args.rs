@@ -270,6 +270,9 @@ pub struct InstallArgs {
     /// Show the exact changes without writing anything.
     #[arg(long)]
     pub dry_run: bool,
+    /// Do not install the background service that runs `cairn serve`.
+    #[arg(long)]
+    pub no_service: bool,
 }
 
 /// `cairn uninstall`

@@ -187,6 +187,52 @@ pub fn index_all(
     Ok(report)
 }
 
+/// How far the index is behind the agents' stores, without reading them.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Freshness {
+    /// Stores on disk.
+    pub stores: u64,
+    /// Stores changed since they were last indexed (or never indexed).
+    pub pending: u64,
+    /// Newest modification among the stores on disk (Unix ms).
+    pub newest_change_ms: Option<i64>,
+    /// Newest modification among the stores as last indexed (Unix ms).
+    pub newest_indexed_ms: Option<i64>,
+}
+
+/// Compares every enabled store's size and mtime with what the index last
+/// read: the same change detection an indexing pass does, and nothing else.
+pub fn freshness(
+    store: &Store,
+    locations: &Locations,
+    disabled: &[String],
+) -> Result<Freshness, IndexError> {
+    let mut f = Freshness::default();
+    for source in sources::registry() {
+        if disabled.iter().any(|d| d == source.agent()) {
+            continue;
+        }
+        for file in source.discover(locations) {
+            let key = file.path.to_string_lossy().into_owned();
+            let (size, mtime_ns) = fingerprint_meta(&file);
+            let state = store.source_state(&key)?;
+            f.stores += 1;
+            let ms = mtime_ns / 1_000_000;
+            f.newest_change_ms = f.newest_change_ms.max(Some(ms));
+            match state {
+                Some(s) => {
+                    f.newest_indexed_ms = f.newest_indexed_ms.max(Some(s.mtime_ns / 1_000_000));
+                    if s.size != size || s.mtime_ns != mtime_ns || s.last_error.is_some() {
+                        f.pending += 1;
+                    }
+                }
+                None => f.pending += 1,
+            }
+        }
+    }
+    Ok(f)
+}
+
 enum FileError {
     Store(StoreError),
     Source(String),

@@ -159,6 +159,15 @@ impl Node {
         Ok(indexer::index_all(&mut self.store, &ctx, progress)?)
     }
 
+    /// How far the index is behind the agents' stores (reads no history).
+    pub fn freshness(&self) -> Result<indexer::Freshness, NodeError> {
+        Ok(indexer::freshness(
+            &self.store,
+            &self.config.locations,
+            &self.config.disabled,
+        )?)
+    }
+
     /// Searches the merged memory.
     pub fn search(&self, query: &str, opts: &SearchOptions) -> Result<Vec<Hit>, NodeError> {
         Ok(search::search(&self.store, &Query::parse(query), opts)?)

@@ -311,3 +311,130 @@ fn the_installed_hook_command_runs_and_fails_open() {
             .is_some_and(|c| c.contains("hyper"))
     );
 }
+
+/// Writes the stand-in for systemctl/launchctl that `TestHome::cmd` points
+/// `CAIRN_SERVICE_CTL` at: it appends its arguments to `ctl.log`, says
+/// "running" when a `running` flag file exists, and fails when a `fail`
+/// flag file exists.
+#[cfg(unix)]
+fn fake_ctl(home: &TestHome) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let log = home.path().join("ctl.log");
+    let script = format!(
+        "#!/bin/sh\nd='{dir}'\necho \"$*\" >> \"$d/ctl.log\"\n\
+         if [ -e \"$d/fail\" ]; then echo 'Failed to connect to bus' >&2; exit 1; fi\n\
+         case \"$*\" in *is-active*|list*) [ -e \"$d/running\" ] || exit 3;; esac\nexit 0\n",
+        dir = home.path().display()
+    );
+    let path = home.path().join("service-ctl");
+    std::fs::write(&path, script).expect("write fake ctl");
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    log
+}
+
+fn ctl_calls(log: &Path) -> Vec<String> {
+    std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn install_sets_up_the_serve_service_and_uninstall_removes_it() {
+    let home = TestHome::empty();
+    let log = fake_ctl(&home);
+    let unit = home.path().join(".config/systemd/user/cairn.service");
+
+    // --dry-run shows the unit and the commands, and does nothing.
+    let dry = home.ok(&["install", "--dry-run"]);
+    assert!(dry.contains("would write:"), "{dry}");
+    assert!(dry.contains(&format!("ExecStart={} serve", bin())), "{dry}");
+    assert!(
+        dry.contains("then run: ") && dry.contains("--user enable --now cairn.service"),
+        "{dry}"
+    );
+    assert!(!unit.exists());
+    assert!(ctl_calls(&log).is_empty(), "{:?}", ctl_calls(&log));
+
+    // --no-service leaves it out.
+    home.ok(&["install", "--no-service"]);
+    assert!(!unit.exists());
+    assert!(ctl_calls(&log).is_empty());
+    let st = home.json(&["status", "--json"]);
+    assert_eq!(st["service"]["installed"], false, "{st}");
+    assert_eq!(st["service"]["manager"], "systemd", "{st}");
+
+    // install writes the unit and starts it through the manager.
+    let out = home.ok(&["install"]);
+    assert!(out.contains("installed and started"), "{out}");
+    let text = read(&unit);
+    assert!(
+        text.contains(&format!("\nExecStart={} serve\n", bin())),
+        "{text}"
+    );
+    assert!(text.contains("Restart=on-failure"), "{text}");
+    assert_eq!(
+        ctl_calls(&log),
+        ["--user daemon-reload", "--user enable --now cairn.service"]
+    );
+
+    // status reports it, as the manager says.
+    std::fs::write(home.path().join("running"), "").expect("flag");
+    let st = home.json(&["status", "--json"]);
+    assert_eq!(st["service"]["installed"], true, "{st}");
+    assert_eq!(st["service"]["running"], true, "{st}");
+    assert_eq!(st["service"]["path"], unit.display().to_string(), "{st}");
+    let text_status = home.ok(&["status"]);
+    assert!(text_status.contains("service   running"), "{text_status}");
+    std::fs::remove_file(home.path().join("running")).expect("flag");
+    assert_eq!(
+        home.json(&["status", "--json"])["service"]["running"],
+        false
+    );
+
+    // A second install rewrites nothing and starts it again (idempotent).
+    let again = home.ok(&["install"]);
+    assert!(again.contains("already installed; started"), "{again}");
+
+    // uninstall stops it and removes the unit.
+    std::fs::write(&log, "").expect("reset log");
+    let out = home.ok(&["uninstall"]);
+    assert!(out.contains("stopped and removed"), "{out}");
+    assert!(!unit.exists());
+    let calls = ctl_calls(&log);
+    assert_eq!(
+        calls.first().map(String::as_str),
+        Some("--user disable --now cairn.service"),
+        "{calls:?}"
+    );
+    assert!(
+        calls.contains(&"--user daemon-reload".to_owned()),
+        "{calls:?}"
+    );
+    let st = home.json(&["status", "--json"]);
+    assert_eq!(st["service"]["installed"], false, "{st}");
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn a_failing_service_manager_is_reported_and_a_missing_one_is_not_fatal() {
+    let home = TestHome::empty();
+    // No stand-in at all: the unit is written, the start is skipped, the run succeeds.
+    let out = home.ok(&["install"]);
+    assert!(out.contains("written, not started"), "{out}");
+    assert!(
+        home.path()
+            .join(".config/systemd/user/cairn.service")
+            .exists()
+    );
+    // A manager that fails: a clear error and a failing exit.
+    fake_ctl(&home);
+    std::fs::write(home.path().join("fail"), "").expect("flag");
+    let out = home.run(&["install"]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("Failed to connect to bus"), "{err}");
+    assert!(err.contains("could not be started"), "{err}");
+}

@@ -10,4 +10,5 @@ mod hook;
 mod install;
 mod mcp;
 mod pairing;
+mod service;
 mod sync;

@@ -65,6 +65,9 @@ impl TestHome {
             .env("PATH", std::env::var_os("PATH").unwrap_or_default())
             .env("HOSTNAME", "testbox")
             .env("CAIRN_LOG", "error")
+            // Never the real systemctl/launchctl: a stand-in in the temp
+            // home (absent unless a test writes it).
+            .env("CAIRN_SERVICE_CTL", self.path().join("service-ctl"))
             .current_dir(self.path());
         c
     }

@@ -22,6 +22,11 @@ struct Status<'a> {
     listen_addr: Option<String>,
     /// Paired machines.
     peers: usize,
+    /// The background service that runs `cairn serve` (`None` where cairn
+    /// knows no service manager).
+    service: Option<crate::install::service::ServiceState>,
+    /// How far the index is behind the agents' stores.
+    freshness: Option<cairn_node::indexer::Freshness>,
 }
 
 /// Runs `cairn status`.
@@ -46,6 +51,11 @@ pub fn run(global: &GlobalArgs, args: &JsonArgs) -> anyhow::Result<()> {
         peers: cairn_node::sync::peers::PeerTable::load(&cfg.home)
             .map(|t| t.peers().len())
             .unwrap_or(0),
+        service: super::install::service_plan(global)
+            .ok()
+            .flatten()
+            .map(|(plan, runner)| crate::install::service::state(&plan, &runner)),
+        freshness: node.freshness().ok(),
     };
     if args.json {
         return output::json(&st);
@@ -91,6 +101,10 @@ pub fn run(global: &GlobalArgs, args: &JsonArgs) -> anyhow::Result<()> {
             ),
         },
     )?;
+    output::line(&mut out, &service_line(st.service.as_ref()))?;
+    if let Some(f) = &st.freshness {
+        output::line(&mut out, &freshness_line(f, st.listen_addr.is_some()))?;
+    }
     if st.wired.is_empty() {
         output::line(&mut out, "wired     into no agent yet: run `cairn install`")?;
     } else {
@@ -151,4 +165,47 @@ pub fn run(global: &GlobalArgs, args: &JsonArgs) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+fn service_line(s: Option<&crate::install::service::ServiceState>) -> String {
+    match s {
+        None => {
+            "service   none on this system: run `cairn serve` under your own supervisor".to_owned()
+        }
+        Some(s) if !s.installed => {
+            "service   not installed: `cairn install` sets it up (or run `cairn serve`)".to_owned()
+        }
+        Some(s) => {
+            let state = match s.running {
+                Some(true) => "running",
+                Some(false) => "installed, not running",
+                None => "installed (the service manager could not be asked)",
+            };
+            format!("service   {state} ({})", s.path)
+        }
+    }
+}
+
+fn freshness_line(f: &cairn_node::indexer::Freshness, serving: bool) -> String {
+    let newest = |ms: Option<i64>| output::short_time(ms);
+    if f.pending == 0 {
+        format!(
+            "fresh     all {} store(s) indexed (newest change {})",
+            f.stores,
+            newest(f.newest_change_ms)
+        )
+    } else {
+        let who = if serving {
+            "the daemon is reading them"
+        } else {
+            "`cairn index` reads them, or keep `cairn serve` running"
+        };
+        format!(
+            "fresh     {} of {} store(s) changed since indexed (newest change {}, newest indexed {}); {who}",
+            f.pending,
+            f.stores,
+            newest(f.newest_change_ms),
+            newest(f.newest_indexed_ms)
+        )
+    }
 }

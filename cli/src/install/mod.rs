@@ -1,5 +1,6 @@
 //! Wiring cairn into coding agents' own config files: `cairn install`,
-//! `cairn uninstall`, and the "wired into" lines of `cairn status`.
+//! `cairn uninstall`, and the "wired into" lines of `cairn status`; plus
+//! the background service that runs `cairn serve` (`service`).
 //!
 //! Edits are format-preserving (JSON by splicing spans, TOML with
 //! toml_edit), idempotent, and reversible byte for byte; a config that does
@@ -8,6 +9,7 @@
 mod agents;
 mod apply;
 pub mod jsonc;
+pub mod service;
 mod target;
 pub mod toml;
 
