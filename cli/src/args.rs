@@ -43,6 +43,8 @@ pub enum Command {
     Sources(JsonArgs),
     /// Records, sessions, skipped lines, redactions and database size.
     Status(JsonArgs),
+    /// Check the service, index freshness, agent wiring, peers, ports and permissions, and say how to fix problems.
+    Doctor(JsonArgs),
     /// Store a durable note, searchable like any session.
     Remember(RememberArgs),
     /// Forget a session, a project or the records matching a query, here and on every paired machine.

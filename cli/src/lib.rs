@@ -36,6 +36,7 @@ pub fn run(args: impl IntoIterator<Item = OsString>) -> ExitCode {
         Command::Show(a) => cmd::show::run(&cli.global, &a),
         Command::Sources(a) => cmd::sources::run(&cli.global, &a),
         Command::Status(a) => cmd::status::run(&cli.global, &a),
+        Command::Doctor(a) => cmd::doctor::run(&cli.global, &a),
         Command::Remember(a) => cmd::remember::run(&cli.global, &a),
         Command::Forget(a) => cmd::forget::run(&cli.global, &a),
         Command::Pair(a) => cmd::pair::run(&cli.global, &a),

@@ -45,3 +45,133 @@ fn status_tells_how_far_the_index_is_behind_the_agents_stores() {
         "{text}"
     );
 }
+
+/// Pairs `a` (named `a_name`, inviting on loopback) with `b` through the real commands.
+fn pair(a: &TestHome, a_name: &str, b: &TestHome) {
+    use std::io::BufRead;
+    let mut child = a
+        .cmd(&["pair", "--listen", "127.0.0.1:0", "--json"])
+        .env("HOSTNAME", a_name)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("spawn cairn pair");
+    let stdout = child.stdout.take().expect("stdout");
+    let mut first = String::new();
+    std::io::BufReader::new(stdout)
+        .read_line(&mut first)
+        .expect("the code line");
+    let v: serde_json::Value = serde_json::from_str(&first).expect("code JSON");
+    let code = v["code"].as_str().expect("code").to_owned();
+    b.ok(&["pair", &code, "--json"]);
+    // The inviter exits after one pairing; its wait is bounded by the code's expiry.
+    let status = child.wait().expect("inviter exits");
+    assert!(status.success());
+}
+
+fn checks<'a>(report: &'a serde_json::Value, area: &str) -> Vec<&'a serde_json::Value> {
+    report["checks"]
+        .as_array()
+        .expect("checks")
+        .iter()
+        .filter(|c| c["area"] == area)
+        .collect()
+}
+
+#[test]
+fn doctor_explains_each_problem_with_its_fix() {
+    let home = TestHome::seeded();
+    home.ok(&["index", "--quiet"]);
+    let out = home.run(&["doctor", "--json"]);
+    assert!(!out.status.success(), "problems make doctor fail");
+    let r: serde_json::Value = serde_json::from_slice(&out.stdout).expect("doctor JSON");
+    // No service: the fix is `cairn install`.
+    let svc = checks(&r, "service");
+    assert_eq!(svc[0]["level"], "problem", "{r}");
+    assert!(
+        svc[0]["fix"]
+            .as_str()
+            .is_some_and(|f| f.contains("cairn install")),
+        "{r}"
+    );
+    // Freshly indexed.
+    assert_eq!(checks(&r, "index")[0]["level"], "ok", "{r}");
+    // Claude Code's config exists in the fixtures but has no cairn entry.
+    let agents = checks(&r, "agents");
+    let claude = agents
+        .iter()
+        .find(|c| {
+            c["summary"]
+                .as_str()
+                .is_some_and(|s| s.starts_with("claude-code"))
+        })
+        .unwrap_or_else(|| panic!("no claude-code check: {r}"));
+    assert_eq!(claude["level"], "problem");
+    assert_eq!(claude["fix"], "`cairn install --agent claude-code`");
+    assert_eq!(checks(&r, "peers")[0]["level"], "ok", "{r}");
+    assert_eq!(checks(&r, "port").len(), 1, "{r}");
+    assert!(r["problems"].as_u64().is_some_and(|n| n >= 2), "{r}");
+    let text = String::from_utf8_lossy(&home.run(&["doctor"]).stdout).into_owned();
+    assert!(
+        text.contains("PROBLEM service") && text.contains("fix: `cairn install"),
+        "{text}"
+    );
+
+    // A key readable by others is a problem with a chmod fix.
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let key = home.cairn_home().join("identity.key");
+        std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o644)).expect("chmod");
+        let r: serde_json::Value =
+            serde_json::from_slice(&home.run(&["doctor", "--json"]).stdout).expect("doctor JSON");
+        let perm = checks(&r, "permissions");
+        assert_eq!(perm[0]["level"], "problem", "{r}");
+        assert_eq!(perm[0]["fix"], format!("chmod 600 {}", key.display()));
+        std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+    }
+
+    // Wired, with the daemon running: service, index and agents are fine.
+    home.ok(&["install", "--no-service"]);
+    let state = serde_json::json!({"listen_addr": "0.0.0.0:7878", "pid": std::process::id(), "started_ms": 1});
+    std::fs::write(home.cairn_home().join("serve.json"), state.to_string()).expect("serve.json");
+    let r = home.json(&["doctor", "--json"]);
+    assert_eq!(r["problems"], 0, "{r}");
+    assert_eq!(checks(&r, "service")[0]["level"], "ok", "{r}");
+    assert!(
+        checks(&r, "agents")[0]["summary"]
+            .as_str()
+            .is_some_and(|s| s.contains("claude-code")),
+        "{r}"
+    );
+    assert!(home.ok(&["doctor"]).contains("all good") || r["warnings"].as_u64() > Some(0));
+}
+
+#[test]
+fn doctor_reports_an_offline_peer_as_unreachable_within_seconds() {
+    let a = TestHome::empty();
+    let b = TestHome::empty();
+    pair(&a, "alpha", &b);
+    let started = std::time::Instant::now();
+    let out = b.run(&["doctor", "--json"]);
+    eprintln!(
+        "cairn doctor with one peer offline took {:?}",
+        started.elapsed()
+    );
+    let r: serde_json::Value = serde_json::from_slice(&out.stdout).expect("doctor JSON");
+    let peer = checks(&r, "peer");
+    assert_eq!(peer.len(), 1, "{r}");
+    assert_eq!(peer[0]["level"], "problem", "{r}");
+    let s = peer[0]["summary"].as_str().expect("summary");
+    assert!(
+        s.starts_with("alpha (") && s.contains("unreachable") && s.contains("127.0.0.1:"),
+        "{s}"
+    );
+    assert!(s.contains("last seen"), "{s}");
+    assert!(
+        peer[0]["fix"]
+            .as_str()
+            .is_some_and(|f| f.contains("cairn serve")),
+        "{r}"
+    );
+}

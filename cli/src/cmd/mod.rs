@@ -1,6 +1,7 @@
 //! One module per command; shared set-up here.
 
 pub mod demo;
+pub mod doctor;
 pub mod forget;
 pub mod hook;
 pub mod index;

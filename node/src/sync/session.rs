@@ -700,27 +700,74 @@ pub async fn sync_with(
             conn.close(0, b"done");
             r.map(|rep| (rep, addr))
         }
-        Err(mut failures) => {
-            for e in &failures {
-                tracing::debug!(peer = %peer.node_id, error = %e, "dial failed");
-            }
-            // A host that answered with another key, or refused ours, says
-            // more than the addresses that did not answer at all.
-            if let Some(i) = failures.iter().position(EndpointError::is_auth_failure) {
-                let source = failures.swap_remove(i);
-                let addr = source.addr().unwrap_or(SocketAddr::from(([0, 0, 0, 0], 0)));
-                return Err(SyncError::Refused {
-                    name: peer.name.clone(),
+        Err(failures) => Err(dial_failure(peer, candidates, failures)),
+    }
+}
+
+/// Checks that `peer` answers with its pinned key and accepts this node's:
+/// dials all its addresses at once ([`Endpoint::connect_any`]), completes
+/// the handshake and closes without a session. Returns the address that
+/// answered.
+pub async fn probe(endpoint: &Endpoint, peer: &Peer) -> Result<SocketAddr, SyncError> {
+    let fp = peer.fingerprint_bytes().ok_or_else(|| SyncError::BadPeer {
+        name: peer.name.clone(),
+    })?;
+    let local = endpoint
+        .local_addr()
+        .unwrap_or(SocketAddr::from(([0, 0, 0, 0], 0)));
+    let candidates = dial_candidates(peer, local);
+    match endpoint.connect_any(&candidates, &fp, ALPN_SYNC).await {
+        Ok((conn, addr)) => {
+            // A refusal of our key arrives just after the handshake.
+            let closed = tokio::time::timeout(PROBE_LINGER, conn.quinn().closed()).await;
+            if let Ok(reason) = closed {
+                // Code 2 is the listener's "not paired" (see `Endpoint::accept`).
+                let not_paired = matches!(&reason, quinn::ConnectionError::ApplicationClosed(c) if c.error_code == quinn::VarInt::from_u32(2));
+                let source = EndpointError::Handshake {
                     addr,
-                    source: Box::new(source),
-                });
+                    source: reason,
+                };
+                if not_paired || source.is_auth_failure() {
+                    return Err(SyncError::Refused {
+                        name: peer.name.clone(),
+                        addr,
+                        source: Box::new(source),
+                    });
+                }
             }
-            Err(SyncError::Unreachable {
-                name: peer.name.clone(),
-                tried: candidates,
-                last: failures.pop().map(Box::new),
-            })
+            conn.close(0, b"probe");
+            Ok(addr)
         }
+        Err(failures) => Err(dial_failure(peer, candidates, failures)),
+    }
+}
+
+/// How long a probe waits after the handshake for the peer to refuse us.
+const PROBE_LINGER: Duration = Duration::from_millis(300);
+
+/// Turns the failures of every dial into one error: `Refused` when some
+/// host answered with a refusal or another key, else `Unreachable`.
+fn dial_failure(
+    peer: &Peer,
+    tried: Vec<SocketAddr>,
+    mut failures: Vec<EndpointError>,
+) -> SyncError {
+    for e in &failures {
+        tracing::debug!(peer = %peer.node_id, error = %e, "dial failed");
+    }
+    if let Some(i) = failures.iter().position(EndpointError::is_auth_failure) {
+        let source = failures.swap_remove(i);
+        let addr = source.addr().unwrap_or(SocketAddr::from(([0, 0, 0, 0], 0)));
+        return SyncError::Refused {
+            name: peer.name.clone(),
+            addr,
+            source: Box::new(source),
+        };
+    }
+    SyncError::Unreachable {
+        name: peer.name.clone(),
+        tried,
+        last: failures.pop().map(Box::new),
     }
 }
 

@@ -1,0 +1,525 @@
+//! `cairn doctor [--json]`: checks what keeps cairn working unattended and
+//! says, in plain words, what is wrong and the command that fixes it: the
+//! background service, how fresh the index is, the agents' wiring, each
+//! paired machine's reachability, the sync port, and the permissions of the
+//! node's home. Exits with an error when it found a problem.
+
+use std::net::{Ipv4Addr, SocketAddr, UdpSocket};
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use cairn_node::sync::daemon;
+use cairn_node::sync::endpoint::{Endpoint, Role};
+use cairn_node::sync::pairing::{self, DEFAULT_PORT};
+use cairn_node::sync::peers::{Peer, PeerTable};
+use cairn_node::sync::session::{self, SyncError};
+use serde::Serialize;
+
+use crate::args::{GlobalArgs, JsonArgs};
+use crate::install::service::{self, Manager};
+use crate::output;
+
+/// How long each peer's dial waits for a handshake (all dialed at once).
+const PROBE_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// How a check came out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+enum Level {
+    /// Fine.
+    Ok,
+    /// Works, but worth a look.
+    Warn,
+    /// Broken: cairn does not do its job until it is fixed.
+    Problem,
+}
+
+#[derive(Debug, Serialize)]
+struct Check {
+    /// What was checked: service, index, agents, peer, port, permissions.
+    area: &'static str,
+    level: Level,
+    /// What was found, in plain words.
+    summary: String,
+    /// The command or step that fixes it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    fix: Option<String>,
+}
+
+fn check(area: &'static str, level: Level, summary: String, fix: Option<String>) -> Check {
+    Check {
+        area,
+        level,
+        summary,
+        fix,
+    }
+}
+
+#[derive(Serialize)]
+struct Report {
+    checks: Vec<Check>,
+    problems: usize,
+    warnings: usize,
+    elapsed_ms: u64,
+}
+
+/// Runs `cairn doctor`.
+pub fn run(global: &GlobalArgs, args: &JsonArgs) -> anyhow::Result<()> {
+    let started = Instant::now();
+    let node = super::open(global)?;
+    let cfg = node.config().clone();
+    let serving = daemon::running_state(&cfg.home);
+    let mut checks = Vec::new();
+    checks.push(service_check(global, serving.as_ref()));
+    checks.push(index_check(&node, serving.is_some()));
+    checks.extend(agent_checks(global));
+    checks.extend(peer_checks(&node, &cfg.home)?);
+    checks.push(port_check(serving.as_ref()));
+    checks.extend(permission_checks(
+        &cfg.home,
+        &cfg.db_path,
+        &cfg.identity_path,
+    ));
+    let problems = checks.iter().filter(|c| c.level == Level::Problem).count();
+    let warnings = checks.iter().filter(|c| c.level == Level::Warn).count();
+    let report = Report {
+        checks,
+        problems,
+        warnings,
+        elapsed_ms: started.elapsed().as_millis() as u64,
+    };
+    if args.json {
+        output::json(&report)?;
+    } else {
+        show(&report)?;
+    }
+    if problems > 0 {
+        bail!("{problems} problem(s) found (see above)");
+    }
+    Ok(())
+}
+
+fn show(r: &Report) -> anyhow::Result<()> {
+    let mut out = output::stdout();
+    for c in &r.checks {
+        let mark = match c.level {
+            Level::Ok => "ok     ",
+            Level::Warn => "warn   ",
+            Level::Problem => "PROBLEM",
+        };
+        output::line(
+            &mut out,
+            &format!("{mark} {:<11} {}", c.area, output::printable(&c.summary)),
+        )?;
+        if let Some(f) = &c.fix {
+            output::line(
+                &mut out,
+                &format!("{:<20}fix: {}", "", output::printable(f)),
+            )?;
+        }
+    }
+    output::line(
+        &mut out,
+        &match (r.problems, r.warnings) {
+            (0, 0) => "all good".to_owned(),
+            (p, w) => format!("{p} problem(s), {w} warning(s)"),
+        },
+    )
+}
+
+fn service_check(global: &GlobalArgs, serving: Option<&daemon::ServeState>) -> Check {
+    let plan = super::install::service_plan(global).ok().flatten();
+    let state = plan.as_ref().map(|(p, r)| service::state(p, r));
+    let (start, logs) = match plan.as_ref().map(|(p, _)| p.manager) {
+        Some(Manager::Systemd) => (
+            format!("systemctl --user restart {}", service::SYSTEMD_UNIT),
+            "journalctl --user -u cairn -n 50".to_owned(),
+        ),
+        Some(Manager::Launchd) => (
+            format!(
+                "launchctl load -w {}",
+                plan.as_ref()
+                    .map_or(String::new(), |(p, _)| p.path.display().to_string())
+            ),
+            "~/Library/Logs/cairn-serve.log".to_owned(),
+        ),
+        None => ("cairn serve".to_owned(), "its output".to_owned()),
+    };
+    if let Some(st) = serving {
+        let how = match &state {
+            Some(s) if s.installed && s.running == Some(true) => " as the background service",
+            _ => "",
+        };
+        return check(
+            "service",
+            Level::Ok,
+            format!(
+                "cairn serve runs{how} (pid {}), indexing as agents write and syncing",
+                st.pid
+            ),
+            None,
+        );
+    }
+    match state {
+        None => check(
+            "service",
+            Level::Warn,
+            "no cairn serve runs, and this system has no service manager cairn knows".to_owned(),
+            Some(
+                "run `cairn serve` under your own supervisor (see deploy/README.md)".to_owned(),
+            ),
+        ),
+        Some(s) if s.installed => check(
+            "service",
+            Level::Problem,
+            format!(
+                "the background service is installed ({}) but cairn serve is not running, so nothing indexes or syncs in the background",
+                s.path
+            ),
+            Some(format!("`{start}`; if it stops again, read why in {logs}")),
+        ),
+        Some(_) => check(
+            "service",
+            Level::Problem,
+            "no background service: the index is only refreshed when you run cairn, and nothing syncs with your other machines".to_owned(),
+            Some("`cairn install` (installs and starts it), or keep `cairn serve` running".to_owned()),
+        ),
+    }
+}
+
+fn index_check(node: &cairn_node::node::Node, serving: bool) -> Check {
+    let f = match node.freshness() {
+        Ok(f) => f,
+        Err(e) => {
+            return check(
+                "index",
+                Level::Problem,
+                format!("cannot read the index: {e}"),
+                Some("`cairn status` shows the database path; `cairn index` rebuilds what is missing".to_owned()),
+            );
+        }
+    };
+    if f.stores == 0 {
+        return check(
+            "index",
+            Level::Warn,
+            "no agent history found on this machine".to_owned(),
+            Some("`cairn sources` lists every path checked per agent".to_owned()),
+        );
+    }
+    if f.pending == 0 {
+        return check(
+            "index",
+            Level::Ok,
+            format!(
+                "fresh: all {} store(s) indexed (newest change {})",
+                f.stores,
+                output::short_time(f.newest_change_ms)
+            ),
+            None,
+        );
+    }
+    let age_ms = super::now_ms() - f.newest_change_ms.unwrap_or(0);
+    if serving && age_ms < 60_000 {
+        return check(
+            "index",
+            Level::Ok,
+            format!(
+                "{} store(s) changed in the last minute; the daemon is reading them",
+                f.pending
+            ),
+            None,
+        );
+    }
+    check(
+        "index",
+        Level::Warn,
+        format!(
+            "{} of {} store(s) changed since they were indexed (newest change {}, newest indexed {})",
+            f.pending,
+            f.stores,
+            output::short_time(f.newest_change_ms),
+            output::short_time(f.newest_indexed_ms)
+        ),
+        Some(if serving {
+            "the daemon should have read them: check its log".to_owned()
+        } else {
+            "`cairn index` now; `cairn install` so the daemon keeps it fresh".to_owned()
+        }),
+    )
+}
+
+fn agent_checks(global: &GlobalArgs) -> Vec<Check> {
+    let ctx = match super::install::ctx(global) {
+        Ok(c) => c,
+        Err(e) => {
+            return vec![check(
+                "agents",
+                Level::Warn,
+                format!("cannot check the agents' configs: {e:#}"),
+                None,
+            )];
+        }
+    };
+    let wired = super::install::wired(&ctx);
+    let mut out = Vec::new();
+    let mut fine = Vec::new();
+    for a in crate::install::all(&ctx) {
+        let entry = wired
+            .iter()
+            .find(|w| w.agent == a.id && w.what == crate::install::What::McpServer);
+        match entry {
+            None if a.detected => out.push(check(
+                "agents",
+                Level::Problem,
+                format!(
+                    "{} is installed but cannot use cairn's memory (no MCP entry in {})",
+                    a.id,
+                    a.mcp.path.display()
+                ),
+                Some(format!("`cairn install --agent {}`", a.id)),
+            )),
+            None => {}
+            Some(w) if !w.command.starts_with(&ctx.bin) => {
+                let first = w.command.split_whitespace().next().unwrap_or("");
+                let level = if Path::new(first).exists() {
+                    Level::Warn
+                } else {
+                    Level::Problem
+                };
+                out.push(check(
+                    "agents",
+                    level,
+                    format!(
+                        "{} runs cairn from {first}, not this binary ({})",
+                        a.id, ctx.bin
+                    ),
+                    Some("`cairn install` points every agent at this binary".to_owned()),
+                ));
+            }
+            Some(_) => fine.push(a.id),
+        }
+    }
+    if !fine.is_empty() {
+        out.insert(
+            0,
+            check(
+                "agents",
+                Level::Ok,
+                format!("wired into {}", fine.join(", ")),
+                None,
+            ),
+        );
+    } else if out.is_empty() {
+        out.push(check(
+            "agents",
+            Level::Warn,
+            "no supported coding agent found on this machine".to_owned(),
+            Some("`cairn install --agent NAME` wires one that cairn did not detect".to_owned()),
+        ));
+    }
+    out
+}
+
+fn peer_checks(node: &cairn_node::node::Node, home: &Path) -> anyhow::Result<Vec<Check>> {
+    let table = match PeerTable::load(home) {
+        Ok(t) => t,
+        Err(e) => {
+            return Ok(vec![check(
+                "peers",
+                Level::Problem,
+                format!("the peer table cannot be read: {e}"),
+                Some(format!(
+                    "fix or remove {}",
+                    PeerTable::path_in(home).display()
+                )),
+            )]);
+        }
+    };
+    let peers: Vec<Peer> = table.peers().to_vec();
+    if peers.is_empty() {
+        return Ok(vec![check(
+            "peers",
+            Level::Ok,
+            "no paired machines (`cairn pair` adds one)".to_owned(),
+            None,
+        )]);
+    }
+    let rt = pairing::runtime().context("start the network runtime")?;
+    let endpoint = {
+        let _guard = rt.enter();
+        let mut e = Endpoint::bind(
+            SocketAddr::from((Ipv4Addr::UNSPECIFIED, 0)),
+            node.identity().key(),
+            Role::ClientOnly,
+        )?;
+        e.set_handshake_timeout(PROBE_TIMEOUT);
+        Arc::new(e)
+    };
+    // Every peer at once; each probe is bounded by the handshake timeout.
+    let results = rt.block_on(async {
+        let mut set = tokio::task::JoinSet::new();
+        for (i, p) in peers.iter().cloned().enumerate() {
+            let endpoint = Arc::clone(&endpoint);
+            set.spawn(async move { (i, session::probe(&endpoint, &p).await) });
+        }
+        let mut out = Vec::new();
+        while let Some(Ok(r)) = set.join_next().await {
+            out.push(r);
+        }
+        out.sort_by_key(|(i, _)| *i);
+        out
+    });
+    endpoint.close();
+    let now = super::now_ms();
+    let mut out = Vec::new();
+    for (i, r) in results {
+        let Some(p) = peers.get(i) else { continue };
+        let who = format!("{} ({})", p.name, p.short_id());
+        out.push(match r {
+            Ok(addr) => check(
+                "peer",
+                Level::Ok,
+                format!(
+                    "{who} reachable at {addr}; last synced {}",
+                    output::ago(p.last_sync_ms, now)
+                ),
+                None,
+            ),
+            Err(SyncError::Unreachable { tried, .. }) => {
+                let tried: Vec<String> = tried.iter().map(ToString::to_string).collect();
+                check(
+                    "peer",
+                    Level::Problem,
+                    format!(
+                        "{who} unreachable: no answer from {} within {}s; last seen {}",
+                        if tried.is_empty() { "any address (none known)".to_owned() } else { tried.join(", ") },
+                        PROBE_TIMEOUT.as_secs(),
+                        output::ago(p.last_seen_ms, now)
+                    ),
+                    Some(format!(
+                        "make sure `cairn serve` runs on {} (`cairn doctor` there) and that UDP {DEFAULT_PORT} (or its --listen port) is open in its firewall; if it moved to another network it is found again when it dials this machine",
+                        p.name
+                    )),
+                )
+            }
+            Err(SyncError::Refused { addr, .. }) => check(
+                "peer",
+                Level::Problem,
+                format!("{who} answered at {addr} but refused this machine (it no longer has it paired, or another machine now uses that address)"),
+                Some(format!("`cairn unpair {}` here, then pair the two machines again", p.name)),
+            ),
+            Err(e) => check(
+                "peer",
+                Level::Problem,
+                format!("{who}: {e}"),
+                Some(format!("`cairn unpair {}` and pair again if it persists", p.name)),
+            ),
+        });
+    }
+    Ok(out)
+}
+
+fn port_check(serving: Option<&daemon::ServeState>) -> Check {
+    if let Some(st) = serving {
+        let addr = st.listen_addr;
+        if addr.ip().is_loopback() {
+            return check(
+                "port",
+                Level::Warn,
+                format!("cairn serve listens on {addr}: only this machine can reach it"),
+                Some(format!(
+                    "run it with `--listen 0.0.0.0:{}` so other machines can dial it",
+                    addr.port()
+                )),
+            );
+        }
+        return check(
+            "port",
+            Level::Ok,
+            format!(
+                "cairn serve listens on UDP {addr}; machines that dial this one need UDP {} open in its firewall",
+                addr.port()
+            ),
+            None,
+        );
+    }
+    match UdpSocket::bind(SocketAddr::from((Ipv4Addr::UNSPECIFIED, DEFAULT_PORT))) {
+        Ok(_) => check(
+            "port",
+            Level::Ok,
+            format!("UDP {DEFAULT_PORT} is free for cairn serve"),
+            None,
+        ),
+        Err(e) => check(
+            "port",
+            Level::Problem,
+            format!(
+                "UDP {DEFAULT_PORT}, where cairn serve listens by default, is not available: {e}"
+            ),
+            Some(format!(
+                "stop what holds it, or run `cairn serve --listen 0.0.0.0:{}` (peers learn the new port when it dials them)",
+                DEFAULT_PORT + 2
+            )),
+        ),
+    }
+}
+
+#[cfg(unix)]
+fn permission_checks(home: &Path, db: &Path, key: &Path) -> Vec<Check> {
+    use std::os::unix::fs::PermissionsExt;
+    let mut out = Vec::new();
+    let mode = |p: &Path| {
+        std::fs::metadata(p)
+            .ok()
+            .map(|m| m.permissions().mode() & 0o777)
+    };
+    let peers = PeerTable::path_in(home);
+    for (path, want, level) in [
+        (key, 0o600, Level::Problem),
+        (home, 0o700, Level::Warn),
+        (db, 0o600, Level::Warn),
+        (peers.as_path(), 0o600, Level::Warn),
+    ] {
+        let Some(m) = mode(path) else { continue };
+        if m & 0o077 != 0 {
+            let what = if path == key {
+                "the node's private key"
+            } else if path == home {
+                "the node's home"
+            } else if path == db {
+                "the memory database"
+            } else {
+                "the peer table"
+            };
+            out.push(check(
+                "permissions",
+                level,
+                format!(
+                    "{what} {} is open to other users (mode {m:o})",
+                    path.display()
+                ),
+                Some(format!("chmod {want:o} {}", path.display())),
+            ));
+        }
+    }
+    if out.is_empty() {
+        out.push(check(
+            "permissions",
+            Level::Ok,
+            format!(
+                "{} and its key, database and peer table are private to you",
+                home.display()
+            ),
+            None,
+        ));
+    }
+    out
+}
+
+#[cfg(not(unix))]
+fn permission_checks(_home: &Path, _db: &Path, _key: &Path) -> Vec<Check> {
+    Vec::new()
+}
