@@ -71,6 +71,12 @@ pub enum Command {
     Uninstall(UninstallArgs),
     /// Agent hook entry points (fail open: no output and exit 0 on any problem).
     Hook(HookArgs),
+    /// Browse the memory in your web browser: search, sessions, recent, machines, activity (local only).
+    Ui(UiArgs),
+    /// Print a shell completion script: bash, zsh, fish, powershell or elvish.
+    Completions(CompletionsArgs),
+    /// Print cairn's man page, or write one page per command into a folder.
+    Man(ManArgs),
 }
 
 /// Just `--json`.
@@ -304,4 +310,33 @@ pub struct HookArgs {
 pub enum HookEvent {
     /// Claude Code SessionStart: prints a digest of this project's recent decisions.
     SessionStart,
+}
+
+/// `cairn ui`
+#[derive(Debug, Args)]
+pub struct UiArgs {
+    /// Loopback address to serve the page on (port 0 = any free port); other addresses are refused.
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:0")]
+    pub listen: std::net::SocketAddr,
+    /// Print the address instead of opening a browser.
+    #[arg(long)]
+    pub no_open: bool,
+    /// Show the index as it is, without reading new history first.
+    #[arg(long)]
+    pub no_refresh: bool,
+}
+
+/// `cairn completions`
+#[derive(Debug, Args)]
+pub struct CompletionsArgs {
+    /// The shell.
+    pub shell: clap_complete::Shell,
+}
+
+/// `cairn man`
+#[derive(Debug, Args)]
+pub struct ManArgs {
+    /// Write `cairn.1` and one `cairn-COMMAND.1` per command into this folder instead of printing.
+    #[arg(long, value_name = "DIR")]
+    pub dir: Option<PathBuf>,
 }

@@ -50,6 +50,9 @@ pub fn run(args: impl IntoIterator<Item = OsString>) -> ExitCode {
         Command::Uninstall(a) => cmd::install::run_uninstall(&cli.global, &a),
         Command::Hook(a) => cmd::hook::run(&cli.global, &a),
         Command::Demo(a) => cmd::demo::run(&a),
+        Command::Ui(a) => cmd::ui::run(&cli.global, &a),
+        Command::Completions(a) => cmd::docs::completions(&a),
+        Command::Man(a) => cmd::docs::man(&a),
     };
     match result {
         Ok(()) => ExitCode::from(EXIT_OK),

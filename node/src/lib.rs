@@ -17,3 +17,4 @@ pub mod search;
 pub mod sources;
 pub mod store;
 pub mod sync;
+pub mod ui;

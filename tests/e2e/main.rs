@@ -5,6 +5,7 @@ mod util;
 
 mod agents;
 mod cli;
+mod docs;
 mod forget;
 mod hook;
 mod install;
@@ -12,3 +13,5 @@ mod mcp;
 mod pairing;
 mod service;
 mod sync;
+mod ui;
+mod ui_browser;

@@ -1,6 +1,7 @@
 //! One module per command; shared set-up here.
 
 pub mod demo;
+pub mod docs;
 pub mod doctor;
 pub mod forget;
 pub mod hook;
@@ -16,6 +17,7 @@ pub mod show;
 pub mod sources;
 pub mod status;
 pub mod sync;
+pub mod ui;
 
 use std::io::IsTerminal;
 

@@ -6,6 +6,7 @@
 //! `crate::indexer`), so nothing here ever sees a plaintext secret.
 
 mod apply;
+mod browse;
 pub mod codec;
 mod forget;
 mod ingest;
@@ -21,6 +22,7 @@ use std::time::Duration;
 use rusqlite::{Connection, OpenFlags};
 
 pub use apply::{ApplyError, ApplyReport, Blame};
+pub use browse::{Activity, DayCount, Origin, ProjectCount, RecentFilter};
 pub use forget::{ForgetCandidate, ForgetError, ForgetReport, MAX_QUERY_FORGET, TombstoneRow};
 pub use ingest::{Ingest, SourceState};
 pub use log::{LogKind, OwnLog, StoredRecord};
