@@ -25,7 +25,8 @@ pub fn run(global: &GlobalArgs, args: &UiArgs) -> anyhow::Result<()> {
         );
     }
     let mut node = super::open(global)?;
-    if !args.no_refresh {
+    // A running daemon keeps the index fresh already.
+    if !args.no_refresh && !daemon::is_serving(&node.config().home) {
         let report = super::refresh(&mut node, true, Some(REFRESH_BUDGET))?;
         if report.deferred > 0 {
             eprintln!(
@@ -40,7 +41,7 @@ pub fn run(global: &GlobalArgs, args: &UiArgs) -> anyhow::Result<()> {
         db_path: cfg.db_path.clone(),
         node_id: node.identity().id().to_owned(),
         node_name: cfg.node_name.clone(),
-        checked: checked_paths(&cfg.locations),
+        checked: checked_paths(&cfg.locations, &cfg.disabled),
     };
     // The page reads through its own read-only connection.
     drop(node);
@@ -61,21 +62,16 @@ pub fn run(global: &GlobalArgs, args: &UiArgs) -> anyhow::Result<()> {
     })
 }
 
-/// The folders and files agent histories are looked for in (shown on the
-/// page when nothing was found).
-fn checked_paths(l: &Locations) -> Vec<PathBuf> {
-    let mut v = vec![
-        l.claude_dir.join("projects"),
-        l.codex_home.join("sessions"),
-        l.gemini_home.join(".gemini/tmp"),
-        l.xdg_data_home.join("opencode"),
-        l.cursor_config_dir.clone(),
-        l.copilot_home.clone(),
-        l.pi_home.join("agent/sessions"),
-        l.home.join(".aider.chat.history.md"),
-        l.notes_file.clone(),
-    ];
-    v.extend(l.aider_history_file.iter().cloned());
+/// Every folder and file agent histories are looked for in (shown on the
+/// page when nothing was found), as `cairn sources` lists them.
+fn checked_paths(l: &Locations, disabled: &[String]) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = cairn_node::sources::registry()
+        .iter()
+        .filter(|s| !disabled.iter().any(|d| d == s.agent()))
+        .flat_map(|s| s.roots(l))
+        .collect();
+    v.sort();
+    v.dedup();
     v
 }
 
