@@ -522,3 +522,187 @@ fn no_planted_secret_in_any_page_or_answer() {
         }
     }
 }
+
+/// A test home that always runs as the machine `name`.
+pub struct Named {
+    pub home: TestHome,
+    pub name: &'static str,
+}
+
+impl Named {
+    pub fn cmd(&self, args: &[&str]) -> std::process::Command {
+        let mut c = self.home.cmd(args);
+        c.env("HOSTNAME", self.name);
+        c
+    }
+
+    pub fn ok(&self, args: &[&str]) -> String {
+        let out = self.cmd(args).output().expect("run cairn");
+        assert!(
+            out.status.success(),
+            "{}: cairn {args:?} failed\n{}",
+            self.name,
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).expect("utf-8")
+    }
+
+    fn json(&self, args: &[&str]) -> serde_json::Value {
+        serde_json::from_str(&self.ok(args)).expect("JSON")
+    }
+}
+
+/// Kills a child when dropped.
+pub struct Reap(pub Child);
+
+impl Drop for Reap {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// `inviter` runs `cairn pair --listen LISTEN`, `joiner` uses the code.
+pub fn pair(inviter: &Named, joiner: &Named, listen: &str) {
+    let mut child = inviter
+        .cmd(&["pair", "--listen", listen, "--json"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn cairn pair");
+    let stdout = child.stdout.take().expect("stdout");
+    let mut child = Reap(child);
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let first = rx.recv_timeout(DEADLINE).expect("pairing code in time");
+    let v: serde_json::Value = serde_json::from_str(&first).expect("code line");
+    let code = v["code"].as_str().expect("code").to_owned();
+    let joined = joiner.json(&["pair", &code, "--json"]);
+    assert_eq!(joined["paired"]["name"], inviter.name);
+    let start = std::time::Instant::now();
+    loop {
+        if let Some(st) = child.0.try_wait().expect("try_wait") {
+            assert!(st.success(), "the inviter exits cleanly after pairing");
+            break;
+        }
+        assert!(start.elapsed() < DEADLINE, "the inviter never exited");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Three machines in a line over loopback QUIC, through the real CLI:
+/// `fixture-laptop` (the seeded home) ↔ `beta` (serving) ↔ `gamma`.
+/// gamma's note reaches fixture-laptop only through beta, so on
+/// fixture-laptop gamma is a relayed origin. Returns the three and beta's
+/// daemon (kept running while the caller needs it).
+pub fn three_in_a_line() -> (Named, Named, Named, Reap) {
+    let a = Named {
+        home: TestHome::seeded(),
+        name: "fixture-laptop",
+    };
+    let b = Named {
+        home: TestHome::empty(),
+        name: "beta",
+    };
+    let c = Named {
+        home: TestHome::empty(),
+        name: "gamma",
+    };
+    let port = std::net::UdpSocket::bind("127.0.0.1:0")
+        .and_then(|s| s.local_addr())
+        .expect("free port")
+        .port();
+    let listen = format!("127.0.0.1:{port}");
+    pair(&b, &a, &listen);
+    pair(&b, &c, &listen);
+    c.ok(&["remember", "gamma keeps the okapi build farm notes"]);
+    let serve = Reap(
+        b.cmd(&["serve", "--listen", &listen])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn cairn serve"),
+    );
+    let start = std::time::Instant::now();
+    while b.json(&["status", "--json"])["listen_addr"].as_str() != Some(listen.as_str()) {
+        assert!(start.elapsed() < DEADLINE, "beta's daemon never listened");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // gamma → beta, then fixture-laptop ↔ beta (which now holds gamma's log).
+    c.ok(&["sync"]);
+    a.ok(&["index", "--quiet"]);
+    a.ok(&["sync"]);
+    let hits = a.json(&["search", "--json", "--no-refresh", "--", "okapi"]);
+    assert_eq!(hits["hits"][0]["machine"], "gamma", "{hits}");
+    (a, b, c, serve)
+}
+
+#[test]
+fn machines_answer_shows_peers_sync_state_and_relayed_origins() {
+    let (a, _b, _c, _serve) = three_in_a_line();
+    let ui = UiProc::start(&a.home);
+    let v = ui.json("/api/machines");
+    let ms = v["machines"].as_array().expect("machines");
+    let by = |name: &str| {
+        ms.iter()
+            .find(|m| m["name"] == name)
+            .unwrap_or_else(|| panic!("{name} in {v}"))
+    };
+    let me = by("fixture-laptop");
+    assert_eq!(me["relation"], "self");
+    assert!(me["records"].as_u64().is_some_and(|n| n > 50), "{me}");
+    let beta = by("beta");
+    assert_eq!(beta["relation"], "peer");
+    assert!(beta["last_sync_ms"].as_i64().is_some(), "{beta}");
+    assert!(beta["last_seen_ms"].as_i64().is_some(), "{beta}");
+    assert_eq!(beta["behind"], 0, "{beta}");
+    assert!(
+        beta["records_received"].as_u64().is_some_and(|n| n >= 1),
+        "{beta}"
+    );
+    assert!(
+        beta["addresses"][0]
+            .as_str()
+            .is_some_and(|s| s.starts_with("127.0.0.1:")),
+        "{beta}"
+    );
+    let gamma = by("gamma");
+    assert_eq!(gamma["relation"], "relayed");
+    assert_eq!(gamma["records"], 1, "{gamma}");
+    // The same peers as `cairn peers --json`.
+    let cli = a.json(&["peers", "--json"]);
+    let p = &cli["peers"][0];
+    for k in [
+        "node_id",
+        "name",
+        "last_sync_ms",
+        "last_seen_ms",
+        "records_received",
+        "behind",
+    ] {
+        assert_eq!(beta[k], p[k], "{k}");
+    }
+    // The overview and the activity count gamma's note as gamma's.
+    let o = ui.json("/api/overview");
+    assert!(
+        o["machines"]
+            .as_array()
+            .expect("machines")
+            .contains(&serde_json::json!("gamma"))
+    );
+    let act = ui.json("/api/activity?days=2");
+    assert!(
+        act["by_machine"]
+            .as_array()
+            .expect("by machine")
+            .iter()
+            .any(|d| d["key"] == "gamma" && d["records"] == 1),
+        "{act}"
+    );
+}

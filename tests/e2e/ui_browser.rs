@@ -4,18 +4,15 @@
 //! screenshots go to `target/tmp/ui-screenshots/` for people to look at.
 //! Skips loudly when no Chromium is installed (`.ci/run` installs it).
 
-use std::io::{BufRead, BufReader};
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
-use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use base64::Engine;
 use serde_json::{Value, json};
 
-use crate::ui::{DEADLINE, UiProc, plain_get};
-use crate::util::TestHome;
+use crate::ui::{DEADLINE, UiProc, plain_get, three_in_a_line};
 
 /// The browser binary: `$CAIRN_CHROMIUM`, else the usual names on `PATH`.
 fn find_chromium() -> Option<PathBuf> {
@@ -193,43 +190,6 @@ impl Cdp {
     }
 }
 
-/// Pairs `a` (inviting, named by its config) with a fresh node `b` named
-/// `beta`, through the real CLI over loopback QUIC.
-fn pair(a: &TestHome, b: &TestHome) {
-    let mut inviter = a
-        .cmd(&["pair", "--listen", "127.0.0.1:0", "--json"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawn cairn pair");
-    let stdout = inviter.stdout.take().expect("stdout");
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
-    let first = rx.recv_timeout(DEADLINE).expect("pairing code in time");
-    let v: Value = serde_json::from_str(&first).expect("code line");
-    let code = v["code"].as_str().expect("code").to_owned();
-    let joined = b
-        .cmd(&["pair", &code, "--json"])
-        .env("HOSTNAME", "beta")
-        .output()
-        .expect("cairn pair CODE");
-    assert!(
-        joined.status.success(),
-        "{}",
-        String::from_utf8_lossy(&joined.stderr)
-    );
-    let done = rx.recv_timeout(DEADLINE).expect("inviter result");
-    assert!(done.contains("beta"), "{done}");
-    let status = wait_for("the inviter to exit", || inviter.try_wait().ok().flatten());
-    assert!(status.success());
-}
-
 #[test]
 fn browse_page_in_headless_chromium() {
     let Some(chromium) = find_chromium() else {
@@ -239,10 +199,9 @@ fn browse_page_in_headless_chromium() {
         );
         return;
     };
-    let (a, b) = (TestHome::seeded(), TestHome::empty());
-    b.ok(&["status"]);
-    pair(&a, &b);
-    let ui = UiProc::start(&a);
+    // fixture-laptop ↔ beta ↔ gamma: gamma is a relayed origin here.
+    let (a, _b, _c, _serve) = three_in_a_line();
+    let ui = UiProc::start(&a.home);
     let browser = Browser::start(&chromium);
     let mut page = browser.page();
     page.call("Page.enable", json!({}));
@@ -337,12 +296,22 @@ fn browse_page_in_headless_chromium() {
         .eval("[...document.querySelectorAll('svg.graph text')].map(t => t.textContent).join('|')");
     let graph = graph.as_str().unwrap_or_default();
     assert!(
-        graph.contains("beta") && graph.contains("never synced"),
+        graph.contains("beta") && graph.contains("gamma") && graph.contains("synced"),
         "{graph}"
     );
+    assert!(!graph.contains("never synced"), "{graph}");
     assert_eq!(
         page.eval("document.querySelectorAll('svg.graph line.link').length"),
+        json!(2),
+        "one link to the peer, one dashed to the relayed origin"
+    );
+    assert_eq!(
+        page.eval("document.querySelectorAll('svg.graph line.link.relayed').length"),
         json!(1)
+    );
+    assert!(
+        table.contains("gamma") && table.contains("relayed"),
+        "{table}"
     );
     page.screenshot("machines.png");
 

@@ -395,30 +395,41 @@ function machineGraph(ms) {
   const self = ms.find((m) => m.relation === "self");
   const peers = ms.filter((m) => m.relation === "peer");
   const relayed = ms.filter((m) => m.relation === "relayed");
-  const W = 640, H = peers.length || relayed.length ? 360 : 140, cx = W / 2, cy = peers.length || relayed.length ? H / 2 : 50;
+  const W = 720;
+  const H = !peers.length && !relayed.length ? 140 : peers.length > 2 || relayed.length > 2 ? 360 : 240;
+  const cx = W / 2, cy = peers.length || relayed.length ? H / 2 : 50;
+  const ry1 = Math.min(110, H / 2 - 55), ry2 = Math.min(150, H / 2 - 45);
   const pos = new Map();
   pos.set(self.node_id, [cx, cy]);
   peers.forEach((m, i) => {
     const a = (2 * Math.PI * i) / Math.max(peers.length, 1);
-    pos.set(m.node_id, [cx + 200 * Math.cos(a), cy + 110 * Math.sin(a)]);
+    pos.set(m.node_id, [cx + 200 * Math.cos(a), cy + ry1 * Math.sin(a)]);
   });
+  // Which peer relayed an origin is not recorded; each relayed origin is
+  // drawn beyond one peer (in turn) with a dashed line, or around this
+  // node when there are no peers.
+  const via = new Map();
+  const perPeer = new Map();
   relayed.forEach((m, i) => {
-    const a = (2 * Math.PI * (i + 0.5)) / Math.max(relayed.length, 1);
-    pos.set(m.node_id, [cx + 280 * Math.cos(a), cy + 150 * Math.sin(a)]);
+    const k = peers.length ? i % peers.length : -1;
+    const j = perPeer.get(k) || 0;
+    perPeer.set(k, j + 1);
+    via.set(m.node_id, [k, j]);
   });
+  for (const m of relayed) {
+    const [k, j] = via.get(m.node_id);
+    const n = perPeer.get(k);
+    const base = k >= 0 ? (2 * Math.PI * k) / peers.length : 0;
+    const spread = k >= 0 ? 0.45 : (2 * Math.PI) / n;
+    const a = base + (j - (n - 1) / 2) * spread;
+    pos.set(m.node_id, [cx + 290 * Math.cos(a), cy + ry2 * Math.sin(a)]);
+  }
   const g = svg("svg", { class: "graph", viewBox: `0 0 ${W} ${H}`, role: "img", "aria-label": "paired machines" });
   for (const m of relayed) {
     const [x, y] = pos.get(m.node_id);
-    // A relayed origin reached this node through some peer; draw it to the
-    // nearest peer (or to this node when there is none).
-    let via = [cx, cy];
-    let best = Infinity;
-    for (const p of peers) {
-      const [px, py] = pos.get(p.node_id);
-      const d = (px - x) ** 2 + (py - y) ** 2;
-      if (d < best) { best = d; via = [px, py]; }
-    }
-    g.append(svg("line", { class: "link relayed", x1: via[0], y1: via[1], x2: x, y2: y }));
+    const k = via.get(m.node_id)[0];
+    const [fx, fy] = k >= 0 ? pos.get(peers[k].node_id) : [cx, cy];
+    g.append(svg("line", { class: "link relayed", x1: fx, y1: fy, x2: x, y2: y }));
   }
   for (const m of peers) {
     const [x, y] = pos.get(m.node_id);
@@ -433,7 +444,7 @@ function machineGraph(ms) {
       svg("title", { text: m.name + " (" + m.node_id + ")" }),
       svg("circle", { class: "node-" + m.relation, cx: x, cy: y, r }),
       svg("text", { x, y: y + r + 13, "text-anchor": "middle", text: m.name + (m.relation === "self" ? " (this machine)" : "") }),
-      svg("text", { x, y: y + r + 26, "text-anchor": "middle", class: "muted", text: m.records + " records" })));
+      svg("text", { x, y: y + r + 26, "text-anchor": "middle", class: "muted", text: m.records + (m.records === 1 ? " record" : " records") })));
   }
   return g;
 }
