@@ -453,6 +453,32 @@ fn search_and_session_answer_what_the_cli_answers() {
             .expect("matched")
             .contains(&serde_json::json!(focus))
     );
+    // A long session opens on the page holding the best match.
+    let web = ui.json("/api/session?id=3d0c9a52&q=float64%20rounding&limit=2");
+    let total = web["total"].as_u64().expect("total") as usize;
+    let offset = web["offset"].as_u64().expect("offset") as usize;
+    let focus = web["focus"].as_u64().expect("focus on this page") as usize;
+    assert!(offset > 0 && offset.is_multiple_of(2) && offset < total, "{web}");
+    let text = web["records"][focus]["text"].as_str().expect("text");
+    assert!(text.contains("float64 rounding"), "{text}");
+    // Recent sessions filter like search does.
+    let recent = ui.json("/api/recent?agent=codex&limit=1000");
+    let rs = recent["sessions"].as_array().expect("sessions");
+    assert!(
+        !rs.is_empty() && rs.iter().all(|s| s["agent"] == "codex"),
+        "{recent}"
+    );
+    let times: Vec<i64> = rs.iter().filter_map(|s| s["last_ms"].as_i64()).collect();
+    assert!(times.windows(2).all(|w| w[0] >= w[1]), "newest first");
+    let recent = ui.json("/api/recent?project=webshop&limit=1000");
+    let rs = recent["sessions"].as_array().expect("sessions");
+    assert!(
+        !rs.is_empty()
+            && rs
+                .iter()
+                .all(|s| s["project"].as_str().is_some_and(|p| p.contains("webshop"))),
+        "{recent}"
+    );
     // Unknown sessions and bad filters are readable errors, not crashes.
     assert_eq!(ui.get("/api/session?id=zzzz-no-such").status, 404);
     assert_eq!(ui.get("/api/session").status, 400);

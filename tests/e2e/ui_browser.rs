@@ -13,6 +13,7 @@ use base64::Engine;
 use serde_json::{Value, json};
 
 use crate::ui::{DEADLINE, UiProc, plain_get, three_in_a_line};
+use crate::util::TestHome;
 
 /// The browser binary: `$CAIRN_CHROMIUM`, else the usual names on `PATH`.
 fn find_chromium() -> Option<PathBuf> {
@@ -190,13 +191,21 @@ impl Cdp {
     }
 }
 
+/// The browser, or a loud skip message.
+fn chromium_or_skip(test: &str) -> Option<PathBuf> {
+    let found = find_chromium();
+    if found.is_none() {
+        eprintln!(
+            "\n*** SKIPPED {test}: no Chromium found (install the `chromium` package, \
+             or set CAIRN_CHROMIUM); .ci/run installs it ***\n"
+        );
+    }
+    found
+}
+
 #[test]
 fn browse_page_in_headless_chromium() {
-    let Some(chromium) = find_chromium() else {
-        eprintln!(
-            "\n*** SKIPPED browse_page_in_headless_chromium: no Chromium found (install the \
-             `chromium` package, or set CAIRN_CHROMIUM); .ci/run installs it ***\n"
-        );
+    let Some(chromium) = chromium_or_skip("browse_page_in_headless_chromium") else {
         return;
     };
     // fixture-laptop ↔ beta ↔ gamma: gamma is a relayed origin here.
@@ -349,4 +358,80 @@ fn browse_page_in_headless_chromium() {
         path.parent().unwrap_or(&path).display()
     );
     drop(browser);
+}
+
+#[test]
+fn empty_states_explain_and_memory_text_stays_text() {
+    let Some(chromium) = chromium_or_skip("empty_states_explain_and_memory_text_stays_text") else {
+        return;
+    };
+    let home = TestHome::empty();
+    let ui = UiProc::start(&home);
+    let browser = Browser::start(&chromium);
+    let mut page = browser.page();
+    page.call("Page.enable", json!({}));
+    page.call(
+        "Page.navigate",
+        json!({ "url": format!("{}#/search?q=anything", ui.url) }),
+    );
+    page.wait_true(
+        "the empty state",
+        "document.querySelector('#results .empty') !== null",
+    );
+    let empty = page.text("#results");
+    assert!(empty.contains("No agent history is indexed"), "{empty}");
+    assert!(
+        empty.contains(".claude") && empty.contains("cairn index"),
+        "which paths were checked: {empty}"
+    );
+    page.eval("location.hash = '#/machines'");
+    page.wait_true(
+        "the machines page",
+        "document.querySelector('table#machines') !== null",
+    );
+    let machines = page.text("main");
+    assert!(
+        machines.contains("No paired machines yet") && machines.contains("cairn pair CODE"),
+        "{machines}"
+    );
+    page.eval("location.hash = '#/recent'");
+    page.wait_true(
+        "the recent page",
+        "document.querySelector('#recent .empty') !== null",
+    );
+    page.screenshot("empty-recent.png");
+
+    // Text that looks like markup is shown as text and never runs.
+    let hostile = "<img src=x onerror=\"document.title='pwned'\"> <b>bold</b> hostile okapi note";
+    home.ok(&["remember", hostile]);
+    page.call("Page.reload", json!({}));
+    page.wait_true(
+        "the page after reload",
+        "document.querySelector('#whoami').textContent.includes('1 records')",
+    );
+    page.eval("location.hash = '#/search?q=okapi'");
+    page.wait_true(
+        "the note found",
+        "document.querySelectorAll('article.hit').length === 1",
+    );
+    let hit = page.text("article.hit");
+    assert!(
+        hit.contains("<img src=x") && hit.contains("<b>bold</b>"),
+        "{hit}"
+    );
+    assert_eq!(
+        page.eval("document.querySelectorAll('main img, main b').length"),
+        json!(0)
+    );
+    page.eval("document.querySelector('article.hit a.title').click()");
+    page.wait_true(
+        "the note's session",
+        "document.querySelector('.rec.focus') !== null",
+    );
+    assert_eq!(
+        page.eval("document.querySelectorAll('main img, main b').length"),
+        json!(0)
+    );
+    assert_ne!(page.eval("document.title"), json!("pwned"));
+    page.screenshot("hostile-text.png");
 }
