@@ -458,7 +458,10 @@ fn search_and_session_answer_what_the_cli_answers() {
     let total = web["total"].as_u64().expect("total") as usize;
     let offset = web["offset"].as_u64().expect("offset") as usize;
     let focus = web["focus"].as_u64().expect("focus on this page") as usize;
-    assert!(offset > 0 && offset.is_multiple_of(2) && offset < total, "{web}");
+    assert!(
+        offset > 0 && offset.is_multiple_of(2) && offset < total,
+        "{web}"
+    );
     let text = web["records"][focus]["text"].as_str().expect("text");
     assert!(text.contains("float64 rounding"), "{text}");
     // Recent sessions filter like search does.

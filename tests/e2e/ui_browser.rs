@@ -161,10 +161,13 @@ impl Cdp {
         r["result"]["value"].clone()
     }
 
-    /// Waits until `expr` is truthy in the page.
+    /// Waits until `expr` is truthy in the page (a throw, e.g. while a
+    /// reload has not built the page yet, counts as not yet).
     fn wait_true(&mut self, what: &str, expr: &str) {
+        let guarded =
+            format!("(() => {{ try {{ return !!({expr}); }} catch (e) {{ return false; }} }})()");
         wait_for(what, || {
-            let v = self.eval(expr);
+            let v = self.eval(&guarded);
             (v.as_bool() == Some(true)).then_some(())
         });
     }
