@@ -22,7 +22,7 @@ use std::path::Path;
 use std::time::UNIX_EPOCH;
 
 use crate::record::Record;
-use crate::redact::{RedactionCounts, Redactor};
+use crate::redact::{RedactionCounts, Redactor, scope};
 use crate::sources::{self, LineParser, Locations, ParseError, Reader, SourceFile};
 use crate::store::{SourceState, Store, StoreError};
 
@@ -106,6 +106,9 @@ pub fn index_all(
     ctx: &IndexContext<'_>,
     progress: &mut dyn FnMut(Progress),
 ) -> Result<IndexReport, IndexError> {
+    // Parsers that cut long texts redact them whole first, with this
+    // node's rules (see `redact::scope`).
+    let _scope = scope::enter(ctx.redactor);
     let mut report = IndexReport::default();
     let mut plans = Vec::new();
     let mut present = HashSet::new();
@@ -314,7 +317,8 @@ fn write_batch(
     keep: Option<&mut HashSet<[u8; 32]>>,
     state: Option<&SourceState>,
 ) -> Result<u64, StoreError> {
-    let mut counts = RedactionCounts::new();
+    // What the parsers redacted before cutting long texts, then the rest.
+    let mut counts = scope::take_counts();
     let mut ing = store.ingest(ctx.origin)?;
     let mut keep = keep;
     for mut r in records.drain(..) {
@@ -366,6 +370,8 @@ fn index_lines(
 ) -> Result<(), FileError> {
     let path = &plan.file.path;
     let key = path.to_string_lossy().into_owned();
+    // Counts left by a file that failed part-way are not this file's.
+    drop(scope::take_counts());
     let mut file = File::open(path).map_err(|e| io_err(path, e))?;
     let mut state = match &plan.state {
         Some(s) => s.clone(),
@@ -402,6 +408,7 @@ fn index_lines(
         if first.ends_with(b"\n") {
             let mut discard = Vec::new();
             let _ignored = parser.line(trim_eol(&first), 0, &mut discard);
+            drop(scope::take_counts());
         }
     }
     reader
@@ -508,6 +515,8 @@ fn index_whole(
 ) -> Result<(), FileError> {
     let path = &plan.file.path;
     let key = path.to_string_lossy().into_owned();
+    // Counts left by a file that failed part-way are not this file's.
+    drop(scope::take_counts());
     let bytes = std::fs::read(path).map_err(|e| io_err(path, e))?;
     progress(Progress::Advance(bytes.len() as u64));
     report.bytes_read += bytes.len() as u64;
@@ -563,6 +572,8 @@ fn index_database(
 ) -> Result<(), FileError> {
     let path = &plan.file.path;
     let key = path.to_string_lossy().into_owned();
+    // Counts left by a file that failed part-way are not this file's.
+    drop(scope::take_counts());
     let mut state = match &plan.state {
         Some(s) => s.clone(),
         None => {

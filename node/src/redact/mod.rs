@@ -29,13 +29,17 @@
 
 mod entropy;
 mod rules;
+pub mod scope;
 mod value;
 
+#[cfg(test)]
+mod format_tests;
 #[cfg(test)]
 mod tests;
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use regex::Regex;
 
@@ -79,10 +83,11 @@ struct Compiled {
     action: Action,
 }
 
-/// Replaces secrets in text with `[REDACTED:<kind>]` markers.
-#[derive(Debug)]
+/// Replaces secrets in text with `[REDACTED:<kind>]` markers. Cloning is
+/// cheap: the compiled rules are shared.
+#[derive(Debug, Clone)]
 pub struct Redactor {
-    rules: Vec<Compiled>,
+    rules: Arc<[Compiled]>,
 }
 
 impl std::fmt::Debug for Compiled {
@@ -136,13 +141,15 @@ impl Redactor {
                 action: Action::Custom,
             });
         }
-        Ok(Redactor { rules: compiled })
+        Ok(Redactor {
+            rules: compiled.into(),
+        })
     }
 
     /// Returns `text` with every secret replaced, adding to `counts`.
     pub fn redact<'a>(&self, text: &'a str, counts: &mut RedactionCounts) -> Cow<'a, str> {
         let mut cur: Cow<'a, str> = Cow::Borrowed(text);
-        for rule in &self.rules {
+        for rule in self.rules.iter() {
             if let Some(next) = apply(rule, &cur, counts) {
                 cur = Cow::Owned(next);
             }

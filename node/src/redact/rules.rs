@@ -57,6 +57,13 @@ pub(crate) const PASSWORD: &str = "password";
 pub(crate) const GENERIC_SECRET: &str = "generic-secret";
 pub(crate) const HIGH_ENTROPY: &str = "high-entropy";
 pub(crate) const CUSTOM: &str = "custom";
+pub(crate) const VAULT_TOKEN: &str = "vault-token";
+pub(crate) const DATABRICKS_TOKEN: &str = "databricks-token";
+pub(crate) const TWILIO_KEY: &str = "twilio-key";
+pub(crate) const DISCORD_TOKEN: &str = "discord-token";
+pub(crate) const TELEGRAM_TOKEN: &str = "telegram-token";
+pub(crate) const AGE_SECRET_KEY: &str = "age-secret-key";
+pub(crate) const PROVIDER_TOKEN: &str = "provider-token";
 
 /// Every kind a built-in or custom rule can report.
 pub const KINDS: &[&str] = &[
@@ -81,16 +88,36 @@ pub const KINDS: &[&str] = &[
     GENERIC_SECRET,
     HIGH_ENTROPY,
     CUSTOM,
+    VAULT_TOKEN,
+    DATABRICKS_TOKEN,
+    TWILIO_KEY,
+    DISCORD_TOKEN,
+    TELEGRAM_TOKEN,
+    AGE_SECRET_KEY,
+    PROVIDER_TOKEN,
 ];
 
 /// The built-in rules, in application order.
 pub(crate) const RULES: &[RuleDef] = &[
     // PEM private keys: the whole block, also JSON-escaped on one line
-    // (`\n` sequences). Without an END line (truncated output), the BEGIN
-    // line plus the base64-only lines that follow it.
+    // (`\n`, or `\\n` when escaped twice). Without an END line (output
+    // cut by its producer), the BEGIN line plus the base64 and header
+    // (`Proc-Type: ...`) lines that follow it.
     RuleDef {
-        pattern: r"-----BEGIN[ A-Z0-9]*PRIVATE KEY(?: BLOCK)?-----(?s:.*?)-----END[ A-Z0-9]*PRIVATE KEY(?: BLOCK)?-----|-----BEGIN[ A-Z0-9]*PRIVATE KEY(?: BLOCK)?-----(?:(?:\r?\n|\\r?\\n)[A-Za-z0-9+/=]+)*",
+        pattern: concat!(
+            r"-----BEGIN[ A-Z0-9_-]*PRIVATE KEY(?: BLOCK)?-----(?s:.*?)-----END[ A-Z0-9_-]*PRIVATE KEY(?: BLOCK)?-----",
+            r"|-----BEGIN[ A-Z0-9_-]*PRIVATE KEY(?: BLOCK)?-----",
+            r"(?:(?:\r?\n|(?:\\+r)?\\+n)+(?:[A-Za-z][A-Za-z0-9-]*:[ \t][^\r\n\\]*|[A-Za-z0-9+/=]+))*",
+        ),
         handler: private_key,
+    },
+    // The end of a key whose BEGIN line is gone (an older build cut the
+    // text before redacting it, or the producer cut it): the END line and
+    // the base64 lines before it. Any END still here has no BEGIN: whole
+    // blocks were replaced by the rule above.
+    RuleDef {
+        pattern: r"-----END[ A-Z0-9_-]*PRIVATE KEY(?: BLOCK)?-----",
+        handler: orphan_key_end,
     },
     // scheme://user:password@host — keep scheme, user and host. Starts at
     // the `://` literal; the handler checks a scheme precedes it.
@@ -127,7 +154,7 @@ pub(crate) const RULES: &[RuleDef] = &[
         handler: google,
     },
     RuleDef {
-        pattern: r"[sr]k_(?:live|test)_[A-Za-z0-9]{10,}|whsec_[A-Za-z0-9]{24,}",
+        pattern: r"[sr]k_(?:live|test|prod)_[A-Za-z0-9]{10,}|whsec_[A-Za-z0-9]{24,}",
         handler: stripe,
     },
     RuleDef {
@@ -141,6 +168,40 @@ pub(crate) const RULES: &[RuleDef] = &[
     RuleDef {
         pattern: r"A(?:KIA|SIA|BIA|CCA)[A-Z0-9]{16}",
         handler: aws_access_key,
+    },
+    // Other well-known provider formats (facts from the providers' docs
+    // and public scanner rule sets): every branch starts with a literal,
+    // and the handler maps the branch to its kind.
+    RuleDef {
+        pattern: PROVIDER_PATTERNS[0],
+        handler: provider,
+    },
+    RuleDef {
+        pattern: PROVIDER_PATTERNS[1],
+        handler: provider,
+    },
+    RuleDef {
+        pattern: PROVIDER_PATTERNS[2],
+        handler: provider,
+    },
+    // Formats whose fixed part is only two or three bytes get a pass each:
+    // in the alternation above their short literals would make the
+    // engine's prefilter useless for every branch.
+    RuleDef {
+        pattern: r"(?P<twilio>SK[0-9a-fA-F]{32})",
+        handler: provider,
+    },
+    RuleDef {
+        pattern: r"(?P<discord>[MNO][DTjz][A-Za-z0-9_-]{22,24}\.[A-Za-z0-9_-]{6}\.[A-Za-z0-9_-]{27,40})",
+        handler: provider,
+    },
+    RuleDef {
+        pattern: r"(?P<telegram>:AA[A-Za-z0-9_-]{33})",
+        handler: provider,
+    },
+    RuleDef {
+        pattern: r"(?P<azure>Q~[A-Za-z0-9_~.-]{31,34})",
+        handler: provider,
     },
     RuleDef {
         pattern: r"eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}",
@@ -169,10 +230,40 @@ pub(crate) const RULES: &[RuleDef] = &[
         pattern: r#"--(?P<flag>(?i-u:password|passwd|pass|db-password|auth-token|access-token|api-token|token|api-key|apikey|client-secret|secret-key|secret))(?P<sep>=|[ \t]+)(?P<v>"[^"\n]*"|'[^'\n]*'|[^\s"']+)"#,
         handler: flag,
     },
-    // mysql -pSECRET (glued only; `-p` alone is not a password flag).
+    // mysql -pSECRET, -p"SECRET" (glued only; `-p` alone prompts).
     RuleDef {
-        pattern: r#"(?i-u:mysql|mysqldump|mysqladmin|mysqlimport|mysqlsh|mariadb|mariadb-dump)[^\n|;&]*?[ \t]-p(?P<v>[^\s"'\-][^\s"']*)"#,
+        pattern: r#"(?i-u:mysql|mysqldump|mysqladmin|mysqlimport|mysqlsh|mariadb|mariadb-dump)[^\n|;&]*?[ \t]-p(?P<v>"[^"\n]+"|'[^'\n]+'|[^\s"'\-][^\s"']*)"#,
         handler: mysql,
+    },
+    // sshpass -p SECRET (only among sshpass's own options).
+    RuleDef {
+        pattern: r#"sshpass(?P<opts>(?:[ \t]+[^\s|;&]+)*?)[ \t]+-p[ \t]*(?P<v>"[^"\n]*"|'[^'\n]*'|[^\s"']+)"#,
+        handler: sshpass,
+    },
+    // docker login -p SECRET / --password SECRET, and the same for the
+    // other registry clients.
+    RuleDef {
+        pattern: r#"login(?:[ \t][^\n|;&]*?)?[ \t](?:-p|--password)(?:[ \t]+|=)?(?P<v>"[^"\n]*"|'[^'\n]*'|[^\s"']+)"#,
+        handler: registry_login,
+    },
+    // netrc: `machine host login user password SECRET`, on one line or
+    // several (the handler looks for the `machine` entry).
+    RuleDef {
+        pattern: r#"password[ \t]+(?P<v>"[^"\n]*"|[^\s"]+)"#,
+        handler: netrc,
+    },
+    // .pgpass lines: host:port:database:user:password (the handler checks
+    // the host starts the line and the password ends it). Anchored on the
+    // usual PostgreSQL and PgBouncer ports or `*`: a pattern starting at
+    // any `:<digits>:` costs a regex start at every JSON number.
+    RuleDef {
+        pattern: r#":(?:5432|5433|5434|5435|6432|\*):[^:\s\\"'/]+:[^:\s\\"']+:(?P<v>[^\s"'\\]+)"#,
+        handler: pgpass,
+    },
+    // Prose: "the password is X", "password for the admin user was X".
+    RuleDef {
+        pattern: r#"(?:password|Password|PASSWORD|passphrase|Passphrase|PASSPHRASE|passcode|Passcode)[ \t]+(?:for[ \t]+[^\n.,;:!?"'`]{1,40}?[ \t]+)?(?:is now|is set to|was set to|set to|changed to|reset to|will be|should be|would be|is|was)[ \t]*:?[ \t]+(?P<v>"[^"\n]{1,100}"|'[^'\n]{1,100}'|`[^`\n]{1,100}`|[^\s"'`]+)"#,
+        handler: prose_password,
     },
     // Generic key = value assignments (env, YAML, JSON, shell, code). The
     // pattern starts at the keyword (so the regex engine can use a literal
@@ -180,7 +271,7 @@ pub(crate) const RULES: &[RuleDef] = &[
     // Keyword case variants are listed explicitly (lower, Capitalized,
     // UPPER) instead of `(?i)` for the same reason.
     RuleDef {
-        pattern: r#"(?P<key>(?:pass|Pass|PASS|pwd|Pwd|PWD|secret|Secret|SECRET|token|Token|TOKEN|key|Key|KEY|auth|Auth|AUTH|cred|Cred|CRED)[A-Za-z0-9_.\-]*)(?:\\?["'])?[ \t]*(?P<op>:=|=>|=|:)[ \t]*(?:"(?P<dq>[^"\r\n]+)"|'(?P<sq>[^'\r\n]+)'|\\"(?P<eq>[^"\\\r\n]+)\\"|(?P<bare>[^\s"'`,;&()\[\]{}<>\\]+))"#,
+        pattern: r#"(?P<key>(?:pass|Pass|PASS|pwd|Pwd|PWD|secret|Secret|SECRET|token|Token|TOKEN|key|Key|KEY|auth|Auth|AUTH|cred|Cred|CRED)[A-Za-z0-9_.\-]*)(?:\\*["'])?[ \t]*(?P<op>:=|=>|=|:)[ \t]*(?:"(?P<dq>[^"\r\n]+)"|'(?P<sq>[^'\r\n]+)'|\\+"(?P<eq>[^"\\\r\n]+)\\+"|(?P<bare>[^\s"'`,;&()\[\]{}<>\\]+))"#,
         handler: generic,
     },
 ];
@@ -339,6 +430,15 @@ fn aws_access_key(text: &str, caps: &Captures<'_>) -> Option<Hit> {
     if glued_before(text, m.start()) || glued_after_alnum(text, m.end()) {
         return None;
     }
+    // AWS documentation's example key ids (`AKIAIOSFODNN7EXAMPLE`,
+    // `AKIAI44QH8DHBEXAMPLE`) are published placeholders that open nothing;
+    // keeping them lets notes about docs and test fixtures stay searchable.
+    // AWS never issues an id spelling EXAMPLE, so no real key is kept. (The
+    // matching example secret keys end in EXAMPLEKEY and are kept as
+    // placeholders by the assignment rules.)
+    if m.as_str().ends_with("EXAMPLE") {
+        return None;
+    }
     whole(caps, AWS_ACCESS_KEY)
 }
 
@@ -452,11 +552,10 @@ fn flag(text: &str, caps: &Captures<'_>) -> Option<Hit> {
 
 fn mysql(text: &str, caps: &Captures<'_>) -> Option<Hit> {
     let m = caps.get(0)?;
-    let v = caps.name("v")?.as_str();
-    if glued_before(text, m.start()) || inert(v) {
+    if glued_before(text, m.start()) {
         return None;
     }
-    group(caps, "v", PASSWORD)
+    password_value(text, caps)
 }
 
 /// Start of the identifier ending at `end`: walks back over `[A-Za-z0-9_.-]`.
@@ -541,7 +640,7 @@ fn generic(text: &str, caps: &Captures<'_>) -> Option<Hit> {
         } else {
             GENERIC_SECRET
         }
-    } else if entropy::is_high_entropy(v) {
+    } else if entropy::is_high_entropy(v) && !value::is_labelled_digest(v) {
         HIGH_ENTROPY
     } else {
         return None;
@@ -550,4 +649,645 @@ fn generic(text: &str, caps: &Captures<'_>) -> Option<Hit> {
         range: vm.start()..vm.start() + v.len(),
         kind,
     })
+}
+
+/// The provider formats, in groups of alternations that keep the regex
+/// engine's literal prefilter fast (one alternation of every format was
+/// measured several times slower than these few passes). Every branch
+/// starts with a literal; each named group is listed in [`BRANCHES`].
+const PROVIDER_PATTERNS: &[&str] = &[
+    concat!(
+        r"(?P<vault>hv[sb]\.[A-Za-z0-9_-]{24,})",
+        r"|(?P<databricks>dapi[a-f0-9]{32}(?:-[0-9])?)",
+        r"|(?P<age>AGE-SECRET-KEY-1[QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L]{58})",
+        r"|(?P<slack>xapp-[0-9]-[A-Za-z0-9-]{20,}|xoxe(?:\.xox[bp])?-[0-9]-[A-Za-z0-9]{50,})",
+        r"|(?P<gitlab>gl(?:cbt|ft|imt|agent|oas|soat|ffct)-[A-Za-z0-9_-]{20,}|GR1348941[A-Za-z0-9_-]{20})",
+        r"|(?P<huggingface>api_org_[A-Za-z]{34})",
+        r"|(?P<google>GOCSPX-[A-Za-z0-9_-]{28}|ya29\.[A-Za-z0-9_-]{30,}|1//0[A-Za-z0-9_-]{40,})",
+        r"|(?P<atlas>\.atlasv1\.[A-Za-z0-9_=-]{60,70})",
+        r"|(?P<token>do[opr]_v1_[a-f0-9]{64}",
+        r"|shp(?:at|ca|pa|ss)_[a-fA-F0-9]{32}",
+        r"|PMAK-[a-f0-9]{24}-[a-f0-9]{34}",
+        r"|pul-[a-f0-9]{40}",
+        r"|sbp_[a-f0-9]{40}",
+        r"|bkua_[a-f0-9]{40}",
+        r"|v1\.0-[a-f0-9]{24}-[a-f0-9]{146}",
+        r"|lsv2_(?:pt|sk)_[a-f0-9]{32}_[a-f0-9]{10}",
+        r"|CCIPAT_[A-Za-z0-9]{22}_[a-f0-9]{40}",
+        r"|dp\.(?:pt|st|ct|sa|scim|audit)\.[A-Za-z0-9]{40,44}",
+        r"|glc_[A-Za-z0-9+/]{32,}={0,3}",
+        r"|sntry[su]_[A-Za-z0-9+/=_]{40,}",
+        r"|HRKU-[A-Za-z0-9_-]{58,}",
+        r"|pscale_(?:tkn|pw|oauth)_[A-Za-z0-9_=.-]{32,64}",
+        r"|tskey-(?:auth|api|client|webhook|scim)-[A-Za-z0-9_-]{20,}",
+        r"|secret_[A-Za-z0-9]{43}",
+        r"|pplx-[A-Za-z0-9]{48}",
+        r"|xai-[A-Za-z0-9]{80}",
+        r"|LTAI[A-Za-z0-9]{20}",
+        r"|AKCp[A-Za-z0-9]{69}",
+        r"|pnu_[A-Za-z0-9]{36}",
+        r"|fio-u-[A-Za-z0-9_=-]{64})",
+    ),
+    concat!(
+        r"(?P<token>rubygems_[a-f0-9]{48}",
+        r"|sk-(?:or-v1-)?[a-f0-9]{32,64}",
+        r"|xkeysib-[a-f0-9]{64}-[A-Za-z0-9]{16}",
+        r"|shippo_(?:live|test)_[a-fA-F0-9]{40}",
+        r"|FLWSECK(?:_TEST)?-[a-hA-H0-9]{32}-X",
+        r"|pypi-AgEIcHlwaS5vcmc[A-Za-z0-9_-]{50,}",
+        r"|SG\.[A-Za-z0-9_-]{22}\.[A-Za-z0-9_-]{43}",
+        r"|lin_api_[A-Za-z0-9]{40}",
+        r"|glsa_[A-Za-z0-9]{32}_[A-Fa-f0-9]{8}",
+        r"|fo1_[A-Za-z0-9_-]{43}",
+        r"|fm[12][ar]?_[A-Za-z0-9+/]{100,}={0,3}",
+        r"|sq0(?:atp|csp)-[A-Za-z0-9_-]{22,60}",
+        r"|gsk_[A-Za-z0-9]{52}",
+        r"|ATATT3[A-Za-z0-9_=-]{50,}",
+        r"|ATBB[A-Za-z0-9_=.-]{32}",
+        r"|CLOJARS_[A-Za-z0-9]{60}",
+        r"|dckr_(?:pat|oat)_[A-Za-z0-9_-]{27,})",
+    ),
+    concat!(
+        r"(?P<token>ntn_[0-9]{11}[A-Za-z0-9]{35}",
+        r"|r8_[A-Za-z0-9]{37}",
+        r"|dt0c01\.[A-Za-z0-9]{24}\.[A-Za-z0-9]{64}",
+        r"|NRAK-[A-Z0-9]{27}",
+        r"|ops_eyJ[A-Za-z0-9+/]{100,}={0,3}",
+        r"|A3-[A-Z0-9]{6}-(?:[A-Z0-9]{11}|[A-Z0-9]{6}-[A-Z0-9]{5})-[A-Z0-9]{5}-[A-Z0-9]{5}-[A-Z0-9]{5}",
+        r"|sha256~[A-Za-z0-9_-]{43}",
+        r"|rdme_[a-z0-9]{70}",
+        r"|EZ[AT]K[A-Za-z0-9]{54}",
+        r"|duffel_(?:test|live)_[A-Za-z0-9_=-]{43}",
+        r"|figd_[A-Za-z0-9_-]{40}",
+        r"|nfp_[A-Za-z0-9]{36}",
+        r"|sk\.eyJ[A-Za-z0-9_-]{50,}\.[A-Za-z0-9_-]{20,})",
+    ),
+];
+
+/// What a provider token must satisfy beyond its pattern.
+#[derive(Clone, Copy)]
+enum Check {
+    /// Letters and digits both (random tokens; rejects words and runs).
+    Mixed,
+    /// Digits, upper- and lower-case letters (random base62).
+    MixedCase,
+    /// The pattern is specific enough.
+    Any,
+    /// The match is the fixed middle of the token: the function returns
+    /// where the token starts, or `None` when the part before is wrong.
+    Back(fn(&str, usize) -> Option<usize>),
+}
+
+/// One named group of the provider patterns.
+struct Branch {
+    group: &'static str,
+    kind: &'static str,
+    check: Check,
+}
+
+const BRANCHES: &[Branch] = &[
+    Branch {
+        group: "vault",
+        kind: VAULT_TOKEN,
+        check: Check::Mixed,
+    },
+    Branch {
+        group: "databricks",
+        kind: DATABRICKS_TOKEN,
+        check: Check::Mixed,
+    },
+    Branch {
+        group: "twilio",
+        kind: TWILIO_KEY,
+        check: Check::Mixed,
+    },
+    Branch {
+        group: "discord",
+        kind: DISCORD_TOKEN,
+        check: Check::MixedCase,
+    },
+    Branch {
+        group: "telegram",
+        kind: TELEGRAM_TOKEN,
+        check: Check::Back(telegram_start),
+    },
+    Branch {
+        group: "age",
+        kind: AGE_SECRET_KEY,
+        check: Check::Any,
+    },
+    Branch {
+        group: "slack",
+        kind: SLACK_TOKEN,
+        check: Check::Mixed,
+    },
+    Branch {
+        group: "gitlab",
+        kind: GITLAB_TOKEN,
+        check: Check::Mixed,
+    },
+    Branch {
+        group: "huggingface",
+        kind: HUGGINGFACE_TOKEN,
+        check: Check::Any,
+    },
+    Branch {
+        group: "google",
+        kind: PROVIDER_TOKEN,
+        check: Check::Mixed,
+    },
+    Branch {
+        group: "atlas",
+        kind: PROVIDER_TOKEN,
+        check: Check::Back(atlas_start),
+    },
+    Branch {
+        group: "azure",
+        kind: PROVIDER_TOKEN,
+        check: Check::Back(azure_start),
+    },
+    Branch {
+        group: "token",
+        kind: PROVIDER_TOKEN,
+        check: Check::Mixed,
+    },
+];
+
+/// True when the byte before `i` continues a token or a base64 run
+/// (`+`, `/` included), so a match there is the inside of something else.
+fn glued_b64_before(text: &str, i: usize) -> bool {
+    matches!(byte_before(text, i), Some(b) if b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'+' | b'/'))
+}
+
+fn glued_b64_after(text: &str, i: usize) -> bool {
+    matches!(byte_at(text, i), Some(b) if b.is_ascii_alphanumeric() || matches!(b, b'_' | b'+'))
+}
+
+/// Telegram bot token `<bot id>:AA<33>`: 5 to 16 digits before the colon.
+fn telegram_start(text: &str, colon: usize) -> Option<usize> {
+    let digits = text
+        .get(..colon)?
+        .bytes()
+        .rev()
+        .take_while(u8::is_ascii_digit)
+        .count();
+    (5..=16).contains(&digits).then(|| colon - digits)
+}
+
+/// Terraform Cloud token `<14 alnum>.atlasv1.<60-70>`.
+fn atlas_start(text: &str, dot: usize) -> Option<usize> {
+    let start = dot.checked_sub(14)?;
+    text.get(start..dot)?
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric())
+        .then_some(start)
+}
+
+/// Entra ID (Azure AD) client secret `<3 chars><digit>Q~<31-34>`.
+fn azure_start(text: &str, q: usize) -> Option<usize> {
+    let start = q.checked_sub(4)?;
+    let head = text.get(start..q)?.as_bytes();
+    (head[..3]
+        .iter()
+        .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'~' | b'.'))
+        && head[3].is_ascii_digit())
+    .then_some(start)
+}
+
+fn provider(text: &str, caps: &Captures<'_>) -> Option<Hit> {
+    let (branch, m) = BRANCHES
+        .iter()
+        .find_map(|b| caps.name(b.group).map(|m| (b, m)))?;
+    let s = m.as_str();
+    let start = match branch.check {
+        Check::Back(f) => f(text, m.start())?,
+        Check::Mixed if !(has_digit(s) && s.bytes().any(|b| b.is_ascii_alphabetic())) => {
+            return None;
+        }
+        Check::MixedCase
+            if !(has_digit(s)
+                && s.bytes().any(|b| b.is_ascii_uppercase())
+                && s.bytes().any(|b| b.is_ascii_lowercase())) =>
+        {
+            return None;
+        }
+        _ => m.start(),
+    };
+    // A Telegram token is used glued to `bot` in API URLs.
+    let bot_url =
+        branch.kind == TELEGRAM_TOKEN && text.get(..start).is_some_and(|h| h.ends_with("/bot"));
+    if (glued_b64_before(text, start) && !bot_url) || glued_b64_after(text, m.end()) {
+        return None;
+    }
+    Some(Hit {
+        range: start..m.end(),
+        kind: branch.kind,
+    })
+}
+
+/// Walks back from `end` over one line separator: a newline (`\n`,
+/// `\r\n`) or its JSON escape (`\n`, `\r\n`, escaped any number of times).
+/// Returns where the separator starts, or `None` when there is none.
+fn separator_before(text: &str, end: usize) -> Option<usize> {
+    let b = text.as_bytes();
+    let mut i = end;
+    if i > 0 && b[i - 1] == b'\n' {
+        i -= 1;
+        if i > 0 && b[i - 1] == b'\r' {
+            i -= 1;
+        }
+        return Some(i);
+    }
+    let escaped = |i: usize, letter: u8| -> Option<usize> {
+        if i >= 2 && b[i - 1] == letter && b[i - 2] == b'\\' {
+            let mut j = i - 1;
+            while j > 0 && b[j - 1] == b'\\' {
+                j -= 1;
+            }
+            Some(j)
+        } else {
+            None
+        }
+    };
+    i = escaped(i, b'n')?;
+    Some(escaped(i, b'r').unwrap_or(i))
+}
+
+/// `-----END ... PRIVATE KEY-----` without its BEGIN: the END line and the
+/// base64 lines right before it.
+fn orphan_key_end(text: &str, caps: &Captures<'_>) -> Option<Hit> {
+    let m = caps.get(0)?;
+    let b = text.as_bytes();
+    let is_body = |c: u8| c.is_ascii_alphanumeric() || matches!(c, b'+' | b'/' | b'=');
+    let mut start = m.start();
+    let mut body = 0usize;
+    while let Some(sep) = separator_before(text, start) {
+        let mut i = sep;
+        while i > 0 && is_body(b[i - 1]) {
+            i -= 1;
+        }
+        // The letter of an escaped line break (`\n`) is not key material.
+        if i < sep && matches!(b[i], b'n' | b'r') && i > 0 && b[i - 1] == b'\\' {
+            i += 1;
+        }
+        if i == sep {
+            break;
+        }
+        body += sep - i;
+        start = i;
+    }
+    // A bare END marker in prose ("files end with -----END ... -----") has
+    // no key material: leave it.
+    if body < 16 {
+        return None;
+    }
+    Some(Hit {
+        range: start..m.end(),
+        kind: PRIVATE_KEY,
+    })
+}
+
+/// The value group, without one pair of quotes (`"`, `'` or backticks).
+fn unquoted_value(caps: &Captures<'_>) -> Option<(Range<usize>, bool)> {
+    let vm = caps.name("v")?;
+    let v = vm.as_str();
+    let b = v.as_bytes();
+    if b.len() >= 2 && matches!(b[0], b'"' | b'\'' | b'`') && b[b.len() - 1] == b[0] {
+        Some((vm.start() + 1..vm.end() - 1, true))
+    } else {
+        Some((vm.range(), false))
+    }
+}
+
+/// A password value in a command or file position: anything but empty,
+/// an option, a reference or a placeholder.
+fn password_value(text: &str, caps: &Captures<'_>) -> Option<Hit> {
+    let (mut range, quoted) = unquoted_value(caps)?;
+    let mut v = text.get(range.clone())?;
+    if !quoted {
+        // In JSON-escaped text the value ends at the escaped line break or
+        // quote that follows it.
+        if let Some(i) = ["\\n", "\\r", "\\t", "\\\""]
+            .iter()
+            .filter_map(|e| v.find(e))
+            .min()
+        {
+            v = &v[..i];
+            range.end = range.start + i;
+        }
+    }
+    if v.is_empty() || v.starts_with('-') || inert(v) {
+        return None;
+    }
+    Some(Hit {
+        range,
+        kind: PASSWORD,
+    })
+}
+
+fn sshpass(text: &str, caps: &Captures<'_>) -> Option<Hit> {
+    let m = caps.get(0)?;
+    if glued_before(text, m.start()) {
+        return None;
+    }
+    // Everything between `sshpass` and `-p` must be sshpass's own options
+    // (`-v`, `-P prompt`, ...), not the wrapped command's (`ssh -p 2222`).
+    let opts = caps.name("opts")?.as_str();
+    let mut takes_value = false;
+    for word in opts.split_whitespace() {
+        if takes_value {
+            takes_value = false;
+        } else if word.starts_with('-') {
+            takes_value = matches!(word, "-f" | "-d" | "-P");
+        } else {
+            return None;
+        }
+    }
+    password_value(text, caps)
+}
+
+/// Commands whose `login` subcommand takes `-p`/`--password`.
+const REGISTRY_CLIENTS: &[&str] = &[
+    "docker", "podman", "nerdctl", "buildah", "skopeo", "helm", "oras", "crane", "finch",
+];
+
+fn registry_login(text: &str, caps: &Captures<'_>) -> Option<Hit> {
+    let m = caps.get(0)?;
+    if !word_start(text, m.start()) {
+        return None;
+    }
+    // `login` is a subcommand of a registry client in the same command.
+    let cmd_start = text
+        .get(..m.start())?
+        .rfind(['\n', '|', ';', '&'])
+        .map_or(0, |j| j + 1);
+    let cmd = text.get(cmd_start..m.start())?;
+    let client = cmd.split_whitespace().any(|w| {
+        // `/usr/bin/docker`, `"docker` (inside a JSON string): the name.
+        let name = w
+            .rsplit(|c: char| !(c.is_ascii_alphanumeric() || c == '-' || c == '_'))
+            .next()
+            .unwrap_or(w);
+        REGISTRY_CLIENTS.contains(&name)
+    });
+    if !client {
+        return None;
+    }
+    password_value(text, caps)
+}
+
+/// True when a word starts at `i`: at the start, after whitespace, a
+/// quote, or an escaped line break (`\n`).
+fn word_start(text: &str, i: usize) -> bool {
+    match byte_before(text, i) {
+        None => true,
+        Some(b) if b.is_ascii_whitespace() || matches!(b, b'"' | b'\'' | b'`' | b'(') => true,
+        Some(b'n') => i >= 2 && byte_before(text, i - 1) == Some(b'\\'),
+        Some(_) => false,
+    }
+}
+
+/// Start of the last `limit` lines before `i` (real or JSON-escaped line
+/// breaks), as a byte offset.
+fn lines_back(text: &str, i: usize, limit: usize) -> usize {
+    let b = text.as_bytes();
+    let mut seen = 0;
+    let mut j = i;
+    let floor = i.saturating_sub(400);
+    while j > floor {
+        j -= 1;
+        let escaped_n = b[j] == b'n' && j > 0 && b[j - 1] == b'\\';
+        if b[j] == b'\n' || escaped_n {
+            seen += 1;
+            if seen > limit {
+                return j + 1;
+            }
+        }
+    }
+    j
+}
+
+fn netrc(text: &str, caps: &Captures<'_>) -> Option<Hit> {
+    let m = caps.get(0)?;
+    // `password` must be a whole word.
+    if !word_start(text, m.start()) {
+        return None;
+    }
+    // A `machine <host>` (or `default`) entry within the last few lines.
+    let from = lines_back(text, m.start(), 4);
+    let window = text.get(from..m.start())?;
+    let entry = window
+        .match_indices("machine")
+        .chain(window.match_indices("default"))
+        .any(|(i, w)| {
+            let after = window.get(i + w.len()..).unwrap_or("");
+            word_start(window, i) && (w == "default" || after.starts_with([' ', '\t']))
+        });
+    if !entry {
+        return None;
+    }
+    password_value(text, caps)
+}
+
+fn pgpass(text: &str, caps: &Captures<'_>) -> Option<Hit> {
+    let m = caps.get(0)?;
+    let b = text.as_bytes();
+    // The host field runs back to the start of the line.
+    let mut start = m.start();
+    while start > 0
+        && (b[start - 1].is_ascii_alphanumeric()
+            || matches!(b[start - 1], b'.' | b'-' | b'_' | b'*'))
+    {
+        start -= 1;
+    }
+    let host = text.get(start..m.start())?;
+    let line_start = start == 0
+        || matches!(b[start - 1], b'\n' | b'"' | b'\'' | b' ' | b'\t' | b'>')
+        || separator_before(text, start).is_some();
+    let hostish =
+        host == "*" || host.bytes().any(|c| c.is_ascii_alphabetic()) || host.contains('.');
+    if host.is_empty() || !line_start || !hostish {
+        return None;
+    }
+    // The password ends the line.
+    let v = caps.name("v")?;
+    let line_end = match byte_at(text, v.end()) {
+        None | Some(b'\n' | b'\r' | b'"' | b'\'' | b' ' | b'\t') => true,
+        Some(b'\\') => v.end() + 2 <= text.len() && separator_before(text, v.end() + 2).is_some(),
+        _ => false,
+    };
+    let value = v.as_str();
+    if !line_end || inert(value) || value::is_numeric(value) || value::looks_like_path(value) {
+        return None;
+    }
+    group(caps, "v", PASSWORD)
+}
+
+/// Words that follow "the password is" in prose about a password rather
+/// than in a sentence giving it.
+const PROSE_WORDS: &[&str] = &[
+    "a",
+    "an",
+    "the",
+    "not",
+    "now",
+    "no",
+    "too",
+    "very",
+    "still",
+    "also",
+    "only",
+    "just",
+    "being",
+    "incorrect",
+    "wrong",
+    "invalid",
+    "valid",
+    "correct",
+    "required",
+    "missing",
+    "empty",
+    "blank",
+    "set",
+    "unset",
+    "stored",
+    "saved",
+    "kept",
+    "sent",
+    "used",
+    "needed",
+    "hashed",
+    "encrypted",
+    "salted",
+    "masked",
+    "hidden",
+    "shown",
+    "visible",
+    "expired",
+    "changed",
+    "reset",
+    "updated",
+    "same",
+    "different",
+    "case",
+    "weak",
+    "strong",
+    "long",
+    "short",
+    "ok",
+    "fine",
+    "good",
+    "bad",
+    "in",
+    "on",
+    "at",
+    "for",
+    "of",
+    "to",
+    "from",
+    "by",
+    "with",
+    "what",
+    "whatever",
+    "there",
+    "here",
+    "generated",
+    "random",
+    "provided",
+    "given",
+    "known",
+    "unknown",
+    "optional",
+    "mandatory",
+    "read",
+    "taken",
+    "passed",
+    "configured",
+    "prompted",
+    "asked",
+    "typed",
+    "entered",
+    "accepted",
+    "rejected",
+    "ignored",
+    "checked",
+    "verified",
+    "compared",
+    "echoed",
+    "printed",
+    "logged",
+    "leaked",
+    "exposed",
+    "secret",
+    "secure",
+    "insecure",
+    "safe",
+    "unsafe",
+    "longer",
+    "shorter",
+    "it",
+    "this",
+    "that",
+    "its",
+    "your",
+    "my",
+    "our",
+    "their",
+    "his",
+    "her",
+    "something",
+];
+
+fn prose_password(text: &str, caps: &Captures<'_>) -> Option<Hit> {
+    let m = caps.get(0)?;
+    if glued_before(text, m.start()) {
+        return None;
+    }
+    let (mut range, quoted) = unquoted_value(caps)?;
+    let mut v = text.get(range.clone())?;
+    if quoted {
+        if v.trim().len() < 3 || value::is_prose(v) || inert(v) {
+            return None;
+        }
+    } else {
+        v = v.trim_end_matches(['.', ',', ';', ':', '!', '?', ')']);
+        range.end = range.start + v.len();
+        let lower = v.to_ascii_lowercase();
+        if v.len() < 4
+            || v.starts_with(['<', '[', '{', '('])
+            || PROSE_WORDS.contains(&lower.as_str())
+            || inert(v)
+            || value::looks_like_path(v)
+        {
+            return None;
+        }
+    }
+    Some(Hit {
+        range,
+        kind: PASSWORD,
+    })
+}
+
+/// Every pattern whose matches go to the provider handler.
+#[cfg(test)]
+pub(crate) fn provider_patterns() -> Vec<&'static str> {
+    RULES
+        .iter()
+        .map(|r| r.pattern)
+        .filter(|p| {
+            BRANCHES
+                .iter()
+                .any(|b| p.contains(&format!("(?P<{}>", b.group)))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+pub(crate) fn provider_branch_count() -> usize {
+    BRANCHES.len()
+}
+
+#[cfg(test)]
+pub(crate) fn provider_branch_kind(group: &str) -> Option<&'static str> {
+    BRANCHES.iter().find(|b| b.group == group).map(|b| b.kind)
 }

@@ -89,6 +89,18 @@ const DENY_WORDS: &[&str] = &[
     "num",
     "rotation",
     "ref",
+    // Content addresses and public material named "key": cache keys, public
+    // keys, fingerprints, checksums, idempotency keys.
+    "cache",
+    "public",
+    "pubkey",
+    "publishable",
+    "fingerprint",
+    "checksum",
+    "digest",
+    "integrity",
+    "etag",
+    "idempotency",
 ];
 
 /// Splits a key into lowercase words: last `.`/`:` segment, camelCase and
@@ -314,6 +326,24 @@ pub(crate) fn looks_secretish(v: &str) -> bool {
         .bytes()
         .any(|b| b.is_ascii_punctuation() && !matches!(b, b'_' | b'-' | b'.' | b'/' | b':'));
     (has_alpha && (has_digit || has_symbol)) || entropy::is_high_entropy(v)
+}
+
+/// True for a content address with a readable label: words followed by a
+/// hex digest of a usual length (`linux-cargo-<sha256>`, `sha256:<hex>`,
+/// `deps-v2_<sha1>`). Cache keys and lockfile entries look like this; a
+/// secret is not labelled that way.
+pub(crate) fn is_labelled_digest(v: &str) -> bool {
+    let Some(cut) = v.rfind(['-', '_', ':', '/', '.']) else {
+        return false;
+    };
+    let (label, digest) = (&v[..cut], &v[cut + 1..]);
+    matches!(digest.len(), 32 | 40 | 56 | 64 | 96 | 128)
+        && entropy::is_hex(digest)
+        && !label.is_empty()
+        && label.bytes().any(|b| b.is_ascii_alphabetic())
+        && label
+            .split(['-', '_', ':', '/', '.'])
+            .all(|w| w.len() <= 24 && !entropy::is_high_entropy(w))
 }
 
 /// True for file-system paths (`/run/secrets/db`, `~/.aws/credentials`, `./x`).

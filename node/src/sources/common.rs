@@ -109,9 +109,17 @@ pub fn content_text(v: &Value) -> String {
     }
 }
 
-/// Truncates `s` to at most `cap` bytes on char boundaries, keeping the head
-/// and the tail with an elision marker between.
+/// Truncates `s` to about `cap` bytes on char boundaries, keeping the head
+/// and the tail with an elision marker between. A text over the cap is
+/// redacted whole first (with the indexer's redactor, see
+/// [`crate::redact::scope`]), so the cut only ever shortens redacted text:
+/// no key loses its BEGIN line to the elided middle, no token is split.
 pub fn cap_text(s: &str, cap: usize) -> String {
+    if s.len() <= cap {
+        return s.to_owned();
+    }
+    let redacted = crate::redact::scope::redact_whole(s);
+    let s = redacted.as_ref();
     if s.len() <= cap {
         return s.to_owned();
     }
@@ -219,6 +227,40 @@ mod tests {
         assert_eq!(content_text(&v), "a\n\nb");
         assert_eq!(content_text(&json!("plain")), "plain");
         assert_eq!(content_text(&json!(7)), "");
+    }
+
+    #[test]
+    fn cap_redacts_before_cutting() {
+        // A key whose BEGIN line falls in the elided middle, plain and
+        // JSON-escaped: nothing of it is left after the cut.
+        let body: Vec<String> = (0..50)
+            .map(|i| {
+                format!("{i:02}Zq81mNs02bXcMIIEowIBAAKCAQEAq7BFUKxXvPZcH4mR2sJhT9wLQ3nYeV6gKp8f")
+            })
+            .collect();
+        let key = format!(
+            "-----BEGIN RSA PRIVATE KEY-----\n{}\n-----END RSA PRIVATE KEY-----",
+            body.join("\n")
+        );
+        let lines: Vec<String> = (0..400).map(|i| format!("line {i}")).collect();
+        let output = format!("{}\n{key}\n{}", lines.join("\n"), lines[..60].join("\n"));
+        for text in [
+            output.clone(),
+            serde_json::to_string(&output).expect("json"),
+        ] {
+            let cut = cap_text(&text, TOOL_OUTPUT_CAP);
+            assert!(
+                cut.len() < text.len() && cut.contains("bytes elided"),
+                "{cut}"
+            );
+            assert!(!cut.contains("Zq81mNs02bXc"), "{cut}");
+            assert!(!cut.contains("-----END"), "{cut}");
+        }
+        // A token straddling the cut point is not split.
+        let token = "ghp_sMehGAkWvj7FAc9QeWJKY40uvSwMFLZDe1f8";
+        let text = format!("{}{token}{}", "x ".repeat(765), " b".repeat(600));
+        let cut = cap_text(&text, TOOL_OUTPUT_CAP);
+        assert!(!cut.contains("ghp_sMe") && !cut.contains("Ze1f8"), "{cut}");
     }
 
     #[test]

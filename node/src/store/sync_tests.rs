@@ -468,6 +468,65 @@ fn a_secret_reaching_apply_is_redacted_before_storage() {
     assert_eq!(moved.stored, 1);
 }
 
+/// Every planted kind (`fixtures/planted-kinds.json`) sent unredacted by a
+/// peer, in records longer than the tool-output cap: B stores none of it,
+/// neither in the database bytes nor in any decoded text.
+#[test]
+fn every_planted_kind_received_from_a_peer_is_redacted_before_storage() {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/planted-kinds.json");
+    let v: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(p).expect("read planted-kinds.json")).expect("json");
+    let kinds = v["kinds"].as_array().expect("kinds");
+    let padding = "step ok: compiled a module\n".repeat(120);
+    let mut a = TestNode::new(1);
+    let mut b = TestNode::new(2);
+    let placeholders: Vec<Record> = (0..kinds.len())
+        .map(|i| rec("s", "/p", i, &format!("placeholder {i}")))
+        .collect();
+    a.index(&placeholders);
+    let (pull, mut batch) = first_batch(&a, &b);
+    assert_eq!(batch.records.len(), kinds.len());
+    for (w, k) in batch.records.iter_mut().zip(kinds) {
+        let text = k["text"].as_str().expect("text");
+        w.text = format!("{padding}{text}\n{padding}");
+        w.hash = w.content_hash();
+    }
+    let report = b
+        .store
+        .apply_batch(&pull, &batch, &Redactor::new())
+        .expect("apply");
+    assert_eq!(report.stored as usize, kinds.len());
+    b.store.truncate_wal().expect("checkpoint");
+    let bytes = b.file_bytes();
+    let mut stmt = b
+        .store
+        .conn()
+        .prepare("SELECT text, flags FROM records")
+        .expect("prepare");
+    let texts: Vec<String> = stmt
+        .query_map([], |r| {
+            Ok(super::codec::decode(
+                &r.get::<_, Vec<u8>>(0)?,
+                r.get::<_, i64>(1)?,
+            ))
+        })
+        .expect("query")
+        .map(|t| t.expect("row"))
+        .collect();
+    let mut leaked = Vec::new();
+    for k in kinds {
+        for s in k["secrets"].as_array().expect("secrets") {
+            let s = s.as_str().expect("secret");
+            if bytes.windows(s.len()).any(|w| w == s.as_bytes())
+                || texts.iter().any(|t| t.contains(s))
+            {
+                leaked.push(format!("{}: {s}", k["kind"]));
+            }
+        }
+    }
+    assert!(leaked.is_empty(), "received secrets stored: {leaked:#?}");
+}
+
 #[test]
 fn scope_withholds_out_of_scope_projects_as_stubs() {
     let mut a = TestNode::new(1);
