@@ -1,13 +1,17 @@
 //! Search over the store: query parsing, FTS5 candidates, ranking and snippets.
 //!
-//! FTS5's BM25 finds candidate records; [`rank`] then weighs them by role,
-//! decision language and age, and groups them by session so one chatty
-//! session cannot fill the page. This module only reads.
+//! FTS5's BM25 finds candidate records, on exact words and (for plain
+//! English words) on their stems; a date or period named in the question
+//! adds the records of that time. [`rank`] then weighs them by role,
+//! decision language, the period and (only as a tie-breaker) recency, and
+//! adds up each session's evidence so one chatty session cannot fill the
+//! page. This module only reads.
 
 pub mod query;
 pub mod rank;
 pub mod snippet;
 pub mod text;
+pub mod when;
 
 use rusqlite::types::Value as SqlValue;
 use serde::Serialize;
@@ -70,6 +74,27 @@ pub struct Hit {
     pub title: Option<String>,
     /// Stable record id in this database, for fetching the record.
     pub record_id: i64,
+    /// When the best record is the user's own words (often the question),
+    /// an excerpt of the reply in the same session that best matches, or
+    /// else the reply right after it: the answer people look for.
+    pub answer_snippet: Option<String>,
+    /// Role of the answer record.
+    pub answer_role: Option<String>,
+    /// Record id of the answer record.
+    pub answer_record_id: Option<i64>,
+    /// Time of the answer record, RFC 3339 UTC.
+    pub answer_time: Option<String>,
+}
+
+/// One page of results.
+#[derive(Debug, Clone, Serialize)]
+pub struct Page {
+    /// The hits of this page, best first.
+    pub hits: Vec<Hit>,
+    /// Sessions that matched in all (this page and the others).
+    pub total: usize,
+    /// Sessions skipped before this page.
+    pub offset: usize,
 }
 
 /// Errors of a search.
@@ -133,8 +158,9 @@ fn term_df(conn: &rusqlite::Connection, term: &Term) -> rusqlite::Result<i64> {
 }
 
 /// Drops terms that are too common to tell records apart when rarer terms
-/// exist, and estimates how many records the rest match.
-fn plan_terms(conn: &rusqlite::Connection, q: &Query) -> rusqlite::Result<(Query, i64)> {
+/// exist, and terms found nowhere; returns the rest with how many records
+/// each matches (an upper bound).
+fn plan_terms(conn: &rusqlite::Connection, q: &Query) -> rusqlite::Result<(Query, Vec<i64>)> {
     let docs: i64 = conn.query_row("SELECT COALESCE(max(id), 0) FROM records", [], |r| r.get(0))?;
     let common = ((docs as f64 * COMMON_SHARE) as i64).max(2_000);
     let mut with_df = Vec::new();
@@ -146,37 +172,48 @@ fn plan_terms(conn: &rusqlite::Connection, q: &Query) -> rusqlite::Result<(Query
         .into_iter()
         .filter(|(_, df)| *df > 0 && (!has_rare || *df <= common))
         .collect();
-    let estimate = kept
-        .iter()
-        .map(|(_, df)| *df)
-        .fold(0i64, i64::saturating_add);
+    let dfs = kept.iter().map(|(_, df)| *df).collect();
     Ok((
         Query {
             terms: kept.into_iter().map(|(t, _)| t).collect(),
+            stems: q.stems.clone(),
+            text: q.text.clone(),
         },
-        estimate,
+        dfs,
     ))
 }
 
+/// How many records a named period adds to the candidates at most.
+const PERIOD_CANDIDATES: i64 = 400;
+
 /// Runs a search. An empty query returns no hits.
 pub fn search(store: &Store, q: &Query, opts: &SearchOptions) -> Result<Vec<Hit>, SearchError> {
-    let conn = store.conn();
-    let (q, estimate) = plan_terms(conn, q)?;
-    if q.is_empty() {
-        return Ok(Vec::new());
-    }
-    let mut sql = String::from(
-        "SELECT r.id, bm25(fts, 1.0, 0.5), r.role, r.ts, r.session, r.flags
-         FROM fts JOIN records r ON r.id = fts.rowid",
-    );
+    Ok(search_page(store, q, opts, 0)?.hits)
+}
+
+/// A filtered candidate query: `from` and `first` (the first WHERE clause,
+/// with its arguments) plus the options' filters, then `tail` (order, limit).
+#[allow(clippy::too_many_arguments)]
+fn candidates(
+    conn: &rusqlite::Connection,
+    score: &str,
+    from: &str,
+    first: &str,
+    first_args: Vec<SqlValue>,
+    tail: &str,
+    opts: &SearchOptions,
+    mut push: impl FnMut(i64, f64, String, Option<i64>, i64, i64),
+) -> Result<(), SearchError> {
+    let mut sql = format!("SELECT r.id, {score}, r.role, r.ts, r.session, r.flags FROM {from}");
     if opts.agent.is_some() || opts.project.is_some() || opts.session.is_some() {
         sql.push_str(" JOIN sessions se ON se.id = r.session");
     }
     if opts.machine.is_some() {
         sql.push_str(" LEFT JOIN nodes n ON n.id = r.origin");
     }
-    sql.push_str(" WHERE fts MATCH ?1");
-    let mut args: Vec<SqlValue> = vec![SqlValue::Text(q.to_fts())];
+    sql.push_str(" WHERE ");
+    sql.push_str(first);
+    let mut args = first_args;
     // Each clause names its argument `?X`; it is numbered as it is pushed.
     let mut arg = |sql: &mut String, clause: &str, v: SqlValue| {
         args.push(v);
@@ -217,35 +254,248 @@ pub fn search(store: &Store, q: &Query, opts: &SearchOptions) -> Result<Vec<Hit>
             .collect();
         sql.push_str(&format!(" AND r.role IN ({})", names.join(",")));
     }
-    if estimate > SCAN_LIMIT {
-        sql.push_str(&format!(" ORDER BY fts.rowid DESC LIMIT {SCAN_LIMIT}"));
-    } else {
-        sql.push_str(&format!(" ORDER BY 2 LIMIT {CANDIDATES}"));
-    }
+    sql.push(' ');
+    sql.push_str(tail);
     let mut stmt = conn.prepare(&sql)?;
-    let rows = stmt.query_map(rusqlite::params_from_iter(args.iter()), |r| {
-        Ok(rank::Candidate {
-            record_id: r.get(0)?,
-            bm25: r.get(1)?,
-            role: r.get(2)?,
-            ts: r.get(3)?,
-            session_row: r.get(4)?,
-            flags: r.get(5)?,
-        })
-    })?;
-    let mut cands = Vec::new();
-    for row in rows {
-        cands.push(row?);
+    let mut rows = stmt.query(rusqlite::params_from_iter(args.iter()))?;
+    while let Some(r) = rows.next()? {
+        push(
+            r.get(0)?,
+            r.get(1)?,
+            r.get(2)?,
+            r.get(3)?,
+            r.get(4)?,
+            r.get(5)?,
+        );
     }
-    let ranked = rank::rank(cands, opts);
-    let words = q.highlight_words();
-    let mut hits = Vec::with_capacity(ranked.len());
-    for top in ranked {
+    Ok(())
+}
+
+/// True when the stemmed index exists (a database opened read-only may
+/// predate it).
+fn has_stem_index(conn: &rusqlite::Connection) -> rusqlite::Result<bool> {
+    conn.prepare_cached("SELECT count(*) FROM sqlite_master WHERE name = 'fts_stem'")?
+        .query_row([], |r| r.get::<_, i64>(0))
+        .map(|n| n > 0)
+}
+
+/// Keeps the stem words that match something and are not too common (when
+/// rarer ones exist); returns them with how many records each matches
+/// (counted up to just past the scan limit).
+fn plan_stems(
+    conn: &rusqlite::Connection,
+    words: &[String],
+) -> rusqlite::Result<(Vec<String>, Vec<i64>)> {
+    let docs: i64 = conn.query_row("SELECT COALESCE(max(id), 0) FROM records", [], |r| r.get(0))?;
+    let common = ((docs as f64 * COMMON_SHARE) as i64).max(2_000);
+    let mut with_df = Vec::new();
+    for w in words {
+        // Counted, capped: the stemmed vocabulary holds stems, which only
+        // SQLite's tokenizer knows how to make.
+        let df: i64 = conn
+            .prepare_cached(
+                "SELECT count(*) FROM (SELECT 1 FROM fts_stem WHERE fts_stem MATCH ?1 LIMIT ?2)",
+            )?
+            .query_row(
+                rusqlite::params![Query::to_stem_fts(std::slice::from_ref(w)), SCAN_LIMIT + 1],
+                |r| r.get(0),
+            )?;
+        with_df.push((w.clone(), df));
+    }
+    let has_rare = with_df.iter().any(|(_, df)| *df > 0 && *df <= common);
+    let kept: Vec<(String, i64)> = with_df
+        .into_iter()
+        .filter(|(_, df)| *df > 0 && (!has_rare || *df <= common))
+        .collect();
+    Ok(kept.into_iter().unzip())
+}
+
+/// Runs a search and returns the page of `opts.limit` sessions after the
+/// first `offset`, with the number of sessions that matched in all.
+pub fn search_page(
+    store: &Store,
+    q: &Query,
+    opts: &SearchOptions,
+    offset: usize,
+) -> Result<Page, SearchError> {
+    let conn = store.conn();
+    let empty = Page {
+        hits: Vec::new(),
+        total: 0,
+        offset,
+    };
+    let period = when::period(&q.text, opts.now_ms);
+    // "What happened on June 1 2024?": nothing but the date to go on.
+    let dates_only = period.as_ref().is_some_and(|p| {
+        q.terms
+            .iter()
+            .all(|t| matches!(t, Term::Phrase(w) if w.len() == 1 && p.words.contains(&w[0])))
+    });
+    let q = match &period {
+        Some(p) => q.without_words(&p.words),
+        None => q.clone(),
+    };
+    if q.is_empty() {
+        return Ok(empty);
+    }
+    let (mut qx, mut dfs) = plan_terms(conn, &q)?;
+    let (mut stems, mut stem_dfs) = if !q.stems.is_empty() && has_stem_index(conn)? {
+        plan_stems(conn, &q.stems)?
+    } else {
+        (Vec::new(), Vec::new())
+    };
+    let words_found = !qx.is_empty() || !stems.is_empty();
+    // Words that match nothing find nothing, unless the question names a
+    // period: then what was said in that period is the answer.
+    if !words_found && period.is_none() {
+        return Ok(empty);
+    }
+    if dates_only || !words_found {
+        qx.terms.clear();
+        dfs.clear();
+        stems.clear();
+        stem_dfs.clear();
+    }
+    // One concept per thing asked for: a term as written and, for a plain
+    // word, its stem. Each is looked up on its own, so ranking knows which
+    // parts of the question a record (and a session) covers.
+    let docs: i64 = conn.query_row("SELECT COALESCE(max(id), 0) FROM records", [], |r| r.get(0))?;
+    let idf = |df: i64| (1.0 + docs.max(1) as f64 / df.max(1) as f64).ln();
+    let mut concepts: Vec<(Option<Term>, Option<String>, i64)> = Vec::new();
+    for (t, df) in qx.terms.iter().zip(&dfs) {
+        let stem = match t {
+            Term::Phrase(p) if p.len() == 1 && stems.contains(&p[0]) => Some(p[0].clone()),
+            _ => None,
+        };
+        concepts.push((Some(t.clone()), stem, *df));
+    }
+    for (w, df) in stems.iter().zip(&stem_dfs) {
+        if !concepts.iter().any(|c| c.1.as_ref() == Some(w)) {
+            concepts.push((None, Some(w.clone()), *df));
+        }
+    }
+    // A pasted page of text: the rarest words carry the meaning.
+    concepts.sort_by_key(|c| c.2);
+    concepts.truncate(rank::MAX_CONCEPTS);
+    let weights: Vec<f64> = concepts.iter().map(|c| idf(c.2)).collect();
+    let mut by_id: std::collections::HashMap<i64, rank::Candidate> =
+        std::collections::HashMap::new();
+    let mut add = |id, concept: Option<(usize, f64)>, role, ts, session, flags| {
+        let c = by_id.entry(id).or_insert_with(|| rank::Candidate {
+            record_id: id,
+            parts: Vec::new(),
+            role,
+            ts,
+            session_row: session,
+            flags,
+        });
+        if let Some((k, score)) = concept {
+            match c.parts.iter_mut().find(|p| p.0 == k) {
+                Some(p) => p.1 = p.1.max(score),
+                None => c.parts.push((k, score)),
+            }
+        }
+    };
+    let tail = |df: i64, table: &str| {
+        if df > SCAN_LIMIT {
+            format!("ORDER BY {table}.rowid DESC LIMIT {SCAN_LIMIT}")
+        } else {
+            format!("ORDER BY 2 LIMIT {CANDIDATES}")
+        }
+    };
+    for (k, (exact, stem, df)) in concepts.iter().enumerate() {
+        if let Some(t) = exact {
+            let one = Query {
+                terms: vec![t.clone()],
+                ..Query::default()
+            };
+            candidates(
+                conn,
+                "bm25(fts, 1.0, 0.5)",
+                "fts JOIN records r ON r.id = fts.rowid",
+                "fts MATCH ?1",
+                vec![SqlValue::Text(one.to_fts())],
+                &tail(*df, "fts"),
+                opts,
+                |id, b, role, ts, se, fl| add(id, Some((k, -b)), role, ts, se, fl),
+            )?;
+        }
+        if let Some(w) = stem {
+            candidates(
+                conn,
+                "bm25(fts_stem)",
+                "fts_stem JOIN records r ON r.id = fts_stem.rowid",
+                "fts_stem MATCH ?1",
+                vec![SqlValue::Text(Query::to_stem_fts(std::slice::from_ref(w)))],
+                &tail(*df, "fts_stem"),
+                opts,
+                |id, b, role, ts, se, fl| {
+                    add(id, Some((k, -b * rank::STEM_WEIGHT)), role, ts, se, fl)
+                },
+            )?;
+        }
+    }
+    if let Some(p) = &period {
+        // What was said in the named period, even in other words.
+        for (a, b) in &p.ranges {
+            candidates(
+                conn,
+                "0.0",
+                "records r",
+                "r.ts >= ?1 AND r.ts < ?2 AND r.role IN ('user', 'assistant', 'note')",
+                vec![SqlValue::Integer(*a), SqlValue::Integer(*b)],
+                &format!("ORDER BY r.ts DESC LIMIT {PERIOD_CANDIDATES}"),
+                opts,
+                |id, _, role, ts, se, fl| add(id, None, role, ts, se, fl),
+            )?;
+        }
+    }
+    let oldest: Option<i64> =
+        conn.query_row("SELECT min(first_ms) FROM sessions", [], |r| r.get(0))?;
+    let span = rank::Span {
+        oldest_ms: oldest.unwrap_or(opts.now_ms).min(opts.now_ms),
+        now_ms: opts.now_ms,
+    };
+    let ranked = rank::rank(
+        by_id.into_values().collect(),
+        &weights,
+        span,
+        period.as_ref(),
+    );
+    let total = ranked.len();
+    let mut words = q.highlight_words();
+    if let Some(p) = &period {
+        words.retain(|w| !p.words.contains(w));
+    }
+    let mut hits = Vec::new();
+    for top in ranked.into_iter().skip(offset).take(opts.limit.max(1)) {
         if let Some(hit) = hit_details(conn, &top, &words)? {
             hits.push(hit);
         }
     }
-    Ok(hits)
+    Ok(Page {
+        hits,
+        total,
+        offset,
+    })
+}
+
+/// The record that answers a user's record: the best-matching reply, else
+/// the first reply after it in the same session.
+fn answer_of(conn: &rusqlite::Connection, top: &rank::Ranked) -> rusqlite::Result<Option<i64>> {
+    use rusqlite::OptionalExtension;
+    if top.role != "user" {
+        return Ok(None);
+    }
+    if top.answer.is_some() {
+        return Ok(top.answer);
+    }
+    conn.prepare_cached(
+        "SELECT id FROM records WHERE session = ?1 AND id > ?2 AND role IN ('assistant', 'note')
+         ORDER BY id LIMIT 1",
+    )?
+    .query_row([top.session_row, top.record_id], |r| r.get(0))
+    .optional()
 }
 
 /// Fetches what a hit shows: text for the snippet, session, machine, source.
@@ -255,6 +505,22 @@ fn hit_details(
     words: &[String],
 ) -> rusqlite::Result<Option<Hit>> {
     use rusqlite::OptionalExtension;
+    let answer = match answer_of(conn, top)? {
+        Some(id) => conn
+            .prepare_cached("SELECT role, ts, flags, text FROM records WHERE id = ?1")?
+            .query_row([id], |r| {
+                let text = codec::decode(&r.get::<_, Vec<u8>>(3)?, r.get(2)?);
+                Ok((
+                    id,
+                    r.get::<_, String>(0)?,
+                    r.get::<_, Option<i64>>(1)?,
+                    snippet::make(&text::strip_terminal(&text), words, 200),
+                ))
+            })
+            .optional()?,
+        None => None,
+    };
+    let clean = |s: Option<String>| s.map(|s| text::strip_terminal(&s));
     conn.prepare_cached(
         "SELECT r.role, r.ts, r.flags, r.text, r.offset, se.session_id, se.agent, se.project, se.title,
                 COALESCE(n.name, r.origin), src.path
@@ -267,19 +533,23 @@ fn hit_details(
     .query_row([top.record_id], |r| {
         let text = codec::decode(&r.get::<_, Vec<u8>>(3)?, r.get(2)?);
         Ok(Hit {
-            snippet: snippet::make(&text, words, 200),
+            snippet: snippet::make(&text::strip_terminal(&text), words, 200),
             role: r.get(0)?,
             time: r.get::<_, Option<i64>>(1)?.and_then(rank::rfc3339),
             offset: r.get(4)?,
-            session_id: r.get(5)?,
+            session_id: text::strip_terminal(&r.get::<_, String>(5)?),
             agent: r.get(6)?,
-            project: r.get(7)?,
-            title: r.get(8)?,
-            machine: r.get(9)?,
-            source: r.get(10)?,
+            project: clean(r.get(7)?),
+            title: clean(r.get(8)?),
+            machine: text::strip_terminal(&r.get::<_, String>(9)?),
+            source: clean(r.get(10)?),
             score: top.score,
             matches: top.matches,
             record_id: top.record_id,
+            answer_snippet: answer.as_ref().map(|a| a.3.clone()),
+            answer_role: answer.as_ref().map(|a| a.1.clone()),
+            answer_record_id: answer.as_ref().map(|a| a.0),
+            answer_time: answer.as_ref().and_then(|a| a.2).and_then(rank::rfc3339),
         })
     })
     .optional()
@@ -329,5 +599,276 @@ mod tests {
         assert_eq!(parse_since("2026-01-31", now), Some(1_769_817_600_000));
         assert_eq!(parse_since("soon", now), None);
         assert_eq!(parse_since("7q", now), None);
+    }
+}
+
+#[cfg(test)]
+mod store_tests {
+    use super::*;
+    use crate::record::Record;
+
+    const DAY: i64 = 86_400_000;
+    const NOW: i64 = 1_764_547_200_000; // 2025-12-01
+
+    fn rec(session: &str, role: Role, ts: Option<i64>, text: &str) -> Record {
+        let mut r = Record::new("claude-code", session, role, text);
+        r.time_ms = ts;
+        r
+    }
+
+    fn store_with(recs: &[Record]) -> (tempfile::TempDir, Store) {
+        let dir = tempfile::tempdir().expect("tmp");
+        let mut store = Store::open(&dir.path().join("c.db")).expect("open");
+        let mut ing = store.ingest("node").expect("ingest");
+        for r in recs {
+            ing.insert(r, None).expect("insert");
+        }
+        ing.commit().expect("commit");
+        (dir, store)
+    }
+
+    fn first(store: &Store, q: &str) -> Hit {
+        let opts = SearchOptions {
+            limit: 5,
+            now_ms: NOW,
+            ..SearchOptions::default()
+        };
+        search(store, &Query::parse(q), &opts)
+            .expect("search")
+            .into_iter()
+            .next()
+            .unwrap_or_else(|| panic!("no hit for {q:?}"))
+    }
+
+    #[test]
+    fn inflected_question_finds_inflected_answer_first() {
+        let (_d, store) = store_with(&[
+            rec(
+                "pottery",
+                Role::User,
+                Some(NOW - 400 * DAY),
+                "I just signed up for a pottery class!",
+            ),
+            rec(
+                "other",
+                Role::User,
+                Some(NOW - DAY),
+                "the class diagram needs a legend",
+            ),
+            rec(
+                "crash",
+                Role::Assistant,
+                Some(NOW - 300 * DAY),
+                "The worker was crashing on empty input.",
+            ),
+        ]);
+        assert_eq!(
+            first(&store, "When did she sign up for the pottery class?").session_id,
+            "pottery"
+        );
+        assert_eq!(first(&store, "worker crashes").session_id, "crash");
+        // Quoted phrases stay exact: no stem match for "sign up".
+        let opts = SearchOptions {
+            limit: 5,
+            now_ms: NOW,
+            ..SearchOptions::default()
+        };
+        assert!(
+            search(&store, &Query::parse("\"sign up\""), &opts)
+                .expect("search")
+                .is_empty()
+        );
+    }
+
+    #[test]
+    fn exact_matches_rank_above_stem_only() {
+        let (_d, store) = store_with(&[
+            rec(
+                "stem",
+                Role::Assistant,
+                Some(NOW - DAY),
+                "we were pinning versions all day",
+            ),
+            rec(
+                "exact",
+                Role::Assistant,
+                Some(NOW - 200 * DAY),
+                "pin the version of hyper",
+            ),
+        ]);
+        assert_eq!(first(&store, "pin").session_id, "exact");
+    }
+
+    #[test]
+    fn an_old_answer_beats_a_newer_one_word_match() {
+        let (_d, store) = store_with(&[
+            rec(
+                "old",
+                Role::User,
+                Some(NOW - 3 * 365 * DAY),
+                "why sqlite for the job store?",
+            ),
+            rec(
+                "old",
+                Role::Assistant,
+                Some(NOW - 3 * 365 * DAY),
+                "We switched the job store to SQLite because it is one file.",
+            ),
+            rec("new", Role::User, Some(NOW - DAY), "switch the tab"),
+            rec(
+                "undated",
+                Role::User,
+                None,
+                "how do I switch from light to dark mode",
+            ),
+        ]);
+        assert_eq!(
+            first(&store, "why did we switch to sqlite").session_id,
+            "old"
+        );
+    }
+
+    #[test]
+    fn undated_records_do_not_outrank_dated_ones() {
+        let (_d, store) = store_with(&[
+            rec(
+                "dated",
+                Role::Assistant,
+                Some(NOW - 700 * DAY),
+                "the deploy key rotation happens monthly",
+            ),
+            rec(
+                "undated",
+                Role::Assistant,
+                None,
+                "the deploy key rotation happens monthly.",
+            ),
+        ]);
+        assert_eq!(first(&store, "deploy key rotation").session_id, "dated");
+    }
+
+    #[test]
+    fn a_date_in_the_question_prefers_that_period() {
+        let oct_2023 = 1_697_328_000_000; // 2023-10-15
+        let (_d, store) = store_with(&[
+            rec(
+                "oct",
+                Role::Assistant,
+                Some(oct_2023),
+                "We decided to drop the cache layer.",
+            ),
+            rec(
+                "recent",
+                Role::Assistant,
+                Some(NOW - 5 * DAY),
+                "The cache layer is back, with the cache warmed at boot.",
+            ),
+        ]);
+        assert_eq!(first(&store, "cache").session_id, "recent");
+        assert_eq!(
+            first(&store, "what did we decide about the cache in October 2023").session_id,
+            "oct"
+        );
+        // --since stays a hard filter.
+        let opts = SearchOptions {
+            limit: 5,
+            now_ms: NOW,
+            since_ms: Some(NOW - 30 * DAY),
+            ..SearchOptions::default()
+        };
+        let hits = search(&store, &Query::parse("cache in October 2023"), &opts).expect("search");
+        assert!(hits.iter().all(|h| h.session_id == "recent"), "{hits:?}");
+    }
+
+    #[test]
+    fn the_answer_not_the_question_is_shown() {
+        let (_d, store) = store_with(&[
+            rec(
+                "s",
+                Role::User,
+                Some(NOW - DAY),
+                "why did we pin hyper to 0.14?",
+            ),
+            rec(
+                "s",
+                Role::Assistant,
+                Some(NOW - DAY + 1000),
+                "axum 0.6 is built on the old version, so we kept it until the upgrade.",
+            ),
+        ]);
+        let hit = first(&store, "why did we pin hyper");
+        assert_eq!(hit.role, "user");
+        assert!(hit.snippet.contains("pin hyper"));
+        let answer = hit.answer_snippet.expect("answer");
+        assert!(answer.contains("axum 0.6"), "{answer}");
+        assert_eq!(hit.answer_role.as_deref(), Some("assistant"));
+        assert!(hit.answer_record_id.is_some());
+    }
+
+    #[test]
+    fn pages_and_totals() {
+        let recs: Vec<Record> = (0..7)
+            .map(|i| {
+                rec(
+                    &format!("s{i}"),
+                    Role::User,
+                    Some(NOW - i * DAY),
+                    "flamingo sighting",
+                )
+            })
+            .collect();
+        let (_d, store) = store_with(&recs);
+        let opts = SearchOptions {
+            limit: 3,
+            now_ms: NOW,
+            ..SearchOptions::default()
+        };
+        let q = Query::parse("flamingo");
+        let p1 = search_page(&store, &q, &opts, 0).expect("p1");
+        let p3 = search_page(&store, &q, &opts, 6).expect("p3");
+        assert_eq!((p1.hits.len(), p1.total), (3, 7));
+        assert_eq!((p3.hits.len(), p3.total, p3.offset), (1, 7, 6));
+        assert!(
+            p1.hits
+                .iter()
+                .all(|h| h.session_id != p3.hits[0].session_id)
+        );
+    }
+
+    #[test]
+    fn escape_sequences_never_reach_hits() {
+        let (_d, store) = store_with(&[rec(
+            "esc",
+            Role::ToolOutput,
+            Some(NOW),
+            "\u{1b}[31mboom\u{1b}[0m \u{1b}]0;pwned\u{7}kaboom",
+        )]);
+        let hit = first(&store, "kaboom");
+        assert!(
+            !hit.snippet.contains('\u{1b}') && !hit.snippet.contains("pwned"),
+            "{}",
+            hit.snippet
+        );
+    }
+
+    #[test]
+    fn stems_are_backfilled_for_records_stored_before_the_stem_index() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let path = dir.path().join("c.db");
+        {
+            let mut store = Store::open(&path).expect("open");
+            let mut ing = store.ingest("node").expect("ingest");
+            ing.insert(&rec("s", Role::User, Some(NOW), "we pinned hyper"), None)
+                .expect("insert");
+            ing.commit().expect("commit");
+            // As a database from before the stemmed index looked.
+            store.conn().execute_batch(
+                "DELETE FROM fts_stem; INSERT INTO meta(key, value) VALUES ('fts_stem_backfill', '0');",
+            )
+            .expect("reset");
+        }
+        let store = Store::open(&path).expect("reopen");
+        assert_eq!(first(&store, "pin").session_id, "s");
+        assert_eq!(store.meta("fts_stem_backfill").expect("meta"), None);
     }
 }

@@ -21,19 +21,33 @@ pub enum Term {
 pub struct Query {
     /// The terms, any of which may match (ranked by how many and how rare).
     pub terms: Vec<Term>,
+    /// Plain words written outside quotes (lowercase, no CJK, no
+    /// identifiers): these are also looked up by their English stem, so
+    /// "signed" finds "sign". Quoted phrases and identifiers stay exact.
+    pub stems: Vec<String>,
+    /// What was typed, for dates and periods named in the question.
+    pub text: String,
 }
 
 /// Common English words that carry no meaning in a question.
 const STOPWORDS: &[&str] = &[
-    "a", "about", "an", "and", "are", "as", "at", "be", "but", "by", "can", "could", "did", "do",
-    "does", "for", "from", "had", "has", "have", "how", "i", "if", "in", "into", "is", "it", "its",
-    "me", "my", "of", "on", "or", "our", "should", "so", "that", "the", "their", "them", "then",
-    "there", "these", "this", "to", "us", "was", "we", "were", "what", "when", "where", "which",
-    "who", "why", "will", "with", "would", "you", "your",
+    "a", "about", "after", "all", "also", "an", "and", "any", "are", "as", "at", "be", "been",
+    "being", "but", "by", "can", "could", "did", "do", "does", "for", "from", "had", "happened",
+    "has", "have", "he", "her", "him", "his", "how", "i", "if", "in", "into", "is", "it", "its",
+    "just", "me", "my", "of", "on", "or", "our", "she", "should", "so", "some", "than", "that",
+    "the", "their", "them", "then", "there", "these", "they", "this", "those", "to", "us", "very",
+    "was", "we", "were", "what", "when", "where", "which", "while", "who", "why", "will", "with",
+    "would", "you", "your",
 ];
 
 fn is_stopword(t: &str) -> bool {
     STOPWORDS.binary_search(&t).is_ok()
+}
+
+/// True for a word worth looking up by its stem: letters only (at least
+/// three), no CJK. Numbers, hex and identifiers stay exact.
+fn is_plain_word(w: &str) -> bool {
+    w.chars().count() >= 3 && w.chars().all(|c| c.is_alphabetic() && !is_cjk(c))
 }
 
 /// Terms for one whitespace-separated word: runs of ordinary tokens stay
@@ -113,13 +127,59 @@ impl Query {
             || words
                 .iter()
                 .any(|t| !matches!(t, Term::Phrase(p) if p.len() == 1 && is_stopword(&p[0])));
+        let mut stems = Vec::new();
         for t in words {
             let stop = matches!(&t, Term::Phrase(p) if p.len() == 1 && is_stopword(&p[0]));
-            if (!stop || !meaningful) && !terms.contains(&t) {
+            if stop && meaningful {
+                continue;
+            }
+            if let Term::Phrase(p) = &t
+                && let [w] = &p[..]
+                && is_plain_word(w)
+                && !stems.contains(w)
+            {
+                stems.push(w.clone());
+            }
+            if !terms.contains(&t) {
                 terms.push(t);
             }
         }
-        Query { terms }
+        Query {
+            terms,
+            stems,
+            text: input.to_owned(),
+        }
+    }
+
+    /// The FTS5 MATCH expression for the stemmed index: the plain words, OR-ed.
+    pub fn to_stem_fts(words: &[String]) -> String {
+        words
+            .iter()
+            .map(|w| format!("\"{}\"", w.replace('"', "\"\"")))
+            .collect::<Vec<_>>()
+            .join(" OR ")
+    }
+
+    /// A copy without the given single-word terms (words that named a
+    /// date, which the ranking uses as a period instead), unless that would
+    /// leave nothing to search for.
+    pub fn without_words(&self, words: &[String]) -> Query {
+        let keep =
+            |t: &Term| !matches!(t, Term::Phrase(p) if p.len() == 1 && words.contains(&p[0]));
+        let terms: Vec<Term> = self.terms.iter().filter(|t| keep(t)).cloned().collect();
+        if terms.is_empty() {
+            return self.clone();
+        }
+        Query {
+            terms,
+            stems: self
+                .stems
+                .iter()
+                .filter(|w| !words.contains(w))
+                .cloned()
+                .collect(),
+            text: self.text.clone(),
+        }
     }
 
     /// True when there is nothing to search for.
@@ -152,6 +212,13 @@ impl Query {
                 Term::Prefix(p) => out.push(p.clone()),
             }
         }
+        // Stem matches: "signed" for "sign", "crashing" for "crashes".
+        for w in &self.stems {
+            let stem = super::text::light_stem(w);
+            if stem.chars().count() >= 3 && !out.contains(&stem) {
+                out.push(stem);
+            }
+        }
         out.sort_by_key(|w| std::cmp::Reverse(w.len()));
         out.dedup();
         out
@@ -171,6 +238,32 @@ mod tests {
         assert_eq!(fts("why did we pin hyper?"), r#""pin" OR "hyper""#);
         assert_eq!(fts("why"), r#""why""#);
         assert_eq!(fts("the who"), r#""the" OR "who""#);
+    }
+
+    #[test]
+    fn plain_words_are_stemmed_quoted_and_identifiers_are_not() {
+        let q = Query::parse(r#"When did she sign up for the "pottery class"? E0382 foo::bar"#);
+        assert_eq!(q.stems, ["sign"]);
+        let q = Query::parse("crashes crashing crashed 404 为什么");
+        assert_eq!(q.stems, ["crashes", "crashing", "crashed"]);
+        assert_eq!(
+            Query::to_stem_fts(&q.stems),
+            r#""crashes" OR "crashing" OR "crashed""#
+        );
+        assert!(
+            Query::parse("pinned")
+                .highlight_words()
+                .contains(&"pin".to_owned())
+        );
+    }
+
+    #[test]
+    fn date_words_can_be_dropped_but_never_all() {
+        let q = Query::parse("what happened in June 2024 with the dog");
+        let w = vec!["june".to_owned(), "2024".to_owned()];
+        assert_eq!(q.without_words(&w).to_fts(), r#""dog""#);
+        let only = Query::parse("June 2024");
+        assert_eq!(only.without_words(&w), only);
     }
 
     #[test]

@@ -5,15 +5,17 @@ use std::sync::LazyLock;
 
 use regex::Regex;
 
-use super::SearchOptions;
 use crate::store::codec::DECISION as DECISION_FLAG;
 
 /// A record FTS5 matched, with what ranking needs (no text).
 #[derive(Debug, Clone)]
 pub struct Candidate {
     pub(super) record_id: i64,
-    /// FTS5 bm25: more negative is better.
-    pub(super) bm25: f64,
+    /// The parts of the question this record matched: (concept index,
+    /// score), the score being -bm25 of the term as written, or of its stem
+    /// times [`STEM_WEIGHT`], whichever is higher. Empty when the record
+    /// was found only because it lies in a period the question names.
+    pub(super) parts: Vec<(usize, f64)>,
     pub(super) role: String,
     pub(super) ts: Option<i64>,
     pub(super) session_row: i64,
@@ -27,6 +29,11 @@ pub struct Ranked {
     pub(super) record_id: i64,
     pub(super) score: f64,
     pub(super) matches: usize,
+    pub(super) session_row: i64,
+    pub(super) role: String,
+    /// The best-scoring assistant or note record of the same session,
+    /// when the best record is the user's own words: the likely answer.
+    pub(super) answer: Option<i64>,
 }
 
 /// What a person said outweighs what a tool printed.
@@ -54,66 +61,149 @@ pub fn is_decision(text: &str) -> bool {
     DECISION.is_match(text)
 }
 
-/// Age decay: a year-old record keeps about 70% of its score, never below 40%.
-fn age_factor(ts: Option<i64>, now_ms: i64) -> f64 {
-    let Some(ts) = ts else { return 0.8 };
-    let days = ((now_ms - ts) as f64 / 86_400_000.0).max(0.0);
-    (1.0 / (1.0 + days / 365.0).sqrt()).max(0.4)
+/// How much a stem-only match counts next to an exact one: a record that
+/// matches a word as written also matches its stem, so it always scores
+/// above a record that matches only the stem.
+pub(super) const STEM_WEIGHT: f64 = 0.6;
+/// Concepts (terms and stems) looked up per query at most.
+pub(super) const MAX_CONCEPTS: usize = 16;
+/// A session's score is multiplied by `COVERAGE_FLOOR + (1 - COVERAGE_FLOOR)
+/// × coverage`, coverage being the IDF-weighted share of the question's
+/// concepts its records matched together.
+const COVERAGE_FLOOR: f64 = 0.3;
+/// How much newer beats older, at most, across the whole history: time is a
+/// tie-breaker, not a verdict (an old answer beats a newer passing mention).
+const TIME_WEIGHT: f64 = 0.1;
+/// Boost for records written in a period the question names.
+const PERIOD_BOOST: f64 = 2.0;
+/// Score of a record found only because it lies in the named period,
+/// relative to the best word match.
+const PERIOD_ONLY: f64 = 0.3;
+/// Each further record of a session adds this share of the previous one's
+/// weight: evidence adds up, with diminishing returns.
+const EVIDENCE_DECAY: f64 = 0.35;
+/// Further records of a session that count.
+const EVIDENCE_RECORDS: usize = 4;
+
+/// The time span ranking works in: the oldest record's time and now.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Span {
+    pub(super) oldest_ms: i64,
+    pub(super) now_ms: i64,
 }
 
-/// Scores candidates, keeps the best record per session, and returns the top sessions.
-pub(super) fn rank(cands: Vec<Candidate>, opts: &SearchOptions) -> Vec<Ranked> {
+/// Recency as a tie-breaker: from 1.0 (now) down to `1 - TIME_WEIGHT` (the
+/// oldest record), relative to the span of this history, so a history of
+/// ten years and one of ten days are treated alike. Undated records count
+/// as the oldest: they never gain from time.
+fn time_factor(ts: Option<i64>, span: Span) -> f64 {
+    let Some(ts) = ts else {
+        return 1.0 - TIME_WEIGHT;
+    };
+    let width = (span.now_ms - span.oldest_ms).max(1) as f64;
+    let age = ((span.now_ms - ts) as f64 / width).clamp(0.0, 1.0);
+    1.0 - TIME_WEIGHT * age
+}
+
+/// Scores candidates, groups them by session (adding up evidence, weighed
+/// by how much of the question the session covers) and returns all
+/// sessions, best first. `weights` holds each concept's IDF.
+pub(super) fn rank(
+    cands: Vec<Candidate>,
+    weights: &[f64],
+    span: Span,
+    period: Option<&super::when::Period>,
+) -> Vec<Ranked> {
     struct Group {
-        best: Candidate,
-        best_score: f64,
-        others: Vec<f64>,
+        scored: Vec<(f64, Candidate)>,
+        covered: Vec<bool>,
     }
+    let words = |c: &Candidate| c.parts.iter().map(|p| p.1).sum::<f64>();
+    let best_word = cands.iter().map(words).fold(0.0f64, f64::max);
+    let total_weight: f64 = weights.iter().sum::<f64>().max(f64::MIN_POSITIVE);
     let mut groups: HashMap<i64, Group> = HashMap::new();
     for c in cands {
-        let mut s = -c.bm25 * role_weight(&c.role) * age_factor(c.ts, opts.now_ms);
+        let w = words(&c);
+        let mut s = if w > 0.0 {
+            w
+        } else {
+            PERIOD_ONLY * if best_word > 0.0 { best_word } else { 1.0 }
+        };
+        s *= role_weight(&c.role) * time_factor(c.ts, span);
         if c.flags & DECISION_FLAG != 0 {
             s *= 1.2;
         }
-        match groups.get_mut(&c.session_row) {
-            Some(g) if s > g.best_score => {
-                g.others.push(g.best_score);
-                g.best = c;
-                g.best_score = s;
-            }
-            Some(g) => g.others.push(s),
-            None => {
-                groups.insert(
-                    c.session_row,
-                    Group {
-                        best: c,
-                        best_score: s,
-                        others: Vec::new(),
-                    },
-                );
+        if let (Some(p), Some(ts)) = (period, c.ts)
+            && p.contains(ts)
+        {
+            s *= PERIOD_BOOST;
+        }
+        let g = groups.entry(c.session_row).or_insert_with(|| Group {
+            scored: Vec::new(),
+            covered: vec![false; weights.len()],
+        });
+        for (k, _) in &c.parts {
+            if let Some(x) = g.covered.get_mut(*k) {
+                *x = true;
             }
         }
+        g.scored.push((s, c));
     }
     let mut scored: Vec<(f64, Group)> = groups
         .into_values()
         .map(|mut g| {
-            // A session that matches in several places is a little more likely the answer.
-            g.others.sort_by(|a, b| b.total_cmp(a));
-            let support: f64 = g.others.iter().take(3).sum::<f64>() * 0.1;
-            (g.best_score + support, g)
+            g.scored
+                .sort_by(|a, b| b.0.total_cmp(&a.0).then(b.1.record_id.cmp(&a.1.record_id)));
+            let mut total = 0.0;
+            let mut w = 1.0;
+            for (s, _) in g.scored.iter().take(EVIDENCE_RECORDS + 1) {
+                total += s * w;
+                w *= EVIDENCE_DECAY;
+            }
+            let coverage = g
+                .covered
+                .iter()
+                .zip(weights)
+                .filter(|(c, _)| **c)
+                .map(|(_, w)| w)
+                .sum::<f64>()
+                / total_weight;
+            (
+                total * (COVERAGE_FLOOR + (1.0 - COVERAGE_FLOOR) * coverage.min(1.0)),
+                g,
+            )
         })
         .collect();
     scored.sort_by(|a, b| {
         b.0.total_cmp(&a.0)
-            .then(b.1.best.ts.cmp(&a.1.best.ts))
-            .then(b.1.best.record_id.cmp(&a.1.best.record_id))
+            .then(b.1.scored[0].1.ts.cmp(&a.1.scored[0].1.ts))
+            .then(b.1.scored[0].1.record_id.cmp(&a.1.scored[0].1.record_id))
     });
     scored
         .into_iter()
-        .take(opts.limit.max(1))
-        .map(|(score, g)| Ranked {
-            record_id: g.best.record_id,
-            score: (score * 1000.0).round() / 1000.0,
-            matches: g.others.len() + 1,
+        .map(|(score, g)| {
+            let best = &g.scored[0].1;
+            let answer = (best.role == "user")
+                .then(|| {
+                    g.scored
+                        .iter()
+                        .find(|(_, c)| matches!(c.role.as_str(), "assistant" | "note"))
+                        .map(|(_, c)| c.record_id)
+                })
+                .flatten();
+            Ranked {
+                record_id: best.record_id,
+                score: (score * 1000.0).round() / 1000.0,
+                matches: g
+                    .scored
+                    .iter()
+                    .filter(|(_, c)| !c.parts.is_empty())
+                    .count()
+                    .max(1),
+                session_row: best.session_row,
+                role: best.role.clone(),
+                answer,
+            }
         })
         .collect()
 }
@@ -128,13 +218,122 @@ pub fn rfc3339(ms: i64) -> Option<String> {
 mod tests {
     use super::*;
 
+    fn cand(id: i64, session: i64, bm25: f64, role: &str, ts: Option<i64>) -> Candidate {
+        Candidate {
+            record_id: id,
+            parts: vec![(0, -bm25)],
+            role: role.to_owned(),
+            ts,
+            session_row: session,
+            flags: 0,
+        }
+    }
+
+    const YEAR: i64 = 365 * 86_400_000;
+    const NOW: i64 = 1_800_000_000_000;
+
     #[test]
-    fn age_decays_gently() {
-        let now = 1_800_000_000_000;
-        assert_eq!(age_factor(Some(now), now), 1.0);
-        let year = age_factor(Some(now - 365 * 86_400_000), now);
-        assert!((0.69..0.72).contains(&year), "{year}");
-        assert_eq!(age_factor(Some(0), now), 0.4);
+    fn time_is_only_a_tie_breaker_relative_to_the_span() {
+        let span = Span {
+            oldest_ms: NOW - 4 * YEAR,
+            now_ms: NOW,
+        };
+        assert_eq!(time_factor(Some(NOW), span), 1.0);
+        assert!((time_factor(Some(NOW - 4 * YEAR), span) - 0.9).abs() < 1e-9);
+        assert_eq!(time_factor(None, span), time_factor(Some(0), span));
+    }
+
+    #[test]
+    fn an_old_answer_beats_a_newer_one_word_match() {
+        let span = Span {
+            oldest_ms: NOW - 3 * YEAR,
+            now_ms: NOW,
+        };
+        let old_answer = cand(1, 10, -6.0, "assistant", Some(NOW - 3 * YEAR));
+        let new_mention = cand(2, 20, -5.0, "assistant", Some(NOW - 86_400_000));
+        let r = rank(vec![new_mention, old_answer], &[1.0], span, None);
+        assert_eq!(r[0].record_id, 1);
+    }
+
+    #[test]
+    fn undated_records_do_not_outrank_dated_ones() {
+        let span = Span {
+            oldest_ms: NOW - 2 * YEAR,
+            now_ms: NOW,
+        };
+        let dated = cand(1, 10, -5.0, "assistant", Some(NOW - YEAR));
+        let undated = cand(2, 20, -5.0, "assistant", None);
+        let r = rank(vec![undated, dated], &[1.0], span, None);
+        assert_eq!(r[0].record_id, 1);
+    }
+
+    #[test]
+    fn evidence_adds_up_but_one_strong_match_still_wins() {
+        let span = Span {
+            oldest_ms: NOW - YEAR,
+            now_ms: NOW,
+        };
+        // Session 10: three records each matching part of the question.
+        // Session 20: one record matching a little better than each.
+        let spread = vec![
+            cand(1, 10, -3.0, "assistant", Some(NOW)),
+            cand(2, 10, -3.0, "assistant", Some(NOW)),
+            cand(3, 10, -3.0, "assistant", Some(NOW)),
+            cand(4, 20, -3.5, "assistant", Some(NOW)),
+        ];
+        assert_eq!(rank(spread.clone(), &[1.0], span, None)[0].session_row, 10);
+        // A strong exact match (e.g. a rare identifier) still wins.
+        let mut strong = spread;
+        strong.push(cand(5, 30, -20.0, "tool_output", Some(NOW)));
+        assert_eq!(rank(strong, &[1.0], span, None)[0].session_row, 30);
+    }
+
+    #[test]
+    fn a_session_covering_more_of_the_question_wins() {
+        let span = Span {
+            oldest_ms: NOW - YEAR,
+            now_ms: NOW,
+        };
+        // "pin hyper": session 10 says "pin" twice, session 20
+        // says "pinned" (stem) and "hyper" in one record each.
+        let mut a = cand(1, 10, -3.0, "assistant", Some(NOW));
+        a.parts = vec![(0, 3.0)];
+        let mut b = cand(2, 10, -3.0, "assistant", Some(NOW));
+        b.parts = vec![(0, 3.0)];
+        let mut c = cand(3, 20, -3.0, "assistant", Some(NOW));
+        c.parts = vec![(0, 2.4)];
+        let mut d = cand(4, 20, -3.0, "assistant", Some(NOW));
+        d.parts = vec![(1, 3.0)];
+        let r = rank(vec![a, b, c, d], &[2.0, 2.0], span, None);
+        assert_eq!(r[0].session_row, 20);
+    }
+
+    #[test]
+    fn a_named_period_is_preferred() {
+        let span = Span {
+            oldest_ms: NOW - 2 * YEAR,
+            now_ms: NOW,
+        };
+        let period = super::super::when::Period {
+            ranges: vec![(NOW - YEAR - 10 * 86_400_000, NOW - YEAR + 10 * 86_400_000)],
+            words: vec![],
+        };
+        let inside = cand(1, 10, -4.0, "assistant", Some(NOW - YEAR));
+        let outside = cand(2, 20, -5.0, "assistant", Some(NOW - 1000));
+        let r = rank(vec![outside, inside], &[1.0], span, Some(&period));
+        assert_eq!(r[0].session_row, 10);
+    }
+
+    #[test]
+    fn the_answer_is_found_next_to_the_question() {
+        let span = Span {
+            oldest_ms: NOW - YEAR,
+            now_ms: NOW,
+        };
+        let question = cand(1, 10, -5.0, "user", Some(NOW));
+        let answer = cand(2, 10, -2.0, "assistant", Some(NOW));
+        let r = rank(vec![question, answer], &[1.0], span, None);
+        assert_eq!((r[0].record_id, r[0].answer), (1, Some(2)));
     }
 
     #[test]

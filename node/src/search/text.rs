@@ -62,9 +62,108 @@ pub fn tokens(text: &str) -> Vec<String> {
     out
 }
 
+/// Text safe to print on a terminal and to hand to scripts: escape
+/// sequences (CSI, OSC, and any other ESC-introduced sequence) removed,
+/// other control characters except newline and tab turned into spaces, and
+/// bidirectional overrides dropped.
+pub fn strip_terminal(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut chars = s.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '\u{1b}' => match chars.peek() {
+                // CSI: parameters and intermediates up to a final byte.
+                Some('[') => {
+                    chars.next();
+                    for c in chars.by_ref() {
+                        if ('@'..='~').contains(&c) {
+                            break;
+                        }
+                    }
+                }
+                // OSC / DCS / APC / PM / SOS: up to BEL or ESC \.
+                Some(']' | 'P' | '_' | '^' | 'X') => {
+                    chars.next();
+                    while let Some(c) = chars.next() {
+                        if c == '\u{7}' {
+                            break;
+                        }
+                        if c == '\u{1b}' {
+                            if chars.peek() == Some(&'\\') {
+                                chars.next();
+                            }
+                            break;
+                        }
+                    }
+                }
+                Some(_) => {
+                    chars.next();
+                }
+                None => {}
+            },
+            '\n' | '\t' => out.push(c),
+            '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' => {}
+            c if c.is_control() => out.push(' '),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// A rough English stem for showing where a stemmed match is: common
+/// endings removed ("pinned" → "pin", "crashes" → "crash", "signing" →
+/// "sign"). Matching itself uses SQLite's Porter tokenizer; this only finds
+/// the place to highlight, as a prefix.
+pub fn light_stem(word: &str) -> String {
+    let w = word.to_lowercase();
+    let n = w.chars().count();
+    for suffix in [
+        "ations", "ation", "ments", "ment", "ingly", "ings", "ing", "edly", "ies", "ied", "es",
+        "ed", "ly", "er", "s",
+    ] {
+        if suffix == "s" && (w.ends_with("ss") || w.ends_with("us") || w.ends_with("is")) {
+            continue;
+        }
+        if let Some(stem) = w.strip_suffix(suffix)
+            && stem.chars().count() >= 3
+            && n > suffix.len() + 2
+        {
+            let mut stem = stem.to_owned();
+            // "pinned" → "pinn" → "pin"; "stopping" → "stop".
+            let b = stem.as_bytes();
+            if b.len() >= 4 && b[b.len() - 1] == b[b.len() - 2] && !b"lsz".contains(&b[b.len() - 1])
+            {
+                stem.pop();
+            }
+            return stem;
+        }
+    }
+    w
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn terminal_sequences_are_stripped() {
+        assert_eq!(strip_terminal("a\u{1b}[31mred\u{1b}[0m b"), "ared b");
+        assert_eq!(strip_terminal("x\u{1b}]0;title\u{7}y"), "xy");
+        assert_eq!(strip_terminal("x\u{1b}]8;;http://e\u{1b}\\y"), "xy");
+        assert_eq!(strip_terminal("a\u{8}b\u{202e}c\nd"), "a bc\nd");
+        assert_eq!(strip_terminal("plain 文字"), "plain 文字");
+    }
+
+    #[test]
+    fn light_stems() {
+        assert_eq!(light_stem("pinned"), "pin");
+        assert_eq!(light_stem("signed"), "sign");
+        assert_eq!(light_stem("crashes"), "crash");
+        assert_eq!(light_stem("crashing"), "crash");
+        assert_eq!(light_stem("painting"), "paint");
+        assert_eq!(light_stem("sql"), "sql");
+        assert_eq!(light_stem("class"), "class");
+    }
 
     #[test]
     fn cjk_is_spaced_and_ascii_borrowed() {

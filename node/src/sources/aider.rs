@@ -7,9 +7,13 @@
 //!   timestamp in the file, used for every record of the session).
 //! - `#### ` lines are what the user typed; consecutive ones form one prompt.
 //!   Answers to aider's `(Y)es/(N)o` confirmation prompts are dropped.
-//! - `> ` lines are aider's own output and are dropped, except
-//!   `Applied edit to <file>` (a tool call touching that file) and
-//!   `Commit <sha> <message>` (a tool call).
+//! - `> ` lines are aider's own output: `Applied edit to <file>` is a tool
+//!   call touching that file, `Commit <sha> <message>` a tool call, and the
+//!   rest (errors such as `litellm.InternalServerError…`, shell output,
+//!   warnings) is tool output, consecutive lines forming one record capped
+//!   like other tool output. The start-up banner (the command line,
+//!   `Aider v…`, `Main model:`, `Git repo:`, `Repo-map:`…), token/cost
+//!   lines and `(Y)es/(N)o` prompts are dropped.
 //! - Unprefixed text is the assistant. Inside ``` fences of assistant text,
 //!   `####` and `>` lines are content, not markers. Inline
 //!   `<thinking-content-…>` blocks (local reasoning models) are dropped.
@@ -23,7 +27,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::common::{TEXT_CAP, cap_text, parse_time_str};
+use super::common::{TEXT_CAP, TOOL_OUTPUT_CAP, cap_text, parse_time_str};
 use super::{Locations, ParseError, Parsed, Reader, Source, SourceFile};
 use crate::record::{Record, Role};
 
@@ -74,6 +78,7 @@ enum Block {
     None,
     User,
     Assistant,
+    Output,
 }
 
 struct State<'a> {
@@ -136,6 +141,15 @@ impl<'a> State<'a> {
                 let off = self.block_offset;
                 self.push(Role::Assistant, cap_text(text, TEXT_CAP), Vec::new(), off);
             }
+            Block::Output => {
+                let off = self.block_offset;
+                self.push(
+                    Role::ToolOutput,
+                    cap_text(text, TOOL_OUTPUT_CAP),
+                    Vec::new(),
+                    off,
+                );
+            }
             _ => {}
         }
     }
@@ -149,9 +163,9 @@ impl<'a> State<'a> {
         self.lines.push(line);
     }
 
-    fn aider_output(&mut self, text: &str, offset: u64) {
-        self.flush();
+    fn aider_output(&mut self, text: &'a str, offset: u64) {
         if let Some(file) = text.strip_prefix("Applied edit to ") {
+            self.flush();
             let file = file.trim();
             if !file.is_empty() {
                 self.push(
@@ -161,18 +175,48 @@ impl<'a> State<'a> {
                     offset,
                 );
             }
-        } else if let Some(rest) = text.strip_prefix("Commit ") {
-            let sha = rest.split_whitespace().next().unwrap_or_default();
-            if sha.len() >= 7 && sha.bytes().all(|b| b.is_ascii_hexdigit()) {
-                self.push(
-                    Role::ToolCall,
-                    format!("Commit {}", rest.trim()),
-                    Vec::new(),
-                    offset,
-                );
-            }
+        } else if let Some(rest) = text.strip_prefix("Commit ")
+            && let sha = rest.split_whitespace().next().unwrap_or_default()
+            && sha.len() >= 7
+            && sha.bytes().all(|b| b.is_ascii_hexdigit())
+        {
+            self.flush();
+            self.push(
+                Role::ToolCall,
+                format!("Commit {}", rest.trim()),
+                Vec::new(),
+                offset,
+            );
+        } else if is_banner(text) {
+            self.flush();
+        } else {
+            self.add(Block::Output, text, offset);
         }
     }
+}
+
+/// aider's start-up banner, usage and prompt lines: not worth indexing.
+fn is_banner(text: &str) -> bool {
+    const PREFIXES: &[&str] = &[
+        "Aider v",
+        "Main model:",
+        "Weak model:",
+        "Editor model:",
+        "Model:",
+        "Git repo:",
+        "Repo-map:",
+        "Tokens:",
+        "Cost:",
+        "Use /help",
+        "Added ",
+        "Add file to the chat?",
+        "Warning: it's best to only add files",
+    ];
+    text.is_empty()
+        || text.contains("(Y)es/(N)o")
+        || PREFIXES.iter().any(|p| text.starts_with(p))
+        || (text.starts_with('/') && text.contains("aider"))
+        || text.starts_with("^C")
 }
 
 /// A user line that only answers one of aider's `(Y)es/(N)o` prompts.
@@ -242,13 +286,16 @@ pub fn parse(path: &Path, bytes: &[u8]) -> Parsed {
         } else if line == "####" {
             st.add(Block::User, "", line_offset);
         } else if line == ">" || line.starts_with("> ") {
-            st.aider_output(line[1..].trim(), line_offset);
+            st.aider_output(
+                line[1..].trim_end().strip_prefix(' ').unwrap_or(""),
+                line_offset,
+            );
         } else if line.trim_start().starts_with("<thinking-content-") {
             st.in_thinking = !line.contains("</thinking-content-");
         } else if line.trim().is_empty() {
             // Blank lines end a prompt but belong to an answer.
             match st.block {
-                Block::User => st.flush(),
+                Block::User | Block::Output => st.flush(),
                 Block::Assistant => st.lines.push(""),
                 Block::None => {}
             }
@@ -337,7 +384,9 @@ mod tests {
                 "Мы отключили кэширование, потому что прокси отдавал устаревшие цены."
             )
         );
-        assert_eq!(r.len(), 6);
+        // aider's own output is kept as tool output (the file it offered).
+        assert_eq!(got[6], (Role::ToolOutput, "config/cache.yml"));
+        assert_eq!(r.len(), 7);
         assert!(!r.iter().any(|r| r.text.contains("(Y)es/(N)o")));
         assert!(!r.iter().any(|r| r.text.contains("internal reasoning")));
         assert!(!r.iter().any(|r| r.text.contains("Tokens:")));
@@ -352,6 +401,40 @@ mod tests {
         // Offsets point at the start of the block's first line.
         let bytes = std::fs::read(&path).unwrap();
         assert!(bytes[r[0].offset as usize..].starts_with(b"#### the ARM"));
+    }
+
+    #[test]
+    fn aider_output_lines_are_tool_output() {
+        let md = "# aider chat started at 2025-01-02 03:04:05\n\
+> /usr/bin/aider --model x\n\
+> Aider v0.86.2\n\
+> Main model: x with diff edit format\n\
+\n\
+#### fix the build\n\
+\n\
+> litellm.InternalServerError: AnthropicException - overloaded\n\
+> Retrying in 0.2 seconds...\n\
+\n\
+Done, the build passes.\n\
+\n\
+> Tokens: 1k sent, 20 received.\n";
+        let p = parse(Path::new("/p/.aider.chat.history.md"), md.as_bytes());
+        let got: Vec<(Role, &str)> = p
+            .records
+            .iter()
+            .map(|r| (r.role, r.text.as_str()))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                (Role::User, "fix the build"),
+                (
+                    Role::ToolOutput,
+                    "litellm.InternalServerError: AnthropicException - overloaded\nRetrying in 0.2 seconds..."
+                ),
+                (Role::Assistant, "Done, the build passes."),
+            ]
+        );
     }
 
     #[test]

@@ -36,7 +36,6 @@ use super::log::{
 use super::{Store, StoreError, codec};
 use crate::redact::Redactor;
 use crate::search::rank::is_decision;
-use crate::search::text::index_form;
 use crate::sync::convert;
 
 /// What applying one batch did.
@@ -300,8 +299,7 @@ fn insert_record(
         return Ok(false);
     }
     let rowid = conn.last_insert_rowid();
-    conn.prepare_cached("INSERT INTO fts(rowid, body, files) VALUES (?1, ?2, ?3)")?
-        .execute(params![rowid, index_form(&rec.text), index_form(&files)])?;
+    super::fts::insert(conn, rowid, &rec.role, &rec.text, &files)?;
     let title = (rec.role == "user").then(|| super::ingest::session_title(&rec.text));
     conn.prepare_cached(
         "UPDATE sessions SET records = records + 1,

@@ -337,8 +337,7 @@ pub(crate) fn purge(conn: &Connection, target: &ForgetTarget) -> Result<(u64, u6
     };
     let mut sessions = BTreeSet::new();
     for (id, session, hash) in &doomed {
-        conn.prepare_cached("DELETE FROM fts WHERE rowid = ?1")?
-            .execute([id])?;
+        super::fts::delete(conn, *id)?;
         conn.prepare_cached("DELETE FROM records WHERE id = ?1")?
             .execute([id])?;
         conn.prepare_cached("UPDATE logs SET kind = ?2 WHERE hash = ?1 AND kind = ?3")?
@@ -406,6 +405,6 @@ fn refresh_session(conn: &Connection, session: i64) -> Result<bool, StoreError> 
 /// Merges the FTS index into one segment, dropping deleted rows' terms
 /// (contentless-delete tables otherwise keep them until a merge).
 pub(crate) fn merge_fts(conn: &Connection) -> Result<(), StoreError> {
-    conn.execute("INSERT INTO fts(fts) VALUES ('optimize')", [])?;
+    super::fts::optimize(conn)?;
     Ok(())
 }

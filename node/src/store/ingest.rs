@@ -12,7 +12,6 @@ use super::{Store, StoreError, codec};
 use crate::record::{Record, Role};
 use crate::redact::RedactionCounts;
 use crate::search::rank::is_decision;
-use crate::search::text::index_form;
 
 /// What the indexer remembers about one store between passes.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -265,9 +264,7 @@ impl Ingest<'_> {
         if let Some(log) = &mut self.log {
             log.append(&self.tx, super::LogKind::Record, &hash)?;
         }
-        self.tx
-            .prepare_cached("INSERT INTO fts(rowid, body, files) VALUES (?1, ?2, ?3)")?
-            .execute(params![rowid, index_form(&rec.text), index_form(&files)])?;
+        super::fts::insert(&self.tx, rowid, rec.role.as_str(), &rec.text, &files)?;
         let title = (rec.role == Role::User).then(|| session_title(&rec.text));
         self.tx
             .prepare_cached(
@@ -320,9 +317,7 @@ impl Ingest<'_> {
     }
 
     fn delete_record(&mut self, id: i64, session: i64) -> Result<(), StoreError> {
-        self.tx
-            .prepare_cached("DELETE FROM fts WHERE rowid = ?1")?
-            .execute([id])?;
+        super::fts::delete(&self.tx, id)?;
         self.tx
             .prepare_cached("DELETE FROM records WHERE id = ?1")?
             .execute([id])?;

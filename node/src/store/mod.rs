@@ -9,6 +9,7 @@ mod apply;
 mod browse;
 pub mod codec;
 mod forget;
+mod fts;
 mod ingest;
 mod log;
 mod read;
@@ -102,6 +103,7 @@ impl Store {
             StoreError::Sqlite(source) => corrupt(source),
             other => other,
         })?;
+        fts::backfill_stems(&mut conn)?;
         Ok(Store {
             conn,
             path: path.to_path_buf(),

@@ -130,6 +130,24 @@ const MIGRATIONS: &[&str] = &[
     CREATE INDEX tombstones_project ON tombstones(project) WHERE project IS NOT NULL;
     CREATE INDEX tombstones_hash ON tombstones(hash) WHERE hash IS NOT NULL;
     "#,
+    // v3: a stemmed index of conversation (user, assistant, note), so
+    // "signed" meets "sign" and "crashes" meets "crashing". Positions are
+    // not kept (detail=none): it only answers single-word look-ups, which
+    // keeps it small; phrases, identifiers and CJK stay on `fts`. Records
+    // already stored are added by `Store::backfill_stems` (text may be
+    // compressed, so this cannot be done in SQL); the meta row below marks
+    // that work as pending.
+    r#"
+    CREATE VIRTUAL TABLE fts_stem USING fts5(
+        body,
+        content = '',
+        contentless_delete = 1,
+        detail = none,
+        tokenize = 'porter unicode61 remove_diacritics 2'
+    );
+    INSERT INTO meta(key, value) VALUES ('fts_stem_backfill', '0')
+        ON CONFLICT(key) DO UPDATE SET value = '0';
+    "#,
 ];
 
 /// The schema version this build writes.

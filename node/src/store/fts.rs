@@ -1,0 +1,104 @@
+//! Writing the full-text indexes: `fts` (exact words, every record) and
+//! `fts_stem` (English word stems, conversation only). Every insert and
+//! delete of a record goes through here so the two stay in step.
+
+use rusqlite::{Connection, params};
+
+use super::{StoreError, codec};
+use crate::search::text::index_form;
+
+/// Roles whose text also enters the stemmed index: what people and models
+/// said, not what tools printed (which is large and searched by exact
+/// words: error codes, paths, identifiers).
+pub(crate) fn stemmed_role(role: &str) -> bool {
+    matches!(role, "user" | "assistant" | "note")
+}
+
+/// Adds a stored record to the indexes.
+pub(crate) fn insert(
+    conn: &Connection,
+    rowid: i64,
+    role: &str,
+    text: &str,
+    files: &str,
+) -> Result<(), StoreError> {
+    let body = index_form(text);
+    conn.prepare_cached("INSERT INTO fts(rowid, body, files) VALUES (?1, ?2, ?3)")?
+        .execute(params![rowid, body, index_form(files)])?;
+    if stemmed_role(role) {
+        conn.prepare_cached("INSERT INTO fts_stem(rowid, body) VALUES (?1, ?2)")?
+            .execute(params![rowid, body])?;
+    }
+    Ok(())
+}
+
+/// Removes a record from the indexes (a row absent from one is fine).
+pub(crate) fn delete(conn: &Connection, rowid: i64) -> Result<(), StoreError> {
+    conn.prepare_cached("DELETE FROM fts WHERE rowid = ?1")?
+        .execute([rowid])?;
+    conn.prepare_cached("DELETE FROM fts_stem WHERE rowid = ?1")?
+        .execute([rowid])?;
+    Ok(())
+}
+
+/// Merges both indexes so no term of a deleted row stays in their segments.
+pub(crate) fn optimize(conn: &Connection) -> Result<(), StoreError> {
+    conn.execute("INSERT INTO fts(fts) VALUES ('optimize')", [])?;
+    conn.execute("INSERT INTO fts_stem(fts_stem) VALUES ('optimize')", [])?;
+    Ok(())
+}
+
+/// Records per backfill transaction.
+const BACKFILL_BATCH: i64 = 5_000;
+
+/// Adds records stored before the stemmed index existed to it, in batches,
+/// resuming from the id saved in `meta.fts_stem_backfill`; the meta row is
+/// removed when done. Each batch re-reads the marker inside its own write
+/// transaction, so two processes opening the database at once never add a
+/// record twice.
+pub(crate) fn backfill_stems(conn: &mut Connection) -> Result<u64, StoreError> {
+    use rusqlite::OptionalExtension;
+    let mut added = 0u64;
+    loop {
+        let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        let from: Option<i64> = tx
+            .query_row(
+                "SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'fts_stem_backfill'",
+                [],
+                |r| r.get(0),
+            )
+            .optional()?;
+        let Some(from) = from else {
+            return Ok(added);
+        };
+        let rows: Vec<(i64, String, i64, Vec<u8>)> = {
+            let mut stmt = tx.prepare(
+                "SELECT id, role, flags, text FROM records WHERE id > ?1 ORDER BY id LIMIT ?2",
+            )?;
+            let rows = stmt.query_map(params![from, BACKFILL_BATCH], |r| {
+                Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
+            })?;
+            rows.collect::<Result<_, _>>()?
+        };
+        match rows.last() {
+            None => {
+                tx.execute("DELETE FROM meta WHERE key = 'fts_stem_backfill'", [])?;
+            }
+            Some((last, ..)) => {
+                for (id, role, flags, text) in &rows {
+                    if stemmed_role(role) {
+                        let text = codec::decode(text, *flags);
+                        tx.prepare_cached("INSERT INTO fts_stem(rowid, body) VALUES (?1, ?2)")?
+                            .execute(params![id, index_form(&text)])?;
+                        added += 1;
+                    }
+                }
+                tx.execute(
+                    "UPDATE meta SET value = ?1 WHERE key = 'fts_stem_backfill'",
+                    [last.to_string()],
+                )?;
+            }
+        }
+        tx.commit()?;
+    }
+}
