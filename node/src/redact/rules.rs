@@ -213,11 +213,11 @@ pub(crate) const RULES: &[RuleDef] = &[
     },
     // Authorization / Proxy-Authorization headers, in HTTP, curl -H, JSON.
     RuleDef {
-        pattern: r#"(?i-u:authorization)["']?[ \t]*[:=][ \t]*["']?(?:(?P<scheme>(?i-u:bearer|basic|token|digest|apikey))[ \t]+)?(?P<v>[^\s"',;\\]+)"#,
+        pattern: r#"(?:authorization|Authorization|AUTHORIZATION)["']?[ \t]*[:=][ \t]*["']?(?:(?P<scheme>(?i-u:bearer|basic|token|digest|apikey))[ \t]+)?(?P<v>[^\s"',;\\]+)"#,
         handler: auth_header,
     },
     RuleDef {
-        pattern: r"(?i-u:bearer)[ \t]+(?P<v>[A-Za-z0-9._~+/\-]{16,}=*)",
+        pattern: r"(?:bearer|Bearer|BEARER)[ \t]+(?P<v>[A-Za-z0-9._~+/\-]{16,}=*)",
         handler: bearer,
     },
     // curl -u user:password / --user user:password
@@ -230,9 +230,12 @@ pub(crate) const RULES: &[RuleDef] = &[
         pattern: r#"--(?P<flag>(?i-u:password|passwd|pass|db-password|auth-token|access-token|api-token|token|api-key|apikey|client-secret|secret-key|secret))(?P<sep>=|[ \t]+)(?P<v>"[^"\n]*"|'[^'\n]*'|[^\s"']+)"#,
         handler: flag,
     },
-    // mysql -pSECRET, -p"SECRET" (glued only; `-p` alone prompts).
+    // mysql -pSECRET, -p"SECRET" (glued only; `-p` alone prompts); also
+    // mysqldump, mysqladmin, mariadb-dump... Case variants are spelled out:
+    // a case-insensitive literal set defeats the prefilter (measured 15x
+    // slower).
     RuleDef {
-        pattern: r#"(?i-u:mysql|mysqldump|mysqladmin|mysqlimport|mysqlsh|mariadb|mariadb-dump)[^\n|;&]*?[ \t]-p(?P<v>"[^"\n]+"|'[^'\n]+'|[^\s"'\-][^\s"']*)"#,
+        pattern: r#"(?:mysql|MYSQL|MySQL|mariadb|MARIADB|MariaDB)[^\n|;&]*?[ \t]-p(?P<v>"[^"\n]+"|'[^'\n]+'|[^\s"'\-][^\s"']*)"#,
         handler: mysql,
     },
     // sshpass -p SECRET (only among sshpass's own options).
