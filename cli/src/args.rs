@@ -107,6 +107,9 @@ pub struct SearchArgs {
     /// Sessions to show at most.
     #[arg(short = 'n', long, default_value_t = 10, value_parser = clap::value_parser!(u16).range(1..=1000))]
     pub limit: u16,
+    /// Skip this many sessions (the next page: --offset 10 after the first 10).
+    #[arg(long, default_value_t = 0)]
+    pub offset: usize,
     /// Only this agent (claude-code, codex, gemini, aider, copilot, opencode, cursor, pi, notes).
     #[arg(long)]
     pub agent: Option<String>,

@@ -17,8 +17,23 @@ use args::{Cli, Command};
 
 /// Exit code for success.
 pub const EXIT_OK: u8 = 0;
+/// Exit code for a search that found nothing (as grep and ripgrep do).
+pub const EXIT_NO_MATCH: u8 = 1;
 /// Exit code for a failed command (bad input, unreadable database, ...).
 pub const EXIT_ERROR: u8 = 2;
+
+/// Returned by a command that ran fine but found nothing: exit status 1,
+/// nothing printed to stderr.
+#[derive(Debug)]
+pub struct NoMatch;
+
+impl std::fmt::Display for NoMatch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("no matches")
+    }
+}
+
+impl std::error::Error for NoMatch {}
 
 /// Runs the CLI with the given arguments and returns the process exit code.
 pub fn run(args: impl IntoIterator<Item = OsString>) -> ExitCode {
@@ -57,6 +72,7 @@ pub fn run(args: impl IntoIterator<Item = OsString>) -> ExitCode {
     match result {
         Ok(()) => ExitCode::from(EXIT_OK),
         Err(e) if is_broken_pipe(&e) => ExitCode::from(EXIT_OK),
+        Err(e) if e.downcast_ref::<NoMatch>().is_some() => ExitCode::from(EXIT_NO_MATCH),
         Err(e) => {
             eprintln!("cairn: error: {e:#}");
             ExitCode::from(EXIT_ERROR)

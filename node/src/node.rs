@@ -168,7 +168,23 @@ impl Node {
         )?)
     }
 
-    /// Searches the merged memory.
+    /// One page of a search: `opts.limit` sessions after the first `offset`,
+    /// with the number of sessions that matched.
+    pub fn search_page(
+        &self,
+        query: &str,
+        opts: &SearchOptions,
+        offset: usize,
+    ) -> Result<search::Page, NodeError> {
+        Ok(search::search_page(
+            &self.store,
+            &Query::parse(query),
+            opts,
+            offset,
+        )?)
+    }
+
+    /// Searches the merged memory (the first page).
     pub fn search(&self, query: &str, opts: &SearchOptions) -> Result<Vec<Hit>, NodeError> {
         Ok(search::search(&self.store, &Query::parse(query), opts)?)
     }

@@ -120,7 +120,7 @@ fn hostile_queries_do_not_error() {
         "-",
         "🙂",
     ] {
-        let out = home.ok(&["search", "--json", "--no-refresh", "--", q]);
+        let out = home.search_out(&["search", "--json", "--no-refresh", "--", q]);
         let v: serde_json::Value = serde_json::from_str(&out).expect("json");
         assert!(v["hits"].is_array(), "{q:?} -> {out}");
     }
@@ -181,7 +181,7 @@ fn planted_secrets_never_stored_or_printed() {
         "sk_live",
         "eyJ",
     ] {
-        outputs.push(home.ok(&["search", "--json", "--no-refresh", "-n", "50", "--", q]));
+        outputs.push(home.search_out(&["search", "--json", "--no-refresh", "-n", "50", "--", q]));
     }
     // Every session's transcript.
     let all = home.search("the", &["--no-refresh", "-n", "500"]);

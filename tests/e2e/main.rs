@@ -11,6 +11,7 @@ mod hook;
 mod install;
 mod mcp;
 mod pairing;
+mod search;
 mod secrets;
 mod service;
 mod sync;

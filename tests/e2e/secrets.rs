@@ -157,7 +157,15 @@ fn planted_secret_matrix_leaks_nothing() {
             outputs.push(home.ok(&["show", "--no-pager", "--json", SESSION]));
         }
         for q in ["password", "key", "token", "PRIVATE KEY", "secret", "login"] {
-            outputs.push(home.ok(&["search", "--json", "--no-refresh", "-n", "50", "--", q]));
+            outputs.push(home.search_out(&[
+                "search",
+                "--json",
+                "--no-refresh",
+                "-n",
+                "50",
+                "--",
+                q,
+            ]));
         }
         let status = home.json(&["status", "--json"]);
         assert!(

@@ -81,7 +81,9 @@ impl Machine {
 
     /// Hits for `query`, answered from the index as it is.
     fn search(&self, query: &str) -> Vec<serde_json::Value> {
-        let v = self.json(&["search", "--json", "--no-refresh", "--", query]);
+        let args = ["search", "--json", "--no-refresh", "--", query];
+        let out = crate::util::search_output(&args, self.cmd(&args).output().expect("run cairn"));
+        let v: serde_json::Value = serde_json::from_str(&out).expect("search JSON");
         v["hits"].as_array().cloned().unwrap_or_default()
     }
 

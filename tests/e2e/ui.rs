@@ -396,7 +396,9 @@ fn search_and_session_answer_what_the_cli_answers() {
             qs.push_str(&format!("&{k}={}", enc(v)));
         }
         args.extend(["--", q]);
-        let cli = home.json(&args)["hits"].as_array().expect("hits").clone();
+        let cli: serde_json::Value =
+            serde_json::from_str(&home.search_out(&args)).expect("search JSON");
+        let cli = cli["hits"].as_array().expect("hits").clone();
         let web = ui.json(&format!("/api/search?{qs}"))["hits"]
             .as_array()
             .expect("hits")

@@ -103,9 +103,39 @@ impl TestHome {
         args.extend_from_slice(extra);
         args.push("--");
         args.push(query);
-        let v = self.json(&args);
+        let v: serde_json::Value =
+            serde_json::from_str(&self.search_out(&args)).expect("search JSON");
         v["hits"].as_array().expect("hits array").clone()
     }
+
+    /// Runs a `cairn search …` that may find nothing: exit status 0 with
+    /// hits, 1 with none (as grep); returns stdout.
+    pub fn search_out(&self, args: &[&str]) -> String {
+        search_output(args, self.run(args))
+    }
+}
+
+/// Checks a `cairn search` run: 0 when something matched, 1 when nothing
+/// did, never anything else; returns stdout.
+pub fn search_output(args: &[&str], out: Output) -> String {
+    let stdout = String::from_utf8(out.stdout).expect("utf-8 stdout");
+    let code = out.status.code();
+    assert!(
+        matches!(code, Some(0 | 1)),
+        "cairn {args:?} failed with {:?}\nstdout: {stdout}\nstderr: {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    if args.contains(&"--json") {
+        let v: serde_json::Value = serde_json::from_str(&stdout).expect("search JSON");
+        let empty = v["hits"].as_array().is_none_or(|h| h.is_empty());
+        assert_eq!(
+            code == Some(1),
+            empty,
+            "exit status 1 exactly when no hits: {stdout}"
+        );
+    }
+    stdout
 }
 
 /// Copies a folder tree (files and folders only).

@@ -12,6 +12,10 @@ use crate::output;
 #[derive(Serialize)]
 struct JsonOut<'a> {
     hits: &'a [cairn_node::search::Hit],
+    /// Sessions that matched in all.
+    total: usize,
+    /// Sessions skipped before these.
+    offset: usize,
 }
 
 /// How long `cairn search` may spend reading new history before it answers.
@@ -20,6 +24,20 @@ const REFRESH_BUDGET: std::time::Duration = std::time::Duration::from_secs(2);
 /// Runs `cairn search`.
 pub fn run(global: &GlobalArgs, args: &SearchArgs) -> anyhow::Result<()> {
     let now = super::now_ms();
+    // The same checks as the MCP server's `search` tool.
+    let query = args.query.join(" ");
+    if query.trim().is_empty() {
+        bail!("the query is empty; give words, a \"quoted phrase\", a path or an error message");
+    }
+    if let Some(agent) = &args.agent {
+        let known: Vec<&str> = cairn_node::sources::registry()
+            .iter()
+            .map(|s| s.agent())
+            .collect();
+        if !known.contains(&agent.as_str()) {
+            bail!("unknown --agent {agent:?}; use one of {}", known.join(", "));
+        }
+    }
     let mut roles = Vec::new();
     for r in &args.role {
         for part in r.split(',') {
@@ -64,40 +82,100 @@ pub fn run(global: &GlobalArgs, args: &SearchArgs) -> anyhow::Result<()> {
         session: args.session.clone(),
         now_ms: now,
     };
-    let query = args.query.join(" ");
-    let hits = node.search(&query, &opts)?;
+    let page = node.search_page(&query, &opts, args.offset)?;
+    let hits = &page.hits;
     if args.json {
-        return output::json(&JsonOut { hits: &hits });
+        output::json(&JsonOut {
+            hits,
+            total: page.total,
+            offset: page.offset,
+        })?;
+        return if hits.is_empty() {
+            Err(crate::NoMatch.into())
+        } else {
+            Ok(())
+        };
     }
     let mut out = output::stdout();
     if hits.is_empty() {
-        return output::line(&mut out, "no matches");
+        if page.total > 0 {
+            output::line(
+                &mut out,
+                &format!(
+                    "no sessions after the first {}: {} matched in all",
+                    page.offset, page.total
+                ),
+            )?;
+        } else {
+            output::line(&mut out, "no matches")?;
+        }
+        return Err(crate::NoMatch.into());
     }
+    let color = output::color_enabled();
+    let words = cairn_node::search::Query::parse(&query).highlight_words();
+    let dim = |s: &str| {
+        if color {
+            format!("\u{1b}[2m{s}\u{1b}[0m")
+        } else {
+            s.to_owned()
+        }
+    };
     for (i, h) in hits.iter().enumerate() {
-        let when = h
-            .time
-            .as_deref()
-            .map(|t| t.replace('T', " ").trim_end_matches('Z').to_owned());
         output::line(
             &mut out,
-            &format!(
+            &dim(&format!(
                 "{}. {} · {} · {} · {} · {}",
-                i + 1,
-                h.agent,
-                h.project.as_deref().unwrap_or("-"),
-                h.machine,
-                when.as_deref().unwrap_or("-"),
+                page.offset + i + 1,
+                output::printable(&h.agent),
+                output::printable(h.project.as_deref().unwrap_or("-")),
+                output::printable(&h.machine),
+                output::local_time(h.time.as_deref(), now),
                 h.role
-            ),
+            )),
         )?;
-        output::line(&mut out, &format!("   {}", output::printable(&h.snippet)))?;
+        let snippet = output::highlight(&output::printable(&h.snippet), &words, color);
+        match &h.answer_snippet {
+            Some(answer) => {
+                output::line(&mut out, &format!("   {}: {snippet}", h.role))?;
+                let answer = output::highlight(&output::printable(answer), &words, color);
+                output::line(
+                    &mut out,
+                    &format!(
+                        "   {}: {answer}",
+                        h.answer_role.as_deref().unwrap_or("answer")
+                    ),
+                )?;
+            }
+            None => output::line(&mut out, &format!("   {snippet}"))?,
+        }
         let short: String = h.session_id.chars().take(12).collect();
         let more = if h.matches > 1 {
             format!(" ({} matches)", h.matches)
         } else {
             String::new()
         };
-        output::line(&mut out, &format!("   cairn show {short}{more}"))?;
+        output::line(
+            &mut out,
+            &dim(&format!(
+                "   cairn show {}{more}",
+                output::printable(&short)
+            )),
+        )?;
+    }
+    let shown_to = page.offset + hits.len();
+    if page.offset > 0 || shown_to < page.total {
+        let range = if page.offset > 0 {
+            format!("{}–{}", page.offset + 1, shown_to)
+        } else {
+            hits.len().to_string()
+        };
+        output::line(
+            &mut out,
+            &format!(
+                "\n{range} of {} sessions — --limit / --offset for more",
+                page.total
+            ),
+        )?;
     }
     Ok(())
 }

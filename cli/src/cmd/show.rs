@@ -13,6 +13,12 @@ use crate::output;
 struct JsonOut<'a> {
     session: &'a cairn_node::store::SessionInfo,
     records: &'a [cairn_node::store::SessionRecord],
+    /// Records skipped before these.
+    offset: usize,
+    /// Records the session holds in all.
+    total: u64,
+    /// The `--offset` that shows the next records, when some were left out.
+    next_offset: Option<usize>,
 }
 
 /// Runs `cairn show`.
@@ -52,10 +58,16 @@ pub fn run(global: &GlobalArgs, args: &ShowArgs) -> anyhow::Result<()> {
     let records = node
         .store()
         .session_records(session.row, args.offset, args.limit)?;
+    let total = session.records;
+    let end = args.offset + records.len();
+    let next_offset = ((end as u64) < total).then_some(end);
     if args.json {
         return output::json(&JsonOut {
             session: &session,
             records: &records,
+            offset: args.offset,
+            total,
+            next_offset,
         });
     }
     let mut text = String::new();
@@ -86,6 +98,24 @@ pub fn run(global: &GlobalArgs, args: &ShowArgs) -> anyhow::Result<()> {
         if !r.files.is_empty() {
             text.push_str(&format!("   files: {}\n", r.files.join(", ")));
         }
+    }
+    // Never cut silently: say what was left out and how to see it.
+    if args.offset > 0 || next_offset.is_some() {
+        text.push_str(&format!(
+            "\n── records {}–{} of {total}",
+            (args.offset + 1).min(end.max(1)),
+            end
+        ));
+        if let Some(next) = next_offset {
+            text.push_str(&format!(
+                "; the rest: cairn show {} --offset {next}",
+                session.session_id
+            ));
+        }
+        if args.offset > 0 {
+            text.push_str("; earlier: --offset 0");
+        }
+        text.push('\n');
     }
     page(&text, args.no_pager)
 }
