@@ -44,6 +44,10 @@ impl std::fmt::Debug for Identity {
 
 impl Identity {
     /// Loads the key at `path`, creating it (0600) if there is none.
+    ///
+    /// Creation is atomic: the key is written to a private temporary file
+    /// and hard-linked into place, so a process starting at the same moment
+    /// either finds no key or a complete one, and the first link wins.
     pub fn load_or_create(path: &Path) -> Result<Identity, IdentityError> {
         let io = |source| IdentityError::Io {
             path: path.to_path_buf(),
@@ -60,21 +64,34 @@ impl Identity {
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 if let Some(dir) = path.parent() {
-                    std::fs::create_dir_all(dir).map_err(io)?;
+                    crate::home::ensure(dir).map_err(io)?;
                 }
                 let key = rcgen::KeyPair::generate().map_err(bad)?;
-                let pem = key.serialize_pem();
-                let mut opts = std::fs::OpenOptions::new();
-                opts.write(true).create_new(true);
-                #[cfg(unix)]
-                {
-                    use std::os::unix::fs::OpenOptionsExt;
-                    opts.mode(0o600);
+                static ATTEMPT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+                let n = ATTEMPT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let tmp = path.with_extension(format!("{}-{n}.tmp", std::process::id()));
+                let written = (|| {
+                    let mut f = crate::home::private_file()
+                        .write(true)
+                        .create(true)
+                        .truncate(true)
+                        .open(&tmp)?;
+                    f.write_all(key.serialize_pem().as_bytes())?;
+                    f.sync_all()?;
+                    std::fs::hard_link(&tmp, path)
+                })();
+                let _ = std::fs::remove_file(&tmp);
+                match written {
+                    Ok(()) => Ok(Identity::from_key(key)),
+                    // Another process created the key first: use theirs.
+                    Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                        let pem = std::fs::read_to_string(path).map_err(io)?;
+                        Ok(Identity::from_key(
+                            rcgen::KeyPair::from_pem(&pem).map_err(bad)?,
+                        ))
+                    }
+                    Err(e) => Err(io(e)),
                 }
-                let mut f = opts.open(path).map_err(io)?;
-                f.write_all(pem.as_bytes()).map_err(io)?;
-                f.sync_all().map_err(io)?;
-                Ok(Identity::from_key(key))
             }
             Err(e) => Err(io(e)),
         }
@@ -144,6 +161,33 @@ mod tests {
         assert_eq!(base32(b""), "");
         assert_eq!(base32(b"f"), "my");
         assert_eq!(base32(b"foobar"), "mzxw6ytboi");
+    }
+
+    #[test]
+    fn concurrent_creation_yields_one_key() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("identity.key");
+        let ids: Vec<String> = (0..8)
+            .map(|_| {
+                let p = path.clone();
+                std::thread::spawn(move || {
+                    Identity::load_or_create(&p)
+                        .expect("load or create")
+                        .id()
+                        .to_owned()
+                })
+            })
+            .collect::<Vec<_>>()
+            .into_iter()
+            .map(|t| t.join().expect("join"))
+            .collect();
+        assert!(ids.iter().all(|i| *i == ids[0]), "{ids:?}");
+        let left: Vec<_> = std::fs::read_dir(dir.path())
+            .expect("ls")
+            .flatten()
+            .map(|e| e.file_name())
+            .collect();
+        assert_eq!(left, ["identity.key"], "temporary files left behind");
     }
 
     #[test]

@@ -161,13 +161,25 @@ pub fn index_all(
         }
         report.changed += 1;
         let path = plan.file.path.to_string_lossy().into_owned();
-        let outcome = match plan.file.reader {
-            Reader::Lines(factory) => {
-                index_lines(store, ctx, &plan, factory, progress, &mut report)
+        let outcome = if plan.file.path.is_dir() {
+            // A folder the source could not list: report it like a file
+            // that cannot be read (if it became readable meanwhile, its
+            // files are discovered next pass).
+            match sources::common::folder_error(&plan.file.path) {
+                Some(why) => Err(FileError::Source(why)),
+                None => Ok(()),
             }
-            Reader::Whole(parse) => index_whole(store, ctx, &plan, parse, progress, &mut report),
-            Reader::Database(read) => {
-                index_database(store, ctx, &plan, read, progress, &mut report)
+        } else {
+            match plan.file.reader {
+                Reader::Lines(factory) => {
+                    index_lines(store, ctx, &plan, factory, progress, &mut report)
+                }
+                Reader::Whole(parse) => {
+                    index_whole(store, ctx, &plan, parse, progress, &mut report)
+                }
+                Reader::Database(read) => {
+                    index_database(store, ctx, &plan, read, progress, &mut report)
+                }
             }
         };
         match outcome {
@@ -288,7 +300,7 @@ fn fingerprint_meta(file: &SourceFile) -> (u64, i64) {
 /// injected into an agent's context (recalled memory echoed back into the
 /// agent's transcript must not be re-indexed as if someone had said it),
 /// then redacts secrets, adding to `counts`.
-fn redact(r: &mut Record, redactor: &Redactor, counts: &mut RedactionCounts) {
+pub(crate) fn redact(r: &mut Record, redactor: &Redactor, counts: &mut RedactionCounts) {
     if let std::borrow::Cow::Owned(t) = crate::mcp::strip_recalled(&r.text) {
         r.text = t;
     }

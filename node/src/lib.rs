@@ -7,8 +7,10 @@
 //! several nodes can share a process.
 
 pub mod config;
+pub mod home;
 pub mod identity;
 pub mod indexer;
+pub mod lock;
 pub mod mcp;
 pub mod node;
 pub mod record;

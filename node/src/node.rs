@@ -3,6 +3,7 @@
 //! is what the CLI (and later the daemon and the MCP server) talk to.
 
 use crate::config::Config;
+use crate::home;
 use crate::identity::{Identity, IdentityError};
 use crate::indexer::{self, IndexContext, IndexError, IndexReport, Progress};
 use crate::redact::{RedactionCounts, Redactor};
@@ -44,6 +45,15 @@ pub enum NodeError {
     /// Forgetting failed.
     #[error(transparent)]
     Forget(#[from] ForgetError),
+    /// The home folder could not be created.
+    #[error("failed to create the cairn home {path}: {source}")]
+    Home {
+        /// The folder.
+        path: std::path::PathBuf,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
     /// A forget selector that matches nothing.
     #[error("nothing to forget: {what} matches no stored record")]
     NothingToForget {
@@ -94,11 +104,17 @@ pub struct Node {
     identity: Identity,
     store: Store,
     redactor: Redactor,
+    tightened: Vec<home::Exposed>,
 }
 
 impl Node {
     /// Opens the node's database (creating the home, key and database on first run).
     pub fn open(config: Config) -> Result<Node, NodeError> {
+        home::ensure(&config.home).map_err(|source| NodeError::Home {
+            path: config.home.clone(),
+            source,
+        })?;
+        let tightened = home::tighten(&config.home);
         let identity = Identity::load_or_create(&config.identity_path)?;
         let mut store = Store::open(&config.db_path)?;
         store.upsert_node(identity.id(), &config.node_name)?;
@@ -113,7 +129,19 @@ impl Node {
             identity,
             store,
             redactor: Redactor::new(),
+            tightened,
         })
+    }
+
+    /// Paths in the home that opening this node made private (they were
+    /// readable by other users), with their old modes.
+    pub fn tightened(&self) -> &[home::Exposed] {
+        &self.tightened
+    }
+
+    /// Paths in the home that other users can still access now.
+    pub fn exposed(&self) -> Vec<home::Exposed> {
+        home::exposed(&self.config.home)
     }
 
     /// The resolved configuration.
@@ -310,8 +338,33 @@ impl Node {
 
     /// Forgets what `plan` names, here and (through the tombstones in this
     /// node's log) on every peer.
+    ///
+    /// Notes are primary data kept in the notes file: the notes the plan
+    /// covers are also removed from it (the file is rewritten atomically), so
+    /// their text is gone from disk, not only from the index.
     pub fn forget(&mut self, plan: &ForgetPlan, now_ms: i64) -> Result<ForgetReport, NodeError> {
-        Ok(self.store.forget(&plan.targets, now_ms)?)
+        let mut report = self.store.forget(&plan.targets, now_ms)?;
+        let path = self.config.locations.notes_file.clone();
+        let redactor = &self.redactor;
+        let removed = notes::rewrite_without(&path, |mut r| {
+            // The record exactly as indexing stores it, so hashes match.
+            indexer::redact(&mut r, redactor, &mut RedactionCounts::new());
+            plan.targets.iter().any(|t| covers(t, &r))
+        })
+        .map_err(|source| NodeError::Note { path, source })?;
+        report.notes = removed as u64;
+        Ok(report)
+    }
+}
+
+/// True when a forget of `target` covers the record `r` (as stored).
+fn covers(target: &ForgetTarget, r: &crate::record::Record) -> bool {
+    match target {
+        ForgetTarget::Session { agent, session_id } => {
+            r.agent == *agent && r.session_id == *session_id
+        }
+        ForgetTarget::Project { project } => r.project.as_deref() == Some(project.as_str()),
+        ForgetTarget::Record { hash } => r.content_hash() == *hash,
     }
 }
 

@@ -124,3 +124,69 @@ fn forget_query_and_errors() {
     let missing = home.run(&["forget", "--project", "/no/such/project", "--dry-run"]);
     assert_eq!(missing.status.code(), Some(2));
 }
+
+/// Forgetting notes removes them from `notes.jsonl` too: afterwards no file
+/// under the node's home holds a forgotten note's bytes, while the notes
+/// that were not forgotten stay on disk and searchable.
+#[test]
+fn forget_removes_notes_from_every_file_in_the_home() {
+    use crate::util::{all_bytes_under, contains};
+    let home = TestHome::empty();
+    let notes = [
+        ("/p/alpha", "ploverine rotation uses the amber bucket"),
+        ("/p/alpha", "ploverine caches expire after nine minutes"),
+        ("/p/beta", "quillfeather deploys wait for the canary"),
+        ("/p/gamma", "keep this gamma note about sandpipers"),
+    ];
+    for (project, text) in notes {
+        home.ok(&["remember", "--project", project, text]);
+    }
+    home.ok(&["index", "--quiet"]);
+    let find = |text: &str| {
+        all_bytes_under(&home.cairn_home())
+            .into_iter()
+            .filter(|(_, b)| contains(b, text.as_bytes()))
+            .map(|(p, _)| p.display().to_string())
+            .collect::<Vec<_>>()
+    };
+    for (_, text) in notes {
+        assert!(!find(text).is_empty(), "{text} not stored");
+    }
+
+    // By query: one note.
+    let done = home.json(&[
+        "forget",
+        "--query",
+        "quillfeather canary",
+        "--yes",
+        "--json",
+    ]);
+    assert_eq!(done["report"]["notes"], 1, "{done}");
+    // By project: both alpha notes.
+    let done = home.json(&["forget", "--project", "/p/alpha", "--yes", "--json"]);
+    assert_eq!(done["report"]["notes"], 2, "{done}");
+    let human = home.run(&["forget", "--project", "/p/alpha", "--yes"]);
+    assert_eq!(human.status.code(), Some(2), "nothing left to forget");
+
+    // A new index pass re-reads the rewritten file without bringing anything back.
+    home.ok(&["index", "--quiet"]);
+    for (_, text) in &notes[..3] {
+        assert_eq!(find(text), Vec::<String>::new(), "{text} left on disk");
+        assert!(home.search(text, &["--no-refresh"]).is_empty(), "{text}");
+    }
+    let kept = notes[3].1;
+    let files = find(kept);
+    assert!(
+        files.iter().any(|f| f.ends_with("notes.jsonl")),
+        "kept note gone from the notes file: {files:?}"
+    );
+    assert_eq!(home.search(kept, &["--no-refresh"]).len(), 1);
+    // Later notes append to the rewritten file as usual.
+    home.ok(&[
+        "remember",
+        "--project",
+        "/p/delta",
+        "a later note on godwits",
+    ]);
+    assert_eq!(home.search("godwits", &["--no-refresh"]).len(), 1);
+}

@@ -12,8 +12,13 @@ mod install;
 mod mcp;
 mod pairing;
 mod search;
+#[cfg(unix)]
+mod privacy;
 mod secrets;
 mod service;
+mod startup;
 mod sync;
 mod ui;
 mod ui_browser;
+#[cfg(unix)]
+mod unreadable;

@@ -59,9 +59,14 @@ fn print_plan(
         .collect();
     let head = match done {
         Some(r) => format!(
-            "forgot {} records in {} sessions; the forget reaches every paired machine at its next sync",
+            "forgot {} records in {} sessions{}; the forget reaches every paired machine at its next sync",
             r.records,
-            sessions.len()
+            sessions.len(),
+            if r.notes > 0 {
+                format!(" (and {} notes from the notes file)", r.notes)
+            } else {
+                String::new()
+            }
         ),
         None => format!(
             "would forget {} records in {} sessions:",

@@ -85,7 +85,10 @@ pub fn run(global: &GlobalArgs, args: &JsonArgs) -> anyhow::Result<()> {
                 indexed: state.is_some(),
                 records: state.map_or(0, |s| s.3),
                 skipped: state.map_or(0, |s| s.1),
-                error: state.and_then(|s| s.2.clone()),
+                // A folder that cannot be listed is reported even before
+                // an indexing pass has recorded it.
+                error: cairn_node::sources::common::folder_error(&f.path)
+                    .or_else(|| state.and_then(|s| s.2.clone())),
                 present: true,
                 path,
             });

@@ -27,6 +27,12 @@ struct Status<'a> {
     service: Option<crate::install::service::ServiceState>,
     /// How far the index is behind the agents' stores.
     freshness: Option<cairn_node::indexer::Freshness>,
+    /// True when no path in the home is open to other users.
+    private: bool,
+    /// Paths in the home other users can still read, write or enter.
+    exposed: Vec<cairn_node::home::Exposed>,
+    /// Paths this start made private (they were open to other users).
+    tightened: &'a [cairn_node::home::Exposed],
 }
 
 /// Runs `cairn status`.
@@ -34,6 +40,7 @@ pub fn run(global: &GlobalArgs, args: &JsonArgs) -> anyhow::Result<()> {
     let node = super::open(global)?;
     let stats = node.stats()?;
     let cfg = node.config();
+    let exposed = node.exposed();
     let st = Status {
         node_id: node.identity().id(),
         node_short_id: node.identity().short_id(),
@@ -56,6 +63,9 @@ pub fn run(global: &GlobalArgs, args: &JsonArgs) -> anyhow::Result<()> {
             .flatten()
             .map(|(plan, runner)| crate::install::service::state(&plan, &runner)),
         freshness: node.freshness().ok(),
+        private: exposed.is_empty(),
+        exposed,
+        tightened: node.tightened(),
     };
     if args.json {
         return output::json(&st);
@@ -104,6 +114,30 @@ pub fn run(global: &GlobalArgs, args: &JsonArgs) -> anyhow::Result<()> {
     output::line(&mut out, &service_line(st.service.as_ref()))?;
     if let Some(f) = &st.freshness {
         output::line(&mut out, &freshness_line(f, st.listen_addr.is_some()))?;
+    }
+    for e in st.tightened {
+        output::line(
+            &mut out,
+            &format!(
+                "privacy   made {} private (it was {:o}, open to other users)",
+                e.path.display(),
+                e.mode
+            ),
+        )?;
+    }
+    if st.private {
+        output::line(&mut out, "privacy   home readable only by you")?;
+    } else {
+        for e in &st.exposed {
+            output::line(
+                &mut out,
+                &format!(
+                    "privacy   WARNING: {} is open to other users (mode {:o}); run chmod go-rwx on it",
+                    e.path.display(),
+                    e.mode
+                ),
+            )?;
+        }
     }
     if st.wired.is_empty() {
         output::line(&mut out, "wired     into no agent yet: run `cairn install`")?;

@@ -10,8 +10,10 @@
 mod answer;
 mod digest;
 pub mod fresh;
+pub mod jsonrpc;
 pub mod sanitize;
 mod server;
+pub mod stdio;
 mod tools;
 
 pub use answer::{SEARCH_BUDGET, SESSION_BUDGET, StatusReport, handle};

@@ -17,7 +17,7 @@ use rmcp::model::{
     ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
 };
 use rmcp::service::RequestContext;
-use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, ServiceExt};
+use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
 
 use super::answer::{self, ToolFailure};
 use super::fresh;
@@ -31,12 +31,9 @@ pub enum ServeError {
     /// The async runtime could not start.
     #[error("failed to start the async runtime: {0}")]
     Runtime(#[source] std::io::Error),
-    /// The client never completed the MCP handshake.
-    #[error("failed to complete the MCP handshake: {0}")]
-    Handshake(#[source] Box<rmcp::service::ServerInitializeError>),
-    /// The service task ended abnormally.
-    #[error("the MCP service stopped abnormally: {0}")]
-    Join(#[source] tokio::task::JoinError),
+    /// The handshake or the service failed.
+    #[error(transparent)]
+    Transport(#[from] super::stdio::StdioError),
 }
 
 const INSTRUCTIONS: &str = "cairn is the user's memory of past coding-agent sessions on all \
@@ -203,21 +200,18 @@ impl ServerHandler for CairnServer {
     }
 }
 
-/// Serves MCP over stdin and stdout until the client closes stdin.
+/// Serves MCP over stdin and stdout until the client closes stdin. Every
+/// line is screened first (see `mcp::stdio`), so malformed input is answered
+/// with a JSON-RPC error instead of being dropped.
 pub fn serve_stdio(config: Config) -> Result<(), ServeError> {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(ServeError::Runtime)?;
-    rt.block_on(async {
-        let server = CairnServer::new(config, system_clock);
-        let running = server
-            .serve(rmcp::transport::stdio())
-            .await
-            .map_err(|e| ServeError::Handshake(Box::new(e)))?;
-        tracing::info!("mcp server ready");
-        let reason = running.waiting().await.map_err(ServeError::Join)?;
-        tracing::info!(?reason, "mcp server stopped");
-        Ok(())
-    })
+    rt.block_on(super::stdio::serve_lines(
+        CairnServer::new(config, system_clock),
+        tokio::io::stdin(),
+        tokio::io::stdout(),
+    ))?;
+    Ok(())
 }

@@ -148,8 +148,11 @@ fn ceil_char_boundary(s: &str, mut i: usize) -> usize {
 }
 
 /// Lists files under `dir` (recursively, at most `max_depth` levels down)
-/// for which `keep` is true, sorted for a stable order. Unreadable or missing
-/// folders yield nothing; symlinked folders are not followed.
+/// for which `keep` is true, sorted for a stable order. A missing folder
+/// yields nothing; a folder that exists but cannot be listed (no
+/// permission, I/O error) is listed itself, whatever `keep` says, so the
+/// indexer reports it (see [`folder_error`]) instead of skipping it
+/// silently. Symlinked folders are not followed.
 pub fn walk_files(dir: &Path, max_depth: usize, keep: &dyn Fn(&Path) -> bool) -> Vec<PathBuf> {
     let mut out = Vec::new();
     walk_into(dir, max_depth, keep, &mut out);
@@ -158,8 +161,20 @@ pub fn walk_files(dir: &Path, max_depth: usize, keep: &dyn Fn(&Path) -> bool) ->
 }
 
 fn walk_into(dir: &Path, depth: usize, keep: &dyn Fn(&Path) -> bool, out: &mut Vec<PathBuf>) {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return;
+    let entries = match std::fs::read_dir(dir) {
+        Ok(e) => e,
+        Err(e)
+            if matches!(
+                e.kind(),
+                std::io::ErrorKind::NotFound | std::io::ErrorKind::NotADirectory
+            ) =>
+        {
+            return;
+        }
+        Err(_) => {
+            out.push(dir.to_path_buf());
+            return;
+        }
     };
     for entry in entries.flatten() {
         let Ok(ft) = entry.file_type() else { continue };
@@ -172,6 +187,17 @@ fn walk_into(dir: &Path, depth: usize, keep: &dyn Fn(&Path) -> bool, out: &mut V
             out.push(path);
         }
     }
+}
+
+/// Why a discovered folder (see [`walk_files`]) cannot be read, or `None`
+/// when `path` is not a folder or can be listed now.
+pub fn folder_error(path: &Path) -> Option<String> {
+    if !path.is_dir() {
+        return None;
+    }
+    std::fs::read_dir(path)
+        .err()
+        .map(|e| format!("cannot list folder {}: {e}", path.display()))
 }
 
 /// True when the path's file name ends with `suffix`.

@@ -64,24 +64,94 @@ impl LineParser for NotesParser {
     }
 }
 
+/// The lock that serialises appending to and rewriting the notes file
+/// (a rewrite replaces the file, so an append must not land in the old one).
+fn lock_path(path: &Path) -> std::path::PathBuf {
+    path.with_extension("lock")
+}
+
+fn lock(path: &Path) -> std::io::Result<crate::lock::FileLock> {
+    crate::lock::FileLock::acquire(&lock_path(path)).map_err(std::io::Error::other)
+}
+
 /// Appends one note (text already redacted by the caller) to the notes file.
 pub fn append(path: &Path, project: Option<&str>, text: &str, time_ms: i64) -> std::io::Result<()> {
     if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir)?;
+        crate::home::ensure(dir)?;
     }
+    let _lock = lock(path)?;
     let line = serde_json::to_string(&NoteLine {
         time_ms,
         project: project.map(str::to_owned),
         text: text.to_owned(),
     })
     .map_err(std::io::Error::other)?;
-    let mut f = std::fs::OpenOptions::new()
+    let mut f = crate::home::private_file()
         .create(true)
         .append(true)
         .open(path)?;
     // One write call per line so concurrent appenders do not interleave.
     f.write_all(format!("{line}\n").as_bytes())?;
     f.sync_data()
+}
+
+/// Rewrites the notes file without the notes for which `drop` is true
+/// (each given as the record the indexer would make of it). Lines that do
+/// not parse are kept. The new file replaces the old one atomically
+/// (written aside, synced, renamed), under the same lock as [`append`].
+/// Returns how many lines were removed; the file is untouched when none is.
+pub fn rewrite_without(
+    path: &Path,
+    mut drop: impl FnMut(Record) -> bool,
+) -> std::io::Result<usize> {
+    let _lock = lock(path)?;
+    let bytes = match std::fs::read(path) {
+        Ok(b) => b,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(0),
+        Err(e) => return Err(e),
+    };
+    let mut kept = Vec::with_capacity(bytes.len());
+    let mut removed = 0usize;
+    let mut offset = 0u64;
+    // A line that does not parse (a torn last line included) is kept as it is.
+    for line in bytes.split_inclusive(|b| *b == b'\n') {
+        let body = line.strip_suffix(b"\n").unwrap_or(line);
+        let mut out = Vec::new();
+        let gone =
+            NotesParser.line(body, offset, &mut out).is_ok() && out.pop().is_some_and(&mut drop);
+        offset += line.len() as u64;
+        if gone {
+            removed += 1;
+        } else {
+            kept.push(line);
+        }
+    }
+    if removed == 0 {
+        return Ok(0);
+    }
+    let tmp = path.with_extension(format!("jsonl.{}.tmp", std::process::id()));
+    let written = (|| {
+        let mut f = crate::home::private_file()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&tmp)?;
+        for l in &kept {
+            f.write_all(l)?;
+        }
+        f.sync_all()?;
+        std::fs::rename(&tmp, path)?;
+        if let Some(dir) = path.parent()
+            && let Ok(d) = std::fs::File::open(dir)
+        {
+            let _ = d.sync_all();
+        }
+        Ok(())
+    })();
+    if written.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    written.map(|()| removed)
 }
 
 #[cfg(test)]
@@ -113,5 +183,50 @@ mod tests {
         assert_eq!(out[0].role, Role::Note);
         assert_eq!(out[1].session_id, "notes:global");
         assert!(parser.line(b"{not json", 0, &mut out).is_err());
+    }
+
+    #[test]
+    fn rewrite_drops_chosen_notes_and_keeps_the_rest_byte_for_byte() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let p = dir.path().join("notes.jsonl");
+        append(&p, Some("/a"), "keep one", 1).expect("append");
+        append(&p, Some("/b"), "forget me", 2).expect("append");
+        append(&p, Some("/b"), "forget me", 2).expect("append a duplicate");
+        append(&p, None, "keep two", 3).expect("append");
+        let mut raw = std::fs::read(&p).expect("read");
+        raw.extend_from_slice(b"{not json}\n{\"time_ms\":4,\"text\":\"torn");
+        std::fs::write(&p, &raw).expect("write");
+        let before = String::from_utf8(raw).expect("utf8");
+
+        assert_eq!(rewrite_without(&p, |_| false).expect("noop"), 0);
+        assert_eq!(std::fs::read_to_string(&p).expect("read"), before);
+
+        let mut seen = 0;
+        let n = rewrite_without(&p, |r| {
+            seen += 1;
+            r.project.as_deref() == Some("/b")
+        })
+        .expect("rewrite");
+        assert_eq!(n, 2);
+        assert_eq!(seen, 4, "every parsable line is offered");
+        let after = std::fs::read_to_string(&p).expect("read");
+        assert!(!after.contains("forget me"), "{after}");
+        let want: String = before
+            .split_inclusive('\n')
+            .filter(|l| !l.contains("forget me"))
+            .collect();
+        assert_eq!(after, want);
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = std::fs::metadata(&p).expect("stat").permissions().mode();
+            assert_eq!(mode & 0o777, 0o600);
+        }
+        let names: Vec<String> = std::fs::read_dir(dir.path())
+            .expect("ls")
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
+        assert!(names.iter().all(|n| !n.ends_with(".tmp")), "{names:?}");
     }
 }

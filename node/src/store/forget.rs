@@ -55,6 +55,8 @@ pub struct TombstoneRow {
 pub struct ForgetReport {
     /// Tombstones written to this node's log.
     pub tombstones: u64,
+    /// Notes removed from this node's notes file (set by `Node::forget`).
+    pub notes: u64,
     /// Records deleted.
     pub records: u64,
     /// Sessions left with no record and deleted.

@@ -102,16 +102,30 @@ impl Store {
         let tx = self.conn.transaction()?;
         let mut n = 0;
         {
-            let mut all = tx.prepare("SELECT id, agent, path, missing FROM sources")?;
-            let rows: Vec<(i64, String, String, bool)> = all
-                .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))?
+            let mut all =
+                tx.prepare("SELECT id, agent, path, missing, last_error IS NOT NULL FROM sources")?;
+            let rows: Vec<(i64, String, String, bool, bool)> = all
+                .query_map([], |r| {
+                    Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
+                })?
                 .collect::<Result<_, _>>()?;
             let mut set = tx.prepare("UPDATE sources SET missing = ?2 WHERE id = ?1")?;
-            for (id, agent, path, missing) in rows {
+            // A store that only ever failed (an unreadable folder, say) and
+            // is no longer there leaves nothing behind.
+            let mut drop_failed = tx.prepare(
+                "DELETE FROM sources WHERE id = ?1
+                 AND NOT EXISTS (SELECT 1 FROM records WHERE source = ?1)",
+            )?;
+            let mut drop_counts = tx.prepare("DELETE FROM redactions WHERE source = ?1")?;
+            for (id, agent, path, missing, failed) in rows {
                 if !agents.contains(&agent.as_str()) {
                     continue;
                 }
                 let gone = !present.contains(&path);
+                if gone && failed && drop_failed.execute([id])? > 0 {
+                    drop_counts.execute([id])?;
+                    continue;
+                }
                 if gone != missing {
                     set.execute(params![id, gone])?;
                 }

@@ -47,6 +47,15 @@ pub enum StoreError {
         #[source]
         source: rusqlite::Error,
     },
+    /// Another process kept the database busy longer than [`BUSY_TIMEOUT`].
+    #[error(
+        "{path} is busy: another cairn process held it longer than {}s; try again",
+        BUSY_TIMEOUT.as_secs()
+    )]
+    Busy {
+        /// The database file.
+        path: PathBuf,
+    },
     /// The database was written by a newer cairn.
     #[error(
         "database schema version {found} is newer than this cairn supports ({supported}); upgrade cairn"
@@ -68,6 +77,50 @@ pub enum StoreError {
     },
 }
 
+/// How long any statement waits for another process's write to finish.
+pub const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Tells a damaged file ([`StoreError::Corrupt`]) from a busy one
+/// ([`StoreError::Busy`]) and from every other SQLite failure.
+fn classify(path: &Path, source: rusqlite::Error) -> StoreError {
+    use rusqlite::ErrorCode;
+    match source.sqlite_error_code() {
+        Some(ErrorCode::DatabaseCorrupt | ErrorCode::NotADatabase) => StoreError::Corrupt {
+            path: path.to_path_buf(),
+            source,
+        },
+        Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked) => {
+            tracing::warn!(path = %path.display(), error = %source, "database busy");
+            StoreError::Busy {
+                path: path.to_path_buf(),
+            }
+        }
+        _ => StoreError::Sqlite(source),
+    }
+}
+
+/// Runs `f` again while SQLite answers busy without having waited (it does
+/// so where waiting could deadlock, e.g. switching journal modes while
+/// another connection opens the file); bounded by [`BUSY_TIMEOUT`].
+fn retry_busy<T>(mut f: impl FnMut() -> rusqlite::Result<T>) -> rusqlite::Result<T> {
+    let start = std::time::Instant::now();
+    let mut pause = Duration::from_millis(5);
+    loop {
+        match f() {
+            Err(e)
+                if matches!(
+                    e.sqlite_error_code(),
+                    Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked)
+                ) && start.elapsed() < BUSY_TIMEOUT =>
+            {
+                std::thread::sleep(pause);
+                pause = (pause * 2).min(Duration::from_millis(100));
+            }
+            other => return other,
+        }
+    }
+}
+
 /// An open cairn database.
 pub struct Store {
     conn: Connection,
@@ -76,34 +129,51 @@ pub struct Store {
 
 impl Store {
     /// Opens (creating if needed) the database at `path` and migrates it.
+    ///
+    /// Safe when several processes open the same fresh home at once: the
+    /// file is created 0600 without truncating, every step waits on a busy
+    /// database (see [`BUSY_TIMEOUT`]) and the migration re-reads the schema
+    /// version inside its write transaction. Only a file SQLite calls
+    /// corrupt or not a database is reported as [`StoreError::Corrupt`].
     pub fn open(path: &Path) -> Result<Store, StoreError> {
         if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir).map_err(|source| StoreError::Io {
+            crate::home::ensure(dir).map_err(|source| StoreError::Io {
                 path: dir.to_path_buf(),
                 source,
             })?;
         }
-        let corrupt = |source| StoreError::Corrupt {
-            path: path.to_path_buf(),
-            source,
-        };
+        // Created here, 0600, so SQLite's WAL and shared-memory files (which
+        // copy the database file's mode) are private too.
+        crate::home::private_file()
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(path)
+            .map_err(|source| StoreError::Io {
+                path: path.to_path_buf(),
+                source,
+            })?;
+        let classify = |source| classify(path, source);
         let mut conn = Connection::open_with_flags(
             path,
             OpenFlags::SQLITE_OPEN_READ_WRITE
                 | OpenFlags::SQLITE_OPEN_CREATE
                 | OpenFlags::SQLITE_OPEN_NO_MUTEX,
-        )?;
-        conn.busy_timeout(Duration::from_secs(5))?;
+        )
+        .map_err(classify)?;
+        conn.busy_timeout(BUSY_TIMEOUT).map_err(classify)?;
         // The first real read tells a corrupt or foreign file apart.
-        conn.pragma_update(None, "journal_mode", "WAL")
-            .map_err(corrupt)?;
-        conn.pragma_update(None, "synchronous", "NORMAL")?;
-        conn.pragma_update(None, "foreign_keys", "ON")?;
-        schema::migrate(&mut conn).map_err(|e| match e {
-            StoreError::Sqlite(source) => corrupt(source),
+        retry_busy(|| conn.pragma_update(None, "journal_mode", "WAL")).map_err(classify)?;
+        conn.pragma_update(None, "synchronous", "NORMAL")
+            .map_err(classify)?;
+        conn.pragma_update(None, "foreign_keys", "ON")
+            .map_err(classify)?;
+        let classified = |e| match e {
+            StoreError::Sqlite(source) => classify(source),
             other => other,
-        })?;
-        fts::backfill_stems(&mut conn)?;
+        };
+        schema::migrate(&mut conn).map_err(classified)?;
+        fts::backfill_stems(&mut conn).map_err(classified)?;
         Ok(Store {
             conn,
             path: path.to_path_buf(),
@@ -113,19 +183,17 @@ impl Store {
     /// Opens an existing database for reading only; never creates or migrates.
     /// Used where a reader must not write (hooks, concurrent readers).
     pub fn open_read_only(path: &Path) -> Result<Store, StoreError> {
-        let corrupt = |source| StoreError::Corrupt {
-            path: path.to_path_buf(),
-            source,
-        };
+        let classify = |source| classify(path, source);
         let conn = Connection::open_with_flags(
             path,
             OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
         )
-        .map_err(corrupt)?;
-        conn.busy_timeout(Duration::from_secs(2))?;
+        .map_err(classify)?;
+        conn.busy_timeout(Duration::from_secs(2))
+            .map_err(classify)?;
         let version: u32 = conn
             .query_row("PRAGMA user_version", [], |r| r.get(0))
-            .map_err(corrupt)?;
+            .map_err(classify)?;
         if version > SCHEMA_VERSION {
             return Err(StoreError::TooNew {
                 found: version,
@@ -133,7 +201,10 @@ impl Store {
             });
         }
         if version == 0 {
-            return Err(corrupt(rusqlite::Error::QueryReturnedNoRows));
+            return Err(StoreError::Corrupt {
+                path: path.to_path_buf(),
+                source: rusqlite::Error::QueryReturnedNoRows,
+            });
         }
         Ok(Store {
             conn,

@@ -3,7 +3,7 @@
 //! Migrations are only ever appended: a released migration is never edited.
 //! `PRAGMA user_version` holds the number of migrations applied.
 
-use rusqlite::Connection;
+use rusqlite::{Connection, TransactionBehavior};
 
 use super::StoreError;
 
@@ -154,19 +154,59 @@ const MIGRATIONS: &[&str] = &[
 pub const SCHEMA_VERSION: u32 = MIGRATIONS.len() as u32;
 
 /// Brings the database up to [`SCHEMA_VERSION`], refusing a newer one.
+///
+/// Each step runs in an immediate (write-locked) transaction that re-reads
+/// the version first, so two processes opening a fresh database at once
+/// apply every migration exactly once: the second waits for the first and
+/// then finds nothing left to do.
 pub(super) fn migrate(conn: &mut Connection) -> Result<(), StoreError> {
-    let current: u32 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
-    if current > SCHEMA_VERSION {
-        return Err(StoreError::TooNew {
-            found: current,
-            supported: SCHEMA_VERSION,
-        });
-    }
-    for (i, sql) in MIGRATIONS.iter().enumerate().skip(current as usize) {
-        let tx = conn.transaction()?;
-        tx.execute_batch(sql)?;
-        tx.pragma_update(None, "user_version", (i + 1) as u32)?;
+    loop {
+        let current: u32 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+        if current > SCHEMA_VERSION {
+            return Err(StoreError::TooNew {
+                found: current,
+                supported: SCHEMA_VERSION,
+            });
+        }
+        if current == SCHEMA_VERSION {
+            return Ok(());
+        }
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let locked: u32 = tx.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+        if locked == current {
+            tx.execute_batch(MIGRATIONS[current as usize])?;
+            tx.pragma_update(None, "user_version", current + 1)?;
+        }
         tx.commit()?;
     }
-    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn concurrent_migrations_on_a_fresh_file_apply_once() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("race.db");
+        let threads: Vec<_> = (0..8)
+            .map(|_| {
+                let path = path.clone();
+                std::thread::spawn(move || {
+                    let mut conn = Connection::open(&path).expect("open");
+                    conn.busy_timeout(std::time::Duration::from_secs(10))
+                        .expect("busy");
+                    migrate(&mut conn)
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().expect("join").expect("migrate");
+        }
+        let conn = Connection::open(&path).expect("open");
+        let v: u32 = conn
+            .query_row("PRAGMA user_version", [], |r| r.get(0))
+            .expect("version");
+        assert_eq!(v, SCHEMA_VERSION);
+    }
 }

@@ -113,6 +113,9 @@ pub enum DaemonError {
     /// The node could not describe itself.
     #[error(transparent)]
     Sync(#[from] SyncError),
+    /// Another daemon serves this home.
+    #[error(transparent)]
+    Instance(#[from] Box<super::instance::InstanceError>),
     /// The state file could not be written.
     #[error("write {path}")]
     State {
@@ -161,7 +164,12 @@ fn write_state(home: &Path, st: &ServeState) -> Result<(), DaemonError> {
     };
     let tmp = home.join(format!(".{SERVE_STATE_FILE}.{}.tmp", std::process::id()));
     let json = serde_json::to_vec(st).map_err(|e| io(std::io::Error::other(e)))?;
-    let mut f = std::fs::File::create(&tmp).map_err(io)?;
+    let mut f = crate::home::private_file()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(&tmp)
+        .map_err(io)?;
     f.write_all(&json).map_err(io)?;
     f.sync_all().map_err(io)?;
     std::fs::rename(&tmp, &path).map_err(io)
@@ -211,6 +219,7 @@ pub async fn serve(
     on_bound: impl FnOnce(SocketAddr),
 ) -> Result<(), DaemonError> {
     let home = node.config().home.clone();
+    let _claim = super::instance::claim(&home).map_err(Box::new)?;
     let hello = local_hello(&node, new_instance())?;
     let allowed = Arc::new(RwLock::new(PeerTable::load(&home)?.allowed_fingerprints()));
     let mut endpoint = Endpoint::bind(

@@ -9,6 +9,7 @@
 pub mod convert;
 pub mod daemon;
 pub mod endpoint;
+pub mod instance;
 pub mod pairing;
 pub mod peers;
 pub mod session;
