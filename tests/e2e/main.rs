@@ -11,9 +11,9 @@ mod hook;
 mod install;
 mod mcp;
 mod pairing;
-mod search;
 #[cfg(unix)]
 mod privacy;
+mod search;
 mod secrets;
 mod service;
 mod startup;

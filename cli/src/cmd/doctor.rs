@@ -77,6 +77,22 @@ pub fn run(global: &GlobalArgs, args: &JsonArgs) -> anyhow::Result<()> {
     checks.extend(agent_checks(global));
     checks.extend(peer_checks(&node, &cfg.home)?);
     checks.push(port_check(serving.as_ref()));
+    // Opening the node already made a loose home private; say what it fixed.
+    checks.extend(node.tightened().iter().map(|e| {
+        check(
+            "permissions",
+            Level::Warn,
+            format!(
+                "{} was open to other users (mode {:o}); cairn made it private on this start",
+                e.path.display(),
+                e.mode
+            ),
+            Some(
+                "nothing left to do; if others could log in meanwhile, treat what it held as seen"
+                    .to_owned(),
+            ),
+        )
+    }));
     checks.extend(permission_checks(
         &cfg.home,
         &cfg.db_path,
