@@ -75,7 +75,7 @@ impl UiProc {
 
     /// GET with the right host and the token cookie.
     pub fn get(&self, path: &str) -> Response {
-        let cookie = format!("cairn_ui={}", self.token);
+        let cookie = format!("cairn_ui_{}={}", self.addr.port(), self.token);
         request(self.addr, "GET", path, Some(&self.host()), Some(&cookie))
     }
 
@@ -243,7 +243,7 @@ const PATHS: [&str; 11] = [
 fn every_endpoint_demands_the_token_and_this_host() {
     let home = TestHome::seeded();
     let ui = UiProc::start(&home);
-    let good_cookie = format!("cairn_ui={}", ui.token);
+    let good_cookie = format!("cairn_ui_{}={}", ui.addr.port(), ui.token);
     let host = ui.host();
     let port = ui.addr.port();
     for path in PATHS {
@@ -261,9 +261,13 @@ fn every_endpoint_demands_the_token_and_this_host() {
         // No token at all, a wrong one, or a near miss.
         let r = request(ui.addr, "GET", path, Some(&host), None);
         assert_eq!(r.status, 401, "{path} without token");
-        let wrong = format!("cairn_ui={}", "0".repeat(ui.token.len()));
+        let wrong = format!("cairn_ui_{port}={}", "0".repeat(ui.token.len()));
         let r = request(ui.addr, "GET", path, Some(&host), Some(&wrong));
         assert_eq!(r.status, 401, "{path} with a wrong token");
+        // The right token under another port's cookie name is not this server's.
+        let other = format!("cairn_ui_{}={}", port.wrapping_add(1), ui.token);
+        let r = request(ui.addr, "GET", path, Some(&host), Some(&other));
+        assert_eq!(r.status, 401, "{path} with another server's cookie");
         let sep = if path.contains('?') { '&' } else { '?' };
         let r = request(
             ui.addr,

@@ -13,8 +13,12 @@ use axum::response::{IntoResponse, Response};
 
 use super::UiState;
 
-/// Name of the cookie that carries the token.
-pub const COOKIE: &str = "cairn_ui";
+/// Name of the cookie that carries the token of the server on `port`.
+/// Browsers keep cookies per host, not per port, so the port is in the
+/// name: two browse servers side by side do not overwrite each other's.
+pub fn cookie_name(port: u16) -> String {
+    format!("cairn_ui_{port}")
+}
 
 /// Headers every answer carries: no caching, no sniffing, no framing, no
 /// referrer, and a content policy that allows nothing from elsewhere.
@@ -62,15 +66,16 @@ pub fn same_token(a: &str, b: &str) -> bool {
     a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
-/// The token in a `Cookie` header, if any.
-pub fn cookie_token(headers: &HeaderMap) -> Option<String> {
+/// The token in a `Cookie` header for the server on `port`, if any.
+pub fn cookie_token(headers: &HeaderMap, port: u16) -> Option<String> {
+    let name = cookie_name(port);
     headers
         .get_all(header::COOKIE)
         .iter()
         .filter_map(|v| v.to_str().ok())
         .flat_map(|v| v.split(';'))
         .filter_map(|kv| kv.trim().split_once('='))
-        .find(|(k, _)| *k == COOKIE)
+        .find(|(k, _)| *k == name)
         .map(|(_, v)| v.to_owned())
 }
 
@@ -132,7 +137,8 @@ pub(crate) async fn check(State(state): State<Arc<UiState>>, req: Request, next:
             format!("{}?{rest}", req.uri().path())
         };
         let cookie = format!(
-            "{COOKIE}={}; Path=/; HttpOnly; SameSite=Strict",
+            "{}={}; Path=/; HttpOnly; SameSite=Strict",
+            cookie_name(state.port),
             state.token
         );
         let mut r = StatusCode::SEE_OTHER.into_response();
@@ -146,7 +152,7 @@ pub(crate) async fn check(State(state): State<Arc<UiState>>, req: Request, next:
         add_security_headers(&mut r);
         return r;
     }
-    match cookie_token(req.headers()) {
+    match cookie_token(req.headers(), state.port) {
         Some(t) if same_token(&t, &state.token) => {
             let mut r = next.run(req).await;
             add_security_headers(&mut r);
@@ -205,11 +211,13 @@ mod tests {
         let mut h = HeaderMap::new();
         h.insert(
             header::COOKIE,
-            HeaderValue::from_static("a=1; cairn_ui=tok; b=2"),
+            HeaderValue::from_static("a=1; cairn_ui_81=other; cairn_ui_80=tok; b=2"),
         );
-        assert_eq!(cookie_token(&h).as_deref(), Some("tok"));
+        assert_eq!(cookie_token(&h, 80).as_deref(), Some("tok"));
+        assert_eq!(cookie_token(&h, 81).as_deref(), Some("other"));
+        assert_eq!(cookie_token(&h, 8), None);
         let mut h = HeaderMap::new();
-        h.insert(header::COOKIE, HeaderValue::from_static("cairn_uix=tok"));
-        assert_eq!(cookie_token(&h), None);
+        h.insert(header::COOKIE, HeaderValue::from_static("cairn_ui_80x=tok"));
+        assert_eq!(cookie_token(&h, 80), None);
     }
 }
