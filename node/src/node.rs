@@ -268,8 +268,45 @@ impl Node {
     }
 
     /// Applies a batch a peer sent in answer to `pull` (see `Store::apply_batch`).
+    ///
+    /// When the batch brought tombstones, notes they cover are removed from
+    /// this node's notes file too (a failure there is logged: the batch is
+    /// already committed and the records are gone from the index).
     pub fn apply_batch(&mut self, pull: &Pull, batch: &Batch) -> Result<ApplyReport, ApplyError> {
-        self.store.apply_batch(pull, batch, &self.redactor)
+        let report = self.store.apply_batch(pull, batch, &self.redactor)?;
+        if report.tombstones > 0 {
+            let targets: Result<Vec<ForgetTarget>, _> = self
+                .store
+                .tombstones()
+                .map(|rows| rows.iter().filter_map(tombstone_target).collect());
+            match targets
+                .map_err(NodeError::from)
+                .and_then(|t| self.forget_notes(&t))
+            {
+                Ok(0) => {}
+                Ok(n) => tracing::info!(notes = n, "removed notes a peer's forget covers"),
+                Err(e) => {
+                    tracing::warn!(error = %e, "could not remove forgotten notes from the notes file")
+                }
+            }
+        }
+        Ok(report)
+    }
+
+    /// Removes the notes `targets` cover from the notes file; returns how many.
+    fn forget_notes(&self, targets: &[ForgetTarget]) -> Result<u64, NodeError> {
+        if targets.is_empty() {
+            return Ok(0);
+        }
+        let path = self.config.locations.notes_file.clone();
+        let redactor = &self.redactor;
+        let removed = notes::rewrite_without(&path, |mut r| {
+            // The record exactly as indexing stores it, so hashes match.
+            indexer::redact(&mut r, redactor, &mut RedactionCounts::new());
+            targets.iter().any(|t| covers(t, &r))
+        })
+        .map_err(|source| NodeError::Note { path, source })?;
+        Ok(removed as u64)
     }
 
     /// Resolves what a forget request covers, without changing anything.
@@ -344,16 +381,23 @@ impl Node {
     /// their text is gone from disk, not only from the index.
     pub fn forget(&mut self, plan: &ForgetPlan, now_ms: i64) -> Result<ForgetReport, NodeError> {
         let mut report = self.store.forget(&plan.targets, now_ms)?;
-        let path = self.config.locations.notes_file.clone();
-        let redactor = &self.redactor;
-        let removed = notes::rewrite_without(&path, |mut r| {
-            // The record exactly as indexing stores it, so hashes match.
-            indexer::redact(&mut r, redactor, &mut RedactionCounts::new());
-            plan.targets.iter().any(|t| covers(t, &r))
-        })
-        .map_err(|source| NodeError::Note { path, source })?;
-        report.notes = removed as u64;
+        report.notes = self.forget_notes(&plan.targets)?;
         Ok(report)
+    }
+}
+
+/// The target a stored tombstone names (`None` for a malformed row).
+fn tombstone_target(t: &crate::store::TombstoneRow) -> Option<ForgetTarget> {
+    match t.target {
+        1 => Some(ForgetTarget::Session {
+            agent: t.agent.clone()?,
+            session_id: t.session_id.clone()?,
+        }),
+        2 => Some(ForgetTarget::Project {
+            project: t.project.clone()?,
+        }),
+        3 => Some(ForgetTarget::Record { hash: t.hash? }),
+        _ => None,
     }
 }
 

@@ -525,6 +525,12 @@ async fn forget_propagates_and_a_stale_peer_cannot_resurrect() {
         assert!(n.search("narwhal").is_empty(), "{}", n.name);
     }
     assert_eq!(b.records(), 3);
+    // C had the note in its own notes file: the forget from A removed it
+    // there too, and left C's file whole.
+    let notes_c = std::fs::read_to_string(c.lock().config().locations.notes_file.clone())
+        .expect("C's notes file");
+    assert!(!notes_c.contains("narwhal"), "{notes_c}");
+    assert!(notes_c.is_empty() || notes_c.ends_with('\n'), "{notes_c:?}");
 }
 
 /// A paired peer that misbehaves: opens a raw stream to `to` and writes `bytes`.
