@@ -201,9 +201,9 @@ pub struct PairArgs {
     /// Where to listen for the other machine [default: 0.0.0.0:7878, or a free port if taken].
     #[arg(long, value_name = "ADDR", conflicts_with = "code")]
     pub listen: Option<std::net::SocketAddr>,
-    /// Address the other machine should dial, if not the listening one (repeatable; port 0 = the bound port).
+    /// Address the other machine should dial, if not the listening one: IP:PORT or HOST:PORT, resolved when dialed (repeatable; port 0 = the bound port).
     #[arg(long, value_name = "ADDR", conflicts_with = "code")]
-    pub advertise: Vec<std::net::SocketAddr>,
+    pub advertise: Vec<cairn_node::sync::pairing::Advertise>,
     /// How long the code stays valid: 90s, 10m, 1h.
     #[arg(long, default_value = "10m", conflicts_with = "code")]
     pub timeout: String,

@@ -49,6 +49,10 @@ const PROOF_KEY_CONTEXT: &str = "cairn 2026-01 pairing v1 proof key";
 const PROOF_TAG: &[u8] = b"cairn-pair-proof-v1";
 /// Longest code text accepted before decoding (bounds work on hostile input).
 const MAX_CODE_CHARS: usize = 512;
+/// Address family byte of a host name entry (resolved by the joiner).
+const FAMILY_HOST: u8 = 3;
+/// Longest host name a code carries (four of them still fit in a code).
+pub const MAX_HOST_LEN: usize = 48;
 
 /// A pairing code or proof was rejected.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -92,7 +96,14 @@ pub enum PairingError {
         /// How many addresses.
         count: usize,
     },
-    /// An address family byte other than 4 or 6.
+    /// A host name that is empty, too long or not made of letters,
+    /// digits, `-` and `.`.
+    #[error("pairing code: {name:?} is not a usable host name")]
+    HostName {
+        /// The name (lossy when it was not UTF-8).
+        name: String,
+    },
+    /// An address family byte other than 4, 6 or 3 (host name).
     #[error("parse pairing code: unknown address family {family}")]
     AddrFamily {
         /// The family byte found.
@@ -136,6 +147,7 @@ pub enum PairingError {
 #[derive(Clone, PartialEq, Eq)]
 pub struct PairingCode {
     addrs: Vec<SocketAddr>,
+    hosts: Vec<(String, u16)>,
     inviter: SpkiFingerprint,
     secret: Vec<u8>,
     expires_unix: u64,
@@ -145,6 +157,7 @@ impl fmt::Debug for PairingCode {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("PairingCode")
             .field("addrs", &self.addrs)
+            .field("hosts", &self.hosts)
             .field("inviter", &NodeId::from_fingerprint(&self.inviter))
             .field(
                 "secret",
@@ -173,6 +186,36 @@ impl PairingCode {
         }
         Ok(PairingCode {
             addrs,
+            hosts: Vec::new(),
+            inviter,
+            secret: secret.to_vec(),
+            expires_unix,
+        })
+    }
+
+    /// The same code with host names to dial as well (`name`, port),
+    /// resolved by the joiner when it dials; addresses and names together
+    /// are at most four. `addrs` may then be empty.
+    pub fn with_hosts(
+        addrs: Vec<SocketAddr>,
+        hosts: Vec<(String, u16)>,
+        inviter: SpkiFingerprint,
+        secret: &[u8],
+        expires_unix: u64,
+    ) -> Result<PairingCode, PairingError> {
+        let count = addrs.len() + hosts.len();
+        if count == 0 || count > MAX_PAIR_ADDRS {
+            return Err(PairingError::AddrCount { count });
+        }
+        if !(MIN_SECRET_LEN..=MAX_SECRET_LEN).contains(&secret.len()) {
+            return Err(PairingError::SecretLength { len: secret.len() });
+        }
+        for (h, _) in &hosts {
+            check_host(h)?;
+        }
+        Ok(PairingCode {
+            addrs,
+            hosts,
             inviter,
             secret: secret.to_vec(),
             expires_unix,
@@ -182,6 +225,11 @@ impl PairingCode {
     /// Addresses to dial, in the inviter's order of preference.
     pub fn addrs(&self) -> &[SocketAddr] {
         &self.addrs
+    }
+
+    /// Host names to resolve and dial (`name`, port).
+    pub fn hosts(&self) -> &[(String, u16)] {
+        &self.hosts
     }
 
     /// The inviter's key fingerprint: the joiner pins it in TLS.
@@ -220,7 +268,13 @@ impl PairingCode {
     pub fn encode(&self) -> String {
         let mut b = Vec::with_capacity(128);
         b.push(CODE_VERSION);
-        b.push(self.addrs.len() as u8);
+        b.push((self.addrs.len() + self.hosts.len()) as u8);
+        for (h, port) in &self.hosts {
+            b.push(FAMILY_HOST);
+            b.push(h.len() as u8);
+            b.extend_from_slice(h.as_bytes());
+            b.extend_from_slice(&port.to_be_bytes());
+        }
         for a in &self.addrs {
             match a.ip() {
                 IpAddr::V4(ip) => {
@@ -279,10 +333,20 @@ impl PairingCode {
             return Err(PairingError::AddrCount { count });
         }
         let mut addrs = Vec::with_capacity(count);
+        let mut hosts = Vec::new();
         for _ in 0..count {
             let ip = match r.u8()? {
                 4 => IpAddr::V4(Ipv4Addr::from(r.array::<4>()?)),
                 6 => IpAddr::V6(Ipv6Addr::from(r.array::<16>()?)),
+                FAMILY_HOST => {
+                    let len = usize::from(r.u8()?);
+                    let raw = r.take(len)?;
+                    let name = String::from_utf8_lossy(raw).into_owned();
+                    check_host(&name)?;
+                    let port = u16::from_be_bytes(r.array::<2>()?);
+                    hosts.push((name, port));
+                    continue;
+                }
                 family => return Err(PairingError::AddrFamily { family }),
             };
             let port = u16::from_be_bytes(r.array::<2>()?);
@@ -300,6 +364,7 @@ impl PairingCode {
         }
         Ok(PairingCode {
             addrs,
+            hosts,
             inviter,
             secret,
             expires_unix,
@@ -312,6 +377,31 @@ impl PairingCode {
         code.check_fresh(now_unix)?;
         Ok(code)
     }
+}
+
+/// Accepts a DNS host name: 1 to [`MAX_HOST_LEN`] bytes of ASCII letters,
+/// digits, `-` and `.`, with no empty label and no label starting or
+/// ending with `-`.
+pub fn check_host(name: &str) -> Result<(), PairingError> {
+    let bad = || PairingError::HostName {
+        name: name.chars().take(MAX_HOST_LEN + 1).collect(),
+    };
+    if name.is_empty() || name.len() > MAX_HOST_LEN {
+        return Err(bad());
+    }
+    for label in name.strip_suffix('.').unwrap_or(name).split('.') {
+        if label.is_empty()
+            || label.len() > 63
+            || label.starts_with('-')
+            || label.ends_with('-')
+            || !label
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-')
+        {
+            return Err(bad());
+        }
+    }
+    Ok(())
 }
 
 fn checksum(payload: &[u8]) -> [u8; CHECKSUM_LEN] {

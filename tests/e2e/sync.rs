@@ -306,6 +306,7 @@ fn two_serve_daemons_pair_and_replicate_within_seconds() {
     .expect("B's sync is refused once A unpaired it");
     let v: serde_json::Value = serde_json::from_slice(&refused.stdout).expect("sync JSON");
     assert!(v["peers"][0]["error"].is_string(), "{v}");
+    assert_eq!(v["peers"][0]["status"], "refused", "{v}");
 
     // No planted secret from A's fixtures reached B's files.
     for (path, bytes) in all_bytes_under(&b.home.cairn_home()) {
@@ -395,6 +396,68 @@ fn cairn_sync_with_a_peer_offline_answers_quickly_and_says_what_it_tried() {
         "{text}"
     );
     assert!(text.contains("last seen"), "{text}");
+}
+
+#[test]
+fn a_pairing_code_may_name_a_host_and_the_peer_is_then_dialed_by_name() {
+    let a = Machine::new(TestHome::empty(), "alpha");
+    let b = Machine::new(TestHome::empty(), "beta");
+    a.ok(&["remember", "the marmot index is rebuilt weekly"]);
+    let (_a_serve, a_addr) = a.serve("127.0.0.1:0");
+    let a_port = a_addr.rsplit(':').next().expect("port");
+    // The code names `localhost` instead of an address.
+    let mut child = a
+        .cmd(&[
+            "pair",
+            "--listen",
+            "127.0.0.1:0",
+            "--advertise",
+            "localhost:0",
+            "--json",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn cairn pair");
+    let stdout = child.stdout.take().expect("stdout");
+    let _inviter = Reap(child);
+    let mut first = String::new();
+    BufReader::new(stdout)
+        .read_line(&mut first)
+        .expect("code line");
+    let v: serde_json::Value = serde_json::from_str(&first).expect("code JSON");
+    let addrs = v["addrs"].as_array().expect("addrs");
+    assert_eq!(addrs.len(), 1, "{v}");
+    assert!(
+        addrs[0]
+            .as_str()
+            .is_some_and(|s| s.starts_with("localhost:")),
+        "{v}"
+    );
+    b.json(&["pair", v["code"].as_str().expect("code"), "--json"]);
+    // B keeps the name, pointing at A's daemon.
+    let peers = b.json(&["peers", "--json"]);
+    assert_eq!(
+        peers["peers"][0]["hosts"],
+        serde_json::json!([format!("localhost:{a_port}")]),
+        "{peers}"
+    );
+    // Forget every numeric address: B still finds A by name.
+    let path = b.home.cairn_home().join("peers.json");
+    let mut table: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).expect("read peers"))
+            .expect("peers JSON");
+    table["peers"][0]["addresses"] = serde_json::json!([]);
+    table["peers"][0]["last_addr"] = serde_json::Value::Null;
+    std::fs::write(&path, table.to_string()).expect("write peers");
+    // (A's daemon takes up to a second to allow B's key after the pairing.)
+    let synced = wait_for(DEADLINE, || {
+        let out = b.cmd(&["sync", "--json"]).output().ok()?;
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).ok()?;
+        (v["peers"][0]["status"] == "synced").then_some(v)
+    });
+    assert!(synced.is_some(), "B synced with A, dialed by name");
+    assert!(!b.search("marmot").is_empty(), "A's note arrived by name");
 }
 
 #[test]

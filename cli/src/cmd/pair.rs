@@ -34,6 +34,8 @@ struct PeerView<'a> {
     name: &'a str,
     fingerprint: &'a str,
     addresses: Vec<String>,
+    /// Host names dialed by name (resolved each time).
+    hosts: &'a [String],
     last_addr: Option<String>,
     paired_at_ms: i64,
     last_seen_ms: Option<i64>,
@@ -53,6 +55,7 @@ impl<'a> PeerView<'a> {
             name: &p.name,
             fingerprint: &p.fingerprint,
             addresses: p.addresses.iter().map(ToString::to_string).collect(),
+            hosts: &p.hosts,
             last_addr: p.last_addr.map(|a| a.to_string()),
             paired_at_ms: p.paired_at_ms,
             last_seen_ms: p.last_seen_ms,
@@ -132,6 +135,16 @@ fn open_window(local: LocalNode<'_>, args: &PairArgs, window: Duration) -> anyho
     }
 }
 
+/// What a code dials: host names first, then addresses.
+fn code_addrs(inviter: &Inviter) -> Vec<String> {
+    let code = inviter.code();
+    code.hosts()
+        .iter()
+        .map(|(h, p)| format!("{h}:{p}"))
+        .chain(code.addrs().iter().map(ToString::to_string))
+        .collect()
+}
+
 fn show_code(inviter: &Inviter, json: bool) -> anyhow::Result<()> {
     let code = inviter.code();
     let text = code.encode();
@@ -143,7 +156,7 @@ fn show_code(inviter: &Inviter, json: bool) -> anyhow::Result<()> {
         return output::json(&CodeLine {
             code: &text,
             expires_unix: code.expires_unix(),
-            addrs: code.addrs().iter().map(ToString::to_string).collect(),
+            addrs: code_addrs(inviter),
             listen,
         });
     }
@@ -160,7 +173,7 @@ fn show_code(inviter: &Inviter, json: bool) -> anyhow::Result<()> {
         &mut out,
         &format!("On the other machine run:  cairn pair {text}"),
     )?;
-    let addrs: Vec<String> = code.addrs().iter().map(ToString::to_string).collect();
+    let addrs = code_addrs(inviter);
     output::line(
         &mut out,
         &format!(
@@ -247,10 +260,16 @@ pub fn run_peers(global: &GlobalArgs, args: &JsonArgs) -> anyhow::Result<()> {
     )?;
     for p in table.peers() {
         let addr = p
-            .addresses
+            .hosts
             .first()
-            .or(p.last_addr.as_ref())
-            .map_or_else(|| "-".to_owned(), ToString::to_string);
+            .cloned()
+            .or_else(|| {
+                p.addresses
+                    .first()
+                    .or(p.last_addr.as_ref())
+                    .map(ToString::to_string)
+            })
+            .unwrap_or_else(|| "-".to_owned());
         output::line(
             &mut out,
             &format!(

@@ -107,12 +107,8 @@ pub fn run(global: &GlobalArgs, args: &SyncArgs) -> anyhow::Result<()> {
                 cfg.clone(),
             );
             set.spawn(async move {
-                let local = endpoint
-                    .local_addr()
-                    .unwrap_or(SocketAddr::from((Ipv4Addr::UNSPECIFIED, 0)));
-                let tried = session::dial_candidates(&p, local);
                 let r = session::sync_peer(&endpoint, &node, &home, &p, &hello, &cfg).await;
-                (i, tried, r)
+                (i, r)
             });
         }
         let mut out = Vec::new();
@@ -121,11 +117,11 @@ pub fn run(global: &GlobalArgs, args: &SyncArgs) -> anyhow::Result<()> {
                 out.push(v);
             }
         }
-        out.sort_by_key(|(i, _, _)| *i);
+        out.sort_by_key(|(i, _)| *i);
         out
     });
     let mut results = Vec::new();
-    for (i, tried, r) in outcomes {
+    for (i, r) in outcomes {
         let Some(p) = peers.get(i) else { continue };
         let mut res = PeerResult {
             name: p.name.clone(),
@@ -145,8 +141,16 @@ pub fn run(global: &GlobalArgs, args: &SyncArgs) -> anyhow::Result<()> {
                     SyncError::Refused { .. } => State::Refused,
                     _ => State::Failed,
                 };
-                if res.status != State::Synced && res.status != State::Failed {
-                    res.tried = tried.iter().map(ToString::to_string).collect();
+                res.tried = match &e {
+                    SyncError::Unreachable { tried, .. } => {
+                        tried.iter().map(ToString::to_string).collect()
+                    }
+                    SyncError::Refused { addr, .. } => vec![addr.to_string()],
+                    _ => Vec::new(),
+                };
+                if res.tried.is_empty() && res.status == State::Unreachable {
+                    // Names that did not resolve are still worth naming.
+                    res.tried.clone_from(&p.hosts);
                 }
                 res.error = Some(format!("{:#}", anyhow::Error::new(e)));
             }

@@ -539,7 +539,9 @@ async fn sync_loop(
                 let waiting = lock_backoffs(&backoffs)
                     .get(&p.node_id)
                     .is_some_and(|b| b.next > now);
-                if waiting || (p.addresses.is_empty() && p.last_addr.is_none()) {
+                if waiting
+                    || (p.addresses.is_empty() && p.hosts.is_empty() && p.last_addr.is_none())
+                {
                     // Retry later, or nowhere to dial yet (it will reach us).
                     continue;
                 }

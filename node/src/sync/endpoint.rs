@@ -194,6 +194,29 @@ pub enum SessionError {
     },
 }
 
+impl SessionError {
+    /// Whether the peer closed the connection because it does not accept
+    /// this node's key: a TLS alert right after the handshake (QUIC crypto
+    /// error codes 0x100..=0x1ff) or the listener's "not paired" close.
+    pub fn is_refusal(&self) -> bool {
+        let conn = match self {
+            SessionError::Read(quinn::ReadError::ConnectionLost(c))
+            | SessionError::Write(quinn::WriteError::ConnectionLost(c))
+            | SessionError::Stream(c) => c,
+            _ => return false,
+        };
+        match conn {
+            quinn::ConnectionError::ConnectionClosed(close) => {
+                (0x100..=0x1ff).contains(&u64::from(close.error_code))
+            }
+            quinn::ConnectionError::ApplicationClosed(close) => {
+                close.error_code == quinn::VarInt::from_u32(2)
+            }
+            _ => false,
+        }
+    }
+}
+
 /// Whose fault a session failure is: decides between dropping a peer and
 /// retrying later.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

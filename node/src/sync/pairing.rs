@@ -156,17 +156,46 @@ pub struct Inviter {
     serve_port: Option<u16>,
 }
 
+/// An address to put in a pairing code: an IP address, or a host name the
+/// joiner resolves when it dials (port 0 = the bound port).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Advertise {
+    /// `203.0.113.7:7879`, `[2001:db8::1]:7879`.
+    Addr(SocketAddr),
+    /// `hub.example.net:7879`.
+    Host(String, u16),
+}
+
+impl std::str::FromStr for Advertise {
+    type Err = String;
+
+    /// `IP:PORT`, `[IPv6]:PORT` or `HOST:PORT`.
+    fn from_str(s: &str) -> Result<Advertise, String> {
+        if let Ok(a) = s.parse::<SocketAddr>() {
+            return Ok(Advertise::Addr(a));
+        }
+        let (host, port) = s
+            .rsplit_once(':')
+            .ok_or_else(|| format!("{s:?} needs a port: HOST:PORT or IP:PORT"))?;
+        let port: u16 = port
+            .parse()
+            .map_err(|_| format!("{s:?}: {port:?} is not a port number"))?;
+        cairn_protocol::pairing::check_host(host).map_err(|e| e.to_string())?;
+        Ok(Advertise::Host(host.to_owned(), port))
+    }
+}
+
 impl Inviter {
     /// Binds `listen` for pairing and makes a code valid for `ttl` from
-    /// `now_unix`. The code's addresses are `advertise` (a port of 0 means
-    /// the bound port) or, when empty, the bound address; an unspecified
+    /// `now_unix`. The code's addresses are `advertise` (host names first;
+    /// a port of 0 means the bound port) or, when empty, the bound address; an unspecified
     /// bind (`0.0.0.0`, `[::]`) is replaced by this machine's primary
     /// address as the routing table gives it, else loopback.
     /// Must be called inside a tokio runtime.
     pub fn open(
         local: LocalNode<'_>,
         listen: SocketAddr,
-        advertise: &[SocketAddr],
+        advertise: &[Advertise],
         ttl: Duration,
         now_unix: u64,
     ) -> Result<Inviter, PairError> {
@@ -177,11 +206,35 @@ impl Inviter {
                 addr: listen,
                 source,
             })?;
-        let addrs = advertise_addrs(bound, advertise);
+        let ips: Vec<SocketAddr> = advertise
+            .iter()
+            .filter_map(|a| match a {
+                Advertise::Addr(a) => Some(*a),
+                Advertise::Host(..) => None,
+            })
+            .collect();
+        let hosts: Vec<(String, u16)> = advertise
+            .iter()
+            .filter_map(|a| match a {
+                Advertise::Host(h, 0) => Some((h.clone(), bound.port())),
+                Advertise::Host(h, p) => Some((h.clone(), *p)),
+                Advertise::Addr(_) => None,
+            })
+            .take(cairn_protocol::MAX_PAIR_ADDRS)
+            .collect();
+        // Names alone are where to dial; otherwise the usual addresses.
+        let addrs = if ips.is_empty() && !hosts.is_empty() {
+            Vec::new()
+        } else {
+            let mut v = advertise_addrs(bound, &ips);
+            v.truncate(cairn_protocol::MAX_PAIR_ADDRS - hosts.len());
+            v
+        };
         let mut secret = [0u8; SECRET_LEN];
         getrandom::fill(&mut secret).map_err(PairError::Random)?;
-        let code = PairingCode::new(
+        let code = PairingCode::with_hosts(
             addrs,
+            hosts,
             endpoint.fingerprint(),
             &secret,
             now_unix.saturating_add(ttl.as_secs()),
@@ -375,7 +428,22 @@ async fn dial_any(
     handshake_timeout: Duration,
 ) -> Result<(Endpoint, PeerConnection), PairError> {
     let mut last = None;
-    for &addr in code.addrs() {
+    // Names first (resolved now, both families), then the literal addresses.
+    let names: Vec<String> = code
+        .hosts()
+        .iter()
+        .map(|(h, p)| format!("{h}:{p}"))
+        .collect();
+    let mut candidates =
+        crate::sync::session::resolve_hosts(&names, SocketAddr::from((Ipv4Addr::UNSPECIFIED, 0)))
+            .await;
+    candidates.extend(
+        crate::sync::session::resolve_hosts(&names, SocketAddr::from((Ipv6Addr::UNSPECIFIED, 0)))
+            .await,
+    );
+    candidates.extend(code.addrs().iter().copied());
+    let tried = candidates.len();
+    for addr in candidates {
         let mut ep = Endpoint::bind_client_for(addr, key)?;
         ep.set_handshake_timeout(handshake_timeout);
         match ep
@@ -390,10 +458,7 @@ async fn dial_any(
         }
     }
     match last {
-        Some(last) => Err(PairError::Unreachable {
-            addrs: code.addrs().len(),
-            last,
-        }),
+        Some(last) => Err(PairError::Unreachable { addrs: tried, last }),
         // PairingCode guarantees at least one address.
         None => Err(PairError::Code(cairn_protocol::PairingError::AddrCount {
             count: 0,
@@ -453,6 +518,16 @@ async fn join_on(
     );
     let mut peer = Peer::new(&t.inviter, &clean_name(&acc.inviter_name), addrs, now_ms());
     peer.last_addr = Some(remote);
+    // The code's host names lead to the inviter's daemon after an address change.
+    let daemon_port = acc
+        .inviter_serve_port
+        .filter(|p| *p != 0)
+        .unwrap_or(DEFAULT_PORT);
+    peer.hosts = code
+        .hosts()
+        .iter()
+        .map(|(h, _)| format!("{h}:{daemon_port}"))
+        .collect();
     let stored = PeerTable::modify(local.home, |table| Ok(table.upsert(peer).clone()))?;
     send_msg(
         &mut send,

@@ -105,6 +105,10 @@ pub struct Peer {
     /// Addresses to dial, most recent first.
     #[serde(default)]
     pub addresses: Vec<SocketAddr>,
+    /// Host names to dial (`name:port`), resolved each time it is dialed,
+    /// so a machine whose address changes is still found by name.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub hosts: Vec<String>,
     /// The address the peer last connected from (may be an ephemeral port).
     #[serde(default)]
     pub last_addr: Option<SocketAddr>,
@@ -139,6 +143,7 @@ impl Peer {
             name: name.to_owned(),
             fingerprint: hex(fingerprint),
             addresses,
+            hosts: Vec::new(),
             last_addr: None,
             paired_at_ms: now_ms,
             last_seen_ms: None,
@@ -323,6 +328,12 @@ impl PeerTable {
                 if peer.last_addr.is_some() {
                     old.last_addr = peer.last_addr;
                 }
+                for h in peer.hosts {
+                    if !old.hosts.contains(&h) {
+                        old.hosts.push(h);
+                    }
+                }
+                old.hosts.truncate(MAX_ADDRESSES);
                 i
             }
             None => {
@@ -402,11 +413,18 @@ impl PeerTable {
             .collect()
     }
 
-    /// Notes an authenticated connection from `fp` at `addr`.
+    /// Notes an authenticated connection from `fp` at `addr`. A daemon
+    /// dials from its listening socket, so a connection from a port the
+    /// peer is known to listen on, at an address not known yet, means the
+    /// machine moved: that address becomes the first to dial.
     pub fn record_seen(&mut self, fp: &SpkiFingerprint, addr: SocketAddr, now_ms: i64) {
         if let Some(p) = self.by_fingerprint_mut(fp) {
             p.last_seen_ms = Some(now_ms);
             p.last_addr = Some(addr);
+            let listens_there = p.addresses.iter().any(|a| a.port() == addr.port());
+            if listens_there && !p.addresses.contains(&addr) {
+                p.remember_address(addr);
+            }
         }
     }
 
@@ -502,6 +520,40 @@ mod tests {
             .map(|e| e.expect("entry").file_name())
             .collect();
         assert_eq!(names, vec![std::ffi::OsString::from(PEERS_FILE)]);
+    }
+
+    #[test]
+    fn a_connection_from_a_new_address_on_the_listening_port_is_remembered() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut t = PeerTable::load(dir.path()).expect("load");
+        t.upsert(Peer::new(&fp(1), "laptop", vec![addr("10.0.0.2:7878")], 1));
+        // A one-off `cairn sync` from an ephemeral port: only last_addr.
+        t.record_seen(&fp(1), addr("10.0.0.2:40001"), 2);
+        assert_eq!(t.peers()[0].addresses, vec![addr("10.0.0.2:7878")]);
+        assert_eq!(t.peers()[0].last_addr, Some(addr("10.0.0.2:40001")));
+        // Its daemon, now on another network, dials from its listening port.
+        t.record_seen(&fp(1), addr("192.168.7.5:7878"), 3);
+        assert_eq!(
+            t.peers()[0].addresses,
+            vec![addr("192.168.7.5:7878"), addr("10.0.0.2:7878")]
+        );
+    }
+
+    #[test]
+    fn host_names_survive_a_round_trip_and_merge_on_upsert() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut t = PeerTable::load(dir.path()).expect("load");
+        let mut hub = Peer::new(&fp(3), "hub", vec![], 1);
+        hub.hosts = vec!["hub.example.net:7878".to_owned()];
+        t.upsert(hub.clone());
+        hub.hosts = vec!["hub.example.net:7878".to_owned(), "hub.lan:7878".to_owned()];
+        t.upsert(hub);
+        t.save().expect("save");
+        let back = PeerTable::load(dir.path()).expect("load");
+        assert_eq!(
+            back.peers()[0].hosts,
+            ["hub.example.net:7878", "hub.lan:7878"]
+        );
     }
 
     #[test]

@@ -219,9 +219,9 @@ pub enum SyncError {
         name: String,
         /// The address that answered.
         addr: SocketAddr,
-        /// What the handshake said.
+        /// What the handshake or the closed connection said.
         #[source]
-        source: Box<EndpointError>,
+        source: Box<dyn std::error::Error + Send + Sync>,
     },
 }
 
@@ -677,6 +677,52 @@ pub fn dial_candidates(peer: &Peer, family_of: SocketAddr) -> Vec<SocketAddr> {
     out
 }
 
+/// How long resolving a peer's host names may take before dialing.
+const RESOLVE_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// Resolves `hosts` (`name:port`) now, keeping addresses of `family_of`'s
+/// family; names that do not resolve in time are skipped (and logged).
+pub async fn resolve_hosts(hosts: &[String], family_of: SocketAddr) -> Vec<SocketAddr> {
+    let mut out = Vec::new();
+    let mut set = tokio::task::JoinSet::new();
+    for h in hosts.iter().take(MAX_DIAL_CANDIDATES) {
+        let h = h.clone();
+        set.spawn(async move {
+            let r = tokio::time::timeout(RESOLVE_TIMEOUT, tokio::net::lookup_host(h.clone())).await;
+            (h, r)
+        });
+    }
+    // Bounded: one result per name, each bounded by the timeout.
+    while let Some(joined) = set.join_next().await {
+        let Ok((h, r)) = joined else { continue };
+        match r {
+            Ok(Ok(addrs)) => {
+                for a in addrs {
+                    if a.is_ipv4() == family_of.is_ipv4() && !out.contains(&a) {
+                        out.push(a);
+                    }
+                }
+            }
+            Ok(Err(e)) => tracing::debug!(host = %h, error = %e, "host name did not resolve"),
+            Err(_) => tracing::debug!(host = %h, "host name resolution timed out"),
+        }
+    }
+    out
+}
+
+/// Every address to dial for `peer`: its host names resolved now, then
+/// its stored addresses ([`dial_candidates`]).
+pub async fn dial_targets(peer: &Peer, local: SocketAddr) -> Vec<SocketAddr> {
+    let mut out = resolve_hosts(&peer.hosts, local).await;
+    for a in dial_candidates(peer, local) {
+        if !out.contains(&a) {
+            out.push(a);
+        }
+    }
+    out.truncate(2 * MAX_DIAL_CANDIDATES);
+    out
+}
+
 /// Dials `peer` from `endpoint` at all its known addresses at once (the
 /// first that answers with the pinned key wins) and runs one session as the dialer; closes the
 /// connection afterwards. Returns the report and the address that answered.
@@ -693,12 +739,21 @@ pub async fn sync_with(
     let local = endpoint
         .local_addr()
         .unwrap_or(SocketAddr::from(([0, 0, 0, 0], 0)));
-    let candidates = dial_candidates(peer, local);
+    let candidates = dial_targets(peer, local).await;
     match endpoint.connect_any(&candidates, &fp, ALPN_SYNC).await {
         Ok((conn, addr)) => {
             let r = run_session(&conn, true, node, hello, peer.scope.clone(), cfg).await;
             conn.close(0, b"done");
-            r.map(|rep| (rep, addr))
+            match r {
+                Ok(rep) => Ok((rep, addr)),
+                // Our key was refused just after the handshake.
+                Err(SyncError::Session(e)) if e.is_refusal() => Err(SyncError::Refused {
+                    name: peer.name.clone(),
+                    addr,
+                    source: Box::new(e),
+                }),
+                Err(e) => Err(e),
+            }
         }
         Err(failures) => Err(dial_failure(peer, candidates, failures)),
     }
@@ -715,7 +770,7 @@ pub async fn probe(endpoint: &Endpoint, peer: &Peer) -> Result<SocketAddr, SyncE
     let local = endpoint
         .local_addr()
         .unwrap_or(SocketAddr::from(([0, 0, 0, 0], 0)));
-    let candidates = dial_candidates(peer, local);
+    let candidates = dial_targets(peer, local).await;
     match endpoint.connect_any(&candidates, &fp, ALPN_SYNC).await {
         Ok((conn, addr)) => {
             // A refusal of our key arrives just after the handshake.

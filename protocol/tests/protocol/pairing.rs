@@ -205,3 +205,53 @@ proptest! {
         prop_assert_eq!(PairingCode::parse(&code.encode()), Ok(code));
     }
 }
+
+#[test]
+fn codes_carry_host_names_for_the_joiner_to_resolve() {
+    let a: SocketAddr = "203.0.113.7:7879".parse().unwrap();
+    let hosts = vec![("hub.example.net".to_owned(), 7879), ("nas".to_owned(), 7)];
+    let code = PairingCode::with_hosts(vec![a], hosts.clone(), [9; 32], &[7; 20], 99).unwrap();
+    let back = PairingCode::parse(&code.encode()).unwrap();
+    assert_eq!(back, code);
+    assert_eq!(back.hosts(), &hosts[..]);
+    assert_eq!(back.addrs(), &[a]);
+    // Names alone are enough.
+    let only = PairingCode::with_hosts(vec![], hosts[..1].to_vec(), [9; 32], &[7; 16], 1).unwrap();
+    assert_eq!(
+        PairingCode::parse(&only.encode()).unwrap().hosts(),
+        &hosts[..1]
+    );
+    // A code without names encodes exactly as before.
+    let plain = PairingCode::new(vec![a], [9; 32], &[7; 16], 1).unwrap();
+    let same = PairingCode::with_hosts(vec![a], vec![], [9; 32], &[7; 16], 1).unwrap();
+    assert_eq!(plain.encode(), same.encode());
+    // Limits: at most four entries in all, and real host names only.
+    assert_eq!(
+        PairingCode::with_hosts(vec![a; 3], hosts.clone(), [0; 32], &[0; 16], 1),
+        Err(PairingError::AddrCount { count: 5 })
+    );
+    for bad in [
+        "",
+        "-lead.example",
+        "a..b",
+        "spa ce",
+        "ünï",
+        &"x".repeat(101),
+    ] {
+        assert!(
+            matches!(
+                PairingCode::with_hosts(vec![], vec![(bad.to_owned(), 1)], [0; 32], &[0; 16], 1),
+                Err(PairingError::HostName { .. })
+            ),
+            "{bad:?}"
+        );
+    }
+}
+
+#[test]
+fn the_largest_code_with_names_still_parses() {
+    let name = "h".repeat(cairn_protocol::pairing::MAX_HOST_LEN);
+    let code = PairingCode::with_hosts(vec![], vec![(name, 65535); 4], [1; 32], &[2; 32], u64::MAX)
+        .unwrap();
+    assert_eq!(PairingCode::parse(&code.encode()), Ok(code));
+}
