@@ -150,6 +150,14 @@ fn render_hit(store: &Store, n: usize, h: &Hit) -> Result<String, ToolFailure> {
         "   {}\n",
         truncate(&sanitize::recalled(&h.snippet), SNIPPET_MAX)
     ));
+    // The hit is the user's own words (often the question): show the reply.
+    if let Some(answer) = &h.answer_snippet {
+        s.push_str(&format!(
+            "   {}: {}\n",
+            h.answer_role.as_deref().unwrap_or("answer"),
+            truncate(&sanitize::recalled(answer), SNIPPET_MAX)
+        ));
+    }
     Ok(s)
 }
 
