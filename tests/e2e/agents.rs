@@ -26,6 +26,36 @@ const FACTS: &[(&str, &str, &str)] = &[
         "goose",
         "manual ack",
     ),
+    (
+        "product search deep pages time out",
+        "qwen",
+        "keyset cursors",
+    ),
+    ("nested settings INI config", "kimi-code", "INI to TOML"),
+    ("thumbnail worker memory imagemagick", "kimi-cli", "libvips"),
+    (
+        "double click login two sessions",
+        "cline",
+        "debounces submit",
+    ),
+    ("feature flag change needs redeploy", "roo", "Unleash"),
+    ("android release R8 minify fails", "kilo", "Gradle 8.7"),
+    ("graphql SDL resolvers drift", "continue", "Pothos"),
+    (
+        "terraform state corrupted concurrent applies",
+        "factory",
+        "DynamoDB locking",
+    ),
+    ("scraper blocked ip", "vibe", "robots.txt"),
+    ("qdrant cluster embeddings overkill", "vibe", "pgvector"),
+    ("telegram bot drops messages restart", "hermes", "webhooks"),
+    ("weekly digest tokyo sunday", "hermes", "own timezone"),
+    (
+        "end-to-end suite forty minutes",
+        "openhands",
+        "three shards",
+    ),
+    ("lerna bootstrap slow", "amp", "pnpm workspaces"),
 ];
 
 /// Agents the fixture home has records for, beyond these facts' agents.

@@ -15,22 +15,31 @@
 //! simply not discovered.
 
 pub mod aider;
+pub mod amp;
 pub mod blocks;
 pub mod claude;
 pub mod claude_desktop;
 pub mod codex;
 pub mod common;
+pub mod continue_dev;
 pub mod copilot;
 pub mod crush;
 pub mod cursor;
 pub mod db;
+pub mod factory;
 pub mod gemini;
 pub mod goose;
+pub mod hermes;
+pub mod kimi;
 pub mod notes;
 pub mod omp;
 pub mod openclaw;
 pub mod opencode;
+pub mod openhands;
 pub mod pi;
+pub mod qwen;
+pub mod vibe;
+pub mod vscode_tasks;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -343,6 +352,18 @@ pub fn registry() -> Vec<Box<dyn Source>> {
         Box::new(openclaw::OpenClaw),
         Box::new(claude_desktop::ClaudeDesktop),
         Box::new(goose::Goose),
+        Box::new(qwen::Qwen),
+        Box::new(kimi::KimiCode),
+        Box::new(kimi::KimiCli),
+        Box::new(vscode_tasks::Cline),
+        Box::new(vscode_tasks::Roo),
+        Box::new(vscode_tasks::Kilo),
+        Box::new(continue_dev::Continue),
+        Box::new(factory::Factory),
+        Box::new(vibe::Vibe),
+        Box::new(hermes::Hermes),
+        Box::new(openhands::OpenHands),
+        Box::new(amp::Amp),
         Box::new(notes::Notes),
     ]
 }

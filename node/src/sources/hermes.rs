@@ -1,0 +1,178 @@
+//! Hermes agent (Nous Research): `${HERMES_HOME:-~/.hermes}/state.db`
+//! (0.17+, also `profiles/<profile>/state.db`) and the JSONL session logs in
+//! `sessions/`.
+//!
+//! - `state.db`: `messages(id, session_id, role, content, timestamp REAL)`
+//!   (plus `sessions`), read from a message row-id watermark. There is no
+//!   working directory: a profile's name is its project.
+//! - `sessions/<YYYYMMDD_HHMMSS_hex>.jsonl`: line 1 is `{role: session_meta,
+//!   …}`, then `{role: user|assistant|tool, content, tool_calls,
+//!   timestamp}`, read from the last safe offset. `session_<id>.json`
+//!   snapshots and `sessions.json` repeat the same messages and are not read.
+//!
+//! Tool rows become tool outputs; rows without content are skipped.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+use super::blocks::{self, Make};
+use super::common::{has_suffix, json_line, parse_time, walk_files};
+use super::db;
+use super::{
+    DbBatch, LineParser, Locations, ParseError, Parsed, Reader, Source, SourceError, SourceFile,
+    Watermark,
+};
+use crate::record::{Record, Role};
+
+const AGENT: &str = "hermes";
+
+/// The Hermes source.
+pub struct Hermes;
+
+fn home(loc: &Locations) -> PathBuf {
+    loc.var_or("HERMES_HOME", loc.home.join(".hermes"))
+}
+
+impl Source for Hermes {
+    fn agent(&self) -> &'static str {
+        AGENT
+    }
+
+    fn env_vars(&self) -> &'static [&'static str] {
+        &["HERMES_HOME"]
+    }
+
+    fn roots(&self, loc: &Locations) -> Vec<PathBuf> {
+        vec![home(loc)]
+    }
+
+    fn discover(&self, loc: &Locations) -> Vec<SourceFile> {
+        let h = home(loc);
+        let mut out: Vec<SourceFile> =
+            walk_files(&h, 2, &|p| p.file_name().is_some_and(|n| n == "state.db"))
+                .into_iter()
+                .map(|path| SourceFile {
+                    path,
+                    reader: Reader::Database(read_db),
+                })
+                .collect();
+        out.extend(
+            walk_files(&h.join("sessions"), 0, &|p| has_suffix(p, ".jsonl"))
+                .into_iter()
+                .map(|path| SourceFile {
+                    path,
+                    reader: Reader::Lines(new_parser),
+                }),
+        );
+        out
+    }
+}
+
+fn message(role: &str, v: &Value, mk: Make<'_>, out: &mut Vec<Record>) {
+    let content = v.get("content").unwrap_or(&Value::Null);
+    match role {
+        "user" => blocks::content(Role::User, content, mk, out),
+        "assistant" => {
+            blocks::content(Role::Assistant, content, mk, out);
+            blocks::openai_tool_calls(v.get("tool_calls").unwrap_or(&Value::Null), mk, out);
+        }
+        "tool" => blocks::push_output(&blocks::result_text(content), mk, out),
+        _ => {}
+    }
+}
+
+/// Reads `state.db` from a message row-id watermark.
+pub fn read_db(path: &Path, watermark: &Watermark) -> Result<DbBatch, SourceError> {
+    let conn = db::open_read_only(path)?;
+    let since = db::watermark_i64(watermark).unwrap_or(0);
+    // `profiles/<name>/state.db`: the profile names the project.
+    let profile = path
+        .parent()
+        .filter(|d| d.parent().and_then(|p| p.file_name()) == Some("profiles".as_ref()))
+        .and_then(|d| d.file_name())
+        .and_then(|n| n.to_str())
+        .map(str::to_owned);
+    let run = || -> rusqlite::Result<DbBatch> {
+        if !db::tables(&conn)?.contains("messages") {
+            return Ok(DbBatch {
+                parsed: Parsed::default(),
+                watermark: watermark.clone(),
+            });
+        }
+        let cols = db::columns(&conn, "messages")?;
+        let id = if cols.contains("id") { "id" } else { "rowid" };
+        let sql = format!(
+            "SELECT {id}, session_id, role, content, {}, {} FROM messages WHERE {id} > ?1 ORDER BY {id}",
+            db::col_or_null(&cols, "timestamp"),
+            db::col_or_null(&cols, "tool_calls"),
+        );
+        let mut stmt = conn.prepare(&sql)?;
+        let mut rows = stmt.query([since])?;
+        let mut parsed = Parsed::default();
+        let mut last = since;
+        while let Some(r) = rows.next()? {
+            let rowid: i64 = r.get(0)?;
+            last = last.max(rowid);
+            let session = db::text(r.get_ref(1)?).unwrap_or_default();
+            let role = db::text(r.get_ref(2)?).unwrap_or_default();
+            let Some(content) = db::text(r.get_ref(3)?) else {
+                continue;
+            };
+            let time = db::time(r.get_ref(4)?);
+            let calls = db::text(r.get_ref(5)?)
+                .and_then(|s| serde_json::from_str::<Value>(&s).ok())
+                .unwrap_or(Value::Null);
+            let v = serde_json::json!({"content": content, "tool_calls": calls});
+            let mk = |role: Role, text: String| {
+                let mut rec = Record::new(AGENT, &session, role, text);
+                rec.time_ms = time;
+                rec.project = profile.clone();
+                rec.offset = rowid as u64;
+                rec
+            };
+            message(&role, &v, &mk, &mut parsed.records);
+        }
+        Ok(DbBatch {
+            parsed,
+            watermark: Some(last.to_string()),
+        })
+    };
+    run().map_err(|e| db::sql_err(path, e))
+}
+
+/// A line parser for one JSONL session log.
+pub fn new_parser(path: &Path) -> Box<dyn LineParser> {
+    let stem = path
+        .file_stem()
+        .and_then(|s| s.to_str())
+        .unwrap_or_default();
+    Box::new(HermesLines {
+        session: stem.to_owned(),
+    })
+}
+
+struct HermesLines {
+    session: String,
+}
+
+impl LineParser for HermesLines {
+    fn line(&mut self, line: &[u8], offset: u64, out: &mut Vec<Record>) -> Result<(), ParseError> {
+        let v = json_line(line, offset)?;
+        let Some(role) = v.get("role").and_then(Value::as_str) else {
+            return Err(ParseError::Shape {
+                offset,
+                what: "line without role",
+            });
+        };
+        let time = v.get("timestamp").and_then(parse_time);
+        let mk = |r: Role, text: String| {
+            let mut rec = Record::new(AGENT, &self.session, r, text);
+            rec.time_ms = time;
+            rec.offset = offset;
+            rec
+        };
+        message(role, &v, &mk, out);
+        Ok(())
+    }
+}
