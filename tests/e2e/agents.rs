@@ -56,6 +56,7 @@ const FACTS: &[(&str, &str, &str)] = &[
         "three shards",
     ),
     ("lerna bootstrap slow", "amp", "pnpm workspaces"),
+    ("photo uploads time out", "antigravity", "presigned URLs"),
 ];
 
 /// Agents the fixture home has records for, beyond these facts' agents.

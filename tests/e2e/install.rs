@@ -438,3 +438,160 @@ fn a_failing_service_manager_is_reported_and_a_missing_one_is_not_fatal() {
     assert!(err.contains("Failed to connect to bus"), "{err}");
     assert!(err.contains("could not be started"), "{err}");
 }
+
+/// The configs of the agents wired since the wider set of readers: JSON
+/// files (some with content, some created), every other byte kept, a second
+/// run changes nothing, uninstall restores the bytes; YAML configs get the
+/// exact snippet printed and are never written.
+#[test]
+fn more_agents_are_wired_reversibly_and_yaml_gets_a_snippet() {
+    let home = TestHome::empty();
+    let h = home.path();
+    let code = h.join(".config/Code/User");
+    let existing: Vec<(PathBuf, &str)> = vec![
+        (
+            h.join(".config/Claude/claude_desktop_config.json"),
+            "{\n  \"mcpServers\": {\n    \"fs\": {\"command\": \"fs-mcp\", \"args\": []}\n  },\n  \"globalShortcut\": \"Alt+Space\"\n}\n",
+        ),
+        (
+            code.join("mcp.json"),
+            "{\n  // user servers\n  \"servers\": {},\n  \"inputs\": []\n}\n",
+        ),
+        (
+            code.join("globalStorage/saoudrizwan.claude-dev/settings/cline_mcp_settings.json"),
+            "{\n  \"mcpServers\": {}\n}",
+        ),
+        (
+            h.join(".config/zed/settings.json"),
+            "// Zed settings\n{\n  \"theme\": \"One Dark\",\n  \"vim_mode\": true, // yes\n}\n",
+        ),
+        (h.join(".qwen/settings.json"), "{\"theme\":\"Qwen Dark\"}\n"),
+        (
+            h.join(".config/amp/settings.json"),
+            "{\n  \"amp.notifications.enabled\": false\n}\n",
+        ),
+        (
+            h.join(".config/crush/crush.json"),
+            "{\n  \"$schema\": \"https://charm.land/crush.json\",\n  \"options\": {\"debug\": false}\n}\n",
+        ),
+    ];
+    for (p, text) in &existing {
+        std::fs::create_dir_all(p.parent().expect("parent")).expect("mkdir");
+        std::fs::write(p, text).expect("write");
+    }
+    // Agents present with no config yet: cairn creates one.
+    let created = [
+        h.join(
+            ".config/Code/User/globalStorage/rooveterinaryinc.roo-cline/settings/mcp_settings.json",
+        ),
+        h.join(".config/Code/User/globalStorage/kilocode.kilo-code/settings/mcp_settings.json"),
+        h.join(".codeium/windsurf/mcp_config.json"),
+        h.join(".kiro/settings/mcp.json"),
+        h.join(".factory/mcp.json"),
+        h.join(".gemini/antigravity/mcp_config.json"),
+        h.join(".kimi/mcp.json"),
+    ];
+    for p in &created {
+        // The agent's own folder (two levels up for the extension settings).
+        let dir = if p.to_string_lossy().contains("globalStorage") {
+            p.parent().and_then(Path::parent).expect("ext dir")
+        } else if p.ends_with("settings/mcp.json") {
+            p.parent().and_then(Path::parent).expect("kiro dir")
+        } else {
+            p.parent().expect("dir")
+        };
+        std::fs::create_dir_all(dir).expect("mkdir");
+    }
+    let goose_yaml =
+        "# goose\nGOOSE_PROVIDER: openai\nextensions:\n  developer:\n    enabled: true\n";
+    let goose = h.join(".config/goose/config.yaml");
+    std::fs::create_dir_all(goose.parent().expect("parent")).expect("mkdir");
+    std::fs::write(&goose, goose_yaml).expect("write");
+    std::fs::create_dir_all(h.join(".continue")).expect("mkdir");
+
+    let out = home.ok(&["install", "--no-service"]);
+    let bin = bin();
+    for (p, original) in &existing {
+        let now = read(p);
+        assert_pure_insertion(original, &now, p);
+        assert!(now.contains(&bin), "{}:\n{now}", p.display());
+        assert_eq!(&read(&backup(p)), original);
+    }
+    for p in &created {
+        assert!(
+            read(p).contains(&bin),
+            "{} not created:\n{out}",
+            p.display()
+        );
+    }
+    let zed = read(&existing[3].0);
+    assert!(zed.contains("\"context_servers\""), "{zed}");
+    let amp = read(&existing[5].0);
+    assert!(amp.contains("\"amp.mcpServers\""), "{amp}");
+    let vscode = read(&existing[1].0);
+    assert!(vscode.contains("\"servers\": {\n    \"cairn\""), "{vscode}");
+    // YAML: the snippet and its file are printed; the file is not touched.
+    assert_eq!(read(&goose), goose_yaml);
+    assert!(!backup(&goose).exists());
+    assert!(out.contains("to do by hand"), "{out}");
+    assert!(out.contains(&format!("cmd: {bin}")), "{out}");
+    assert!(out.contains(&goose.display().to_string()), "{out}");
+    assert!(out.contains("- name: cairn"), "{out}");
+    assert!(!h.join(".continue/config.yaml").exists());
+
+    // Idempotent.
+    let snapshot: Vec<String> = existing.iter().map(|(p, _)| read(p)).collect();
+    let again = home.ok(&["install", "--no-service"]);
+    assert!(!again.contains(" added"), "{again}");
+    for ((p, _), before) in existing.iter().zip(&snapshot) {
+        assert_eq!(
+            &read(p),
+            before,
+            "{} changed on the second run",
+            p.display()
+        );
+    }
+    // A snippet the user pasted counts as wired.
+    let pasted = format!("{goose_yaml}  cairn:\n    cmd: {bin}\n    args: [mcp]\n");
+    std::fs::write(&goose, &pasted).expect("write");
+    let third = home.ok(&["install", "--agent", "goose", "--no-service"]);
+    assert!(third.contains("already wired"), "{third}");
+
+    // Reversible.
+    let un = home.ok(&["uninstall"]);
+    for (p, original) in &existing {
+        assert_eq!(&read(p), original, "{} not restored", p.display());
+    }
+    for p in &created {
+        assert!(!p.exists(), "{} left behind", p.display());
+    }
+    assert_eq!(read(&goose), pasted, "uninstall never rewrites YAML");
+    assert!(un.contains("remove this entry from"), "{un}");
+}
+
+/// A malformed config of a newly wired agent is left byte for byte, with an
+/// error naming the file; `--dry-run` writes nothing.
+#[test]
+fn more_agents_malformed_configs_and_dry_run() {
+    let home = TestHome::empty();
+    let zed = home.path().join(".config/zed/settings.json");
+    std::fs::create_dir_all(zed.parent().expect("parent")).expect("mkdir");
+    let bad = "{\n  \"theme\": \"One Dark\",\n  \"context_servers\": {\n";
+    std::fs::write(&zed, bad).expect("write");
+    let out = home.run(&["install", "--agent", "zed", "--no-service"]);
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("zed/settings.json"), "{stderr}");
+    assert_eq!(read(&zed), bad);
+    assert!(!backup(&zed).exists());
+
+    let kiro = home.path().join(".kiro/settings/mcp.json");
+    std::fs::create_dir_all(kiro.parent().expect("parent")).expect("mkdir");
+    std::fs::write(&kiro, "{\"mcpServers\": {}}\n").expect("write");
+    let dry = home.ok(&["install", "--agent", "kiro", "--dry-run", "--no-service"]);
+    assert!(dry.contains("would add"), "{dry}");
+    assert_eq!(read(&kiro), "{\"mcpServers\": {}}\n");
+    let unknown = home.run(&["install", "--agent", "omp"]);
+    assert!(!unknown.status.success());
+    assert!(String::from_utf8_lossy(&unknown.stderr).contains("not supported yet"));
+}

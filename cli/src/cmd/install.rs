@@ -334,6 +334,9 @@ fn apply_all(
                     output::line(out, diff.trim_end())?;
                 }
             }
+            Ok(Change::Manual { instructions }) => {
+                output::line(out, &format!("{head}  to do by hand: {instructions}"))?;
+            }
             Err(e) => {
                 ok = false;
                 output::line(out, &format!("{head}  error"))?;

@@ -31,6 +31,12 @@ pub enum Change {
         /// The backup written, if this was the first change.
         backup: Option<PathBuf>,
     },
+    /// The file's format has no safe editor here: the user makes the change,
+    /// following these instructions (the file was not touched).
+    Manual {
+        /// What to add or remove, and where.
+        instructions: String,
+    },
 }
 
 /// Why a target could not be applied; the file is unchanged.
@@ -86,6 +92,25 @@ pub fn apply(target: &Target, action: Action, dry_run: bool) -> Result<Change, A
         return Ok(Change::Unchanged);
     }
     let old_text = old.as_deref().unwrap_or("");
+    if let Some((snippet, present)) = target.snippet(old_text) {
+        return Ok(match (action, present) {
+            (Action::Install, true) | (Action::Uninstall, false) => Change::Unchanged,
+            (Action::Install, false) => Change::Manual {
+                instructions: format!(
+                    "add this to {} (cairn does not rewrite this format):\n{}",
+                    path.display(),
+                    snippet.trim_end()
+                ),
+            },
+            (Action::Uninstall, true) => Change::Manual {
+                instructions: format!(
+                    "remove this entry from {} (cairn does not rewrite this format):\n{}",
+                    path.display(),
+                    snippet.trim_end()
+                ),
+            },
+        });
+    }
     let backup_path = backup_path(&path);
     let original = match action {
         Action::Uninstall => std::fs::read_to_string(&backup_path).ok(),

@@ -55,6 +55,16 @@ pub enum Edit {
         /// The element.
         value: Value,
     },
+    /// A config format cairn has no format-preserving editor for (YAML
+    /// with comments): the exact `snippet` is printed with the file it
+    /// belongs in, and the file is never written. The entry counts as there
+    /// when a line of the file, trimmed, equals `marker`.
+    Snippet {
+        /// The text to add, ready to paste.
+        snippet: String,
+        /// A line that shows the entry is present (e.g. `cairn:`).
+        marker: &'static str,
+    },
     /// `[parent.cairn]` in TOML with `command` and `args`.
     TomlServer {
         /// The parent table.
@@ -125,10 +135,25 @@ fn our_hook_index(doc: &Doc<'_>, path: &[&str]) -> Option<usize> {
     }
 }
 
+/// True when a line of `text`, trimmed, is `marker`.
+fn has_marker(text: &str, marker: &str) -> bool {
+    text.lines().any(|l| l.trim() == marker)
+}
+
 impl Target {
+    /// For a snippet target: the snippet, and whether the entry is already in `text`.
+    pub fn snippet(&self, text: &str) -> Option<(&str, bool)> {
+        match &self.edit {
+            Edit::Snippet { snippet, marker } => Some((snippet, has_marker(text, marker))),
+            _ => None,
+        }
+    }
+
     /// The new text with the entry added or brought up to date; `None` when already there.
     pub fn install(&self, text: &str) -> Result<Option<String>, TargetError> {
         match &self.edit {
+            // Never rewritten: see [`Target::snippet`].
+            Edit::Snippet { .. } => Ok(None),
             Edit::JsonMember {
                 path,
                 prefer,
@@ -172,6 +197,7 @@ impl Target {
         let before = original.and_then(|o| Doc::parse(o).ok());
         let keep = |p: &[&str]| before.as_ref().is_some_and(|d| d.lookup(p).is_some());
         match &self.edit {
+            Edit::Snippet { .. } => Ok(None),
             Edit::JsonMember { path, prefer, .. } => {
                 let doc = Doc::parse(text).map_err(EditError::from)?;
                 let p = json_path(&doc, path, prefer.as_deref());
@@ -188,6 +214,17 @@ impl Target {
     /// The command the existing entry runs, if the entry is there.
     pub fn wired(&self, text: &str) -> Result<Option<String>, TargetError> {
         match &self.edit {
+            Edit::Snippet { snippet, marker } => Ok(has_marker(text, marker).then(|| {
+                snippet
+                    .lines()
+                    .find_map(|l| {
+                        let l = l.trim();
+                        l.strip_prefix("cmd:")
+                            .or_else(|| l.strip_prefix("command:"))
+                            .map(|c| format!("{} mcp", c.trim()))
+                    })
+                    .unwrap_or_default()
+            })),
             Edit::JsonMember { path, prefer, .. } => {
                 let doc = Doc::parse(text).map_err(EditError::from)?;
                 let p = json_path(&doc, path, prefer.as_deref());

@@ -16,6 +16,7 @@
 
 pub mod aider;
 pub mod amp;
+pub mod antigravity;
 pub mod blocks;
 pub mod claude;
 pub mod claude_desktop;
@@ -38,6 +39,7 @@ pub mod opencode;
 pub mod openhands;
 pub mod pi;
 pub mod qwen;
+pub mod unreadable;
 pub mod vibe;
 pub mod vscode_tasks;
 
@@ -364,6 +366,10 @@ pub fn registry() -> Vec<Box<dyn Source>> {
         Box::new(hermes::Hermes),
         Box::new(openhands::OpenHands),
         Box::new(amp::Amp),
+        Box::new(antigravity::Antigravity),
+        Box::new(unreadable::Windsurf),
+        Box::new(unreadable::Trae),
+        Box::new(unreadable::Plandex),
         Box::new(notes::Notes),
     ]
 }
