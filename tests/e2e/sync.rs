@@ -743,3 +743,336 @@ fn two_daemons_in_separate_network_namespaces_over_veth() {
         Some(b_listen.as_str())
     );
 }
+
+/// Runs `ip ARGS`, or says what failed.
+fn ip(args: &[&str]) -> Result<(), String> {
+    run_tool("ip", args)
+}
+
+fn run_tool(tool: &str, args: &[&str]) -> Result<(), String> {
+    let out = Command::new(tool)
+        .args(args)
+        .output()
+        .map_err(|e| format!("cannot run `{tool}`: {e}"))?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "`{tool} {}` failed: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        ))
+    }
+}
+
+/// A hub namespace and two laptops, each behind its own masquerading
+/// router namespace: laptop → router → hub works, nothing opens a flow
+/// into a laptop, and the laptops have no route to each other. Deleted on drop.
+struct NatHub {
+    names: Vec<String>,
+    hub: String,
+    laptops: [String; 2],
+    /// The hub's service address, routed to by both routers.
+    hub_ip: String,
+    /// Each laptop's LAN: (router side, laptop side) addresses, prefix /24.
+    lans: [(String, String); 2],
+}
+
+impl NatHub {
+    fn create() -> Result<NatHub, String> {
+        let uid = Command::new("id")
+            .arg("-u")
+            .output()
+            .map_err(|e| format!("cannot run `id`: {e}"))?;
+        if String::from_utf8_lossy(&uid.stdout).trim() != "0" {
+            return Err("not running as root".to_owned());
+        }
+        run_tool("iptables", &["-V"]).map_err(|e| format!("iptables is missing ({e})"))?;
+        let tag = std::process::id() % 100_000;
+        let n = std::process::id() % 200 + 20;
+        let ns = |s: &str| format!("cn{s}-{tag}");
+        let t = NatHub {
+            names: ["hub", "r1", "r2", "l1", "l2"]
+                .iter()
+                .map(|s| ns(s))
+                .collect(),
+            hub: ns("hub"),
+            laptops: [ns("l1"), ns("l2")],
+            hub_ip: format!("10.{n}.0.1"),
+            lans: [
+                (format!("10.{}.1.1", n + 1), format!("10.{}.1.2", n + 1)),
+                (format!("10.{}.2.1", n + 1), format!("10.{}.2.2", n + 1)),
+            ],
+        };
+        for name in &t.names {
+            ip(&["netns", "add", name])?;
+        }
+        ip(&["-n", &t.hub, "link", "set", "lo", "up"])?;
+        ip(&[
+            "-n",
+            &t.hub,
+            "addr",
+            "add",
+            &format!("{}/32", t.hub_ip),
+            "dev",
+            "lo",
+        ])?;
+        for (i, side) in ["1", "2"].iter().enumerate() {
+            let (router, laptop) = (ns(&format!("r{side}")), ns(&format!("l{side}")));
+            let (hw, rw) = (format!("ch{side}{tag}"), format!("cw{side}{tag}"));
+            let (ri, le) = (format!("ci{side}{tag}"), format!("ce{side}{tag}"));
+            let (hub_side, router_wan) = (format!("10.{n}.{side}.1"), format!("10.{n}.{side}.2"));
+            let (router_lan, laptop_ip) = t.lans[i].clone();
+            // hub <-> router (the "internet")
+            ip(&["link", "add", &hw, "type", "veth", "peer", "name", &rw])?;
+            ip(&["link", "set", &hw, "netns", &t.hub])?;
+            ip(&["link", "set", &rw, "netns", &router])?;
+            ip(&[
+                "-n",
+                &t.hub,
+                "addr",
+                "add",
+                &format!("{hub_side}/24"),
+                "dev",
+                &hw,
+            ])?;
+            ip(&["-n", &t.hub, "link", "set", &hw, "up"])?;
+            ip(&[
+                "-n",
+                &router,
+                "addr",
+                "add",
+                &format!("{router_wan}/24"),
+                "dev",
+                &rw,
+            ])?;
+            ip(&["-n", &router, "link", "set", &rw, "up"])?;
+            ip(&["-n", &router, "link", "set", "lo", "up"])?;
+            ip(&[
+                "-n",
+                &router,
+                "route",
+                "add",
+                &format!("{}/32", t.hub_ip),
+                "via",
+                &hub_side,
+            ])?;
+            // router <-> laptop (the home LAN)
+            ip(&["link", "add", &ri, "type", "veth", "peer", "name", &le])?;
+            ip(&["link", "set", &ri, "netns", &router])?;
+            ip(&["link", "set", &le, "netns", &laptop])?;
+            ip(&[
+                "-n",
+                &router,
+                "addr",
+                "add",
+                &format!("{router_lan}/24"),
+                "dev",
+                &ri,
+            ])?;
+            ip(&["-n", &router, "link", "set", &ri, "up"])?;
+            ip(&[
+                "-n",
+                &laptop,
+                "addr",
+                "add",
+                &format!("{laptop_ip}/24"),
+                "dev",
+                &le,
+            ])?;
+            ip(&["-n", &laptop, "link", "set", &le, "up"])?;
+            ip(&["-n", &laptop, "link", "set", "lo", "up"])?;
+            ip(&["-n", &laptop, "route", "add", "default", "via", &router_lan])?;
+            // The router forwards and masquerades; nothing opens a flow inward.
+            run_tool(
+                "ip",
+                &[
+                    "netns",
+                    "exec",
+                    &router,
+                    "sysctl",
+                    "-qw",
+                    "net.ipv4.ip_forward=1",
+                ],
+            )?;
+            let ipt = |args: &[&str]| {
+                let mut v = vec!["netns", "exec", &router, "iptables"];
+                v.extend_from_slice(args);
+                run_tool("ip", &v)
+            };
+            ipt(&[
+                "-t",
+                "nat",
+                "-A",
+                "POSTROUTING",
+                "-o",
+                &rw,
+                "-j",
+                "MASQUERADE",
+            ])?;
+            ipt(&[
+                "-A",
+                "FORWARD",
+                "-i",
+                &rw,
+                "-m",
+                "conntrack",
+                "--ctstate",
+                "NEW",
+                "-j",
+                "DROP",
+            ])?;
+        }
+        Ok(t)
+    }
+
+    /// Moves laptop `i` to another address on its LAN (as after a DHCP renewal).
+    fn readdress(&self, i: usize, new_ip: &str) -> Result<(), String> {
+        let laptop = &self.laptops[i];
+        let (router_lan, old) = &self.lans[i];
+        let dev = format!("ce{}{}", i + 1, std::process::id() % 100_000);
+        // Deleting the old address takes the default route (and any
+        // secondary address of the subnet) with it, so it goes first.
+        let (old_cidr, new_cidr) = (format!("{old}/24"), format!("{new_ip}/24"));
+        ip(&["-n", laptop, "addr", "del", &old_cidr, "dev", &dev])?;
+        ip(&["-n", laptop, "addr", "add", &new_cidr, "dev", &dev])?;
+        ip(&[
+            "-n", laptop, "route", "replace", "default", "via", router_lan,
+        ])
+    }
+}
+
+impl Drop for NatHub {
+    fn drop(&mut self) {
+        for ns in &self.names {
+            let _ = Command::new("ip").args(["netns", "del", ns]).output();
+        }
+    }
+}
+
+/// Pairs `joiner` with the code `inviter` prints while listening on
+/// `listen` and advertising `advertise`.
+fn pair_advertised(inviter: &Machine, joiner: &Machine, listen: &str, advertise: &str) {
+    let mut child = inviter
+        .cmd(&[
+            "pair",
+            "--listen",
+            listen,
+            "--advertise",
+            advertise,
+            "--json",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn cairn pair");
+    let stdout = child.stdout.take().expect("stdout");
+    let mut guard = Reap(child);
+    let mut first = String::new();
+    BufReader::new(stdout)
+        .read_line(&mut first)
+        .expect("code line");
+    let v: serde_json::Value = serde_json::from_str(&first).expect("code JSON");
+    let joined = joiner.json(&["pair", v["code"].as_str().expect("code"), "--json"]);
+    assert_eq!(joined["paired"]["name"], inviter.name);
+    let exited = wait_for(DEADLINE, || guard.0.try_wait().ok().flatten());
+    assert!(
+        exited.is_some_and(|s| s.success()),
+        "the inviter exits after pairing"
+    );
+}
+
+fn dump_logs(ms: &[&Machine]) {
+    for m in ms {
+        let log = std::fs::read_to_string(m.home.path().join("serve.log")).unwrap_or_default();
+        eprintln!("--- {} serve log ---\n{log}", m.name);
+    }
+}
+
+#[test]
+fn laptops_behind_separate_nats_sync_through_a_hub() {
+    let net = match NatHub::create() {
+        Ok(n) => n,
+        Err(why) => {
+            eprintln!(
+                "\n!!!!! SKIPPED laptops_behind_separate_nats_sync_through_a_hub: {why}.\n\
+                 !!!!! Run the e2e tests as root with iproute2 and iptables to cover NAT.\n"
+            );
+            return;
+        }
+    };
+    let mut hub = Machine::new(TestHome::empty(), "hub");
+    let mut l1 = Machine::new(TestHome::seeded(), "fixture-laptop");
+    let mut l2 = Machine::new(TestHome::empty(), "laptop-two");
+    hub.netns = Some(net.hub.clone());
+    l1.netns = Some(net.laptops[0].clone());
+    l2.netns = Some(net.laptops[1].clone());
+    l1.ok(&["index", "--quiet"]);
+    let l1_records = records_of(&l1);
+    // Every daemon listens everywhere in its own namespace.
+    let (_hub_serve, _) = hub.serve("0.0.0.0:7878");
+    let (_l1_serve, _) = l1.serve("0.0.0.0:7878");
+    let (_l2_serve, _) = l2.serve("0.0.0.0:7878");
+
+    // Each laptop pairs against the hub's code: the direction a NAT allows.
+    let advertise = format!("{}:7879", net.hub_ip);
+    let paired = Instant::now();
+    pair_advertised(&hub, &l1, "0.0.0.0:7879", &advertise);
+    pair_advertised(&hub, &l2, "0.0.0.0:7879", &advertise);
+
+    // l1's history reaches l2 through the hub; the laptops never meet.
+    let arrived = wait_for(Duration::from_secs(90), || {
+        (records_of(&l2) >= l1_records).then(Instant::now)
+    });
+    let Some(arrived) = arrived else {
+        dump_logs(&[&hub, &l1, &l2]);
+        panic!("l1's records never reached l2 through the hub");
+    };
+    eprintln!(
+        "NAT/hub: pairing -> all of l1's records on l2: {:?}",
+        arrived.duration_since(paired)
+    );
+    let hits = l2.search("timezone");
+    assert!(
+        !hits.is_empty() && hits.iter().all(|h| h["machine"] == l1.name),
+        "{hits:?}"
+    );
+
+    // An append on l1 arrives on l2 with no `cairn sync` run by hand.
+    let sid = "d2a7c4e1-8f3b-4c6d-a5e9-7b1f0c3d2e44";
+    let append = |uuid: &str, text: &str| {
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .open(widgets_transcript(&l1.home))
+            .expect("open transcript");
+        writeln!(f, "{}", claude_line(sid, uuid, text)).expect("append");
+    };
+    let started = Instant::now();
+    append("u-nat-1", "the pangolin gateway speaks only http2");
+    let Some(t) = wait_for(Duration::from_secs(90), || {
+        (!l2.search("pangolin").is_empty()).then(Instant::now)
+    }) else {
+        dump_logs(&[&hub, &l1, &l2]);
+        panic!("the appended line never crossed the hub");
+    };
+    eprintln!(
+        "NAT/hub: append on l1 -> searchable on l2: {:?}",
+        t.duration_since(started)
+    );
+
+    // l1 moves to another address; sync resumes by itself.
+    let new_ip = net.lans[0].1.replace(".1.2", ".1.77");
+    net.readdress(0, &new_ip).expect("readdress l1");
+    let started = Instant::now();
+    append("u-nat-2", "the quetzal cache moved to the new subnet");
+    let Some(t) = wait_for(Duration::from_secs(120), || {
+        (!l2.search("quetzal").is_empty()).then(Instant::now)
+    }) else {
+        dump_logs(&[&hub, &l1, &l2]);
+        panic!("sync did not resume after l1's address changed");
+    };
+    eprintln!(
+        "NAT/hub: after l1's address change, append -> on l2: {:?}",
+        t.duration_since(started)
+    );
+}
