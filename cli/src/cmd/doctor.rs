@@ -287,6 +287,21 @@ fn agent_checks(global: &GlobalArgs) -> Vec<Check> {
             .iter()
             .find(|w| w.agent == a.id && w.what == crate::install::What::McpServer);
         match entry {
+            // Configs cairn does not rewrite (YAML with comments): the
+            // entry is pasted by hand from what `cairn install` prints.
+            None if a.detected && a.mcp.snippet("").is_some() => out.push(check(
+                "agents",
+                Level::Warn,
+                format!(
+                    "{} is installed; its config ({}) needs cairn's entry added by hand",
+                    a.id,
+                    a.mcp.path.display()
+                ),
+                Some(format!(
+                    "`cairn install --agent {}` prints the lines to add",
+                    a.id
+                )),
+            )),
             None if a.detected => out.push(check(
                 "agents",
                 Level::Problem,
