@@ -131,6 +131,9 @@ pub struct SearchArgs {
     /// Answer from the index as it is, without reading new history first.
     #[arg(long)]
     pub no_refresh: bool,
+    /// Words only: leave out the meaning (semantic) tier for this query.
+    #[arg(long)]
+    pub lexical: bool,
     /// What to look for: words, "quoted phrases", prefix*, paths, error text.
     #[arg(required = true, num_args = 1.., trailing_var_arg = true, allow_hyphen_values = true)]
     pub query: Vec<String>,

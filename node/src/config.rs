@@ -75,6 +75,17 @@ pub struct ConfigFile {
     /// `[sources]`
     #[serde(default)]
     pub sources: SourcesSection,
+    /// `[search]`
+    #[serde(default)]
+    pub search: SearchSection,
+}
+
+/// `[search]` settings.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SearchSection {
+    /// The meaning tier (built-in embeddings); on unless set to `false`.
+    pub semantic: Option<bool>,
 }
 
 /// `[node]` settings.
@@ -151,6 +162,8 @@ pub struct Config {
     pub locations: Locations,
     /// Agent ids not to read.
     pub disabled: Vec<String>,
+    /// Whether records get meaning vectors and search uses them.
+    pub semantic: bool,
 }
 
 impl Config {
@@ -245,6 +258,7 @@ impl Config {
             node_name,
             locations: loc,
             disabled: file.sources.disabled,
+            semantic: file.search.semantic.unwrap_or(true),
         })
     }
 }
@@ -314,6 +328,13 @@ mod tests {
         .expect("write");
         let c = Config::resolve(&env(dir.path()), Some(&p)).expect("resolve");
         assert_eq!(c.node_name, "laptop");
+        assert!(c.semantic, "on by default");
+        std::fs::write(&p, "[search]\nsemantic = false\n").expect("write");
+        assert!(
+            !Config::resolve(&env(dir.path()), Some(&p))
+                .expect("resolve")
+                .semantic
+        );
         assert_eq!(c.locations.aider_roots, [dir.path().join("code/shop")]);
         std::fs::write(&p, "[node]\nnmae = \"typo\"\n").expect("write");
         let err = Config::resolve(&env(dir.path()), Some(&p)).expect_err("typo");

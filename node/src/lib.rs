@@ -7,6 +7,7 @@
 //! several nodes can share a process.
 
 pub mod config;
+pub mod embed;
 pub mod home;
 pub mod identity;
 pub mod indexer;

@@ -184,7 +184,29 @@ impl Node {
             now_ms,
             deadline,
         };
-        Ok(indexer::index_all(&mut self.store, &ctx, progress)?)
+        let report = indexer::index_all(&mut self.store, &ctx, progress)?;
+        self.embed_pending()?;
+        Ok(report)
+    }
+
+    /// The meaning-vector embedder, when the semantic tier is on.
+    fn embedder(&self) -> Option<&'static crate::embed::Embedder<'static>> {
+        self.config.semantic.then(crate::embed::builtin)
+    }
+
+    /// Gives every record stored since the last pass its meaning vector
+    /// (computed here, from the stored redacted text). Returns how many
+    /// records were examined; nothing when the semantic tier is off.
+    pub fn embed_pending(&mut self) -> Result<u64, StoreError> {
+        match self.embedder() {
+            Some(e) => self.store.embed_pending(e),
+            None => Ok(0),
+        }
+    }
+
+    /// Whether the semantic tier is on, and how far the vectors have come.
+    pub fn semantic_status(&self) -> Result<(bool, crate::store::VectorCounts), NodeError> {
+        Ok((self.config.semantic, self.store.vector_counts()?))
     }
 
     /// How far the index is behind the agents' stores (reads no history).
@@ -214,7 +236,11 @@ impl Node {
 
     /// Searches the merged memory (the first page).
     pub fn search(&self, query: &str, opts: &SearchOptions) -> Result<Vec<Hit>, NodeError> {
-        Ok(search::search(&self.store, &Query::parse(query), opts)?)
+        let opts = SearchOptions {
+            semantic: self.embedder(),
+            ..opts.clone()
+        };
+        Ok(search::search(&self.store, &Query::parse(query), &opts)?)
     }
 
     /// Stores a durable note (redacted first) and indexes it at once.
@@ -248,6 +274,7 @@ impl Node {
             deadline: None,
         };
         indexer::index_all(&mut self.store, &ctx, &mut |_| {})?;
+        self.embed_pending()?;
         Ok(counts)
     }
 
@@ -290,6 +317,8 @@ impl Node {
                 }
             }
         }
+        // Received records get their vectors here; vectors never travel.
+        self.embed_pending()?;
         Ok(report)
     }
 

@@ -15,6 +15,7 @@ mod pairing;
 mod privacy;
 mod search;
 mod secrets;
+mod semantic;
 mod service;
 mod startup;
 mod sync;

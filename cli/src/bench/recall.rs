@@ -46,6 +46,9 @@ pub struct RecallArgs {
     /// Print the figures as JSON too.
     #[arg(long)]
     pub json: bool,
+    /// Words only: leave out the meaning (semantic) tier.
+    #[arg(long)]
+    pub lexical: bool,
 }
 
 /// One message of an evaluation session.
@@ -371,6 +374,7 @@ pub fn main() -> anyhow::Result<()> {
     let opts = SearchOptions {
         limit: args.limit,
         now_ms,
+        lexical_only: args.lexical,
         ..SearchOptions::default()
     };
     // (category, split) -> (rank, ms)

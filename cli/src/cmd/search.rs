@@ -81,6 +81,8 @@ pub fn run(global: &GlobalArgs, args: &SearchArgs) -> anyhow::Result<()> {
         roles,
         session: args.session.clone(),
         now_ms: now,
+        semantic: None, // filled in by `Node::search`
+        lexical_only: args.lexical,
     };
     let page = node.search_page(&query, &opts, args.offset)?;
     let hits = &page.hits;

@@ -33,12 +33,17 @@ struct Status<'a> {
     exposed: Vec<cairn_node::home::Exposed>,
     /// Paths this start made private (they were open to other users).
     tightened: &'a [cairn_node::home::Exposed],
+    /// Whether search uses the meaning tier (`[search] semantic`).
+    semantic: bool,
+    /// Records with a meaning vector, and records waiting for one.
+    vectors: cairn_node::store::VectorCounts,
 }
 
 /// Runs `cairn status`.
 pub fn run(global: &GlobalArgs, args: &JsonArgs) -> anyhow::Result<()> {
     let node = super::open(global)?;
     let stats = node.stats()?;
+    let (semantic, vectors) = node.semantic_status()?;
     let cfg = node.config();
     let exposed = node.exposed();
     let st = Status {
@@ -66,6 +71,8 @@ pub fn run(global: &GlobalArgs, args: &JsonArgs) -> anyhow::Result<()> {
         private: exposed.is_empty(),
         exposed,
         tightened: node.tightened(),
+        semantic,
+        vectors,
     };
     if args.json {
         return output::json(&st);
@@ -109,6 +116,17 @@ pub fn run(global: &GlobalArgs, args: &JsonArgs) -> anyhow::Result<()> {
                 "sync      not serving (run `cairn serve`), {} paired machine(s)",
                 st.peers
             ),
+        },
+    )?;
+    output::line(
+        &mut out,
+        &if st.semantic {
+            format!(
+                "semantic  on: {} records with meaning vectors, {} waiting",
+                st.vectors.with_vector, st.vectors.pending
+            )
+        } else {
+            "semantic  off ([search] semantic = false): search by words only".to_owned()
         },
     )?;
     output::line(&mut out, &service_line(st.service.as_ref()))?;

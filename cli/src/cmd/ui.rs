@@ -42,6 +42,7 @@ pub fn run(global: &GlobalArgs, args: &UiArgs) -> anyhow::Result<()> {
         node_id: node.identity().id().to_owned(),
         node_name: cfg.node_name.clone(),
         checked: checked_paths(&cfg.locations, &cfg.disabled),
+        semantic: cfg.semantic,
     };
     // The page reads through its own read-only connection.
     drop(node);

@@ -86,6 +86,8 @@ pub fn search(node: &Node, req: &SearchRequest, now_ms: i64) -> Result<String, T
         roles: req.role.into_iter().collect(),
         session: None,
         now_ms,
+        semantic: None, // filled in by `Node::search`
+        lexical_only: false,
     };
     let hits = node.search(&req.query, &opts)?;
     if hits.is_empty() {

@@ -9,6 +9,7 @@
 
 pub mod query;
 pub mod rank;
+pub mod semantic;
 pub mod snippet;
 pub mod text;
 pub mod when;
@@ -40,6 +41,11 @@ pub struct SearchOptions {
     pub session: Option<String>,
     /// "Now" for age decay, Unix ms (passed in; this module reads no clock).
     pub now_ms: i64,
+    /// The meaning tier's embedder (see [`semantic`]); lexical only when
+    /// `None`. `Node::search` fills it in when the tier is on.
+    pub semantic: Option<&'static crate::embed::Embedder<'static>>,
+    /// Lexical tier only for this query, even when the meaning tier is on.
+    pub lexical_only: bool,
 }
 
 /// One search result: the best-matching record of one session.
@@ -318,12 +324,30 @@ pub fn search_page(
     opts: &SearchOptions,
     offset: usize,
 ) -> Result<Page, SearchError> {
-    let conn = store.conn();
-    let empty = Page {
-        hits: Vec::new(),
-        total: 0,
+    let (lexical, words) = lexical(store, q, opts)?;
+    let ranked = semantic::blend(store, q, opts, lexical)?;
+    let total = ranked.len();
+    let mut hits = Vec::new();
+    for top in ranked.into_iter().skip(offset).take(opts.limit.max(1)) {
+        if let Some(hit) = hit_details(store.conn(), &top, &words)? {
+            hits.push(hit);
+        }
+    }
+    Ok(Page {
+        hits,
+        total,
         offset,
-    };
+    })
+}
+
+/// Every session the words match, best first, and the words to highlight.
+fn lexical(
+    store: &Store,
+    q: &Query,
+    opts: &SearchOptions,
+) -> Result<(Vec<rank::Ranked>, Vec<String>), SearchError> {
+    let conn = store.conn();
+    let empty = (Vec::new(), Vec::new());
     let period = when::period(&q.text, opts.now_ms);
     // "What happened on June 1 2024?": nothing but the date to go on.
     let dates_only = period.as_ref().is_some_and(|p| {
@@ -462,22 +486,11 @@ pub fn search_page(
         span,
         period.as_ref(),
     );
-    let total = ranked.len();
     let mut words = q.highlight_words();
     if let Some(p) = &period {
         words.retain(|w| !p.words.contains(w));
     }
-    let mut hits = Vec::new();
-    for top in ranked.into_iter().skip(offset).take(opts.limit.max(1)) {
-        if let Some(hit) = hit_details(conn, &top, &words)? {
-            hits.push(hit);
-        }
-    }
-    Ok(Page {
-        hits,
-        total,
-        offset,
-    })
+    Ok((ranked, words))
 }
 
 /// The record that answers a user's record: the best-matching reply, else

@@ -16,6 +16,7 @@ mod read;
 mod schema;
 #[cfg(test)]
 mod sync_tests;
+mod vectors;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -29,6 +30,7 @@ pub use ingest::{Ingest, SourceState};
 pub use log::{LogKind, OwnLog, StoredRecord};
 pub use read::{AgentCounts, SessionInfo, SessionRecord, SourceRow, StoreStats};
 pub use schema::SCHEMA_VERSION;
+pub use vectors::{VectorCounts, embeds_role};
 
 /// Failures of the store.
 #[derive(Debug, thiserror::Error)]

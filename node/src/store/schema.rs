@@ -148,6 +148,18 @@ const MIGRATIONS: &[&str] = &[
     INSERT INTO meta(key, value) VALUES ('fts_stem_backfill', '0')
         ON CONFLICT(key) DO UPDATE SET value = '0';
     "#,
+    // v4: meaning vectors of records (see store::vectors): one row per
+    // record examined, int8 vector or NULL. Existing records are embedded
+    // by the first vector pass after the upgrade.
+    r#"
+    CREATE TABLE vectors(
+        id INTEGER PRIMARY KEY,
+        v  BLOB
+    );
+    CREATE TRIGGER vectors_follow_records AFTER DELETE ON records BEGIN
+        DELETE FROM vectors WHERE id = old.id;
+    END;
+    "#,
 ];
 
 /// The schema version this build writes.

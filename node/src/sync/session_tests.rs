@@ -270,6 +270,10 @@ async fn two_nodes_exchange_both_ways_and_hits_name_the_origin() {
     assert!(!hits.is_empty() && hits.iter().all(|h| h.machine == "beta"));
     assert_eq!(a.records(), 8);
     assert_eq!(b.records(), 8);
+    // Received records get meaning vectors computed where they land
+    // (vectors are not part of the wire format).
+    let vectors = "SELECT count(*) FROM vectors WHERE v IS NOT NULL";
+    assert_eq!((a.count(vectors), b.count(vectors)), (8, 8));
 
     // Nothing new: one watermark exchange, no pulls, no batches either way.
     let again = a.sync_ok(&mut b).await;

@@ -170,6 +170,8 @@ pub(crate) async fn search(
         roles: parse_roles(given(&p.role))?,
         session: given(&p.session),
         now_ms: now,
+        semantic: state.ctx.semantic.then(crate::embed::builtin),
+        lexical_only: false,
     };
     with_store(&state, move |_, store| {
         let q = search::Query::parse(&query);

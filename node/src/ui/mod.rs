@@ -66,6 +66,8 @@ pub struct UiContext {
     pub node_name: String,
     /// Where agent histories were looked for (shown when none was found).
     pub checked: Vec<PathBuf>,
+    /// Whether search uses the meaning tier (`[search] semantic`).
+    pub semantic: bool,
 }
 
 /// Shared by every request.

@@ -1,0 +1,88 @@
+//! The token-embedding table file: vocabulary, one scale per row, int8 rows.
+//!
+//! Layout (little endian), written by `tools/embed/distill.py`:
+//! `b"CAIRNEMB"`, u32 version (1), u32 rows, u32 dim, u32 vocabulary bytes,
+//! the vocabulary (one token per row, joined by `\n`), rows × f32 scale,
+//! rows × dim int8. Parsing borrows the bytes: the built-in table is read
+//! straight from the binary.
+
+use std::collections::HashMap;
+
+use super::EmbedError;
+
+const MAGIC: &[u8; 8] = b"CAIRNEMB";
+const HEADER: usize = 8 + 4 * 4;
+
+/// A parsed table, borrowing its bytes.
+#[derive(Debug)]
+pub struct Table<'a> {
+    /// Token → row.
+    pub vocab: HashMap<&'a str, u32>,
+    /// Row scales.
+    scales: &'a [u8],
+    /// Row values, rows × dim.
+    values: &'a [u8],
+    /// Dimensions per row.
+    pub dim: usize,
+}
+
+fn u32_at(b: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
+}
+
+impl<'a> Table<'a> {
+    /// Checks and parses a table file's bytes.
+    pub fn parse(b: &'a [u8]) -> Result<Table<'a>, EmbedError> {
+        let bad = |why: &str| EmbedError::BadTable(why.to_owned());
+        if b.len() < HEADER || &b[..8] != MAGIC {
+            return Err(bad("not a cairn embedding table"));
+        }
+        if u32_at(b, 8) != 1 {
+            return Err(bad("unsupported table version"));
+        }
+        let rows = u32_at(b, 12) as usize;
+        let dim = u32_at(b, 16) as usize;
+        let vocab_len = u32_at(b, 20) as usize;
+        if rows == 0 || dim == 0 || dim > 4096 {
+            return Err(bad("empty or implausible table"));
+        }
+        let need = rows
+            .checked_mul(dim + 4)
+            .and_then(|n| n.checked_add(HEADER + vocab_len));
+        if need != Some(b.len()) {
+            return Err(bad("size does not match the header"));
+        }
+        let vocab_bytes = &b[HEADER..HEADER + vocab_len];
+        let text = std::str::from_utf8(vocab_bytes).map_err(|_| bad("vocabulary is not UTF-8"))?;
+        let mut vocab = HashMap::with_capacity(rows);
+        let mut n = 0u32;
+        for tok in text.split('\n') {
+            vocab.entry(tok).or_insert(n);
+            n += 1;
+        }
+        if n as usize != rows {
+            return Err(bad("vocabulary and rows differ in number"));
+        }
+        let scales_at = HEADER + vocab_len;
+        let values_at = scales_at + rows * 4;
+        Ok(Table {
+            vocab,
+            scales: &b[scales_at..values_at],
+            values: &b[values_at..],
+            dim,
+        })
+    }
+
+    /// Adds row `id` to `acc` (which has `dim` entries).
+    pub fn add_row(&self, id: u32, acc: &mut [f32]) {
+        let i = id as usize;
+        let Some(s) = self.scales.get(i * 4..i * 4 + 4) else {
+            return;
+        };
+        let scale = f32::from_le_bytes([s[0], s[1], s[2], s[3]]);
+        let row = &self.values[i * self.dim..(i + 1) * self.dim];
+        for (a, &v) in acc.iter_mut().zip(row) {
+            *a += scale * f32::from(v as i8);
+        }
+    }
+}

@@ -1,0 +1,315 @@
+//! The meaning tier of search: a brute-force scan of the records' int8
+//! vectors for the query's vector, fused with the lexical ranking by
+//! reciprocal rank.
+//!
+//! Exact look-ups (identifiers, error codes, paths, quoted phrases) stay
+//! lexical: their words are the point, and a near-miss in meaning would
+//! only push the exact match down. A question with no lexical match at all
+//! is answered from the vectors alone.
+
+use std::cmp::Ordering;
+use std::collections::{BinaryHeap, HashMap};
+
+use rusqlite::types::Value as SqlValue;
+
+use super::{Query, SearchError, SearchOptions, rank::Ranked};
+use crate::embed::cosine;
+use crate::store::Store;
+
+/// Records the vector scan hands to fusion.
+const VECTOR_RECORDS: usize = 200;
+/// Sessions from each tier that take part in fusion.
+const FUSE_DEPTH: usize = 50;
+/// Reciprocal-rank constant: larger flattens the difference between ranks.
+/// Chosen with VECTOR_WEIGHT on the recall bench's tune split (k 10/60 ×
+/// weight 0.5–1.0); see docs/embeddings.md.
+const RRF_K: f64 = 10.0;
+/// Weight of the vector tier against the lexical one (1.0): the lexical
+/// ranking is the stronger signal when it has one.
+const VECTOR_WEIGHT: f64 = 0.6;
+/// Below this cosine a record is not considered related at all.
+const MIN_SIMILARITY: f32 = 0.25;
+
+/// True when the query names something exactly: a single word, a quoted
+/// phrase, or a word that is an identifier, code, path or number (not a
+/// year) rather than prose.
+pub fn is_exact_lookup(raw: &str) -> bool {
+    if raw.contains('"') || raw.split_whitespace().count() == 1 {
+        return true;
+    }
+    raw.split_whitespace().any(|w| {
+        let w = w.trim_matches(|c: char| matches!(c, '?' | '!' | ',' | '.' | ';' | ':' | '\''));
+        let letters = w.chars().any(char::is_alphabetic);
+        let digits = w.chars().filter(char::is_ascii_digit).count();
+        let year = digits == 4 && w.len() == 4 && (w.starts_with("19") || w.starts_with("20"));
+        let number = digits >= 3 && !letters && !year;
+        // Upper case inside a word: camelCase, OOMKilled, HTTPError.
+        let camel = w.chars().skip(1).any(char::is_uppercase) && w.chars().any(char::is_lowercase);
+        let symbols = w.chars().any(|c| {
+            matches!(
+                c,
+                '_' | '/'
+                    | '\\'
+                    | ':'
+                    | '.'
+                    | '#'
+                    | '['
+                    | ']'
+                    | '('
+                    | ')'
+                    | '='
+                    | '<'
+                    | '>'
+                    | '@'
+                    | '$'
+                    | '*'
+                    | '{'
+                    | '}'
+            )
+        });
+        (letters && digits > 0) || number || camel || symbols
+    })
+}
+
+/// One session's best record by meaning.
+struct Near {
+    record_id: i64,
+    session: i64,
+    role: String,
+    sim: f32,
+}
+
+/// Min-heap entry for the top records: similarity, record, session, role.
+struct Top(f32, i64, i64, String);
+impl PartialEq for Top {
+    fn eq(&self, o: &Self) -> bool {
+        self.cmp(o) == Ordering::Equal
+    }
+}
+impl Eq for Top {}
+impl PartialOrd for Top {
+    fn partial_cmp(&self, o: &Self) -> Option<Ordering> {
+        Some(self.cmp(o))
+    }
+}
+impl Ord for Top {
+    fn cmp(&self, o: &Self) -> Ordering {
+        // Reversed: the heap's top is the weakest kept record.
+        o.0.total_cmp(&self.0).then(o.1.cmp(&self.1))
+    }
+}
+
+/// The sessions nearest to `qv` in meaning, best first, honouring the
+/// search filters.
+fn nearest(store: &Store, qv: &[f32], opts: &SearchOptions) -> Result<Vec<Near>, SearchError> {
+    let conn = store.conn();
+    let mut sql = String::from(
+        "SELECT v.id, v.v, r.session, r.role FROM vectors v JOIN records r ON r.id = v.id",
+    );
+    if opts.agent.is_some() || opts.project.is_some() || opts.session.is_some() {
+        sql.push_str(" JOIN sessions se ON se.id = r.session");
+    }
+    if opts.machine.is_some() {
+        sql.push_str(" LEFT JOIN nodes n ON n.id = r.origin");
+    }
+    sql.push_str(" WHERE v.v IS NOT NULL");
+    let mut args: Vec<SqlValue> = Vec::new();
+    let mut arg = |sql: &mut String, clause: &str, v: SqlValue| {
+        args.push(v);
+        sql.push_str(&clause.replace("?X", &format!("?{}", args.len())));
+    };
+    if let Some(a) = &opts.agent {
+        arg(&mut sql, " AND se.agent = ?X", SqlValue::Text(a.clone()));
+    }
+    if let Some(p) = &opts.project {
+        arg(
+            &mut sql,
+            " AND instr(se.project, ?X) > 0",
+            SqlValue::Text(p.clone()),
+        );
+    }
+    if let Some(m) = &opts.machine {
+        arg(
+            &mut sql,
+            " AND (n.name = ?X OR r.origin = ?X)",
+            SqlValue::Text(m.clone()),
+        );
+    }
+    if let Some(t) = opts.since_ms {
+        arg(&mut sql, " AND r.ts >= ?X", SqlValue::Integer(t));
+    }
+    if let Some(s) = &opts.session {
+        arg(
+            &mut sql,
+            " AND substr(se.session_id, 1, length(?X)) = ?X",
+            SqlValue::Text(s.clone()),
+        );
+    }
+    if !opts.roles.is_empty() {
+        let names: Vec<String> = opts
+            .roles
+            .iter()
+            .map(|r| format!("'{}'", r.as_str()))
+            .collect();
+        sql.push_str(&format!(" AND r.role IN ({})", names.join(",")));
+    }
+    let mut stmt = conn.prepare(&sql)?;
+    let mut rows = stmt.query(rusqlite::params_from_iter(args.iter()))?;
+    let mut heap = BinaryHeap::with_capacity(VECTOR_RECORDS + 1);
+    while let Some(r) = rows.next()? {
+        let v = r.get_ref(1)?.as_blob().map_err(rusqlite::Error::from)?;
+        let sim = cosine(qv, v);
+        if sim < MIN_SIMILARITY {
+            continue;
+        }
+        if heap.len() < VECTOR_RECORDS || heap.peek().is_some_and(|t: &Top| sim > t.0) {
+            heap.push(Top(sim, r.get(0)?, r.get(2)?, r.get(3)?));
+            if heap.len() > VECTOR_RECORDS {
+                heap.pop();
+            }
+        }
+    }
+    let mut best: HashMap<i64, Near> = HashMap::new();
+    for Top(sim, record_id, session, role) in heap.into_vec() {
+        let near = Near {
+            record_id,
+            session,
+            role,
+            sim,
+        };
+        match best.get_mut(&session) {
+            Some(e) if e.sim >= sim => {}
+            Some(e) => *e = near,
+            None => {
+                best.insert(session, near);
+            }
+        }
+    }
+    let mut out: Vec<Near> = best.into_values().collect();
+    out.sort_by(|a, b| b.sim.total_cmp(&a.sim).then(a.session.cmp(&b.session)));
+    Ok(out)
+}
+
+/// Lexical and meaning ranks fused: each session scores the sum of
+/// `weight / (RRF_K + rank)` over the tiers that found it; the lexical
+/// tier's record stands for a session both found.
+fn fuse(lex: Vec<Ranked>, near: Vec<Near>) -> Vec<Ranked> {
+    let mut by_session: HashMap<i64, (f64, Ranked)> = HashMap::new();
+    for (i, r) in lex.into_iter().enumerate() {
+        by_session.insert(r.session_row, (1.0 / (RRF_K + i as f64 + 1.0), r));
+    }
+    for (i, n) in near.into_iter().take(FUSE_DEPTH).enumerate() {
+        let s = VECTOR_WEIGHT / (RRF_K + i as f64 + 1.0);
+        by_session
+            .entry(n.session)
+            .and_modify(|e| e.0 += s)
+            .or_insert((
+                s,
+                Ranked {
+                    record_id: n.record_id,
+                    score: 0.0,
+                    matches: 1,
+                    session_row: n.session,
+                    role: n.role,
+                    answer: None,
+                },
+            ));
+    }
+    let mut all: Vec<(f64, Ranked)> = by_session.into_values().collect();
+    all.sort_by(|a, b| b.0.total_cmp(&a.0).then(b.1.record_id.cmp(&a.1.record_id)));
+    all.into_iter()
+        .map(|(s, mut r)| {
+            r.score = (s * 1e5).round() / 1e5;
+            r
+        })
+        .collect()
+}
+
+/// The lexical ranking `lex` of `q`, fused with the meaning tier when
+/// `opts` has an embedder and the query is not an exact look-up (or has no
+/// lexical match at all).
+pub fn blend(
+    store: &Store,
+    q: &Query,
+    opts: &SearchOptions,
+    lex: Vec<Ranked>,
+) -> Result<Vec<Ranked>, SearchError> {
+    let Some(e) = opts.semantic.filter(|_| !opts.lexical_only) else {
+        return Ok(lex);
+    };
+    // Exact look-ups keep their lexical ranking; so do questions about a
+    // named period, which the lexical tier answers from the period itself.
+    if !lex.is_empty()
+        && (is_exact_lookup(&q.text) || super::when::period(&q.text, opts.now_ms).is_some())
+    {
+        return Ok(lex);
+    }
+    match e.embed(&q.text) {
+        Some(qv) => Ok(fuse(lex, nearest(store, &qv, opts)?)),
+        None => Ok(lex),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exact_lookups_are_recognised() {
+        for q in [
+            "error[E0382]",
+            "\"pinned hyper\"",
+            "src/store/mod.rs",
+            "parseConfig",
+            "tokio_util",
+            "v0.14 upgrade",
+            "foo::bar",
+            "OOMKilled",
+            "port 8080 refused",
+            "hyper",
+        ] {
+            assert!(is_exact_lookup(q), "{q}");
+        }
+        for q in [
+            "why are we holding back the http crate upgrade?",
+            "new terminal windows open slowly",
+            "how do we round half cents",
+            "what happened in July 2023",
+            "API rate limits",
+        ] {
+            assert!(!is_exact_lookup(q), "{q}");
+        }
+    }
+
+    #[test]
+    fn fusion_rewards_agreement_and_keeps_each_tier() {
+        let r = |id, session| Ranked {
+            record_id: id,
+            score: 1.0,
+            matches: 1,
+            session_row: session,
+            role: "user".into(),
+            answer: None,
+        };
+        let lex = vec![r(10, 1), r(20, 2)];
+        let near = vec![
+            Near {
+                record_id: 21,
+                session: 2,
+                role: "user".into(),
+                sim: 0.9,
+            },
+            Near {
+                record_id: 30,
+                session: 3,
+                role: "assistant".into(),
+                sim: 0.8,
+            },
+        ];
+        let out = fuse(lex, near);
+        let ids: Vec<i64> = out.iter().map(|r| r.record_id).collect();
+        // Found by both tiers first, with the lexical record shown.
+        assert_eq!(ids, vec![20, 10, 30]);
+        assert!(fuse(Vec::new(), Vec::new()).is_empty());
+    }
+}

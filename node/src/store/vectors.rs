@@ -1,0 +1,164 @@
+//! Meaning vectors of records, kept beside the full-text index.
+//!
+//! `vectors` holds one row per record examined: an int8 vector for what
+//! people said (user, assistant, note), NULL for tool calls and output,
+//! whose wording is machine-made. Vectors are computed on this machine
+//! from the stored (already redacted) text, for records read here and
+//! records received from peers alike; they never travel. A trigger drops
+//! a record's vector with the record.
+
+use rusqlite::{OptionalExtension, params};
+
+use super::{Store, StoreError, codec};
+use crate::embed::{Embedder, quantize};
+
+/// Records embedded per transaction.
+const BATCH: i64 = 2_000;
+
+/// How far the vectors have come.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct VectorCounts {
+    /// Records with a vector.
+    pub with_vector: u64,
+    /// Records not yet examined (stored since the last vector pass).
+    pub pending: u64,
+}
+
+/// Whether a record of this role gets a vector.
+pub fn embeds_role(role: &str) -> bool {
+    matches!(role, "user" | "assistant" | "note")
+}
+
+impl Store {
+    /// The highest record id examined for a vector.
+    fn vectors_upto(&self) -> Result<i64, StoreError> {
+        Ok(self
+            .conn
+            .query_row("SELECT COALESCE(max(id), 0) FROM vectors", [], |r| r.get(0))?)
+    }
+
+    /// How many records have vectors, and how many wait for one.
+    pub fn vector_counts(&self) -> Result<VectorCounts, StoreError> {
+        let upto = self.vectors_upto()?;
+        let with_vector: i64 = self.conn.query_row(
+            "SELECT count(*) FROM vectors WHERE v IS NOT NULL",
+            [],
+            |r| r.get(0),
+        )?;
+        let pending: i64 =
+            self.conn
+                .query_row("SELECT count(*) FROM records WHERE id > ?1", [upto], |r| {
+                    r.get(0)
+                })?;
+        Ok(VectorCounts {
+            with_vector: with_vector as u64,
+            pending: pending as u64,
+        })
+    }
+
+    /// Computes the vectors of every record stored since the last pass
+    /// (new, received or, on first run, all existing records), a batch per
+    /// transaction so a crash loses at most one batch of work. Returns how
+    /// many records were examined.
+    pub fn embed_pending(&mut self, e: &Embedder<'_>) -> Result<u64, StoreError> {
+        let mut done = 0u64;
+        loop {
+            let tx = self
+                .conn
+                .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+            let upto: i64 =
+                tx.query_row("SELECT COALESCE(max(id), 0) FROM vectors", [], |r| r.get(0))?;
+            let rows: Vec<(i64, String, i64, Vec<u8>)> = {
+                let mut stmt = tx.prepare_cached(
+                    "SELECT id, role, flags, CASE WHEN role IN ('user', 'assistant', 'note')
+                                                  THEN text ELSE x'' END
+                     FROM records WHERE id > ?1 ORDER BY id LIMIT ?2",
+                )?;
+                let rows = stmt.query_map(params![upto, BATCH], |r| {
+                    Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
+                })?;
+                rows.collect::<Result<_, _>>()?
+            };
+            if rows.is_empty() {
+                return Ok(done);
+            }
+            {
+                let mut put =
+                    tx.prepare_cached("INSERT OR IGNORE INTO vectors(id, v) VALUES (?1, ?2)")?;
+                for (id, role, flags, text) in &rows {
+                    let v = if embeds_role(role) {
+                        e.embed(&codec::decode(text, *flags)).map(|v| quantize(&v))
+                    } else {
+                        None
+                    };
+                    put.execute(params![id, v])?;
+                }
+            }
+            tx.commit()?;
+            done += rows.len() as u64;
+        }
+    }
+
+    /// The stored vector of one record, if it has one.
+    pub fn vector(&self, record_id: i64) -> Result<Option<Vec<u8>>, StoreError> {
+        Ok(self
+            .conn
+            .query_row("SELECT v FROM vectors WHERE id = ?1", [record_id], |r| {
+                r.get::<_, Option<Vec<u8>>>(0)
+            })
+            .optional()?
+            .flatten())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::embed::tests::tiny;
+    use crate::record::{Record, Role};
+
+    #[test]
+    fn conversation_gets_vectors_tools_do_not_and_deletes_follow() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let mut store = Store::open(&dir.path().join("c.db")).expect("open");
+        let bytes = tiny();
+        let e = Embedder::from_bytes(&bytes).expect("table");
+        let mut ing = store.ingest("node").expect("ingest");
+        ing.insert(
+            &Record::new("claude-code", "s1", Role::User, "slow terminal"),
+            None,
+        )
+        .expect("insert");
+        ing.insert(
+            &Record::new(
+                "claude-code",
+                "s1",
+                Role::ToolOutput,
+                "slow terminal output",
+            ),
+            None,
+        )
+        .expect("insert");
+        ing.insert(
+            &Record::new("claude-code", "s1", Role::Assistant, "zzz"),
+            None,
+        )
+        .expect("insert");
+        ing.commit().expect("commit");
+        assert_eq!(store.vector_counts().expect("counts").pending, 3);
+        assert_eq!(store.embed_pending(&e).expect("embed"), 3);
+        // Only the user record has meaning in the tiny vocabulary.
+        let c = store.vector_counts().expect("counts");
+        assert_eq!((c.with_vector, c.pending), (1, 0));
+        assert!(store.vector(1).expect("v").is_some());
+        assert!(store.vector(2).expect("v").is_none());
+        // Nothing left: a second pass does nothing.
+        assert_eq!(store.embed_pending(&e).expect("embed"), 0);
+        // Forgetting the record removes its vector.
+        store
+            .conn
+            .execute("DELETE FROM records WHERE id = 1", [])
+            .expect("delete");
+        assert_eq!(store.vector_counts().expect("counts").with_vector, 0);
+    }
+}
