@@ -226,10 +226,14 @@ impl Node {
         opts: &SearchOptions,
         offset: usize,
     ) -> Result<search::Page, NodeError> {
+        let opts = SearchOptions {
+            semantic: self.embedder(),
+            ..opts.clone()
+        };
         Ok(search::search_page(
             &self.store,
             &Query::parse(query),
-            opts,
+            &opts,
             offset,
         )?)
     }

@@ -65,9 +65,9 @@ fn seeded() -> TestHome {
     );
     session(
         h,
-        "windows-build",
+        "macos-build",
         &[
-            "the release build for Windows needs a new code signing certificate",
+            "the release build for macOS needs a new code signing certificate",
             "The new certificate goes in the CI secrets; the signing step reads it from there.",
         ],
     );
