@@ -242,9 +242,11 @@ fn two_serve_daemons_pair_and_replicate_within_seconds() {
     let arrived = wait_for(DEADLINE, || {
         (!b.search("okapi").is_empty()).then(Instant::now)
     });
-    let latency = arrived
-        .expect("the new line reached B")
-        .duration_since(started);
+    let Some(arrived) = arrived else {
+        dump_logs(&[&a, &b]);
+        panic!("the new line never reached B");
+    };
+    let latency = arrived.duration_since(started);
     eprintln!("propagation latency A -> B: {latency:?}");
     if latency > Duration::from_secs(5) {
         for m in [&a, &b] {
