@@ -13,7 +13,10 @@ use std::time::{Duration, Instant};
 
 use crate::util::{TestHome, all_bytes_under, contains, planted_secrets};
 
-const DEADLINE: Duration = Duration::from_secs(30);
+// Generous: the deadline only bounds a failing wait, and a loaded 2-core CI
+// machine can miss one 30 s periodic round. Speed is measured by
+// `cairn-bench sync`, never asserted here.
+const DEADLINE: Duration = Duration::from_secs(90);
 
 /// Kills the child (if still running) when dropped.
 struct Reap(Child);
