@@ -64,7 +64,9 @@ fn run_cairn(cairn: &Path, home: &Path, args: &[&str]) -> anyhow::Result<Run> {
     };
     let wall = started.elapsed();
     let stdout = reader.join().unwrap_or_default();
-    if !status.success() {
+    // `cairn search` exits 1 when nothing matched: a result, not a failure.
+    let no_match = args.first() == Some(&"search") && status.code() == Some(1);
+    if !status.success() && !no_match {
         bail!("cairn {args:?} failed with {status}");
     }
     Ok(Run {

@@ -363,8 +363,16 @@ fn lexical(
         return Ok(empty);
     }
     let (mut qx, mut dfs) = plan_terms(conn, &q)?;
-    let (mut stems, mut stem_dfs) = if !q.stems.is_empty() && has_stem_index(conn)? {
-        plan_stems(conn, &q.stems)?
+    // A word that is already very common as written gains nothing from its
+    // stem but the cost of a second scan: look up stems of the others only.
+    let mut stem_words = Vec::new();
+    for w in &q.stems {
+        if term_df(conn, &Term::Phrase(vec![w.clone()]))? <= SCAN_LIMIT {
+            stem_words.push(w.clone());
+        }
+    }
+    let (mut stems, mut stem_dfs) = if !stem_words.is_empty() && has_stem_index(conn)? {
+        plan_stems(conn, &stem_words)?
     } else {
         (Vec::new(), Vec::new())
     };
