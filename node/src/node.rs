@@ -194,6 +194,15 @@ impl Node {
         self.config.semantic.then(crate::embed::builtin)
     }
 
+    /// The embedder for a search: none for an exact look-up, which stays
+    /// lexical, so such a search never pays for loading the table.
+    fn embedder_for(&self, query: &str) -> Option<&'static crate::embed::Embedder<'static>> {
+        if search::semantic::is_exact_lookup(query) {
+            return None;
+        }
+        self.embedder()
+    }
+
     /// Gives every record stored since the last pass its meaning vector
     /// (computed here, from the stored redacted text). Returns how many
     /// records were examined; nothing when the semantic tier is off.
@@ -227,7 +236,7 @@ impl Node {
         offset: usize,
     ) -> Result<search::Page, NodeError> {
         let opts = SearchOptions {
-            semantic: self.embedder(),
+            semantic: self.embedder_for(query),
             ..opts.clone()
         };
         Ok(search::search_page(
@@ -241,7 +250,7 @@ impl Node {
     /// Searches the merged memory (the first page).
     pub fn search(&self, query: &str, opts: &SearchOptions) -> Result<Vec<Hit>, NodeError> {
         let opts = SearchOptions {
-            semantic: self.embedder(),
+            semantic: self.embedder_for(query),
             ..opts.clone()
         };
         Ok(search::search(&self.store, &Query::parse(query), &opts)?)
