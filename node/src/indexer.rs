@@ -112,6 +112,10 @@ pub fn index_all(
     let mut report = IndexReport::default();
     let mut plans = Vec::new();
     let mut present = HashSet::new();
+    // One query for every known store; the disk is then compared in memory,
+    // so a pass with nothing new costs one stat per store and no per-file
+    // database round trip.
+    let known = store.source_states()?;
     for source in sources::registry() {
         if ctx.disabled.iter().any(|d| d == source.agent()) {
             continue;
@@ -119,21 +123,18 @@ pub fn index_all(
         for file in source.discover(ctx.locations) {
             let key = file.path.to_string_lossy().into_owned();
             let (size, mtime_ns) = fingerprint_meta(&file);
-            let state = store.source_state(&key)?;
-            present.insert(key);
+            let state = known.get(&key);
             report.stores += 1;
-            let unchanged = state.as_ref().is_some_and(|s| {
-                s.size == size && s.mtime_ns == mtime_ns && s.last_error.is_none()
-            });
-            if !unchanged {
+            if !state.is_some_and(|s| is_unchanged(s, size, mtime_ns)) {
                 plans.push(Plan {
                     agent: source.agent(),
                     file,
-                    state,
+                    state: state.cloned(),
                     size,
                     mtime_ns,
                 });
             }
+            present.insert(key);
         }
     }
     let enabled: Vec<&str> = sources::registry()
@@ -141,7 +142,8 @@ pub fn index_all(
         .map(|s| s.agent())
         .filter(|a| !ctx.disabled.iter().any(|d| d == a))
         .collect();
-    store.mark_missing(&present, &enabled)?;
+    store.mark_missing(&known, &present, &enabled)?;
+    drop(known);
     let total: u64 = plans
         .iter()
         .map(|p| match (&p.file.reader, &p.state) {
@@ -223,6 +225,7 @@ pub fn freshness(
     disabled: &[String],
 ) -> Result<Freshness, IndexError> {
     let mut f = Freshness::default();
+    let known = store.source_states()?;
     for source in sources::registry() {
         if disabled.iter().any(|d| d == source.agent()) {
             continue;
@@ -230,14 +233,13 @@ pub fn freshness(
         for file in source.discover(locations) {
             let key = file.path.to_string_lossy().into_owned();
             let (size, mtime_ns) = fingerprint_meta(&file);
-            let state = store.source_state(&key)?;
             f.stores += 1;
             let ms = mtime_ns / 1_000_000;
             f.newest_change_ms = f.newest_change_ms.max(Some(ms));
-            match state {
+            match known.get(&key) {
                 Some(s) => {
                     f.newest_indexed_ms = f.newest_indexed_ms.max(Some(s.mtime_ns / 1_000_000));
-                    if s.size != size || s.mtime_ns != mtime_ns || s.last_error.is_some() {
+                    if !is_unchanged(s, size, mtime_ns) {
                         f.pending += 1;
                     }
                 }
@@ -246,6 +248,12 @@ pub fn freshness(
         }
     }
     Ok(f)
+}
+
+/// Whether a store's size and mtime are what the last pass read, and that
+/// pass succeeded: such a store has nothing new.
+fn is_unchanged(s: &SourceState, size: u64, mtime_ns: i64) -> bool {
+    s.size == size && s.mtime_ns == mtime_ns && s.last_error.is_none()
 }
 
 enum FileError {
@@ -713,6 +721,58 @@ mod tests {
         // Nothing left: a further pass reads nothing.
         let r = index_all(&mut store, &ctx(&loc, &redactor, None), &mut |_| {}).expect("index");
         assert_eq!((r.changed, r.added), (0, 0));
+    }
+
+    #[test]
+    fn a_pass_with_nothing_new_writes_nothing_and_missing_stores_are_marked() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut loc = Locations::under_home(dir.path());
+        loc.notes_file = dir.path().join("notes.jsonl");
+        for i in 0..3 {
+            notes::append(
+                &loc.notes_file,
+                None,
+                &format!("fact {i}"),
+                1_700_000_000_000 + i,
+            )
+            .expect("append");
+        }
+        let mut store = Store::open(&dir.path().join("cairn.db")).expect("open");
+        let redactor = Redactor::new();
+        let changes = |s: &Store| -> i64 {
+            s.conn()
+                .query_row("SELECT total_changes()", [], |r| r.get(0))
+                .expect("total_changes")
+        };
+        let missing = |s: &Store| -> Vec<bool> {
+            s.list_sources()
+                .expect("sources")
+                .into_iter()
+                .map(|r| r.missing)
+                .collect()
+        };
+        let r = index_all(&mut store, &ctx(&loc, &redactor, None), &mut |_| {}).expect("index");
+        assert_eq!((r.stores, r.changed, r.added), (1, 1, 3));
+        // Nothing new: the pass reads nothing and writes no row.
+        let before = changes(&store);
+        let r = index_all(&mut store, &ctx(&loc, &redactor, None), &mut |_| {}).expect("index");
+        assert_eq!((r.stores, r.changed, r.added), (1, 0, 0));
+        assert_eq!(changes(&store), before);
+        // The file disappears: marked missing, its records kept.
+        let moved = dir.path().join("notes.moved");
+        std::fs::rename(&loc.notes_file, &moved).expect("move away");
+        let r = index_all(&mut store, &ctx(&loc, &redactor, None), &mut |_| {}).expect("index");
+        assert_eq!((r.stores, r.changed), (0, 0));
+        assert_eq!(missing(&store), [true]);
+        assert_eq!(store.stats().expect("stats").records, 3);
+        // It comes back unchanged: the mark is cleared without a re-read.
+        std::fs::rename(&moved, &loc.notes_file).expect("move back");
+        let r = index_all(&mut store, &ctx(&loc, &redactor, None), &mut |_| {}).expect("index");
+        assert_eq!((r.stores, r.changed, r.added), (1, 0, 0));
+        assert_eq!(missing(&store), [false]);
+        // The freshness check agrees: nothing pending.
+        let f = freshness(&store, &loc, &[]).expect("freshness");
+        assert_eq!((f.stores, f.pending), (1, 0));
     }
 
     #[test]

@@ -13,21 +13,36 @@ use super::BenchArgs;
 use super::corpus::{self, MULTI, RARE};
 
 /// One timed child run.
-struct Run {
-    wall: Duration,
-    peak_rss_kb: u64,
-    stdout: Vec<u8>,
+pub(super) struct Run {
+    pub(super) wall: Duration,
+    pub(super) peak_rss_kb: u64,
+    pub(super) stdout: Vec<u8>,
 }
 
 fn run_cairn(cairn: &Path, home: &Path, args: &[&str]) -> anyhow::Result<Run> {
+    run_cairn_env(cairn, home, &[], args)
+}
+
+/// Runs `cairn` with `$HOME` set to `home` plus the variables in `env`,
+/// sampling its peak RSS while it runs.
+pub(super) fn run_cairn_env(
+    cairn: &Path,
+    home: &Path,
+    env: &[(&str, &Path)],
+    args: &[&str],
+) -> anyhow::Result<Run> {
     let started = Instant::now();
-    let mut child = Command::new(cairn)
-        .args(args)
+    let mut cmd = Command::new(cairn);
+    cmd.args(args)
         .env("HOME", home)
         .env("HOSTNAME", "bench")
         .env_remove("CAIRN_HOME")
         .env_remove("XDG_DATA_HOME")
-        .env_remove("XDG_CONFIG_HOME")
+        .env_remove("XDG_CONFIG_HOME");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let mut child = cmd
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .spawn()
@@ -76,12 +91,12 @@ fn run_cairn(cairn: &Path, home: &Path, args: &[&str]) -> anyhow::Result<Run> {
     })
 }
 
-fn median(v: &mut [f64]) -> f64 {
+pub(super) fn median(v: &mut [f64]) -> f64 {
     v.sort_by(|a, b| a.total_cmp(b));
     if v.is_empty() { 0.0 } else { v[v.len() / 2] }
 }
 
-fn p95(v: &mut [f64]) -> f64 {
+pub(super) fn p95(v: &mut [f64]) -> f64 {
     v.sort_by(|a, b| a.total_cmp(b));
     if v.is_empty() {
         0.0
@@ -91,12 +106,54 @@ fn p95(v: &mut [f64]) -> f64 {
 }
 
 #[derive(Serialize)]
-struct Figure {
+pub(super) struct Figure {
     name: &'static str,
     median: f64,
     p95: Option<f64>,
     unit: &'static str,
     target: &'static str,
+}
+
+impl Figure {
+    pub(super) fn new(
+        name: &'static str,
+        median: f64,
+        p95: Option<f64>,
+        unit: &'static str,
+        target: &'static str,
+    ) -> Figure {
+        Figure {
+            name,
+            median,
+            p95,
+            unit,
+            target,
+        }
+    }
+}
+
+/// What every table says about where its figures come from.
+const CAVEAT: &str = "medians of wall-clock times on this machine; other load on it (a shared \
+     or busy machine) inflates them, so compare figures taken side by side";
+
+/// Prints the figures as a table (and as JSON when asked), with the caveat.
+pub(super) fn print_table(figures: &[Figure], json: bool) -> anyhow::Result<()> {
+    println!("{CAVEAT}");
+    println!(
+        "{:<44} {:>10} {:>10} {:<6} target",
+        "figure", "median", "p95", "unit"
+    );
+    for f in figures {
+        let p = f.p95.map_or("-".to_owned(), |p| format!("{p:.1}"));
+        println!(
+            "{:<44} {:>10.1} {:>10} {:<6} {}",
+            f.name, f.median, p, f.unit, f.target
+        );
+    }
+    if json {
+        println!("{}", serde_json::to_string(figures)?);
+    }
+    Ok(())
 }
 
 /// Runs every measurement and prints the table.
@@ -252,19 +309,5 @@ pub fn run(cairn: &Path, home: &Path, corpus_bytes: u64, args: &BenchArgs) -> an
         "corpus: {mb:.0} MB ({big_mb:.0} MB largest transcript), {} cold runs, {} reps; medians on this machine",
         args.runs, args.reps
     );
-    println!(
-        "{:<44} {:>10} {:>10} {:<6} target",
-        "figure", "median", "p95", "unit"
-    );
-    for f in &figures {
-        let p = f.p95.map_or("-".to_owned(), |p| format!("{p:.1}"));
-        println!(
-            "{:<44} {:>10.1} {:>10} {:<6} {}",
-            f.name, f.median, p, f.unit, f.target
-        );
-    }
-    if args.json {
-        println!("{}", serde_json::to_string(&figures)?);
-    }
-    Ok(())
+    print_table(&figures, args.json)
 }

@@ -3,6 +3,7 @@
 mod corpus;
 mod measure;
 pub mod recall;
+mod replay;
 pub mod sync;
 
 use std::path::PathBuf;
@@ -35,6 +36,11 @@ pub struct BenchArgs {
     /// The cairn binary to measure (default: the one next to this bench).
     #[arg(long)]
     pub cairn: Option<PathBuf>,
+    /// Measure on this corpus instead of generating one: the output folder
+    /// of `../shared/bench/gencorpus.py OUT SIZE_MB` (`claude/`, `codex/`,
+    /// `needles.tsv`). It is only read; the index goes to --dir.
+    #[arg(long, value_name = "OUT")]
+    pub corpus: Option<PathBuf>,
     /// Print the figures as JSON too.
     #[arg(long)]
     pub json: bool,
@@ -69,6 +75,9 @@ pub fn main() -> anyhow::Result<()> {
             tmp.path().to_path_buf()
         }
     };
+    if let Some(corpus) = &args.corpus {
+        return replay::run(&cairn, corpus, &dir, args.runs, args.reps, args.json);
+    }
     let home = dir.join("home");
     let corpus_bytes = if args.reuse && home.is_dir() {
         // The node's own data lives under the same home: leave it out.

@@ -40,6 +40,29 @@ pub struct SourceState {
     pub skipped: u64,
     /// The last whole-store error, if the last pass failed.
     pub last_error: Option<String>,
+    /// The store was not on disk at the last pass (its records stay).
+    pub missing: bool,
+}
+
+const STATE_COLUMNS: &str = "id, agent, path, kind, size, mtime_ns, offset, head_hash, tail_hash,
+     watermark, skipped, last_error, missing";
+
+fn state_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<SourceState> {
+    Ok(SourceState {
+        id: r.get(0)?,
+        agent: r.get(1)?,
+        path: r.get(2)?,
+        kind: r.get(3)?,
+        size: r.get::<_, i64>(4)? as u64,
+        mtime_ns: r.get(5)?,
+        offset: r.get::<_, i64>(6)? as u64,
+        head_hash: r.get(7)?,
+        tail_hash: r.get(8)?,
+        watermark: r.get(9)?,
+        skipped: r.get::<_, i64>(10)? as u64,
+        last_error: r.get(11)?,
+        missing: r.get(12)?,
+    })
 }
 
 impl Store {
@@ -68,47 +91,65 @@ impl Store {
         Ok(self
             .conn
             .query_row(
-                "SELECT id, agent, path, kind, size, mtime_ns, offset, head_hash, tail_hash,
-                        watermark, skipped, last_error
-                 FROM sources WHERE path = ?1",
+                &format!("SELECT {STATE_COLUMNS} FROM sources WHERE path = ?1"),
                 [path],
-                |r| {
-                    Ok(SourceState {
-                        id: r.get(0)?,
-                        agent: r.get(1)?,
-                        path: r.get(2)?,
-                        kind: r.get(3)?,
-                        size: r.get::<_, i64>(4)? as u64,
-                        mtime_ns: r.get(5)?,
-                        offset: r.get::<_, i64>(6)? as u64,
-                        head_hash: r.get(7)?,
-                        tail_hash: r.get(8)?,
-                        watermark: r.get(9)?,
-                        skipped: r.get::<_, i64>(10)? as u64,
-                        last_error: r.get(11)?,
-                    })
-                },
+                state_row,
             )
             .optional()?)
     }
 
+    /// Every store the index knows, by path, in one query: an indexing pass
+    /// compares them with the disk in memory instead of asking per file.
+    pub fn source_states(&self) -> Result<HashMap<String, SourceState>, StoreError> {
+        let mut stmt = self
+            .conn
+            .prepare(&format!("SELECT {STATE_COLUMNS} FROM sources"))?;
+        let rows = stmt.query_map([], state_row)?;
+        let mut out = HashMap::new();
+        for r in rows {
+            let s = r?;
+            out.insert(s.path.clone(), s);
+        }
+        Ok(out)
+    }
+
     /// Marks every known store of the given agents that is not in `present`
     /// as missing (its records stay), and clears the mark on those that are.
+    /// `known` is what [`Store::source_states`] returned at the start of the
+    /// pass; when no mark changes, nothing is written (no transaction).
+    /// Returns how many stores are missing.
     pub fn mark_missing(
         &mut self,
+        known: &HashMap<String, SourceState>,
         present: &HashSet<String>,
         agents: &[&str],
     ) -> Result<u64, StoreError> {
-        let tx = self.conn.transaction()?;
+        enum Change {
+            /// Set or clear the missing mark.
+            Mark(i64, bool),
+            /// A gone store whose last pass failed: delete it if it has no
+            /// records, else mark it missing (the flag: it already is).
+            DropFailed(i64, bool),
+        }
         let mut n = 0;
+        let mut changes = Vec::new();
+        for s in known.values() {
+            if !agents.contains(&s.agent.as_str()) {
+                continue;
+            }
+            let gone = !present.contains(&s.path);
+            if gone && s.last_error.is_some() {
+                changes.push(Change::DropFailed(s.id, s.missing));
+            } else if gone != s.missing {
+                changes.push(Change::Mark(s.id, gone));
+            }
+            n += u64::from(gone);
+        }
+        if changes.is_empty() {
+            return Ok(n);
+        }
+        let tx = self.conn.transaction()?;
         {
-            let mut all =
-                tx.prepare("SELECT id, agent, path, missing, last_error IS NOT NULL FROM sources")?;
-            let rows: Vec<(i64, String, String, bool, bool)> = all
-                .query_map([], |r| {
-                    Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
-                })?
-                .collect::<Result<_, _>>()?;
             let mut set = tx.prepare("UPDATE sources SET missing = ?2 WHERE id = ?1")?;
             // A store that only ever failed (an unreadable folder, say) and
             // is no longer there leaves nothing behind.
@@ -117,19 +158,20 @@ impl Store {
                  AND NOT EXISTS (SELECT 1 FROM records WHERE source = ?1)",
             )?;
             let mut drop_counts = tx.prepare("DELETE FROM redactions WHERE source = ?1")?;
-            for (id, agent, path, missing, failed) in rows {
-                if !agents.contains(&agent.as_str()) {
-                    continue;
+            for change in changes {
+                match change {
+                    Change::Mark(id, gone) => {
+                        set.execute(params![id, gone])?;
+                    }
+                    Change::DropFailed(id, missing) => {
+                        if drop_failed.execute([id])? > 0 {
+                            drop_counts.execute([id])?;
+                            n -= 1;
+                        } else if !missing {
+                            set.execute(params![id, true])?;
+                        }
+                    }
                 }
-                let gone = !present.contains(&path);
-                if gone && failed && drop_failed.execute([id])? > 0 {
-                    drop_counts.execute([id])?;
-                    continue;
-                }
-                if gone != missing {
-                    set.execute(params![id, gone])?;
-                }
-                n += u64::from(gone);
             }
         }
         tx.commit()?;

@@ -1,0 +1,249 @@
+//! Measurements on a corpus made outside the bench: the output of
+//! `../shared/bench/gencorpus.py OUT SIZE_MB` (real Claude Code and Codex
+//! transcripts replayed into many sessions). `OUT/claude` and `OUT/codex`
+//! are laid out as the agents' own folders, so the `cairn` binary is pointed
+//! at them with `$CLAUDE_CONFIG_DIR` and `$CODEX_HOME`; the node's own data
+//! goes to a scratch `$HOME`. The corpus itself is only read.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Instant;
+
+use anyhow::{Context, bail};
+
+use super::measure::{Figure, median, p95, print_table, run_cairn_env};
+
+/// Where the corpus and the scratch home are.
+struct Setup {
+    env: Vec<(&'static str, PathBuf)>,
+    home: PathBuf,
+    cairn_home: PathBuf,
+}
+
+/// One needle line of `needles.tsv`: a word planted in exactly one session.
+struct Needle {
+    word: String,
+    session: String,
+}
+
+fn read_needles(corpus: &Path) -> anyhow::Result<Vec<Needle>> {
+    let path = corpus.join("needles.tsv");
+    let text = std::fs::read_to_string(&path).with_context(|| {
+        format!(
+            "cannot read {} (is this gencorpus.py output?)",
+            path.display()
+        )
+    })?;
+    let all: Vec<Needle> = text
+        .lines()
+        .filter_map(|l| {
+            let (w, s) = l.split_once('\t')?;
+            Some(Needle {
+                word: w.trim().to_owned(),
+                session: s.trim().to_owned(),
+            })
+        })
+        .filter(|n| !n.word.is_empty())
+        .collect();
+    anyhow::ensure!(!all.is_empty(), "{} lists no needle", path.display());
+    Ok(all)
+}
+
+/// Times a fresh `cairn` process to its exit (no sampling delay); fails
+/// when it does not succeed. Returns milliseconds and its stdout.
+fn time_cairn(cairn: &Path, s: &Setup, args: &[&str]) -> anyhow::Result<(f64, Vec<u8>)> {
+    let mut cmd = Command::new(cairn);
+    cmd.args(args)
+        .env("HOME", &s.home)
+        .env("HOSTNAME", "bench")
+        .env_remove("CAIRN_HOME")
+        .env_remove("XDG_DATA_HOME")
+        .env_remove("XDG_CONFIG_HOME")
+        .stdin(Stdio::null())
+        .stderr(Stdio::inherit());
+    for (k, v) in &s.env {
+        cmd.env(k, v);
+    }
+    let started = Instant::now();
+    let out = cmd
+        .output()
+        .with_context(|| format!("cannot start {}", cairn.display()))?;
+    let ms = started.elapsed().as_secs_f64() * 1000.0;
+    if !out.status.success() {
+        bail!("cairn {args:?} failed with {}", out.status);
+    }
+    Ok((ms, out.stdout))
+}
+
+/// The session ids a `search --json` answer names.
+fn hit_sessions(stdout: &[u8]) -> anyhow::Result<Vec<String>> {
+    let v: serde_json::Value = serde_json::from_slice(stdout).context("search --json output")?;
+    Ok(v["hits"]
+        .as_array()
+        .map(|h| {
+            h.iter()
+                .filter_map(|x| x["session_id"].as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default())
+}
+
+/// Runs every figure of the corpus table and prints it.
+pub fn run(
+    cairn: &Path,
+    corpus: &Path,
+    work: &Path,
+    runs: usize,
+    reps: usize,
+    json: bool,
+) -> anyhow::Result<()> {
+    let claude = corpus.join("claude");
+    let codex = corpus.join("codex");
+    anyhow::ensure!(
+        claude.is_dir() || codex.is_dir(),
+        "{} has neither claude/ nor codex/ (expected gencorpus.py output)",
+        corpus.display()
+    );
+    let needles = read_needles(corpus)?;
+    let home = work.join("home");
+    std::fs::create_dir_all(&home)?;
+    let s = Setup {
+        env: vec![
+            ("CLAUDE_CONFIG_DIR", claude.clone()),
+            ("CODEX_HOME", codex.clone()),
+        ],
+        cairn_home: home.join(".local/share/cairn"),
+        home,
+    };
+    let corpus_bytes = super::corpus::size_of(&claude) + super::corpus::size_of(&codex);
+    let files = count_files(&claude) + count_files(&codex);
+    let mb = corpus_bytes as f64 / 1e6;
+    let mut figures = Vec::new();
+
+    // Cold index: the real binary as a fresh process, peak RSS sampled.
+    let (mut secs, mut rss) = (Vec::new(), Vec::new());
+    for i in 0..runs.max(1) {
+        let _ = std::fs::remove_dir_all(&s.cairn_home);
+        let env: Vec<(&str, &Path)> = s.env.iter().map(|(k, v)| (*k, v.as_path())).collect();
+        let r = run_cairn_env(cairn, &s.home, &env, &["index", "--quiet"])?;
+        eprintln!(
+            "cold index run {}: {:.1} s, peak RSS {} MB",
+            i + 1,
+            r.wall.as_secs_f64(),
+            r.peak_rss_kb / 1024
+        );
+        secs.push(r.wall.as_secs_f64());
+        rss.push(r.peak_rss_kb as f64 / 1024.0);
+    }
+    let cold = median(&mut secs);
+    figures.push(Figure::new("cold index", cold, None, "s", "<= 34 at 1 GB"));
+    figures.push(Figure::new(
+        "cold index throughput",
+        mb / cold,
+        None,
+        "MB/s",
+        ">= 30",
+    ));
+    figures.push(Figure::new(
+        "cold index peak RSS",
+        median(&mut rss),
+        None,
+        "MB",
+        "<= 150",
+    ));
+    let db = super::corpus::size_of(&s.cairn_home);
+    figures.push(Figure::new(
+        "index size / corpus",
+        100.0 * db as f64 / corpus_bytes as f64,
+        None,
+        "%",
+        "<= 30",
+    ));
+
+    // Nothing new: every store unchanged since the last pass.
+    let mut noop = Vec::new();
+    for _ in 0..reps.max(1) {
+        noop.push(time_cairn(cairn, &s, &["index", "--quiet"])?.0);
+    }
+    figures.push(Figure::new(
+        "index with nothing new",
+        median(&mut noop),
+        Some(p95(&mut noop)),
+        "ms",
+        "<= 10",
+    ));
+
+    // A rare word: a different needle each repetition, checked against its session.
+    let mut rare = [Vec::new(), Vec::new()];
+    for i in 0..reps.max(1) {
+        let n = &needles[(i * 7919 + needles.len() / 2) % needles.len()];
+        for (j, refresh) in [true, false].into_iter().enumerate() {
+            let mut args = vec!["search", "--json"];
+            if !refresh {
+                args.push("--no-refresh");
+            }
+            args.extend(["--", n.word.as_str()]);
+            let (ms, out) = time_cairn(cairn, &s, &args)?;
+            let got = hit_sessions(&out)?;
+            anyhow::ensure!(
+                got.iter()
+                    .any(|g| g.contains(&n.session) || n.session.contains(g.as_str())),
+                "needle {} should find session {}, got {got:?}",
+                n.word,
+                n.session
+            );
+            rare[j].push(ms);
+        }
+    }
+    let [mut with, mut without] = rare;
+    figures.push(Figure::new(
+        "search rare word (default refresh)",
+        median(&mut with),
+        Some(p95(&mut with)),
+        "ms",
+        "<= 15",
+    ));
+    figures.push(Figure::new(
+        "search rare word --no-refresh",
+        median(&mut without),
+        Some(p95(&mut without)),
+        "ms",
+        "-",
+    ));
+    let mut common = Vec::new();
+    for _ in 0..reps.max(1) {
+        let (ms, out) = time_cairn(
+            cairn,
+            &s,
+            &["search", "--json", "--no-refresh", "--", "error"],
+        )?;
+        anyhow::ensure!(!hit_sessions(&out)?.is_empty(), "'error' found nothing");
+        common.push(ms);
+    }
+    figures.push(Figure::new(
+        "search common word 'error' --no-refresh",
+        median(&mut common),
+        Some(p95(&mut common)),
+        "ms",
+        "<= 40",
+    ));
+
+    println!(
+        "corpus: {} ({mb:.0} MB in {files} files), {runs} cold runs, {reps} reps",
+        corpus.display()
+    );
+    print_table(&figures, json)
+}
+
+fn count_files(dir: &Path) -> u64 {
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    rd.flatten()
+        .map(|e| match e.file_type() {
+            Ok(t) if t.is_dir() => count_files(&e.path()),
+            Ok(t) if t.is_file() => 1,
+            _ => 0,
+        })
+        .sum()
+}
