@@ -197,6 +197,63 @@ pub fn search(store: &Store, q: &Query, opts: &SearchOptions) -> Result<Vec<Hit>
     Ok(search_page(store, q, opts, 0)?.hits)
 }
 
+/// The joins the options' filters need (`se` = sessions, `n` = nodes), for a
+/// query over `records r`.
+pub(crate) fn push_joins(sql: &mut String, opts: &SearchOptions) {
+    if opts.agent.is_some() || opts.project.is_some() || opts.session.is_some() {
+        sql.push_str(" JOIN sessions se ON se.id = r.session");
+    }
+    if opts.machine.is_some() {
+        sql.push_str(" LEFT JOIN nodes n ON n.id = r.origin");
+    }
+}
+
+/// Appends the options' filters as ` AND ...` clauses, numbering their
+/// arguments after those already in `args`. Used by the lexical and the
+/// meaning tier, so both honour the same filters.
+pub(crate) fn push_filters(sql: &mut String, args: &mut Vec<SqlValue>, opts: &SearchOptions) {
+    // Each clause names its argument `?X`; it is numbered as it is pushed.
+    let mut arg = |sql: &mut String, clause: &str, v: SqlValue| {
+        args.push(v);
+        sql.push_str(&clause.replace("?X", &format!("?{}", args.len())));
+    };
+    if let Some(a) = &opts.agent {
+        arg(sql, " AND se.agent = ?X", SqlValue::Text(a.clone()));
+    }
+    if let Some(p) = &opts.project {
+        arg(
+            sql,
+            " AND instr(se.project, ?X) > 0",
+            SqlValue::Text(p.clone()),
+        );
+    }
+    if let Some(m) = &opts.machine {
+        arg(
+            sql,
+            " AND (n.name = ?X OR r.origin = ?X)",
+            SqlValue::Text(m.clone()),
+        );
+    }
+    if let Some(t) = opts.since_ms {
+        arg(sql, " AND r.ts >= ?X", SqlValue::Integer(t));
+    }
+    if let Some(s) = &opts.session {
+        arg(
+            sql,
+            " AND substr(se.session_id, 1, length(?X)) = ?X",
+            SqlValue::Text(s.clone()),
+        );
+    }
+    if !opts.roles.is_empty() {
+        let names: Vec<String> = opts
+            .roles
+            .iter()
+            .map(|r| format!("'{}'", r.as_str()))
+            .collect();
+        sql.push_str(&format!(" AND r.role IN ({})", names.join(",")));
+    }
+}
+
 /// A filtered candidate query: `from` and `first` (the first WHERE clause,
 /// with its arguments) plus the options' filters, then `tail` (order, limit).
 #[allow(clippy::too_many_arguments)]
@@ -211,55 +268,11 @@ fn candidates(
     mut push: impl FnMut(i64, f64, String, Option<i64>, i64, i64),
 ) -> Result<(), SearchError> {
     let mut sql = format!("SELECT r.id, {score}, r.role, r.ts, r.session, r.flags FROM {from}");
-    if opts.agent.is_some() || opts.project.is_some() || opts.session.is_some() {
-        sql.push_str(" JOIN sessions se ON se.id = r.session");
-    }
-    if opts.machine.is_some() {
-        sql.push_str(" LEFT JOIN nodes n ON n.id = r.origin");
-    }
+    push_joins(&mut sql, opts);
     sql.push_str(" WHERE ");
     sql.push_str(first);
     let mut args = first_args;
-    // Each clause names its argument `?X`; it is numbered as it is pushed.
-    let mut arg = |sql: &mut String, clause: &str, v: SqlValue| {
-        args.push(v);
-        sql.push_str(&clause.replace("?X", &format!("?{}", args.len())));
-    };
-    if let Some(a) = &opts.agent {
-        arg(&mut sql, " AND se.agent = ?X", SqlValue::Text(a.clone()));
-    }
-    if let Some(p) = &opts.project {
-        arg(
-            &mut sql,
-            " AND instr(se.project, ?X) > 0",
-            SqlValue::Text(p.clone()),
-        );
-    }
-    if let Some(m) = &opts.machine {
-        arg(
-            &mut sql,
-            " AND (n.name = ?X OR r.origin = ?X)",
-            SqlValue::Text(m.clone()),
-        );
-    }
-    if let Some(t) = opts.since_ms {
-        arg(&mut sql, " AND r.ts >= ?X", SqlValue::Integer(t));
-    }
-    if let Some(s) = &opts.session {
-        arg(
-            &mut sql,
-            " AND substr(se.session_id, 1, length(?X)) = ?X",
-            SqlValue::Text(s.clone()),
-        );
-    }
-    if !opts.roles.is_empty() {
-        let names: Vec<String> = opts
-            .roles
-            .iter()
-            .map(|r| format!("'{}'", r.as_str()))
-            .collect();
-        sql.push_str(&format!(" AND r.role IN ({})", names.join(",")));
-    }
+    push_filters(&mut sql, &mut args, opts);
     sql.push(' ');
     sql.push_str(tail);
     let mut stmt = conn.prepare(&sql)?;

@@ -108,53 +108,10 @@ fn nearest(store: &Store, qv: &[f32], opts: &SearchOptions) -> Result<Vec<Near>,
     let mut sql = String::from(
         "SELECT v.id, v.v, r.session, r.role FROM vectors v JOIN records r ON r.id = v.id",
     );
-    if opts.agent.is_some() || opts.project.is_some() || opts.session.is_some() {
-        sql.push_str(" JOIN sessions se ON se.id = r.session");
-    }
-    if opts.machine.is_some() {
-        sql.push_str(" LEFT JOIN nodes n ON n.id = r.origin");
-    }
+    super::push_joins(&mut sql, opts);
     sql.push_str(" WHERE v.v IS NOT NULL");
     let mut args: Vec<SqlValue> = Vec::new();
-    let mut arg = |sql: &mut String, clause: &str, v: SqlValue| {
-        args.push(v);
-        sql.push_str(&clause.replace("?X", &format!("?{}", args.len())));
-    };
-    if let Some(a) = &opts.agent {
-        arg(&mut sql, " AND se.agent = ?X", SqlValue::Text(a.clone()));
-    }
-    if let Some(p) = &opts.project {
-        arg(
-            &mut sql,
-            " AND instr(se.project, ?X) > 0",
-            SqlValue::Text(p.clone()),
-        );
-    }
-    if let Some(m) = &opts.machine {
-        arg(
-            &mut sql,
-            " AND (n.name = ?X OR r.origin = ?X)",
-            SqlValue::Text(m.clone()),
-        );
-    }
-    if let Some(t) = opts.since_ms {
-        arg(&mut sql, " AND r.ts >= ?X", SqlValue::Integer(t));
-    }
-    if let Some(s) = &opts.session {
-        arg(
-            &mut sql,
-            " AND substr(se.session_id, 1, length(?X)) = ?X",
-            SqlValue::Text(s.clone()),
-        );
-    }
-    if !opts.roles.is_empty() {
-        let names: Vec<String> = opts
-            .roles
-            .iter()
-            .map(|r| format!("'{}'", r.as_str()))
-            .collect();
-        sql.push_str(&format!(" AND r.role IN ({})", names.join(",")));
-    }
+    super::push_filters(&mut sql, &mut args, opts);
     let mut stmt = conn.prepare(&sql)?;
     let mut rows = stmt.query(rusqlite::params_from_iter(args.iter()))?;
     let mut heap = BinaryHeap::with_capacity(VECTOR_RECORDS + 1);
