@@ -76,22 +76,7 @@ fn every_agents_planted_fact_is_found_first() {
     let home = TestHome::seeded();
     home.ok(&["index", "--quiet"]);
     for (query, agent, needle) in FACTS {
-        let hits = home.search(query, &["--no-refresh"]);
-        assert!(!hits.is_empty(), "no hits for {query:?}");
-        let top = &hits[0];
-        assert_eq!(
-            top["agent"], *agent,
-            "wrong top agent for {query:?}: {hits:#?}"
-        );
-        let snippet = top["snippet"].as_str().unwrap_or_default();
-        if !snippet.contains(needle) {
-            let sid = top["session_id"].as_str().expect("session id");
-            let show = home.ok(&["show", "--no-pager", sid]);
-            assert!(
-                show.contains(needle),
-                "top session for {query:?} lacks {needle:?}"
-            );
-        }
+        home.assert_found_first(query, agent, needle);
     }
 }
 

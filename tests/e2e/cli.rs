@@ -36,23 +36,7 @@ fn search_finds_planted_facts_first() {
         ("ledger API timeout export", "gemini", "500 rows"),
     ];
     for (query, agent, needle) in cases {
-        let hits = home.search(query, &["--no-refresh"]);
-        assert!(!hits.is_empty(), "no hits for {query:?}");
-        let top = &hits[0];
-        assert_eq!(
-            top["agent"], agent,
-            "wrong top agent for {query:?}: {hits:#?}"
-        );
-        // The best record of the top session mentions the fact, or the session does.
-        let snippet = top["snippet"].as_str().unwrap_or_default();
-        if !snippet.contains(needle) {
-            let sid = top["session_id"].as_str().expect("session id");
-            let show = home.ok(&["show", "--no-pager", sid]);
-            assert!(
-                show.contains(needle),
-                "top session for {query:?} lacks {needle:?}"
-            );
-        }
+        home.assert_found_first(query, agent, needle);
     }
 }
 

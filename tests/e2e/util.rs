@@ -108,6 +108,27 @@ impl TestHome {
         v["hits"].as_array().expect("hits array").clone()
     }
 
+    /// Asserts that `query` (searched without refreshing) puts a session of
+    /// `agent` first, and that its best record or its transcript says `needle`.
+    pub fn assert_found_first(&self, query: &str, agent: &str, needle: &str) {
+        let hits = self.search(query, &["--no-refresh"]);
+        assert!(!hits.is_empty(), "no hits for {query:?}");
+        let top = &hits[0];
+        assert_eq!(
+            top["agent"], agent,
+            "wrong top agent for {query:?}: {hits:#?}"
+        );
+        let snippet = top["snippet"].as_str().unwrap_or_default();
+        if !snippet.contains(needle) {
+            let sid = top["session_id"].as_str().expect("session id");
+            let show = self.ok(&["show", "--no-pager", sid]);
+            assert!(
+                show.contains(needle),
+                "top session for {query:?} lacks {needle:?}"
+            );
+        }
+    }
+
     /// Runs a `cairn search …` that may find nothing: exit status 0 with
     /// hits, 1 with none (as grep); returns stdout.
     pub fn search_out(&self, args: &[&str]) -> String {
