@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use chrono::{DateTime, NaiveDateTime};
 use serde_json::Value;
 
-use super::ParseError;
+use super::{ParseError, Parsed};
 
 /// Largest text kept for one tool output, in bytes; the head and the tail are
 /// kept and the middle elided, so error messages at the end stay searchable.
@@ -73,6 +73,26 @@ pub fn epoch_to_ms(n: i64) -> Option<i64> {
 /// Decodes one JSON line, mapping failures to [`ParseError`].
 pub fn json_line(line: &[u8], offset: u64) -> Result<Value, ParseError> {
     serde_json::from_slice(line).map_err(|source| ParseError::Json { offset, source })
+}
+
+/// A file's name without its extension, or "" when it has none (or it is not
+/// UTF-8): the session id of stores that name files after their sessions.
+pub fn file_stem(path: &Path) -> &str {
+    path.file_stem()
+        .and_then(|s| s.to_str())
+        .unwrap_or_default()
+}
+
+/// Parses a whole-file JSON document; a malformed one is recorded in
+/// `parsed.errors` (at offset 0) and gives `None`.
+pub fn json_document(bytes: &[u8], parsed: &mut Parsed) -> Option<Value> {
+    match serde_json::from_slice(bytes) {
+        Ok(v) => Some(v),
+        Err(source) => {
+            parsed.errors.push(ParseError::Json { offset: 0, source });
+            None
+        }
+    }
 }
 
 /// Flattens message content into text: a plain string, or an array of blocks

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use serde_json::Value;
 
 use super::blocks;
-use super::common::{has_suffix, parse_time, walk_files};
+use super::common::{file_stem, has_suffix, json_document, parse_time, walk_files};
 use super::{Locations, ParseError, Parsed, Reader, Source, SourceFile};
 use crate::record::{Record, Role};
 
@@ -66,17 +66,10 @@ fn created(path: &Path, id: &str) -> Option<i64> {
 /// Parses one Continue session document.
 pub fn parse(path: &Path, bytes: &[u8]) -> Parsed {
     let mut parsed = Parsed::default();
-    let doc: Value = match serde_json::from_slice(bytes) {
-        Ok(v) => v,
-        Err(source) => {
-            parsed.errors.push(ParseError::Json { offset: 0, source });
-            return parsed;
-        }
+    let Some(doc) = json_document(bytes, &mut parsed) else {
+        return parsed;
     };
-    let stem = path
-        .file_stem()
-        .and_then(|s| s.to_str())
-        .unwrap_or_default();
+    let stem = file_stem(path);
     let id = doc
         .get("sessionId")
         .and_then(Value::as_str)

@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 use serde_json::Value;
 
 use super::blocks::{self, Make};
-use super::common::{has_suffix, json_line, parse_time, walk_files};
+use super::common::{file_stem, has_suffix, json_line, parse_time, walk_files};
 use super::db;
 use super::{
     DbBatch, LineParser, Locations, ParseError, Parsed, Reader, Source, SourceError, SourceFile,
@@ -189,11 +189,7 @@ pub fn read_db(path: &Path, watermark: &Watermark) -> Result<DbBatch, SourceErro
 
 /// A line parser for one legacy JSONL session.
 pub fn new_parser(path: &Path) -> Box<dyn LineParser> {
-    let id = path
-        .file_stem()
-        .and_then(|s| s.to_str())
-        .unwrap_or_default()
-        .to_owned();
+    let id = file_stem(path).to_owned();
     Box::new(LegacyParser {
         session: id,
         project: None,

@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use serde_json::Value;
 
 use super::blocks::{self, Make};
-use super::common::{has_suffix, json_line, parse_time, walk_files};
+use super::common::{file_stem, has_suffix, json_line, parse_time, walk_files};
 use super::db;
 use super::{
     DbBatch, LineParser, Locations, ParseError, Parsed, Reader, Source, SourceError, SourceFile,
@@ -143,10 +143,7 @@ pub fn read_db(path: &Path, watermark: &Watermark) -> Result<DbBatch, SourceErro
 
 /// A line parser for one JSONL session log.
 pub fn new_parser(path: &Path) -> Box<dyn LineParser> {
-    let stem = path
-        .file_stem()
-        .and_then(|s| s.to_str())
-        .unwrap_or_default();
+    let stem = file_stem(path);
     Box::new(HermesLines {
         session: stem.to_owned(),
     })

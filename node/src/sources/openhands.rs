@@ -16,8 +16,8 @@ use std::path::{Path, PathBuf};
 use serde_json::Value;
 
 use super::blocks;
-use super::common::{has_suffix, parse_time, walk_files};
-use super::{Locations, ParseError, Parsed, Reader, Source, SourceFile};
+use super::common::{has_suffix, json_document, parse_time, walk_files};
+use super::{Locations, Parsed, Reader, Source, SourceFile};
 use crate::record::{Record, Role};
 
 const AGENT: &str = "openhands";
@@ -65,12 +65,8 @@ impl Source for OpenHands {
 /// Parses one event file.
 pub fn parse_event(path: &Path, bytes: &[u8]) -> Parsed {
     let mut parsed = Parsed::default();
-    let v: Value = match serde_json::from_slice(bytes) {
-        Ok(v) => v,
-        Err(source) => {
-            parsed.errors.push(ParseError::Json { offset: 0, source });
-            return parsed;
-        }
+    let Some(v) = json_document(bytes, &mut parsed) else {
+        return parsed;
     };
     let conv = path.parent().and_then(Path::parent);
     let session = conv

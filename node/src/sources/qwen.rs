@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use serde_json::Value;
 
 use super::blocks;
-use super::common::{has_suffix, json_line, parse_time, walk_files};
+use super::common::{file_stem, has_suffix, json_line, parse_time, walk_files};
 use super::{LineParser, Locations, ParseError, Reader, Source, SourceFile};
 use crate::record::{Record, Role};
 
@@ -49,10 +49,7 @@ impl Source for Qwen {
 
 /// A line parser for one Qwen Code chat file.
 pub fn new_parser(path: &Path) -> Box<dyn LineParser> {
-    let stem = path
-        .file_stem()
-        .and_then(|s| s.to_str())
-        .unwrap_or_default();
+    let stem = file_stem(path);
     Box::new(QwenParser {
         fallback: stem.to_owned(),
     })

@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use serde_json::Value;
 
 use super::blocks;
-use super::common::{has_suffix, json_line, parse_time, walk_files};
+use super::common::{file_stem, has_suffix, json_document, json_line, parse_time, walk_files};
 use super::{LineParser, Locations, ParseError, Parsed, Reader, Source, SourceFile};
 use crate::record::{Record, Role};
 
@@ -123,17 +123,10 @@ fn message(m: &Value, meta: &Meta, offset: u64, out: &mut Vec<Record>) -> Result
 /// Parses a v1 single-document session.
 pub fn parse_v1(path: &Path, bytes: &[u8]) -> Parsed {
     let mut parsed = Parsed::default();
-    let doc: Value = match serde_json::from_slice(bytes) {
-        Ok(v) => v,
-        Err(source) => {
-            parsed.errors.push(ParseError::Json { offset: 0, source });
-            return parsed;
-        }
+    let Some(doc) = json_document(bytes, &mut parsed) else {
+        return parsed;
     };
-    let stem = path
-        .file_stem()
-        .and_then(|s| s.to_str())
-        .unwrap_or_default();
+    let stem = file_stem(path);
     let meta = meta_of(doc.get("metadata").unwrap_or(&Value::Null), stem);
     for (i, m) in doc
         .get("messages")

@@ -24,7 +24,7 @@ use std::path::{Path, PathBuf};
 use serde_json::Value;
 
 use super::blocks;
-use super::common::{TEXT_CAP, cap_text, parse_time, walk_files};
+use super::common::{TEXT_CAP, cap_text, json_document, parse_time, walk_files};
 use super::{Locations, ParseError, Parsed, Reader, Source, SourceFile};
 use crate::record::{Record, Role};
 
@@ -178,12 +178,8 @@ fn parse(path: &Path, bytes: &[u8], agent: &'static str) -> Parsed {
         .and_then(|n| n.to_str())
         .unwrap_or_default()
         .to_owned();
-    let doc: Value = match serde_json::from_slice(bytes) {
-        Ok(v) => v,
-        Err(source) => {
-            parsed.errors.push(ParseError::Json { offset: 0, source });
-            return parsed;
-        }
+    let Some(doc) = json_document(bytes, &mut parsed) else {
+        return parsed;
     };
     // The CLI's `<id>.messages.json` may wrap the array in an object.
     let messages = match &doc {
