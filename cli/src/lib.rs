@@ -3,7 +3,6 @@
 //! in [`cmd`], so tests can call them directly.
 
 pub mod args;
-pub mod bench;
 pub mod cmd;
 pub mod install;
 pub mod output;

@@ -13,7 +13,7 @@
 //!   search on B finds it), p50 and p95 over `--samples`.
 //!
 //! ```text
-//! cargo build --release -p cairn
+//! cargo build --release -p cairn -p cairn-bench
 //! target/release/cairn-bench sync --records 100000
 //! ```
 

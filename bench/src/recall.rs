@@ -7,7 +7,7 @@
 //! and the median search latency (in-process, warm, on this machine).
 //!
 //! ```text
-//! cargo run --release -p cairn --bin cairn-bench -- recall
+//! cargo run --release -p cairn-bench -- recall
 //! cairn-bench recall --misses            # also list the questions not found first
 //! ```
 

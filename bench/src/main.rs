@@ -2,10 +2,10 @@
 //! `cairn` binary on it, printing medians (never asserting on time).
 //!
 //! ```text
-//! cargo build --release -p cairn
+//! cargo build --release -p cairn -p cairn-bench
 //! target/release/cairn-bench --size-mb 1024 --runs 3
 //! ```
 
 fn main() -> anyhow::Result<()> {
-    cairn::bench::main()
+    cairn_bench::main()
 }

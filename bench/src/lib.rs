@@ -1,4 +1,7 @@
 //! The bench behind `cairn-bench`: corpus generation and measurements.
+//!
+//! Its own crate so that `cargo install --path cli` installs `cairn` alone;
+//! it measures the `cairn` binary it finds next to itself (or `--cairn`).
 
 mod corpus;
 mod measure;
@@ -64,7 +67,7 @@ pub fn main() -> anyhow::Result<()> {
     };
     anyhow::ensure!(
         cairn.is_file(),
-        "no cairn binary at {}; build it first (cargo build --release -p cairn)",
+        "no cairn binary at {}; build it first (cargo build --release -p cairn -p cairn-bench)",
         cairn.display()
     );
     let tmp;
