@@ -12,6 +12,8 @@
 //! - [`record`]: [`WireRecord`], tombstones, stubs, the canonical content hash.
 //! - [`batch`]: building and checking batches.
 //! - [`plan`]: watermark arithmetic and pull planning.
+//! - [`conversation`]: one sync session's conversation as a pure state
+//!   machine (events in, actions out, time passed in).
 //! - [`pairing`]: the pairing code and proofs.
 //! - [`limits`]: every size limit.
 //!
@@ -21,6 +23,7 @@
 #![warn(missing_docs, clippy::print_stdout, clippy::print_stderr)]
 
 pub mod batch;
+pub mod conversation;
 pub mod frame;
 pub mod ids;
 pub mod limits;
@@ -32,6 +35,9 @@ mod serde_util;
 pub mod version;
 
 pub use batch::{BatchBuilder, BatchError, BuildError, LogEntry, Pushed, check_batch, next_pull};
+pub use conversation::{
+    Action, ApplyResult, Conversation, ConversationConfig, ConversationError, Event, Finished,
+};
 pub use frame::{
     DecodeError, EncodeError, FrameDecoder, FrameError, decode_message, encode_frame,
     encode_message,
@@ -42,7 +48,7 @@ pub use message::{
     Batch, Hello, Message, OriginName, PairAccept, PairRequest, Pull, RefuseCode, Watermark,
 };
 pub use pairing::{PairingCode, PairingError};
-pub use plan::{Lag, PlanLimits, contiguous_max, lags, plan_pulls, plan_pulls_where};
+pub use plan::{Lag, PlanLimits, contiguous_max, lags, plan_pulls, plan_pulls_where, total_behind};
 pub use record::{
     ForgetTarget, Hash32, HashInput, LogStub, RecordError, StubKind, Tombstone, WireRecord,
     record_content_hash,

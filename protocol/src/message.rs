@@ -69,6 +69,25 @@ pub enum Message {
     PairAccept(PairAccept),
 }
 
+impl Message {
+    /// The message's kind in snake_case, as its CBOR tag names it (for
+    /// errors and logs; never its contents).
+    pub fn name(&self) -> &'static str {
+        match self {
+            Message::Hello(_) => "hello",
+            Message::Refuse { .. } => "refuse",
+            Message::Watermarks { .. } => "watermarks",
+            Message::Pull(_) => "pull",
+            Message::Batch(_) => "batch",
+            Message::Ping { .. } => "ping",
+            Message::Pong { .. } => "pong",
+            Message::Bye { .. } => "bye",
+            Message::PairRequest(_) => "pair_request",
+            Message::PairAccept(_) => "pair_accept",
+        }
+    }
+}
+
 /// Why a peer refuses to talk.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

@@ -102,6 +102,14 @@ pub fn lags(local: &[Watermark], remote: &[Watermark]) -> Vec<Lag> {
         .collect()
 }
 
+/// Entries `remote` holds that `local` lacks, summed over every log
+/// (saturating): how far behind `local` is.
+pub fn total_behind(local: &[Watermark], remote: &[Watermark]) -> u64 {
+    lags(local, remote)
+        .iter()
+        .fold(0u64, |acc, l| acc.saturating_add(l.behind()))
+}
+
 /// The pulls to send after exchanging watermarks: one per lagging log, from
 /// our watermark, at most `limits.max_pulls`, in `(origin, epoch)` order.
 /// Empty when the peer has nothing new, so a reconnect with nothing to do

@@ -1,8 +1,11 @@
 //! cairn-protocol's integration tests (one binary): golden vectors, property
 //! round trips, robustness of the decoders, version negotiation, pairing,
-//! planning, batches and the record hash.
+//! planning, batches, the record hash, and the sync conversation state
+//! machine (scripted, property-tested and simulated end to end).
 
 mod batch;
+mod conversation;
+mod conversation_sim;
 mod frame;
 mod golden;
 mod hash;
