@@ -6,6 +6,7 @@
 //! [`config::Config`] from a captured [`config::Env`] and passes it in, so
 //! several nodes can share a process.
 
+pub mod clock;
 pub mod config;
 pub mod embed;
 pub mod home;

@@ -120,10 +120,7 @@ impl Node {
         store.upsert_node(identity.id(), &config.node_name)?;
         // The own sync log's epoch is chosen on first open; reading the
         // clock here keeps the store clock-free.
-        let now_ms = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(1, |d| d.as_millis() as i64);
-        store.ensure_log(identity.id(), now_ms)?;
+        store.ensure_log(identity.id(), crate::clock::now_ms())?;
         Ok(Node {
             config,
             identity,

@@ -92,7 +92,7 @@ pub fn run(args: &DemoArgs) -> anyhow::Result<()> {
         })
         .sum::<Result<u64, _>>()?;
 
-    let rt = pairing::runtime().context("start the network runtime")?;
+    let rt = cairn_node::sync::runtime().context("start the network runtime")?;
     let report = rt.block_on(pair_and_sync(laptop, desktop))?;
     let (laptop, desktop) = report.1;
 
@@ -212,7 +212,7 @@ async fn pair_and_sync(laptop: Node, desktop: Node) -> anyhow::Result<(SessionRe
         loopback,
         &[],
         Duration::from_secs(60),
-        pairing::now_unix(),
+        cairn_node::clock::now_unix(),
     )?;
     let code = inviter.code().encode();
     let (invited, joined) = tokio::join!(
@@ -220,7 +220,7 @@ async fn pair_and_sync(laptop: Node, desktop: Node) -> anyhow::Result<(SessionRe
         pairing::join(
             LocalNode::of(&laptop),
             &code,
-            pairing::now_unix(),
+            cairn_node::clock::now_unix(),
             handshake
         )
     );

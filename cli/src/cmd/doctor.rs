@@ -10,9 +10,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
+use cairn_node::sync::DEFAULT_PORT;
 use cairn_node::sync::daemon;
 use cairn_node::sync::endpoint::{Endpoint, Role};
-use cairn_node::sync::pairing::{self, DEFAULT_PORT};
 use cairn_node::sync::peers::{Peer, PeerTable};
 use cairn_node::sync::session::{self, SyncError};
 use serde::Serialize;
@@ -378,7 +378,7 @@ fn peer_checks(node: &cairn_node::node::Node, home: &Path) -> anyhow::Result<Vec
             None,
         )]);
     }
-    let rt = pairing::runtime().context("start the network runtime")?;
+    let rt = cairn_node::sync::runtime().context("start the network runtime")?;
     let endpoint = {
         let _guard = rt.enter();
         let mut e = Endpoint::bind(

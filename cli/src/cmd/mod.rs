@@ -44,12 +44,7 @@ pub fn open(global: &GlobalArgs) -> anyhow::Result<Node> {
     Node::open(cfg).with_context(|| format!("cannot open the cairn node in {}", home.display()))
 }
 
-/// Now, in Unix ms.
-pub fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
-}
+pub use cairn_node::clock::now_ms;
 
 /// Runs an indexing pass; shows a progress bar on a terminal when `show_bar`
 /// and there is more than a little to read.

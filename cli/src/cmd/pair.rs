@@ -6,10 +6,9 @@ use std::net::{Ipv4Addr, SocketAddr};
 use std::time::Duration;
 
 use anyhow::{Context, bail};
+use cairn_node::sync::DEFAULT_PORT;
 use cairn_node::sync::endpoint::EndpointError;
-use cairn_node::sync::pairing::{
-    self, DEFAULT_PORT, HANDSHAKE_TIMEOUT, Inviter, LocalNode, PairError, Paired,
-};
+use cairn_node::sync::pairing::{self, HANDSHAKE_TIMEOUT, Inviter, LocalNode, PairError, Paired};
 use cairn_node::sync::peers::{Peer, PeerTable};
 use serde::Serialize;
 
@@ -96,13 +95,13 @@ pub fn parse_window(s: &str) -> anyhow::Result<Duration> {
 pub fn run(global: &GlobalArgs, args: &PairArgs) -> anyhow::Result<()> {
     let node = super::open(global)?;
     let local = LocalNode::of(&node);
-    let rt = pairing::runtime().context("start the network runtime")?;
+    let rt = cairn_node::sync::runtime().context("start the network runtime")?;
     let paired = match &args.code {
         Some(code) => rt
             .block_on(pairing::join(
                 local,
                 code,
-                pairing::now_unix(),
+                cairn_node::clock::now_unix(),
                 HANDSHAKE_TIMEOUT,
             ))
             .map_err(explain)?,
@@ -120,7 +119,7 @@ pub fn run(global: &GlobalArgs, args: &PairArgs) -> anyhow::Result<()> {
 }
 
 fn open_window(local: LocalNode<'_>, args: &PairArgs, window: Duration) -> anyhow::Result<Inviter> {
-    let now = pairing::now_unix();
+    let now = cairn_node::clock::now_unix();
     if let Some(listen) = args.listen {
         return Ok(Inviter::open(local, listen, &args.advertise, window, now)?);
     }

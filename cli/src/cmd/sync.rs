@@ -14,7 +14,6 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use cairn_node::sync::endpoint::{Endpoint, Role};
-use cairn_node::sync::pairing;
 use cairn_node::sync::peers::{Peer, PeerTable};
 use cairn_node::sync::session::{
     self, SessionConfig, SessionReport, SharedNode, SyncError, local_hello, new_instance,
@@ -81,7 +80,7 @@ pub fn run(global: &GlobalArgs, args: &SyncArgs) -> anyhow::Result<()> {
         bail!("no paired machines: run `cairn pair` here and `cairn pair CODE` on the other one");
     }
     let hello = local_hello(&node, new_instance())?;
-    let rt = pairing::runtime().context("start the network runtime")?;
+    let rt = cairn_node::sync::runtime().context("start the network runtime")?;
     let endpoint = {
         let _guard = rt.enter();
         let mut e = Endpoint::bind(

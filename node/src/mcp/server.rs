@@ -47,9 +47,7 @@ pub type Clock = fn() -> i64;
 
 /// The system clock, in Unix ms.
 pub fn system_clock() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
+    crate::clock::now_ms()
 }
 
 struct State {

@@ -22,29 +22,28 @@
 
 use std::collections::{HashMap, HashSet};
 use std::future::Future;
-use std::io::{Read, Write};
+use std::io::Write;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, SystemTime};
 
 use cairn_protocol::SpkiFingerprint;
-use serde::{Deserialize, Serialize};
 use tokio::sync::{Notify, Semaphore};
 use tokio::time::Instant;
 
 use super::endpoint::{Endpoint, EndpointError, Role};
+pub use super::instance::{
+    SERVE_STATE_FILE, ServeState, is_serving, read_state, running_state, state_path,
+};
 use super::peers::{Peer, PeerTable, PeersError};
 use super::session::{
-    self, SessionConfig, SharedNode, SyncError, local_hello, new_instance, now_ms, with_node,
+    self, SessionConfig, SharedNode, SyncError, local_hello, new_instance, with_node,
 };
 use super::tls::AllowList;
+use crate::clock::now_ms;
 use crate::node::Node;
 
-/// File in the node's home that says where a running daemon listens.
-pub const SERVE_STATE_FILE: &str = "serve.json";
-/// Largest state file read.
-const MAX_STATE_BYTES: u64 = 64 * 1024;
 /// Inbound sessions served at once.
 const MAX_INBOUND: usize = 32;
 
@@ -76,7 +75,7 @@ pub struct DaemonConfig {
 impl Default for DaemonConfig {
     fn default() -> Self {
         DaemonConfig {
-            listen: SocketAddr::from(([0, 0, 0, 0], super::pairing::DEFAULT_PORT)),
+            listen: SocketAddr::from(([0, 0, 0, 0], super::DEFAULT_PORT)),
             sync_interval: Duration::from_secs(30),
             poll_interval: Duration::from_secs(3),
             debounce: Duration::from_millis(150),
@@ -88,17 +87,6 @@ impl Default for DaemonConfig {
             watch: true,
         }
     }
-}
-
-/// Where a running daemon listens, as written to `serve.json`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ServeState {
-    /// The bound address (the real port when asked for port 0).
-    pub listen_addr: SocketAddr,
-    /// The daemon's process id.
-    pub pid: u32,
-    /// When it started (Unix ms).
-    pub started_ms: i64,
 }
 
 /// Failures that stop the daemon (everything else is logged and retried).
@@ -125,35 +113,6 @@ pub enum DaemonError {
         #[source]
         source: std::io::Error,
     },
-}
-
-/// The state file of the node with this home.
-pub fn state_path(home: &Path) -> PathBuf {
-    home.join(SERVE_STATE_FILE)
-}
-
-/// Reads `serve.json` (`None` if absent, unreadable or malformed).
-pub fn read_state(home: &Path) -> Option<ServeState> {
-    let f = std::fs::File::open(state_path(home)).ok()?;
-    let mut bytes = Vec::new();
-    f.take(MAX_STATE_BYTES).read_to_end(&mut bytes).ok()?;
-    serde_json::from_slice(&bytes).ok()
-}
-
-/// Reads `serve.json` and keeps it only if its process still runs (Linux:
-/// `/proc/PID`; elsewhere the file is trusted).
-pub fn running_state(home: &Path) -> Option<ServeState> {
-    let st = read_state(home)?;
-    if cfg!(target_os = "linux") && !Path::new(&format!("/proc/{}", st.pid)).exists() {
-        return None;
-    }
-    Some(st)
-}
-
-/// Whether a `cairn serve` daemon runs for this home (and so keeps its
-/// index fresh): `serve.json` names a live process.
-pub fn is_serving(home: &Path) -> bool {
-    running_state(home).is_some()
 }
 
 fn write_state(home: &Path, st: &ServeState) -> Result<(), DaemonError> {

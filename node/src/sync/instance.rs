@@ -3,14 +3,65 @@
 //! system releases it when the process ends, even by `kill -9`, so a crash
 //! never blocks the next start. A second daemon is refused before it binds
 //! a port or touches `serve.json`, and is told which one is running.
+//!
+//! Also reads `serve.json`, where a running daemon says where it listens
+//! (the daemon writes it): pairing, `cairn status`, `cairn doctor`, the MCP
+//! server and the browse page ask here whether a daemon serves the home.
 
+use std::io::Read;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
 
 use crate::lock::{FileLock, LockError};
 
 /// The lock file in the node's home.
 pub const SERVE_LOCK_FILE: &str = "serve.lock";
+/// File in the node's home that says where a running daemon listens.
+pub const SERVE_STATE_FILE: &str = "serve.json";
+/// Largest state file read.
+const MAX_STATE_BYTES: u64 = 64 * 1024;
+
+/// Where a running daemon listens, as written to `serve.json`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ServeState {
+    /// The bound address (the real port when asked for port 0).
+    pub listen_addr: SocketAddr,
+    /// The daemon's process id.
+    pub pid: u32,
+    /// When it started (Unix ms).
+    pub started_ms: i64,
+}
+
+/// The state file of the node with this home.
+pub fn state_path(home: &Path) -> PathBuf {
+    home.join(SERVE_STATE_FILE)
+}
+
+/// Reads `serve.json` (`None` if absent, unreadable or malformed).
+pub fn read_state(home: &Path) -> Option<ServeState> {
+    let f = std::fs::File::open(state_path(home)).ok()?;
+    let mut bytes = Vec::new();
+    f.take(MAX_STATE_BYTES).read_to_end(&mut bytes).ok()?;
+    serde_json::from_slice(&bytes).ok()
+}
+
+/// Reads `serve.json` and keeps it only if its process still runs (Linux:
+/// `/proc/PID`; elsewhere the file is trusted).
+pub fn running_state(home: &Path) -> Option<ServeState> {
+    let st = read_state(home)?;
+    if cfg!(target_os = "linux") && !Path::new(&format!("/proc/{}", st.pid)).exists() {
+        return None;
+    }
+    Some(st)
+}
+
+/// Whether a `cairn serve` daemon runs for this home (and so keeps its
+/// index fresh): `serve.json` names a live process.
+pub fn is_serving(home: &Path) -> bool {
+    running_state(home).is_some()
+}
 
 /// Why this daemon may not run.
 #[derive(Debug, thiserror::Error)]
@@ -47,8 +98,7 @@ pub fn claim(home: &Path) -> Result<FileLock, InstanceError> {
     match FileLock::try_acquire(&home.join(SERVE_LOCK_FILE)) {
         Ok(lock) => Ok(lock),
         Err(LockError::Held { holder, .. }) => {
-            let state =
-                super::daemon::read_state(home).filter(|s| holder.is_none_or(|p| p == s.pid));
+            let state = read_state(home).filter(|s| holder.is_none_or(|p| p == s.pid));
             Err(InstanceError::AlreadyRunning {
                 home: home.to_path_buf(),
                 pid: holder.or(state.as_ref().map(|s| s.pid)),
@@ -74,7 +124,7 @@ mod tests {
             "{msg}"
         );
         std::fs::write(
-            super::super::daemon::state_path(dir.path()),
+            state_path(dir.path()),
             format!(
                 r#"{{"listen_addr":"127.0.0.1:7878","pid":{},"started_ms":1}}"#,
                 std::process::id()

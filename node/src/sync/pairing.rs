@@ -33,11 +33,11 @@ use super::endpoint::{
     send_msg,
 };
 use super::peers::{Peer, PeerTable, PeersError};
+use super::{DEFAULT_PORT, clean_name};
+use crate::clock::now_ms;
 
 /// How long a code stays valid unless `--timeout` says otherwise.
 pub const DEFAULT_PAIR_TIMEOUT: Duration = Duration::from_secs(10 * 60);
-/// The UDP port `cairn serve` and `cairn pair` listen on by default.
-pub const DEFAULT_PORT: u16 = 7878;
 /// Failed proofs after which the window closes (the code is burnt).
 pub const MAX_FAILED_ATTEMPTS: u32 = 3;
 /// Bytes of one-time secret in a code (160 bits).
@@ -46,8 +46,6 @@ pub const SECRET_LEN: usize = 20;
 pub const MSG_TIMEOUT: Duration = Duration::from_secs(10);
 /// Largest frame accepted on the pairing ALPN.
 const MAX_PAIR_FRAME: usize = 16 * 1024;
-/// Longest peer name kept.
-const MAX_NAME_CHARS: usize = 64;
 /// TLS exporter label the pairing proofs bind (see `cairn_protocol::pairing::Transcript`).
 pub const EXPORTER_LABEL: &[u8] = b"EXPORTER-cairn-pair";
 
@@ -72,7 +70,7 @@ impl<'a> LocalNode<'a> {
             key: node.identity().key(),
             name: &node.config().node_name,
             home: &node.config().home,
-            serve_port: crate::sync::daemon::running_state(&node.config().home)
+            serve_port: super::instance::running_state(&node.config().home)
                 .map(|s| s.listen_addr.port()),
         }
     }
@@ -554,22 +552,6 @@ fn channel_binding(conn: &PeerConnection) -> Result<[u8; 32], PairError> {
     Ok(out)
 }
 
-/// A peer-supplied name, made safe to store and print: no control
-/// characters, at most 64 characters, never empty.
-pub(crate) fn clean_name(name: &str) -> String {
-    let s: String = name
-        .chars()
-        .filter(|c| !c.is_control())
-        .take(MAX_NAME_CHARS)
-        .collect();
-    let s = s.trim();
-    if s.is_empty() {
-        "unnamed".to_owned()
-    } else {
-        s.to_owned()
-    }
-}
-
 /// A peer-supplied refusal reason, made safe to print.
 fn clean_reason(reason: &str) -> String {
     reason
@@ -624,30 +606,10 @@ fn primary_ip(family: IpAddr) -> Option<IpAddr> {
     (!ip.is_unspecified()).then_some(ip)
 }
 
-/// A tokio runtime for callers that are not async (the CLI): single
-/// threaded, with the I/O and timer drivers QUIC needs.
-pub fn runtime() -> Result<tokio::runtime::Runtime, std::io::Error> {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-}
-
-/// Now, in Unix seconds.
-pub fn now_unix() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
-}
-
-fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::clock::now_unix;
 
     const HS: Duration = Duration::from_secs(5);
 
@@ -915,12 +877,5 @@ mod tests {
         assert_eq!(got[0].port(), 4444);
         let lo: SocketAddr = "127.0.0.1:5555".parse().expect("addr");
         assert_eq!(advertise_addrs(lo, &[]), vec![lo]);
-    }
-
-    #[test]
-    fn peer_supplied_names_are_cleaned() {
-        assert_eq!(clean_name("lap\x1b[31mtop\n"), "lap[31mtop");
-        assert_eq!(clean_name("   "), "unnamed");
-        assert_eq!(clean_name(&"x".repeat(500)).len(), MAX_NAME_CHARS);
     }
 }

@@ -28,7 +28,6 @@ use std::path::Path;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use super::pairing::clean_name;
 use cairn_protocol::{
     ALPN_SYNC, Batch, Hello, MAX_WATERMARKS, Message, NodeId, OriginName, PlanLimits, Pull,
     SpkiFingerprint, Watermark, lags, next_pull, plan_pulls_where,
@@ -40,8 +39,9 @@ use super::endpoint::{
     Blame, Endpoint, EndpointError, PeerConnection, RECV_TIMEOUT, Session, SessionError,
     message_name, open_session, recv_msg, send_msg,
 };
-use super::pairing::DEFAULT_PORT;
 use super::peers::{Peer, PeerTable, PeersError};
+use super::{DEFAULT_PORT, clean_name};
+pub use crate::clock::now_ms;
 use crate::node::{Node, NodeError};
 use crate::store::{self, ApplyError, ApplyReport};
 
@@ -915,13 +915,6 @@ pub fn behind(store: &store::Store, peer_id: &str) -> Option<u64> {
         .ok()
         .flatten()
         .and_then(|v| v.parse().ok())
-}
-
-/// Now, in Unix ms.
-pub fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }
 
 #[cfg(test)]

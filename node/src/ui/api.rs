@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use super::UiState;
+use crate::clock::now_ms;
 use crate::record::Role;
 use crate::search::{self, SearchOptions};
 use crate::store::{Origin, RecentFilter, SessionInfo, SessionRecord, Store, StoreError};
@@ -53,12 +54,6 @@ async fn with_store<T: Send + 'static>(
     })
     .await
     .map_err(|e| ApiError(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?
-}
-
-fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }
 
 /// An empty form field means "not given".

@@ -1,0 +1,33 @@
+//! The wall clock, read in one place. Everything else takes "now" as an
+//! argument (so tests can pin it); the callers at the edges (the CLI, the
+//! daemon, the MCP server, the browse page) read it here.
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// Now, in Unix milliseconds. A clock before 1970 reads as 0 and one past
+/// the `i64` range saturates at `i64::MAX`, so the value never wraps.
+pub fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
+/// Now, in Unix seconds (0 for a clock before 1970).
+pub fn now_unix() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn milliseconds_and_seconds_agree() {
+        let (ms, s) = (now_ms(), now_unix());
+        // Both read after 2020 and within a few seconds of each other.
+        assert!(ms > 1_577_836_800_000, "{ms}");
+        assert!((ms / 1000 - s as i64).abs() <= 2, "{ms} vs {s}");
+    }
+}
