@@ -259,6 +259,10 @@ pub struct ServeArgs {
     /// UDP address to listen on for paired machines.
     #[arg(long, value_name = "ADDR", default_value = "0.0.0.0:7878")]
     pub listen: std::net::SocketAddr,
+    /// Do not announce this machine or look for paired ones on the LAN
+    /// (mDNS); `[sync] discovery = false` in the config does the same.
+    #[arg(long)]
+    pub no_discovery: bool,
 }
 
 /// `cairn demo`

@@ -78,6 +78,17 @@ pub struct ConfigFile {
     /// `[search]`
     #[serde(default)]
     pub search: SearchSection,
+    /// `[sync]`
+    #[serde(default)]
+    pub sync: SyncSection,
+}
+
+/// `[sync]` settings.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SyncSection {
+    /// LAN discovery (mDNS) by `cairn serve`; on unless set to `false`.
+    pub discovery: Option<bool>,
 }
 
 /// `[search]` settings.
@@ -164,6 +175,8 @@ pub struct Config {
     pub disabled: Vec<String>,
     /// Whether records get meaning vectors and search uses them.
     pub semantic: bool,
+    /// Whether `cairn serve` announces itself and finds peers on the LAN.
+    pub discovery: bool,
 }
 
 impl Config {
@@ -259,6 +272,7 @@ impl Config {
             locations: loc,
             disabled: file.sources.disabled,
             semantic: file.search.semantic.unwrap_or(true),
+            discovery: file.sync.discovery.unwrap_or(true),
         })
     }
 }
@@ -329,12 +343,14 @@ mod tests {
         let c = Config::resolve(&env(dir.path()), Some(&p)).expect("resolve");
         assert_eq!(c.node_name, "laptop");
         assert!(c.semantic, "on by default");
-        std::fs::write(&p, "[search]\nsemantic = false\n").expect("write");
-        assert!(
-            !Config::resolve(&env(dir.path()), Some(&p))
-                .expect("resolve")
-                .semantic
-        );
+        assert!(c.discovery, "on by default");
+        std::fs::write(
+            &p,
+            "[search]\nsemantic = false\n[sync]\ndiscovery = false\n",
+        )
+        .expect("write");
+        let off = Config::resolve(&env(dir.path()), Some(&p)).expect("resolve");
+        assert!(!off.semantic && !off.discovery);
         assert_eq!(c.locations.aider_roots, [dir.path().join("code/shop")]);
         std::fs::write(&p, "[node]\nnmae = \"typo\"\n").expect("write");
         let err = Config::resolve(&env(dir.path()), Some(&p)).expect_err("typo");

@@ -5,6 +5,7 @@ mod util;
 
 mod agents;
 mod cli;
+mod discovery;
 mod docs;
 mod forget;
 mod hook;

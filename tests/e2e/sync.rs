@@ -16,10 +16,10 @@ use crate::util::{TestHome, all_bytes_under, contains, planted_secrets};
 // Generous: the deadline only bounds a failing wait, and a loaded 2-core CI
 // machine can miss one 30 s periodic round. Speed is measured by
 // `cairn-bench sync`, never asserted here.
-const DEADLINE: Duration = Duration::from_secs(90);
+pub(crate) const DEADLINE: Duration = Duration::from_secs(90);
 
 /// Kills the child (if still running) when dropped.
-struct Reap(Child);
+pub(crate) struct Reap(Child);
 
 impl Drop for Reap {
     fn drop(&mut self) {
@@ -31,15 +31,15 @@ impl Drop for Reap {
 }
 
 /// A test machine: a temp home and the host name its commands run under.
-struct Machine {
-    home: TestHome,
-    name: &'static str,
+pub(crate) struct Machine {
+    pub(crate) home: TestHome,
+    pub(crate) name: &'static str,
     /// Network namespace every command runs in, if any.
-    netns: Option<String>,
+    pub(crate) netns: Option<String>,
 }
 
 impl Machine {
-    fn new(home: TestHome, name: &'static str) -> Machine {
+    pub(crate) fn new(home: TestHome, name: &'static str) -> Machine {
         Machine {
             home,
             name,
@@ -47,7 +47,7 @@ impl Machine {
         }
     }
 
-    fn cmd(&self, args: &[&str]) -> Command {
+    pub(crate) fn cmd(&self, args: &[&str]) -> Command {
         let mut c = self.home.cmd(args);
         if let Some(ns) = &self.netns {
             // Same environment, run through `ip netns exec NS cairn ARGS`.
@@ -65,7 +65,7 @@ impl Machine {
         c
     }
 
-    fn ok(&self, args: &[&str]) -> String {
+    pub(crate) fn ok(&self, args: &[&str]) -> String {
         let out = self.cmd(args).output().expect("run cairn");
         assert!(
             out.status.success(),
@@ -77,13 +77,13 @@ impl Machine {
         String::from_utf8(out.stdout).expect("utf-8")
     }
 
-    fn json(&self, args: &[&str]) -> serde_json::Value {
+    pub(crate) fn json(&self, args: &[&str]) -> serde_json::Value {
         let out = self.ok(args);
         serde_json::from_str(&out).unwrap_or_else(|e| panic!("bad JSON ({e}): {out}"))
     }
 
     /// Hits for `query`, answered from the index as it is.
-    fn search(&self, query: &str) -> Vec<serde_json::Value> {
+    pub(crate) fn search(&self, query: &str) -> Vec<serde_json::Value> {
         let args = ["search", "--json", "--no-refresh", "--", query];
         let out = crate::util::search_output(&args, self.cmd(&args).output().expect("run cairn"));
         let v: serde_json::Value = serde_json::from_str(&out).expect("search JSON");
@@ -91,7 +91,7 @@ impl Machine {
     }
 
     /// Starts `cairn serve --listen ADDR` and waits (bounded) for its state file.
-    fn serve(&self, listen: &str) -> (Reap, String) {
+    pub(crate) fn serve(&self, listen: &str) -> (Reap, String) {
         let child = self
             .cmd(&["serve", "--listen", listen])
             .env("CAIRN_LOG", "info,cairn_node::sync=debug")
@@ -113,7 +113,7 @@ impl Machine {
 }
 
 /// Polls `f` with growing pauses until it returns `Some`, or `None` at the deadline.
-fn wait_for<T>(deadline: Duration, mut f: impl FnMut() -> Option<T>) -> Option<T> {
+pub(crate) fn wait_for<T>(deadline: Duration, mut f: impl FnMut() -> Option<T>) -> Option<T> {
     let start = Instant::now();
     let mut pause = Duration::from_millis(20);
     while start.elapsed() < deadline {
@@ -135,7 +135,7 @@ fn free_port() -> u16 {
 }
 
 /// Pairs `a` (inviting on `listen`) with `b` through the real commands.
-fn pair(a: &Machine, b: &Machine, listen: &str) {
+pub(crate) fn pair(a: &Machine, b: &Machine, listen: &str) {
     let mut child = a
         .cmd(&["pair", "--listen", listen, "--json"])
         .stdout(Stdio::piped())
@@ -164,12 +164,12 @@ fn pair(a: &Machine, b: &Machine, listen: &str) {
     );
 }
 
-fn widgets_transcript(home: &TestHome) -> PathBuf {
+pub(crate) fn widgets_transcript(home: &TestHome) -> PathBuf {
     home.path()
         .join(".claude/projects/-home-dev-widgets/d2a7c4e1-8f3b-4c6d-a5e9-7b1f0c3d2e44.jsonl")
 }
 
-fn claude_line(session: &str, uuid: &str, text: &str) -> String {
+pub(crate) fn claude_line(session: &str, uuid: &str, text: &str) -> String {
     serde_json::json!({
         "type": "user",
         "uuid": uuid,
@@ -474,7 +474,7 @@ fn cairn_sync_without_peers_or_listeners_fails_readably() {
     assert!(err.contains("no paired machines"), "{err}");
 }
 
-fn records_of(m: &Machine) -> u64 {
+pub(crate) fn records_of(m: &Machine) -> u64 {
     m.json(&["status", "--json"])["records"]
         .as_u64()
         .expect("records")
@@ -750,11 +750,11 @@ fn two_daemons_in_separate_network_namespaces_over_veth() {
 }
 
 /// Runs `ip ARGS`, or says what failed.
-fn ip(args: &[&str]) -> Result<(), String> {
+pub(crate) fn ip(args: &[&str]) -> Result<(), String> {
     run_tool("ip", args)
 }
 
-fn run_tool(tool: &str, args: &[&str]) -> Result<(), String> {
+pub(crate) fn run_tool(tool: &str, args: &[&str]) -> Result<(), String> {
     let out = Command::new(tool)
         .args(args)
         .output()
@@ -987,7 +987,7 @@ fn pair_advertised(inviter: &Machine, joiner: &Machine, listen: &str, advertise:
     );
 }
 
-fn dump_logs(ms: &[&Machine]) {
+pub(crate) fn dump_logs(ms: &[&Machine]) {
     for m in ms {
         let log = std::fs::read_to_string(m.home.path().join("serve.log")).unwrap_or_default();
         eprintln!("--- {} serve log ---\n{log}", m.name);

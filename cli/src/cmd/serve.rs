@@ -1,4 +1,4 @@
-//! `cairn serve [--listen ADDR]`: runs the sync daemon in the foreground
+//! `cairn serve [--listen ADDR] [--no-discovery]`: runs the sync daemon in the foreground
 //! until SIGINT or SIGTERM. The daemon lives in `cairn_node::sync::daemon`;
 //! this module resolves the node, starts a runtime and prints where it
 //! listens (also written to `serve.json` in the node's home, shown by
@@ -14,10 +14,12 @@ use crate::output;
 pub fn run(global: &GlobalArgs, args: &ServeArgs) -> anyhow::Result<()> {
     let node = super::open(global)?;
     let name = node.config().node_name.clone();
+    let discovery = node.config().discovery && !args.no_discovery;
     let short = node.identity().short_id();
     let rt = daemon::runtime().context("start the network runtime")?;
     let cfg = DaemonConfig {
         listen: args.listen,
+        discovery,
         ..DaemonConfig::default()
     };
     rt.block_on(daemon::serve(

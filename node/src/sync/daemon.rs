@@ -70,6 +70,8 @@ pub struct DaemonConfig {
     pub session: SessionConfig,
     /// Watch the agents' stores for changes (else only poll).
     pub watch: bool,
+    /// Announce this node and find paired peers on the LAN (mDNS).
+    pub discovery: bool,
 }
 
 impl Default for DaemonConfig {
@@ -85,6 +87,7 @@ impl Default for DaemonConfig {
             handshake_timeout: Duration::from_secs(5),
             session: SessionConfig::default(),
             watch: true,
+            discovery: true,
         }
     }
 }
@@ -205,6 +208,7 @@ pub async fn serve(
     tracing::info!(listen = %bound, "serving");
     on_bound(bound);
 
+    let own_id = node.identity().id().to_owned();
     let watch_paths = watch_roots(&node);
     let notes_file = node.config().locations.notes_file.clone();
     let node: SharedNode = Arc::new(Mutex::new(node));
@@ -243,6 +247,18 @@ pub async fn serve(
         allowed,
         cfg.peers_check,
         Arc::clone(&kick),
+    ));
+    // A paired peer heard on the LAN is synced with now, whatever its backoff.
+    let (lan_backoffs, lan_kick) = (Arc::clone(&backoffs), Arc::clone(&kick));
+    tasks.spawn(super::discovery::run(
+        home.clone(),
+        own_id,
+        bound,
+        cfg.discovery,
+        move |id: &str| {
+            lock_backoffs(&lan_backoffs).remove(id);
+            lan_kick.notify_one();
+        },
     ));
     tasks.spawn(sync_loop(ctx, cfg.clone(), kick, backoffs, reached_rx));
 

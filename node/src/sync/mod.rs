@@ -14,6 +14,7 @@
 
 pub mod convert;
 pub mod daemon;
+pub mod discovery;
 pub mod endpoint;
 pub mod instance;
 pub mod pairing;
