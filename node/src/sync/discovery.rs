@@ -30,7 +30,7 @@ use tokio::time::Instant;
 
 use self::announcement::{Digest, Heard, Matcher, Recent, SERVICE_TYPE, Tally, Verdict};
 use super::peers::PeerTable;
-use super::session::now_ms;
+use crate::clock::now_ms;
 
 /// File in the node's home where the daemon says what discovery found.
 pub const STATUS_FILE: &str = "discovery.json";

@@ -9,8 +9,9 @@
 //! The module root holds the few things several submodules share (the
 //! default port, how a peer-supplied name is cleaned, the runtime for
 //! callers that are not async), so the submodules never import each other
-//! in a circle: `daemon` uses `session`, `pairing`, `instance`; `session`
-//! and `pairing` use `endpoint` and `peers`; none of them uses `daemon`.
+//! in a circle: `daemon` uses `session`, `pairing`, `instance`,
+//! `discovery`; `session` and `pairing` use `endpoint` and `peers`;
+//! `discovery` uses `peers`; none of them uses `daemon`.
 
 pub mod convert;
 pub mod daemon;
