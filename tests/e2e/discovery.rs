@@ -204,6 +204,23 @@ fn paired_daemons_find_each_other_on_the_lan_and_again_after_moving() {
         stored_addresses(&b)
     );
     assert_eq!(heard_at(&b), vec![a_now.clone()], "B heard A on the LAN");
+    // `cairn doctor` on B says so, and that its daemon holds the sync port.
+    let r = doctor(&b);
+    let lan_check = &checks(&r, "discovery")[0];
+    let summary = lan_check["summary"].as_str().unwrap_or("");
+    assert!(
+        summary.contains("heard 1 of 1") && summary.contains(&format!("{} at {a_now}", a.name)),
+        "{r}"
+    );
+    assert_eq!(lan_check["level"], "ok", "{r}");
+    let port = &checks(&r, "port")[0];
+    assert_eq!(port["level"], "ok", "{r}");
+    assert!(
+        port["summary"]
+            .as_str()
+            .is_some_and(|s| s.starts_with("cairn serve (pid ") && s.contains("holds UDP")),
+        "{r}"
+    );
 
     // Both move again while running; a new line on A still reaches B.
     lan.renumber().expect("renumber the LAN again");
@@ -233,6 +250,105 @@ fn paired_daemons_find_each_other_on_the_lan_and_again_after_moving() {
         heard.is_some(),
         "B heard A at its new address: {:?}",
         heard_at(&b)
+    );
+}
+
+/// `cairn doctor --json` of `m` (it exits non-zero when it finds problems,
+/// such as no background service, which these homes never have).
+fn doctor(m: &Machine) -> serde_json::Value {
+    let out = m.cmd(&["doctor", "--json"]).output().expect("run doctor");
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "doctor JSON ({e}): {}",
+            String::from_utf8_lossy(&out.stdout)
+        )
+    })
+}
+
+fn checks<'a>(r: &'a serde_json::Value, area: &str) -> Vec<&'a serde_json::Value> {
+    r["checks"]
+        .as_array()
+        .map(|c| c.iter().filter(|c| c["area"] == area).collect())
+        .unwrap_or_default()
+}
+
+#[test]
+fn doctor_tells_whether_discovery_runs_and_who_holds_the_sync_port() {
+    // On loopback only: the daemon holds its port, and says discovery is off and why.
+    let m = Machine::new(TestHome::empty(), "solo");
+    let (serve, addr) = m.serve("127.0.0.1:0");
+    let status = wait_for(DEADLINE, || {
+        std::fs::read_to_string(m.home.cairn_home().join("discovery.json")).ok()
+    });
+    assert!(status.is_some(), "the daemon wrote its discovery status");
+    let r = doctor(&m);
+    let lan_check = &checks(&r, "discovery")[0];
+    assert_eq!(lan_check["level"], "warn", "{r}");
+    assert!(
+        lan_check["summary"]
+            .as_str()
+            .is_some_and(|s| s.contains("off") && s.contains(&addr)),
+        "{r}"
+    );
+    assert!(
+        lan_check["fix"]
+            .as_str()
+            .is_some_and(|f| f.contains("--listen 0.0.0.0")),
+        "{r}"
+    );
+    let port = &checks(&r, "port")[0];
+    assert!(
+        port["summary"]
+            .as_str()
+            .is_some_and(|s| s.contains("cairn serve (pid ") && s.contains(&addr)),
+        "{r}"
+    );
+    drop(serve);
+
+    // serve.json names a live process that does not hold the port, and
+    // another program (this test) does: doctor names the real holder.
+    let holder = std::net::UdpSocket::bind("127.0.0.1:0").expect("bind");
+    let taken = holder.local_addr().expect("addr");
+    let mut impostor = Command::new("sleep")
+        .arg("60")
+        .spawn()
+        .expect("spawn sleep");
+    let state = serde_json::json!({
+        "listen_addr": taken.to_string(),
+        "pid": impostor.id(),
+        "started_ms": 1
+    });
+    std::fs::write(m.home.cairn_home().join("serve.json"), state.to_string()).expect("serve.json");
+    let r = doctor(&m);
+    let _ = impostor.kill();
+    let _ = impostor.wait();
+    let port = &checks(&r, "port")[0];
+    assert_eq!(port["level"], "problem", "{r}");
+    let summary = port["summary"].as_str().unwrap_or("");
+    assert!(
+        summary.contains(&format!("pid {}", std::process::id()))
+            && summary.contains(&format!("not by cairn serve (pid {})", impostor.id())),
+        "{r}"
+    );
+    assert!(
+        port["fix"].as_str().is_some_and(|f| f.contains("--listen")),
+        "{r}"
+    );
+    drop(holder);
+    let _ = std::fs::remove_file(m.home.cairn_home().join("serve.json"));
+
+    // Turned off in the config: doctor says so, as fine.
+    let config = m.home.path().join(".config/cairn");
+    std::fs::create_dir_all(&config).expect("config dir");
+    std::fs::write(config.join("config.toml"), "[sync]\ndiscovery = false\n").expect("config");
+    let r = doctor(&m);
+    let lan_check = &checks(&r, "discovery")[0];
+    assert_eq!(lan_check["level"], "ok", "{r}");
+    assert!(
+        lan_check["summary"]
+            .as_str()
+            .is_some_and(|s| s.contains("off") && s.contains("discovery = false")),
+        "{r}"
     );
 }
 

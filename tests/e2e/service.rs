@@ -139,7 +139,11 @@ fn doctor_explains_each_problem_with_its_fix() {
 
     // Wired, with the daemon running: service, index and agents are fine.
     home.ok(&["install", "--no-service"]);
-    let state = serde_json::json!({"listen_addr": "0.0.0.0:7878", "pid": std::process::id(), "started_ms": 1});
+    // The "daemon" is this test process, which really holds the port.
+    let held = std::net::UdpSocket::bind("127.0.0.1:0").expect("bind a UDP port");
+    let addr = held.local_addr().expect("addr").to_string();
+    let state =
+        serde_json::json!({"listen_addr": addr, "pid": std::process::id(), "started_ms": 1});
     std::fs::write(home.cairn_home().join("serve.json"), state.to_string()).expect("serve.json");
     let r = home.json(&["doctor", "--json"]);
     assert_eq!(r["problems"], 0, "{r}");

@@ -1,10 +1,11 @@
 //! `cairn doctor [--json]`: checks what keeps cairn working unattended and
 //! says, in plain words, what is wrong and the command that fixes it: the
 //! background service, how fresh the index is, the agents' wiring, each
-//! paired machine's reachability, the sync port, and the permissions of the
-//! node's home. Exits with an error when it found a problem.
+//! paired machine's reachability, the sync port (and which program holds
+//! it), LAN discovery, and the permissions of the node's home. Exits with
+//! an error when it found a problem.
 
-use std::net::{Ipv4Addr, SocketAddr, UdpSocket};
+use std::net::{Ipv4Addr, SocketAddr};
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -16,6 +17,9 @@ use cairn_node::sync::endpoint::{Endpoint, Role};
 use cairn_node::sync::peers::{Peer, PeerTable};
 use cairn_node::sync::session::{self, SyncError};
 use serde::Serialize;
+
+mod lan;
+mod port;
 
 use crate::args::{GlobalArgs, JsonArgs};
 use crate::install::service::{self, Manager};
@@ -76,7 +80,8 @@ pub fn run(global: &GlobalArgs, args: &JsonArgs) -> anyhow::Result<()> {
     checks.push(index_check(&node, serving.is_some()));
     checks.extend(agent_checks(global));
     checks.extend(peer_checks(&node, &cfg.home)?);
-    checks.push(port_check(serving.as_ref()));
+    checks.push(port::check(serving.as_ref()));
+    checks.push(lan::check(&cfg, serving.as_ref()));
     // Opening the node already made a loose home private; say what it fixed.
     checks.extend(node.tightened().iter().map(|e| {
         check(
@@ -451,51 +456,6 @@ fn peer_checks(node: &cairn_node::node::Node, home: &Path) -> anyhow::Result<Vec
         });
     }
     Ok(out)
-}
-
-fn port_check(serving: Option<&daemon::ServeState>) -> Check {
-    if let Some(st) = serving {
-        let addr = st.listen_addr;
-        if addr.ip().is_loopback() {
-            return check(
-                "port",
-                Level::Warn,
-                format!("cairn serve listens on {addr}: only this machine can reach it"),
-                Some(format!(
-                    "run it with `--listen 0.0.0.0:{}` so other machines can dial it",
-                    addr.port()
-                )),
-            );
-        }
-        return check(
-            "port",
-            Level::Ok,
-            format!(
-                "cairn serve listens on UDP {addr}; machines that dial this one need UDP {} open in its firewall",
-                addr.port()
-            ),
-            None,
-        );
-    }
-    match UdpSocket::bind(SocketAddr::from((Ipv4Addr::UNSPECIFIED, DEFAULT_PORT))) {
-        Ok(_) => check(
-            "port",
-            Level::Ok,
-            format!("UDP {DEFAULT_PORT} is free for cairn serve"),
-            None,
-        ),
-        Err(e) => check(
-            "port",
-            Level::Problem,
-            format!(
-                "UDP {DEFAULT_PORT}, where cairn serve listens by default, is not available: {e}"
-            ),
-            Some(format!(
-                "stop what holds it, or run `cairn serve --listen 0.0.0.0:{}` (peers learn the new port when it dials them)",
-                DEFAULT_PORT + 2
-            )),
-        ),
-    }
 }
 
 #[cfg(unix)]

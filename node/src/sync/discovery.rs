@@ -55,6 +55,9 @@ pub struct Status {
     /// Why not, when it does not.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub inactive_reason: Option<String>,
+    /// The kind of reason, when it does not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub off: Option<Off>,
     /// The digest it announces.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub digest: Option<String>,
@@ -67,6 +70,18 @@ pub struct Status {
     /// Announcements heard, by kind.
     #[serde(default)]
     pub tally: Tally,
+}
+
+/// Why a daemon runs without discovery.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Off {
+    /// Turned off by the config or `--no-discovery`.
+    Config,
+    /// The daemon listens on a loopback address.
+    Loopback,
+    /// mDNS could not be started (no sockets, no multicast).
+    Failed,
 }
 
 /// A paired peer heard on the LAN.
@@ -117,7 +132,7 @@ pub fn clear_status(home: &Path) {
     let _ = std::fs::remove_file(status_path(home));
 }
 
-fn inactive(home: &Path, why: String) {
+fn inactive(home: &Path, off: Off, why: String) {
     tracing::info!(reason = %why, "LAN discovery off");
     write_status(
         home,
@@ -126,6 +141,7 @@ fn inactive(home: &Path, why: String) {
             updated_ms: now_ms(),
             active: false,
             inactive_reason: Some(why),
+            off: Some(off),
             digest: None,
             port: None,
             found: Vec::new(),
@@ -167,6 +183,7 @@ pub async fn run(
     if !enabled {
         inactive(
             &home,
+            Off::Config,
             "turned off (`[sync] discovery = false` or `cairn serve --no-discovery`)".to_owned(),
         );
         return;
@@ -174,6 +191,7 @@ pub async fn run(
     if bound.ip().is_loopback() {
         inactive(
             &home,
+            Off::Loopback,
             format!("the daemon listens on {bound}, which only this machine can reach"),
         );
         return;
@@ -182,7 +200,7 @@ pub async fn run(
     let mdns = match ServiceDaemon::new() {
         Ok(d) => d,
         Err(e) => {
-            inactive(&home, format!("mDNS is unavailable: {e}"));
+            inactive(&home, Off::Failed, format!("mDNS is unavailable: {e}"));
             return;
         }
     };
@@ -207,7 +225,11 @@ pub async fn run(
         Ok(i) => i.enable_addr_auto(),
         Err(e) => {
             let _ = mdns.shutdown();
-            inactive(&home, format!("cannot describe the announcement: {e}"));
+            inactive(
+                &home,
+                Off::Failed,
+                format!("cannot describe the announcement: {e}"),
+            );
             return;
         }
     };
@@ -219,14 +241,18 @@ pub async fn run(
     };
     if let Err(e) = mdns.register(info) {
         drop(running);
-        inactive(&home, format!("cannot announce on the LAN: {e}"));
+        inactive(
+            &home,
+            Off::Failed,
+            format!("cannot announce on the LAN: {e}"),
+        );
         return;
     }
     let events = match mdns.browse(SERVICE_TYPE) {
         Ok(rx) => rx,
         Err(e) => {
             drop(running);
-            inactive(&home, format!("cannot browse the LAN: {e}"));
+            inactive(&home, Off::Failed, format!("cannot browse the LAN: {e}"));
             return;
         }
     };
@@ -244,6 +270,7 @@ pub async fn run(
             updated_ms: now_ms(),
             active: true,
             inactive_reason: None,
+            off: None,
             digest: Some(own.to_string()),
             port: Some(bound.port()),
             found: Vec::new(),
@@ -415,6 +442,7 @@ mod tests {
             updated_ms: 1,
             active: true,
             inactive_reason: None,
+            off: None,
             digest: Some("0123456789abcdef".to_owned()),
             port: Some(7878),
             found: vec![Found {
@@ -446,6 +474,7 @@ mod tests {
         .await;
         let st = read_status(dir.path()).expect("status");
         assert!(!st.active);
+        assert_eq!(st.off, Some(Off::Loopback));
         assert!(
             st.inactive_reason
                 .expect("reason")
@@ -457,6 +486,7 @@ mod tests {
         })
         .await;
         let st = read_status(dir.path()).expect("status");
+        assert_eq!(st.off, Some(Off::Config));
         assert!(!st.active && st.inactive_reason.expect("reason").contains("turned off"));
     }
 
@@ -485,6 +515,7 @@ mod tests {
                 updated_ms: 0,
                 active: true,
                 inactive_reason: None,
+                off: None,
                 digest: None,
                 port: None,
                 found: Vec::new(),
