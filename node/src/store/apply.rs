@@ -33,10 +33,10 @@ use super::forget::{merge_fts, purge, store_tombstone};
 use super::log::{
     LogKind, StoredRecord, any_tombstones, covered, put_slot, read_watermark, set_watermark,
 };
+use super::wire;
 use super::{Store, StoreError, codec};
 use crate::redact::Redactor;
 use crate::search::rank::is_decision;
-use crate::sync::convert;
 
 /// What applying one batch did.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
@@ -168,7 +168,7 @@ fn apply_checked(
     batch: &Batch,
     redactor: &Redactor,
 ) -> Result<ApplyReport, ApplyError> {
-    let origin = convert::node_text(&batch.origin);
+    let origin = wire::node_text(&batch.origin);
     let epoch = batch.epoch;
     let held = read_watermark(conn, &origin, epoch)?;
     if batch.after_seq > held {
@@ -207,7 +207,7 @@ fn apply_checked(
             &origin,
             epoch,
             s.seq,
-            convert::stub_log_kind(s.kind),
+            wire::stub_log_kind(s.kind),
             &s.hash,
         )?;
         report.stubs += 1;
@@ -226,7 +226,7 @@ fn apply_checked(
             report.refused += 1;
             continue;
         }
-        let (row, redacted) = convert::record_from_wire(r, redactor);
+        let (row, redacted) = wire::record_from_wire(r, redactor);
         if redacted {
             report.redacted += 1;
             if check_tombstones

@@ -21,9 +21,9 @@ use rusqlite::{Connection, params};
 use serde::Serialize;
 
 use super::log::{Appender, LogKind, hash32, own_log};
+use super::wire;
 use super::{Store, StoreError, codec};
 use crate::search::query::{Query, Term};
-use crate::sync::convert;
 
 /// A tombstone as stored in `tombstones`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -114,7 +114,7 @@ impl Store {
         now_ms: i64,
     ) -> Result<ForgetReport, ForgetError> {
         let own = own_log(&self.conn)?.ok_or(ForgetError::NoLog)?;
-        let issuer = convert::node_id(&own.origin).ok_or(ForgetError::NoLog)?;
+        let issuer = wire::node_id(&own.origin).ok_or(ForgetError::NoLog)?;
         self.conn.pragma_update(None, "secure_delete", "ON")?;
         let tx = self
             .conn
@@ -286,7 +286,7 @@ pub(crate) fn store_tombstone(
     t: &Tombstone,
     epoch: u64,
 ) -> Result<bool, StoreError> {
-    let row = convert::tombstone_to_row(t, epoch);
+    let row = wire::tombstone_to_row(t, epoch);
     let n = conn
         .prepare_cached(
             "INSERT INTO tombstones(id, origin, epoch, seq, created_ms, target, agent, session_id,

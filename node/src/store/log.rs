@@ -14,10 +14,10 @@ use cairn_protocol::{
 };
 use rusqlite::{Connection, OptionalExtension, params};
 
+use super::wire;
 use super::{Store, StoreError, codec};
 use crate::redact::Redactor;
 use crate::store::TombstoneRow;
-use crate::sync::convert;
 
 /// `meta` key: the origin (node id text) of this node's own log.
 const META_LOG_ORIGIN: &str = "log_origin";
@@ -62,7 +62,7 @@ impl LogKind {
 }
 
 /// A record as the store holds it (text decoded), for conversion to and
-/// from the wire by `crate::sync::convert`.
+/// from the wire by [`super::wire`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StoredRecord {
     /// Content hash.
@@ -170,7 +170,7 @@ impl Store {
         let mut out = Vec::new();
         for row in rows {
             let (origin, epoch, seq) = row?;
-            if let Some(origin) = convert::node_id(&origin) {
+            if let Some(origin) = wire::node_id(&origin) {
                 out.push(Watermark {
                     origin,
                     epoch: epoch as u64,
@@ -183,7 +183,7 @@ impl Store {
 
     /// The watermark of one origin log (0 when nothing of it is held).
     pub fn watermark(&self, origin: &NodeId, epoch: u64) -> Result<u64, StoreError> {
-        read_watermark(&self.conn, &convert::node_text(origin), epoch)
+        read_watermark(&self.conn, &wire::node_text(origin), epoch)
     }
 
     /// Answers a peer's pull: the entries of one origin log after
@@ -201,7 +201,7 @@ impl Store {
         scope: Option<&[String]>,
         redactor: &Redactor,
     ) -> Result<Batch, StoreError> {
-        let origin = convert::node_text(&pull.origin);
+        let origin = wire::node_text(&pull.origin);
         let held = read_watermark(&self.conn, &origin, pull.epoch)?;
         let mut builder = BatchBuilder::new(pull);
         if pull.after_seq >= held {
@@ -235,7 +235,7 @@ impl Store {
             let entry = match kind {
                 LogKind::Record => match row.get::<_, Option<String>>(3)? {
                     // The record is gone (a rewritten file lost it): keep the slot.
-                    None => LogEntry::Stub(convert::stub(seq, hash, StubKind::Withheld)),
+                    None => LogEntry::Stub(wire::stub(seq, hash, StubKind::Withheld)),
                     Some(agent) => {
                         let project: Option<String> = row.get(6)?;
                         if in_scope(scope, project.as_deref()) {
@@ -251,9 +251,9 @@ impl Store {
                                 text: codec::decode(&row.get::<_, Vec<u8>>(11)?, row.get(9)?),
                                 files: files.lines().map(str::to_owned).collect(),
                             };
-                            LogEntry::Record(convert::record_to_wire(seq, rec, redactor))
+                            LogEntry::Record(wire::record_to_wire(seq, rec, redactor))
                         } else {
-                            LogEntry::Stub(convert::stub(seq, hash, StubKind::Withheld))
+                            LogEntry::Stub(wire::stub(seq, hash, StubKind::Withheld))
                         }
                     }
                 },
@@ -274,18 +274,18 @@ impl Store {
                             };
                             let scoped = t_row.project.is_none()
                                 || in_scope(scope, t_row.project.as_deref());
-                            convert::tombstone_to_wire(seq, &t_row).filter(|_| scoped)
+                            wire::tombstone_to_wire(seq, &t_row).filter(|_| scoped)
                         }
                         None => None,
                     };
                     match t {
                         Some(t) => LogEntry::Tombstone(t),
-                        None => LogEntry::Stub(convert::stub(seq, hash, StubKind::Withheld)),
+                        None => LogEntry::Stub(wire::stub(seq, hash, StubKind::Withheld)),
                     }
                 }
                 LogKind::Withheld | LogKind::Forgotten => {
-                    let k = convert::stub_kind(kind).unwrap_or(StubKind::Withheld);
-                    LogEntry::Stub(convert::stub(seq, hash, k))
+                    let k = wire::stub_kind(kind).unwrap_or(StubKind::Withheld);
+                    LogEntry::Stub(wire::stub(seq, hash, k))
                 }
             };
             let entry = match builder.push(entry) {
@@ -293,7 +293,7 @@ impl Store {
                 Ok(Pushed::Full(_)) => break,
                 // One record too large for any frame: its slot travels as a stub.
                 Err(BuildError::EntryTooLarge { .. }) => {
-                    LogEntry::Stub(convert::stub(seq, hash, StubKind::Withheld))
+                    LogEntry::Stub(wire::stub(seq, hash, StubKind::Withheld))
                 }
                 // The log has a hole (it never should): stop before it.
                 Err(BuildError::NotNext { expected, got }) => {

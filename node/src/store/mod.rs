@@ -2,8 +2,9 @@
 //! redaction counts and the FTS5 index.
 //!
 //! This module is the only code that writes to the database. It stores what
-//! it is given: redaction happens before a record reaches it (see
-//! `crate::indexer`), so nothing here ever sees a plaintext secret.
+//! it is given: redaction happens before an indexed record reaches it (see
+//! `crate::indexer`); a record received from a peer is redacted again by
+//! [`wire`] before it is stored, and a stored one again before it is sent.
 
 mod apply;
 mod browse;
@@ -17,6 +18,7 @@ mod schema;
 #[cfg(test)]
 mod sync_tests;
 mod vectors;
+pub mod wire;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;

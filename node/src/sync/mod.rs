@@ -1,10 +1,10 @@
-//! Peer-to-peer sync: conversions between stored records and wire types,
-//! TLS identities with pinned peer keys, the QUIC endpoint, the pairing
+//! Peer-to-peer sync: TLS identities with pinned peer keys, the QUIC endpoint, the pairing
 //! exchange, the peer table, sync sessions and the `cairn serve` daemon.
 //!
 //! Only this module knows about quinn and rustls. The bytes on the wire are
 //! defined in `cairn-protocol`; the database side (origin logs, watermarks,
-//! applying batches, tombstones) lives in `crate::store`.
+//! applying batches, tombstones, and the conversion of stored rows to and
+//! from wire types in `store::wire`) lives in `crate::store`.
 //!
 //! The module root holds the few things several submodules share (the
 //! default port, how a peer-supplied name is cleaned, the runtime for
@@ -13,7 +13,6 @@
 //! `discovery`; `session` and `pairing` use `endpoint` and `peers`;
 //! `discovery` uses `peers`; none of them uses `daemon`.
 
-pub mod convert;
 pub mod daemon;
 pub mod discovery;
 pub mod endpoint;

@@ -1,5 +1,6 @@
 //! Hand-written conversions between the store's row types and the wire
-//! types of `cairn-protocol`.
+//! types of `cairn-protocol`. Lives in the store (which reads and writes
+//! origin logs in wire form) so `store` never imports `sync`.
 //!
 //! Owns the two crossings of the trust boundary for record content: on the
 //! way out a stored record is redacted again with the current rules (so
@@ -15,8 +16,8 @@ use std::str::FromStr;
 
 use cairn_protocol::{ForgetTarget, Hash32, LogStub, NodeId, StubKind, Tombstone, WireRecord};
 
+use super::{LogKind, StoredRecord, TombstoneRow};
 use crate::redact::{RedactionCounts, Redactor};
-use crate::store::{LogKind, StoredRecord, TombstoneRow};
 
 /// `ForgetTarget` kinds as stored in `tombstones.target`.
 const TARGET_SESSION: i64 = 1;
