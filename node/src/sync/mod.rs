@@ -1,5 +1,6 @@
-//! Peer-to-peer sync: TLS identities with pinned peer keys, the QUIC endpoint, the pairing
-//! exchange, the peer table, sync sessions and the `cairn serve` daemon.
+//! Peer-to-peer sync: TLS identities with pinned peer keys, the QUIC
+//! endpoint, the pairing exchange, the peer table, sync sessions, LAN
+//! discovery and the `cairn serve` daemon.
 //!
 //! Only this module knows about quinn and rustls. The bytes on the wire are
 //! defined in `cairn-protocol`; the database side (origin logs, watermarks,
