@@ -234,7 +234,7 @@ pub async fn serve(
         cfg.session.clone(),
         Arc::clone(&kick),
         Arc::clone(&backoffs),
-        reached_tx,
+        reached_tx.clone(),
     ));
     tasks.spawn(index_loop(
         Arc::clone(&node),
@@ -248,7 +248,9 @@ pub async fn serve(
         cfg.peers_check,
         Arc::clone(&kick),
     ));
-    // A paired peer heard on the LAN is synced with now, whatever its backoff.
+    // A paired peer heard at new addresses on the LAN is synced with now,
+    // whatever its backoff; an attempt still dialing its old addresses is
+    // dropped (as when it reaches us).
     let (lan_backoffs, lan_kick) = (Arc::clone(&backoffs), Arc::clone(&kick));
     tasks.spawn(super::discovery::run(
         home.clone(),
@@ -257,6 +259,7 @@ pub async fn serve(
         cfg.discovery,
         move |id: &str| {
             lock_backoffs(&lan_backoffs).remove(id);
+            let _ = reached_tx.send(id.to_owned());
             lan_kick.notify_one();
         },
     ));

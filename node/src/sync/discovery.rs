@@ -168,9 +168,9 @@ impl Drop for Running {
 
 /// Unless `enabled` is false, announces this daemon (node `own_id`, sync endpoint bound at `bound`)
 /// on the LAN and browses for its paired peers until the task is aborted.
-/// Each time a paired peer is heard at new addresses (or a minute after
-/// the last time), the addresses go into the peer table and `seen` is
-/// called with its node id. Never fails: problems are logged, and a
+/// Each time a paired peer is heard at addresses other than the last ones
+/// (the first time included), the addresses go into the peer table and
+/// `seen` is called with its node id. Never fails: problems are logged, and a
 /// daemon bound to loopback (nothing on the LAN could dial it) or without
 /// mDNS sockets runs without discovery.
 pub async fn run(
@@ -387,10 +387,7 @@ impl Browse {
             },
         );
         self.dirty = true;
-        if !self
-            .recent
-            .should_report(&id, &seen.addrs, Instant::now().into_std())
-        {
+        if !self.recent.should_report(&id, &seen.addrs) {
             return None;
         }
         let remembered = PeerTable::modify(&self.home, |t| {

@@ -18,7 +18,6 @@ use std::collections::HashMap;
 use std::fmt;
 use std::net::{IpAddr, SocketAddr};
 use std::str::FromStr;
-use std::time::{Duration, Instant};
 
 /// The DNS-SD service type cairn daemons announce and browse.
 pub const SERVICE_TYPE: &str = "_cairn._udp.local.";
@@ -36,8 +35,6 @@ pub const MAX_ADDRS: usize = 4;
 const MAX_TXT: usize = 16;
 /// blake3 key-derivation context: the digest is not a plain hash of the id.
 const CONTEXT: &str = "cairn 2026 LAN discovery: node id digest v1";
-/// A peer seen at the same addresses is reported again after this long.
-pub const REPORT_AGAIN_AFTER: Duration = Duration::from_secs(60);
 
 /// A short digest of a node id, announced instead of the id.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -281,24 +278,22 @@ impl Matcher {
 }
 
 /// What was last reported per peer, so a peer announcing the same
-/// addresses over and over is reported once a minute, not each time.
+/// addresses over and over is reported once, and again only when its
+/// addresses change (or after the daemon restarts).
 #[derive(Debug, Default)]
 pub struct Recent {
-    last: HashMap<String, (Vec<SocketAddr>, Instant)>,
+    last: HashMap<String, Vec<SocketAddr>>,
 }
 
 impl Recent {
-    /// Whether `node_id` at `addrs` should be reported now (new peer, new
-    /// addresses, or [`REPORT_AGAIN_AFTER`] since the last report); notes
-    /// the report if so.
-    pub fn should_report(&mut self, node_id: &str, addrs: &[SocketAddr], now: Instant) -> bool {
-        if let Some((a, at)) = self.last.get(node_id)
-            && a == addrs
-            && now.saturating_duration_since(*at) < REPORT_AGAIN_AFTER
-        {
+    /// Whether `node_id` at `addrs` should be reported (a peer not
+    /// reported yet, or at other addresses than last time); notes the
+    /// report if so.
+    pub fn should_report(&mut self, node_id: &str, addrs: &[SocketAddr]) -> bool {
+        if self.last.get(node_id).is_some_and(|a| a == addrs) {
             return false;
         }
-        self.last.insert(node_id.to_owned(), (addrs.to_vec(), now));
+        self.last.insert(node_id.to_owned(), addrs.to_vec());
         true
     }
 
@@ -307,11 +302,9 @@ impl Recent {
         self.last.retain(|id, _| keep(id));
     }
 
-    /// Every peer reported, with its addresses and when.
-    pub fn iter(&self) -> impl Iterator<Item = (&str, &[SocketAddr], Instant)> {
-        self.last
-            .iter()
-            .map(|(id, (a, at))| (id.as_str(), a.as_slice(), *at))
+    /// The peers reported so far.
+    pub fn ids(&self) -> impl Iterator<Item = &str> {
+        self.last.keys().map(String::as_str)
     }
 }
 
@@ -555,18 +548,18 @@ mod tests {
     }
 
     #[test]
-    fn a_peer_is_reported_when_new_when_moved_and_once_a_minute_otherwise() {
+    fn a_peer_is_reported_when_new_and_when_moved_only() {
         let mut r = Recent::default();
-        let t0 = Instant::now();
         let here: Vec<SocketAddr> = vec!["10.0.0.2:7878".parse().expect("addr")];
         let there: Vec<SocketAddr> = vec!["10.0.7.2:7878".parse().expect("addr")];
-        assert!(r.should_report(B, &here, t0));
-        assert!(!r.should_report(B, &here, t0 + Duration::from_secs(5)));
-        assert!(r.should_report(B, &there, t0 + Duration::from_secs(6)));
-        assert!(!r.should_report(B, &there, t0 + Duration::from_secs(30)));
-        assert!(r.should_report(B, &there, t0 + Duration::from_secs(6) + REPORT_AGAIN_AFTER));
-        assert!(r.should_report(A, &here, t0));
+        assert!(r.should_report(B, &here));
+        assert!(!r.should_report(B, &here));
+        assert!(r.should_report(B, &there));
+        assert!(!r.should_report(B, &there));
+        assert!(r.should_report(B, &here), "moving back counts as a move");
+        assert!(r.should_report(A, &here));
         r.retain(|id| id == A);
-        assert_eq!(r.iter().map(|(id, _, _)| id).collect::<Vec<_>>(), vec![A]);
+        assert_eq!(r.ids().collect::<Vec<_>>(), vec![A]);
+        assert!(r.should_report(B, &here), "a forgotten peer is new again");
     }
 }
