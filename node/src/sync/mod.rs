@@ -1,6 +1,8 @@
 //! Peer-to-peer sync: TLS identities with pinned peer keys, the QUIC
 //! endpoint, the pairing exchange, the peer table, sync sessions, LAN
 //! discovery and the `cairn serve` daemon.
+//! A session's rules are the pure state machine `cairn_protocol::Conversation`;
+//! `session` is its driver (stream I/O, store calls, the timer).
 //!
 //! Only this module knows about quinn and rustls. The bytes on the wire are
 //! defined in `cairn-protocol`; the database side (origin logs, watermarks,

@@ -1,43 +1,47 @@
-//! One sync session over an authenticated connection, for both roles.
+//! One sync session over an authenticated connection, for both roles: the
+//! driver of the conversation state machine.
 //!
-//! Owns the conversation after the `Hello` exchange (docs/wire-format.md):
-//! both sides send `Watermarks` at once; each plans pulls from the
-//! difference (`plan_pulls`) and sends them; each serves the other's pulls
-//! from its store (`Node::serve_pull`, with the scope the peer table gives
-//! that peer) and applies the batches it receives (`Node::apply_batch`, one
-//! transaction each, watermark included); a batch with `more` is followed
-//! by the next pull; a stale pull is re-planned from the current watermark.
-//! When a side has nothing left to pull it sends `Bye`; the session ends
-//! when both sides have said `Bye`. Nothing new on either side costs the
-//! one `Watermarks` exchange after the handshake.
+//! The conversation's rules after the `Hello` exchange (docs/wire-format.md)
+//! live in `cairn_protocol::conversation`, pure and tested on a virtual
+//! clock: exchange `Watermarks`, plan and send pulls, serve the peer's
+//! pulls, apply the batches answering ours (the next pull of a `more` batch
+//! goes out first), re-plan stale pulls, `Bye` when nothing is left, end
+//! when both said it, within the message and time bounds. This module is
+//! the I/O around it ([`run_session`]): it reads frames, feeds them to the
+//! [`Conversation`] with the time since the session started, and performs
+//! its actions: sends frames, serves pulls (`Node::serve_pull`, with the
+//! scope the peer table gives that peer) and applies batches
+//! (`Node::apply_batch`, one transaction each, watermark included, then
+//! the fresh watermarks go back to the machine) on the blocking pool, and
+//! arms the one timer. How the machine ended maps onto [`SyncError`] with
+//! the same blame as before the split.
 //!
 //! Incoming frames are read by a small task into a bounded queue, so a side
 //! busy writing a batch never stops draining the peer (no write-write
 //! deadlock under QUIC flow control); an honest peer never has more than a
 //! handful of messages in flight, a hostile one only fills the queue and
-//! then runs into the per-message timeout. Every session is bounded in
-//! messages and in time. Database work runs on the blocking pool.
+//! then runs into the per-message timeout.
 //!
 //! Also: dialing a paired peer at its known addresses ([`sync_with`]),
 //! answering an accepted connection ([`serve_connection`]) and noting the
 //! outcome in the peer table. Never logs record text.
 
-use std::collections::HashSet;
 use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use cairn_protocol::{
-    ALPN_SYNC, Batch, Hello, MAX_WATERMARKS, Message, NodeId, OriginName, PlanLimits, Pull,
-    SpkiFingerprint, Watermark, lags, next_pull, plan_pulls_where,
+    ALPN_SYNC, Action, ApplyResult, Conversation, ConversationConfig, ConversationError, Event,
+    Hello, MAX_WATERMARKS, Message, NodeId, OriginName, PlanLimits, SpkiFingerprint, total_behind,
 };
 use serde::Serialize;
 use tokio::sync::mpsc;
+use tokio::time::Instant;
 
 use super::endpoint::{
     Blame, Endpoint, EndpointError, PeerConnection, RECV_TIMEOUT, Session, SessionError,
-    message_name, open_session, recv_msg, send_msg,
+    open_session, recv_msg, send_msg,
 };
 use super::peers::{Peer, PeerTable, PeersError};
 use super::{DEFAULT_PORT, clean_name};
@@ -79,6 +83,18 @@ impl Default for SessionConfig {
             msg_timeout: RECV_TIMEOUT,
             max_duration: Duration::from_secs(30 * 60),
             max_messages: 1_000_000,
+        }
+    }
+}
+
+impl SessionConfig {
+    /// The bounds handed to the conversation state machine.
+    fn conversation(&self) -> ConversationConfig {
+        ConversationConfig {
+            limits: self.limits,
+            msg_timeout: self.msg_timeout,
+            max_duration: self.max_duration,
+            max_messages: self.max_messages,
         }
     }
 }
@@ -325,14 +341,6 @@ impl Reader {
         });
         Reader { rx, task }
     }
-
-    async fn next(&mut self, timeout: Duration) -> Result<Message, SessionError> {
-        match tokio::time::timeout(timeout, self.rx.recv()).await {
-            Err(_) => Err(SessionError::Timeout { after: timeout }),
-            Ok(None) => Err(SessionError::Closed),
-            Ok(Some(r)) => r,
-        }
-    }
 }
 
 impl Drop for Reader {
@@ -352,12 +360,6 @@ async fn send(
     }
 }
 
-fn sum_behind(local: &[Watermark], remote: &[Watermark]) -> u64 {
-    lags(local, remote)
-        .iter()
-        .fold(0u64, |acc, l| acc.saturating_add(l.behind()))
-}
-
 /// Opens the session stream on `conn` (as dialer or listener), exchanges
 /// Hello, then runs the session to its end.
 pub async fn run_session(
@@ -369,82 +371,38 @@ pub async fn run_session(
     cfg: &SessionConfig,
 ) -> Result<SessionReport, SyncError> {
     let session = open_session(conn, dialer, hello, cfg.msg_timeout).await?;
-    let deadline = tokio::time::Instant::now() + cfg.max_duration;
+    let start = Instant::now();
     let peer = conn.peer_id();
-    match tokio::time::timeout_at(deadline, drive(session, peer, node, scope, cfg)).await {
-        Err(_) => Err(SyncError::TooLong {
-            peer,
-            messages: cfg.max_messages,
-            after: cfg.max_duration,
-        }),
+    // The conversation ends itself at `max_duration`; this also bounds the
+    // database work it waits on.
+    match tokio::time::timeout_at(
+        start + cfg.max_duration,
+        drive(session, peer, node, scope, cfg, start),
+    )
+    .await
+    {
+        Err(_) => Err(too_long(peer, cfg)),
         Ok(r) => r,
     }
 }
 
-/// The state of our side's pulling.
-struct Puller {
-    remote: Vec<Watermark>,
-    outstanding: Vec<Pull>,
-    /// Logs the peer said it holds nothing more of (a batch without `more`).
-    exhausted: HashSet<(NodeId, u64)>,
-    done: bool,
-}
-
-impl Puller {
-    /// Plans and sends pulls up to the in-flight limit; says `Bye` when
-    /// nothing is left to pull and nothing is in flight.
-    async fn refill(
-        &mut self,
-        node: &SharedNode,
-        send_stream: &mut quinn::SendStream,
-        cfg: &SessionConfig,
-        sent: &mut u64,
-    ) -> Result<(), SyncError> {
-        if self.done {
-            return Ok(());
-        }
-        let room = cfg
-            .limits
-            .max_pulls
-            .max(1)
-            .saturating_sub(self.outstanding.len());
-        if room > 0 {
-            let local = with_node(node, |n| n.watermarks()).await??;
-            let limits = PlanLimits {
-                max_pulls: room,
-                ..cfg.limits
-            };
-            let pulls = plan_pulls_where(&local, &self.remote, &limits, |l| {
-                !self.exhausted.contains(&(l.origin, l.epoch))
-                    && !self
-                        .outstanding
-                        .iter()
-                        .any(|p| p.origin == l.origin && p.epoch == l.epoch)
-            });
-            for p in pulls {
-                send(send_stream, &Message::Pull(p), cfg.msg_timeout).await?;
-                *sent += 1;
-                self.outstanding.push(p);
-            }
-        }
-        if self.outstanding.is_empty() {
-            let bye = Message::Bye {
-                reason: "done".to_owned(),
-            };
-            send(send_stream, &bye, cfg.msg_timeout).await?;
-            *sent += 1;
-            self.done = true;
-        }
-        Ok(())
+fn too_long(peer: NodeId, cfg: &SessionConfig) -> SyncError {
+    SyncError::TooLong {
+        peer,
+        messages: cfg.max_messages,
+        after: cfg.max_duration,
     }
 }
 
+/// Drives one [`Conversation`]: performs its actions against the stream
+/// and the node, feeds it what happened, times measured from `start`.
 async fn drive(
     session: Session,
     peer: NodeId,
     node: &SharedNode,
     scope: Option<Vec<String>>,
     cfg: &SessionConfig,
+    start: Instant,
 ) -> Result<SessionReport, SyncError> {
     let Session {
         send: mut out,
@@ -485,117 +443,90 @@ async fn drive(
             })
         })
         .collect();
-    send(
-        &mut out,
-        &Message::Watermarks {
-            entries: local.clone(),
-            names,
-        },
-        cfg.msg_timeout,
-    )
-    .await?;
+    let mut conv = Conversation::new(cfg.conversation(), peer, start.elapsed(), local, names);
     let mut reader = Reader::spawn(recv, decoder, cfg.msg_timeout.saturating_mul(2));
-    let remote = match reader.next(cfg.msg_timeout).await? {
-        Message::Watermarks { entries, names } => {
-            // Names of machines reached only through this peer; the peer's
-            // own name came with its Hello and is not overridden.
-            let named: Vec<(String, String)> = names
-                .into_iter()
-                .filter(|n| n.origin != peer && !n.name.trim().is_empty())
-                .map(|n| (n.origin.to_string(), clean_name(&n.name)))
-                .collect();
-            with_node(node, move |n| {
-                named
-                    .iter()
-                    .try_for_each(|(id, name)| n.store().name_node_if_unknown(id, name))
-            })
-            .await?
-            .map_err(NodeError::from)?;
-            entries
-        }
-        Message::Refuse { code, reason } => {
-            return Err(SessionError::Refused { code, reason }.into());
-        }
-        other => {
-            return Err(SyncError::Unexpected {
-                peer,
-                expected: "watermarks",
-                got: message_name(&other),
-            });
-        }
-    };
-    report.behind_before = sum_behind(&local, &remote);
-    report.peer_behind = sum_behind(&remote, &local);
-
-    let mut messages: u64 = 2;
-    let mut puller = Puller {
-        remote,
-        outstanding: Vec::new(),
-        exhausted: HashSet::new(),
-        done: false,
-    };
-    puller.refill(node, &mut out, cfg, &mut messages).await?;
-    let mut peer_done = false;
-    while !(puller.done && peer_done) {
-        if messages >= cfg.max_messages {
-            return Err(SyncError::TooLong {
-                peer,
-                messages: cfg.max_messages,
-                after: cfg.max_duration,
-            });
-        }
-        let msg = reader.next(cfg.msg_timeout).await?;
-        messages += 1;
-        match msg {
-            Message::Pull(pull) if !peer_done => {
-                let sc = scope.clone();
-                let batch = with_node(node, move |n| n.serve_pull(&pull, sc.as_deref())).await??;
-                report.batches_sent += 1;
-                report.records_sent += batch.records.len() as u64;
-                send(&mut out, &Message::Batch(batch), cfg.msg_timeout).await?;
-                messages += 1;
-            }
-            Message::Batch(batch) => {
-                let pull = take_pull(peer, &mut puller, &batch)?;
-                // Ask for the next range before applying this one, so the
-                // peer reads it from its store while we write ours.
-                if let Some(next) = next_pull(&pull, &batch) {
-                    send(&mut out, &Message::Pull(next), cfg.msg_timeout).await?;
-                    messages += 1;
-                    puller.outstanding.push(next);
+    let mut timer = start + cfg.max_duration;
+    let outcome = loop {
+        let mut done = None;
+        while let Some(action) = conv.poll_action() {
+            match action {
+                Action::Send(msg) => send(&mut out, &msg, cfg.msg_timeout).await?,
+                Action::NoteNames(names) => {
+                    let named: Vec<(String, String)> = names
+                        .into_iter()
+                        .map(|n| (n.origin.to_string(), clean_name(&n.name)))
+                        .collect();
+                    with_node(node, move |n| {
+                        named
+                            .iter()
+                            .try_for_each(|(id, name)| n.store().name_node_if_unknown(id, name))
+                    })
+                    .await?
+                    .map_err(NodeError::from)?;
                 }
-                apply_one(peer, node, &mut puller, pull, batch, &mut report).await?;
-                puller.refill(node, &mut out, cfg, &mut messages).await?;
-            }
-            Message::Bye { .. } if !peer_done => peer_done = true,
-            Message::Ping { nonce } => {
-                send(&mut out, &Message::Pong { nonce }, cfg.msg_timeout).await?;
-                messages += 1;
-            }
-            Message::Pong { .. } => {}
-            Message::Refuse { code, reason } => {
-                return Err(SessionError::Refused { code, reason }.into());
-            }
-            other => {
-                let expected = if peer_done {
-                    "batch or nothing after bye"
-                } else {
-                    "pull, batch or bye"
-                };
-                return Err(SyncError::Unexpected {
-                    peer,
-                    expected,
-                    got: message_name(&other),
-                });
+                Action::Serve(pull) => {
+                    let sc = scope.clone();
+                    let batch =
+                        with_node(node, move |n| n.serve_pull(&pull, sc.as_deref())).await??;
+                    report.batches_sent += 1;
+                    report.records_sent += batch.records.len() as u64;
+                    conv.handle(start.elapsed(), Event::Served(batch));
+                }
+                Action::Apply { pull, batch } => {
+                    let records = batch.records.len() as u64;
+                    let (applied, local) = with_node(node, move |n| {
+                        let applied = n.apply_batch(&pull, &batch);
+                        let local = applied.is_ok().then(|| n.watermarks());
+                        (applied, local)
+                    })
+                    .await?;
+                    let result = match applied {
+                        Ok(r) => {
+                            report.add(&r, records);
+                            ApplyResult::Applied
+                        }
+                        Err(ApplyError::Stale { .. }) => ApplyResult::Stale,
+                        Err(source) => {
+                            let failed = Event::Applied {
+                                result: ApplyResult::Failed,
+                                local: Vec::new(),
+                            };
+                            conv.handle(start.elapsed(), failed);
+                            return Err(SyncError::Apply { peer, source });
+                        }
+                    };
+                    let local = match local {
+                        Some(l) => l?,
+                        None => with_node(node, |n| n.watermarks()).await??,
+                    };
+                    conv.handle(start.elapsed(), Event::Applied { result, local });
+                }
+                Action::ArmTimer { at } => timer = start + at,
+                Action::Done(r) => done = Some(r),
             }
         }
-    }
+        if let Some(r) = done {
+            break r;
+        }
+        let event = tokio::select! {
+            m = reader.rx.recv() => match m {
+                Some(Ok(msg)) => Event::Received(msg),
+                Some(Err(SessionError::Closed)) | None => Event::Closed,
+                Some(Err(e)) => return Err(e.into()),
+            },
+            () = tokio::time::sleep_until(timer) => Event::Timer,
+        };
+        conv.handle(start.elapsed(), event);
+    };
+    let finished = outcome.map_err(|e| conversation_error(peer, cfg, e))?;
+    report.behind_before = finished.behind_before;
+    report.peer_behind = finished.peer_behind;
     drop(reader);
     if out.finish().is_ok() {
         let _ = tokio::time::timeout(FINISH_LINGER, out.stopped()).await;
     }
     let end = with_node(node, |n| n.watermarks()).await??;
-    report.behind_after = sum_behind(&end, &puller.remote);
+    report.behind_after = total_behind(&end, conv.remote().unwrap_or_default());
     tracing::debug!(
         peer = %peer,
         received = report.records_received,
@@ -606,44 +537,31 @@ async fn drive(
     Ok(report)
 }
 
-/// The outstanding pull `batch` answers (removed from the in-flight list).
-fn take_pull(peer: NodeId, puller: &mut Puller, batch: &Batch) -> Result<Pull, SyncError> {
-    let Some(i) = puller.outstanding.iter().position(|p| {
-        p.origin == batch.origin && p.epoch == batch.epoch && p.after_seq == batch.after_seq
-    }) else {
-        return Err(SyncError::UnaskedBatch {
+/// The session error for how a conversation ended.
+fn conversation_error(peer: NodeId, cfg: &SessionConfig, e: ConversationError) -> SyncError {
+    match e {
+        ConversationError::Unexpected { expected, got } => SyncError::Unexpected {
             peer,
-            origin: batch.origin,
-            after_seq: batch.after_seq,
-        });
-    };
-    Ok(puller.outstanding.remove(i))
-}
-
-/// Applies one batch answering `pull`. A stale batch (another session
-/// advanced the log meanwhile) is dropped and the log re-planned; a log
-/// whose batch says nothing more follows is not pulled again this session.
-async fn apply_one(
-    peer: NodeId,
-    node: &SharedNode,
-    puller: &mut Puller,
-    pull: Pull,
-    batch: Batch,
-    report: &mut SessionReport,
-) -> Result<(), SyncError> {
-    let records = batch.records.len() as u64;
-    let (origin, epoch, more) = (batch.origin, batch.epoch, batch.more);
-    let result = with_node(node, move |n| n.apply_batch(&pull, &batch)).await?;
-    match result {
-        Ok(r) => {
-            report.add(&r, records);
-            if !more {
-                puller.exhausted.insert((origin, epoch));
-            }
-            Ok(())
+            expected,
+            got,
+        },
+        ConversationError::UnaskedBatch { origin, after_seq } => SyncError::UnaskedBatch {
+            peer,
+            origin,
+            after_seq,
+        },
+        ConversationError::BadBatch(e) => SyncError::Apply {
+            peer,
+            source: ApplyError::Peer(e),
+        },
+        ConversationError::Refused { code, reason } => {
+            SessionError::Refused { code, reason }.into()
         }
-        Err(ApplyError::Stale { .. }) => Ok(()),
-        Err(source) => Err(SyncError::Apply { peer, source }),
+        ConversationError::Closed => SessionError::Closed.into(),
+        ConversationError::Timeout { after } => SessionError::Timeout { after }.into(),
+        ConversationError::TooLong { .. } => too_long(peer, cfg),
+        // Not reached: the driver returns the apply error itself.
+        ConversationError::ApplyFailed => SyncError::Task,
     }
 }
 
