@@ -371,8 +371,20 @@ pub async fn run_session(
     cfg: &SessionConfig,
 ) -> Result<SessionReport, SyncError> {
     let session = open_session(conn, dialer, hello, cfg.msg_timeout).await?;
+    run_opened(session, conn.peer_id(), node, scope, cfg).await
+}
+
+/// Runs a session on a stream already opened (or accepted) with the
+/// `Hello` exchange done, e.g. one of many streams of a long-lived
+/// connection, to its end.
+pub async fn run_opened(
+    session: Session,
+    peer: NodeId,
+    node: &SharedNode,
+    scope: Option<Vec<String>>,
+    cfg: &SessionConfig,
+) -> Result<SessionReport, SyncError> {
     let start = Instant::now();
-    let peer = conn.peer_id();
     // The conversation ends itself at `max_duration`; this also bounds the
     // database work it waits on.
     match tokio::time::timeout_at(
