@@ -28,9 +28,9 @@ use mdns_sd::{IfKind, ServiceDaemon, ServiceEvent, ServiceInfo};
 use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
 
-use self::announcement::{Digest, Heard, Matcher, Recent, SERVICE_TYPE, Tally, Verdict};
+use self::announcement::{Digest, Heard, Matcher, Recent, SERVICE_TYPE, Tally, Verdict, epoch_of};
 use super::peers::PeerTable;
-use crate::clock::now_ms;
+use crate::clock::{now_ms, now_unix};
 
 /// File in the node's home where the daemon says what discovery found.
 pub const STATUS_FILE: &str = "discovery.json";
@@ -150,17 +150,45 @@ fn inactive(home: &Path, off: Off, why: String) {
     );
 }
 
-/// Shuts the mDNS thread down (saying goodbye on the LAN first) when the
-/// discovery task ends or is aborted.
+/// The mDNS thread and what it announces; shuts the thread down (saying
+/// goodbye on the LAN first) when the discovery task ends or is aborted.
 struct Running {
     mdns: ServiceDaemon,
-    fullname: String,
+    /// The instance announced now.
+    fullname: Option<String>,
     home: PathBuf,
+}
+
+impl Running {
+    /// Announces node `own_id` for `epoch` on `port`, withdrawing the
+    /// previous announcement; returns the digest announced.
+    fn announce(&mut self, own_id: &str, epoch: u64, port: u16) -> Result<Digest, mdns_sd::Error> {
+        let own = Digest::of_node_id(own_id, epoch);
+        let txt = announcement::txt_entries(&own);
+        let info = ServiceInfo::new(
+            SERVICE_TYPE,
+            &own.instance_name(),
+            &own.host_name(),
+            (),
+            port,
+            txt.as_slice(),
+        )?
+        .enable_addr_auto();
+        if let Some(old) = self.fullname.take() {
+            let _ = self.mdns.unregister(&old);
+        }
+        let fullname = info.get_fullname().to_owned();
+        self.mdns.register(info)?;
+        self.fullname = Some(fullname);
+        Ok(own)
+    }
 }
 
 impl Drop for Running {
     fn drop(&mut self) {
-        let _ = self.mdns.unregister(&self.fullname);
+        if let Some(f) = &self.fullname {
+            let _ = self.mdns.unregister(f);
+        }
         let _ = self.mdns.shutdown();
         clear_status(&self.home);
     }
@@ -196,7 +224,6 @@ pub async fn run(
         );
         return;
     }
-    let own = Digest::of_node_id(&own_id);
     let mdns = match ServiceDaemon::new() {
         Ok(d) => d,
         Err(e) => {
@@ -213,41 +240,24 @@ pub async fn run(
         let _ = mdns.disable_interface(IfKind::All);
         let _ = mdns.enable_interface(IfKind::Addr(bound.ip()));
     }
-    let txt = announcement::txt_entries(&own);
-    let info = match ServiceInfo::new(
-        SERVICE_TYPE,
-        &own.instance_name(),
-        &own.host_name(),
-        (),
-        bound.port(),
-        txt.as_slice(),
-    ) {
-        Ok(i) => i.enable_addr_auto(),
+    let mut epoch = epoch_of(now_unix());
+    let mut running = Running {
+        mdns: mdns.clone(),
+        fullname: None,
+        home: home.clone(),
+    };
+    let own = match running.announce(&own_id, epoch, bound.port()) {
+        Ok(d) => d,
         Err(e) => {
-            let _ = mdns.shutdown();
+            drop(running);
             inactive(
                 &home,
                 Off::Failed,
-                format!("cannot describe the announcement: {e}"),
+                format!("cannot announce on the LAN: {e}"),
             );
             return;
         }
     };
-    let fullname = info.get_fullname().to_owned();
-    let running = Running {
-        mdns: mdns.clone(),
-        fullname,
-        home: home.clone(),
-    };
-    if let Err(e) = mdns.register(info) {
-        drop(running);
-        inactive(
-            &home,
-            Off::Failed,
-            format!("cannot announce on the LAN: {e}"),
-        );
-        return;
-    }
     let events = match mdns.browse(SERVICE_TYPE) {
         Ok(rx) => rx,
         Err(e) => {
@@ -307,7 +317,21 @@ pub async fn run(
                     }
                 }
             }
-            _ = tick.tick() => state.flush(false),
+            _ = tick.tick() => {
+                // A new hour: announce the new digest in place of the old.
+                let now = epoch_of(now_unix());
+                if now != epoch {
+                    epoch = now;
+                    match running.announce(&state.own_id, epoch, bound.port()) {
+                        Ok(d) => {
+                            state.status.digest = Some(d.to_string());
+                            state.dirty = true;
+                        }
+                        Err(e) => tracing::warn!(error = %e, "cannot announce the new LAN digest"),
+                    }
+                }
+                state.flush(false);
+            }
         }
     }
 }
@@ -329,15 +353,19 @@ impl Browse {
     /// The matcher, rebuilt from the peer table when it is older than
     /// [`MATCHER_REFRESH`] (the old one is kept if the table is unreadable).
     fn matcher(&mut self) -> &Matcher {
+        let epoch = epoch_of(now_unix());
         let stale = self
             .matcher
             .as_ref()
-            .is_none_or(|(_, at)| at.elapsed() >= MATCHER_REFRESH);
+            .is_none_or(|(m, at)| at.elapsed() >= MATCHER_REFRESH || m.epoch() != epoch);
         if stale {
             match PeerTable::load(&self.home) {
                 Ok(t) => {
-                    let m =
-                        Matcher::new(&self.own_id, t.peers().iter().map(|p| p.node_id.as_str()));
+                    let m = Matcher::new(
+                        &self.own_id,
+                        t.peers().iter().map(|p| p.node_id.as_str()),
+                        epoch,
+                    );
                     self.recent
                         .retain(|id| t.peers().iter().any(|p| p.node_id == id));
                     self.found
@@ -352,7 +380,7 @@ impl Browse {
         let own_id = &self.own_id;
         &self
             .matcher
-            .get_or_insert_with(|| (Matcher::new(own_id, []), Instant::now()))
+            .get_or_insert_with(|| (Matcher::new(own_id, [], epoch), Instant::now()))
             .0
     }
 
@@ -528,7 +556,7 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let (id, fp) = table_with_peer(dir.path());
         let mut b = browse(dir.path());
-        let d = Digest::of_node_id(&id).to_string();
+        let d = Digest::of_node_id(&id, epoch_of(now_unix())).to_string();
         let name = format!("{d}.{SERVICE_TYPE}");
         let h = Heard {
             fullname: &name,
@@ -543,7 +571,7 @@ mod tests {
         // The same announcement again is not reported again right away.
         assert_eq!(b.hear(&h), None);
         // A stranger, this node itself and junk are counted, never reported.
-        let own = Digest::of_node_id(&"a".repeat(32)).to_string();
+        let own = Digest::of_node_id(&"a".repeat(32), epoch_of(now_unix())).to_string();
         let own_name = format!("{own}.{SERVICE_TYPE}");
         let mine = Heard {
             fullname: &own_name,
@@ -551,7 +579,7 @@ mod tests {
             ..h.clone()
         };
         assert_eq!(b.hear(&mine), None);
-        let other = Digest::of_node_id(&"c".repeat(32)).to_string();
+        let other = Digest::of_node_id(&"c".repeat(32), epoch_of(now_unix())).to_string();
         let other_name = format!("{other}.{SERVICE_TYPE}");
         let stranger = Heard {
             fullname: &other_name,

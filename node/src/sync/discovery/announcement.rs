@@ -4,9 +4,11 @@
 //! A daemon announces one DNS-SD service instance of type
 //! [`SERVICE_TYPE`]. Its instance name, its host name and its one
 //! meaningful TXT entry all carry the same [`Digest`]: a keyed blake3 hash
-//! of the node id, cut to 8 bytes. Nothing else is announced: no machine
-//! name, no user name, no path, not the node id itself. The SRV record
-//! gives the sync port, the A/AAAA records the addresses.
+//! of the node id and the current hour ([`epoch_of`]), cut to 8 bytes, so
+//! the tag changes every hour and a machine cannot be followed from one
+//! network to the next by it. Nothing else is announced: no machine name,
+//! no user name, no path, not the node id itself. The SRV record gives the
+//! sync port, the A/AAAA records the addresses.
 //!
 //! A browsing daemon turns each resolved instance into a [`Heard`] value,
 //! checks it with [`parse`] (anything malformed is rejected with a reason,
@@ -33,17 +35,27 @@ pub const DIGEST_BYTES: usize = 8;
 pub const MAX_ADDRS: usize = 4;
 /// Most TXT entries looked at (a real announcement has two).
 const MAX_TXT: usize = 16;
+/// Length of one digest epoch: the announced tag changes this often.
+pub const EPOCH_SECS: u64 = 3600;
 /// blake3 key-derivation context: the digest is not a plain hash of the id.
 const CONTEXT: &str = "cairn 2026 LAN discovery: node id digest v1";
 
-/// A short digest of a node id, announced instead of the id.
+/// The digest epoch of a Unix time in seconds (the hour since 1970).
+pub fn epoch_of(unix_secs: u64) -> u64 {
+    unix_secs / EPOCH_SECS
+}
+
+/// A short digest of a node id in one epoch, announced instead of the id.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Digest([u8; DIGEST_BYTES]);
 
 impl Digest {
-    /// The digest of a node id (the base32 text form).
-    pub fn of_node_id(node_id: &str) -> Digest {
-        let full = blake3::derive_key(CONTEXT, node_id.as_bytes());
+    /// The digest of a node id (the base32 text form) in `epoch`.
+    pub fn of_node_id(node_id: &str, epoch: u64) -> Digest {
+        let mut material = Vec::with_capacity(node_id.len() + 8);
+        material.extend_from_slice(node_id.as_bytes());
+        material.extend_from_slice(&epoch.to_le_bytes());
+        let full = blake3::derive_key(CONTEXT, &material);
         let mut out = [0u8; DIGEST_BYTES];
         out.copy_from_slice(&full[..DIGEST_BYTES]);
         Digest(out)
@@ -232,32 +244,55 @@ pub enum Verdict<'a> {
 }
 
 /// Maps digests back to the paired peers (and this node) they stand for.
+/// A digest of the epoch before or after `epoch` matches too, so clocks a
+/// little apart, or an announcement made just before the hour, still match.
 #[derive(Debug, Clone)]
 pub struct Matcher {
-    own: Digest,
+    epoch: u64,
+    own: Vec<Digest>,
     peers: HashMap<Digest, String>,
+    count: usize,
+}
+
+/// The epochs a matcher for `epoch` accepts.
+fn around(epoch: u64) -> impl Iterator<Item = u64> {
+    [epoch.wrapping_sub(1), epoch, epoch.wrapping_add(1)].into_iter()
 }
 
 impl Matcher {
-    /// A matcher for this node (`own_id`) and its paired peers' node ids.
-    pub fn new<'a>(own_id: &str, peer_ids: impl IntoIterator<Item = &'a str>) -> Matcher {
+    /// A matcher for this node (`own_id`) and its paired peers' node ids,
+    /// in `epoch`.
+    pub fn new<'a>(
+        own_id: &str,
+        peer_ids: impl IntoIterator<Item = &'a str>,
+        epoch: u64,
+    ) -> Matcher {
+        let mut peers = HashMap::new();
+        let mut count = 0;
+        for id in peer_ids {
+            count += 1;
+            for e in around(epoch) {
+                peers.insert(Digest::of_node_id(id, e), id.to_owned());
+            }
+        }
         Matcher {
-            own: Digest::of_node_id(own_id),
-            peers: peer_ids
-                .into_iter()
-                .map(|id| (Digest::of_node_id(id), id.to_owned()))
+            epoch,
+            own: around(epoch)
+                .map(|e| Digest::of_node_id(own_id, e))
                 .collect(),
+            peers,
+            count,
         }
     }
 
-    /// This node's own digest.
-    pub fn own(&self) -> Digest {
-        self.own
+    /// The epoch it was built for.
+    pub fn epoch(&self) -> u64 {
+        self.epoch
     }
 
     /// How many peers it knows.
     pub fn len(&self) -> usize {
-        self.peers.len()
+        self.count
     }
 
     /// Whether it knows no peer.
@@ -267,7 +302,7 @@ impl Matcher {
 
     /// Whose digest this is.
     pub fn classify(&self, d: &Digest) -> Verdict<'_> {
-        if *d == self.own {
+        if self.own.contains(d) {
             return Verdict::Own;
         }
         match self.peers.get(d) {
@@ -325,6 +360,8 @@ mod tests {
 
     const A: &str = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
     const B: &str = "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb";
+    /// An epoch (some hour in 2026).
+    const E: u64 = 493_000;
 
     fn ip(s: &str) -> IpAddr {
         s.parse().expect("ip")
@@ -341,9 +378,9 @@ mod tests {
 
     #[test]
     fn the_digest_is_short_stable_keyed_and_round_trips() {
-        let d = Digest::of_node_id(A);
-        assert_eq!(d, Digest::of_node_id(A));
-        assert_ne!(d, Digest::of_node_id(B));
+        let d = Digest::of_node_id(A, E);
+        assert_eq!(d, Digest::of_node_id(A, E));
+        assert_ne!(d, Digest::of_node_id(B, E));
         let text = d.to_string();
         assert_eq!(text.len(), 16);
         assert!(
@@ -352,6 +389,10 @@ mod tests {
         );
         assert_eq!(text.parse::<Digest>(), Ok(d));
         // Not a prefix of the plain hash, and the id itself is nowhere in it.
+        // It changes every epoch, and the epochs line up with the hour.
+        assert_ne!(d, Digest::of_node_id(A, E + 1));
+        assert_eq!(epoch_of(E * EPOCH_SECS + EPOCH_SECS - 1), E);
+        assert_eq!(epoch_of(E * EPOCH_SECS + EPOCH_SECS), E + 1);
         let plain = crate::sync::peers::hex(blake3::hash(A.as_bytes()).as_bytes());
         assert!(!plain.starts_with(&text));
         assert!(!d.host_name().contains(A) && !d.instance_name().contains(A));
@@ -360,7 +401,7 @@ mod tests {
 
     #[test]
     fn our_own_announcement_parses_back() {
-        let d = Digest::of_node_id(A);
+        let d = Digest::of_node_id(A, E);
         let name = format!("{}.{SERVICE_TYPE}", d.instance_name());
         let txt = txt_entries(&d);
         let h = Heard {
@@ -385,7 +426,7 @@ mod tests {
 
     #[test]
     fn only_dialable_addresses_of_the_endpoints_family_are_kept() {
-        let d = Digest::of_node_id(A).to_string();
+        let d = Digest::of_node_id(A, E).to_string();
         let name = format!("{d}.{SERVICE_TYPE}");
         let h = heard(
             &name,
@@ -422,7 +463,7 @@ mod tests {
 
     #[test]
     fn hostile_and_malformed_announcements_are_rejected_with_a_reason() {
-        let d = Digest::of_node_id(A).to_string();
+        let d = Digest::of_node_id(A, E).to_string();
         let name = format!("{d}.{SERVICE_TYPE}");
         let ok = heard(&name, &d, &["10.0.0.9"]);
         assert!(parse(&ok, true).is_ok());
@@ -441,7 +482,7 @@ mod tests {
             Err(Malformed::Name)
         );
 
-        let other = Digest::of_node_id(B).to_string();
+        let other = Digest::of_node_id(B, E).to_string();
         assert_eq!(
             parse(&heard(&name, &other, &["10.0.0.9"]), true),
             Err(Malformed::Mismatch)
@@ -538,13 +579,24 @@ mod tests {
 
     #[test]
     fn the_matcher_knows_itself_its_peers_and_nobody_else() {
-        let m = Matcher::new(A, [B]);
-        assert_eq!(m.classify(&Digest::of_node_id(A)), Verdict::Own);
-        assert_eq!(m.classify(&Digest::of_node_id(B)), Verdict::Peer(B));
+        let m = Matcher::new(A, [B], E);
+        assert_eq!(m.classify(&Digest::of_node_id(A, E)), Verdict::Own);
+        assert_eq!(m.classify(&Digest::of_node_id(B, E)), Verdict::Peer(B));
         let stranger = "cccccccccccccccccccccccccccccccc";
-        assert_eq!(m.classify(&Digest::of_node_id(stranger)), Verdict::Unknown);
+        assert_eq!(
+            m.classify(&Digest::of_node_id(stranger, E)),
+            Verdict::Unknown
+        );
         assert_eq!(m.len(), 1);
-        assert!(Matcher::new(A, []).is_empty());
+        // A neighbouring hour still matches (clock skew, the turn of the
+        // hour); further away it is a stranger's.
+        assert_eq!(m.classify(&Digest::of_node_id(B, E - 1)), Verdict::Peer(B));
+        assert_eq!(m.classify(&Digest::of_node_id(B, E + 1)), Verdict::Peer(B));
+        assert_eq!(m.classify(&Digest::of_node_id(A, E + 1)), Verdict::Own);
+        assert_eq!(m.classify(&Digest::of_node_id(B, E + 2)), Verdict::Unknown);
+        assert_eq!(m.classify(&Digest::of_node_id(B, E - 2)), Verdict::Unknown);
+        assert_eq!(m.epoch(), E);
+        assert!(Matcher::new(A, [], E).is_empty());
     }
 
     #[test]
