@@ -7,8 +7,8 @@
 use std::time::Duration;
 
 use cairn_protocol::{
-    Action, ApplyResult, Conversation, ConversationConfig, Event, FrameDecoder, NodeId,
-    PlanLimits, Watermark,
+    Action, ApplyResult, Conversation, ConversationConfig, Event, FrameDecoder, NodeId, PlanLimits,
+    Watermark,
 };
 use libfuzzer_sys::fuzz_target;
 
