@@ -1,24 +1,29 @@
-//! The `cairn serve` daemon: one node kept in sync with its paired peers.
+//! The `cairn serve` daemon: one node kept in sync with its paired peers
+//! over long-lived connections.
 //!
 //! Owns the long-running loops around a [`SharedNode`]:
 //! - **listen**: a sync endpoint on `--listen` whose allow-list is the peer
-//!   table (re-read when `peers.json` changes, so a pairing or unpairing
-//!   takes effect without a restart); each accepted connection runs one
-//!   session as the listener ([`session::serve_connection`]);
+//!   table; accepted connections go to the driver;
 //! - **index**: watches the agents' stores (the `notify` crate) with a
 //!   polling fallback, indexes within a fraction of a second of a change,
-//!   and asks for a sync round when something new was read;
-//! - **sync**: a round with every peer on a timer and whenever something new
-//!   arrives (local history, or records relayed from another peer); a peer
-//!   that cannot be reached is retried with exponential backoff and jitter;
-//!   dialing goes out from the listening socket, so peers see (and
-//!   remember) the address they can dial back;
+//!   and tells the driver when this node's own log grew;
+//! - **peers**: follows the peer table (re-read when it changes, so a
+//!   pairing or unpairing takes effect without a restart);
+//! - **driver**: the thin shell around the pure [`Scheduler`]: it feeds
+//!   the scheduler what happened (connections up and down, dials failed,
+//!   sessions done, new records, the peer table, LAN sightings via
+//!   [`Sightings`]) and carries out what it decides (dial a peer, run a
+//!   session on a connection, close a duplicate) with the tasks in
+//!   `links.rs`. One connection per reachable peer stays up (QUIC
+//!   keep-alives); new records start a session on it as a new stream,
+//!   whichever side dialed, so a node behind NAT that dialed out still
+//!   gets pushed to within a second;
 //! - **state**: the bound address in `serve.json` in the node's home, so
 //!   `cairn status --json` and tests can find it; removed on shutdown.
 //!
-//! Everything is bounded: sessions by [`SessionConfig`], concurrent inbound
-//! sessions by a semaphore, retries by the backoff cap. Logs with tracing,
-//! never record text.
+//! Everything is bounded: sessions by [`SessionConfig`], inbound sessions
+//! by a semaphore (and QUIC's stream limit per connection), connections by
+//! a cap, retries by the backoff cap. Logs with tracing, never record text.
 
 use std::collections::{HashMap, HashSet};
 use std::future::Future;
@@ -28,15 +33,17 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, SystemTime};
 
-use cairn_protocol::SpkiFingerprint;
-use tokio::sync::{Notify, Semaphore};
+use cairn_protocol::{NodeId, SpkiFingerprint};
+use tokio::sync::{Notify, Semaphore, mpsc};
 use tokio::time::Instant;
 
-use super::endpoint::{Endpoint, EndpointError, Role};
+use super::endpoint::{Endpoint, EndpointError, PeerConnection, Role};
 pub use super::instance::{
     SERVE_STATE_FILE, ServeState, is_serving, read_state, running_state, state_path,
 };
+use super::links::{self, LinkCtx, LinkEvent};
 use super::peers::{Peer, PeerTable, PeersError};
+use super::scheduler::{Action, ConnId, Input, Scheduler, SchedulerConfig};
 use super::session::{
     self, SessionConfig, SharedNode, SyncError, local_hello, new_instance, with_node,
 };
@@ -64,6 +71,9 @@ pub struct DaemonConfig {
     pub backoff_min: Duration,
     /// Longest retry delay.
     pub backoff_max: Duration,
+    /// A connection that lasted this long was a success (see
+    /// [`SchedulerConfig::stable_after`]).
+    pub stable_after: Duration,
     /// Time allowed for each dial's handshake.
     pub handshake_timeout: Duration,
     /// Limits of each session.
@@ -84,10 +94,23 @@ impl Default for DaemonConfig {
             peers_check: Duration::from_secs(1),
             backoff_min: Duration::from_secs(1),
             backoff_max: Duration::from_secs(120),
+            stable_after: Duration::from_secs(10),
             handshake_timeout: Duration::from_secs(5),
             session: SessionConfig::default(),
             watch: true,
             discovery: true,
+        }
+    }
+}
+
+impl DaemonConfig {
+    /// The scheduler's part of it.
+    pub fn scheduler(&self) -> SchedulerConfig {
+        SchedulerConfig {
+            round_interval: self.sync_interval,
+            backoff_min: self.backoff_min,
+            backoff_max: self.backoff_max,
+            stable_after: self.stable_after,
         }
     }
 }
@@ -137,40 +160,6 @@ fn write_state(home: &Path, st: &ServeState) -> Result<(), DaemonError> {
     std::fs::rename(&tmp, &path).map_err(io)
 }
 
-/// Retry state of one peer.
-#[derive(Debug, Clone, Copy)]
-struct Backoff {
-    failures: u32,
-    next: Instant,
-}
-
-/// Retry state per peer node id, shared by the dialing loop (which sets
-/// it) and the accept loop (which clears it: a peer that just reached us
-/// is reachable again).
-type Backoffs = Arc<Mutex<HashMap<String, Backoff>>>;
-
-fn lock_backoffs(b: &Backoffs) -> std::sync::MutexGuard<'_, HashMap<String, Backoff>> {
-    b.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
-}
-
-/// The delay after `failures` consecutive failures: doubling from `min`,
-/// capped at `max`, plus up to 25 % jitter.
-pub fn backoff_delay(failures: u32, min: Duration, max: Duration, jitter_seed: u64) -> Duration {
-    let exp = min.saturating_mul(1u32 << failures.saturating_sub(1).min(16));
-    let base = exp.min(max);
-    let quarter = base.as_millis() as u64 / 4;
-    let jitter = if quarter == 0 {
-        0
-    } else {
-        jitter_seed % quarter
-    };
-    base + Duration::from_millis(jitter)
-}
-
-fn random_u64() -> u64 {
-    new_instance()
-}
-
 /// Runs the daemon until `shutdown` resolves; then stops accepting, lets
 /// running sessions end (bounded) and removes `serve.json`. `on_bound` is
 /// called once with the bound address.
@@ -211,8 +200,8 @@ pub async fn serve(
     let own_id = node.identity().id().to_owned();
     let watch_paths = watch_roots(&node);
     let notes_file = node.config().locations.notes_file.clone();
+    let local_id = hello.node_id;
     let node: SharedNode = Arc::new(Mutex::new(node));
-    let kick = Arc::new(Notify::new());
     let dirty = Arc::new(Notify::new());
     let _watcher = if cfg.watch {
         start_watcher(&watch_paths, &home, &notes_file, Arc::clone(&dirty))
@@ -220,50 +209,47 @@ pub async fn serve(
         None
     };
 
-    let backoffs: Backoffs = Arc::default();
-    let (reached_tx, reached_rx) = tokio::sync::mpsc::unbounded_channel();
-    let mut tasks = tokio::task::JoinSet::new();
-    let ctx = Ctx {
+    let (control, control_rx) = mpsc::unbounded_channel();
+    let (link_tx, link_rx) = mpsc::unbounded_channel();
+    let ctx = LinkCtx {
         endpoint: Arc::clone(&endpoint),
         node: Arc::clone(&node),
         home: home.clone(),
         hello,
+        session: cfg.session.clone(),
+        inbound: Arc::new(Semaphore::new(MAX_INBOUND)),
+        events: link_tx,
     };
-    tasks.spawn(accept_loop(
-        ctx.clone(),
-        cfg.session.clone(),
-        Arc::clone(&kick),
-        Arc::clone(&backoffs),
-        reached_tx.clone(),
-    ));
+    let mut tasks = tokio::task::JoinSet::new();
+    tasks.spawn(accept_loop(Arc::clone(&endpoint), control.clone()));
     tasks.spawn(index_loop(
         Arc::clone(&node),
         cfg.clone(),
         Arc::clone(&dirty),
-        Arc::clone(&kick),
+        control.clone(),
     ));
     tasks.spawn(peers_loop(
         home.clone(),
         allowed,
         cfg.peers_check,
-        Arc::clone(&kick),
+        control.clone(),
     ));
-    // A paired peer heard at new addresses on the LAN is synced with now,
-    // whatever its backoff; an attempt still dialing its old addresses is
-    // dropped (as when it reaches us).
-    let (lan_backoffs, lan_kick) = (Arc::clone(&backoffs), Arc::clone(&kick));
+    // A paired peer heard on the LAN (its address already in the peer
+    // table) is dialed now, whatever its backoff.
+    let sightings = Sightings(control.clone());
     tasks.spawn(super::discovery::run(
         home.clone(),
         own_id,
         bound,
         cfg.discovery,
         move |id: &str| {
-            lock_backoffs(&lan_backoffs).remove(id);
-            let _ = reached_tx.send(id.to_owned());
-            lan_kick.notify_one();
+            if let Ok(peer) = id.parse() {
+                sightings.peer_heard(peer);
+            }
         },
     ));
-    tasks.spawn(sync_loop(ctx, cfg.clone(), kick, backoffs, reached_rx));
+    let sched = Scheduler::new(cfg.scheduler(), local_id, new_instance(), Duration::ZERO);
+    tasks.spawn(Driver::new(ctx, sched).run(control_rx, link_rx));
 
     shutdown.await;
     tracing::info!("shutting down");
@@ -308,74 +294,60 @@ pub async fn shutdown_signal() {
     }
 }
 
-/// What the loops share.
-#[derive(Clone)]
-struct Ctx {
-    endpoint: Arc<Endpoint>,
-    node: SharedNode,
-    home: PathBuf,
-    hello: cairn_protocol::Hello,
+/// What the daemon's own loops (and LAN discovery) tell the driver.
+#[derive(Debug)]
+enum Control {
+    /// A peer connected to us.
+    Accepted(PeerConnection),
+    /// This node's own log grew (indexing, or `cairn remember` beside it).
+    Changed,
+    /// The peer table now reads like this.
+    Peers(Vec<Peer>),
+    /// A peer was seen at an address (LAN discovery).
+    Seen(NodeId, SocketAddr),
+    /// A peer was seen at an address already written to the peer table.
+    Heard(NodeId),
 }
 
-async fn accept_loop(
-    ctx: Ctx,
-    cfg: SessionConfig,
-    kick: Arc<Notify>,
-    backoffs: Backoffs,
-    reached: tokio::sync::mpsc::UnboundedSender<String>,
-) {
-    let Ctx {
-        endpoint,
-        node,
-        home,
-        hello,
-    } = ctx;
-    let permits = Arc::new(Semaphore::new(MAX_INBOUND));
-    // Ends when the endpoint closes.
-    while let Some(incoming) = endpoint.accept().await {
-        let conn = match incoming {
-            Ok(c) => c,
-            Err(e) => {
-                tracing::info!(error = %e, "incoming connection refused");
-                continue;
-            }
-        };
-        let Ok(permit) = Arc::clone(&permits).try_acquire_owned() else {
-            tracing::warn!(peer = %conn.peer_id(), "too many sessions; dropping connection");
-            conn.close(4, b"busy");
-            continue;
-        };
-        let (node, home, hello, cfg, kick, backoffs, reached) = (
-            Arc::clone(&node),
-            home.clone(),
-            hello.clone(),
-            cfg.clone(),
-            Arc::clone(&kick),
-            Arc::clone(&backoffs),
-            reached.clone(),
-        );
-        tokio::spawn(async move {
-            let peer = conn.peer_id();
-            match session::serve_connection(conn, &node, &home, &hello, &cfg).await {
-                Ok(r) => {
-                    lock_backoffs(&backoffs).remove(&peer.to_string());
-                    let _ = reached.send(peer.to_string());
-                    tracing::info!(peer = %peer, received = r.records_received, stored = r.stored, sent = r.records_sent, "session served");
-                    // Relay what arrived to the other peers.
-                    if r.stored > 0 || r.tombstones > 0 {
-                        kick.notify_one();
-                    }
-                }
-                Err(e) => {
-                    tracing::warn!(peer = %peer, blame = ?e.blame(), error = %e, "session failed; connection dropped")
-                }
-            }
-            drop(permit);
-        });
+/// Where other parts of the daemon report a paired peer seen at an
+/// address (LAN discovery): the address is remembered and, if the peer is
+/// not connected, dialed at once whatever its backoff.
+#[derive(Debug, Clone)]
+pub struct Sightings(mpsc::UnboundedSender<Control>);
+
+impl Sightings {
+    /// Reports `peer` seen at `addr` (ignored for unknown peers).
+    pub fn peer_seen(&self, peer: NodeId, addr: SocketAddr) {
+        let _ = self.0.send(Control::Seen(peer, addr));
+    }
+
+    /// Reports `peer` seen at an address the reporter already wrote to
+    /// the peer table.
+    pub fn peer_heard(&self, peer: NodeId) {
+        let _ = self.0.send(Control::Heard(peer));
     }
 }
 
-async fn index_loop(node: SharedNode, cfg: DaemonConfig, dirty: Arc<Notify>, kick: Arc<Notify>) {
+async fn accept_loop(endpoint: Arc<Endpoint>, control: mpsc::UnboundedSender<Control>) {
+    // Ends when the endpoint closes.
+    while let Some(incoming) = endpoint.accept().await {
+        match incoming {
+            Ok(c) => {
+                if control.send(Control::Accepted(c)).is_err() {
+                    break;
+                }
+            }
+            Err(e) => tracing::info!(error = %e, "incoming connection refused"),
+        }
+    }
+}
+
+async fn index_loop(
+    node: SharedNode,
+    cfg: DaemonConfig,
+    dirty: Arc<Notify>,
+    control: mpsc::UnboundedSender<Control>,
+) {
     // Runs until aborted; each iteration waits for a change or the poll timer.
     let mut first = true;
     let mut last_mark = None;
@@ -404,7 +376,7 @@ async fn index_loop(node: SharedNode, cfg: DaemonConfig, dirty: Arc<Notify>, kic
                 // forget` run beside the daemon): push it.
                 if mark != last_mark {
                     last_mark = mark;
-                    kick.notify_one();
+                    let _ = control.send(Control::Changed);
                 }
                 if rep.deferred > 0 {
                     // More to read: come back at once.
@@ -432,172 +404,331 @@ fn peers_stamp(home: &Path) -> Option<(SystemTime, u64)> {
     Some((m.modified().ok()?, m.len()))
 }
 
-/// Follows `peers.json`: the allow-list takes every change at once, and a
-/// peer that was not there before (a pairing just completed, here or in a
-/// `cairn pair` beside the daemon) gets its first sync round right away
-/// instead of at the next periodic one.
+/// Follows the peer table: the allow-list takes every change at once, and
+/// the driver gets the new table (a pairing just completed here or in a
+/// `cairn pair` beside the daemon is dialed at once; an unpaired peer's
+/// connections close).
 async fn peers_loop(
     home: PathBuf,
     allowed: Arc<RwLock<HashSet<SpkiFingerprint>>>,
     every: Duration,
-    kick: Arc<Notify>,
+    control: mpsc::UnboundedSender<Control>,
 ) {
-    let mut stamp = peers_stamp(&home);
+    let mut stamp = None;
+    // Runs until aborted; the first iteration hands over the table as it is.
     loop {
-        tokio::time::sleep(every).await;
         let now = peers_stamp(&home);
-        if now == stamp {
-            continue;
-        }
-        stamp = now;
-        match PeerTable::load(&home) {
-            Ok(t) => {
-                let set = t.allowed_fingerprints();
-                let added = match allowed.write() {
-                    Ok(mut w) => {
-                        let added = set.difference(&w).count();
-                        *w = set;
-                        added
+        if now != stamp || stamp.is_none() {
+            stamp = now;
+            match PeerTable::load(&home) {
+                Ok(t) => {
+                    if let Ok(mut w) = allowed.write() {
+                        *w = t.allowed_fingerprints();
                     }
-                    Err(_) => 0,
-                };
-                tracing::info!(peers = t.peers().len(), added, "peer table changed");
-                if added > 0 {
-                    kick.notify_one();
+                    if control.send(Control::Peers(t.peers().to_vec())).is_err() {
+                        return;
+                    }
                 }
+                Err(e) => {
+                    tracing::warn!(error = %e, "peer table unreadable; keeping the old allow-list")
+                }
+            }
+        }
+        tokio::time::sleep(every).await;
+    }
+}
+
+/// Most connections kept at once (peers dial each other at most twice
+/// each; `cairn sync` runs beside a daemon add short-lived ones).
+const MAX_CONNS: usize = 256;
+
+/// Carries out the scheduler's decisions: owns the live connections and
+/// the dial and session tasks, turns what they report into scheduler
+/// inputs, and wakes the scheduler at its timers.
+struct Driver {
+    sched: Scheduler,
+    origin: Instant,
+    ctx: LinkCtx,
+    peers: HashMap<NodeId, Peer>,
+    conns: HashMap<ConnId, PeerConnection>,
+    dials: HashMap<NodeId, tokio::task::AbortHandle>,
+    sessions: HashMap<NodeId, tokio::task::AbortHandle>,
+    tasks: tokio::task::JoinSet<()>,
+}
+
+fn dialable(p: &Peer) -> bool {
+    !p.addresses.is_empty() || !p.hosts.is_empty() || p.last_addr.is_some()
+}
+
+impl Driver {
+    fn new(ctx: LinkCtx, sched: Scheduler) -> Driver {
+        Driver {
+            sched,
+            origin: Instant::now(),
+            ctx,
+            peers: HashMap::new(),
+            conns: HashMap::new(),
+            dials: HashMap::new(),
+            sessions: HashMap::new(),
+            tasks: tokio::task::JoinSet::new(),
+        }
+    }
+
+    async fn run(
+        mut self,
+        mut control: mpsc::UnboundedReceiver<Control>,
+        mut links: mpsc::UnboundedReceiver<LinkEvent>,
+    ) {
+        // Runs until aborted; each iteration handles one event.
+        loop {
+            let wake = self.origin + self.sched.next_wakeup();
+            tokio::select! {
+                Some(c) = control.recv() => self.on_control(c),
+                Some(e) = links.recv() => self.on_link(e),
+                _ = tokio::time::sleep_until(wake) => self.feed(Input::Tick),
+                Some(_) = self.tasks.join_next(), if !self.tasks.is_empty() => {}
+            }
+        }
+    }
+
+    /// Gives the scheduler one input and carries out what it decides.
+    fn feed(&mut self, input: Input) {
+        let mut queue = vec![input];
+        // Bounded: an action yields at most one follow-up input, and only
+        // for a connection or peer that is gone (which then yields none).
+        while let Some(input) = queue.pop() {
+            let now = self.origin.elapsed();
+            for action in self.sched.handle(now, input) {
+                queue.extend(self.act(action));
+            }
+        }
+    }
+
+    fn act(&mut self, action: Action) -> Option<Input> {
+        match action {
+            Action::Dial { peer } => {
+                let Some(p) = self.peers.get(&peer).cloned() else {
+                    return Some(Input::DialFailed { peer });
+                };
+                tracing::debug!(peer = %peer, "dialing");
+                let h = self.tasks.spawn(links::dial(self.ctx.clone(), p));
+                if let Some(old) = self.dials.insert(peer, h) {
+                    old.abort();
+                }
+            }
+            Action::StartSession { peer, conn } => {
+                let Some(c) = self.conns.get(&conn).cloned() else {
+                    return Some(Input::SessionDone {
+                        peer,
+                        conn,
+                        ok: false,
+                    });
+                };
+                let h = self.tasks.spawn(links::session(self.ctx.clone(), c));
+                if let Some(old) = self.sessions.insert(peer, h) {
+                    old.abort();
+                }
+            }
+            Action::Close { peer, conn } => {
+                if let Some(c) = self.conns.get(&conn) {
+                    tracing::debug!(peer = %peer, conn, "closing a connection");
+                    let reason: &[u8] = if self.peers.contains_key(&peer) {
+                        b"duplicate"
+                    } else {
+                        b"not paired"
+                    };
+                    c.close(3, reason);
+                }
+            }
+        }
+        None
+    }
+
+    fn on_control(&mut self, c: Control) {
+        match c {
+            Control::Accepted(conn) => {
+                if self.conns.len() >= MAX_CONNS {
+                    tracing::warn!(peer = %conn.peer_id(), "too many connections; dropping one");
+                    conn.close(4, b"busy");
+                    return;
+                }
+                tracing::info!(peer = %conn.peer_id(), remote = %conn.remote_address(), "accepted");
+                self.connected(conn, false);
+            }
+            Control::Changed => self.feed(Input::Changed { except: None }),
+            Control::Peers(list) => {
+                self.set_peers(list);
+            }
+            Control::Heard(peer) => {
+                // Take the table's addresses for it now, not at the next check.
+                let moved = match PeerTable::load(&self.ctx.home) {
+                    Ok(t) => self.set_peers(t.peers().to_vec()),
+                    Err(e) => {
+                        tracing::warn!(error = %e, "peer table unreadable");
+                        Vec::new()
+                    }
+                };
+                if !moved.contains(&peer) {
+                    self.feed(Input::Seen { peer });
+                }
+            }
+            Control::Seen(peer, addr) => {
+                let Some(p) = self.peers.get_mut(&peer) else {
+                    return;
+                };
+                if p.addresses.first() == Some(&addr) {
+                    self.feed(Input::Seen { peer });
+                    return;
+                }
+                p.remember_address(addr);
+                let fp = p.fingerprint_bytes();
+                let home = self.ctx.home.clone();
+                self.tasks.spawn_blocking(move || {
+                    let r = PeerTable::modify(&home, |t| {
+                        if let Some(p) = fp.and_then(|fp| t.by_fingerprint_mut(&fp)) {
+                            p.remember_address(addr);
+                        }
+                        Ok(())
+                    });
+                    if let Err(e) = r {
+                        tracing::warn!(error = %e, "peer table not updated");
+                    }
+                });
+                self.feed(Input::PeerAdded {
+                    peer,
+                    dialable: true,
+                });
+                self.feed(Input::Seen { peer });
+            }
+        }
+    }
+
+    fn connected(&mut self, conn: PeerConnection, dialed: bool) {
+        let (peer, id) = (conn.peer_id(), links::conn_id(&conn));
+        self.conns.insert(id, conn.clone());
+        self.tasks.spawn(links::watch(self.ctx.clone(), conn));
+        self.feed(Input::Connected {
+            peer,
+            conn: id,
+            dialed,
+        });
+    }
+
+    fn on_link(&mut self, e: LinkEvent) {
+        match e {
+            LinkEvent::Connected { conn, dialed } => {
+                self.dials.remove(&conn.peer_id());
+                self.connected(conn, dialed);
+            }
+            LinkEvent::DialFailed { peer, error } => {
+                self.dials.remove(&peer);
+                tracing::info!(peer = %peer, error = %error, "peer unreachable");
+                self.feed(Input::DialFailed { peer });
+            }
+            LinkEvent::Disconnected { peer, conn, reason } => {
+                self.conns.remove(&conn);
+                tracing::info!(peer = %peer, reason, "disconnected");
+                self.feed(Input::Disconnected { peer, conn });
+            }
+            LinkEvent::InboundStarted { peer, conn } => {
+                self.feed(Input::InboundStarted { peer, conn });
+            }
+            LinkEvent::InboundDone { peer, conn, result } => {
+                let fresh = self.log_session(peer, &result, "session served");
+                self.feed(Input::InboundDone { peer, conn });
+                if fresh {
+                    // Relay what arrived to the other peers.
+                    self.feed(Input::Changed { except: Some(peer) });
+                }
+            }
+            LinkEvent::SessionDone { peer, conn, result } => {
+                self.sessions.remove(&peer);
+                let fresh = self.log_session(peer, &result, "synced");
+                let ok = result.is_ok();
+                self.feed(Input::SessionDone { peer, conn, ok });
+                if fresh {
+                    self.feed(Input::Changed { except: Some(peer) });
+                }
+            }
+        }
+    }
+
+    /// Logs a finished session; whether it stored anything new.
+    fn log_session(
+        &self,
+        peer: NodeId,
+        result: &Result<session::SessionReport, SyncError>,
+        what: &str,
+    ) -> bool {
+        match result {
+            Ok(r) => {
+                if r.moved_anything() {
+                    tracing::info!(peer = %peer, received = r.records_received, stored = r.stored, sent = r.records_sent, "{what}");
+                }
+                r.stored > 0 || r.tombstones > 0
             }
             Err(e) => {
-                tracing::warn!(error = %e, "peer table unreadable; keeping the old allow-list")
+                tracing::warn!(peer = %peer, blame = ?e.blame(), error = %e, "session failed");
+                false
             }
         }
     }
-}
 
-async fn sync_loop(
-    ctx: Ctx,
-    cfg: DaemonConfig,
-    kick: Arc<Notify>,
-    backoffs: Backoffs,
-    mut reached: tokio::sync::mpsc::UnboundedReceiver<String>,
-) {
-    let Ctx {
-        endpoint,
-        node,
-        home,
-        hello,
-    } = ctx;
-    type Done = (Peer, Result<session::SessionReport, SyncError>);
-    let mut running: tokio::task::JoinSet<Done> = tokio::task::JoinSet::new();
-    // Peers with a session in flight, and those to sync again when it ends.
-    let mut in_flight: HashMap<String, tokio::task::AbortHandle> = HashMap::new();
-    let mut again: HashSet<String> = HashSet::new();
-    let mut next_round = Instant::now();
-    let mut wanted = true;
-    // Runs until aborted; each iteration handles one event.
-    loop {
-        if wanted {
-            wanted = false;
-            let now = Instant::now();
-            if now >= next_round {
-                next_round = now + cfg.sync_interval;
+    /// Takes the peer table as it now reads: new peers are dialed, a peer
+    /// with a new address is dialed again at once, removed ones dropped.
+    /// Returns the peers whose addresses changed.
+    fn set_peers(&mut self, list: Vec<Peer>) -> Vec<NodeId> {
+        let mut changed = Vec::new();
+        let mut fresh: HashMap<NodeId, Peer> = HashMap::new();
+        for p in list {
+            if let Some(id) = p.id() {
+                fresh.insert(id, p);
             }
-            let peers = match PeerTable::load(&home) {
-                Ok(t) => t.peers().to_vec(),
-                Err(e) => {
-                    tracing::warn!(error = %e, "peer table unreadable");
-                    Vec::new()
-                }
+        }
+        let gone: Vec<NodeId> = self
+            .peers
+            .keys()
+            .filter(|id| !fresh.contains_key(id))
+            .copied()
+            .collect();
+        for peer in gone {
+            self.peers.remove(&peer);
+            for h in [self.dials.remove(&peer), self.sessions.remove(&peer)]
+                .into_iter()
+                .flatten()
+            {
+                h.abort();
+            }
+            tracing::info!(peer = %peer, "unpaired");
+            self.feed(Input::PeerRemoved { peer });
+        }
+        for (peer, p) in fresh {
+            let moved = match self.peers.get(&peer) {
+                None => None,
+                Some(old) => Some(old.addresses != p.addresses || old.hosts != p.hosts),
             };
-            lock_backoffs(&backoffs).retain(|id, _| peers.iter().any(|p| &p.node_id == id));
-            for p in peers {
-                if in_flight.contains_key(&p.node_id) {
-                    again.insert(p.node_id.clone());
-                    continue;
+            let can = dialable(&p);
+            self.peers.insert(peer, p);
+            match moved {
+                None => {
+                    tracing::info!(peer = %peer, "new peer");
+                    self.feed(Input::PeerAdded {
+                        peer,
+                        dialable: can,
+                    });
                 }
-                let waiting = lock_backoffs(&backoffs)
-                    .get(&p.node_id)
-                    .is_some_and(|b| b.next > now);
-                if waiting
-                    || (p.addresses.is_empty() && p.hosts.is_empty() && p.last_addr.is_none())
-                {
-                    // Retry later, or nowhere to dial yet (it will reach us).
-                    continue;
+                Some(true) => {
+                    self.feed(Input::PeerAdded {
+                        peer,
+                        dialable: can,
+                    });
+                    self.feed(Input::Seen { peer });
+                    changed.push(peer);
                 }
-                let id = p.node_id.clone();
-                let (endpoint, node, home, hello, scfg) = (
-                    Arc::clone(&endpoint),
-                    Arc::clone(&node),
-                    home.clone(),
-                    hello.clone(),
-                    cfg.session.clone(),
-                );
-                let handle = running.spawn(async move {
-                    let r = session::sync_peer(&endpoint, &node, &home, &p, &hello, &scfg).await;
-                    (p, r)
-                });
-                in_flight.insert(id, handle);
+                Some(false) => {}
             }
         }
-        let soonest = lock_backoffs(&backoffs)
-            .values()
-            .map(|b| b.next)
-            .filter(|n| *n > Instant::now())
-            .min()
-            .map_or(next_round, |n| n.min(next_round));
-        tokio::select! {
-            _ = kick.notified() => wanted = true,
-            _ = tokio::time::sleep_until(soonest) => wanted = true,
-            Some(id) = reached.recv() => {
-                // The peer just reached us (and synced): an outbound attempt
-                // still dialing an old address is moot; dial the fresh one.
-                if let Some(h) = in_flight.remove(&id) {
-                    h.abort();
-                    again.remove(&id);
-                    wanted = true;
-                }
-            }
-            Some(joined) = running.join_next_with_id(), if !running.is_empty() => {
-                let Ok((task, (p, r))) = joined else { continue };
-                // A result of an attempt replaced meanwhile is ignored.
-                if in_flight.get(&p.node_id).map(|h| h.id()) != Some(task) {
-                    continue;
-                }
-                in_flight.remove(&p.node_id);
-                if again.remove(&p.node_id) {
-                    wanted = true;
-                }
-                on_round_done(&p, r, &cfg, &backoffs);
-            }
-        }
-    }
-}
-
-fn on_round_done(
-    p: &Peer,
-    r: Result<session::SessionReport, SyncError>,
-    cfg: &DaemonConfig,
-    backoffs: &Backoffs,
-) {
-    match r {
-        Ok(rep) => {
-            lock_backoffs(backoffs).remove(&p.node_id);
-            if rep.moved_anything() {
-                tracing::info!(peer = %p.node_id, received = rep.records_received, stored = rep.stored, sent = rep.records_sent, "synced");
-            }
-        }
-        Err(e) => {
-            let mut map = lock_backoffs(backoffs);
-            let b = map.entry(p.node_id.clone()).or_insert(Backoff {
-                failures: 0,
-                next: Instant::now(),
-            });
-            b.failures = b.failures.saturating_add(1);
-            let delay = backoff_delay(b.failures, cfg.backoff_min, cfg.backoff_max, random_u64());
-            b.next = Instant::now() + delay;
-            let failures = b.failures;
-            drop(map);
-            tracing::warn!(peer = %p.node_id, failures, retry_in = ?delay, blame = ?e.blame(), error = %e, "sync failed");
-        }
+        changed
     }
 }
 
@@ -664,22 +795,6 @@ fn start_watcher(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn backoff_doubles_caps_and_jitters_within_a_quarter() {
-        let (min, max) = (Duration::from_secs(1), Duration::from_secs(60));
-        assert_eq!(backoff_delay(1, min, max, 0), Duration::from_secs(1));
-        assert_eq!(backoff_delay(2, min, max, 0), Duration::from_secs(2));
-        assert_eq!(backoff_delay(4, min, max, 0), Duration::from_secs(8));
-        assert_eq!(backoff_delay(30, min, max, 0), max);
-        for seed in [1, 999, u64::MAX] {
-            let d = backoff_delay(3, min, max, seed);
-            assert!(
-                d >= Duration::from_secs(4) && d < Duration::from_secs(5),
-                "{d:?}"
-            );
-        }
-    }
 
     #[test]
     fn state_file_round_trips_and_a_dead_pid_is_not_running() {

@@ -20,12 +20,14 @@ use quinn::crypto::rustls::{QuicClientConfig, QuicServerConfig};
 
 use super::tls::{self, AllowList, ClientPolicy, NodeCert, TlsError};
 
-/// Keep-alive interval: below every idle timeout, so NAT bindings and quiet
-/// connections survive.
-pub const KEEP_ALIVE: Duration = Duration::from_secs(15);
-/// Idle timeout of a sync connection (the effective value is the smaller of
-/// both sides').
-pub const IDLE_TIMEOUT: Duration = Duration::from_secs(60);
+/// Keep-alive interval: well below the idle timeout, so NAT bindings and
+/// quiet long-lived connections survive, and a path that died is noticed
+/// within the idle timeout (a few tiny packets a second per peer at most).
+pub const KEEP_ALIVE: Duration = Duration::from_secs(2);
+/// Idle timeout of a connection (the effective value is the smaller of
+/// both sides'): after this long without a packet from the peer the
+/// connection is over and the daemon dials again.
+pub const IDLE_TIMEOUT: Duration = Duration::from_secs(8);
 /// Default time to wait for one message.
 pub const RECV_TIMEOUT: Duration = Duration::from_secs(30);
 /// Default time to wait for a QUIC + TLS handshake.
@@ -615,14 +617,27 @@ pub async fn open_session(
     local: &Hello,
     timeout: Duration,
 ) -> Result<Session, SessionError> {
-    let (mut send, mut recv) = if dialer {
-        conn.conn.open_bi().await.map_err(SessionError::Stream)?
+    let opened = if dialer {
+        tokio::time::timeout(timeout, conn.conn.open_bi()).await
     } else {
-        match tokio::time::timeout(timeout, conn.conn.accept_bi()).await {
-            Err(_) => return Err(SessionError::Timeout { after: timeout }),
-            Ok(r) => r.map_err(SessionError::Stream)?,
-        }
+        tokio::time::timeout(timeout, conn.conn.accept_bi()).await
     };
+    let (send, recv) = match opened {
+        Err(_) => return Err(SessionError::Timeout { after: timeout }),
+        Ok(r) => r.map_err(SessionError::Stream)?,
+    };
+    answer_session(conn, send, recv, local, timeout).await
+}
+
+/// Exchanges `Hello` on a stream already opened (by either side) and
+/// returns the session, as [`open_session`] does.
+pub async fn answer_session(
+    conn: &PeerConnection,
+    mut send: quinn::SendStream,
+    mut recv: quinn::RecvStream,
+    local: &Hello,
+    timeout: Duration,
+) -> Result<Session, SessionError> {
     send_msg(&mut send, &Message::Hello(local.clone())).await?;
     let mut decoder = FrameDecoder::new();
     let peer_hello = match recv_msg(&mut recv, &mut decoder, timeout).await? {

@@ -20,8 +20,10 @@ pub mod daemon;
 pub mod discovery;
 pub mod endpoint;
 pub mod instance;
+pub mod links;
 pub mod pairing;
 pub mod peers;
+pub mod scheduler;
 pub mod session;
 pub mod tls;
 
