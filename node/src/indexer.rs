@@ -14,22 +14,41 @@
 //! A file's offset only advances in the same transaction as its last
 //! records, so a crash re-reads from the old offset and the content-hash
 //! dedupe absorbs the repeat.
+//!
+//! A pass runs on two threads: one reads, parses and redacts the stores and
+//! prepares each record ([`NewRecord`]: hash, compression, index text), the
+//! other (the caller's) holds the write transaction and only runs SQL. They
+//! meet through a bounded channel of [`Step`]s, so memory stays bounded
+//! whatever the size of a store. The writer commits every [`TX_BYTES`] of
+//! text or [`TX_TIME`], whichever comes first, across store boundaries:
+//! fewer, larger transactions make fewer and larger full-text segments.
 
 use std::collections::HashSet;
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
 use std::path::Path;
-use std::time::UNIX_EPOCH;
+use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
+use std::time::{Duration, Instant, UNIX_EPOCH};
+
+use cairn_protocol::Hash32;
 
 use crate::record::Record;
 use crate::redact::{RedactionCounts, Redactor, scope};
 use crate::sources::{self, LineParser, Locations, ParseError, Reader, SourceFile};
-use crate::store::{SourceState, Store, StoreError};
+use crate::store::{NewRecord, SourceState, Store, StoreError};
 
 /// Bytes hashed at the head of a file, and before its saved offset, to notice rewrites.
 const FINGERPRINT: u64 = 4096;
-/// Records written per transaction while reading a large file.
+/// Records per chunk handed from the reading thread to the writer.
 const BATCH: usize = 4000;
+/// Bytes read per chunk, whichever of the two limits comes first.
+const CHUNK_BYTES: u64 = 4 << 20;
+/// Chunks on their way from the reading thread to the writer.
+const IN_FLIGHT: usize = 4;
+/// The writer commits once its transaction holds this much text...
+const TX_BYTES: u64 = 32 << 20;
+/// ...or has been open this long.
+const TX_TIME: Duration = Duration::from_millis(750);
 /// Longest line read; a longer one is skipped and counted.
 const MAX_LINE: usize = 64 * 1024 * 1024;
 
@@ -106,9 +125,6 @@ pub fn index_all(
     ctx: &IndexContext<'_>,
     progress: &mut dyn FnMut(Progress),
 ) -> Result<IndexReport, IndexError> {
-    // Parsers that cut long texts redact them whole first, with this
-    // node's rules (see `redact::scope`).
-    let _scope = scope::enter(ctx.redactor);
     let mut report = IndexReport::default();
     let mut plans = Vec::new();
     let mut present = HashSet::new();
@@ -144,6 +160,10 @@ pub fn index_all(
         .collect();
     store.mark_missing(&known, &present, &enabled)?;
     drop(known);
+    if plans.is_empty() {
+        progress(Progress::Start { total_bytes: 0 });
+        return Ok(report);
+    }
     let total: u64 = plans
         .iter()
         .map(|p| match (&p.file.reader, &p.state) {
@@ -154,54 +174,227 @@ pub fn index_all(
     progress(Progress::Start { total_bytes: total });
     // Newest first, so a pass cut short by its deadline has read what people ask about.
     plans.sort_by_key(|p| std::cmp::Reverse(p.mtime_ns));
-    let total_plans = plans.len() as u64;
+    let (tx, rx) = sync_channel(IN_FLIGHT);
+    std::thread::scope(|s| {
+        let reader = std::thread::Builder::new()
+            .name("cairn-read".into())
+            .spawn_scoped(s, move || read_all(ctx, plans, &Out(tx)));
+        if let Err(e) = reader {
+            // No second thread to be had: nothing was read; the next pass retries.
+            tracing::warn!(error = %e, "cannot start the reading thread");
+            return Ok(report);
+        }
+        write_all(store, ctx, rx, progress, report)
+    })
+}
+
+/// The reading side's half of the channel. A send fails only when the
+/// writer stopped (on a database error); the reader then stops too.
+struct Out(SyncSender<Step>);
+
+/// The writer hung up.
+struct Hangup;
+
+impl Out {
+    fn send(&self, step: Step) -> Result<(), Hangup> {
+        self.0.send(step).map_err(|_| Hangup)
+    }
+}
+
+/// What the reading thread hands the writer, in order, for each store:
+/// `Begin`, maybe `Replace`, any `Records`, then `End` or `Failed`.
+enum Step {
+    /// A store is about to be read.
+    Begin {
+        agent: &'static str,
+        path: String,
+        kind: &'static str,
+        /// What the last pass saved, if the store was seen before.
+        state: Option<SourceState>,
+    },
+    /// The store is read from scratch: its redaction counts restart, and
+    /// at its end its records no longer in it are removed.
+    Replace,
+    /// Records read from the store, redacted and prepared, with the
+    /// redaction counts and the bytes read for them.
+    Records {
+        records: Vec<NewRecord>,
+        counts: RedactionCounts,
+        bytes: u64,
+    },
+    /// The store was read up to `state` (its id is the writer's to fill).
+    End {
+        state: SourceState,
+        skipped: u64,
+        bytes: u64,
+    },
+    /// The store could not be read this pass.
+    Failed { why: String },
+    /// Stores (or parts of one) left for the next pass by the deadline.
+    Deferred(u64),
+}
+
+/// The store the writer is working on.
+struct Current {
+    id: i64,
+    agent: &'static str,
+    path: String,
+    kind: &'static str,
+    state: Option<SourceState>,
+    /// Hashes of the records read, for a store read from scratch.
+    keep: Option<HashSet<Hash32>>,
+}
+
+/// The writing side: applies the steps in order inside one write
+/// transaction at a time.
+fn write_all(
+    store: &mut Store,
+    ctx: &IndexContext<'_>,
+    rx: Receiver<Step>,
+    progress: &mut dyn FnMut(Progress),
+    mut report: IndexReport,
+) -> Result<IndexReport, IndexError> {
+    let mut ing = store.ingest(ctx.origin)?;
+    let mut cur: Option<Current> = None;
+    let mut tx_bytes = 0u64;
+    let mut tx_started = Instant::now();
+    for step in rx {
+        match step {
+            Step::Begin {
+                agent,
+                path,
+                kind,
+                state,
+            } => {
+                report.changed += 1;
+                let id = match &state {
+                    Some(s) => s.id,
+                    None => ing.source(agent, &path, kind)?.id,
+                };
+                cur = Some(Current {
+                    id,
+                    agent,
+                    path,
+                    kind,
+                    state,
+                    keep: None,
+                });
+            }
+            Step::Replace => {
+                if let Some(c) = &mut cur {
+                    ing.reset_redactions(c.id)?;
+                    c.keep = Some(HashSet::new());
+                }
+            }
+            Step::Records {
+                records,
+                counts,
+                bytes,
+            } => {
+                let Some(c) = &mut cur else { continue };
+                for r in &records {
+                    if let Some(k) = &mut c.keep {
+                        k.insert(*r.hash());
+                    }
+                    tx_bytes += r.text_len() as u64;
+                    if ing.insert_new(r, Some(c.id))? {
+                        report.added += 1;
+                    }
+                }
+                ing.add_redactions(c.id, &counts)?;
+                report.bytes_read += bytes;
+                progress(Progress::Advance(bytes));
+            }
+            Step::End {
+                mut state,
+                skipped,
+                bytes,
+            } => {
+                let Some(c) = cur.take() else { continue };
+                state.id = c.id;
+                if let Some(keep) = &c.keep {
+                    report.removed += ing.retain_source_records(c.id, keep)?;
+                }
+                ing.save_state(&state, ctx.now_ms)?;
+                report.skipped += skipped;
+                report.bytes_read += bytes;
+                progress(Progress::Advance(bytes));
+            }
+            Step::Failed { why } => {
+                let Some(c) = cur.take() else { continue };
+                tracing::warn!(agent = c.agent, path = %c.path, error = %why, "store skipped this pass");
+                let mut st = c.state.unwrap_or_else(|| SourceState {
+                    id: c.id,
+                    agent: c.agent.to_owned(),
+                    path: c.path.clone(),
+                    kind: c.kind.to_owned(),
+                    ..SourceState::default()
+                });
+                st.last_error = Some(why.clone());
+                ing.save_state(&st, ctx.now_ms)?;
+                report.failed.push((c.path, why));
+            }
+            Step::Deferred(n) => report.deferred += n,
+        }
+        if tx_bytes >= TX_BYTES || tx_started.elapsed() >= TX_TIME {
+            ing.commit_and_continue()?;
+            tx_bytes = 0;
+            tx_started = Instant::now();
+        }
+    }
+    ing.commit()?;
+    Ok(report)
+}
+
+/// The reading side: every planned store in turn, until the deadline.
+fn read_all(ctx: &IndexContext<'_>, plans: Vec<Plan>, out: &Out) {
+    // Parsers that cut long texts redact them whole first, with this
+    // node's rules (see `redact::scope`).
+    let _scope = scope::enter(ctx.redactor);
+    let total = plans.len() as u64;
     for (i, plan) in plans.into_iter().enumerate() {
         // Every pass reads at least one store, so passes always make progress.
         if i > 0 && past(ctx.deadline) {
-            report.deferred = total_plans - i as u64;
-            break;
+            let _ = out.send(Step::Deferred(total - i as u64));
+            return;
         }
-        report.changed += 1;
-        let path = plan.file.path.to_string_lossy().into_owned();
-        let outcome = if plan.file.path.is_dir() {
-            // A folder the source could not list: report it like a file
-            // that cannot be read (if it became readable meanwhile, its
-            // files are discovered next pass).
-            match sources::common::folder_error(&plan.file.path) {
-                Some(why) => Err(FileError::Source(why)),
-                None => Ok(()),
-            }
-        } else {
-            match plan.file.reader {
-                Reader::Lines(factory) => {
-                    index_lines(store, ctx, &plan, factory, progress, &mut report)
-                }
-                Reader::Whole(parse) => {
-                    index_whole(store, ctx, &plan, parse, progress, &mut report)
-                }
-                Reader::Database(read) => {
-                    index_database(store, ctx, &plan, read, progress, &mut report)
-                }
-            }
-        };
-        match outcome {
-            Ok(()) => {}
-            Err(FileError::Store(e)) => return Err(e.into()),
-            Err(FileError::Source(why)) => {
-                tracing::warn!(agent = plan.agent, path = %path, error = %why, "store skipped this pass");
-                let mut ing = store.ingest(ctx.origin)?;
-                let mut st = match plan.state.clone() {
-                    Some(s) => s,
-                    None => ing.source(plan.agent, &path, reader_kind(&plan.file.reader))?,
-                };
-                st.last_error = Some(why.clone());
-                ing.save_state(&st, ctx.now_ms)?;
-                ing.commit()?;
-                report.failed.push((path, why));
-            }
+        if read_one(ctx, &plan, out).is_err() {
+            return;
         }
     }
-    Ok(report)
+}
+
+/// Reads one store and hands what it holds to the writer.
+fn read_one(ctx: &IndexContext<'_>, plan: &Plan, out: &Out) -> Result<(), Hangup> {
+    let begin = || Step::Begin {
+        agent: plan.agent,
+        path: plan.file.path.to_string_lossy().into_owned(),
+        kind: reader_kind(&plan.file.reader),
+        state: plan.state.clone(),
+    };
+    if plan.file.path.is_dir() {
+        // A folder the source could not list: report it like a file
+        // that cannot be read (if it became readable meanwhile, its
+        // files are discovered next pass).
+        if let Some(why) = sources::common::folder_error(&plan.file.path) {
+            out.send(begin())?;
+            out.send(Step::Failed { why })?;
+        }
+        return Ok(());
+    }
+    out.send(begin())?;
+    // Counts left by a file that failed part-way are not this file's.
+    drop(scope::take_counts());
+    let outcome = match plan.file.reader {
+        Reader::Lines(factory) => read_lines(ctx, plan, factory, out),
+        Reader::Whole(parse) => read_whole(ctx, plan, parse, out),
+        Reader::Database(read) => read_database(ctx, plan, read, out),
+    };
+    match outcome {
+        Ok(()) => Ok(()),
+        Err(FileError::Hangup) => Err(Hangup),
+        Err(FileError::Source(why)) => out.send(Step::Failed { why }),
+    }
 }
 
 /// How far the index is behind the agents' stores, without reading them.
@@ -257,13 +450,15 @@ fn is_unchanged(s: &SourceState, size: u64, mtime_ns: i64) -> bool {
 }
 
 enum FileError {
-    Store(StoreError),
+    /// The writer stopped.
+    Hangup,
+    /// The store cannot be read.
     Source(String),
 }
 
-impl From<StoreError> for FileError {
-    fn from(e: StoreError) -> Self {
-        FileError::Store(e)
+impl From<Hangup> for FileError {
+    fn from(_: Hangup) -> Self {
+        FileError::Hangup
     }
 }
 
@@ -327,20 +522,17 @@ pub(crate) fn redact(r: &mut Record, redactor: &Redactor, counts: &mut Redaction
     }
 }
 
-/// Writes records in one transaction; returns how many were new.
-fn write_batch(
-    store: &mut Store,
+/// Redacts and prepares records for the writer and sends them.
+fn send_records(
     ctx: &IndexContext<'_>,
     agent: &str,
-    source: i64,
     records: &mut Vec<Record>,
-    keep: Option<&mut HashSet<[u8; 32]>>,
-    state: Option<&SourceState>,
-) -> Result<u64, StoreError> {
+    bytes: u64,
+    out: &Out,
+) -> Result<(), Hangup> {
     // What the parsers redacted before cutting long texts, then the rest.
     let mut counts = scope::take_counts();
-    let mut ing = store.ingest(ctx.origin)?;
-    let mut keep = keep;
+    let mut prepared = Vec::with_capacity(records.len());
     for mut r in records.drain(..) {
         // Filed under the source that found the store, so a source can reuse
         // another agent's parser (Crush reads with opencode's).
@@ -351,18 +543,13 @@ fn write_batch(
         if r.text.trim().is_empty() {
             continue;
         }
-        if let Some(k) = keep.as_deref_mut() {
-            k.insert(r.content_hash());
-        }
-        ing.insert(&r, Some(source))?;
+        prepared.push(NewRecord::from_record(r));
     }
-    ing.add_redactions(source, &counts)?;
-    if let Some(st) = state {
-        ing.save_state(st, ctx.now_ms)?;
-    }
-    let n = ing.inserted();
-    ing.commit()?;
-    Ok(n)
+    out.send(Step::Records {
+        records: prepared,
+        counts,
+        bytes,
+    })
 }
 
 fn hash_range(file: &mut File, start: u64, len: u64) -> std::io::Result<Vec<u8>> {
@@ -380,28 +567,16 @@ fn fingerprints(file: &mut File, offset: u64) -> std::io::Result<(Vec<u8>, Vec<u
     Ok((head, tail))
 }
 
-fn index_lines(
-    store: &mut Store,
+fn read_lines(
     ctx: &IndexContext<'_>,
     plan: &Plan,
     factory: fn(&Path) -> Box<dyn LineParser>,
-    progress: &mut dyn FnMut(Progress),
-    report: &mut IndexReport,
+    out: &Out,
 ) -> Result<(), FileError> {
     let path = &plan.file.path;
     let key = path.to_string_lossy().into_owned();
-    // Counts left by a file that failed part-way are not this file's.
-    drop(scope::take_counts());
     let mut file = File::open(path).map_err(|e| io_err(path, e))?;
-    let mut state = match &plan.state {
-        Some(s) => s.clone(),
-        None => {
-            let mut ing = store.ingest(ctx.origin)?;
-            let s = ing.source(plan.agent, &key, "lines")?;
-            ing.commit()?;
-            s
-        }
-    };
+    let mut state = plan.state.clone().unwrap_or_default();
     let mut start = state.offset;
     let mut rewritten = false;
     if start > 0 {
@@ -434,17 +609,16 @@ fn index_lines(
     reader
         .seek(SeekFrom::Start(start))
         .map_err(|e| io_err(path, e))?;
-    let mut keep = rewritten.then(HashSet::new);
     if rewritten {
-        let mut ing = store.ingest(ctx.origin)?;
-        ing.reset_redactions(state.id)?;
-        ing.commit()?;
+        out.send(Step::Replace)?;
         state.skipped = 0;
     }
     let mut pos = start;
     let mut buf = Vec::new();
     let mut skipped = 0u64;
     let mut cut_short = false;
+    // Bytes read since the last chunk was sent.
+    let mut pending = 0u64;
     loop {
         buf.clear();
         let n = read_line(&mut reader, &mut buf).map_err(|e| io_err(path, e))?;
@@ -461,26 +635,18 @@ fn index_lines(
             skipped += 1;
         }
         pos += n as u64;
-        progress(Progress::Advance(n as u64));
-        report.bytes_read += n as u64;
+        pending += n as u64;
         if records.len() >= BATCH && past(ctx.deadline) && !rewritten {
             // Out of time: keep what was read and resume here next pass.
-            report.deferred += 1;
+            let _ = out.send(Step::Deferred(1));
             cut_short = true;
             break;
         }
-        if records.len() >= BATCH {
-            // Intermediate batches keep the old offset: a crash re-reads them
-            // and the content hashes absorb the repeat.
-            report.added += write_batch(
-                store,
-                ctx,
-                plan.agent,
-                state.id,
-                &mut records,
-                keep.as_mut(),
-                None,
-            )?;
+        if records.len() >= BATCH || pending >= CHUNK_BYTES {
+            // Chunks before the last keep the old offset: a crash re-reads
+            // them and the content hashes absorb the repeat.
+            send_records(ctx, plan.agent, &mut records, pending, out)?;
+            pending = 0;
         }
     }
     parser.finish(&mut records);
@@ -495,136 +661,81 @@ fn index_lines(
     state.skipped += skipped;
     state.last_error = None;
     state.kind = "lines".into();
-    report.skipped += skipped;
-    if let Some(keep) = keep.as_mut() {
-        // Hash the tail batch too before pruning what vanished.
-        report.added += write_batch(
-            store,
-            ctx,
-            plan.agent,
-            state.id,
-            &mut records,
-            Some(keep),
-            None,
-        )?;
-        let mut ing = store.ingest(ctx.origin)?;
-        report.removed += ing.retain_source_records(state.id, keep)?;
-        ing.save_state(&state, ctx.now_ms)?;
-        ing.commit()?;
-    } else {
-        report.added += write_batch(
-            store,
-            ctx,
-            plan.agent,
-            state.id,
-            &mut records,
-            None,
-            Some(&state),
-        )?;
-    }
+    send_records(ctx, plan.agent, &mut records, 0, out)?;
+    out.send(Step::End {
+        state,
+        skipped,
+        bytes: pending,
+    })?;
     Ok(())
 }
 
-fn index_whole(
-    store: &mut Store,
+fn read_whole(
     ctx: &IndexContext<'_>,
     plan: &Plan,
     parse: fn(&Path, &[u8]) -> sources::Parsed,
-    progress: &mut dyn FnMut(Progress),
-    report: &mut IndexReport,
+    out: &Out,
 ) -> Result<(), FileError> {
     let path = &plan.file.path;
     let key = path.to_string_lossy().into_owned();
-    // Counts left by a file that failed part-way are not this file's.
-    drop(scope::take_counts());
     let bytes = std::fs::read(path).map_err(|e| io_err(path, e))?;
-    progress(Progress::Advance(bytes.len() as u64));
-    report.bytes_read += bytes.len() as u64;
+    let len = bytes.len() as u64;
     let mut parsed = parse(path, &bytes);
     drop(bytes);
     for e in &parsed.errors {
         log_skip(&key, e);
     }
-    let mut state = match &plan.state {
-        Some(s) => s.clone(),
-        None => {
-            let mut ing = store.ingest(ctx.origin)?;
-            let s = ing.source(plan.agent, &key, "whole")?;
-            ing.commit()?;
-            s
-        }
-    };
+    let mut state = plan.state.clone().unwrap_or_default();
     state.size = plan.size;
     state.mtime_ns = plan.mtime_ns;
     state.skipped = parsed.errors.len() as u64;
     state.last_error = None;
     state.kind = "whole".into();
-    report.skipped += parsed.errors.len() as u64;
-    {
-        let mut ing = store.ingest(ctx.origin)?;
-        ing.reset_redactions(state.id)?;
-        ing.commit()?;
+    out.send(Step::Replace)?;
+    while parsed.records.len() > BATCH {
+        let mut chunk: Vec<Record> = parsed.records.drain(..BATCH).collect();
+        send_records(ctx, plan.agent, &mut chunk, 0, out)?;
     }
-    let mut keep = HashSet::new();
-    report.added += write_batch(
-        store,
-        ctx,
-        plan.agent,
-        state.id,
-        &mut parsed.records,
-        Some(&mut keep),
-        None,
-    )?;
-    let mut ing = store.ingest(ctx.origin)?;
-    report.removed += ing.retain_source_records(state.id, &keep)?;
-    ing.save_state(&state, ctx.now_ms)?;
-    ing.commit()?;
+    send_records(ctx, plan.agent, &mut parsed.records, 0, out)?;
+    let skipped = state.skipped;
+    out.send(Step::End {
+        state,
+        skipped,
+        bytes: len,
+    })?;
     Ok(())
 }
 
-fn index_database(
-    store: &mut Store,
+fn read_database(
     ctx: &IndexContext<'_>,
     plan: &Plan,
     read: fn(&Path, &sources::Watermark) -> Result<sources::DbBatch, sources::SourceError>,
-    progress: &mut dyn FnMut(Progress),
-    report: &mut IndexReport,
+    out: &Out,
 ) -> Result<(), FileError> {
     let path = &plan.file.path;
     let key = path.to_string_lossy().into_owned();
-    // Counts left by a file that failed part-way are not this file's.
-    drop(scope::take_counts());
-    let mut state = match &plan.state {
-        Some(s) => s.clone(),
-        None => {
-            let mut ing = store.ingest(ctx.origin)?;
-            let s = ing.source(plan.agent, &key, "database")?;
-            ing.commit()?;
-            s
-        }
-    };
+    let mut state = plan.state.clone().unwrap_or_default();
     let mut batch = read(path, &state.watermark).map_err(|e| FileError::Source(e.to_string()))?;
-    progress(Progress::Advance(plan.size));
-    report.bytes_read += plan.size;
     for e in &batch.parsed.errors {
         log_skip(&key, e);
     }
     state.watermark = batch.watermark.clone();
     state.size = plan.size;
     state.mtime_ns = plan.mtime_ns;
-    state.skipped += batch.parsed.errors.len() as u64;
+    let skipped = batch.parsed.errors.len() as u64;
+    state.skipped += skipped;
     state.last_error = None;
     state.kind = "database".into();
-    report.skipped += batch.parsed.errors.len() as u64;
-    report.added += write_batch(
-        store,
-        ctx,
-        plan.agent,
-        state.id,
-        &mut batch.parsed.records,
-        None,
-        Some(&state),
-    )?;
+    while batch.parsed.records.len() > BATCH {
+        let mut chunk: Vec<Record> = batch.parsed.records.drain(..BATCH).collect();
+        send_records(ctx, plan.agent, &mut chunk, 0, out)?;
+    }
+    send_records(ctx, plan.agent, &mut batch.parsed.records, 0, out)?;
+    out.send(Step::End {
+        state,
+        skipped,
+        bytes: plan.size,
+    })?;
     Ok(())
 }
 

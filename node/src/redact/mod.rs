@@ -9,7 +9,8 @@
 //! Redaction is idempotent (`redact(redact(x)) == redact(x)`): markers are
 //! never matched again.
 //!
-//! Cost model: the rules are compiled once. Every pattern starts with (or
+//! Cost model: the rules are compiled once per process, on first use (a
+//! command that finds nothing new to read never compiles them). Every pattern starts with (or
 //! is anchored on) a literal — a provider prefix, `://`, `-----BEGIN`, a
 //! keyword like `token`/`Token`/`TOKEN` — so the regex engine skips through
 //! text with memchr/Teddy literal search and only runs its automaton near
@@ -39,7 +40,7 @@ mod tests;
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use regex::Regex;
 
@@ -87,7 +88,53 @@ struct Compiled {
 /// cheap: the compiled rules are shared.
 #[derive(Debug, Clone)]
 pub struct Redactor {
-    rules: Arc<[Compiled]>,
+    rules: Rules,
+}
+
+/// The compiled rules of a [`Redactor`].
+#[derive(Debug, Clone)]
+enum Rules {
+    /// The built-in rules, compiled on first use and shared by the process.
+    Builtin,
+    /// Built-in plus user patterns, compiled (and checked) when made.
+    Custom(Arc<[Compiled]>),
+}
+
+/// The built-in rules, compiled once.
+fn builtin_rules() -> &'static [Compiled] {
+    static B: OnceLock<Arc<[Compiled]>> = OnceLock::new();
+    B.get_or_init(|| match compile(&[]) {
+        Ok(c) => c,
+        // The built-in patterns are constants covered by tests; failing
+        // to compile them is a programming error, not an input error.
+        Err(e) => panic!("built-in redaction rules failed to compile: {e}"),
+    })
+}
+
+/// Compiles the built-in rules followed by `patterns`.
+fn compile(patterns: &[String]) -> Result<Arc<[Compiled]>, RedactError> {
+    let mut compiled = Vec::new();
+    for def in rules::RULES {
+        let re = Regex::new(def.pattern).map_err(|source| RedactError::BadPattern {
+            index: usize::MAX,
+            source,
+        })?;
+        compiled.push(Compiled {
+            re,
+            action: Action::Builtin(def.handler),
+        });
+    }
+    for (index, p) in patterns.iter().enumerate() {
+        let re = Regex::new(p).map_err(|source| RedactError::BadPattern { index, source })?;
+        if re.is_match("") {
+            return Err(RedactError::MatchesEmpty { index });
+        }
+        compiled.push(Compiled {
+            re,
+            action: Action::Custom,
+        });
+    }
+    Ok(compiled.into())
 }
 
 impl std::fmt::Debug for Compiled {
@@ -105,13 +152,10 @@ impl Default for Redactor {
 }
 
 impl Redactor {
-    /// The built-in rules.
+    /// The built-in rules. Cheap: they are compiled when first used.
     pub fn new() -> Redactor {
-        match Redactor::with_extra_patterns(&[]) {
-            Ok(r) => r,
-            // The built-in patterns are constants covered by tests; failing
-            // to compile them is a programming error, not an input error.
-            Err(e) => panic!("built-in redaction rules failed to compile: {e}"),
+        Redactor {
+            rules: Rules::Builtin,
         }
     }
 
@@ -120,36 +164,25 @@ impl Redactor {
     /// group replaced; otherwise the whole match is. User matches are
     /// reported as kind `custom`.
     pub fn with_extra_patterns(patterns: &[String]) -> Result<Redactor, RedactError> {
-        let mut compiled = Vec::new();
-        for def in rules::RULES {
-            let re = Regex::new(def.pattern).map_err(|source| RedactError::BadPattern {
-                index: usize::MAX,
-                source,
-            })?;
-            compiled.push(Compiled {
-                re,
-                action: Action::Builtin(def.handler),
-            });
-        }
-        for (index, p) in patterns.iter().enumerate() {
-            let re = Regex::new(p).map_err(|source| RedactError::BadPattern { index, source })?;
-            if re.is_match("") {
-                return Err(RedactError::MatchesEmpty { index });
-            }
-            compiled.push(Compiled {
-                re,
-                action: Action::Custom,
-            });
+        if patterns.is_empty() {
+            return Ok(Redactor::new());
         }
         Ok(Redactor {
-            rules: compiled.into(),
+            rules: Rules::Custom(compile(patterns)?),
         })
+    }
+
+    fn rules(&self) -> &[Compiled] {
+        match &self.rules {
+            Rules::Builtin => builtin_rules(),
+            Rules::Custom(c) => c,
+        }
     }
 
     /// Returns `text` with every secret replaced, adding to `counts`.
     pub fn redact<'a>(&self, text: &'a str, counts: &mut RedactionCounts) -> Cow<'a, str> {
         let mut cur: Cow<'a, str> = Cow::Borrowed(text);
-        for rule in self.rules.iter() {
+        for rule in self.rules() {
             if let Some(next) = apply(rule, &cur, counts) {
                 cur = Cow::Owned(next);
             }

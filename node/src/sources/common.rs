@@ -203,7 +203,8 @@ fn walk_into(dir: &Path, depth: usize, keep: &dyn Fn(&Path) -> bool, out: &mut V
             if depth > 0 {
                 walk_into(&path, depth - 1, keep, out);
             }
-        } else if (ft.is_file() || ft.is_symlink()) && path.is_file() && keep(&path) {
+        } else if (ft.is_file() || (ft.is_symlink() && path.is_file())) && keep(&path) {
+            // The entry's type comes with the listing: only a symlink costs a stat.
             out.push(path);
         }
     }

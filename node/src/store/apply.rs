@@ -26,7 +26,7 @@
 use std::collections::HashMap;
 
 use cairn_protocol::{Batch, BatchError, NodeId, Pull, check_batch};
-use rusqlite::{Connection, params};
+use rusqlite::Connection;
 use serde::Serialize;
 
 use super::forget::{merge_fts, purge, store_tombstone};
@@ -34,9 +34,8 @@ use super::log::{
     LogKind, StoredRecord, any_tombstones, covered, put_slot, read_watermark, set_watermark,
 };
 use super::wire;
-use super::{Store, StoreError, codec};
+use super::{Store, StoreError};
 use crate::redact::Redactor;
-use crate::search::rank::is_decision;
 
 /// What applying one batch did.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
@@ -266,50 +265,6 @@ fn insert_record(
     origin: &str,
     sessions: &mut HashMap<(String, String), i64>,
 ) -> Result<bool, StoreError> {
-    let key = super::ingest::SessionKey {
-        agent: &rec.agent,
-        session_id: &rec.session_id,
-        parent_session: rec.parent_session.as_deref(),
-        project: rec.project.as_deref(),
-    };
-    let session = super::ingest::session_row(conn, &key, origin, sessions)?;
-    let files = rec.files.join("\n");
-    let (text, compressed) = codec::encode(&rec.text);
-    let mut flags = if compressed { codec::COMPRESSED } else { 0 };
-    if matches!(rec.role.as_str(), "user" | "assistant" | "note") && is_decision(&rec.text) {
-        flags |= codec::DECISION;
-    }
-    let changed = conn
-        .prepare_cached(
-            "INSERT INTO records(hash, session, role, ts, flags, origin, source, offset, files, text)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, NULL, NULL, ?7, ?8)
-             ON CONFLICT(hash) DO NOTHING",
-        )?
-        .execute(params![
-            &rec.hash[..],
-            session,
-            rec.role,
-            rec.time_ms,
-            flags,
-            origin,
-            files,
-            &text[..]
-        ])?;
-    if changed == 0 {
-        return Ok(false);
-    }
-    let rowid = conn.last_insert_rowid();
-    super::fts::insert(conn, rowid, &rec.role, &rec.text, &files)?;
-    let title = (rec.role == "user").then(|| super::ingest::session_title(&rec.text));
-    conn.prepare_cached(
-        "UPDATE sessions SET records = records + 1,
-            first_ms = CASE WHEN ?2 IS NULL THEN first_ms
-                            WHEN first_ms IS NULL OR ?2 < first_ms THEN ?2 ELSE first_ms END,
-            last_ms = CASE WHEN ?2 IS NULL THEN last_ms
-                           WHEN last_ms IS NULL OR ?2 > last_ms THEN ?2 ELSE last_ms END,
-            title = COALESCE(title, ?3)
-         WHERE id = ?1",
-    )?
-    .execute(params![session, rec.time_ms, title])?;
-    Ok(true)
+    let new = super::insert::NewRecord::from_stored(rec);
+    Ok(super::insert::insert(conn, &new, origin, None, sessions)?.is_some())
 }

@@ -4,28 +4,24 @@
 
 use rusqlite::{Connection, params};
 
+use super::insert::stemmed_role;
 use super::{StoreError, codec};
 use crate::search::text::index_form;
 
-/// Roles whose text also enters the stemmed index: what people and models
-/// said, not what tools printed (which is large and searched by exact
-/// words: error codes, paths, identifiers).
-pub(crate) fn stemmed_role(role: &str) -> bool {
-    matches!(role, "user" | "assistant" | "note")
-}
-
-/// Adds a stored record to the indexes.
+/// Adds a stored record to the indexes: `body` and `files` as the index
+/// sees them (see `index_form`); `stemmed` for conversation, whose text
+/// also enters the stemmed index (what tools printed is large and searched
+/// by exact words: error codes, paths, identifiers).
 pub(crate) fn insert(
     conn: &Connection,
     rowid: i64,
-    role: &str,
-    text: &str,
+    stemmed: bool,
+    body: &str,
     files: &str,
 ) -> Result<(), StoreError> {
-    let body = index_form(text);
     conn.prepare_cached("INSERT INTO fts(rowid, body, files) VALUES (?1, ?2, ?3)")?
-        .execute(params![rowid, body, index_form(files)])?;
-    if stemmed_role(role) {
+        .execute(params![rowid, body, files])?;
+    if stemmed {
         conn.prepare_cached("INSERT INTO fts_stem(rowid, body) VALUES (?1, ?2)")?
             .execute(params![rowid, body])?;
     }

@@ -6,12 +6,12 @@
 
 use std::collections::{HashMap, HashSet};
 
-use rusqlite::{OptionalExtension, Transaction, params};
+use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior, params};
 
-use super::{Store, StoreError, codec};
-use crate::record::{Record, Role};
+use super::insert::{NewRecord, insert};
+use super::{Store, StoreError};
+use crate::record::Record;
 use crate::redact::RedactionCounts;
-use crate::search::rank::is_decision;
 
 /// What the indexer remembers about one store between passes.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -68,22 +68,20 @@ fn state_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<SourceState> {
 impl Store {
     /// Starts a write transaction for records that originate on node `origin`.
     pub fn ingest(&mut self, origin: &str) -> Result<Ingest<'_>, StoreError> {
-        let tx = self
-            .conn
-            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
-        // Immediate: the sync hooks read before the first write.
-        // Sync hooks: the own log's next slot, and whether any tombstone
-        // may refuse a record.
-        let log = super::log::Appender::open(&tx, origin)?;
-        let tombstones = super::log::any_tombstones(&tx)?;
-        Ok(Ingest {
-            tx,
+        // Taking `&mut self` keeps every other use of the connection out
+        // while the transaction is open.
+        let conn = &self.conn;
+        let mut ing = Ingest {
+            conn,
+            tx: None,
             origin: origin.to_owned(),
             sessions: HashMap::new(),
             inserted: 0,
-            log,
-            tombstones,
-        })
+            log: None,
+            tombstones: false,
+        };
+        ing.begin()?;
+        Ok(ing)
     }
 
     /// The saved state of the store at `path`, if it was seen before.
@@ -181,7 +179,9 @@ impl Store {
 
 /// One write transaction. Dropped without [`Ingest::commit`], it rolls back.
 pub struct Ingest<'a> {
-    tx: Transaction<'a>,
+    conn: &'a Connection,
+    /// Always `Some` between [`Ingest::begin`] and a commit.
+    tx: Option<Transaction<'a>>,
     origin: String,
     sessions: HashMap<(String, String), i64>,
     inserted: u64,
@@ -190,6 +190,39 @@ pub struct Ingest<'a> {
 }
 
 impl Ingest<'_> {
+    /// Opens the write transaction and reads what the sync hooks need.
+    fn begin(&mut self) -> Result<(), StoreError> {
+        // Immediate: the sync hooks read before the first write.
+        self.tx = Some(Transaction::new_unchecked(
+            self.conn,
+            TransactionBehavior::Immediate,
+        )?);
+        // Sync hooks: the own log's next slot, and whether any tombstone
+        // may refuse a record.
+        self.log = super::log::Appender::open(self.conn, &self.origin)?;
+        self.tombstones = super::log::any_tombstones(self.conn)?;
+        self.sessions.clear();
+        Ok(())
+    }
+
+    /// Commits what was written so far and opens a new transaction, so a
+    /// long pass lets other writers in between and bounds what a crash
+    /// re-reads.
+    pub fn commit_and_continue(&mut self) -> Result<(), StoreError> {
+        self.finish()?;
+        self.begin()
+    }
+
+    fn finish(&mut self) -> Result<(), StoreError> {
+        if let Some(log) = &mut self.log {
+            log.finish(self.conn)?;
+        }
+        if let Some(tx) = self.tx.take() {
+            tx.commit()?;
+        }
+        Ok(())
+    }
+
     /// Creates or finds the `sources` row for a store and returns its state.
     pub fn source(
         &mut self,
@@ -197,16 +230,16 @@ impl Ingest<'_> {
         path: &str,
         kind: &str,
     ) -> Result<SourceState, StoreError> {
-        self.tx.execute(
+        self.conn.execute(
             "INSERT INTO sources(agent, path, kind) VALUES (?1, ?2, ?3)
              ON CONFLICT(path) DO UPDATE SET missing = 0",
             (agent, path, kind),
         )?;
-        let id: i64 = self
-            .tx
-            .query_row("SELECT id FROM sources WHERE path = ?1", [path], |r| {
-                r.get(0)
-            })?;
+        let id: i64 =
+            self.conn
+                .query_row("SELECT id FROM sources WHERE path = ?1", [path], |r| {
+                    r.get(0)
+                })?;
         Ok(SourceState {
             id,
             agent: agent.to_owned(),
@@ -218,7 +251,7 @@ impl Ingest<'_> {
 
     /// Saves a store's offsets, hashes and watermark.
     pub fn save_state(&mut self, s: &SourceState, now_ms: i64) -> Result<(), StoreError> {
-        self.tx.execute(
+        self.conn.execute(
             "UPDATE sources SET kind = ?2, size = ?3, mtime_ns = ?4, offset = ?5, head_hash = ?6,
                     tail_hash = ?7, watermark = ?8, skipped = ?9, last_error = ?10, indexed_ms = ?11,
                     missing = 0
@@ -246,7 +279,7 @@ impl Ingest<'_> {
         source: i64,
         counts: &RedactionCounts,
     ) -> Result<(), StoreError> {
-        let mut stmt = self.tx.prepare_cached(
+        let mut stmt = self.conn.prepare_cached(
             "INSERT INTO redactions(source, kind, count) VALUES (?1, ?2, ?3)
              ON CONFLICT(source, kind) DO UPDATE SET count = count + excluded.count",
         )?;
@@ -258,7 +291,7 @@ impl Ingest<'_> {
 
     /// Forgets the redaction counts of a source (before it is re-read from scratch).
     pub fn reset_redactions(&mut self, source: i64) -> Result<(), StoreError> {
-        self.tx
+        self.conn
             .execute("DELETE FROM redactions WHERE source = ?1", [source])?;
         Ok(())
     }
@@ -267,11 +300,16 @@ impl Ingest<'_> {
     /// notes and, later, records received from peers). Returns whether it was
     /// new: a record whose content hash is already stored is skipped.
     pub fn insert(&mut self, rec: &Record, source: Option<i64>) -> Result<bool, StoreError> {
-        let hash = rec.content_hash();
+        self.insert_new(&NewRecord::from_record(rec.clone()), source)
+    }
+
+    /// [`Ingest::insert`] for a record prepared beforehand (see [`NewRecord`]).
+    pub fn insert_new(&mut self, rec: &NewRecord, source: Option<i64>) -> Result<bool, StoreError> {
+        let hash = rec.hash;
         // A forgotten record never comes back, even if its file is still on disk.
         if self.tombstones
             && super::log::covered(
-                &self.tx,
+                self.conn,
                 &hash,
                 &rec.agent,
                 &rec.session_id,
@@ -280,59 +318,19 @@ impl Ingest<'_> {
         {
             return Ok(false);
         }
-        let session = self.session_row(rec)?;
-        let files = rec.files.join("\n");
-        let (text, compressed) = codec::encode(&rec.text);
-        let mut flags = if compressed { codec::COMPRESSED } else { 0 };
-        if matches!(rec.role, Role::User | Role::Assistant | Role::Note) && is_decision(&rec.text) {
-            flags |= codec::DECISION;
-        }
-        let changed = self
-            .tx
-            .prepare_cached(
-                "INSERT INTO records(hash, session, role, ts, flags, origin, source, offset, files, text)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)
-                 ON CONFLICT(hash) DO NOTHING",
-            )?
-            .execute(params![
-                &hash[..],
-                session,
-                rec.role.as_str(),
-                rec.time_ms,
-                flags,
-                self.origin,
-                source,
-                rec.offset as i64,
-                files,
-                &text[..]
-            ])?;
-        if changed == 0 {
+        if insert(self.conn, rec, &self.origin, source, &mut self.sessions)?.is_none() {
             // Already stored (e.g. received from a peer): this node's log
             // names it too, once, as a second provenance.
             if let Some(log) = &mut self.log
-                && !super::log::own_log_has(&self.tx, &log.log, &hash)?
+                && !super::log::own_log_has(self.conn, &log.log, &hash)?
             {
-                log.append(&self.tx, super::LogKind::Record, &hash)?;
+                log.append(self.conn, super::LogKind::Record, &hash)?;
             }
             return Ok(false);
         }
-        let rowid = self.tx.last_insert_rowid();
         if let Some(log) = &mut self.log {
-            log.append(&self.tx, super::LogKind::Record, &hash)?;
+            log.append(self.conn, super::LogKind::Record, &hash)?;
         }
-        super::fts::insert(&self.tx, rowid, rec.role.as_str(), &rec.text, &files)?;
-        let title = (rec.role == Role::User).then(|| session_title(&rec.text));
-        self.tx
-            .prepare_cached(
-                "UPDATE sessions SET records = records + 1,
-                    first_ms = CASE WHEN ?2 IS NULL THEN first_ms
-                                    WHEN first_ms IS NULL OR ?2 < first_ms THEN ?2 ELSE first_ms END,
-                    last_ms = CASE WHEN ?2 IS NULL THEN last_ms
-                                   WHEN last_ms IS NULL OR ?2 > last_ms THEN ?2 ELSE last_ms END,
-                    title = COALESCE(title, ?3)
-                 WHERE id = ?1",
-            )?
-            .execute(params![session, rec.time_ms, title])?;
         self.inserted += 1;
         Ok(true)
     }
@@ -346,7 +344,7 @@ impl Ingest<'_> {
     ) -> Result<u64, StoreError> {
         let doomed: Vec<(i64, i64)> = {
             let mut stmt = self
-                .tx
+                .conn
                 .prepare("SELECT id, hash, session FROM records WHERE source = ?1")?;
             let rows = stmt.query_map([source], |r| {
                 Ok((
@@ -373,11 +371,11 @@ impl Ingest<'_> {
     }
 
     fn delete_record(&mut self, id: i64, session: i64) -> Result<(), StoreError> {
-        super::fts::delete(&self.tx, id)?;
-        self.tx
+        super::fts::delete(self.conn, id)?;
+        self.conn
             .prepare_cached("DELETE FROM records WHERE id = ?1")?
             .execute([id])?;
-        self.tx
+        self.conn
             .prepare_cached("UPDATE sessions SET records = records - 1 WHERE id = ?1")?
             .execute([session])?;
         Ok(())
@@ -390,21 +388,7 @@ impl Ingest<'_> {
 
     /// Commits everything.
     pub fn commit(mut self) -> Result<(), StoreError> {
-        if let Some(log) = &mut self.log {
-            log.finish(&self.tx)?;
-        }
-        self.tx.commit()?;
-        Ok(())
-    }
-
-    fn session_row(&mut self, rec: &Record) -> Result<i64, StoreError> {
-        let key = SessionKey {
-            agent: &rec.agent,
-            session_id: &rec.session_id,
-            parent_session: rec.parent_session.as_deref(),
-            project: rec.project.as_deref(),
-        };
-        session_row(&self.tx, &key, &self.origin, &mut self.sessions)
+        self.finish()
     }
 }
 

@@ -12,6 +12,7 @@ pub mod codec;
 mod forget;
 mod fts;
 mod ingest;
+mod insert;
 mod log;
 mod read;
 mod schema;
@@ -29,6 +30,7 @@ pub use apply::{ApplyError, ApplyReport, Blame};
 pub use browse::{Activity, DayCount, Origin, ProjectCount, RecentFilter};
 pub use forget::{ForgetCandidate, ForgetError, ForgetReport, MAX_QUERY_FORGET, TombstoneRow};
 pub use ingest::{Ingest, SourceState};
+pub use insert::NewRecord;
 pub use log::{LogKind, OwnLog, StoredRecord};
 pub use read::{AgentCounts, SessionInfo, SessionRecord, SourceRow, StoreStats};
 pub use schema::SCHEMA_VERSION;
@@ -171,6 +173,11 @@ impl Store {
         conn.pragma_update(None, "synchronous", "NORMAL")
             .map_err(classify)?;
         conn.pragma_update(None, "foreign_keys", "ON")
+            .map_err(classify)?;
+        // A page cache large enough for the full-text merges of an indexing
+        // pass (the default 2 MB makes them re-read pages from the OS);
+        // only allocated as pages are used.
+        conn.pragma_update(None, "cache_size", -32_768)
             .map_err(classify)?;
         let classified = |e| match e {
             StoreError::Sqlite(source) => classify(source),

@@ -160,6 +160,14 @@ const MIGRATIONS: &[&str] = &[
         DELETE FROM vectors WHERE id = old.id;
     END;
     "#,
+    // v5: full-text indexes buffer up to 16 MB of new entries before writing
+    // a segment (the default is 1 MB): a large indexing pass then writes
+    // fewer, larger segments and merges them far less often. The setting is
+    // kept in each index's config table.
+    r#"
+    INSERT INTO fts(fts, rank) VALUES ('hashsize', 16777216);
+    INSERT INTO fts_stem(fts_stem, rank) VALUES ('hashsize', 16777216);
+    "#,
 ];
 
 /// The schema version this build writes.
@@ -216,6 +224,47 @@ mod tests {
             t.join().expect("join").expect("migrate");
         }
         let conn = Connection::open(&path).expect("open");
+        let v: u32 = conn
+            .query_row("PRAGMA user_version", [], |r| r.get(0))
+            .expect("version");
+        assert_eq!(v, SCHEMA_VERSION);
+    }
+
+    #[test]
+    fn v5_sets_the_full_text_buffer_on_a_v4_database_and_keeps_its_rows() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("v4.db");
+        let mut conn = Connection::open(&path).expect("open");
+        // A database as v4 left it, with an indexed row.
+        for m in &MIGRATIONS[..4] {
+            conn.execute_batch(m).expect("old migration");
+        }
+        conn.pragma_update(None, "user_version", 4)
+            .expect("version");
+        conn.execute(
+            "INSERT INTO fts(rowid, body, files) VALUES (7, 'kept words', '')",
+            [],
+        )
+        .expect("row");
+        migrate(&mut conn).expect("migrate");
+        let hashsize = |t: &str| -> i64 {
+            conn.query_row(
+                &format!("SELECT v FROM {t}_config WHERE k = 'hashsize'"),
+                [],
+                |r| r.get(0),
+            )
+            .expect("config")
+        };
+        assert_eq!(
+            (hashsize("fts"), hashsize("fts_stem")),
+            (16 << 20, 16 << 20)
+        );
+        let hit: i64 = conn
+            .query_row("SELECT rowid FROM fts WHERE fts MATCH 'kept'", [], |r| {
+                r.get(0)
+            })
+            .expect("match");
+        assert_eq!(hit, 7);
         let v: u32 = conn
             .query_row("PRAGMA user_version", [], |r| r.get(0))
             .expect("version");

@@ -1,0 +1,266 @@
+//! The one path by which a record enters the database, shared by indexing
+//! ([`super::ingest`]) and applying a peer's batch ([`super::apply`]).
+//!
+//! [`NewRecord`] holds everything about a record that needs no database:
+//! its content hash, stored (possibly compressed) text, flags, the text as
+//! the full-text index sees it and the session title it may give. It is
+//! built off the writer's thread while indexing, so the thread holding the
+//! write transaction only runs SQL. [`insert`] then stores the row, its
+//! full-text entries and its session's counters, idempotently by hash.
+
+use std::borrow::Cow;
+use std::collections::HashMap;
+
+use cairn_protocol::Hash32;
+use rusqlite::{Connection, params};
+
+use super::ingest::{SessionKey, session_row, session_title};
+use super::{StoreError, codec};
+use crate::record::{Record, Role};
+use crate::search::rank::is_decision;
+use crate::search::text::index_form;
+
+/// A record ready to be stored.
+#[derive(Debug, Clone)]
+pub struct NewRecord {
+    pub(super) hash: Hash32,
+    pub(super) agent: String,
+    pub(super) session_id: String,
+    pub(super) parent_session: Option<String>,
+    pub(super) project: Option<String>,
+    /// Role name as stored.
+    role: String,
+    time_ms: Option<i64>,
+    /// Byte offset (or row id) in the source; `None` for received records.
+    offset: Option<i64>,
+    /// Files touched, one per line.
+    files: String,
+    /// The text, for the full-text index.
+    text: String,
+    /// The text as stored, when it differs from `text` (compressed).
+    stored: Option<Vec<u8>>,
+    flags: i64,
+    /// What the record adds to its session's title (a user's first line).
+    title: Option<String>,
+}
+
+impl NewRecord {
+    /// Prepares a record read by this node's indexer (already redacted).
+    pub fn from_record(rec: Record) -> NewRecord {
+        let hash = rec.content_hash();
+        let offset = Some(rec.offset as i64);
+        Self::build(
+            hash,
+            rec.agent,
+            rec.session_id,
+            rec.parent_session,
+            rec.project,
+            Some(rec.role),
+            rec.role.as_str().to_owned(),
+            rec.time_ms,
+            offset,
+            &rec.files,
+            rec.text,
+        )
+    }
+
+    /// Prepares a record received from a peer (already checked and redacted).
+    pub(super) fn from_stored(rec: &super::StoredRecord) -> NewRecord {
+        Self::build(
+            rec.hash,
+            rec.agent.clone(),
+            rec.session_id.clone(),
+            rec.parent_session.clone(),
+            rec.project.clone(),
+            Role::parse(&rec.role),
+            rec.role.clone(),
+            rec.time_ms,
+            None,
+            &rec.files,
+            rec.text.clone(),
+        )
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn build(
+        hash: Hash32,
+        agent: String,
+        session_id: String,
+        parent_session: Option<String>,
+        project: Option<String>,
+        kind: Option<Role>,
+        role: String,
+        time_ms: Option<i64>,
+        offset: Option<i64>,
+        files: &[String],
+        text: String,
+    ) -> NewRecord {
+        let (stored, compressed) = match codec::encode(&text) {
+            (Cow::Owned(z), true) => (Some(z), true),
+            _ => (None, false),
+        };
+        let mut flags = if compressed { codec::COMPRESSED } else { 0 };
+        if conversational(kind) && is_decision(&text) {
+            flags |= codec::DECISION;
+        }
+        let title = (kind == Some(Role::User)).then(|| session_title(&text));
+        NewRecord {
+            hash,
+            agent,
+            session_id,
+            parent_session,
+            project,
+            role,
+            time_ms,
+            offset,
+            files: files.join("\n"),
+            text,
+            stored,
+            flags,
+            title,
+        }
+    }
+
+    /// The content hash.
+    pub fn hash(&self) -> &Hash32 {
+        &self.hash
+    }
+
+    /// Bytes of text (before compression).
+    pub fn text_len(&self) -> usize {
+        self.text.len()
+    }
+
+    fn stemmed(&self) -> bool {
+        conversational(Role::parse(&self.role))
+    }
+}
+
+/// What people and models said (not what tools did or printed): these
+/// records are checked for decision language and enter the stemmed index.
+fn conversational(role: Option<Role>) -> bool {
+    matches!(role, Some(Role::User | Role::Assistant | Role::Note))
+}
+
+/// Whether records of this role enter the stemmed index.
+pub(crate) fn stemmed_role(role: &str) -> bool {
+    conversational(Role::parse(role))
+}
+
+/// Stores `rec` unless a record with its hash is already stored: the row,
+/// its full-text entries and its session's counters, all or nothing within
+/// the caller's transaction. `source` is the store it was read from (`None`
+/// for received records). Returns the new row id, or `None` for a repeat.
+pub(crate) fn insert(
+    conn: &Connection,
+    rec: &NewRecord,
+    origin: &str,
+    source: Option<i64>,
+    sessions: &mut HashMap<(String, String), i64>,
+) -> Result<Option<i64>, StoreError> {
+    let key = SessionKey {
+        agent: &rec.agent,
+        session_id: &rec.session_id,
+        parent_session: rec.parent_session.as_deref(),
+        project: rec.project.as_deref(),
+    };
+    let session = session_row(conn, &key, origin, sessions)?;
+    let text: &[u8] = rec.stored.as_deref().unwrap_or(rec.text.as_bytes());
+    let changed = conn
+        .prepare_cached(
+            "INSERT INTO records(hash, session, role, ts, flags, origin, source, offset, files, text)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)
+             ON CONFLICT(hash) DO NOTHING",
+        )?
+        .execute(params![
+            &rec.hash[..],
+            session,
+            rec.role,
+            rec.time_ms,
+            rec.flags,
+            origin,
+            source,
+            rec.offset,
+            rec.files,
+            text
+        ])?;
+    if changed == 0 {
+        return Ok(None);
+    }
+    let rowid = conn.last_insert_rowid();
+    super::fts::insert(
+        conn,
+        rowid,
+        rec.stemmed(),
+        &index_form(&rec.text),
+        &index_form(&rec.files),
+    )?;
+    conn.prepare_cached(
+        "UPDATE sessions SET records = records + 1,
+            first_ms = CASE WHEN ?2 IS NULL THEN first_ms
+                            WHEN first_ms IS NULL OR ?2 < first_ms THEN ?2 ELSE first_ms END,
+            last_ms = CASE WHEN ?2 IS NULL THEN last_ms
+                           WHEN last_ms IS NULL OR ?2 > last_ms THEN ?2 ELSE last_ms END,
+            title = COALESCE(title, ?3)
+         WHERE id = ?1",
+    )?
+    .execute(params![session, rec.time_ms, rec.title])?;
+    Ok(Some(rowid))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(role: Role, text: &str) -> Record {
+        let mut r = Record::new("claude-code", "s1", role, text);
+        r.time_ms = Some(1_700_000_000_000);
+        r.files = vec!["src/a.rs".into(), "src/b.rs".into()];
+        r
+    }
+
+    fn stored(r: &Record) -> super::super::StoredRecord {
+        super::super::StoredRecord {
+            hash: r.content_hash(),
+            agent: r.agent.clone(),
+            session_id: r.session_id.clone(),
+            parent_session: r.parent_session.clone(),
+            project: r.project.clone(),
+            role: r.role.as_str().to_owned(),
+            time_ms: r.time_ms,
+            text: r.text.clone(),
+            files: r.files.clone(),
+        }
+    }
+
+    #[test]
+    fn indexed_and_received_records_are_prepared_alike() {
+        let long = "We decided to pin hyper because the proxy broke. ".repeat(20);
+        for role in Role::ALL {
+            for text in ["short text", long.as_str()] {
+                let r = record(role, text);
+                let a = NewRecord::from_record(r.clone());
+                let b = NewRecord::from_stored(&stored(&r));
+                assert_eq!(a.hash, b.hash);
+                assert_eq!(
+                    (&a.role, a.flags, &a.title, &a.files, &a.stored, a.stemmed()),
+                    (&b.role, b.flags, &b.title, &b.files, &b.stored, b.stemmed()),
+                    "{role:?}"
+                );
+                // Only the indexer knows where in the source a record was.
+                assert_eq!((a.offset, b.offset), (Some(0), None));
+            }
+        }
+        let user = NewRecord::from_record(record(Role::User, &long));
+        assert!(user.stored.is_some(), "long text is compressed");
+        assert_eq!(user.flags, codec::COMPRESSED | codec::DECISION);
+        assert!(user.title.is_some() && user.stemmed());
+        let tool = NewRecord::from_record(record(Role::ToolOutput, &long));
+        assert_eq!(
+            tool.flags,
+            codec::COMPRESSED,
+            "tools carry no decision flag"
+        );
+        assert!(tool.title.is_none() && !tool.stemmed());
+    }
+}
