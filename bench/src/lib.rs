@@ -44,6 +44,11 @@ pub struct BenchArgs {
     /// `needles.tsv`). It is only read; the index goes to --dir.
     #[arg(long, value_name = "OUT")]
     pub corpus: Option<PathBuf>,
+    /// With --corpus: keep the meaning tier on (vectors computed while
+    /// indexing, used by searches). Off by default: the corpus figures are
+    /// the lexical ones.
+    #[arg(long)]
+    pub semantic: bool,
     /// Print the figures as JSON too.
     #[arg(long)]
     pub json: bool,
@@ -79,7 +84,15 @@ pub fn main() -> anyhow::Result<()> {
         }
     };
     if let Some(corpus) = &args.corpus {
-        return replay::run(&cairn, corpus, &dir, args.runs, args.reps, args.json);
+        return replay::run(
+            &cairn,
+            corpus,
+            &dir,
+            args.runs,
+            args.reps,
+            args.semantic,
+            args.json,
+        );
     }
     let home = dir.join("home");
     let corpus_bytes = if args.reuse && home.is_dir() {

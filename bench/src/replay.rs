@@ -95,6 +95,7 @@ pub fn run(
     work: &Path,
     runs: usize,
     reps: usize,
+    semantic: bool,
     json: bool,
 ) -> anyhow::Result<()> {
     let claude = corpus.join("claude");
@@ -106,7 +107,12 @@ pub fn run(
     );
     let needles = read_needles(corpus)?;
     let home = work.join("home");
-    std::fs::create_dir_all(&home)?;
+    let config = home.join(".config/cairn");
+    std::fs::create_dir_all(&config)?;
+    std::fs::write(
+        config.join("config.toml"),
+        format!("[search]\nsemantic = {semantic}\n"),
+    )?;
     let s = Setup {
         env: vec![
             ("CLAUDE_CONFIG_DIR", claude.clone()),
@@ -229,8 +235,9 @@ pub fn run(
     ));
 
     println!(
-        "corpus: {} ({mb:.0} MB in {files} files), {runs} cold runs, {reps} reps",
-        corpus.display()
+        "corpus: {} ({mb:.0} MB in {files} files), {runs} cold runs, {reps} reps, meaning tier {}",
+        corpus.display(),
+        if semantic { "on" } else { "off" }
     );
     print_table(&figures, json)
 }
