@@ -448,13 +448,14 @@ fn a_pairing_code_may_name_a_host_and_the_peer_is_then_dialed_by_name() {
         "{peers}"
     );
     // Forget every numeric address: B still finds A by name.
-    let path = b.home.cairn_home().join("peers.json");
-    let mut table: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&path).expect("read peers"))
-            .expect("peers JSON");
-    table["peers"][0]["addresses"] = serde_json::json!([]);
-    table["peers"][0]["last_addr"] = serde_json::Value::Null;
-    std::fs::write(&path, table.to_string()).expect("write peers");
+    cairn_node::sync::peers::PeerTable::modify(&b.home.cairn_home(), |t| {
+        for p in t.peers_mut() {
+            p.addresses.clear();
+            p.last_addr = None;
+        }
+        Ok(())
+    })
+    .expect("forget B's numeric addresses");
     // (A's daemon takes up to a second to allow B's key after the pairing.)
     let synced = wait_for(DEADLINE, || {
         let out = b.cmd(&["sync", "--json"]).output().ok()?;

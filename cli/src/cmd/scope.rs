@@ -35,7 +35,12 @@ pub fn run(global: &GlobalArgs, args: &ScopeArgs) -> anyhow::Result<()> {
             (p.name.clone(), p.short_id())
         }))
     })?
-    .ok_or_else(|| anyhow::anyhow!("peer {:?} has an unreadable key in peers.json", args.peer))?;
+    .ok_or_else(|| {
+        anyhow::anyhow!(
+            "peer {:?} has an unreadable key in the peer table",
+            args.peer
+        )
+    })?;
     if args.json {
         return output::json(
             &serde_json::json!({ "peer": name, "short_id": short, "scope": scope }),

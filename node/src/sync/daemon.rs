@@ -31,7 +31,7 @@ use std::io::Write;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, RwLock};
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use cairn_protocol::{NodeId, SpkiFingerprint};
 use tokio::sync::{Notify, Semaphore, mpsc};
@@ -65,7 +65,7 @@ pub struct DaemonConfig {
     pub poll_interval: Duration,
     /// Wait this long after a file event for more before indexing.
     pub debounce: Duration,
-    /// How often `peers.json` is checked for changes.
+    /// How often the peer table is checked for changes.
     pub peers_check: Duration,
     /// First retry delay for an unreachable peer.
     pub backoff_min: Duration,
@@ -399,9 +399,8 @@ fn own_mark(n: &Node) -> Option<(u64, u64)> {
         .map(|w| (w.epoch, w.seq))
 }
 
-fn peers_stamp(home: &Path) -> Option<(SystemTime, u64)> {
-    let m = std::fs::metadata(PeerTable::path_in(home)).ok()?;
-    Some((m.modified().ok()?, m.len()))
+fn peers_stamp(home: &Path) -> Option<u64> {
+    PeerTable::generation(home)
 }
 
 /// Follows the peer table: the allow-list takes every change at once, and

@@ -56,7 +56,7 @@ pub struct LocalNode<'a> {
     pub key: &'a rcgen::KeyPair,
     /// This node's human name, sent to the peer.
     pub name: &'a str,
-    /// The node's home, where `peers.json` lives.
+    /// The node's home, where the peer table (`peers.db`) lives.
     pub home: &'a Path,
     /// The port this node's running `cairn serve` listens on, told to the
     /// other side so it can dial back once the pairing port is closed.

@@ -1,30 +1,59 @@
 //! The peer table: which nodes this node is paired with, and what it knows
 //! about them.
 //!
-//! Owns `peers.json` in the node's home: per peer its node id, name, key
-//! fingerprint (hex of the blake3 of its SubjectPublicKeyInfo), dial
-//! addresses, when it was paired, last seen and last synced, how many
-//! records came from it, and its scope (which projects may be sent to it;
-//! none = all). The file is written atomically (temp file, fsync, rename)
-//! with mode 0600 and read with a size cap. The TLS allow-list is derived
+//! Owns `peers.db` in the node's home, a small SQLite database of its own:
+//! per peer its node id, name, key fingerprint (hex of the blake3 of its
+//! SubjectPublicKeyInfo), dial addresses, when it was paired, last seen and
+//! last synced, how many records came from it, and its scope (which
+//! projects may be sent to it; none = all). The TLS allow-list is derived
 //! from it: a removed peer's key is refused from then on.
 //!
-//! Never opens sockets or the database.
+//! Every change goes through [`PeerTable::modify`], which reads the table
+//! and writes it back inside one `BEGIN IMMEDIATE` transaction, so changes
+//! made at the same time by the daemon's sessions, `cairn pair`, `cairn
+//! unpair` and `cairn scope` (threads or processes) queue up behind each
+//! other and none is lost. Each change that alters the table bumps a
+//! generation number the daemon polls ([`PeerTable::generation`]).
+//!
+//! A `peers.json` left by an older cairn is imported once, in the same
+//! kind of transaction (a flag in the database makes it once only), and
+//! renamed to `peers.json.migrated`.
+//!
+//! It is a database beside `cairn.db` rather than tables inside it: the
+//! peer table is read and changed by processes that never open the node
+//! (`cairn status`, `cairn doctor`, the browse page) and by short
+//! bookkeeping writes during sync sessions, which must not wait behind
+//! an indexing pass's long write transaction; and its schema evolves
+//! apart from the record store's migrations.
+//!
+//! Never opens sockets.
 
 use std::collections::HashSet;
-use std::io::{Read, Write};
+use std::io::Read;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use cairn_protocol::{NodeId, SpkiFingerprint};
+use rusqlite::{Connection, OpenFlags, OptionalExtension, TransactionBehavior, params};
 use serde::{Deserialize, Serialize};
 
-/// File name of the peer table inside the node's home.
+/// File name of the peer table database inside the node's home.
+pub const PEERS_DB: &str = "peers.db";
+/// File name of the JSON peer table older versions kept (imported once).
 pub const PEERS_FILE: &str = "peers.json";
-/// Format version written into the file.
+/// What an imported `peers.json` is renamed to.
+pub const PEERS_FILE_MIGRATED: &str = "peers.json.migrated";
+/// Format version of `peers.json` (and of the database schema).
 pub const PEERS_VERSION: u32 = 1;
-/// Largest peer table read (a hand-edited or hostile file cannot exhaust memory).
+/// Largest `peers.json` read (a hand-edited or hostile file cannot exhaust memory).
 const MAX_FILE_BYTES: u64 = 4 * 1024 * 1024;
+/// How long a change waits for another process's change to the table.
+const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
+/// Meta key of the change counter.
+const GENERATION: &str = "generation";
+/// Meta key set once `peers.json` was imported.
+const JSON_IMPORTED: &str = "json_imported";
 /// Most dial addresses remembered per peer (newest first).
 pub const MAX_ADDRESSES: usize = 8;
 /// Shortest node id prefix accepted when looking a peer up.
@@ -33,7 +62,7 @@ pub const MIN_ID_PREFIX: usize = 4;
 /// Failures reading, writing or querying the peer table.
 #[derive(Debug, thiserror::Error)]
 pub enum PeersError {
-    /// Reading or writing the file failed.
+    /// Reading or writing a file failed.
     #[error("access peer table {path}")]
     Io {
         /// The file.
@@ -41,6 +70,15 @@ pub enum PeersError {
         /// The OS error.
         #[source]
         source: std::io::Error,
+    },
+    /// The peer database could not be opened, read or written.
+    #[error("peer table {path}: {source}")]
+    Db {
+        /// The database file.
+        path: PathBuf,
+        /// What SQLite said.
+        #[source]
+        source: rusqlite::Error,
     },
     /// The file is larger than any real peer table.
     #[error("peer table {path} is {len} bytes, more than the {max} allowed")]
@@ -62,7 +100,9 @@ pub enum PeersError {
         source: serde_json::Error,
     },
     /// A newer format than this build reads.
-    #[error("peer table {path} has format version {version}; this cairn reads {PEERS_VERSION}")]
+    #[error(
+        "peer table {path} has format version {version}; this cairn reads {PEERS_VERSION} (a newer cairn wrote it)"
+    )]
     Version {
         /// The file.
         path: PathBuf,
@@ -183,7 +223,7 @@ struct File {
     peers: Vec<Peer>,
 }
 
-/// The peer table of one node, loaded from and saved to its home.
+/// The peer table of one node: a snapshot read from its home's `peers.db`.
 #[derive(Debug, Clone)]
 pub struct PeerTable {
     path: PathBuf,
@@ -193,115 +233,62 @@ pub struct PeerTable {
 impl PeerTable {
     /// Where the peer table of the node with this home lives.
     pub fn path_in(home: &Path) -> PathBuf {
-        home.join(PEERS_FILE)
+        home.join(PEERS_DB)
     }
 
-    /// Loads the table in `home` (empty if there is no file yet).
+    /// Reads the table in `home` (empty if there is none yet; nothing is
+    /// created then). Imports a `peers.json` left by an older cairn first.
     pub fn load(home: &Path) -> Result<PeerTable, PeersError> {
         let path = PeerTable::path_in(home);
-        let io = |source| PeersError::Io {
-            path: path.clone(),
-            source,
-        };
-        let file = match std::fs::File::open(&path) {
-            Ok(f) => f,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                return Ok(PeerTable {
-                    path,
-                    peers: Vec::new(),
-                });
-            }
-            Err(e) => return Err(io(e)),
-        };
-        let mut bytes = Vec::new();
-        file.take(MAX_FILE_BYTES + 1)
-            .read_to_end(&mut bytes)
-            .map_err(io)?;
-        if bytes.len() as u64 > MAX_FILE_BYTES {
-            return Err(PeersError::TooLarge {
+        if !path.exists() && !home.join(PEERS_FILE).exists() {
+            return Ok(PeerTable {
                 path,
-                len: bytes.len() as u64,
-                max: MAX_FILE_BYTES,
+                peers: Vec::new(),
             });
         }
-        let parsed: File = serde_json::from_slice(&bytes).map_err(|source| PeersError::Parse {
-            path: path.clone(),
-            source,
-        })?;
-        if parsed.version != PEERS_VERSION {
-            return Err(PeersError::Version {
-                path,
-                version: parsed.version,
-            });
-        }
-        for (index, p) in parsed.peers.iter().enumerate() {
-            let ok = p
-                .fingerprint_bytes()
-                .is_some_and(|fp| NodeId::from_fingerprint(&fp).to_string() == p.node_id);
-            if !ok {
-                return Err(PeersError::BadEntry { path, index });
-            }
-        }
-        Ok(PeerTable {
-            path,
-            peers: parsed.peers,
-        })
+        let mut db = Db::open(home)?;
+        let tx = db.begin(TransactionBehavior::Deferred)?;
+        let peers = read_peers(&tx, &path)?;
+        Ok(PeerTable { path, peers })
     }
 
-    /// Loads the table, applies `f`, saves it, and returns what `f` returned.
+    /// Reads the table, applies `f` and writes the result back, all in one
+    /// write transaction: a change made meanwhile by another thread or
+    /// process waits for this one (and this one for it), so none is lost.
+    /// Nothing is written when `f` fails or changes nothing.
     pub fn modify<T>(
         home: &Path,
         f: impl FnOnce(&mut PeerTable) -> Result<T, PeersError>,
     ) -> Result<T, PeersError> {
-        let mut t = PeerTable::load(home)?;
+        let path = PeerTable::path_in(home);
+        let mut db = Db::open(home)?;
+        let tx = db.begin(TransactionBehavior::Immediate)?;
+        let before = read_peers(&tx, &path)?;
+        let mut t = PeerTable {
+            path: path.clone(),
+            peers: before.clone(),
+        };
         let out = f(&mut t)?;
-        t.save()?;
+        if t.peers != before {
+            write_peers(&tx, &t.peers).map_err(|e| db_err(&path, e))?;
+            bump_generation(&tx).map_err(|e| db_err(&path, e))?;
+            tx.commit().map_err(|e| db_err(&path, e))?;
+        }
         Ok(out)
     }
 
-    /// Writes the table atomically: a 0600 temp file beside it, fsync, rename.
-    pub fn save(&self) -> Result<(), PeersError> {
-        let io = |source| PeersError::Io {
-            path: self.path.clone(),
-            source,
-        };
-        let file = File {
-            version: PEERS_VERSION,
-            peers: self.peers.clone(),
-        };
-        let mut json = serde_json::to_vec_pretty(&file).map_err(|source| PeersError::Parse {
-            path: self.path.clone(),
-            source,
-        })?;
-        json.push(b'\n');
-        let dir = self.path.parent().unwrap_or(Path::new("."));
-        std::fs::create_dir_all(dir).map_err(io)?;
-        let tmp = dir.join(format!(".{PEERS_FILE}.{}.tmp", std::process::id()));
-        let mut opts = std::fs::OpenOptions::new();
-        opts.write(true).create(true).truncate(true);
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::OpenOptionsExt;
-            opts.mode(0o600);
+    /// A number that changes whenever the table in `home` changes (`None`
+    /// while there is no table or it cannot be read). Cheap enough to poll.
+    pub fn generation(home: &Path) -> Option<u64> {
+        let path = PeerTable::path_in(home);
+        if !path.exists() {
+            return None;
         }
-        let write = (|| {
-            let mut f = opts.open(&tmp)?;
-            f.write_all(&json)?;
-            f.sync_all()?;
-            std::fs::rename(&tmp, &self.path)?;
-            // Make the rename itself durable.
-            if let Ok(d) = std::fs::File::open(dir) {
-                let _ = d.sync_all();
-            }
-            Ok(())
-        })();
-        if write.is_err() {
-            let _ = std::fs::remove_file(&tmp);
-        }
-        write.map_err(io)
+        let db = Db::open(home).ok()?;
+        meta_u64(&db.conn, GENERATION).ok().map(|g| g.unwrap_or(0))
     }
 
-    /// The file this table is saved to.
+    /// The database this table was read from.
     pub fn path(&self) -> &Path {
         &self.path
     }
@@ -309,6 +296,11 @@ impl PeerTable {
     /// Every peer, in pairing order.
     pub fn peers(&self) -> &[Peer] {
         &self.peers
+    }
+
+    /// Every peer, for changing in place inside [`PeerTable::modify`].
+    pub fn peers_mut(&mut self) -> &mut [Peer] {
+        &mut self.peers
     }
 
     /// Adds a peer, or updates the one with the same key (name, addresses;
@@ -462,181 +454,306 @@ pub fn unhex(s: &str) -> Option<SpkiFingerprint> {
     Some(out)
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
+/// An open `peers.db`, created and migrated as needed.
+struct Db {
+    conn: Connection,
+    path: PathBuf,
+}
 
-    fn fp(n: u8) -> SpkiFingerprint {
-        cairn_protocol::spki_fingerprint(&[n; 10])
-    }
-
-    fn addr(s: &str) -> SocketAddr {
-        s.parse().expect("addr")
-    }
-
-    #[test]
-    fn hex_round_trip() {
-        let f = fp(1);
-        assert_eq!(unhex(&hex(&f)), Some(f));
-        assert_eq!(unhex("zz"), None);
-        assert_eq!(unhex(&"g".repeat(64)), None);
-    }
-
-    #[test]
-    fn missing_file_is_an_empty_table_and_save_load_round_trips() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let mut t = PeerTable::load(dir.path()).expect("load empty");
-        assert!(t.peers().is_empty());
-        t.upsert(Peer::new(
-            &fp(1),
-            "laptop",
-            vec![addr("10.0.0.2:7878")],
-            1000,
-        ));
-        t.upsert(Peer::new(&fp(2), "desktop", vec![], 2000));
-        t.record_seen(&fp(1), addr("10.0.0.9:5000"), 3000);
-        t.record_sync(&fp(1), 42, 3500);
-        t.save().expect("save");
-        let back = PeerTable::load(dir.path()).expect("load");
-        assert_eq!(back.peers(), t.peers());
-        let laptop = back.by_fingerprint(&fp(1)).expect("laptop");
-        assert_eq!(laptop.records_received, 42);
-        assert_eq!(laptop.last_seen_ms, Some(3000));
-        assert_eq!(laptop.last_sync_ms, Some(3500));
-        assert_eq!(laptop.last_addr, Some(addr("10.0.0.9:5000")));
-        assert_eq!(laptop.id(), Some(NodeId::from_fingerprint(&fp(1))));
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::PermissionsExt;
-            let mode = std::fs::metadata(back.path())
-                .expect("stat")
-                .permissions()
-                .mode();
-            assert_eq!(mode & 0o777, 0o600);
+impl Db {
+    /// Opens (creating 0600 if needed) the peer database of `home`, creates
+    /// its schema and imports a leftover `peers.json` once.
+    fn open(home: &Path) -> Result<Db, PeersError> {
+        let path = PeerTable::path_in(home);
+        let io = |p: &Path| {
+            let p = p.to_path_buf();
+            move |source| PeersError::Io { path: p, source }
+        };
+        crate::home::ensure(home).map_err(io(home))?;
+        // Created here, 0600, so SQLite's WAL and shared-memory files
+        // (which copy the database file's mode) are private too.
+        crate::home::private_file()
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&path)
+            .map_err(io(&path))?;
+        let dberr = |e| db_err(&path, e);
+        let conn = Connection::open_with_flags(
+            &path,
+            OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )
+        .map_err(dberr)?;
+        conn.busy_timeout(BUSY_TIMEOUT).map_err(dberr)?;
+        // Switching to WAL needs a moment without other writers; another
+        // process that already switched it makes this a no-op.
+        let mut tries = 0;
+        loop {
+            match conn.pragma_update(None, "journal_mode", "WAL") {
+                Ok(()) => break,
+                Err(e) if is_busy(&e) && tries < 50 => {
+                    tries += 1;
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+                Err(e) => return Err(dberr(e)),
+            }
         }
-        // No temp file is left behind.
-        let names: Vec<_> = std::fs::read_dir(dir.path())
-            .expect("ls")
-            .map(|e| e.expect("entry").file_name())
-            .collect();
-        assert_eq!(names, vec![std::ffi::OsString::from(PEERS_FILE)]);
+        conn.pragma_update(None, "synchronous", "NORMAL")
+            .map_err(dberr)?;
+        let mut db = Db { conn, path };
+        db.migrate(home)?;
+        Ok(db)
     }
 
-    #[test]
-    fn a_connection_from_a_new_address_on_the_listening_port_is_remembered() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let mut t = PeerTable::load(dir.path()).expect("load");
-        t.upsert(Peer::new(&fp(1), "laptop", vec![addr("10.0.0.2:7878")], 1));
-        // A one-off `cairn sync` from an ephemeral port: only last_addr.
-        t.record_seen(&fp(1), addr("10.0.0.2:40001"), 2);
-        assert_eq!(t.peers()[0].addresses, vec![addr("10.0.0.2:7878")]);
-        assert_eq!(t.peers()[0].last_addr, Some(addr("10.0.0.2:40001")));
-        // Its daemon, now on another network, dials from its listening port.
-        t.record_seen(&fp(1), addr("192.168.7.5:7878"), 3);
-        assert_eq!(
-            t.peers()[0].addresses,
-            vec![addr("192.168.7.5:7878"), addr("10.0.0.2:7878")]
-        );
+    fn begin(&mut self, how: TransactionBehavior) -> Result<rusqlite::Transaction<'_>, PeersError> {
+        let path = &self.path;
+        self.conn
+            .transaction_with_behavior(how)
+            .map_err(|e| db_err(path, e))
     }
 
-    #[test]
-    fn host_names_survive_a_round_trip_and_merge_on_upsert() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let mut t = PeerTable::load(dir.path()).expect("load");
-        let mut hub = Peer::new(&fp(3), "hub", vec![], 1);
-        hub.hosts = vec!["hub.example.net:7878".to_owned()];
-        t.upsert(hub.clone());
-        hub.hosts = vec!["hub.example.net:7878".to_owned(), "hub.lan:7878".to_owned()];
-        t.upsert(hub);
-        t.save().expect("save");
-        let back = PeerTable::load(dir.path()).expect("load");
-        assert_eq!(
-            back.peers()[0].hosts,
-            ["hub.example.net:7878", "hub.lan:7878"]
-        );
-    }
-
-    #[test]
-    fn upsert_updates_the_same_key_and_keeps_counters() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let mut t = PeerTable::load(dir.path()).expect("load");
-        t.upsert(Peer::new(&fp(1), "old", vec![addr("10.0.0.2:7878")], 1));
-        t.record_sync(&fp(1), 5, 2);
-        t.upsert(Peer::new(&fp(1), "new", vec![addr("10.0.0.3:7878")], 9));
-        assert_eq!(t.peers().len(), 1);
-        let p = &t.peers()[0];
-        assert_eq!(p.name, "new");
-        assert_eq!(p.paired_at_ms, 1);
-        assert_eq!(p.records_received, 5);
-        assert_eq!(
-            p.addresses,
-            vec![addr("10.0.0.3:7878"), addr("10.0.0.2:7878")]
-        );
-    }
-
-    #[test]
-    fn find_by_name_or_id_prefix_and_unpair_removes_from_allow_list() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let mut t = PeerTable::load(dir.path()).expect("load");
-        t.upsert(Peer::new(&fp(1), "laptop", vec![], 1));
-        t.upsert(Peer::new(&fp(2), "desktop", vec![], 1));
-        let id = t.peers()[1].node_id.clone();
-        assert_eq!(t.find("LAPTOP").expect("by name").name, "laptop");
-        assert_eq!(t.find(&id[..6]).expect("by prefix").name, "desktop");
-        let short = t.peers()[1].short_id();
-        assert_eq!(t.find(&short).expect("by short id").name, "desktop");
-        assert!(matches!(t.find("ab"), Err(PeersError::NotFound { .. })));
-        assert!(matches!(t.find("nobody"), Err(PeersError::NotFound { .. })));
-        assert!(t.allowed_fingerprints().contains(&fp(1)));
-        let gone = t.remove("laptop").expect("remove");
-        assert_eq!(gone.name, "laptop");
-        assert_eq!(t.allowed_fingerprints(), HashSet::from([fp(2)]));
-        t.save().expect("save");
-        let back = PeerTable::load(dir.path()).expect("load");
-        assert!(!back.allowed_fingerprints().contains(&fp(1)));
-    }
-
-    #[test]
-    fn ambiguous_name_is_refused() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let mut t = PeerTable::load(dir.path()).expect("load");
-        t.upsert(Peer::new(&fp(1), "box", vec![], 1));
-        t.upsert(Peer::new(&fp(2), "box", vec![], 1));
-        assert!(matches!(
-            t.remove("box"),
-            Err(PeersError::Ambiguous { count: 2, .. })
-        ));
-        assert_eq!(t.peers().len(), 2);
-    }
-
-    #[test]
-    fn corrupt_or_tampered_files_are_errors() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let path = PeerTable::path_in(dir.path());
-        std::fs::write(&path, "{not json").expect("write");
-        assert!(matches!(
-            PeerTable::load(dir.path()),
-            Err(PeersError::Parse { .. })
-        ));
-        std::fs::write(&path, r#"{"version": 99, "peers": []}"#).expect("write");
-        assert!(matches!(
-            PeerTable::load(dir.path()),
-            Err(PeersError::Version { version: 99, .. })
-        ));
-        // A node id that does not belong to the fingerprint.
-        let mut p = Peer::new(&fp(1), "x", vec![], 1);
-        p.node_id = NodeId::from_fingerprint(&fp(2)).to_string();
-        let file = serde_json::json!({"version": 1, "peers": [p]});
-        std::fs::write(&path, file.to_string()).expect("write");
-        assert!(matches!(
-            PeerTable::load(dir.path()),
-            Err(PeersError::BadEntry { index: 0, .. })
-        ));
-        let big = vec![b' '; (MAX_FILE_BYTES + 10) as usize];
-        std::fs::write(&path, big).expect("write");
-        assert!(matches!(
-            PeerTable::load(dir.path()),
-            Err(PeersError::TooLarge { .. })
-        ));
+    /// Creates the schema (once) and imports `peers.json` (once).
+    fn migrate(&mut self, home: &Path) -> Result<(), PeersError> {
+        let path = self.path.clone();
+        let dberr = |e| db_err(&path, e);
+        let version: u32 = self
+            .conn
+            .query_row("PRAGMA user_version", [], |r| r.get(0))
+            .map_err(dberr)?;
+        if version > PEERS_VERSION {
+            return Err(PeersError::Version { path, version });
+        }
+        let legacy = home.join(PEERS_FILE);
+        if version == PEERS_VERSION && !legacy.exists() {
+            return Ok(());
+        }
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(dberr)?;
+        // Re-read inside the write transaction: another process may have
+        // migrated meanwhile.
+        let version: u32 = tx
+            .query_row("PRAGMA user_version", [], |r| r.get(0))
+            .map_err(dberr)?;
+        if version == 0 {
+            tx.execute_batch(
+                "CREATE TABLE IF NOT EXISTS meta (
+                     key   TEXT PRIMARY KEY,
+                     value INTEGER NOT NULL
+                 );
+                 CREATE TABLE IF NOT EXISTS peers (
+                     pos              INTEGER NOT NULL,
+                     fingerprint      TEXT PRIMARY KEY,
+                     node_id          TEXT NOT NULL,
+                     name             TEXT NOT NULL,
+                     addresses        TEXT NOT NULL,
+                     hosts            TEXT NOT NULL,
+                     last_addr        TEXT,
+                     paired_at_ms     INTEGER NOT NULL,
+                     last_seen_ms     INTEGER,
+                     last_sync_ms     INTEGER,
+                     records_received INTEGER NOT NULL,
+                     scope            TEXT
+                 );",
+            )
+            .map_err(dberr)?;
+            tx.pragma_update(None, "user_version", PEERS_VERSION)
+                .map_err(dberr)?;
+        }
+        let imported = meta_u64(&tx, JSON_IMPORTED).map_err(dberr)?.is_some();
+        let mut rename = false;
+        if !imported && legacy.exists() {
+            let peers = read_json(&legacy)?;
+            write_peers(&tx, &peers).map_err(dberr)?;
+            tx.execute(
+                "INSERT OR REPLACE INTO meta (key, value) VALUES (?1, 1)",
+                params![JSON_IMPORTED],
+            )
+            .map_err(dberr)?;
+            bump_generation(&tx).map_err(dberr)?;
+            rename = true;
+            tracing::info!(peers = peers.len(), "imported peers.json into peers.db");
+        }
+        tx.commit().map_err(dberr)?;
+        if rename {
+            let to = home.join(PEERS_FILE_MIGRATED);
+            if let Err(e) = std::fs::rename(&legacy, &to) {
+                // Harmless: the flag keeps it from being imported again.
+                tracing::warn!(error = %e, "could not rename the imported peers.json");
+            }
+        }
+        Ok(())
     }
 }
+
+fn db_err(path: &Path, source: rusqlite::Error) -> PeersError {
+    PeersError::Db {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+fn is_busy(e: &rusqlite::Error) -> bool {
+    matches!(
+        e.sqlite_error_code(),
+        Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked)
+    )
+}
+
+fn meta_u64(conn: &Connection, key: &str) -> Result<Option<u64>, rusqlite::Error> {
+    conn.query_row("SELECT value FROM meta WHERE key = ?1", [key], |r| {
+        r.get::<_, i64>(0)
+    })
+    .optional()
+    .map(|v| v.map(|v| v as u64))
+}
+
+fn bump_generation(conn: &Connection) -> Result<(), rusqlite::Error> {
+    conn.execute(
+        "INSERT INTO meta (key, value) VALUES (?1, 1)
+         ON CONFLICT (key) DO UPDATE SET value = value + 1",
+        [GENERATION],
+    )
+    .map(|_| ())
+}
+
+/// Every peer, in pairing order, each checked (its node id must be its
+/// fingerprint's).
+fn read_peers(conn: &Connection, path: &Path) -> Result<Vec<Peer>, PeersError> {
+    let dberr = |e| db_err(path, e);
+    let mut stmt = conn
+        .prepare(
+            "SELECT node_id, name, fingerprint, addresses, hosts, last_addr, paired_at_ms,
+                    last_seen_ms, last_sync_ms, records_received, scope
+             FROM peers ORDER BY pos",
+        )
+        .map_err(dberr)?;
+    let rows = stmt
+        .query_map([], |r| {
+            Ok((
+                Peer {
+                    node_id: r.get(0)?,
+                    name: r.get(1)?,
+                    fingerprint: r.get(2)?,
+                    addresses: Vec::new(),
+                    hosts: Vec::new(),
+                    last_addr: None,
+                    paired_at_ms: r.get(6)?,
+                    last_seen_ms: r.get(7)?,
+                    last_sync_ms: r.get(8)?,
+                    records_received: r.get::<_, i64>(9)?.max(0) as u64,
+                    scope: None,
+                },
+                r.get::<_, String>(3)?,
+                r.get::<_, String>(4)?,
+                r.get::<_, Option<String>>(5)?,
+                r.get::<_, Option<String>>(10)?,
+            ))
+        })
+        .map_err(dberr)?;
+    let mut out = Vec::new();
+    for (index, row) in rows.enumerate() {
+        let (mut p, addresses, hosts, last_addr, scope) = row.map_err(dberr)?;
+        let bad = || PeersError::BadEntry {
+            path: path.to_path_buf(),
+            index,
+        };
+        p.addresses = serde_json::from_str(&addresses).map_err(|_| bad())?;
+        p.hosts = serde_json::from_str(&hosts).map_err(|_| bad())?;
+        p.last_addr = match last_addr {
+            Some(a) => Some(a.parse().map_err(|_| bad())?),
+            None => None,
+        };
+        p.scope = match scope {
+            Some(s) => Some(serde_json::from_str(&s).map_err(|_| bad())?),
+            None => None,
+        };
+        if !entry_ok(&p) {
+            return Err(bad());
+        }
+        out.push(p);
+    }
+    Ok(out)
+}
+
+/// Replaces the stored peers with `peers` (inside the caller's transaction).
+fn write_peers(conn: &Connection, peers: &[Peer]) -> Result<(), rusqlite::Error> {
+    conn.execute("DELETE FROM peers", [])?;
+    let mut stmt = conn.prepare(
+        "INSERT INTO peers (pos, node_id, name, fingerprint, addresses, hosts, last_addr,
+                            paired_at_ms, last_seen_ms, last_sync_ms, records_received, scope)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+    )?;
+    for (pos, p) in peers.iter().enumerate() {
+        stmt.execute(params![
+            pos as i64,
+            p.node_id,
+            p.name,
+            p.fingerprint,
+            json_list(&p.addresses),
+            json_list(&p.hosts),
+            p.last_addr.map(|a| a.to_string()),
+            p.paired_at_ms,
+            p.last_seen_ms,
+            p.last_sync_ms,
+            i64::try_from(p.records_received).unwrap_or(i64::MAX),
+            p.scope.as_deref().map(json_list),
+        ])?;
+    }
+    Ok(())
+}
+
+/// JSON text of a list column (lists of strings and addresses always
+/// serialize).
+fn json_list<T: Serialize>(v: &[T]) -> String {
+    serde_json::to_string(v).unwrap_or_else(|_| "[]".to_owned())
+}
+
+fn entry_ok(p: &Peer) -> bool {
+    p.fingerprint_bytes()
+        .is_some_and(|fp| NodeId::from_fingerprint(&fp).to_string() == p.node_id)
+}
+
+/// Reads an older cairn's `peers.json` (size-capped, version and entries checked).
+fn read_json(path: &Path) -> Result<Vec<Peer>, PeersError> {
+    let io = |source| PeersError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    let file = std::fs::File::open(path).map_err(io)?;
+    let mut bytes = Vec::new();
+    file.take(MAX_FILE_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(io)?;
+    if bytes.len() as u64 > MAX_FILE_BYTES {
+        return Err(PeersError::TooLarge {
+            path: path.to_path_buf(),
+            len: bytes.len() as u64,
+            max: MAX_FILE_BYTES,
+        });
+    }
+    let parsed: File = serde_json::from_slice(&bytes).map_err(|source| PeersError::Parse {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    if parsed.version != PEERS_VERSION {
+        return Err(PeersError::Version {
+            path: path.to_path_buf(),
+            version: parsed.version,
+        });
+    }
+    for (index, p) in parsed.peers.iter().enumerate() {
+        if !entry_ok(p) {
+            return Err(PeersError::BadEntry {
+                path: path.to_path_buf(),
+                index,
+            });
+        }
+    }
+    Ok(parsed.peers)
+}
+
+#[cfg(test)]
+#[path = "peers_tests.rs"]
+mod tests;
