@@ -222,6 +222,34 @@ fn paired_daemons_find_each_other_on_the_lan_and_again_after_moving() {
         "{r}"
     );
 
+    // A hostile or confused machine on the LAN (sent from A's namespace): an
+    // unknown cairn, announcements that break the format, and junk bytes.
+    // B's daemon counts them, learns nothing from them and keeps working.
+    match hostile_announcements(&lan.ns[0], &lan.addr(0)) {
+        Ok(()) => {
+            let tallied = wait_for(DEADLINE, || {
+                let t = tally(&b);
+                (t.0 >= 1 && t.1 >= 1).then_some(t)
+            });
+            assert!(
+                tallied.is_some(),
+                "B counted the stranger and the malformed announcements: {:?}",
+                tally(&b)
+            );
+            assert_eq!(heard_at(&b), vec![a_now.clone()], "only A is listed");
+            let stored = stored_addresses(&b);
+            assert!(
+                !stored
+                    .iter()
+                    .any(|s| s.ends_with(".99:7878") || s.ends_with(".98:7878")),
+                "nothing learned from them: {stored:?}"
+            );
+        }
+        Err(why) => eprintln!(
+            "\n!!!!! SKIPPED the hostile-announcement part of the LAN discovery test: {why}\n"
+        ),
+    }
+
     // Both move again while running; a new line on A still reaches B.
     lan.renumber().expect("renumber the LAN again");
     let started = Instant::now();
@@ -350,6 +378,73 @@ fn doctor_tells_whether_discovery_runs_and_who_holds_the_sync_port() {
             .is_some_and(|s| s.contains("off") && s.contains("discovery = false")),
         "{r}"
     );
+}
+
+/// Sends, from namespace `ns` (address `ip`), mDNS responses to the
+/// multicast group as a responder would (source port 5353): a well-formed
+/// announcement of an unknown cairn node (address .99), announcements that
+/// break cairn's format (a non-hex digest, a digest that is not the
+/// instance name, a version 2; address .98), and a packet of junk bytes.
+fn hostile_announcements(ns: &str, ip: &str) -> Result<(), String> {
+    const SCRIPT: &str = r#"
+import socket, struct, sys
+ip = sys.argv[1]
+net = ip.rsplit(".", 1)[0]
+def name(n):
+    return b"".join(bytes([len(p)]) + p.encode() for p in n.rstrip(".").split(".")) + b"\0"
+def rr(n, t, data, cls=0x8001):
+    return name(n) + struct.pack(">HHIH", t, cls, 120, len(data)) + data
+def packet(inst, txt, addr):
+    full = inst + "._cairn._udp.local."
+    host = "h" + inst[:6] + ".local."
+    answers = [
+        rr("_cairn._udp.local.", 12, name(full), cls=1),
+        rr(full, 33, struct.pack(">HHH", 0, 0, 7878) + name(host)),
+        rr(full, 16, b"".join(bytes([len(t)]) + t for t in txt)),
+        rr(host, 1, socket.inet_aton(addr)),
+    ]
+    return struct.pack(">HHHHHH", 0, 0x8400, 0, len(answers), 0, 0) + b"".join(answers)
+stranger = "0123456789abcdef"
+packets = [
+    packet(stranger, [b"v=1", b"d=" + stranger.encode()], net + ".99"),
+    packet("zzzzzzzzzzzzzzzz", [b"v=1", b"d=zzzzzzzzzzzzzzzz"], net + ".98"),
+    packet("fedcba9876543210", [b"v=1", b"d=0123456789abcdef"], net + ".98"),
+    packet("00112233445566ff", [b"v=2", b"d=00112233445566ff"], net + ".98"),
+    bytes(range(256)) * 3,
+]
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+s.bind(("", 5353))
+s.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_IF, socket.inet_aton(ip))
+s.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_TTL, 255)
+for _ in range(3):
+    for p in packets:
+        s.sendto(p, ("224.0.0.251", 5353))
+"#;
+    let out = Command::new("ip")
+        .args(["netns", "exec", ns, "python3", "-c", SCRIPT, ip])
+        .output()
+        .map_err(|e| format!("cannot run python3: {e}"))?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "python3 failed: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        ))
+    }
+}
+
+/// (unknown, malformed) announcements the daemon of `m` counted.
+fn tally(m: &Machine) -> (u64, u64) {
+    let text =
+        std::fs::read_to_string(m.home.cairn_home().join("discovery.json")).unwrap_or_default();
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
+    (
+        v["tally"]["unknown"].as_u64().unwrap_or(0),
+        v["tally"]["malformed"].as_u64().unwrap_or(0),
+    )
 }
 
 /// Where the daemon of `m` last heard its one peer on the LAN, as written

@@ -40,6 +40,8 @@ const MAX_STATUS_BYTES: u64 = 256 * 1024;
 const MATCHER_REFRESH: Duration = Duration::from_secs(2);
 /// The status file is rewritten at most this often when only counters moved.
 const STATUS_EVERY: Duration = Duration::from_secs(5);
+/// How often the mDNS thread looks for changed interface addresses.
+const IP_CHECK_SECS: u32 = 1;
 /// Most peers listed in the status file.
 const MAX_FOUND: usize = 256;
 
@@ -235,6 +237,8 @@ pub async fn run(
     let mut only: Vec<IfKind> = vec![IfKind::LoopbackV4, IfKind::LoopbackV6];
     only.push(if v4 { IfKind::IPv6 } else { IfKind::IPv4 });
     let _ = mdns.disable_interface(only);
+    // Notice this machine's new addresses (and announce them) within a second.
+    let _ = mdns.set_ip_check_interval(IP_CHECK_SECS);
     if !bound.ip().is_unspecified() {
         // Listening on one address: announce and browse on its interface only.
         let _ = mdns.disable_interface(IfKind::All);
