@@ -17,8 +17,10 @@
 //! `discovery` uses `peers`; none of them uses `daemon`.
 
 pub mod daemon;
+pub mod dial;
 pub mod discovery;
 pub mod endpoint;
+pub mod error;
 pub mod instance;
 pub mod links;
 pub mod pairing;

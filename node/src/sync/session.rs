@@ -22,9 +22,10 @@
 //! handful of messages in flight, a hostile one only fills the queue and
 //! then runs into the per-message timeout.
 //!
-//! Also: dialing a paired peer at its known addresses ([`sync_with`]),
-//! answering an accepted connection ([`serve_connection`]) and noting the
-//! outcome in the peer table. Never logs record text.
+//! Also: one session with a paired peer dialed at the addresses
+//! `sync::dial` picks ([`sync_with`], [`sync_peer`]), answering an accepted
+//! connection ([`serve_connection`]) and noting the outcome in the peer
+//! table. Failures are [`SyncError`] (`sync::error`). Never logs record text.
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -39,12 +40,15 @@ use serde::Serialize;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
+use super::clean_name;
+use super::dial::dial_failure;
+// Dialing and the error type live beside this module; these paths stay for callers.
+pub use super::dial::{dial_candidates, dial_targets, probe, resolve_hosts};
 use super::endpoint::{
-    Blame, Endpoint, EndpointError, PeerConnection, RECV_TIMEOUT, Session, SessionError,
-    open_session, recv_msg, send_msg,
+    Endpoint, PeerConnection, RECV_TIMEOUT, Session, SessionError, open_session, recv_msg, send_msg,
 };
-use super::peers::{Peer, PeerTable, PeersError};
-use super::{DEFAULT_PORT, clean_name};
+pub use super::error::SyncError;
+use super::peers::{Peer, PeerTable};
 pub use crate::clock::now_ms;
 use crate::node::{Node, NodeError};
 use crate::store::{self, ApplyError, ApplyReport};
@@ -56,8 +60,6 @@ pub type SharedNode = Arc<Mutex<Node>>;
 /// pulls (≤ `max_pulls`), the batches answering ours (≤ `max_pulls`) and a
 /// `Bye` in flight.
 const READ_AHEAD: usize = 6;
-/// Most dial candidates tried per peer.
-const MAX_DIAL_CANDIDATES: usize = 12;
 /// How long the end of a session waits for the peer to acknowledge our last bytes.
 const FINISH_LINGER: Duration = Duration::from_secs(2);
 /// Meta key prefix for "entries the peer held that we lacked" after the last session.
@@ -149,127 +151,6 @@ impl SessionReport {
     /// Whether anything arrived or left.
     pub fn moved_anything(&self) -> bool {
         self.batches_received > 0 || self.batches_sent > 0
-    }
-}
-
-/// Failures of a sync session.
-#[derive(Debug, thiserror::Error)]
-pub enum SyncError {
-    /// The stream or the Hello exchange failed.
-    #[error(transparent)]
-    Session(#[from] SessionError),
-    /// Dialing failed.
-    #[error(transparent)]
-    Endpoint(#[from] EndpointError),
-    /// The peer sent a message that is not legal at this point.
-    #[error("peer {peer} sent {got} where {expected} was expected")]
-    Unexpected {
-        /// The peer.
-        peer: NodeId,
-        /// What was legal.
-        expected: &'static str,
-        /// What arrived.
-        got: &'static str,
-    },
-    /// The peer sent a batch that answers no pull of ours.
-    #[error("peer {peer} sent an unasked-for batch of {origin}'s log after seq {after_seq}")]
-    UnaskedBatch {
-        /// The peer.
-        peer: NodeId,
-        /// The batch's log.
-        origin: NodeId,
-        /// Where it starts.
-        after_seq: u64,
-    },
-    /// A received batch was not applied.
-    #[error("apply a batch from {peer}")]
-    Apply {
-        /// The peer.
-        peer: NodeId,
-        /// Why.
-        #[source]
-        source: ApplyError,
-    },
-    /// This node's store failed.
-    #[error(transparent)]
-    Node(#[from] NodeError),
-    /// The peer table could not be read or written.
-    #[error(transparent)]
-    Peers(#[from] PeersError),
-    /// The session ran past its bounds.
-    #[error("session with {peer} exceeded {messages} messages or {after:?}")]
-    TooLong {
-        /// The peer.
-        peer: NodeId,
-        /// The message bound.
-        messages: u64,
-        /// The time bound.
-        after: Duration,
-    },
-    /// A database task panicked.
-    #[error("the database task failed")]
-    Task,
-    /// The peer table entry is malformed.
-    #[error("peer table entry {name:?} has no valid key fingerprint")]
-    BadPeer {
-        /// The entry's name.
-        name: String,
-    },
-    /// No known address of the peer answered.
-    #[error("could not reach {name} at {}", list_addrs(tried))]
-    Unreachable {
-        /// The peer's name.
-        name: String,
-        /// The addresses dialed.
-        tried: Vec<SocketAddr>,
-        /// The last failure, if any address was tried.
-        #[source]
-        last: Option<Box<EndpointError>>,
-    },
-    /// The peer answered but refused this node's key or showed another
-    /// key than the pinned one (it unpaired us, or another machine took
-    /// over its address).
-    #[error("{name} refused the connection at {addr} (not paired there any more?)")]
-    Refused {
-        /// The peer's name.
-        name: String,
-        /// The address that answered.
-        addr: SocketAddr,
-        /// What the handshake or the closed connection said.
-        #[source]
-        source: Box<dyn std::error::Error + Send + Sync>,
-    },
-}
-
-/// `a, b and c` (at most five, then `and N more`), or `no known address`.
-fn list_addrs(addrs: &[SocketAddr]) -> String {
-    if addrs.is_empty() {
-        return "no known address".to_owned();
-    }
-    let shown: Vec<String> = addrs.iter().take(5).map(ToString::to_string).collect();
-    let more = addrs.len().saturating_sub(shown.len());
-    if more > 0 {
-        format!("{} and {more} more", shown.join(", "))
-    } else {
-        shown.join(", ")
-    }
-}
-
-impl SyncError {
-    /// Whether the peer misbehaved (drop it, do not retry at once) or the
-    /// network or this node failed (retry with backoff).
-    pub fn blame(&self) -> Blame {
-        match self {
-            SyncError::Session(e) => e.blame(),
-            SyncError::Unexpected { .. } | SyncError::UnaskedBatch { .. } => Blame::Peer,
-            SyncError::Apply { source, .. } => match source.blame() {
-                store::Blame::Peer => Blame::Peer,
-                store::Blame::Local => Blame::Transient,
-            },
-            SyncError::Endpoint(e) if e.is_auth_failure() => Blame::Peer,
-            SyncError::Refused { .. } => Blame::Peer,
-            _ => Blame::Transient,
-        }
     }
 }
 
@@ -577,82 +458,6 @@ fn conversation_error(peer: NodeId, cfg: &SessionConfig, e: ConversationError) -
     }
 }
 
-/// Where to dial `peer`: its remembered addresses, the address it last
-/// connected from, then the default serve port on each of those hosts
-/// (a pairing made on another port still finds the daemon). Only
-/// addresses of the family `family_of` can reach are kept.
-pub fn dial_candidates(peer: &Peer, family_of: SocketAddr) -> Vec<SocketAddr> {
-    let mut out: Vec<SocketAddr> = Vec::new();
-    let mut push = |a: SocketAddr| {
-        if a.is_ipv4() == family_of.is_ipv4() && !out.contains(&a) && a.port() != 0 {
-            out.push(a);
-        }
-    };
-    for a in &peer.addresses {
-        push(*a);
-    }
-    if let Some(a) = peer.last_addr {
-        push(a);
-    }
-    let known: Vec<SocketAddr> = peer
-        .addresses
-        .iter()
-        .copied()
-        .chain(peer.last_addr)
-        .collect();
-    for a in known {
-        push(SocketAddr::new(a.ip(), DEFAULT_PORT));
-    }
-    out.truncate(MAX_DIAL_CANDIDATES);
-    out
-}
-
-/// How long resolving a peer's host names may take before dialing.
-const RESOLVE_TIMEOUT: Duration = Duration::from_secs(2);
-
-/// Resolves `hosts` (`name:port`) now, keeping addresses of `family_of`'s
-/// family; names that do not resolve in time are skipped (and logged).
-pub async fn resolve_hosts(hosts: &[String], family_of: SocketAddr) -> Vec<SocketAddr> {
-    let mut out = Vec::new();
-    let mut set = tokio::task::JoinSet::new();
-    for h in hosts.iter().take(MAX_DIAL_CANDIDATES) {
-        let h = h.clone();
-        set.spawn(async move {
-            let r = tokio::time::timeout(RESOLVE_TIMEOUT, tokio::net::lookup_host(h.clone())).await;
-            (h, r)
-        });
-    }
-    // Bounded: one result per name, each bounded by the timeout.
-    while let Some(joined) = set.join_next().await {
-        let Ok((h, r)) = joined else { continue };
-        match r {
-            Ok(Ok(addrs)) => {
-                for a in addrs {
-                    if a.is_ipv4() == family_of.is_ipv4() && !out.contains(&a) {
-                        out.push(a);
-                    }
-                }
-            }
-            Ok(Err(e)) => tracing::debug!(host = %h, error = %e, "host name did not resolve"),
-            Err(_) => tracing::debug!(host = %h, "host name resolution timed out"),
-        }
-    }
-    out
-}
-
-/// Every address to dial for `peer`: its host names resolved now, then
-/// its stored addresses ([`dial_candidates`]).
-pub async fn dial_targets(peer: &Peer, local: SocketAddr) -> Vec<SocketAddr> {
-    let mut out = resolve_hosts(&peer.hosts, local).await;
-    for a in dial_candidates(peer, local) {
-        if !out.contains(&a) {
-            out.push(a);
-        }
-    }
-    out.truncate(2 * MAX_DIAL_CANDIDATES);
-    out
-}
-
 /// Dials `peer` from `endpoint` at all its known addresses at once (the
 /// first that answers with the pinned key wins) and runs one session as the dialer; closes the
 /// connection afterwards. Returns the report and the address that answered.
@@ -686,73 +491,6 @@ pub async fn sync_with(
             }
         }
         Err(failures) => Err(dial_failure(peer, candidates, failures)),
-    }
-}
-
-/// Checks that `peer` answers with its pinned key and accepts this node's:
-/// dials all its addresses at once ([`Endpoint::connect_any`]), completes
-/// the handshake and closes without a session. Returns the address that
-/// answered.
-pub async fn probe(endpoint: &Endpoint, peer: &Peer) -> Result<SocketAddr, SyncError> {
-    let fp = peer.fingerprint_bytes().ok_or_else(|| SyncError::BadPeer {
-        name: peer.name.clone(),
-    })?;
-    let local = endpoint
-        .local_addr()
-        .unwrap_or(SocketAddr::from(([0, 0, 0, 0], 0)));
-    let candidates = dial_targets(peer, local).await;
-    match endpoint.connect_any(&candidates, &fp, ALPN_SYNC).await {
-        Ok((conn, addr)) => {
-            // A refusal of our key arrives just after the handshake.
-            let closed = tokio::time::timeout(PROBE_LINGER, conn.quinn().closed()).await;
-            if let Ok(reason) = closed {
-                // Code 2 is the listener's "not paired" (see `Endpoint::accept`).
-                let not_paired = matches!(&reason, quinn::ConnectionError::ApplicationClosed(c) if c.error_code == quinn::VarInt::from_u32(2));
-                let source = EndpointError::Handshake {
-                    addr,
-                    source: reason,
-                };
-                if not_paired || source.is_auth_failure() {
-                    return Err(SyncError::Refused {
-                        name: peer.name.clone(),
-                        addr,
-                        source: Box::new(source),
-                    });
-                }
-            }
-            conn.close(0, b"probe");
-            Ok(addr)
-        }
-        Err(failures) => Err(dial_failure(peer, candidates, failures)),
-    }
-}
-
-/// How long a probe waits after the handshake for the peer to refuse us.
-const PROBE_LINGER: Duration = Duration::from_millis(300);
-
-/// Turns the failures of every dial into one error: `Refused` when some
-/// host answered with a refusal or another key, else `Unreachable`.
-fn dial_failure(
-    peer: &Peer,
-    tried: Vec<SocketAddr>,
-    mut failures: Vec<EndpointError>,
-) -> SyncError {
-    for e in &failures {
-        tracing::debug!(peer = %peer.node_id, error = %e, "dial failed");
-    }
-    if let Some(i) = failures.iter().position(EndpointError::is_auth_failure) {
-        let source = failures.swap_remove(i);
-        let addr = source.addr().unwrap_or(SocketAddr::from(([0, 0, 0, 0], 0)));
-        return SyncError::Refused {
-            name: peer.name.clone(),
-            addr,
-            source: Box::new(source),
-        };
-    }
-    SyncError::Unreachable {
-        name: peer.name.clone(),
-        tried,
-        last: failures.pop().map(Box::new),
     }
 }
 

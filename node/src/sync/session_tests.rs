@@ -17,7 +17,7 @@ use super::*;
 use crate::config::{Config, Env};
 use crate::node::{ForgetRequest, Node};
 use crate::search::SearchOptions;
-use crate::sync::endpoint::{Role, open_session};
+use crate::sync::endpoint::{Blame, Role, open_session};
 use crate::sync::peers::{Peer, PeerTable};
 use crate::sync::tls::AllowList;
 
@@ -670,28 +670,4 @@ async fn out_of_scope_records_never_leave() {
         "personal notes never left A"
     );
     assert_eq!(b.records(), 3);
-}
-
-#[test]
-fn dial_candidates_try_known_addresses_then_the_default_port() {
-    let fp = [7u8; 32];
-    let mut p = Peer::new(&fp, "x", vec!["10.0.0.2:4000".parse().expect("addr")], 0);
-    p.last_addr = Some("10.0.0.3:5000".parse().expect("addr"));
-    p.addresses.push("[::1]:4000".parse().expect("addr"));
-    let v4: SocketAddr = "0.0.0.0:0".parse().expect("addr");
-    let got: Vec<String> = dial_candidates(&p, v4)
-        .iter()
-        .map(ToString::to_string)
-        .collect();
-    assert_eq!(
-        got,
-        [
-            "10.0.0.2:4000",
-            "10.0.0.3:5000",
-            "10.0.0.2:7878",
-            "10.0.0.3:7878"
-        ]
-    );
-    let v6: SocketAddr = "[::]:0".parse().expect("addr");
-    assert_eq!(dial_candidates(&p, v6).len(), 2);
 }

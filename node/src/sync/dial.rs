@@ -1,0 +1,191 @@
+//! Reaching a paired peer: where to dial it (its remembered addresses, the
+//! address it last connected from, its host names resolved at dial time,
+//! the default port on each of those hosts), and a probe that completes
+//! the handshake without a session (`cairn doctor`). Dialing all candidates
+//! at once is `Endpoint::connect_any`; this module picks the candidates
+//! and turns the failures into one [`SyncError`].
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use cairn_protocol::ALPN_SYNC;
+
+use super::DEFAULT_PORT;
+use super::endpoint::{Endpoint, EndpointError};
+use super::error::SyncError;
+use super::peers::Peer;
+
+/// Most dial candidates tried per peer.
+const MAX_DIAL_CANDIDATES: usize = 12;
+
+/// Where to dial `peer`: its remembered addresses, the address it last
+/// connected from, then the default serve port on each of those hosts
+/// (a pairing made on another port still finds the daemon). Only
+/// addresses of the family `family_of` can reach are kept.
+pub fn dial_candidates(peer: &Peer, family_of: SocketAddr) -> Vec<SocketAddr> {
+    let mut out: Vec<SocketAddr> = Vec::new();
+    let mut push = |a: SocketAddr| {
+        if a.is_ipv4() == family_of.is_ipv4() && !out.contains(&a) && a.port() != 0 {
+            out.push(a);
+        }
+    };
+    for a in &peer.addresses {
+        push(*a);
+    }
+    if let Some(a) = peer.last_addr {
+        push(a);
+    }
+    let known: Vec<SocketAddr> = peer
+        .addresses
+        .iter()
+        .copied()
+        .chain(peer.last_addr)
+        .collect();
+    for a in known {
+        push(SocketAddr::new(a.ip(), DEFAULT_PORT));
+    }
+    out.truncate(MAX_DIAL_CANDIDATES);
+    out
+}
+
+/// How long resolving a peer's host names may take before dialing.
+const RESOLVE_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// Resolves `hosts` (`name:port`) now, keeping addresses of `family_of`'s
+/// family; names that do not resolve in time are skipped (and logged).
+pub async fn resolve_hosts(hosts: &[String], family_of: SocketAddr) -> Vec<SocketAddr> {
+    let mut out = Vec::new();
+    let mut set = tokio::task::JoinSet::new();
+    for h in hosts.iter().take(MAX_DIAL_CANDIDATES) {
+        let h = h.clone();
+        set.spawn(async move {
+            let r = tokio::time::timeout(RESOLVE_TIMEOUT, tokio::net::lookup_host(h.clone())).await;
+            (h, r)
+        });
+    }
+    // Bounded: one result per name, each bounded by the timeout.
+    while let Some(joined) = set.join_next().await {
+        let Ok((h, r)) = joined else { continue };
+        match r {
+            Ok(Ok(addrs)) => {
+                for a in addrs {
+                    if a.is_ipv4() == family_of.is_ipv4() && !out.contains(&a) {
+                        out.push(a);
+                    }
+                }
+            }
+            Ok(Err(e)) => tracing::debug!(host = %h, error = %e, "host name did not resolve"),
+            Err(_) => tracing::debug!(host = %h, "host name resolution timed out"),
+        }
+    }
+    out
+}
+
+/// Every address to dial for `peer`: its host names resolved now, then
+/// its stored addresses ([`dial_candidates`]).
+pub async fn dial_targets(peer: &Peer, local: SocketAddr) -> Vec<SocketAddr> {
+    let mut out = resolve_hosts(&peer.hosts, local).await;
+    for a in dial_candidates(peer, local) {
+        if !out.contains(&a) {
+            out.push(a);
+        }
+    }
+    out.truncate(2 * MAX_DIAL_CANDIDATES);
+    out
+}
+
+/// Checks that `peer` answers with its pinned key and accepts this node's:
+/// dials all its addresses at once ([`Endpoint::connect_any`]), completes
+/// the handshake and closes without a session. Returns the address that
+/// answered.
+pub async fn probe(endpoint: &Endpoint, peer: &Peer) -> Result<SocketAddr, SyncError> {
+    let fp = peer.fingerprint_bytes().ok_or_else(|| SyncError::BadPeer {
+        name: peer.name.clone(),
+    })?;
+    let local = endpoint
+        .local_addr()
+        .unwrap_or(SocketAddr::from(([0, 0, 0, 0], 0)));
+    let candidates = dial_targets(peer, local).await;
+    match endpoint.connect_any(&candidates, &fp, ALPN_SYNC).await {
+        Ok((conn, addr)) => {
+            // A refusal of our key arrives just after the handshake.
+            let closed = tokio::time::timeout(PROBE_LINGER, conn.quinn().closed()).await;
+            if let Ok(reason) = closed {
+                // Code 2 is the listener's "not paired" (see `Endpoint::accept`).
+                let not_paired = matches!(&reason, quinn::ConnectionError::ApplicationClosed(c) if c.error_code == quinn::VarInt::from_u32(2));
+                let source = EndpointError::Handshake {
+                    addr,
+                    source: reason,
+                };
+                if not_paired || source.is_auth_failure() {
+                    return Err(SyncError::Refused {
+                        name: peer.name.clone(),
+                        addr,
+                        source: Box::new(source),
+                    });
+                }
+            }
+            conn.close(0, b"probe");
+            Ok(addr)
+        }
+        Err(failures) => Err(dial_failure(peer, candidates, failures)),
+    }
+}
+
+/// How long a probe waits after the handshake for the peer to refuse us.
+const PROBE_LINGER: Duration = Duration::from_millis(300);
+
+/// Turns the failures of every dial into one error: `Refused` when some
+/// host answered with a refusal or another key, else `Unreachable`.
+pub(super) fn dial_failure(
+    peer: &Peer,
+    tried: Vec<SocketAddr>,
+    mut failures: Vec<EndpointError>,
+) -> SyncError {
+    for e in &failures {
+        tracing::debug!(peer = %peer.node_id, error = %e, "dial failed");
+    }
+    if let Some(i) = failures.iter().position(EndpointError::is_auth_failure) {
+        let source = failures.swap_remove(i);
+        let addr = source.addr().unwrap_or(SocketAddr::from(([0, 0, 0, 0], 0)));
+        return SyncError::Refused {
+            name: peer.name.clone(),
+            addr,
+            source: Box::new(source),
+        };
+    }
+    SyncError::Unreachable {
+        name: peer.name.clone(),
+        tried,
+        last: failures.pop().map(Box::new),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dial_candidates_try_known_addresses_then_the_default_port() {
+        let fp = [7u8; 32];
+        let mut p = Peer::new(&fp, "x", vec!["10.0.0.2:4000".parse().expect("addr")], 0);
+        p.last_addr = Some("10.0.0.3:5000".parse().expect("addr"));
+        p.addresses.push("[::1]:4000".parse().expect("addr"));
+        let v4: SocketAddr = "0.0.0.0:0".parse().expect("addr");
+        let got: Vec<String> = dial_candidates(&p, v4)
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        assert_eq!(
+            got,
+            [
+                "10.0.0.2:4000",
+                "10.0.0.3:5000",
+                "10.0.0.2:7878",
+                "10.0.0.3:7878"
+            ]
+        );
+        let v6: SocketAddr = "[::]:0".parse().expect("addr");
+        assert_eq!(dial_candidates(&p, v6).len(), 2);
+    }
+}
