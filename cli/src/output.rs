@@ -88,7 +88,7 @@ pub fn highlight(text: &str, words: &[String], color: bool) -> String {
         if w.is_empty() || w.len() > lower.len() {
             continue;
         }
-        let cjk = w.iter().any(|c| cairn_node::search::text::is_cjk(*c));
+        let cjk = w.iter().any(|c| cairn_node::text::is_cjk(*c));
         for i in 0..=lower.len() - w.len() {
             if lower[i..i + w.len()] != w[..] {
                 continue;

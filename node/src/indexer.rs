@@ -504,7 +504,7 @@ fn fingerprint_meta(file: &SourceFile) -> (u64, i64) {
 /// agent's transcript must not be re-indexed as if someone had said it),
 /// then redacts secrets, adding to `counts`.
 pub(crate) fn redact(r: &mut Record, redactor: &Redactor, counts: &mut RedactionCounts) {
-    if let std::borrow::Cow::Owned(t) = crate::mcp::strip_recalled(&r.text) {
+    if let std::borrow::Cow::Owned(t) = crate::redact::recalled::strip_recalled(&r.text) {
         r.text = t;
     }
     if let std::borrow::Cow::Owned(t) = redactor.redact(&r.text, counts) {

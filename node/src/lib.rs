@@ -21,4 +21,5 @@ pub mod search;
 pub mod sources;
 pub mod store;
 pub mod sync;
+pub mod text;
 pub mod ui;

@@ -392,7 +392,7 @@ impl Node {
             ForgetRequest::Query(q) => {
                 let records = self
                     .store
-                    .records_matching_all(&Query::parse(q), MAX_QUERY_FORGET + 1)?;
+                    .records_matching_all(&Query::parse(q).to_fts_all(), MAX_QUERY_FORGET + 1)?;
                 if records.is_empty() {
                     return Err(nothing(&format!("query {q:?}")));
                 }

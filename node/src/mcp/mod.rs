@@ -18,6 +18,5 @@ mod tools;
 
 pub use answer::{SEARCH_BUDGET, SESSION_BUDGET, StatusReport, handle};
 pub use digest::{DIGEST_MAX, project_digest};
-pub use sanitize::strip_recalled;
 pub use server::{CairnServer, Clock, ServeError, serve_stdio, system_clock};
 pub use tools::{REMEMBER, SEARCH, SESSION, STATUS};

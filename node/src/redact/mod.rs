@@ -29,6 +29,7 @@
 //!   (it is neither after a secret-ish key nor in a provider format).
 
 mod entropy;
+pub mod recalled;
 mod rules;
 pub mod scope;
 mod value;

@@ -11,7 +11,6 @@ pub mod query;
 pub mod rank;
 pub mod semantic;
 pub mod snippet;
-pub mod text;
 pub mod when;
 
 use rusqlite::types::Value as SqlValue;
@@ -19,6 +18,7 @@ use serde::Serialize;
 
 use crate::record::Role;
 use crate::store::{Store, StoreError, codec};
+use crate::text;
 pub use query::Query;
 use query::Term;
 

@@ -5,7 +5,7 @@
 //! can never raise an FTS5 syntax error. Supported on purpose: `"quoted
 //! phrases"`, `prefix*` terms, and CJK runs (searched as phrases).
 
-use super::text::{is_cjk, tokens};
+use crate::text::{is_cjk, tokens};
 
 /// One thing to look for.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -189,6 +189,16 @@ impl Query {
 
     /// The FTS5 MATCH expression: every term quoted, joined with OR.
     pub fn to_fts(&self) -> String {
+        self.fts_joined(" OR ")
+    }
+
+    /// The FTS5 MATCH expression that needs every term (quoted phrases stay
+    /// phrases): what `cairn forget --query` matches.
+    pub fn to_fts_all(&self) -> String {
+        self.fts_joined(" AND ")
+    }
+
+    fn fts_joined(&self, op: &str) -> String {
         let quote = |s: &str| format!("\"{}\"", s.replace('"', "\"\""));
         self.terms
             .iter()
@@ -197,7 +207,7 @@ impl Query {
                 Term::Prefix(p) => format!("{}*", quote(p)),
             })
             .collect::<Vec<_>>()
-            .join(" OR ")
+            .join(op)
     }
 
     /// Lowercase words to highlight in snippets.
@@ -214,7 +224,7 @@ impl Query {
         }
         // Stem matches: "signed" for "sign", "crashing" for "crashes".
         for w in &self.stems {
-            let stem = super::text::light_stem(w);
+            let stem = crate::text::light_stem(w);
             if stem.chars().count() >= 3 && !out.contains(&stem) {
                 out.push(stem);
             }

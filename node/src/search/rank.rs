@@ -1,9 +1,6 @@
 //! Ranking: BM25 adjusted by role, decision language and age, grouped by session.
 
 use std::collections::HashMap;
-use std::sync::LazyLock;
-
-use regex::Regex;
 
 use crate::store::codec::DECISION as DECISION_FLAG;
 
@@ -46,19 +43,6 @@ fn role_weight(role: &str) -> f64 {
         "tool_output" => 0.35,
         _ => 0.5,
     }
-}
-
-static DECISION: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(
-        r"(?i)\b(decided|decision|we chose|chose|choose|because|instead of|pinned|pin it|switched|settled on|went with|root cause|the fix|fixed by|caused by|trade-?off|rather than)\b",
-    )
-    .expect("static regex")
-});
-
-/// True when text reads like a decision or an explanation; such records
-/// get a ranking boost (the store keeps the answer in `records.flags`).
-pub fn is_decision(text: &str) -> bool {
-    DECISION.is_match(text)
 }
 
 /// How much a stem-only match counts next to an exact one: a record that

@@ -23,7 +23,6 @@ use serde::Serialize;
 use super::log::{Appender, LogKind, hash32, own_log};
 use super::wire;
 use super::{Store, StoreError, codec};
-use crate::search::query::{Query, Term};
 
 /// A tombstone as stored in `tombstones`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -183,26 +182,18 @@ impl Store {
         Ok(rows.collect::<Result<_, _>>()?)
     }
 
-    /// The records containing every term of `query` (quoted phrases stay
-    /// phrases), at most `limit`: what `cairn forget --query` forgets.
+    /// The records an FTS5 MATCH expression finds, at most `limit`: what
+    /// `cairn forget --query` forgets, given `Query::to_fts_all` (search
+    /// owns the query language). An empty expression finds nothing.
     pub fn records_matching_all(
         &self,
-        query: &Query,
+        fts_expr: &str,
         limit: usize,
     ) -> Result<Vec<ForgetCandidate>, StoreError> {
-        if query.is_empty() {
+        if fts_expr.trim().is_empty() {
             return Ok(Vec::new());
         }
-        let quote = |s: &str| format!("\"{}\"", s.replace('"', "\"\""));
-        let expr = query
-            .terms
-            .iter()
-            .map(|t| match t {
-                Term::Phrase(toks) => quote(&toks.join(" ")),
-                Term::Prefix(p) => format!("{}*", quote(p)),
-            })
-            .collect::<Vec<_>>()
-            .join(" AND ");
+        let expr = fts_expr;
         let mut q = self.conn.prepare(
             "SELECT r.hash, s.agent, s.session_id, s.project, r.role, r.ts
              FROM fts JOIN records r ON r.id = fts.rowid JOIN sessions s ON s.id = r.session

@@ -6,7 +6,7 @@ use rusqlite::{Connection, params};
 
 use super::insert::stemmed_role;
 use super::{StoreError, codec};
-use crate::search::text::index_form;
+use crate::text::index_form;
 
 /// Adds a stored record to the indexes: `body` and `files` as the index
 /// sees them (see `index_form`); `stemmed` for conversation, whose text

@@ -17,8 +17,8 @@ use rusqlite::{Connection, params};
 use super::ingest::{SessionKey, session_row, session_title};
 use super::{StoreError, codec};
 use crate::record::{Record, Role};
-use crate::search::rank::is_decision;
-use crate::search::text::index_form;
+use crate::text::is_decision;
+use crate::text::index_form;
 
 /// A record ready to be stored.
 #[derive(Debug, Clone)]

@@ -1,4 +1,7 @@
-//! Text normalisation shared by indexing and querying.
+//! Text rules shared by the store and search, below both: how text is
+//! tokenised for the FTS index ([`index_form`], [`tokens`], [`light_stem`]),
+//! made safe for a terminal ([`strip_terminal`]), and whether it reads like
+//! a decision ([`is_decision`], stored as a flag and boosted by ranking).
 //!
 //! SQLite's `unicode61` tokenizer splits on spaces and punctuation, which
 //! leaves a run of Chinese or Japanese characters as one giant token. Before
@@ -8,6 +11,10 @@
 //! characters in order.
 
 use std::borrow::Cow;
+
+mod decision;
+
+pub use decision::is_decision;
 
 /// True for characters written without spaces between words (Han, kana, Hangul syllables).
 pub fn is_cjk(c: char) -> bool {
