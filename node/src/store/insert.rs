@@ -17,8 +17,8 @@ use rusqlite::{Connection, params};
 use super::ingest::{SessionKey, session_row, session_title};
 use super::{StoreError, codec};
 use crate::record::{Record, Role};
-use crate::text::is_decision;
 use crate::text::index_form;
+use crate::text::is_decision;
 
 /// A record ready to be stored.
 #[derive(Debug, Clone)]
