@@ -8,6 +8,7 @@ mod measure;
 pub mod recall;
 mod replay;
 pub mod sync;
+mod sync_hub;
 
 use std::path::PathBuf;
 

@@ -16,6 +16,9 @@
 //! cargo build --release -p cairn -p cairn-bench
 //! target/release/cairn-bench sync --records 100000
 //! ```
+//!
+//! `--hub` measures the NAT/hub topology in network namespaces instead
+//! (`sync_hub.rs`).
 
 use std::io::{BufRead, BufReader, Write};
 use std::net::UdpSocket;
@@ -49,6 +52,20 @@ pub struct SyncBenchArgs {
     /// Print the figures as JSON too.
     #[arg(long)]
     pub json: bool,
+    /// Measure the NAT/hub topology in network namespaces instead (root):
+    /// pairing to first records, propagation through the hub, resume after
+    /// an address change, `cairn sync` with the peer offline.
+    #[arg(long)]
+    pub hub: bool,
+    /// Hub topology: fresh runs (medians are reported).
+    #[arg(long, default_value_t = 3)]
+    pub runs: usize,
+    /// Hub topology: address changes of laptop 1 per run.
+    #[arg(long, default_value_t = 3)]
+    pub moves: usize,
+    /// Hub topology: notes laptop 1 starts with.
+    #[arg(long, default_value_t = 300)]
+    pub hub_records: u64,
 }
 
 /// What the sync bench measured.
@@ -77,7 +94,7 @@ pub struct SyncFigures {
 }
 
 /// Kills the child when dropped.
-struct Reap(Child);
+pub(crate) struct Reap(pub(crate) Child);
 
 impl Drop for Reap {
     fn drop(&mut self) {
@@ -128,7 +145,7 @@ impl Side {
     }
 }
 
-fn wait_for<T>(limit: Duration, mut f: impl FnMut() -> Option<T>) -> Option<T> {
+pub(crate) fn wait_for<T>(limit: Duration, mut f: impl FnMut() -> Option<T>) -> Option<T> {
     let start = Instant::now();
     // Bounded by `limit`.
     while start.elapsed() < limit {
@@ -178,7 +195,12 @@ fn cpu_secs(pid: u32) -> Option<f64> {
     Some(ticks as f64 / 100.0)
 }
 
-fn percentile(v: &mut [f64], p: f64) -> f64 {
+/// The median (0 for none).
+pub(crate) fn median(mut v: Vec<f64>) -> f64 {
+    percentile(&mut v, 0.5)
+}
+
+pub(crate) fn percentile(v: &mut [f64], p: f64) -> f64 {
     if v.is_empty() {
         return 0.0;
     }
@@ -187,7 +209,7 @@ fn percentile(v: &mut [f64], p: f64) -> f64 {
     v[i.min(v.len() - 1)]
 }
 
-fn note_line(i: u64, text: &str) -> String {
+pub(crate) fn note_line(i: u64, text: &str) -> String {
     serde_json::json!({
         "time_ms": 1_767_225_600_000i64 + i as i64,
         "project": "/bench",
@@ -207,6 +229,9 @@ pub fn main() -> anyhow::Result<()> {
             .join("cairn"),
     };
     anyhow::ensure!(cairn.is_file(), "no cairn binary at {}", cairn.display());
+    if args.hub {
+        return crate::sync_hub::main(&cairn, &args);
+    }
     let figures = run(&cairn, &args)?;
     println!(
         "catch-up: {} records in {:.2} s = {:.0} records/s applied (FTS on)",

@@ -1,6 +1,8 @@
 //! End-to-end tests: the real `cairn` binary against a temporary `$HOME`
 //! seeded with the fixtures under `fixtures/home`.
 
+#[path = "../netns/nat_hub.rs"]
+mod nat_hub;
 mod util;
 
 mod agents;
