@@ -40,6 +40,8 @@ const MAX_STATUS_BYTES: u64 = 256 * 1024;
 const MATCHER_REFRESH: Duration = Duration::from_secs(2);
 /// The status file is rewritten at most this often when only counters moved.
 const STATUS_EVERY: Duration = Duration::from_secs(5);
+/// Pause before browsing again after the crate ended a subscription.
+const REBROWSE_AFTER: Duration = Duration::from_secs(1);
 /// How often the mDNS thread looks for changed interface addresses.
 const IP_CHECK_SECS: u32 = 1;
 /// Most peers listed in the status file.
@@ -262,7 +264,7 @@ pub async fn run(
             return;
         }
     };
-    let events = match mdns.browse(SERVICE_TYPE) {
+    let mut events = match mdns.browse(SERVICE_TYPE) {
         Ok(rx) => rx,
         Err(e) => {
             drop(running);
@@ -300,8 +302,21 @@ pub async fn run(
         tokio::select! {
             ev = events.recv_async() => {
                 let Ok(ev) = ev else {
-                    tracing::warn!("LAN discovery stopped: the mDNS thread ended");
-                    return;
+                    // The crate ends a subscription whose queue overflowed
+                    // (a flood of announcements): browse again after a pause.
+                    // If its thread is gone, browsing fails and discovery stops.
+                    tokio::time::sleep(REBROWSE_AFTER).await;
+                    match mdns.browse(SERVICE_TYPE) {
+                        Ok(rx) => {
+                            tracing::info!("LAN browsing interrupted; started again");
+                            events = rx;
+                            continue;
+                        }
+                        Err(e) => {
+                            tracing::warn!(error = %e, "LAN discovery stopped: the mDNS thread ended");
+                            return;
+                        }
+                    }
                 };
                 if let ServiceEvent::ServiceResolved(r) = ev {
                     let txt: Vec<(&str, Option<&[u8]>)> = r
