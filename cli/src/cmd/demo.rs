@@ -8,20 +8,15 @@
 
 use std::net::SocketAddr;
 use std::path::Path;
-use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 use anyhow::{Context, anyhow};
 use cairn_node::config::{Config, Env};
 use cairn_node::node::Node;
 use cairn_node::search::{Hit, SearchOptions};
-use cairn_node::sync::endpoint::{Endpoint, Role};
-use cairn_node::sync::pairing::{self, Inviter, LocalNode};
+use cairn_node::sync::facade::{self, Station, StationRole};
 use cairn_node::sync::peers::PeerTable;
-use cairn_node::sync::session::{
-    self, SessionConfig, SessionReport, SharedNode, local_hello, new_instance,
-};
-use cairn_node::sync::tls::AllowList;
+use cairn_node::sync::session::{SessionReport, SharedNode};
 use serde::Serialize;
 
 use crate::args::DemoArgs;
@@ -92,8 +87,7 @@ pub fn run(args: &DemoArgs) -> anyhow::Result<()> {
         })
         .sum::<Result<u64, _>>()?;
 
-    let rt = cairn_node::sync::runtime().context("start the network runtime")?;
-    let report = rt.block_on(pair_and_sync(laptop, desktop))?;
+    let report = pair_and_sync(laptop, desktop)?;
     let (laptop, desktop) = report.1;
 
     let mut answers = Vec::new();
@@ -203,77 +197,42 @@ fn open(home: &Path, name: &str) -> anyhow::Result<Node> {
 type Pair = (SharedNode, SharedNode);
 
 /// Pairs the two nodes with a real one-time code, then runs one sync
-/// session: the laptop dials the desktop's sync endpoint.
-async fn pair_and_sync(laptop: Node, desktop: Node) -> anyhow::Result<(SessionReport, Pair)> {
+/// session: the laptop dials the desktop's sync station.
+fn pair_and_sync(laptop: Node, desktop: Node) -> anyhow::Result<(SessionReport, Pair)> {
     let loopback = SocketAddr::from(([127, 0, 0, 1], 0));
     let handshake = Duration::from_secs(10);
-    let inviter = Inviter::open(
-        LocalNode::of(&desktop),
-        loopback,
-        &[],
-        Duration::from_secs(60),
-        cairn_node::clock::now_unix(),
-    )?;
-    let code = inviter.code().encode();
-    let (invited, joined) = tokio::join!(
-        inviter.run(),
-        pairing::join(
-            LocalNode::of(&laptop),
-            &code,
-            cairn_node::clock::now_unix(),
-            handshake
-        )
-    );
-    invited.context("pairing (desktop side)")?;
+    let invitation = facade::invite(&desktop, Some(loopback), &[], Duration::from_secs(60))?;
+    let code = invitation.code().encode();
+    let waiting = std::thread::spawn(move || invitation.wait());
+    let joined = facade::join(&laptop, &code);
+    waiting
+        .join()
+        .map_err(|_| anyhow!("the pairing window stopped"))?
+        .context("pairing (desktop side)")?;
     let desktop_peer = joined.context("pairing (laptop side)")?.peer;
-
-    let desktop_home = desktop.config().home.clone();
     let laptop_home = laptop.config().home.clone();
-    let allowed = Arc::new(RwLock::new(
-        PeerTable::load(&desktop_home)?.allowed_fingerprints(),
-    ));
-    let server = Endpoint::bind(
-        loopback,
-        desktop.identity().key(),
-        Role::Sync(AllowList::shared(allowed)),
-    )?;
-    let client = Endpoint::bind(loopback, laptop.identity().key(), Role::ClientOnly)?;
-    let server_addr = server.local_addr()?;
-    let (desktop_hello, laptop_hello) = (
-        local_hello(&desktop, new_instance())?,
-        local_hello(&laptop, new_instance())?,
-    );
-    // The laptop learned the desktop's pairing address; point it at the sync endpoint.
-    let fp = desktop_peer
-        .fingerprint_bytes()
-        .ok_or_else(|| anyhow!("paired peer has no key"))?;
-    PeerTable::modify(&laptop_home, |t| {
-        if let Some(p) = t.by_fingerprint_mut(&fp) {
-            p.remember_address(server_addr);
-        }
-        Ok(())
-    })?;
-    let peer = PeerTable::load(&laptop_home)?
-        .by_fingerprint(&fp)
-        .cloned()
-        .ok_or_else(|| anyhow!("the desktop is missing from the laptop's peer table"))?;
 
-    let (laptop, desktop): Pair = (Arc::new(Mutex::new(laptop)), Arc::new(Mutex::new(desktop)));
-    let cfg = SessionConfig::default();
-    let serve = async {
-        let conn = tokio::time::timeout(handshake, server.accept())
-            .await
-            .map_err(|_| anyhow!("the laptop never connected"))?
-            .ok_or_else(|| anyhow!("sync endpoint closed"))??;
-        Ok::<_, anyhow::Error>(
-            session::serve_connection(conn, &desktop, &desktop_home, &desktop_hello, &cfg).await?,
-        )
-    };
-    let dial = session::sync_peer(&client, &laptop, &laptop_home, &peer, &laptop_hello, &cfg);
-    let (served, dialed) = tokio::join!(serve, dial);
-    served.context("sync (desktop side)")?;
-    let report = dialed.context("sync (laptop side)")?;
-    client.close();
-    server.close();
-    Ok((report, (laptop, desktop)))
+    let rt = cairn_node::sync::runtime().context("start the network runtime")?;
+    rt.block_on(async {
+        let server = Station::bind(desktop, loopback, StationRole::Listener, handshake)?;
+        let client = Station::bind(laptop, loopback, StationRole::Dialer, handshake)?;
+        // The laptop learned the desktop's pairing address; point it at the sync station.
+        let server_addr = server.local_addr()?;
+        let fp = desktop_peer
+            .fingerprint_bytes()
+            .ok_or_else(|| anyhow!("paired peer has no key"))?;
+        let peer = PeerTable::modify(&laptop_home, |t| {
+            Ok(t.by_fingerprint_mut(&fp).map(|p| {
+                p.remember_address(server_addr);
+                p.clone()
+            }))
+        })?
+        .ok_or_else(|| anyhow!("the desktop is missing from the laptop's peer table"))?;
+        let (served, dialed) = tokio::join!(server.serve_one(handshake), client.sync_peer(&peer));
+        served.context("sync (desktop side)")?;
+        let report = dialed.context("sync (laptop side)")?;
+        client.close(Duration::ZERO).await;
+        server.close(Duration::ZERO).await;
+        Ok((report, (client.node().clone(), server.node().clone())))
+    })
 }

@@ -10,7 +10,6 @@ use std::io::{Read, Write};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use cairn_node::store::Store;
 use serde::Deserialize;
 
 use crate::args::{GlobalArgs, HookArgs, HookEvent};
@@ -101,11 +100,7 @@ fn digest(global: &GlobalArgs) -> Result<Option<String>, String> {
             .to_owned(),
     };
     let cfg = super::config(global).map_err(|e| format!("{e:#}"))?;
-    if !cfg.db_path.is_file() {
-        return Err(format!("no index at {}", cfg.db_path.display()));
-    }
-    let store = Store::open_read_only(&cfg.db_path).map_err(|e| e.to_string())?;
-    let Some(digest) = cairn_node::mcp::project_digest(&store, &cwd, input.session_id.as_deref())
+    let Some(digest) = cairn_node::mcp::hook_digest(&cfg, &cwd, input.session_id.as_deref())
         .map_err(|e| e.to_string())?
     else {
         return Ok(None);

@@ -1,15 +1,14 @@
 //! `cairn pair`, `cairn peers` and `cairn unpair`: making, listing and
 //! removing pairings. The exchange itself lives in
-//! `cairn_node::sync::pairing`; this module parses flags and prints.
+//! `cairn_node::sync::pairing`, reached through `cairn_node::sync::facade`;
+//! this module parses flags and prints.
 
-use std::net::{Ipv4Addr, SocketAddr};
 use std::time::Duration;
 
 use anyhow::{Context, bail};
-use cairn_node::sync::DEFAULT_PORT;
-use cairn_node::sync::endpoint::EndpointError;
-use cairn_node::sync::pairing::{self, HANDSHAKE_TIMEOUT, Inviter, LocalNode, PairError, Paired};
-use cairn_node::sync::peers::{Peer, PeerTable};
+use cairn_node::sync::facade::{self, FacadeError, Invitation};
+use cairn_node::sync::pairing::{PairError, Paired};
+use cairn_node::sync::peers::Peer;
 use serde::Serialize;
 
 use crate::args::{GlobalArgs, JsonArgs, PairArgs, UnpairArgs};
@@ -94,60 +93,22 @@ pub fn parse_window(s: &str) -> anyhow::Result<Duration> {
 /// Runs `cairn pair [CODE]`.
 pub fn run(global: &GlobalArgs, args: &PairArgs) -> anyhow::Result<()> {
     let node = super::open(global)?;
-    let local = LocalNode::of(&node);
-    let rt = cairn_node::sync::runtime().context("start the network runtime")?;
     let paired = match &args.code {
-        Some(code) => rt
-            .block_on(pairing::join(
-                local,
-                code,
-                cairn_node::clock::now_unix(),
-                HANDSHAKE_TIMEOUT,
-            ))
-            .map_err(explain)?,
+        Some(code) => facade::join(&node, code).map_err(explain)?,
         None => {
             let window = parse_window(&args.timeout)?;
-            let inviter = {
-                let _guard = rt.enter();
-                open_window(local, args, window)?
-            };
-            show_code(&inviter, args.json)?;
-            rt.block_on(inviter.run()).map_err(explain)?
+            let invitation = facade::invite(&node, args.listen, &args.advertise, window)?;
+            show_code(&invitation, args.json)?;
+            invitation.wait().map_err(explain)?
         }
     };
     show_paired(&paired, args.json)
 }
 
-fn open_window(local: LocalNode<'_>, args: &PairArgs, window: Duration) -> anyhow::Result<Inviter> {
-    let now = cairn_node::clock::now_unix();
-    if let Some(listen) = args.listen {
-        return Ok(Inviter::open(local, listen, &args.advertise, window, now)?);
-    }
-    // The serve port by default; if a daemon already holds it, any free port.
-    let fixed = SocketAddr::from((Ipv4Addr::UNSPECIFIED, DEFAULT_PORT));
-    match Inviter::open(local, fixed, &args.advertise, window, now) {
-        Err(PairError::Endpoint(EndpointError::Bind { .. })) => {
-            let any = SocketAddr::from((Ipv4Addr::UNSPECIFIED, 0));
-            Ok(Inviter::open(local, any, &args.advertise, window, now)?)
-        }
-        other => Ok(other?),
-    }
-}
-
-/// What a code dials: host names first, then addresses.
-fn code_addrs(inviter: &Inviter) -> Vec<String> {
-    let code = inviter.code();
-    code.hosts()
-        .iter()
-        .map(|(h, p)| format!("{h}:{p}"))
-        .chain(code.addrs().iter().map(ToString::to_string))
-        .collect()
-}
-
-fn show_code(inviter: &Inviter, json: bool) -> anyhow::Result<()> {
-    let code = inviter.code();
+fn show_code(invitation: &Invitation, json: bool) -> anyhow::Result<()> {
+    let code = invitation.code();
     let text = code.encode();
-    let listen = inviter
+    let listen = invitation
         .local_addr()
         .map(|a| a.to_string())
         .unwrap_or_default();
@@ -155,7 +116,7 @@ fn show_code(inviter: &Inviter, json: bool) -> anyhow::Result<()> {
         return output::json(&CodeLine {
             code: &text,
             expires_unix: code.expires_unix(),
-            addrs: code_addrs(inviter),
+            addrs: invitation.dials(),
             listen,
         });
     }
@@ -172,7 +133,7 @@ fn show_code(inviter: &Inviter, json: bool) -> anyhow::Result<()> {
         &mut out,
         &format!("On the other machine run:  cairn pair {text}"),
     )?;
-    let addrs = code_addrs(inviter);
+    let addrs = invitation.dials();
     output::line(
         &mut out,
         &format!(
@@ -202,12 +163,14 @@ fn show_paired(p: &Paired, json: bool) -> anyhow::Result<()> {
 }
 
 /// Adds what the user can do to the errors they can do something about.
-fn explain(e: PairError) -> anyhow::Error {
+fn explain(e: FacadeError) -> anyhow::Error {
     let hint = match &e {
-        PairError::Unreachable { .. } => Some(
+        FacadeError::Pair(PairError::Unreachable { .. }) => Some(
             "check the other machine is still waiting in `cairn pair` and that UDP to it is allowed; a code works only once",
         ),
-        PairError::Refused { .. } => Some("run `cairn pair` again on the other machine"),
+        FacadeError::Pair(PairError::Refused { .. }) => {
+            Some("run `cairn pair` again on the other machine")
+        }
         _ => None,
     };
     match hint {
@@ -220,31 +183,24 @@ fn explain(e: PairError) -> anyhow::Error {
 /// Runs `cairn peers`.
 pub fn run_peers(global: &GlobalArgs, args: &JsonArgs) -> anyhow::Result<()> {
     let cfg = super::config(global)?;
-    let table = PeerTable::load(&cfg.home)?;
-    let store = cairn_node::store::Store::open_read_only(&cfg.db_path).ok();
-    let behind = |p: &Peer| {
-        store
-            .as_ref()
-            .and_then(|s| cairn_node::sync::session::behind(s, &p.node_id))
-    };
+    let peers = facade::list_peers(&cfg)?;
     if args.json {
         #[derive(Serialize)]
         struct Peers<'a> {
             peers: Vec<PeerView<'a>>,
         }
         return output::json(&Peers {
-            peers: table
-                .peers()
+            peers: peers
                 .iter()
-                .map(|p| PeerView {
-                    behind: behind(p),
-                    ..PeerView::of(p)
+                .map(|s| PeerView {
+                    behind: s.behind,
+                    ..PeerView::of(&s.peer)
                 })
                 .collect(),
         });
     }
     let mut out = output::stdout();
-    if table.peers().is_empty() {
+    if peers.is_empty() {
         return output::line(
             &mut out,
             "no paired machines: run `cairn pair` here and `cairn pair CODE` on the other machine",
@@ -257,7 +213,8 @@ pub fn run_peers(global: &GlobalArgs, args: &JsonArgs) -> anyhow::Result<()> {
             "name", "id", "address", "last seen", "last sync", "received", "behind"
         ),
     )?;
-    for p in table.peers() {
+    for s in &peers {
+        let p = &s.peer;
         let addr = p
             .hosts
             .first()
@@ -279,7 +236,7 @@ pub fn run_peers(global: &GlobalArgs, args: &JsonArgs) -> anyhow::Result<()> {
                 output::short_time(p.last_seen_ms),
                 output::short_time(p.last_sync_ms),
                 p.records_received,
-                behind(p).map_or_else(|| "-".to_owned(), |b| b.to_string())
+                s.behind.map_or_else(|| "-".to_owned(), |b| b.to_string())
             ),
         )?;
     }
@@ -289,7 +246,7 @@ pub fn run_peers(global: &GlobalArgs, args: &JsonArgs) -> anyhow::Result<()> {
 /// Runs `cairn unpair PEER`.
 pub fn run_unpair(global: &GlobalArgs, args: &UnpairArgs) -> anyhow::Result<()> {
     let cfg = super::config(global)?;
-    let removed = PeerTable::modify(&cfg.home, |t| t.remove(&args.peer))?;
+    let removed = facade::unpair(&cfg.home, &args.peer)?;
     if args.json {
         #[derive(Serialize)]
         struct Unpaired<'a> {

@@ -4,7 +4,7 @@
 //! the change up from the peer table at the next session.
 
 use anyhow::bail;
-use cairn_node::sync::peers::PeerTable;
+use cairn_node::sync::facade;
 
 use crate::args::{GlobalArgs, ScopeArgs};
 use crate::output;
@@ -25,22 +25,8 @@ pub fn run(global: &GlobalArgs, args: &ScopeArgs) -> anyhow::Result<()> {
         }
         Some(dirs)
     };
-    let (name, short) = PeerTable::modify(&cfg.home, |t| {
-        let fp = match t.find(&args.peer)?.fingerprint_bytes() {
-            Some(fp) => fp,
-            None => return Ok(None),
-        };
-        Ok(t.by_fingerprint_mut(&fp).map(|p| {
-            p.scope = scope.clone();
-            (p.name.clone(), p.short_id())
-        }))
-    })?
-    .ok_or_else(|| {
-        anyhow::anyhow!(
-            "peer {:?} has an unreadable key in the peer table",
-            args.peer
-        )
-    })?;
+    let peer = facade::set_scope(&cfg.home, &args.peer, scope.clone())?;
+    let (name, short) = (peer.name.clone(), peer.short_id());
     if args.json {
         return output::json(
             &serde_json::json!({ "peer": name, "short_id": short, "scope": scope }),

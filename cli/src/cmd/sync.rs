@@ -6,18 +6,13 @@
 //! was last seen), refused, or failed.
 //! Reads new local history first so it goes out in the same round (unless
 //! a `cairn serve` for this home has read it already). The
-//! session itself lives in `cairn_node::sync::session`.
+//! round itself is `cairn_node::sync::facade::sync_once`.
 
-use std::net::{Ipv4Addr, SocketAddr};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, bail};
-use cairn_node::sync::endpoint::{Endpoint, Role};
-use cairn_node::sync::peers::{Peer, PeerTable};
-use cairn_node::sync::session::{
-    self, SessionConfig, SessionReport, SharedNode, SyncError, local_hello, new_instance,
-};
+use anyhow::bail;
+use cairn_node::sync::facade::{self, PeerOutcome};
+use cairn_node::sync::session::{SessionReport, SyncError};
 use serde::Serialize;
 
 use crate::args::{GlobalArgs, SyncArgs};
@@ -71,96 +66,9 @@ pub fn run(global: &GlobalArgs, args: &SyncArgs) -> anyhow::Result<()> {
     if !cairn_node::sync::daemon::is_serving(&home) {
         super::refresh(&mut node, !args.json, None)?;
     }
-    let table = PeerTable::load(&home)?;
-    let peers: Vec<Peer> = match &args.peer {
-        Some(q) => vec![table.find(q)?.clone()],
-        None => table.peers().to_vec(),
-    };
-    if peers.is_empty() {
-        bail!("no paired machines: run `cairn pair` here and `cairn pair CODE` on the other one");
-    }
-    let hello = local_hello(&node, new_instance())?;
-    let rt = cairn_node::sync::runtime().context("start the network runtime")?;
-    let endpoint = {
-        let _guard = rt.enter();
-        let mut e = Endpoint::bind(
-            SocketAddr::from((Ipv4Addr::UNSPECIFIED, 0)),
-            node.identity().key(),
-            Role::ClientOnly,
-        )?;
-        e.set_handshake_timeout(DIAL_TIMEOUT);
-        Arc::new(e)
-    };
-    let node: SharedNode = Arc::new(Mutex::new(node));
-    let cfg = SessionConfig::default();
-    // Every peer at once; each attempt is bounded by the dial timeout and
-    // the session bounds.
-    let outcomes = rt.block_on(async {
-        let mut set = tokio::task::JoinSet::new();
-        for (i, p) in peers.iter().cloned().enumerate() {
-            let (endpoint, node, home, hello, cfg) = (
-                Arc::clone(&endpoint),
-                Arc::clone(&node),
-                home.clone(),
-                hello.clone(),
-                cfg.clone(),
-            );
-            set.spawn(async move {
-                let r = session::sync_peer(&endpoint, &node, &home, &p, &hello, &cfg).await;
-                (i, r)
-            });
-        }
-        let mut out = Vec::new();
-        while let Some(j) = set.join_next().await {
-            if let Ok(v) = j {
-                out.push(v);
-            }
-        }
-        out.sort_by_key(|(i, _)| *i);
-        out
-    });
-    let mut results = Vec::new();
-    for (i, r) in outcomes {
-        let Some(p) = peers.get(i) else { continue };
-        let mut res = PeerResult {
-            name: p.name.clone(),
-            node_id: p.node_id.clone(),
-            short_id: p.short_id(),
-            status: State::Synced,
-            tried: Vec::new(),
-            last_seen_ms: p.last_seen_ms,
-            report: None,
-            error: None,
-        };
-        match r {
-            Ok(rep) => res.report = Some(rep),
-            Err(e) => {
-                res.status = match &e {
-                    SyncError::Unreachable { .. } => State::Unreachable,
-                    SyncError::Refused { .. } => State::Refused,
-                    _ => State::Failed,
-                };
-                res.tried = match &e {
-                    SyncError::Unreachable { tried, .. } => {
-                        tried.iter().map(ToString::to_string).collect()
-                    }
-                    SyncError::Refused { addr, .. } => vec![addr.to_string()],
-                    _ => Vec::new(),
-                };
-                if res.tried.is_empty() && res.status == State::Unreachable {
-                    // Names that did not resolve are still worth naming.
-                    res.tried.clone_from(&p.hosts);
-                }
-                res.error = Some(format!("{:#}", anyhow::Error::new(e)));
-            }
-        }
-        results.push(res);
-    }
-    endpoint.close();
-    if results.iter().any(|r| r.status == State::Synced) {
-        // Let the last frames of finished sessions reach their peers.
-        rt.block_on(endpoint.wait_idle(Duration::from_secs(1)));
-    }
+    let outcomes = facade::sync_once(node, args.peer.as_deref(), DIAL_TIMEOUT)?;
+    let peers = outcomes.len();
+    let results: Vec<PeerResult> = outcomes.into_iter().map(result_of).collect();
     let failed = results.iter().filter(|r| r.status != State::Synced).count();
     let elapsed_ms = started.elapsed().as_millis() as u64;
     if args.json {
@@ -171,10 +79,47 @@ pub fn run(global: &GlobalArgs, args: &SyncArgs) -> anyhow::Result<()> {
     } else {
         show(&results)?;
     }
-    if failed > 0 && failed == peers.len() {
+    if failed > 0 && failed == peers {
         bail!("no paired machine could be synced");
     }
     Ok(())
+}
+
+fn result_of(o: PeerOutcome) -> PeerResult {
+    let p = o.peer;
+    let mut res = PeerResult {
+        name: p.name.clone(),
+        node_id: p.node_id.clone(),
+        short_id: p.short_id(),
+        status: State::Synced,
+        tried: Vec::new(),
+        last_seen_ms: p.last_seen_ms,
+        report: None,
+        error: None,
+    };
+    match o.result {
+        Ok(rep) => res.report = Some(rep),
+        Err(e) => {
+            res.status = match &e {
+                SyncError::Unreachable { .. } => State::Unreachable,
+                SyncError::Refused { .. } => State::Refused,
+                _ => State::Failed,
+            };
+            res.tried = match &e {
+                SyncError::Unreachable { tried, .. } => {
+                    tried.iter().map(ToString::to_string).collect()
+                }
+                SyncError::Refused { addr, .. } => vec![addr.to_string()],
+                _ => Vec::new(),
+            };
+            if res.tried.is_empty() && res.status == State::Unreachable {
+                // Names that did not resolve are still worth naming.
+                res.tried.clone_from(&p.hosts);
+            }
+            res.error = Some(format!("{:#}", anyhow::Error::new(e)));
+        }
+    }
+    res
 }
 
 fn show(results: &[PeerResult]) -> anyhow::Result<()> {

@@ -9,6 +9,7 @@ use regex::Regex;
 use rusqlite::params;
 
 use super::sanitize::{self, truncate};
+use crate::config::Config;
 use crate::store::{Store, StoreError};
 
 /// Largest digest, fence included, in bytes.
@@ -148,6 +149,22 @@ fn decision_sentence(text: &str) -> Option<String> {
         .find(|&(i, c)| ends_at(m.end() + i, c))
         .map_or(text.len(), |(i, c)| m.end() + i + c.len_utf8());
     Some(text[start..end].trim().to_owned())
+}
+
+/// The digest for a session-start hook: opens the database of `config`
+/// read-only (never creates, migrates or indexes). `Ok(None)` when there
+/// is no index yet or nothing to say.
+pub fn hook_digest(
+    config: &Config,
+    cwd: &str,
+    session_id: Option<&str>,
+) -> Result<Option<String>, StoreError> {
+    if !config.db_path.is_file() {
+        tracing::debug!(db = %config.db_path.display(), "no index yet");
+        return Ok(None);
+    }
+    let store = Store::open_read_only(&config.db_path)?;
+    project_digest(&store, cwd, session_id)
 }
 
 #[cfg(test)]

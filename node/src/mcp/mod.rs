@@ -17,6 +17,6 @@ pub mod stdio;
 mod tools;
 
 pub use answer::{SEARCH_BUDGET, SESSION_BUDGET, StatusReport, handle};
-pub use digest::{DIGEST_MAX, project_digest};
+pub use digest::{DIGEST_MAX, hook_digest, project_digest};
 pub use server::{CairnServer, Clock, ServeError, serve_stdio, system_clock};
 pub use tools::{REMEMBER, SEARCH, SESSION, STATUS};

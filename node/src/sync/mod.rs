@@ -21,6 +21,7 @@ pub mod dial;
 pub mod discovery;
 pub mod endpoint;
 pub mod error;
+pub mod facade;
 pub mod instance;
 pub mod links;
 pub mod pairing;
