@@ -14,7 +14,9 @@
 //! callers that are not async), so the submodules never import each other
 //! in a circle: `daemon` uses `session`, `pairing`, `instance`,
 //! `discovery`; `session` and `pairing` use `endpoint` and `peers`;
-//! `discovery` uses `peers`; none of them uses `daemon`.
+//! `discovery` uses `peers`; none of them uses `daemon`. `facade`, what
+//! the command line calls, sits on top beside `daemon` and uses `session`,
+//! `pairing` and `peers`; nothing in `sync` uses it.
 
 pub mod daemon;
 pub mod dial;
