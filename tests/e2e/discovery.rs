@@ -1,9 +1,11 @@
 //! LAN discovery between two network namespaces the test creates, joined
 //! by a veth pair (a two-machine LAN with multicast): two daemons paired
 //! earlier, whose stored addresses no longer work, find each other over
-//! mDNS and sync; after both move to new addresses they find each other
-//! again and a new line still arrives. Nothing is dialed from the host
-//! namespace. Skips loudly without root or iproute2.
+//! mDNS and sync; junk and strangers' announcements on the link are
+//! counted and learned nothing from; after both move to new addresses they
+//! find each other again and a new line still arrives. `cairn doctor`
+//! names the peer heard and the daemon holding the port. Nothing is dialed
+//! from the host namespace. Skips loudly without root or iproute2.
 
 use std::io::Write;
 use std::process::Command;
