@@ -49,6 +49,11 @@ const IN_FLIGHT: usize = 4;
 const TX_BYTES: u64 = 32 << 20;
 /// ...or has been open this long.
 const TX_TIME: Duration = Duration::from_millis(750);
+/// The writer's page cache (KiB) while it has work: large enough for the
+/// full-text merges, which otherwise re-read pages from the OS.
+const WRITER_CACHE_KIB: u32 = 32 * 1024;
+/// SQLite's default page cache (KiB), restored afterwards.
+const DEFAULT_CACHE_KIB: u32 = 2000;
 /// Longest line read; a longer one is skipped and counted.
 const MAX_LINE: usize = 64 * 1024 * 1024;
 
@@ -131,27 +136,20 @@ pub fn index_all(
     // One query for every known store; the disk is then compared in memory,
     // so a pass with nothing new costs one stat per store and no per-file
     // database round trip.
-    let known = store.source_states()?;
-    for source in sources::registry() {
-        if ctx.disabled.iter().any(|d| d == source.agent()) {
-            continue;
+    let (found, known) = survey(store, ctx.locations, ctx.disabled)?;
+    for f in found {
+        let state = known.get(&f.key);
+        report.stores += 1;
+        if !state.is_some_and(|s| is_unchanged(s, f.size, f.mtime_ns)) {
+            plans.push(Plan {
+                agent: f.agent,
+                file: f.file,
+                state: state.cloned(),
+                size: f.size,
+                mtime_ns: f.mtime_ns,
+            });
         }
-        for file in source.discover(ctx.locations) {
-            let key = file.path.to_string_lossy().into_owned();
-            let (size, mtime_ns) = fingerprint_meta(&file);
-            let state = known.get(&key);
-            report.stores += 1;
-            if !state.is_some_and(|s| is_unchanged(s, size, mtime_ns)) {
-                plans.push(Plan {
-                    agent: source.agent(),
-                    file,
-                    state: state.cloned(),
-                    size,
-                    mtime_ns,
-                });
-            }
-            present.insert(key);
-        }
+        present.insert(f.key);
     }
     let enabled: Vec<&str> = sources::registry()
         .iter()
@@ -248,6 +246,19 @@ struct Current {
 /// The writing side: applies the steps in order inside one write
 /// transaction at a time.
 fn write_all(
+    store: &mut Store,
+    ctx: &IndexContext<'_>,
+    rx: Receiver<Step>,
+    progress: &mut dyn FnMut(Progress),
+    report: IndexReport,
+) -> Result<IndexReport, IndexError> {
+    store.set_cache_kib(WRITER_CACHE_KIB)?;
+    let written = write_steps(store, ctx, rx, progress, report);
+    store.set_cache_kib(DEFAULT_CACHE_KIB)?;
+    written
+}
+
+fn write_steps(
     store: &mut Store,
     ctx: &IndexContext<'_>,
     rx: Receiver<Step>,
@@ -418,29 +429,101 @@ pub fn freshness(
     disabled: &[String],
 ) -> Result<Freshness, IndexError> {
     let mut f = Freshness::default();
-    let known = store.source_states()?;
+    let (found, known) = survey(store, locations, disabled)?;
+    for file in found {
+        f.stores += 1;
+        let ms = file.mtime_ns / 1_000_000;
+        f.newest_change_ms = f.newest_change_ms.max(Some(ms));
+        match known.get(&file.key) {
+            Some(s) => {
+                f.newest_indexed_ms = f.newest_indexed_ms.max(Some(s.mtime_ns / 1_000_000));
+                if !is_unchanged(s, file.size, file.mtime_ns) {
+                    f.pending += 1;
+                }
+            }
+            None => f.pending += 1,
+        }
+    }
+    Ok(f)
+}
+
+/// A store on disk with its size and mtime.
+struct Found {
+    agent: &'static str,
+    file: SourceFile,
+    /// The path as the `sources` table keys it.
+    key: String,
+    size: u64,
+    mtime_ns: i64,
+}
+
+/// Stores found on disk below which their stats are not worth a second thread.
+const PARALLEL_STATS: usize = 256;
+
+/// Every enabled store on disk with its size and mtime, and every store the
+/// index knows: the disk walk and stats run on other threads while this
+/// one reads the `sources` table, and the stats are split over two threads
+/// (one lookup per store is most of a pass with nothing new).
+fn survey(
+    store: &Store,
+    locations: &Locations,
+    disabled: &[String],
+) -> Result<(Vec<Found>, std::collections::HashMap<String, SourceState>), StoreError> {
+    std::thread::scope(|s| {
+        let walker = std::thread::Builder::new()
+            .name("cairn-walk".into())
+            .spawn_scoped(s, || discover_all(locations, disabled));
+        let known = store.source_states();
+        let found = match walker {
+            Ok(w) => w.join().unwrap_or_else(|p| std::panic::resume_unwind(p)),
+            // No thread to be had: walk here.
+            Err(_) => discover_all(locations, disabled),
+        };
+        Ok((found, known?))
+    })
+}
+
+fn discover_all(locations: &Locations, disabled: &[String]) -> Vec<Found> {
+    let mut files = Vec::new();
     for source in sources::registry() {
         if disabled.iter().any(|d| d == source.agent()) {
             continue;
         }
         for file in source.discover(locations) {
-            let key = file.path.to_string_lossy().into_owned();
-            let (size, mtime_ns) = fingerprint_meta(&file);
-            f.stores += 1;
-            let ms = mtime_ns / 1_000_000;
-            f.newest_change_ms = f.newest_change_ms.max(Some(ms));
-            match known.get(&key) {
-                Some(s) => {
-                    f.newest_indexed_ms = f.newest_indexed_ms.max(Some(s.mtime_ns / 1_000_000));
-                    if !is_unchanged(s, size, mtime_ns) {
-                        f.pending += 1;
-                    }
-                }
-                None => f.pending += 1,
-            }
+            files.push((source.agent(), file));
         }
     }
-    Ok(f)
+    let stat = |part: &[(&'static str, SourceFile)]| -> Vec<(u64, i64)> {
+        part.iter().map(|(_, f)| fingerprint_meta(f)).collect()
+    };
+    let metas = if files.len() < PARALLEL_STATS {
+        stat(&files)
+    } else {
+        let (first, second) = files.split_at(files.len() / 2);
+        std::thread::scope(|s| {
+            let other = std::thread::Builder::new()
+                .name("cairn-stat".into())
+                .spawn_scoped(s, || stat(first));
+            let mut tail = stat(second);
+            let mut head = match other {
+                Ok(h) => h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)),
+                Err(_) => stat(first),
+            };
+            head.append(&mut tail);
+            head
+        })
+    };
+    files
+        .into_iter()
+        .zip(metas)
+        .map(|((agent, file), (size, mtime_ns))| Found {
+            agent,
+            key: file.path.to_string_lossy().into_owned(),
+            file,
+            size,
+            mtime_ns,
+        })
+        .collect()
 }
 
 /// Whether a store's size and mtime are what the last pass read, and that
@@ -884,6 +967,60 @@ mod tests {
         // The freshness check agrees: nothing pending.
         let f = freshness(&store, &loc, &[]).expect("freshness");
         assert_eq!((f.stores, f.pending), (1, 0));
+    }
+
+    fn copy_dir(from: &Path, to: &Path) {
+        std::fs::create_dir_all(to).expect("mkdir");
+        for e in std::fs::read_dir(from).expect("read_dir").flatten() {
+            let dest = to.join(e.file_name());
+            if e.file_type().expect("type").is_dir() {
+                copy_dir(&e.path(), &dest);
+            } else {
+                std::fs::copy(e.path(), &dest).expect("copy");
+            }
+        }
+    }
+
+    #[test]
+    fn stores_sharing_a_transaction_each_save_their_own_offset() {
+        // Several stores are written by one transaction of the writer
+        // thread: each still ends with its offset at its own end, and a
+        // pass that lost every saved offset re-reads them all and adds
+        // nothing twice.
+        let dir = tempfile::tempdir().expect("tempdir");
+        let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/home/.claude");
+        copy_dir(&fixtures, &dir.path().join(".claude"));
+        let loc = Locations::under_home(dir.path());
+        let mut store = Store::open(&dir.path().join("cairn.db")).expect("open");
+        let redactor = Redactor::new();
+        let r = index_all(&mut store, &ctx(&loc, &redactor, None), &mut |_| {}).expect("index");
+        assert!(
+            r.changed >= 3 && r.added > 0 && r.failed.is_empty(),
+            "{r:?}"
+        );
+        let records = store.stats().expect("stats").records;
+        let sources = store.source_states().expect("states");
+        assert_eq!(sources.len() as u64, r.changed);
+        for (path, s) in &sources {
+            let bytes = std::fs::read(path).expect("read");
+            // Up to the end of the last complete line.
+            let end = bytes.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
+            assert_eq!(
+                (s.offset, s.size),
+                (end as u64, bytes.len() as u64),
+                "{path}"
+            );
+        }
+        store
+            .conn()
+            .execute(
+                "UPDATE sources SET offset = 0, size = 0, head_hash = NULL, tail_hash = NULL",
+                [],
+            )
+            .expect("reset");
+        let again = index_all(&mut store, &ctx(&loc, &redactor, None), &mut |_| {}).expect("index");
+        assert_eq!((again.changed, again.added), (r.changed, 0));
+        assert_eq!(store.stats().expect("stats").records, records);
     }
 
     #[test]

@@ -168,16 +168,16 @@ impl Store {
         )
         .map_err(classify)?;
         conn.busy_timeout(BUSY_TIMEOUT).map_err(classify)?;
+        // 8 KiB pages for a new database (an existing one keeps its own):
+        // fewer records spill into overflow pages and fewer B-tree pages
+        // are half empty.
+        conn.pragma_update(None, "page_size", 8192)
+            .map_err(classify)?;
         // The first real read tells a corrupt or foreign file apart.
         retry_busy(|| conn.pragma_update(None, "journal_mode", "WAL")).map_err(classify)?;
         conn.pragma_update(None, "synchronous", "NORMAL")
             .map_err(classify)?;
         conn.pragma_update(None, "foreign_keys", "ON")
-            .map_err(classify)?;
-        // A page cache large enough for the full-text merges of an indexing
-        // pass (the default 2 MB makes them re-read pages from the OS);
-        // only allocated as pages are used.
-        conn.pragma_update(None, "cache_size", -32_768)
             .map_err(classify)?;
         let classified = |e| match e {
             StoreError::Sqlite(source) => classify(source),
@@ -231,6 +231,16 @@ impl Store {
     /// The underlying connection, for the search module's read queries.
     pub(crate) fn conn(&self) -> &Connection {
         &self.conn
+    }
+
+    /// Sets the page cache of this connection, in KiB. Writers of large
+    /// passes want a large one (full-text merges re-read pages otherwise);
+    /// a short-lived reader is faster with the small default, which it
+    /// fills without page faults.
+    pub fn set_cache_kib(&self, kib: u32) -> Result<(), StoreError> {
+        self.conn
+            .pragma_update(None, "cache_size", -i64::from(kib))?;
+        Ok(())
     }
 
     /// Records a node id and its human name so hits can say which machine they came from.
