@@ -204,6 +204,11 @@ impl Node {
     /// (computed here, from the stored redacted text). Returns how many
     /// records were examined; nothing when the semantic tier is off.
     pub fn embed_pending(&mut self) -> Result<u64, StoreError> {
+        // Checked first: loading the table costs more than a pass with
+        // nothing new.
+        if !self.config.semantic || !self.store.vectors_pending()? {
+            return Ok(0);
+        }
         match self.embedder() {
             Some(e) => self.store.embed_pending(e),
             None => Ok(0),

@@ -37,6 +37,17 @@ impl Store {
             .query_row("SELECT COALESCE(max(id), 0) FROM vectors", [], |r| r.get(0))?)
     }
 
+    /// Whether any record waits for its vector: two index look-ups, so a
+    /// pass with nothing new need not load the embedding table.
+    pub fn vectors_pending(&self) -> Result<bool, StoreError> {
+        let upto = self.vectors_upto()?;
+        Ok(self.conn.query_row(
+            "SELECT EXISTS(SELECT 1 FROM records WHERE id > ?1)",
+            [upto],
+            |r| r.get(0),
+        )?)
+    }
+
     /// How many records have vectors, and how many wait for one.
     pub fn vector_counts(&self) -> Result<VectorCounts, StoreError> {
         let upto = self.vectors_upto()?;
@@ -146,7 +157,9 @@ mod tests {
         .expect("insert");
         ing.commit().expect("commit");
         assert_eq!(store.vector_counts().expect("counts").pending, 3);
+        assert!(store.vectors_pending().expect("pending"));
         assert_eq!(store.embed_pending(&e).expect("embed"), 3);
+        assert!(!store.vectors_pending().expect("pending"));
         // Only the user record has meaning in the tiny vocabulary.
         let c = store.vector_counts().expect("counts");
         assert_eq!((c.with_vector, c.pending), (1, 0));
