@@ -5,6 +5,8 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
+use cairn_protocol::NodeId;
+
 /// Failures loading or creating the identity.
 #[derive(Debug, thiserror::Error)]
 pub enum IdentityError {
@@ -31,7 +33,7 @@ pub enum IdentityError {
 /// This node's key pair and the id derived from it.
 pub struct Identity {
     key: rcgen::KeyPair,
-    id: String,
+    id: NodeId,
 }
 
 impl std::fmt::Debug for Identity {
@@ -102,14 +104,14 @@ impl Identity {
         Identity { key, id }
     }
 
-    /// The node id: base32 of the blake3 hash of the public key (32 characters).
-    pub fn id(&self) -> &str {
-        &self.id
+    /// The node id (shown as 32 base32 characters).
+    pub fn id(&self) -> NodeId {
+        self.id
     }
 
     /// The first 8 characters, grouped for reading aloud: `abcd-efgh`.
     pub fn short_id(&self) -> String {
-        short_id(&self.id)
+        short_id(&self.id.to_string())
     }
 
     /// The key pair (for the TLS certificate).
@@ -128,28 +130,10 @@ pub fn short_id(id: &str) -> String {
     }
 }
 
-/// Derives a node id from a public key (SubjectPublicKeyInfo DER, as TLS presents it).
-pub fn node_id(public_key_der: &[u8]) -> String {
-    base32(&blake3::hash(public_key_der).as_bytes()[..20])
-}
-
-/// RFC 4648 base32, lowercase, no padding.
-fn base32(bytes: &[u8]) -> String {
-    const ALPHABET: &[u8; 32] = b"abcdefghijklmnopqrstuvwxyz234567";
-    let mut out = String::new();
-    let (mut acc, mut bits) = (0u32, 0u32);
-    for &b in bytes {
-        acc = (acc << 8) | u32::from(b);
-        bits += 8;
-        while bits >= 5 {
-            bits -= 5;
-            out.push(ALPHABET[((acc >> bits) & 31) as usize] as char);
-        }
-    }
-    if bits > 0 {
-        out.push(ALPHABET[((acc << (5 - bits)) & 31) as usize] as char);
-    }
-    out
+/// Derives a node id from a public key (SubjectPublicKeyInfo DER, as TLS
+/// presents it): the first 20 bytes of its blake3 fingerprint.
+pub fn node_id(public_key_der: &[u8]) -> NodeId {
+    NodeId::from_fingerprint(&cairn_protocol::spki_fingerprint(public_key_der))
 }
 
 #[cfg(test)]
@@ -157,24 +141,14 @@ mod tests {
     use super::*;
 
     #[test]
-    fn base32_known_vectors() {
-        assert_eq!(base32(b""), "");
-        assert_eq!(base32(b"f"), "my");
-        assert_eq!(base32(b"foobar"), "mzxw6ytboi");
-    }
-
-    #[test]
     fn concurrent_creation_yields_one_key() {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join("identity.key");
-        let ids: Vec<String> = (0..8)
+        let ids: Vec<NodeId> = (0..8)
             .map(|_| {
                 let p = path.clone();
                 std::thread::spawn(move || {
-                    Identity::load_or_create(&p)
-                        .expect("load or create")
-                        .id()
-                        .to_owned()
+                    Identity::load_or_create(&p).expect("load or create").id()
                 })
             })
             .collect::<Vec<_>>()
@@ -197,7 +171,8 @@ mod tests {
         let a = Identity::load_or_create(&path).expect("create");
         let b = Identity::load_or_create(&path).expect("load");
         assert_eq!(a.id(), b.id());
-        assert_eq!(a.id().len(), 32);
+        assert_eq!(a.id().to_string().len(), 32);
+        assert_eq!(a.short_id().len(), 9);
         #[cfg(unix)]
         {
             use std::os::unix::fs::PermissionsExt;

@@ -117,10 +117,12 @@ impl Node {
         let tightened = home::tighten(&config.home);
         let identity = Identity::load_or_create(&config.identity_path)?;
         let mut store = Store::open(&config.db_path)?;
-        store.upsert_node(identity.id(), &config.node_name)?;
+        // The database keeps node ids as text (its `origin` columns).
+        let origin = identity.id().to_string();
+        store.upsert_node(&origin, &config.node_name)?;
         // The own sync log's epoch is chosen on first open; reading the
         // clock here keeps the store clock-free.
-        store.ensure_log(identity.id(), crate::clock::now_ms())?;
+        store.ensure_log(&origin, crate::clock::now_ms())?;
         Ok(Node {
             config,
             identity,
@@ -173,11 +175,12 @@ impl Node {
         deadline: Option<std::time::Instant>,
         progress: &mut dyn FnMut(Progress),
     ) -> Result<IndexReport, NodeError> {
+        let origin = self.identity.id().to_string();
         let ctx = IndexContext {
             locations: &self.config.locations,
             disabled: &self.config.disabled,
             redactor: &self.redactor,
-            origin: self.identity.id(),
+            origin: &origin,
             now_ms,
             deadline,
         };
@@ -280,11 +283,12 @@ impl Node {
             .map(|s| s.agent().to_owned())
             .filter(|a| a != notes::AGENT)
             .collect();
+        let origin = self.identity.id().to_string();
         let ctx = IndexContext {
             locations: &self.config.locations,
             disabled: &others,
             redactor: &self.redactor,
-            origin: self.identity.id(),
+            origin: &origin,
             now_ms,
             deadline: None,
         };

@@ -7,7 +7,7 @@ use crate::output;
 
 #[derive(Serialize)]
 struct Status<'a> {
-    node_id: &'a str,
+    node_id: String,
     node_short_id: String,
     node_name: &'a str,
     home: String,
@@ -47,7 +47,7 @@ pub fn run(global: &GlobalArgs, args: &JsonArgs) -> anyhow::Result<()> {
     let cfg = node.config();
     let exposed = node.exposed();
     let st = Status {
-        node_id: node.identity().id(),
+        node_id: node.identity().id().to_string(),
         node_short_id: node.identity().short_id(),
         node_name: &cfg.node_name,
         home: cfg.home.display().to_string(),

@@ -39,7 +39,7 @@ pub fn run(global: &GlobalArgs, args: &UiArgs) -> anyhow::Result<()> {
     let ctx = UiContext {
         home: cfg.home.clone(),
         db_path: cfg.db_path.clone(),
-        node_id: node.identity().id().to_owned(),
+        node_id: node.identity().id().to_string(),
         node_name: cfg.node_name.clone(),
         checked: checked_paths(&cfg.locations, &cfg.disabled),
         semantic: cfg.semantic,

@@ -197,7 +197,7 @@ pub async fn serve(
     tracing::info!(listen = %bound, "serving");
     on_bound(bound);
 
-    let own_id = node.identity().id().to_owned();
+    let own_id = node.identity().id().to_string();
     let watch_paths = watch_roots(&node);
     let notes_file = node.config().locations.notes_file.clone();
     let local_id = hello.node_id;
@@ -391,7 +391,7 @@ async fn index_loop(
 
 /// This node's own log position (epoch, seq).
 fn own_mark(n: &Node) -> Option<(u64, u64)> {
-    let own: cairn_protocol::NodeId = n.identity().id().parse().ok()?;
+    let own = n.identity().id();
     n.watermarks()
         .ok()?
         .iter()

@@ -171,13 +171,7 @@ pub async fn with_node<T: Send + 'static>(
 /// The `Hello` this node sends: its id, name, software and `instance`
 /// (random per process start).
 pub fn local_hello(node: &Node, instance: u64) -> Result<Hello, SyncError> {
-    let id: NodeId = node
-        .identity()
-        .id()
-        .parse()
-        .map_err(|_| SyncError::BadPeer {
-            name: node.config().node_name.clone(),
-        })?;
+    let id = node.identity().id();
     Ok(Hello::current(
         id,
         &node.config().node_name,

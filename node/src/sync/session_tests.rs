@@ -128,7 +128,7 @@ impl TestNode {
     }
 
     fn id(&self) -> String {
-        self.lock().identity().id().to_owned()
+        self.lock().identity().id().to_string()
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Node> {

@@ -363,7 +363,7 @@ mod tests {
         );
         // The node id derived from the TLS key is the identity's node id.
         assert_eq!(
-            cairn_protocol::NodeId::from_fingerprint(&cert.fingerprint()).to_string(),
+            cairn_protocol::NodeId::from_fingerprint(&cert.fingerprint()),
             crate::identity::node_id(&spki)
         );
     }
