@@ -296,12 +296,16 @@ fn expand_tilde(p: &str, home: &Path) -> PathBuf {
     }
 }
 
+/// The machine's host name from the OS (`gethostname(2)` on Unix, so a
+/// Mac without `$HOSTNAME` in the environment is named too).
 fn read_hostname() -> Option<String> {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .or_else(|_| std::fs::read_to_string("/etc/hostname"))
-        .ok()
-        .map(|s| s.trim().to_owned())
-        .filter(|s| !s.is_empty())
+    Some(
+        gethostname::gethostname()
+            .to_string_lossy()
+            .trim()
+            .to_owned(),
+    )
+    .filter(|s| !s.is_empty())
 }
 
 #[cfg(test)]

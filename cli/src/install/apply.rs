@@ -194,37 +194,14 @@ fn write_atomic(path: &Path, text: &str) -> std::io::Result<()> {
     result
 }
 
-/// A diff of one contiguous change, with two lines of context.
+/// A unified diff of the change, with two lines of context.
 pub fn diff(path: &Path, old: &str, new: &str) -> String {
-    let a: Vec<&str> = old.lines().collect();
-    let b: Vec<&str> = new.lines().collect();
-    let prefix = a.iter().zip(&b).take_while(|(x, y)| x == y).count();
-    let max_suffix = a.len().min(b.len()) - prefix;
-    let suffix = a
-        .iter()
-        .rev()
-        .zip(b.iter().rev())
-        .take(max_suffix)
-        .take_while(|(x, y)| x == y)
-        .count();
-    let ctx = 2;
-    let from = prefix.saturating_sub(ctx);
-    let mut out = format!("--- {0}\n+++ {0}\n", path.display());
-    out.push_str(&format!("@@ line {} @@\n", from + 1));
-    for l in &a[from..prefix] {
-        out.push_str(&format!(" {l}\n"));
-    }
-    for l in &a[prefix..a.len() - suffix] {
-        out.push_str(&format!("-{l}\n"));
-    }
-    for l in &b[prefix..b.len() - suffix] {
-        out.push_str(&format!("+{l}\n"));
-    }
-    let tail_end = (a.len() - suffix + ctx).min(a.len());
-    for l in &a[a.len() - suffix..tail_end] {
-        out.push_str(&format!(" {l}\n"));
-    }
-    out
+    let name = path.display().to_string();
+    similar::TextDiff::from_lines(old, new)
+        .unified_diff()
+        .context_radius(2)
+        .header(&name, &name)
+        .to_string()
 }
 
 #[cfg(test)]
@@ -240,9 +217,9 @@ mod tests {
         );
         assert_eq!(
             d,
-            "--- /x.json\n+++ /x.json\n@@ line 2 @@\n b\n c\n+NEW\n d\n e\n"
+            "--- /x.json\n+++ /x.json\n@@ -2,4 +2,5 @@\n b\n c\n+NEW\n d\n e\n"
         );
         let d = diff(Path::new("/x"), "", "{}\n");
-        assert_eq!(d, "--- /x\n+++ /x\n@@ line 1 @@\n+{}\n");
+        assert_eq!(d, "--- /x\n+++ /x\n@@ -0,0 +1 @@\n+{}\n");
     }
 }

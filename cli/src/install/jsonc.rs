@@ -1,11 +1,23 @@
 //! Format-preserving edits of JSON (and JSONC) config files.
 //!
-//! The file is parsed into spans (comments and trailing commas tolerated),
-//! and an edit splices text into, or out of, exactly one place. Every other
-//! byte stays as it was. An insert appends after the last child and a
-//! removal cuts from the end of the previous child, so uninstalling what
-//! was installed gives back the original bytes.
+//! The file is parsed with `jsonc-parser` into spans (comments and trailing
+//! commas tolerated, nothing looser), and an edit splices text into, or out
+//! of, exactly one place. Every other byte stays as it was. An insert
+//! appends after the last child and a removal cuts from the end of the
+//! previous child, so uninstalling what was installed gives back the
+//! original bytes.
+//!
+//! Why the splicing is ours and not `jsonc-parser`'s CST editor: tried
+//! against these tests, the CST keeps comments, indentation and trailing
+//! commas and restores multi-line files byte for byte, but every property
+//! it inserts makes its object multi-line, so a one-line file (`{"a":1,
+//! "mcpServers":{"x":{}}}`) would not stay one line and uninstalling would
+//! not give its bytes back. The parser, string decoding and error positions
+//! are the crate's; rendering new values ([`KEY_ORDER`], the file's own
+//! indentation unit) and choosing the splice points are the code below.
 
+use jsonc_parser::ParseOptions;
+use jsonc_parser::ast;
 use serde_json::Value;
 
 /// Why a config could not be read as JSON.
@@ -16,7 +28,7 @@ pub struct ParseError {
     pub line: usize,
     /// 1-based column (in characters).
     pub column: usize,
-    /// What was expected.
+    /// What is wrong.
     pub what: String,
 }
 
@@ -103,29 +115,19 @@ pub struct Doc<'a> {
 }
 
 impl<'a> Doc<'a> {
-    /// Parses `text`; an empty (or all-blank) file is an empty object.
+    /// Parses `text`; an empty (or all-blank) file (comments count as
+    /// blank) is an empty object.
     pub fn parse(text: &'a str) -> Result<Doc<'a>, ParseError> {
-        let mut p = Parser {
-            s: text.as_bytes(),
-            i: 0,
-            text,
+        let parsed = jsonc_parser::parse_to_ast(text, &Default::default(), &options())
+            .map_err(|e| parse_error(text, &e))?;
+        let root = match &parsed.value {
+            Some(v) => node(v),
+            None => Node {
+                start: 0,
+                end: 0,
+                kind: Kind::Scalar,
+            },
         };
-        p.skip_ws()?;
-        if p.i == p.s.len() {
-            return Ok(Doc {
-                text,
-                root: Node {
-                    start: 0,
-                    end: 0,
-                    kind: Kind::Scalar,
-                },
-            });
-        }
-        let root = p.value(0)?;
-        p.skip_ws()?;
-        if p.i != p.s.len() {
-            return Err(p.error("end of file"));
-        }
         Ok(Doc { text, root })
     }
 
@@ -505,228 +507,84 @@ fn not_object(path: &[&str]) -> EditError {
     }
 }
 
-/// Decodes a JSON (or JSONC) fragment to a value.
-fn decode(text: &str) -> Option<Value> {
-    serde_json::from_str(text)
-        .ok()
-        .or_else(|| serde_json::from_str(&strip_jsonc(text)).ok())
-}
-
-/// Removes comments and trailing commas so serde_json can read JSONC.
-fn strip_jsonc(text: &str) -> String {
-    let b = text.as_bytes();
-    let mut out = String::with_capacity(text.len());
-    let mut i = 0;
-    let mut last_plain = 0;
-    while i < b.len() {
-        match b[i] {
-            b'"' => {
-                let mut j = i + 1;
-                while j < b.len() && b[j] != b'"' {
-                    j += if b[j] == b'\\' { 2 } else { 1 };
-                }
-                i = (j + 1).min(b.len());
-            }
-            b'/' if b.get(i + 1) == Some(&b'/') => {
-                out.push_str(&text[last_plain..i]);
-                while i < b.len() && b[i] != b'\n' {
-                    i += 1;
-                }
-                last_plain = i;
-            }
-            b'/' if b.get(i + 1) == Some(&b'*') => {
-                out.push_str(&text[last_plain..i]);
-                i += 2;
-                while i + 1 < b.len() && !(b[i] == b'*' && b[i + 1] == b'/') {
-                    i += 1;
-                }
-                i = (i + 2).min(b.len());
-                last_plain = i;
-            }
-            b',' => {
-                let mut j = i + 1;
-                while j < b.len() && b[j].is_ascii_whitespace() {
-                    j += 1;
-                }
-                if matches!(b.get(j), Some(b'}' | b']')) {
-                    out.push_str(&text[last_plain..i]);
-                    last_plain = i + 1;
-                }
-                i += 1;
-            }
-            _ => i += 1,
-        }
+/// What is accepted: JSON plus comments and trailing commas (the JSONC
+/// that editors write), none of the crate's looser extensions.
+fn options() -> ParseOptions {
+    ParseOptions {
+        allow_comments: true,
+        allow_trailing_commas: true,
+        allow_loose_object_property_names: false,
+        allow_missing_commas: false,
+        allow_single_quoted_strings: false,
+        allow_hexadecimal_numbers: false,
+        allow_unary_plus_numbers: false,
+        allow_bare_decimal_point_numbers: false,
+        allow_extended_string_escapes: false,
+        allow_non_finite_numbers: false,
     }
-    out.push_str(&text[last_plain..]);
-    out
 }
 
-struct Parser<'a> {
-    s: &'a [u8],
-    i: usize,
-    text: &'a str,
-}
-
-/// Deepest nesting accepted.
-const MAX_DEPTH: usize = 256;
-
-impl Parser<'_> {
-    fn error(&self, what: &str) -> ParseError {
-        let before = &self.text[..self.i.min(self.text.len())];
-        let line = before.matches('\n').count() + 1;
-        let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
-        ParseError {
+/// Where and why `text` is not JSONC. Something left open is reported at
+/// the end of the file, where the closing bracket was expected, naming
+/// where it was opened.
+fn parse_error(text: &str, e: &jsonc_parser::errors::ParseError) -> ParseError {
+    use jsonc_parser::errors::ParseErrorKind as K;
+    let what = e.kind().to_string();
+    if matches!(
+        e.kind(),
+        K::UnterminatedObject | K::UnterminatedArray | K::UnterminatedCommentBlock
+    ) {
+        let line = text.matches('\n').count() + 1;
+        let column = text.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+        return ParseError {
             line,
             column,
-            what: format!("expected {what}"),
-        }
+            what: format!(
+                "{what} (opened at line {}, column {})",
+                e.line_display(),
+                e.column_display()
+            ),
+        };
     }
+    ParseError {
+        line: e.line_display(),
+        column: e.column_display(),
+        what,
+    }
+}
 
-    fn skip_ws(&mut self) -> Result<(), ParseError> {
-        loop {
-            while self.i < self.s.len() && self.s[self.i].is_ascii_whitespace() {
-                self.i += 1;
-            }
-            if self.s[self.i..].starts_with(b"//") {
-                while self.i < self.s.len() && self.s[self.i] != b'\n' {
-                    self.i += 1;
-                }
-            } else if self.s[self.i..].starts_with(b"/*") {
-                match self.text[self.i + 2..].find("*/") {
-                    Some(j) => self.i += j + 4,
-                    None => return Err(self.error("the end of a /* comment */")),
-                }
-            } else {
-                return Ok(());
-            }
-        }
-    }
+/// The span tree of a parsed value.
+fn node(v: &ast::Value<'_>) -> Node {
+    let range = |r: &jsonc_parser::common::Range| (r.start, r.end);
+    let ((start, end), kind) = match v {
+        ast::Value::Object(o) => (
+            range(&o.range),
+            Kind::Object(
+                o.properties
+                    .iter()
+                    .map(|p| Member {
+                        key: p.name.as_str().to_owned(),
+                        key_start: p.range.start,
+                        value: node(&p.value),
+                    })
+                    .collect(),
+            ),
+        ),
+        ast::Value::Array(a) => (
+            range(&a.range),
+            Kind::Array(a.elements.iter().map(node).collect()),
+        ),
+        ast::Value::StringLit(x) => (range(&x.range), Kind::Scalar),
+        ast::Value::NumberLit(x) => (range(&x.range), Kind::Scalar),
+        ast::Value::BooleanLit(x) => (range(&x.range), Kind::Scalar),
+        ast::Value::NullKeyword(x) => (range(&x.range), Kind::Scalar),
+    };
+    Node { start, end, kind }
+}
 
-    /// Before each member or item: consumes the separating comma (after the
-    /// first) and says whether the list closes here instead, consuming the
-    /// closing bracket. A trailing comma before the bracket is allowed.
-    fn list_end(
-        &mut self,
-        first: bool,
-        close: u8,
-        expected: &'static str,
-    ) -> Result<bool, ParseError> {
-        self.skip_ws()?;
-        if self.s.get(self.i) == Some(&close) {
-            self.i += 1;
-            return Ok(true);
-        }
-        if !first {
-            if self.s.get(self.i) != Some(&b',') {
-                return Err(self.error(expected));
-            }
-            self.i += 1;
-            self.skip_ws()?;
-            if self.s.get(self.i) == Some(&close) {
-                self.i += 1;
-                return Ok(true);
-            }
-        }
-        Ok(false)
-    }
-
-    fn value(&mut self, depth: usize) -> Result<Node, ParseError> {
-        if depth > MAX_DEPTH {
-            return Err(self.error("less deeply nested values"));
-        }
-        let start = self.i;
-        match self.s.get(self.i) {
-            Some(b'{') => {
-                self.i += 1;
-                let mut members = Vec::new();
-                while !self.list_end(members.is_empty(), b'}', "`,` or `}`")? {
-                    let key_start = self.i;
-                    if self.s.get(self.i) != Some(&b'"') {
-                        return Err(self.error("a quoted key"));
-                    }
-                    self.string()?;
-                    let key: String = serde_json::from_str(&self.text[key_start..self.i])
-                        .map_err(|_| self.error("a valid string"))?;
-                    self.skip_ws()?;
-                    if self.s.get(self.i) != Some(&b':') {
-                        return Err(self.error("`:`"));
-                    }
-                    self.i += 1;
-                    self.skip_ws()?;
-                    let value = self.value(depth + 1)?;
-                    members.push(Member {
-                        key,
-                        key_start,
-                        value,
-                    });
-                }
-                Ok(Node {
-                    start,
-                    end: self.i,
-                    kind: Kind::Object(members),
-                })
-            }
-            Some(b'[') => {
-                self.i += 1;
-                let mut items = Vec::new();
-                while !self.list_end(items.is_empty(), b']', "`,` or `]`")? {
-                    items.push(self.value(depth + 1)?);
-                }
-                Ok(Node {
-                    start,
-                    end: self.i,
-                    kind: Kind::Array(items),
-                })
-            }
-            Some(b'"') => {
-                self.string()?;
-                serde_json::from_str::<String>(&self.text[start..self.i])
-                    .map_err(|_| self.error("a valid string"))?;
-                Ok(Node {
-                    start,
-                    end: self.i,
-                    kind: Kind::Scalar,
-                })
-            }
-            Some(_) => {
-                while self.i < self.s.len()
-                    && (self.s[self.i].is_ascii_alphanumeric()
-                        || matches!(self.s[self.i], b'-' | b'+' | b'.'))
-                {
-                    self.i += 1;
-                }
-                let word = &self.text[start..self.i];
-                let ok = matches!(word, "true" | "false" | "null")
-                    || (!word.is_empty()
-                        && serde_json::from_str::<serde_json::Number>(word).is_ok());
-                if !ok {
-                    self.i = start;
-                    return Err(self.error("a value"));
-                }
-                Ok(Node {
-                    start,
-                    end: self.i,
-                    kind: Kind::Scalar,
-                })
-            }
-            None => Err(self.error("a value")),
-        }
-    }
-
-    fn string(&mut self) -> Result<(), ParseError> {
-        self.i += 1;
-        while self.i < self.s.len() {
-            match self.s[self.i] {
-                b'"' => {
-                    self.i += 1;
-                    return Ok(());
-                }
-                b'\\' => self.i += 2,
-                _ => self.i += 1,
-            }
-        }
-        Err(self.error("a closing `\"`"))
-    }
+/// Decodes a JSON (or JSONC) fragment to a value.
+fn decode(text: &str) -> Option<Value> {
+    jsonc_parser::parse_to_serde_value::<Value>(text, &options()).ok()
 }
 
 #[cfg(test)]
@@ -910,6 +768,9 @@ mod tests {
             .err()
             .expect("error");
         assert_eq!((e.line, e.column), (3, 3));
+        let open = Doc::parse("{\n  \"a\": {\n").err().expect("error");
+        assert_eq!((open.line, open.column), (3, 1), "{open}");
+        assert!(open.what.contains("opened at line 2, column 8"), "{open}");
         let doc = Doc::parse("{\"mcpServers\": []}").expect("parse");
         assert!(matches!(
             doc.set(&["mcpServers", "cairn"], &entry()),

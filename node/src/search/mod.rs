@@ -591,27 +591,14 @@ fn hit_details(
     .optional()
 }
 
-/// Parses `--since`: a duration back from `now_ms` (`90m`, `36h`, `7d`, `2w`)
-/// or a date (`2026-01-31`) or an RFC 3339 time.
+/// Parses `--since`: a duration back from `now_ms` (`90m`, `36h`, `7d`, `2w`,
+/// `1h30m`; humantime's units, a year being 365.25 days) or a date
+/// (`2026-01-31`) or an RFC 3339 time.
 pub fn parse_since(s: &str, now_ms: i64) -> Option<i64> {
     let s = s.trim();
-    let unit_ms = |u: &str| -> Option<i64> {
-        Some(match u {
-            "s" => 1_000,
-            "m" | "min" => 60_000,
-            "h" => 3_600_000,
-            "d" => 86_400_000,
-            "w" => 7 * 86_400_000,
-            "y" => 365 * 86_400_000,
-            _ => return None,
-        })
-    };
-    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
-    if split > 0
-        && split < s.len()
-        && let (Ok(n), Some(u)) = (s[..split].parse::<i64>(), unit_ms(&s[split..]))
-    {
-        return Some(now_ms - n.saturating_mul(u));
+    if let Ok(d) = humantime::parse_duration(s) {
+        let back = i64::try_from(d.as_millis()).unwrap_or(i64::MAX);
+        return Some(now_ms.saturating_sub(back));
     }
     if let Ok(d) = chrono::NaiveDate::parse_from_str(s, "%Y-%m-%d") {
         return d
@@ -635,6 +622,10 @@ mod tests {
         assert_eq!(parse_since("2026-01-31", now), Some(1_769_817_600_000));
         assert_eq!(parse_since("soon", now), None);
         assert_eq!(parse_since("7q", now), None);
+        assert_eq!(parse_since("2w", now), Some(now - 14 * 86_400_000));
+        assert_eq!(parse_since("36h", now), Some(now - 36 * 3_600_000));
+        assert_eq!(parse_since("1h30m", now), Some(now - 90 * 60_000));
+        assert_eq!(parse_since("7", now), None);
     }
 }
 
