@@ -62,6 +62,33 @@ pub fn private_file() -> OpenOptions {
     o
 }
 
+/// Replaces `path` with `bytes` atomically: they are written to a new
+/// temporary file beside it (0600, a unique name, so concurrent writers
+/// never share one; removed again if anything fails), synced, renamed over
+/// `path`, and the folder is synced so the rename survives a crash.
+pub fn write_private_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    let dir = path
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let mut builder = tempfile::Builder::new();
+    builder.prefix(".cairn-").suffix(".tmp");
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        builder.permissions(std::fs::Permissions::from_mode(FILE_MODE));
+    }
+    let mut tmp = builder.tempfile_in(dir)?;
+    tmp.write_all(bytes)?;
+    tmp.as_file().sync_all()?;
+    tmp.persist(path).map_err(|e| e.error)?;
+    if let Ok(d) = std::fs::File::open(dir) {
+        let _ = d.sync_all();
+    }
+    Ok(())
+}
+
 /// Every path under `home` (the home itself included) that others can
 /// access. Symbolic links are not followed.
 pub fn exposed(home: &Path) -> Vec<Exposed> {
@@ -144,6 +171,27 @@ mod tests {
             .permissions()
             .mode()
             & 0o777
+    }
+
+    #[test]
+    fn atomic_writes_are_private_whole_and_leave_nothing_behind() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let f = dir.path().join("serve.json");
+        write_private_atomic(&f, b"first").expect("write");
+        assert_eq!(std::fs::read(&f).expect("read"), b"first");
+        assert_eq!(mode(&f), FILE_MODE);
+        // A loose file being replaced ends up private too.
+        std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o644)).expect("chmod");
+        write_private_atomic(&f, b"second, longer").expect("rewrite");
+        assert_eq!(std::fs::read(&f).expect("read"), b"second, longer");
+        assert_eq!(mode(&f), FILE_MODE);
+        let names: Vec<_> = std::fs::read_dir(dir.path())
+            .expect("list")
+            .map(|e| e.expect("entry").file_name())
+            .collect();
+        assert_eq!(names, ["serve.json"], "no temporary file is left");
+        // A folder that does not exist is an error, not a panic.
+        assert!(write_private_atomic(&dir.path().join("no/such/f"), b"x").is_err());
     }
 
     #[test]

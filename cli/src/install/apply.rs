@@ -169,29 +169,36 @@ fn backup_once(path: &Path, backup: &Path) -> std::io::Result<Option<PathBuf>> {
     Ok(Some(backup.to_path_buf()))
 }
 
-/// Writes through a temporary file in the same folder and renames it over
-/// `path`, keeping the original's permissions.
-fn write_atomic(path: &Path, text: &str) -> std::io::Result<()> {
-    let dir = path.parent().unwrap_or(Path::new("."));
+/// Writes through a uniquely named temporary file in the same folder
+/// (removed again if anything fails), syncs it and renames it over `path`,
+/// then syncs the folder. The file keeps the original's permissions; a new
+/// file gets what `File::create` would give (0666 less the umask).
+pub(super) fn write_atomic(path: &Path, text: &str) -> std::io::Result<()> {
+    let dir = path
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
     std::fs::create_dir_all(dir)?;
-    let file_name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let tmp = dir.join(format!(".{file_name}.cairn-tmp-{}", std::process::id()));
-    let result = (|| {
-        let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(text.as_bytes())?;
-        f.sync_all()?;
-        if let Ok(meta) = std::fs::metadata(path) {
-            std::fs::set_permissions(&tmp, meta.permissions())?;
-        }
-        std::fs::rename(&tmp, path)
-    })();
-    if result.is_err() {
-        let _ = std::fs::remove_file(&tmp);
+    let mut builder = tempfile::Builder::new();
+    builder.prefix(".cairn-tmp-");
+    let kept = std::fs::metadata(path).map(|m| m.permissions());
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        // The mode given to open(2), which the umask then narrows.
+        builder.permissions(std::fs::Permissions::from_mode(0o666));
     }
-    result
+    let mut tmp = builder.tempfile_in(dir)?;
+    tmp.write_all(text.as_bytes())?;
+    tmp.as_file().sync_all()?;
+    if let Ok(perms) = kept {
+        tmp.as_file().set_permissions(perms)?;
+    }
+    tmp.persist(path).map_err(|e| e.error)?;
+    if let Ok(d) = std::fs::File::open(dir) {
+        let _ = d.sync_all();
+    }
+    Ok(())
 }
 
 /// A unified diff of the change, with two lines of context.
@@ -207,6 +214,34 @@ pub fn diff(path: &Path, old: &str, new: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[cfg(unix)]
+    #[test]
+    fn atomic_writes_keep_the_mode_and_leave_nothing_behind() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let f = dir.path().join("settings.json");
+        std::fs::write(&f, "{}").expect("write");
+        std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o640)).expect("chmod");
+        write_atomic(&f, "{\"a\": 1}\n").expect("write");
+        assert_eq!(std::fs::read_to_string(&f).expect("read"), "{\"a\": 1}\n");
+        let mode = |p: &Path| std::fs::metadata(p).expect("stat").permissions().mode() & 0o777;
+        assert_eq!(mode(&f), 0o640);
+        let fresh = dir.path().join("new/config.json");
+        write_atomic(&fresh, "x").expect("create");
+        assert_eq!(
+            mode(&fresh) & 0o600,
+            0o600,
+            "a new file is the user's to read and write"
+        );
+        let names: Vec<_> = std::fs::read_dir(dir.path())
+            .expect("list")
+            .map(|e| e.expect("entry").file_name().into_string().expect("utf-8"))
+            .collect();
+        let mut names = names;
+        names.sort();
+        assert_eq!(names, ["new", "settings.json"], "no temporary file is left");
+    }
 
     #[test]
     fn diff_shows_the_changed_lines_with_context() {

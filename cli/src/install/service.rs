@@ -5,7 +5,7 @@
 //! point it at a script that records its arguments, so nothing touches the
 //! real system).
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 
 /// The systemd unit's file name.
@@ -347,19 +347,8 @@ pub fn write(plan: &Plan) -> std::io::Result<bool> {
     if std::fs::read_to_string(&plan.path).is_ok_and(|old| old == plan.contents) {
         return Ok(false);
     }
-    if let Some(dir) = plan.path.parent() {
-        std::fs::create_dir_all(dir)?;
-    }
-    let tmp = tmp_path(&plan.path);
-    std::fs::write(&tmp, &plan.contents)?;
-    std::fs::rename(&tmp, &plan.path)?;
+    super::apply::write_atomic(&plan.path, &plan.contents)?;
     Ok(true)
-}
-
-fn tmp_path(p: &Path) -> PathBuf {
-    let mut s = p.as_os_str().to_owned();
-    s.push(format!(".{}.tmp", std::process::id()));
-    PathBuf::from(s)
 }
 
 #[cfg(test)]

@@ -129,29 +129,8 @@ pub fn rewrite_without(
     if removed == 0 {
         return Ok(0);
     }
-    let tmp = path.with_extension(format!("jsonl.{}.tmp", std::process::id()));
-    let written = (|| {
-        let mut f = crate::home::private_file()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(&tmp)?;
-        for l in &kept {
-            f.write_all(l)?;
-        }
-        f.sync_all()?;
-        std::fs::rename(&tmp, path)?;
-        if let Some(dir) = path.parent()
-            && let Ok(d) = std::fs::File::open(dir)
-        {
-            let _ = d.sync_all();
-        }
-        Ok(())
-    })();
-    if written.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    written.map(|()| removed)
+    crate::home::write_private_atomic(path, &kept.concat())?;
+    Ok(removed)
 }
 
 #[cfg(test)]

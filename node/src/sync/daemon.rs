@@ -27,7 +27,6 @@
 
 use std::collections::{HashMap, HashSet};
 use std::future::Future;
-use std::io::Write;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, RwLock};
@@ -147,17 +146,8 @@ fn write_state(home: &Path, st: &ServeState) -> Result<(), DaemonError> {
         path: path.clone(),
         source,
     };
-    let tmp = home.join(format!(".{SERVE_STATE_FILE}.{}.tmp", std::process::id()));
     let json = serde_json::to_vec(st).map_err(|e| io(std::io::Error::other(e)))?;
-    let mut f = crate::home::private_file()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .open(&tmp)
-        .map_err(io)?;
-    f.write_all(&json).map_err(io)?;
-    f.sync_all().map_err(io)?;
-    std::fs::rename(&tmp, &path).map_err(io)
+    crate::home::write_private_atomic(&path, &json).map_err(io)
 }
 
 /// Runs the daemon until `shutdown` resolves; then stops accepting, lets
