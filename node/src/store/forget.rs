@@ -24,6 +24,11 @@ use super::log::{Appender, LogKind, hash32, own_log};
 use super::wire;
 use super::{Store, StoreError, codec};
 
+/// Marks the record slots of hash ?1 forgotten (?2) where they name a
+/// record (?3); through `logs_hash8` (see `log::OWN_LOG_HAS`).
+pub(super) const MARK_FORGOTTEN: &str = "UPDATE logs SET kind = ?2
+     WHERE substr(hash, 1, 8) = substr(?1, 1, 8) AND hash = ?1 AND kind = ?3";
+
 /// A tombstone as stored in `tombstones`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TombstoneRow {
@@ -333,12 +338,11 @@ pub(crate) fn purge(conn: &Connection, target: &ForgetTarget) -> Result<(u64, u6
         super::fts::delete(conn, *id)?;
         conn.prepare_cached("DELETE FROM records WHERE id = ?1")?
             .execute([id])?;
-        conn.prepare_cached("UPDATE logs SET kind = ?2 WHERE hash = ?1 AND kind = ?3")?
-            .execute(params![
-                hash,
-                LogKind::Forgotten.code(),
-                LogKind::Record.code()
-            ])?;
+        conn.prepare_cached(MARK_FORGOTTEN)?.execute(params![
+            hash,
+            LogKind::Forgotten.code(),
+            LogKind::Record.code()
+        ])?;
         sessions.insert(*session);
     }
     // A session forget also removes an empty session row.

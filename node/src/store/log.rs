@@ -123,12 +123,7 @@ impl Store {
             epoch += 1;
         }
         let origin_row = origin_id(&tx, origin)?;
-        let backfilled = tx.execute(
-            "INSERT INTO logs(origin, epoch, seq, kind, hash)
-             SELECT ?1, ?2, row_number() OVER (ORDER BY id), 0, hash FROM records r
-             WHERE NOT EXISTS (SELECT 1 FROM logs l WHERE l.hash = r.hash)",
-            params![origin_row, epoch as i64],
-        )?;
+        let backfilled = tx.execute(BACKFILL, params![origin_row, epoch as i64])?;
         set_watermark(&tx, origin, epoch, backfilled as u64)?;
         for (k, v) in [
             (META_LOG_ORIGIN, origin.to_owned()),
@@ -421,6 +416,22 @@ pub(crate) fn put_slot(
     Ok(n == 1)
 }
 
+// Slots are found by hash through `logs_hash8`, an index on the hash's
+// first 8 bytes (v6): every look-up names `substr(hash, 1, 8)` so SQLite
+// uses it, then compares the whole hash.
+
+/// Appends every stored record without a slot to a new own log.
+pub(super) const BACKFILL: &str = "INSERT INTO logs(origin, epoch, seq, kind, hash)
+     SELECT ?1, ?2, row_number() OVER (ORDER BY id), 0, hash FROM records r
+     WHERE NOT EXISTS (SELECT 1 FROM logs l
+                       WHERE substr(l.hash, 1, 8) = substr(r.hash, 1, 8) AND l.hash = r.hash)";
+
+/// Whether the own log (origin ?2, epoch ?3) has a slot for hash ?1.
+pub(super) const OWN_LOG_HAS: &str = "SELECT 1 FROM logs
+     WHERE substr(hash, 1, 8) = substr(?1, 1, 8) AND hash = ?1
+       AND origin = (SELECT id FROM origins WHERE node = ?2) AND epoch = ?3
+     LIMIT 1";
+
 /// Whether this node's own log already has a slot for `hash`.
 pub(crate) fn own_log_has(
     conn: &Connection,
@@ -428,11 +439,7 @@ pub(crate) fn own_log_has(
     hash: &Hash32,
 ) -> Result<bool, StoreError> {
     Ok(conn
-        .prepare_cached(
-            "SELECT 1 FROM logs
-             WHERE hash = ?1 AND origin = (SELECT id FROM origins WHERE node = ?2) AND epoch = ?3
-             LIMIT 1",
-        )?
+        .prepare_cached(OWN_LOG_HAS)?
         .query_row(params![&hash[..], log.origin, log.epoch as i64], |_| Ok(()))
         .optional()?
         .is_some())

@@ -168,6 +168,15 @@ const MIGRATIONS: &[&str] = &[
     INSERT INTO fts(fts, rank) VALUES ('hashsize', 16777216);
     INSERT INTO fts_stem(fts_stem, rank) VALUES ('hashsize', 16777216);
     "#,
+    // v6: slots are found by hash through an index on the hash's first 8
+    // bytes instead of all 32 (one slot per record, so this index is about
+    // as large as the records' own hash index was; 8 bytes tell apart
+    // blake3 hashes all but never, and every look-up compares the whole
+    // hash after it).
+    r#"
+    DROP INDEX logs_hash;
+    CREATE INDEX logs_hash8 ON logs(substr(hash, 1, 8));
+    "#,
 ];
 
 /// The schema version this build writes.
@@ -269,5 +278,36 @@ mod tests {
             .query_row("PRAGMA user_version", [], |r| r.get(0))
             .expect("version");
         assert_eq!(v, SCHEMA_VERSION);
+    }
+
+    #[test]
+    fn v6_slot_look_ups_by_hash_use_the_short_index() {
+        let mut conn = Connection::open_in_memory().expect("open");
+        migrate(&mut conn).expect("migrate");
+        for sql in [
+            super::super::log::BACKFILL,
+            super::super::log::OWN_LOG_HAS,
+            super::super::forget::MARK_FORGOTTEN,
+        ] {
+            let mut stmt = conn
+                .prepare(&format!("EXPLAIN QUERY PLAN {sql}"))
+                .expect("explain");
+            let nulls = vec![rusqlite::types::Value::Null; stmt.parameter_count()];
+            let plan: Vec<String> = stmt
+                .query_map(rusqlite::params_from_iter(nulls), |r| r.get::<_, String>(3))
+                .expect("plan")
+                .collect::<Result<_, _>>()
+                .expect("rows");
+            assert!(
+                plan.iter().any(|p| p.contains("logs_hash8")),
+                "{sql}: {plan:?}"
+            );
+            assert!(
+                !plan
+                    .iter()
+                    .any(|p| p.contains("SCAN l") || p == "SCAN logs"),
+                "{sql}: {plan:?}"
+            );
+        }
     }
 }
