@@ -9,6 +9,7 @@
 pub mod clock;
 pub mod config;
 pub mod embed;
+pub mod hex;
 pub mod home;
 pub mod identity;
 pub mod indexer;

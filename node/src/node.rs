@@ -412,8 +412,7 @@ impl Node {
                 }
                 let targets = records
                     .iter()
-                    .filter_map(|r| hex32(&r.hash))
-                    .map(|hash| ForgetTarget::Record { hash })
+                    .map(|r| ForgetTarget::Record { hash: r.hash })
                     .collect();
                 ForgetPlan { targets, records }
             }
@@ -458,19 +457,4 @@ fn covers(target: &ForgetTarget, r: &crate::record::Record) -> bool {
         ForgetTarget::Project { project } => r.project.as_deref() == Some(project.as_str()),
         ForgetTarget::Record { hash } => r.content_hash() == *hash,
     }
-}
-
-/// Parses 64 hex digits.
-fn hex32(s: &str) -> Option<[u8; 32]> {
-    let b = s.as_bytes();
-    if b.len() != 64 {
-        return None;
-    }
-    let mut out = [0u8; 32];
-    for (i, pair) in b.chunks_exact(2).enumerate() {
-        let hi = (pair[0] as char).to_digit(16)?;
-        let lo = (pair[1] as char).to_digit(16)?;
-        out[i] = (hi * 16 + lo) as u8;
-    }
-    Some(out)
 }

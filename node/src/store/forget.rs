@@ -73,8 +73,9 @@ pub struct ForgetReport {
 /// A record a forget would remove, for showing before doing it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct ForgetCandidate {
-    /// Content hash, hex.
-    pub hash: String,
+    /// Content hash (hex in JSON).
+    #[serde(serialize_with = "crate::hex::serialize")]
+    pub hash: Hash32,
     /// Agent id.
     pub agent: String,
     /// The agent's session id.
@@ -118,7 +119,7 @@ impl Store {
         now_ms: i64,
     ) -> Result<ForgetReport, ForgetError> {
         let own = own_log(&self.conn)?.ok_or(ForgetError::NoLog)?;
-        let issuer = wire::node_id(&own.origin).ok_or(ForgetError::NoLog)?;
+        let issuer = own.origin.parse().ok().ok_or(ForgetError::NoLog)?;
         self.conn.pragma_update(None, "secure_delete", "ON")?;
         let tx = self
             .conn
@@ -266,7 +267,7 @@ impl Store {
 fn candidate(r: &rusqlite::Row<'_>) -> rusqlite::Result<ForgetCandidate> {
     let hash: Vec<u8> = r.get(0)?;
     Ok(ForgetCandidate {
-        hash: hash.iter().map(|b| format!("{b:02x}")).collect(),
+        hash: hash32(&hash),
         agent: r.get(1)?,
         session_id: r.get(2)?,
         project: r.get(3)?,

@@ -165,7 +165,7 @@ impl Store {
         let mut out = Vec::new();
         for row in rows {
             let (origin, epoch, seq) = row?;
-            if let Some(origin) = wire::node_id(&origin) {
+            if let Ok(origin) = origin.parse::<NodeId>() {
                 out.push(Watermark {
                     origin,
                     epoch: epoch as u64,

@@ -12,7 +12,6 @@
 //! touches the database or the network.
 
 use std::borrow::Cow;
-use std::str::FromStr;
 
 use cairn_protocol::{ForgetTarget, Hash32, LogStub, NodeId, StubKind, Tombstone, WireRecord};
 
@@ -27,12 +26,6 @@ const TARGET_RECORD: i64 = 3;
 /// The text form of a node id, as stored in `origin` columns.
 pub fn node_text(id: &NodeId) -> String {
     id.to_string()
-}
-
-/// Parses an `origin` column; `None` for text that is not a node id (for
-/// example a test database's placeholder origin).
-pub fn node_id(text: &str) -> Option<NodeId> {
-    NodeId::from_str(text).ok()
 }
 
 /// The stub kind a log slot of this kind travels as (`None`: not a stub).
@@ -145,7 +138,7 @@ fn redact_owned(redactor: &Redactor, s: String, counts: &mut RedactionCounts) ->
 /// `None` when the row's origin or target columns are unusable (the slot is
 /// then sent as a forgotten stub).
 pub fn tombstone_to_wire(seq: u64, row: &TombstoneRow) -> Option<Tombstone> {
-    let origin = node_id(&row.origin)?;
+    let origin = row.origin.parse().ok()?;
     let target = target_from_row(row)?;
     let t = Tombstone::new(seq, origin, row.created_ms, target);
     // A row whose content no longer matches its id would fail the peer's
@@ -279,7 +272,7 @@ mod tests {
     #[test]
     fn node_ids_round_trip_as_text() {
         let id = NodeId([3; 20]);
-        assert_eq!(node_id(&node_text(&id)), Some(id));
-        assert_eq!(node_id("testnode"), None);
+        assert_eq!(node_text(&id).parse::<NodeId>(), Ok(id));
+        assert!("testnode".parse::<NodeId>().is_err());
     }
 }

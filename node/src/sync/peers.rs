@@ -181,7 +181,7 @@ impl Peer {
         Peer {
             node_id: NodeId::from_fingerprint(fingerprint).to_string(),
             name: name.to_owned(),
-            fingerprint: hex(fingerprint),
+            fingerprint: crate::hex::encode(fingerprint),
             addresses,
             hosts: Vec::new(),
             last_addr: None,
@@ -195,7 +195,7 @@ impl Peer {
 
     /// The key fingerprint as bytes (`None` if the entry is malformed).
     pub fn fingerprint_bytes(&self) -> Option<SpkiFingerprint> {
-        unhex(&self.fingerprint)
+        crate::hex::decode32(&self.fingerprint)
     }
 
     /// The node id as the wire type (`None` if malformed).
@@ -338,13 +338,13 @@ impl PeerTable {
 
     /// The peer with this key.
     pub fn by_fingerprint(&self, fp: &SpkiFingerprint) -> Option<&Peer> {
-        let h = hex(fp);
+        let h = crate::hex::encode(fp);
         self.peers.iter().find(|p| p.fingerprint == h)
     }
 
     /// The peer with this key, for updating.
     pub fn by_fingerprint_mut(&mut self, fp: &SpkiFingerprint) -> Option<&mut Peer> {
-        let h = hex(fp);
+        let h = crate::hex::encode(fp);
         self.peers.iter_mut().find(|p| p.fingerprint == h)
     }
 
@@ -427,31 +427,6 @@ impl PeerTable {
             p.records_received = p.records_received.saturating_add(received);
         }
     }
-}
-
-/// Lowercase hex.
-pub fn hex(bytes: &[u8]) -> String {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    let mut s = String::with_capacity(bytes.len() * 2);
-    for b in bytes {
-        s.push(char::from(DIGITS[usize::from(b >> 4)]));
-        s.push(char::from(DIGITS[usize::from(b & 15)]));
-    }
-    s
-}
-
-/// Parses 64 hex digits into a fingerprint.
-pub fn unhex(s: &str) -> Option<SpkiFingerprint> {
-    let b = s.as_bytes();
-    if b.len() != 64 {
-        return None;
-    }
-    let nib = |c: u8| char::from(c).to_digit(16).map(|d| d as u8);
-    let mut out = [0u8; 32];
-    for (i, o) in out.iter_mut().enumerate() {
-        *o = (nib(b[2 * i])? << 4) | nib(b[2 * i + 1])?;
-    }
-    Some(out)
 }
 
 /// An open `peers.db`, created and migrated as needed.

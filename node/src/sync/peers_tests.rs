@@ -29,14 +29,6 @@ fn names_in(dir: &Path) -> Vec<String> {
 }
 
 #[test]
-fn hex_round_trip() {
-    let f = fp(1);
-    assert_eq!(unhex(&hex(&f)), Some(f));
-    assert_eq!(unhex("zz"), None);
-    assert_eq!(unhex(&"g".repeat(64)), None);
-}
-
-#[test]
 fn missing_table_is_empty_and_changes_round_trip() {
     let dir = tempfile::tempdir().expect("tempdir");
     let t = PeerTable::load(dir.path()).expect("load empty");

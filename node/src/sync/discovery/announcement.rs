@@ -74,7 +74,7 @@ impl Digest {
 
 impl fmt::Display for Digest {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&super::super::peers::hex(&self.0))
+        f.write_str(&crate::hex::encode(&self.0))
     }
 }
 
@@ -393,7 +393,7 @@ mod tests {
         assert_ne!(d, Digest::of_node_id(A, E + 1));
         assert_eq!(epoch_of(E * EPOCH_SECS + EPOCH_SECS - 1), E);
         assert_eq!(epoch_of(E * EPOCH_SECS + EPOCH_SECS), E + 1);
-        let plain = crate::sync::peers::hex(blake3::hash(A.as_bytes()).as_bytes());
+        let plain = crate::hex::encode(blake3::hash(A.as_bytes()).as_bytes());
         assert!(!plain.starts_with(&text));
         assert!(!d.host_name().contains(A) && !d.instance_name().contains(A));
         assert!(d.host_name().ends_with(".local."));
