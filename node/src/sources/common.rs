@@ -175,39 +175,34 @@ fn ceil_char_boundary(s: &str, mut i: usize) -> usize {
 /// silently. Symlinked folders are not followed.
 pub fn walk_files(dir: &Path, max_depth: usize, keep: &dyn Fn(&Path) -> bool) -> Vec<PathBuf> {
     let mut out = Vec::new();
-    walk_into(dir, max_depth, keep, &mut out);
-    out.sort();
-    out
-}
-
-fn walk_into(dir: &Path, depth: usize, keep: &dyn Fn(&Path) -> bool, out: &mut Vec<PathBuf>) {
-    let entries = match std::fs::read_dir(dir) {
-        Ok(e) => e,
-        Err(e)
-            if matches!(
-                e.kind(),
-                std::io::ErrorKind::NotFound | std::io::ErrorKind::NotADirectory
-            ) =>
-        {
-            return;
-        }
-        Err(_) => {
-            out.push(dir.to_path_buf());
-            return;
-        }
-    };
-    for entry in entries.flatten() {
-        let Ok(ft) = entry.file_type() else { continue };
-        let path = entry.path();
-        if ft.is_dir() {
-            if depth > 0 {
-                walk_into(&path, depth - 1, keep, out);
+    // walkdir counts `dir` itself as depth 0, so its files are at depth 1.
+    for item in walkdir::WalkDir::new(dir).max_depth(max_depth.saturating_add(1)) {
+        match item {
+            Ok(entry) if entry.depth() == 0 => {}
+            Ok(entry) => {
+                // The entry's type comes with the listing: only a symlink costs a stat.
+                let ft = entry.file_type();
+                if (ft.is_file() || (ft.is_symlink() && entry.path().is_file()))
+                    && keep(entry.path())
+                {
+                    out.push(entry.into_path());
+                }
             }
-        } else if (ft.is_file() || (ft.is_symlink() && path.is_file())) && keep(&path) {
-            // The entry's type comes with the listing: only a symlink costs a stat.
-            out.push(path);
+            Err(e) => {
+                let gone = e.io_error().is_some_and(|io| {
+                    matches!(
+                        io.kind(),
+                        std::io::ErrorKind::NotFound | std::io::ErrorKind::NotADirectory
+                    )
+                });
+                if !gone && let Some(path) = e.path() {
+                    out.push(path.to_path_buf());
+                }
+            }
         }
     }
+    out.sort();
+    out
 }
 
 /// Why a discovered folder (see [`walk_files`]) cannot be read, or `None`
