@@ -25,8 +25,9 @@
 //!   on any of its connections) gets one "again" flag, so a burst costs at
 //!   most one more session per peer;
 //! - at most one session of ours per peer is in flight; a failed session is
-//!   retried on the same link after a backoff; a periodic round runs a
-//!   session with every connected peer as a safety net;
+//!   retried on the same link after a backoff, and one lost with its
+//!   connection runs again at once on another live one; a periodic round
+//!   runs a session with every connected peer as a safety net;
 //! - when the last connection with a peer goes down it is redialed after a
 //!   random delay of at most `backoff_min` if it had lasted `stable_after`,
 //!   else with the next backoff step (a flapping path, or an older peer
@@ -401,10 +402,14 @@ impl Scheduler {
                     return out;
                 }
                 if !p.conns.iter().any(|c| c.id == conn) {
-                    // Its connection went down: not the session's fault,
-                    // and a new connection starts its own.
+                    // Its connection went down: not the session's fault.
+                    // Run it again on another live connection; with none,
+                    // whoever dials next runs the first session.
                     if let Some(p) = self.peers.get_mut(&peer) {
                         p.outbound = None;
+                        if !p.conns.is_empty() {
+                            p.again = true;
+                        }
                     }
                     self.fire(now, &mut out);
                     return out;
