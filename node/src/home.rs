@@ -4,6 +4,8 @@
 //! files the mode of the database file, which is created 0600 before
 //! SQLite first opens it. Homes made by older builds (or copied in by
 //! hand) are tightened when a node opens them, with a warning in the log.
+//! Files replaced whole (the notes file after a forget, `serve.json`) go
+//! through [`write_private_atomic`].
 //!
 //! Unix only: elsewhere the functions here do nothing and report nothing.
 

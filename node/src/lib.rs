@@ -2,6 +2,13 @@
 //!
 //! Sources read the agents' histories, redaction scrubs secrets, the store
 //! keeps records in SQLite with an FTS5 index, and search answers queries.
+//! The modules are layered (ARCHITECTURE.md, checked by `tests/layers.rs`):
+//! `record`, `home`, `lock`, `clock`, `hex`, `text`, `embed` at the bottom;
+//! then `redact`, `identity`; `sources`; `config`, `store`; `indexer`,
+//! `search`; the [`node::Node`] façade; `sync`, which drives a shared node;
+//! and the front ends served from the library, `mcp` and `ui`. Each imports
+//! only from layers below its own.
+//!
 //! The node never reads environment variables itself: the caller resolves a
 //! [`config::Config`] from a captured [`config::Env`] and passes it in, so
 //! several nodes can share a process.

@@ -1,6 +1,7 @@
 //! A [`Node`]: one machine's cairn, built from a resolved [`Config`]. It
 //! ties the identity, the store, the redactor and the sources together and
-//! is what the CLI (and later the daemon and the MCP server) talk to.
+//! is what the CLI, the MCP server, the browse page and (through
+//! `sync`, which drives a shared `Node`) the daemon talk to.
 
 use crate::config::Config;
 use crate::home;

@@ -1,4 +1,5 @@
-//! Secret redaction.
+//! Secret redaction, and what else must not be indexed as said: the
+//! [`recalled`] fences around memory cairn itself handed an agent.
 //!
 //! Every secret found in record text is replaced by `[REDACTED:<kind>]`,
 //! where `<kind>` is one of [`KINDS`]. Keys, operators, URL schemes, users
