@@ -1,5 +1,6 @@
 //! Lowercase hex for 32-byte values (key fingerprints, content hashes) at
-//! the display and serde edges, through `data-encoding`. Inside the node
+//! the display and serde edges, through `data-encoding`, and the text serde
+//! form of node ids. Inside the node
 //! these values are bytes (`SpkiFingerprint`, `Hash32`); node ids have
 //! their own text form (`NodeId`'s `Display`/`FromStr`).
 
@@ -25,6 +26,34 @@ pub fn decode32(s: &str) -> Option<[u8; 32]> {
 /// Serializes 32 bytes as lowercase hex (`#[serde(serialize_with)]`).
 pub fn serialize<S: serde::Serializer>(bytes: &[u8; 32], s: S) -> Result<S::Ok, S::Error> {
     s.serialize_str(&encode(bytes))
+}
+
+/// 32 bytes as 64 hex digits in text formats (`#[serde(with)]`).
+pub mod fixed32 {
+    pub use super::serialize;
+
+    /// Reads 64 hex digits.
+    pub fn deserialize<'de, D: serde::Deserializer<'de>>(d: D) -> Result<[u8; 32], D::Error> {
+        let s: std::borrow::Cow<'de, str> = serde::Deserialize::deserialize(d)?;
+        super::decode32(&s).ok_or_else(|| serde::de::Error::custom("expected 64 hex digits"))
+    }
+}
+
+/// A node id as its base32 text in text formats (`#[serde(with)]`); the
+/// protocol's own serde form is bytes, for CBOR.
+pub mod node_id_text {
+    use cairn_protocol::NodeId;
+
+    /// Writes the base32 text.
+    pub fn serialize<S: serde::Serializer>(id: &NodeId, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(id)
+    }
+
+    /// Reads the base32 text.
+    pub fn deserialize<'de, D: serde::Deserializer<'de>>(d: D) -> Result<NodeId, D::Error> {
+        let s: std::borrow::Cow<'de, str> = serde::Deserialize::deserialize(d)?;
+        s.parse().map_err(serde::de::Error::custom)
+    }
 }
 
 #[cfg(test)]

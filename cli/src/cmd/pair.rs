@@ -27,10 +27,10 @@ struct CodeLine<'a> {
 
 #[derive(Serialize)]
 struct PeerView<'a> {
-    node_id: &'a str,
+    node_id: String,
     short_id: String,
     name: &'a str,
-    fingerprint: &'a str,
+    fingerprint: String,
     addresses: Vec<String>,
     /// Host names dialed by name (resolved each time).
     hosts: &'a [String],
@@ -48,10 +48,10 @@ struct PeerView<'a> {
 impl<'a> PeerView<'a> {
     fn of(p: &'a Peer) -> PeerView<'a> {
         PeerView {
-            node_id: &p.node_id,
+            node_id: p.node_id.to_string(),
             short_id: p.short_id(),
             name: &p.name,
-            fingerprint: &p.fingerprint,
+            fingerprint: cairn_node::hex::encode(&p.fingerprint),
             addresses: p.addresses.iter().map(ToString::to_string).collect(),
             hosts: &p.hosts,
             last_addr: p.last_addr.map(|a| a.to_string()),

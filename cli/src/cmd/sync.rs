@@ -89,7 +89,7 @@ fn result_of(o: PeerOutcome) -> PeerResult {
     let p = o.peer;
     let mut res = PeerResult {
         name: p.name.clone(),
-        node_id: p.node_id.clone(),
+        node_id: p.node_id.to_string(),
         short_id: p.short_id(),
         status: State::Synced,
         tried: Vec::new(),

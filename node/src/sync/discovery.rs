@@ -380,15 +380,11 @@ impl Browse {
         if stale {
             match PeerTable::load(&self.home) {
                 Ok(t) => {
-                    let m = Matcher::new(
-                        &self.own_id,
-                        t.peers().iter().map(|p| p.node_id.as_str()),
-                        epoch,
-                    );
-                    self.recent
-                        .retain(|id| t.peers().iter().any(|p| p.node_id == id));
-                    self.found
-                        .retain(|id, _| t.peers().iter().any(|p| &p.node_id == id));
+                    let ids: Vec<String> =
+                        t.peers().iter().map(|p| p.node_id.to_string()).collect();
+                    let m = Matcher::new(&self.own_id, ids.iter().map(String::as_str), epoch);
+                    self.recent.retain(|id| ids.iter().any(|p| p == id));
+                    self.found.retain(|id, _| ids.contains(id));
                     self.matcher = Some((m, Instant::now()));
                 }
                 Err(e) => {
@@ -537,7 +533,7 @@ mod tests {
     fn table_with_peer(home: &Path) -> (String, cairn_protocol::SpkiFingerprint) {
         let fp = [7u8; 32];
         let peer = crate::sync::peers::Peer::new(&fp, "desk", Vec::new(), 1);
-        let id = peer.node_id.clone();
+        let id = peer.node_id.to_string();
         PeerTable::modify(home, |t| {
             t.upsert(peer);
             Ok(())

@@ -346,7 +346,9 @@ pub fn list_peers(config: &Config) -> Result<Vec<PeerStatus>, PeersError> {
         .peers()
         .iter()
         .map(|p| PeerStatus {
-            behind: store.as_ref().and_then(|s| session::behind(s, &p.node_id)),
+            behind: store
+                .as_ref()
+                .and_then(|s| session::behind(s, &p.node_id.to_string())),
             peer: p.clone(),
         })
         .collect())

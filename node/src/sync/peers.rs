@@ -136,12 +136,15 @@ pub enum PeersError {
 /// One paired peer.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Peer {
-    /// Node id (base32, 32 characters): the first 20 bytes of the fingerprint.
-    pub node_id: String,
+    /// Node id: the first 20 bytes of the fingerprint (base32 text, 32
+    /// characters, in JSON).
+    #[serde(with = "crate::hex::node_id_text")]
+    pub node_id: NodeId,
     /// Human name, as the peer announced it.
     pub name: String,
-    /// Hex of the blake3 fingerprint of the peer's key (64 characters).
-    pub fingerprint: String,
+    /// The blake3 fingerprint of the peer's key (64 hex digits in JSON).
+    #[serde(with = "crate::hex::fixed32")]
+    pub fingerprint: SpkiFingerprint,
     /// Addresses to dial, most recent first.
     #[serde(default)]
     pub addresses: Vec<SocketAddr>,
@@ -179,9 +182,9 @@ impl Peer {
         let mut addresses = addresses;
         addresses.truncate(MAX_ADDRESSES);
         Peer {
-            node_id: NodeId::from_fingerprint(fingerprint).to_string(),
+            node_id: NodeId::from_fingerprint(fingerprint),
             name: name.to_owned(),
-            fingerprint: crate::hex::encode(fingerprint),
+            fingerprint: *fingerprint,
             addresses,
             hosts: Vec::new(),
             last_addr: None,
@@ -193,19 +196,20 @@ impl Peer {
         }
     }
 
-    /// The key fingerprint as bytes (`None` if the entry is malformed).
+    /// The key fingerprint (always there: entries are checked when read;
+    /// an `Option` for the callers written when it was text).
     pub fn fingerprint_bytes(&self) -> Option<SpkiFingerprint> {
-        crate::hex::decode32(&self.fingerprint)
+        Some(self.fingerprint)
     }
 
-    /// The node id as the wire type (`None` if malformed).
+    /// The node id (always there, like [`Peer::fingerprint_bytes`]).
     pub fn id(&self) -> Option<NodeId> {
-        self.node_id.parse().ok()
+        Some(self.node_id)
     }
 
     /// The short, human-checkable id: `abcd-efgh`.
     pub fn short_id(&self) -> String {
-        crate::identity::short_id(&self.node_id)
+        crate::identity::short_id(&self.node_id.to_string())
     }
 
     /// Remembers `addr` as the first address to dial (moving it to the front).
@@ -338,20 +342,17 @@ impl PeerTable {
 
     /// The peer with this key.
     pub fn by_fingerprint(&self, fp: &SpkiFingerprint) -> Option<&Peer> {
-        let h = crate::hex::encode(fp);
-        self.peers.iter().find(|p| p.fingerprint == h)
+        self.peers.iter().find(|p| p.fingerprint == *fp)
     }
 
     /// The peer with this key, for updating.
     pub fn by_fingerprint_mut(&mut self, fp: &SpkiFingerprint) -> Option<&mut Peer> {
-        let h = crate::hex::encode(fp);
-        self.peers.iter_mut().find(|p| p.fingerprint == h)
+        self.peers.iter_mut().find(|p| p.fingerprint == *fp)
     }
 
     /// The peer with this node id.
     pub fn by_id(&self, id: &NodeId) -> Option<&Peer> {
-        let s = id.to_string();
-        self.peers.iter().find(|p| p.node_id == s)
+        self.peers.iter().find(|p| p.node_id == *id)
     }
 
     /// The one peer whose name is `query` (case-insensitive), or whose node
@@ -373,7 +374,7 @@ impl PeerTable {
                 Vec::new()
             } else {
                 (0..self.peers.len())
-                    .filter(|&i| self.peers[i].node_id.starts_with(&prefix))
+                    .filter(|&i| self.peers[i].node_id.to_string().starts_with(&prefix))
                     .collect()
             }
         } else {
@@ -399,10 +400,7 @@ impl PeerTable {
 
     /// The keys allowed to open sync connections: exactly the paired peers'.
     pub fn allowed_fingerprints(&self) -> HashSet<SpkiFingerprint> {
-        self.peers
-            .iter()
-            .filter_map(Peer::fingerprint_bytes)
-            .collect()
+        self.peers.iter().map(|p| p.fingerprint).collect()
     }
 
     /// Notes an authenticated connection from `fp` at `addr`. A daemon
@@ -608,9 +606,9 @@ fn read_peers(conn: &Connection, path: &Path) -> Result<Vec<Peer>, PeersError> {
         .query_map([], |r| {
             Ok((
                 Peer {
-                    node_id: r.get(0)?,
+                    node_id: NodeId([0; 20]),
                     name: r.get(1)?,
-                    fingerprint: r.get(2)?,
+                    fingerprint: [0; 32],
                     addresses: Vec::new(),
                     hosts: Vec::new(),
                     last_addr: None,
@@ -624,16 +622,21 @@ fn read_peers(conn: &Connection, path: &Path) -> Result<Vec<Peer>, PeersError> {
                 r.get::<_, String>(4)?,
                 r.get::<_, Option<String>>(5)?,
                 r.get::<_, Option<String>>(10)?,
+                r.get::<_, String>(0)?,
+                r.get::<_, String>(2)?,
             ))
         })
         .map_err(dberr)?;
     let mut out = Vec::new();
     for (index, row) in rows.enumerate() {
-        let (mut p, addresses, hosts, last_addr, scope) = row.map_err(dberr)?;
+        let (mut p, addresses, hosts, last_addr, scope, node_id, fingerprint) =
+            row.map_err(dberr)?;
         let bad = || PeersError::BadEntry {
             path: path.to_path_buf(),
             index,
         };
+        p.node_id = node_id.parse().map_err(|_| bad())?;
+        p.fingerprint = crate::hex::decode32(&fingerprint).ok_or_else(bad)?;
         p.addresses = serde_json::from_str(&addresses).map_err(|_| bad())?;
         p.hosts = serde_json::from_str(&hosts).map_err(|_| bad())?;
         p.last_addr = match last_addr {
@@ -663,9 +666,9 @@ fn write_peers(conn: &Connection, peers: &[Peer]) -> Result<(), rusqlite::Error>
     for (pos, p) in peers.iter().enumerate() {
         stmt.execute(params![
             pos as i64,
-            p.node_id,
+            p.node_id.to_string(),
             p.name,
-            p.fingerprint,
+            crate::hex::encode(&p.fingerprint),
             json_list(&p.addresses),
             json_list(&p.hosts),
             p.last_addr.map(|a| a.to_string()),
@@ -686,8 +689,7 @@ fn json_list<T: Serialize>(v: &[T]) -> String {
 }
 
 fn entry_ok(p: &Peer) -> bool {
-    p.fingerprint_bytes()
-        .is_some_and(|fp| NodeId::from_fingerprint(&fp).to_string() == p.node_id)
+    NodeId::from_fingerprint(&p.fingerprint) == p.node_id
 }
 
 /// Reads an older cairn's `peers.json` (size-capped, version and entries checked).

@@ -173,7 +173,7 @@ fn find_by_name_or_id_prefix_and_unpair_removes_from_allow_list() {
         Ok(t.clone())
     })
     .expect("pair");
-    let id = t.peers()[1].node_id.clone();
+    let id = t.peers()[1].node_id.to_string();
     assert_eq!(t.find("LAPTOP").expect("by name").name, "laptop");
     assert_eq!(t.find(&id[..6]).expect("by prefix").name, "desktop");
     let short = t.peers()[1].short_id();
@@ -250,7 +250,7 @@ fn an_unreadable_peers_json_is_an_error_every_time_and_imports_nothing() {
     ));
     // A node id that does not belong to the fingerprint.
     let mut p = Peer::new(&fp(1), "x", vec![], 1);
-    p.node_id = NodeId::from_fingerprint(&fp(2)).to_string();
+    p.node_id = NodeId::from_fingerprint(&fp(2));
     std::fs::write(&path, legacy_json(&[p])).expect("write");
     assert!(matches!(
         PeerTable::load(dir.path()),
@@ -358,4 +358,25 @@ fn concurrent_changes_from_many_threads_all_survive() {
         let p = t.by_fingerprint(&fp(n)).expect("paired");
         assert_eq!(p.scope.as_ref().map(Vec::len), Some(ROUNDS as usize));
     }
+}
+
+#[test]
+fn a_peers_json_written_by_an_older_cairn_is_read_as_text_ids() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let f = fp(9);
+    let text = format!(
+        r#"{{"version": 1, "peers": [{{"node_id": "{}", "name": "old", "fingerprint": "{}",
+            "addresses": ["10.0.0.2:7878"], "paired_at_ms": 5}}]}}"#,
+        NodeId::from_fingerprint(&f),
+        crate::hex::encode(&f)
+    );
+    std::fs::write(dir.path().join(PEERS_FILE), text).expect("write");
+    let t = PeerTable::load(dir.path()).expect("load");
+    let p = t.by_fingerprint(&f).expect("imported");
+    assert_eq!(p.node_id, NodeId::from_fingerprint(&f));
+    assert_eq!(p.addresses, vec![addr("10.0.0.2:7878")]);
+    // And the JSON form of a peer keeps the ids as text.
+    let v = serde_json::to_value(p).expect("json");
+    assert_eq!(v["node_id"], NodeId::from_fingerprint(&f).to_string());
+    assert_eq!(v["fingerprint"], crate::hex::encode(&f));
 }

@@ -374,9 +374,10 @@ pub(crate) async fn machines(State(state): State<Arc<UiState>>) -> ApiResult {
             last_record_ms: me.and_then(|o| o.last_ms),
         });
         for p in &table {
-            let o = origin(&p.node_id);
+            let id = p.node_id.to_string();
+            let o = origin(&id);
             out.push(MachineView {
-                node_id: p.node_id.clone(),
+                node_id: id.clone(),
                 short_id: p.short_id(),
                 name: p.name.clone(),
                 relation: "peer",
@@ -386,7 +387,7 @@ pub(crate) async fn machines(State(state): State<Arc<UiState>>) -> ApiResult {
                 last_seen_ms: p.last_seen_ms,
                 last_sync_ms: p.last_sync_ms,
                 records_received: Some(p.records_received),
-                behind: crate::sync::session::behind(store, &p.node_id),
+                behind: crate::sync::session::behind(store, &id),
                 scope: p.scope.clone(),
                 records: o.map_or(0, |o| o.records),
                 last_record_ms: o.and_then(|o| o.last_ms),

@@ -99,7 +99,7 @@ fn active(cfg: &Config, s: &Status) -> Check {
         .map(|f| {
             let name = peers
                 .iter()
-                .find(|p| p.node_id == f.node_id)
+                .find(|p| p.node_id.to_string() == f.node_id)
                 .map_or_else(|| f.node_id.clone(), |p| p.name.clone());
             let at: Vec<String> = f.addrs.iter().map(ToString::to_string).collect();
             format!(
