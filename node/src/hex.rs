@@ -30,12 +30,12 @@ pub fn serialize<S: serde::Serializer>(bytes: &[u8; 32], s: S) -> Result<S::Ok, 
 
 /// 32 bytes as 64 hex digits in text formats (`#[serde(with)]`).
 pub mod fixed32 {
-    pub use super::serialize;
+    pub use crate::hex::serialize;
 
     /// Reads 64 hex digits.
     pub fn deserialize<'de, D: serde::Deserializer<'de>>(d: D) -> Result<[u8; 32], D::Error> {
         let s: std::borrow::Cow<'de, str> = serde::Deserialize::deserialize(d)?;
-        super::decode32(&s).ok_or_else(|| serde::de::Error::custom("expected 64 hex digits"))
+        crate::hex::decode32(&s).ok_or_else(|| serde::de::Error::custom("expected 64 hex digits"))
     }
 }
 
