@@ -54,6 +54,17 @@ const BACKFILL_BATCH: i64 = 5_000;
 /// record twice.
 pub(crate) fn backfill_stems(conn: &mut Connection) -> Result<u64, StoreError> {
     use rusqlite::OptionalExtension;
+    // Every open runs this; with nothing to backfill (the usual case) a
+    // plain read answers, so opening never waits on the write lock that a
+    // daemon applying a catch-up re-takes batch after batch.
+    let pending: bool = conn.query_row(
+        "SELECT EXISTS(SELECT 1 FROM meta WHERE key = 'fts_stem_backfill')",
+        [],
+        |r| r.get(0),
+    )?;
+    if !pending {
+        return Ok(0);
+    }
     let mut added = 0u64;
     loop {
         let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;

@@ -14,6 +14,8 @@ mod fts;
 mod ingest;
 mod insert;
 mod log;
+#[cfg(test)]
+mod open_tests;
 mod read;
 mod schema;
 #[cfg(test)]
