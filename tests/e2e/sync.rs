@@ -877,3 +877,87 @@ fn laptops_behind_separate_nats_sync_through_a_hub() {
         t.duration_since(started)
     );
 }
+
+/// How often `line` appears in `m`'s daemon log.
+fn log_count(m: &Machine, line: &str) -> usize {
+    std::fs::read_to_string(m.home.path().join("serve.log"))
+        .unwrap_or_default()
+        .matches(line)
+        .count()
+}
+
+#[test]
+fn a_laptop_back_on_the_network_dials_its_hub_at_once_whatever_its_backoff() {
+    let mut net = match NatHub::create() {
+        Ok(n) => n,
+        Err(why) => {
+            eprintln!(
+                "\n!!!!! SKIPPED a_laptop_back_on_the_network_dials_its_hub_at_once: {why}.\n\
+                 !!!!! Run the e2e tests as root with iproute2 and iptables to cover it.\n"
+            );
+            return;
+        }
+    };
+    let mut hub = Machine::new(TestHome::empty(), "hub");
+    let mut l1 = Machine::new(TestHome::seeded(), "fixture-laptop");
+    hub.netns = Some(net.hub.clone());
+    l1.netns = Some(net.laptops[0].clone());
+    l1.ok(&["index", "--quiet"]);
+    let l1_records = records_of(&l1);
+    let (_hub_serve, _) = hub.serve("0.0.0.0:7878");
+    let (_l1_serve, _) = l1.serve("0.0.0.0:7878");
+    pair_advertised(&hub, &l1, "0.0.0.0:7879", &format!("{}:7879", net.hub_ip));
+    if wait_for(Duration::from_secs(90), || {
+        (records_of(&hub) >= l1_records).then_some(())
+    })
+    .is_none()
+    {
+        dump_logs(&[&hub, &l1]);
+        panic!("l1's records never reached the hub");
+    }
+
+    // The laptop goes offline long enough for its dials to back off.
+    net.unplug(0).expect("unplug l1");
+    let before = log_count(&l1, "peer unreachable");
+    if wait_for(Duration::from_secs(150), || {
+        (log_count(&l1, "peer unreachable") >= before + 5).then_some(())
+    })
+    .is_none()
+    {
+        dump_logs(&[&hub, &l1]);
+        panic!("l1 never noticed the hub was out of reach");
+    }
+    // Five failures in a row: the next dial is about 16 s away...
+    let changes = log_count(&l1, "network changed");
+    let new_ip = net.lans[0].1.replace(".1.2", ".1.78");
+    net.plug(0, &new_ip).expect("plug l1 back");
+    let back = Instant::now();
+    // ...but the daemon sees its own addresses change and dials now.
+    let sid = "d2a7c4e1-8f3b-4c6d-a5e9-7b1f0c3d2e44";
+    {
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .open(widgets_transcript(&l1.home))
+            .expect("open transcript");
+        writeln!(
+            f,
+            "{}",
+            claude_line(sid, "u-back-1", "the axolotl queue drains on reconnect")
+        )
+        .expect("append");
+    }
+    let Some(t) = wait_for(Duration::from_secs(90), || {
+        (!hub.search("axolotl").is_empty()).then(Instant::now)
+    }) else {
+        dump_logs(&[&hub, &l1]);
+        panic!("sync did not resume after l1 came back");
+    };
+    eprintln!(
+        "back on the network -> append on the hub: {:?}",
+        t.duration_since(back)
+    );
+    assert!(
+        log_count(&l1, "network changed") > changes,
+        "l1's daemon did not notice its network change"
+    );
+}

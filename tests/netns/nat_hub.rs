@@ -193,19 +193,49 @@ impl NatHub {
 
     /// Moves laptop `i` to another address on its LAN (as after a DHCP renewal).
     pub fn readdress(&mut self, i: usize, new_ip: &str) -> Result<(), String> {
-        let laptop = &self.laptops[i];
-        let (router_lan, old) = &self.lans[i];
-        let dev = format!("ce{}{}", i + 1, std::process::id() % 100_000);
         // Deleting the old address takes the default route (and any
         // secondary address of the subnet) with it, so it goes first.
-        let (old_cidr, new_cidr) = (format!("{old}/24"), format!("{new_ip}/24"));
-        ip(&["-n", laptop, "addr", "del", &old_cidr, "dev", &dev])?;
-        ip(&["-n", laptop, "addr", "add", &new_cidr, "dev", &dev])?;
+        self.unplug(i)?;
+        self.plug(i, new_ip)
+    }
+
+    /// Takes laptop `i` off its LAN: its address (and so its route) goes.
+    pub fn unplug(&self, i: usize) -> Result<(), String> {
+        let old_cidr = format!("{}/24", self.lans[i].1);
+        ip(&[
+            "-n",
+            &self.laptops[i],
+            "addr",
+            "del",
+            &old_cidr,
+            "dev",
+            &self.lan_dev(i),
+        ])
+    }
+
+    /// Puts laptop `i` back on its LAN at `new_ip`, with its default route.
+    pub fn plug(&mut self, i: usize, new_ip: &str) -> Result<(), String> {
+        let laptop = &self.laptops[i];
+        let router_lan = &self.lans[i].0;
+        let new_cidr = format!("{new_ip}/24");
+        ip(&[
+            "-n",
+            laptop,
+            "addr",
+            "add",
+            &new_cidr,
+            "dev",
+            &self.lan_dev(i),
+        ])?;
         ip(&[
             "-n", laptop, "route", "replace", "default", "via", router_lan,
         ])?;
         self.lans[i].1 = new_ip.to_owned();
         Ok(())
+    }
+
+    fn lan_dev(&self, i: usize) -> String {
+        format!("ce{}{}", i + 1, std::process::id() % 100_000)
     }
 }
 

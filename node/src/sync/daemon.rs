@@ -25,9 +25,9 @@
 //! by a semaphore (and QUIC's stream limit per connection), connections by
 //! a cap, retries by the backoff cap. Logs with tracing, never record text.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::future::Future;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
@@ -238,6 +238,7 @@ pub async fn serve(
             }
         },
     ));
+    tasks.spawn(network_loop(control.clone()));
     let sched = Scheduler::new(cfg.scheduler(), local_id, new_instance(), Duration::ZERO);
     tasks.spawn(Driver::new(ctx, sched).run(control_rx, link_rx));
 
@@ -297,11 +298,14 @@ enum Control {
     Seen(NodeId, SocketAddr),
     /// A peer was seen at an address already written to the peer table.
     Heard(NodeId),
+    /// This machine's interface addresses changed.
+    NetworkChanged,
 }
 
 /// Where other parts of the daemon report a paired peer seen at an
-/// address (LAN discovery): the address is remembered and, if the peer is
-/// not connected, dialed at once whatever its backoff.
+/// address (LAN discovery): the address is remembered and the peer dialed
+/// at once whatever its backoff, even when connected if the address is new
+/// (its connection may run over a path that just died).
 #[derive(Debug, Clone)]
 pub struct Sightings(mpsc::UnboundedSender<Control>);
 
@@ -311,10 +315,52 @@ impl Sightings {
         let _ = self.0.send(Control::Seen(peer, addr));
     }
 
-    /// Reports `peer` seen at an address the reporter already wrote to
+    /// Reports `peer` seen at new addresses the reporter already wrote to
     /// the peer table.
     pub fn peer_heard(&self, peer: NodeId) {
         let _ = self.0.send(Control::Heard(peer));
+    }
+}
+
+/// How often the machine's interface addresses are compared.
+const NETWORK_POLL: Duration = Duration::from_millis(1500);
+
+/// This machine's interface addresses (loopback left out), or `None` when
+/// the OS would not list them.
+fn local_addresses() -> Option<BTreeSet<IpAddr>> {
+    let list = if_addrs::get_if_addrs().ok()?;
+    Some(
+        list.into_iter()
+            .filter(|i| !i.is_loopback())
+            .map(|i| i.ip())
+            .collect(),
+    )
+}
+
+/// Reports [`Control::NetworkChanged`] whenever the machine's interface
+/// addresses differ from the last reading (new Wi-Fi, wake from sleep,
+/// a VPN up or down): the scheduler then dials its peers at once instead
+/// of waiting out a backoff grown while the network was gone.
+async fn network_loop(control: mpsc::UnboundedSender<Control>) {
+    let mut last = local_addresses();
+    let mut tick = tokio::time::interval(NETWORK_POLL);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    // Ends when the driver is gone.
+    loop {
+        tick.tick().await;
+        let Some(now) = local_addresses() else {
+            continue;
+        };
+        if last.as_ref() == Some(&now) {
+            continue;
+        }
+        if last.is_some() {
+            tracing::info!(addresses = ?now, "network changed; dialing peers now");
+            if control.send(Control::NetworkChanged).is_err() {
+                break;
+            }
+        }
+        last = Some(now);
     }
 }
 
@@ -545,22 +591,16 @@ impl Driver {
                 self.connected(conn, false);
             }
             Control::Changed => self.feed(Input::Changed { except: None }),
-            Control::Peers(list) => {
-                self.set_peers(list);
-            }
+            Control::Peers(list) => self.set_peers(list),
             Control::Heard(peer) => {
                 // Take the table's addresses for it now, not at the next check.
-                let moved = match PeerTable::load(&self.ctx.home) {
+                match PeerTable::load(&self.ctx.home) {
                     Ok(t) => self.set_peers(t.peers().to_vec()),
-                    Err(e) => {
-                        tracing::warn!(error = %e, "peer table unreadable");
-                        Vec::new()
-                    }
-                };
-                if !moved.contains(&peer) {
-                    self.feed(Input::Seen { peer });
+                    Err(e) => tracing::warn!(error = %e, "peer table unreadable"),
                 }
+                self.feed(Input::Heard { peer });
             }
+            Control::NetworkChanged => self.feed(Input::NetworkChanged),
             Control::Seen(peer, addr) => {
                 let Some(p) = self.peers.get_mut(&peer) else {
                     return;
@@ -587,7 +627,7 @@ impl Driver {
                     peer,
                     dialable: true,
                 });
-                self.feed(Input::Seen { peer });
+                self.feed(Input::Heard { peer });
             }
         }
     }
@@ -665,9 +705,7 @@ impl Driver {
 
     /// Takes the peer table as it now reads: new peers are dialed, a peer
     /// with a new address is dialed again at once, removed ones dropped.
-    /// Returns the peers whose addresses changed.
-    fn set_peers(&mut self, list: Vec<Peer>) -> Vec<NodeId> {
-        let mut changed = Vec::new();
+    fn set_peers(&mut self, list: Vec<Peer>) {
         let mut fresh: HashMap<NodeId, Peer> = HashMap::new();
         for p in list {
             if let Some(id) = p.id() {
@@ -712,12 +750,10 @@ impl Driver {
                         dialable: can,
                     });
                     self.feed(Input::Seen { peer });
-                    changed.push(peer);
                 }
                 Some(false) => {}
             }
         }
-        changed
     }
 }
 

@@ -14,6 +14,12 @@
 //!   exponentially from `backoff_min` to `backoff_max`, plus up to 25 %
 //!   jitter; a peer seen at a new address is dialed again at once (an
 //!   attempt still dialing its old addresses is replaced);
+//! - a peer heard at new addresses (LAN discovery) is dialed even while
+//!   connected, since its connection may run over a path that just died;
+//!   when this machine's own network changes (its interface addresses),
+//!   every peer's backoff is reset and every peer is dialed at once, the
+//!   connected ones too. Such a re-check dial, once up, replaces (closes)
+//!   the connections that were up when it started; if it fails, they stay;
 //! - connections stay up; the newest live one is used for our sessions.
 //!   When both sides' dials cross, the node with the larger id closes the
 //!   one it dialed, so both keep the same one;
@@ -92,6 +98,18 @@ pub enum Input {
         /// The peer.
         peer: NodeId,
     },
+    /// The peer was heard at new addresses (LAN discovery): as for
+    /// [`Input::Seen`], and if it is connected, dialed anyway (the
+    /// connection may run over a dead path); the new connection, once up,
+    /// replaces the ones that were up before.
+    Heard {
+        /// The peer.
+        peer: NodeId,
+    },
+    /// This machine's own network changed (its interface addresses): every
+    /// peer's backoff is reset and every peer is dialed at once, connected
+    /// ones too (as for [`Input::Heard`]).
+    NetworkChanged,
     /// An authenticated connection with the peer is up.
     Connected {
         /// The peer.
@@ -195,6 +213,9 @@ struct PeerState {
     outbound: Option<ConnId>,
     /// Something changed while a session was running: one more after it.
     again: bool,
+    /// A re-check dial runs (the peer was connected when it started): the
+    /// connections that were up then, closed once it connects.
+    recheck: Option<Vec<ConnId>>,
     session_failures: u32,
     /// A failed session is retried at this time.
     session_at: Option<Duration>,
@@ -312,15 +333,12 @@ impl Scheduler {
                     }
                 }
             }
-            Input::Seen { peer } => {
-                if let Some(p) = self.peers.get_mut(&peer) {
-                    p.dial_failures = 0;
-                    p.dial_at = None;
-                    if p.dialing && p.conns.is_empty() && p.dialable {
-                        // The running attempt dials the old addresses:
-                        // replace it (the driver drops the old one).
-                        out.push(Action::Dial { peer });
-                    }
+            Input::Seen { peer } => self.dial_now(peer, false, &mut out),
+            Input::Heard { peer } => self.dial_now(peer, true, &mut out),
+            Input::NetworkChanged => {
+                let ids: Vec<NodeId> = self.peers.keys().copied().collect();
+                for peer in ids {
+                    self.dial_now(peer, true, &mut out);
                 }
             }
             Input::Connected { peer, conn, dialed } => {
@@ -444,6 +462,31 @@ impl Scheduler {
         out
     }
 
+    /// Forgets `peer`'s backoff; dials it if it is not connected and a
+    /// dial already runs (the running attempt dials the old addresses or
+    /// the old network: the driver drops it), or if it is connected and
+    /// `recheck` asks for a fresh path. A peer neither connected nor dialing
+    /// is dialed by [`Scheduler::fire`] now that nothing holds it back.
+    fn dial_now(&mut self, peer: NodeId, recheck: bool, out: &mut Vec<Action>) {
+        let Some(p) = self.peers.get_mut(&peer) else {
+            return;
+        };
+        p.dial_failures = 0;
+        p.dial_at = None;
+        if !p.dialable {
+            return;
+        }
+        if p.conns.is_empty() {
+            if p.dialing {
+                out.push(Action::Dial { peer });
+            }
+        } else if recheck {
+            p.recheck = Some(p.conns.iter().map(|c| c.id).collect());
+            p.dialing = true;
+            out.push(Action::Dial { peer });
+        }
+    }
+
     fn connected(
         &mut self,
         now: Duration,
@@ -458,12 +501,20 @@ impl Scheduler {
             out.push(Action::Close { peer, conn });
             return;
         };
+        let recheck = if dialed { p.recheck.take() } else { None };
         if dialed {
             p.dialing = false;
         }
         if p.conns.iter().any(|c| c.id == conn) {
             return;
         }
+        // A re-check dial got through: the connections up before it are
+        // forgotten and closed (their sessions rerun on this one).
+        let stale = recheck.unwrap_or_default();
+        for c in p.conns.iter().filter(|c| stale.contains(&c.id)) {
+            out.push(Action::Close { peer, conn: c.id });
+        }
+        p.conns.retain(|c| !stale.contains(&c.id));
         // Crossing dials: the larger id gives up the one it dialed.
         if dialed && local > peer && p.conns.iter().any(|c| !c.dialed) {
             out.push(Action::Close { peer, conn });

@@ -586,6 +586,160 @@ fn a_removed_peer_is_dropped_and_late_reports_are_ignored() {
     assert_eq!(s.next_wakeup(), ROUND);
 }
 
+fn close(peer: NodeId, conn: ConnId) -> Action {
+    Action::Close { peer, conn }
+}
+
+fn add(s: &mut Scheduler, now: Duration, peer: NodeId, dialable: bool) -> Vec<Action> {
+    s.handle(now, Input::PeerAdded { peer, dialable })
+}
+
+fn up(s: &mut Scheduler, now: Duration, peer: NodeId, conn: ConnId, dialed: bool) -> Vec<Action> {
+    s.handle(now, Input::Connected { peer, conn, dialed })
+}
+
+#[test]
+fn a_network_change_dials_every_peer_at_once_whatever_its_backoff() {
+    let mut s = sched();
+    let (far, busy, near, nowhere) = (id(1), id(3), id(4), id(5));
+    let mut now = Duration::ZERO;
+    // `far` has failed for a long while: its backoff is at the cap.
+    assert_eq!(add(&mut s, now, far, true), vec![dial(far)]);
+    for _ in 0..8 {
+        s.handle(now, Input::DialFailed { peer: far });
+        now = next_dial(&mut s);
+    }
+    s.handle(now, Input::DialFailed { peer: far });
+    // `busy` has a dial running (against the old network); `near` is
+    // connected; `nowhere` has no address.
+    assert_eq!(add(&mut s, now, busy, true), vec![dial(busy)]);
+    add(&mut s, now, near, true);
+    assert_eq!(up(&mut s, now, near, 1, true), vec![start(near, 1)]);
+    s.handle(
+        now,
+        Input::SessionDone {
+            peer: near,
+            conn: 1,
+            ok: true,
+        },
+    );
+    add(&mut s, now, nowhere, false);
+    assert!(next_dial(&mut s.clone()) >= now + MAX);
+    let acts = s.handle(now, Input::NetworkChanged);
+    let mut dialed: Vec<NodeId> = acts
+        .iter()
+        .map(|a| match a {
+            Action::Dial { peer } => *peer,
+            other => panic!("unexpected {other:?}"),
+        })
+        .collect();
+    dialed.sort();
+    assert_eq!(
+        dialed,
+        vec![far, busy, near],
+        "the waiting peer, the running dial (replaced) and the connected one (re-checked)"
+    );
+    // The re-check of `near` got through: the old connection is closed and
+    // the new one carries the first session.
+    assert_eq!(
+        up(&mut s, now, near, 2, true),
+        vec![close(near, 1), start(near, 2)]
+    );
+    assert_eq!(s.current_conn(&near), Some(2));
+    assert_eq!(
+        s.handle(
+            now,
+            Input::Disconnected {
+                peer: near,
+                conn: 1
+            }
+        ),
+        vec![],
+        "the closed one's report changes nothing"
+    );
+    assert!(s.is_connected(&near));
+    // The backoff starts over: a failure now waits the first step only.
+    s.handle(now, Input::DialFailed { peer: far });
+    let next = next_dial(&mut s);
+    assert!(next <= now + secs(1.25), "{:?}", next - now);
+}
+
+#[test]
+fn a_re_check_that_fails_keeps_the_connection_it_meant_to_replace() {
+    let (mut s, p) = connected();
+    let t = secs(5.0);
+    assert_eq!(s.handle(t, Input::NetworkChanged), vec![dial(p)]);
+    assert_eq!(s.handle(t, Input::DialFailed { peer: p }), vec![]);
+    assert_eq!(s.current_conn(&p), Some(1));
+    assert_eq!(s.next_wakeup(), ROUND, "no retry of a dial while connected");
+    assert_eq!(
+        s.handle(t, Input::Changed { except: None }),
+        vec![start(p, 1)]
+    );
+}
+
+#[test]
+fn a_peer_heard_at_new_addresses_while_connected_is_dialed_and_the_new_path_wins() {
+    let (mut s, p) = connected();
+    let t = secs(3.0);
+    // Seen (its table entry gained an address) does not dial a connected
+    // peer; heard on the LAN at new addresses does.
+    assert_eq!(s.handle(t, Input::Seen { peer: p }), vec![]);
+    assert_eq!(s.handle(t, Input::Heard { peer: p }), vec![dial(p)]);
+    // A session of ours runs on the old connection meanwhile.
+    assert_eq!(
+        s.handle(t, Input::Changed { except: None }),
+        vec![start(p, 1)]
+    );
+    assert_eq!(
+        up(&mut s, t, p, 2, true),
+        vec![close(p, 1)],
+        "the old path is closed; the first session waits for ours to end"
+    );
+    assert_eq!(
+        s.handle(
+            t,
+            Input::SessionDone {
+                peer: p,
+                conn: 1,
+                ok: false
+            }
+        ),
+        vec![start(p, 2)],
+        "the session lost with the old connection runs on the new one"
+    );
+    // A connection that came up after the re-check began is not closed.
+    assert_eq!(s.handle(t, Input::Heard { peer: p }), vec![dial(p)]);
+    assert_eq!(up(&mut s, t, p, 3, false), vec![]);
+    assert_eq!(up(&mut s, t, p, 4, true), vec![close(p, 2)]);
+    assert_eq!(s.current_conn(&p), Some(4));
+}
+
+#[test]
+fn a_re_check_by_the_larger_id_replaces_the_connection_the_peer_dialed() {
+    // This node (id 2) is larger than id 1, which dialed the connection.
+    let mut s = sched();
+    let small = id(1);
+    let t = Duration::ZERO;
+    add(&mut s, t, small, true);
+    up(&mut s, t, small, 1, false);
+    assert_eq!(s.handle(t, Input::Heard { peer: small }), vec![dial(small)]);
+    assert_eq!(
+        up(&mut s, t, small, 2, true),
+        vec![close(small, 1), start(small, 2)],
+        "not taken for a crossing dial"
+    );
+    // Both re-check at once: the peer's fresh connection arrives first,
+    // so ours is the crossing one and gives way; the stale one goes too.
+    assert_eq!(s.handle(t, Input::NetworkChanged), vec![dial(small)]);
+    assert_eq!(up(&mut s, t, small, 3, false), vec![]);
+    assert_eq!(
+        up(&mut s, t, small, 4, true),
+        vec![close(small, 2), close(small, 4)]
+    );
+    assert_eq!(s.current_conn(&small), Some(3));
+}
+
 // ---- property test ----------------------------------------------------
 
 #[derive(Debug, Clone)]
@@ -593,6 +747,8 @@ enum Op {
     Add(u8, bool),
     Remove(u8),
     Seen(u8),
+    Heard(u8),
+    NetChange,
     DialOk(u8),
     DialFail(u8),
     Accept(u8),
@@ -611,6 +767,8 @@ fn op() -> impl Strategy<Value = Op> {
         (peer.clone(), any::<bool>()).prop_map(|(p, d)| Op::Add(p, d)),
         peer.clone().prop_map(Op::Remove),
         peer.clone().prop_map(Op::Seen),
+        peer.clone().prop_map(Op::Heard),
+        Just(Op::NetChange),
         peer.clone().prop_map(Op::DialOk),
         peer.clone().prop_map(Op::DialFail),
         peer.clone().prop_map(Op::Accept),
@@ -643,6 +801,8 @@ struct World {
     next_conn: ConnId,
     /// The peer the current input says was seen.
     seen: Option<NodeId>,
+    /// Peers the current input asks to re-check (dial even if connected).
+    recheck: BTreeSet<NodeId>,
 }
 
 impl World {
@@ -653,12 +813,10 @@ impl World {
                     assert_eq!(self.paired.get(&peer), Some(&true), "dial of {peer:?}");
                     // A dial replaces a running one only when the peer was
                     // just seen at a new address (the driver drops the old).
+                    let again = self.seen == Some(peer) || self.recheck.contains(&peer);
+                    assert!(self.dialing.insert(peer) || again, "two dials of one peer");
                     assert!(
-                        self.dialing.insert(peer) || self.seen == Some(peer),
-                        "two dials of one peer"
-                    );
-                    assert!(
-                        !self.conns.values().any(|p| *p == peer),
+                        !self.conns.values().any(|p| *p == peer) || self.recheck.contains(&peer),
                         "dial of a connected peer"
                     );
                 }
@@ -712,6 +870,7 @@ impl World {
     /// Turns an op into the input the driver would feed (if any).
     fn input(&mut self, op: Op) -> Option<Input> {
         self.seen = None;
+        self.recheck.clear();
         Some(match op {
             Op::Add(p, dialable) => {
                 self.paired.insert(id(p), dialable);
@@ -733,6 +892,15 @@ impl World {
             Op::Seen(p) => {
                 self.seen = Some(id(p));
                 Input::Seen { peer: id(p) }
+            }
+            Op::Heard(p) => {
+                self.seen = Some(id(p));
+                self.recheck.insert(id(p));
+                Input::Heard { peer: id(p) }
+            }
+            Op::NetChange => {
+                self.recheck = self.paired.keys().copied().collect();
+                Input::NetworkChanged
             }
             Op::DialOk(p) => {
                 if !self.dialing.remove(&id(p)) {
@@ -831,9 +999,17 @@ proptest! {
             if let Op::Advance(ms) = op {
                 now += Duration::from_millis(ms);
             }
+            let net = matches!(op, Op::NetChange);
             let Some(input) = w.input(op) else { continue };
             let acts = s.handle(now, input);
             w.check(&s, now, &acts);
+            if net {
+                // Whatever the backoff: every peer with an address is
+                // being dialed now.
+                for (p, dialable) in &w.paired {
+                    prop_assert!(!dialable || w.dialing.contains(p), "{p:?} not dialed");
+                }
+            }
         }
         // Drain: every session ends well, every peer's session ends, time
         // moves on; each change must by then have started a session with
