@@ -4,6 +4,7 @@
 //! Plain std; needs root, iproute2 and iptables.
 
 use std::process::Command;
+use std::sync::atomic::{AtomicU32, Ordering};
 
 /// Runs `ip ARGS`, or says what failed.
 pub fn ip(args: &[&str]) -> Result<(), String> {
@@ -30,6 +31,7 @@ pub fn run_tool(tool: &str, args: &[&str]) -> Result<(), String> {
 /// router namespace: laptop → router → hub works, nothing opens a flow
 /// into a laptop, and the laptops have no route to each other. Deleted on drop.
 pub struct NatHub {
+    tag: u32,
     names: Vec<String>,
     /// The hub's namespace.
     pub hub: String,
@@ -53,10 +55,14 @@ impl NatHub {
             return Err("not running as root".to_owned());
         }
         run_tool("iptables", &["-V"]).map_err(|e| format!("iptables is missing ({e})"))?;
-        let tag = std::process::id() % 100_000;
+        // Unique among the test threads of one process too (names and
+        // veths share the root namespace while they are built).
+        static NEXT: AtomicU32 = AtomicU32::new(0);
+        let tag = std::process::id() % 10_000 * 10 + NEXT.fetch_add(1, Ordering::Relaxed) % 10;
         let n = std::process::id() % 200 + 20;
         let ns = |s: &str| format!("cn{s}-{tag}");
         let t = NatHub {
+            tag,
             names: ["hub", "r1", "r2", "l1", "l2"]
                 .iter()
                 .map(|s| ns(s))
@@ -235,7 +241,7 @@ impl NatHub {
     }
 
     fn lan_dev(&self, i: usize) -> String {
-        format!("ce{}{}", i + 1, std::process::id() % 100_000)
+        format!("ce{}{}", i + 1, self.tag)
     }
 }
 
