@@ -5,6 +5,10 @@
 //! reach up to check what they test), and checks the resulting graph:
 //! no import loop between top-level modules, and every import goes to a
 //! lower layer of [`LAYERS`], the table ARCHITECTURE.md documents.
+//!
+//! It reads text, not the compiler's view: `super::` is resolved from the
+//! file's place, so inside an inline `mod x { ... }` block name siblings
+//! with `crate::` paths.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
