@@ -5,17 +5,15 @@
 //! it), LAN discovery, and the permissions of the node's home. Exits with
 //! an error when it found a problem.
 
-use std::net::{Ipv4Addr, SocketAddr};
 use std::path::Path;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, bail};
+use anyhow::bail;
 use cairn_node::sync::DEFAULT_PORT;
 use cairn_node::sync::daemon;
-use cairn_node::sync::endpoint::{Endpoint, Role};
+use cairn_node::sync::facade;
 use cairn_node::sync::peers::{Peer, PeerTable};
-use cairn_node::sync::session::{self, SyncError};
+use cairn_node::sync::session::SyncError;
 use serde::Serialize;
 
 mod lan;
@@ -383,36 +381,11 @@ fn peer_checks(node: &cairn_node::node::Node, home: &Path) -> anyhow::Result<Vec
             None,
         )]);
     }
-    let rt = cairn_node::sync::runtime().context("start the network runtime")?;
-    let endpoint = {
-        let _guard = rt.enter();
-        let mut e = Endpoint::bind(
-            SocketAddr::from((Ipv4Addr::UNSPECIFIED, 0)),
-            node.identity().key(),
-            Role::ClientOnly,
-        )?;
-        e.set_handshake_timeout(PROBE_TIMEOUT);
-        Arc::new(e)
-    };
     // Every peer at once; each probe is bounded by the handshake timeout.
-    let results = rt.block_on(async {
-        let mut set = tokio::task::JoinSet::new();
-        for (i, p) in peers.iter().cloned().enumerate() {
-            let endpoint = Arc::clone(&endpoint);
-            set.spawn(async move { (i, session::probe(&endpoint, &p).await) });
-        }
-        let mut out = Vec::new();
-        while let Some(Ok(r)) = set.join_next().await {
-            out.push(r);
-        }
-        out.sort_by_key(|(i, _)| *i);
-        out
-    });
-    endpoint.close();
+    let results = facade::probe_peers(node, &peers, PROBE_TIMEOUT)?;
     let now = super::now_ms();
     let mut out = Vec::new();
-    for (i, r) in results {
-        let Some(p) = peers.get(i) else { continue };
+    for (p, r) in peers.iter().zip(results) {
         let who = format!("{} ({})", p.name, p.short_id());
         out.push(match r {
             Ok(addr) => check(

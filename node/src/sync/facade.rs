@@ -2,7 +2,7 @@
 //! arguments, call these and print: one sync round now ([`sync_once`]),
 //! pairing ([`invite`], [`join`]), scope ([`set_scope`]), unpairing
 //! ([`unpair`]) and the peer list with how far behind each is
-//! ([`list_peers`]).
+//! ([`list_peers`]), and whether each peer answers now ([`probe_peers`]).
 //!
 //! The "endpoint + hello + shared node" wiring a node needs to run sync
 //! sessions outside the daemon lives here once, in [`Station`]; the calls
@@ -220,6 +220,44 @@ pub fn sync_once(
             })
         })
         .collect())
+}
+
+/// Whether each of `peers` answers a handshake now, all at once, each bounded
+/// by `timeout`: the address that answered, or why none did. No session runs
+/// (what `cairn doctor` asks). Results come back in the order given.
+pub fn probe_peers(
+    node: &Node,
+    peers: &[Peer],
+    timeout: Duration,
+) -> Result<Vec<Result<SocketAddr, SyncError>>, FacadeError> {
+    let rt = runtime().map_err(FacadeError::Runtime)?;
+    let endpoint = {
+        let _guard = rt.enter();
+        let mut e = Endpoint::bind(
+            SocketAddr::from((Ipv4Addr::UNSPECIFIED, 0)),
+            node.identity().key(),
+            Role::ClientOnly,
+        )?;
+        e.set_handshake_timeout(timeout);
+        Arc::new(e)
+    };
+    let mut results = rt.block_on(async {
+        let mut set = tokio::task::JoinSet::new();
+        for (i, p) in peers.iter().cloned().enumerate() {
+            let endpoint = Arc::clone(&endpoint);
+            set.spawn(async move { (i, session::probe(&endpoint, &p).await) });
+        }
+        let mut out = Vec::new();
+        while let Some(j) = set.join_next().await {
+            if let Ok(v) = j {
+                out.push(v);
+            }
+        }
+        out
+    });
+    endpoint.close();
+    results.sort_by_key(|(i, _)| *i);
+    Ok(results.into_iter().map(|(_, r)| r).collect())
 }
 
 /// An open pairing window: the code to show, then [`Invitation::wait`].
