@@ -11,7 +11,7 @@ use std::time::Duration;
 use cairn_protocol::ALPN_SYNC;
 
 use super::DEFAULT_PORT;
-use super::endpoint::{Endpoint, EndpointError};
+use super::endpoint::{Endpoint, EndpointError, PeerConnection};
 use super::error::SyncError;
 use super::peers::Peer;
 
@@ -99,6 +99,35 @@ pub async fn dial_targets(peer: &Peer, local: SocketAddr) -> Vec<SocketAddr> {
 /// the handshake and closes without a session. Returns the address that
 /// answered.
 pub async fn probe(endpoint: &Endpoint, peer: &Peer) -> Result<SocketAddr, SyncError> {
+    let (conn, addr) = connect(endpoint, peer).await?;
+    // A refusal of our key arrives just after the handshake.
+    let closed = tokio::time::timeout(PROBE_LINGER, conn.quinn().closed()).await;
+    if let Ok(reason) = closed {
+        // Code 2 is the listener's "not paired" (see `Endpoint::accept`).
+        let not_paired = matches!(&reason, quinn::ConnectionError::ApplicationClosed(c) if c.error_code == quinn::VarInt::from_u32(2));
+        let source = EndpointError::Handshake {
+            addr,
+            source: reason,
+        };
+        if not_paired || source.is_auth_failure() {
+            return Err(SyncError::Refused {
+                name: peer.name.clone(),
+                addr,
+                source: Box::new(source),
+            });
+        }
+    }
+    conn.close(0, b"probe");
+    Ok(addr)
+}
+
+/// Dials every candidate address of `peer` at once ([`dial_targets`],
+/// [`Endpoint::connect_any`]) and completes the handshake with its pinned
+/// key: the connection and the address that answered, or why none did.
+pub async fn connect(
+    endpoint: &Endpoint,
+    peer: &Peer,
+) -> Result<(PeerConnection, SocketAddr), SyncError> {
     let fp = peer.fingerprint_bytes().ok_or_else(|| SyncError::BadPeer {
         name: peer.name.clone(),
     })?;
@@ -106,30 +135,10 @@ pub async fn probe(endpoint: &Endpoint, peer: &Peer) -> Result<SocketAddr, SyncE
         .local_addr()
         .unwrap_or(SocketAddr::from(([0, 0, 0, 0], 0)));
     let candidates = dial_targets(peer, local).await;
-    match endpoint.connect_any(&candidates, &fp, ALPN_SYNC).await {
-        Ok((conn, addr)) => {
-            // A refusal of our key arrives just after the handshake.
-            let closed = tokio::time::timeout(PROBE_LINGER, conn.quinn().closed()).await;
-            if let Ok(reason) = closed {
-                // Code 2 is the listener's "not paired" (see `Endpoint::accept`).
-                let not_paired = matches!(&reason, quinn::ConnectionError::ApplicationClosed(c) if c.error_code == quinn::VarInt::from_u32(2));
-                let source = EndpointError::Handshake {
-                    addr,
-                    source: reason,
-                };
-                if not_paired || source.is_auth_failure() {
-                    return Err(SyncError::Refused {
-                        name: peer.name.clone(),
-                        addr,
-                        source: Box::new(source),
-                    });
-                }
-            }
-            conn.close(0, b"probe");
-            Ok(addr)
-        }
-        Err(failures) => Err(dial_failure(peer, candidates, failures)),
-    }
+    endpoint
+        .connect_any(&candidates, &fp, ALPN_SYNC)
+        .await
+        .map_err(|failures| dial_failure(peer, candidates, failures))
 }
 
 /// How long a probe waits after the handshake for the peer to refuse us.

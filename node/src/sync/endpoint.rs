@@ -646,7 +646,7 @@ pub async fn answer_session(
         other => {
             return Err(SessionError::Unexpected {
                 expected: "hello",
-                got: message_name(&other),
+                got: other.name(),
             });
         }
     };
@@ -688,22 +688,6 @@ pub async fn refuse(send: &mut quinn::SendStream, code: RefuseCode, reason: &str
     };
     if send_msg(send, &msg).await.is_ok() && send.finish().is_ok() {
         let _ = tokio::time::timeout(REFUSE_LINGER, send.stopped()).await;
-    }
-}
-
-/// The message's variant name, for errors and logs (never its content).
-pub fn message_name(m: &Message) -> &'static str {
-    match m {
-        Message::Hello(_) => "hello",
-        Message::Refuse { .. } => "refuse",
-        Message::Watermarks { .. } => "watermarks",
-        Message::Pull(_) => "pull",
-        Message::Batch(_) => "batch",
-        Message::Ping { .. } => "ping",
-        Message::Pong { .. } => "pong",
-        Message::Bye { .. } => "bye",
-        Message::PairRequest(_) => "pair_request",
-        Message::PairAccept(_) => "pair_accept",
     }
 }
 

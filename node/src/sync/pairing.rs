@@ -29,8 +29,7 @@ use cairn_protocol::{
 
 pub use super::endpoint::HANDSHAKE_TIMEOUT;
 use super::endpoint::{
-    Endpoint, EndpointError, PeerConnection, Role, SessionError, message_name, recv_msg, refuse,
-    send_msg,
+    Endpoint, EndpointError, PeerConnection, Role, SessionError, recv_msg, refuse, send_msg,
 };
 use super::peers::{Peer, PeerTable, PeersError};
 use super::{DEFAULT_PORT, clean_name};
@@ -321,7 +320,7 @@ impl Inviter {
                 return Err(Attempt::Failed(
                     SessionError::Unexpected {
                         expected: "pair_request",
-                        got: message_name(&other),
+                        got: other.name(),
                     }
                     .into(),
                 ));
@@ -354,7 +353,7 @@ impl Inviter {
                 return Err(Attempt::Failed(
                     SessionError::Unexpected {
                         expected: "bye",
-                        got: message_name(&other),
+                        got: other.name(),
                     }
                     .into(),
                 ));
@@ -492,7 +491,7 @@ async fn join_on(
         Ok(other) => {
             return Err(SessionError::Unexpected {
                 expected: "pair_accept",
-                got: message_name(&other),
+                got: other.name(),
             }
             .into());
         }

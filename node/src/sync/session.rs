@@ -33,15 +33,15 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use cairn_protocol::{
-    ALPN_SYNC, Action, ApplyResult, Conversation, ConversationConfig, ConversationError, Event,
-    Hello, MAX_WATERMARKS, Message, NodeId, OriginName, PlanLimits, SpkiFingerprint, total_behind,
+    Action, ApplyResult, Conversation, ConversationConfig, ConversationError, Event, Hello,
+    MAX_WATERMARKS, Message, NodeId, OriginName, PlanLimits, SpkiFingerprint, total_behind,
 };
 use serde::Serialize;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use super::clean_name;
-use super::dial::dial_failure;
+use super::dial;
 // Dialing and the error type live beside this module; these paths stay for callers.
 pub use super::dial::{dial_candidates, dial_targets, probe, resolve_hosts};
 use super::endpoint::{
@@ -462,29 +462,18 @@ pub async fn sync_with(
     hello: &Hello,
     cfg: &SessionConfig,
 ) -> Result<(SessionReport, SocketAddr), SyncError> {
-    let fp = peer.fingerprint_bytes().ok_or_else(|| SyncError::BadPeer {
-        name: peer.name.clone(),
-    })?;
-    let local = endpoint
-        .local_addr()
-        .unwrap_or(SocketAddr::from(([0, 0, 0, 0], 0)));
-    let candidates = dial_targets(peer, local).await;
-    match endpoint.connect_any(&candidates, &fp, ALPN_SYNC).await {
-        Ok((conn, addr)) => {
-            let r = run_session(&conn, true, node, hello, peer.scope.clone(), cfg).await;
-            conn.close(0, b"done");
-            match r {
-                Ok(rep) => Ok((rep, addr)),
-                // Our key was refused just after the handshake.
-                Err(SyncError::Session(e)) if e.is_refusal() => Err(SyncError::Refused {
-                    name: peer.name.clone(),
-                    addr,
-                    source: Box::new(e),
-                }),
-                Err(e) => Err(e),
-            }
-        }
-        Err(failures) => Err(dial_failure(peer, candidates, failures)),
+    let (conn, addr) = dial::connect(endpoint, peer).await?;
+    let r = run_session(&conn, true, node, hello, peer.scope.clone(), cfg).await;
+    conn.close(0, b"done");
+    match r {
+        Ok(rep) => Ok((rep, addr)),
+        // Our key was refused just after the handshake.
+        Err(SyncError::Session(e)) if e.is_refusal() => Err(SyncError::Refused {
+            name: peer.name.clone(),
+            addr,
+            source: Box::new(e),
+        }),
+        Err(e) => Err(e),
     }
 }
 
