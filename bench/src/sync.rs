@@ -113,25 +113,13 @@ struct Side {
 impl Side {
     fn cmd(&self, cairn: &Path, args: &[&str]) -> Command {
         let mut c = Command::new(cairn);
-        c.args(args)
-            .env_clear()
-            .env("HOME", &self.home)
-            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-            .env("HOSTNAME", self.name)
-            .env("CAIRN_LOG", "error")
-            .current_dir(&self.home);
+        c.args(args);
+        isolate(&mut c, &self.home, self.name);
         c
     }
 
     fn json(&self, cairn: &Path, args: &[&str]) -> anyhow::Result<serde_json::Value> {
-        let out = self.cmd(cairn, args).output()?;
-        if !out.status.success() {
-            bail!(
-                "cairn {args:?} failed: {}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-        }
-        Ok(serde_json::from_slice(&out.stdout)?)
+        run_json(self.cmd(cairn, args), args)
     }
 
     fn records(&self, cairn: &Path) -> anyhow::Result<u64> {
@@ -143,6 +131,30 @@ impl Side {
     fn notes_file(&self) -> PathBuf {
         self.home.join(".local/share/cairn/notes.jsonl")
     }
+}
+
+/// Runs `cairn` as a machine of its own: only `home` as its world, `name`
+/// as its host name, quiet logs.
+pub(crate) fn isolate(c: &mut Command, home: &Path, name: &str) {
+    c.env_clear()
+        .env("HOME", home)
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOSTNAME", name)
+        .env("CAIRN_LOG", "error")
+        .current_dir(home);
+}
+
+/// Runs a `cairn … --json` command and parses what it printed; a failure
+/// carries its stderr.
+pub(crate) fn run_json(mut c: Command, args: &[&str]) -> anyhow::Result<serde_json::Value> {
+    let out = c.output()?;
+    if !out.status.success() {
+        bail!(
+            "cairn {args:?} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    Ok(serde_json::from_slice(&out.stdout)?)
 }
 
 pub(crate) fn wait_for<T>(limit: Duration, mut f: impl FnMut() -> Option<T>) -> Option<T> {

@@ -25,10 +25,12 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, bail};
+use anyhow::Context;
 use serde::Serialize;
 
-use crate::sync::{Reap, SyncBenchArgs, median, note_line, percentile, wait_for};
+use crate::sync::{
+    Reap, SyncBenchArgs, isolate, median, note_line, percentile, run_json, wait_for,
+};
 
 #[path = "../../tests/netns/nat_hub.rs"]
 mod nat_hub;
@@ -64,27 +66,13 @@ struct Machine {
 impl Machine {
     fn cmd(&self, cairn: &Path, args: &[&str]) -> Command {
         let mut c = Command::new("ip");
-        c.args(["netns", "exec", &self.ns])
-            .arg(cairn)
-            .args(args)
-            .env_clear()
-            .env("HOME", &self.home)
-            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-            .env("HOSTNAME", self.name)
-            .env("CAIRN_LOG", "error")
-            .current_dir(&self.home);
+        c.args(["netns", "exec", &self.ns]).arg(cairn).args(args);
+        isolate(&mut c, &self.home, self.name);
         c
     }
 
     fn json(&self, cairn: &Path, args: &[&str]) -> anyhow::Result<serde_json::Value> {
-        let out = self.cmd(cairn, args).output()?;
-        if !out.status.success() {
-            bail!(
-                "cairn {args:?} failed: {}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-        }
-        Ok(serde_json::from_slice(&out.stdout)?)
+        run_json(self.cmd(cairn, args), args)
     }
 
     fn records(&self, cairn: &Path) -> u64 {
