@@ -54,6 +54,11 @@ fn backoff_doubles_caps_and_jitters_within_a_quarter() {
 }
 
 /// Ticks from wakeup to wakeup (periodic rounds included) until a dial.
+/// Pairs `peer` at `now`; `dialable` says whether it has an address.
+fn added(s: &mut Scheduler, now: Duration, peer: NodeId, dialable: bool) -> Vec<Action> {
+    s.handle(now, Input::PeerAdded { peer, dialable })
+}
+
 fn next_dial(s: &mut Scheduler) -> Duration {
     for _ in 0..100 {
         let at = s.next_wakeup();
@@ -111,13 +116,7 @@ fn a_peer_that_cannot_be_reached_is_retried_with_growing_capped_jittered_delays(
 fn a_connection_resets_the_backoff_and_the_dialer_runs_the_first_session() {
     let mut s = sched();
     let p = id(3);
-    s.handle(
-        Duration::ZERO,
-        Input::PeerAdded {
-            peer: p,
-            dialable: true,
-        },
-    );
+    added(&mut s, Duration::ZERO, p, true);
     let mut now = Duration::ZERO;
     for _ in 0..4 {
         s.handle(now, Input::DialFailed { peer: p });
@@ -158,13 +157,7 @@ fn connections_that_drop_at_once_back_off_like_failed_dials() {
     let mut s = sched();
     let p = id(3);
     let mut now = Duration::ZERO;
-    s.handle(
-        now,
-        Input::PeerAdded {
-            peer: p,
-            dialable: true,
-        },
-    );
+    added(&mut s, now, p, true);
     let mut delays = Vec::new();
     for conn in 1..=5 {
         s.handle(
@@ -198,13 +191,7 @@ fn connections_that_drop_at_once_back_off_like_failed_dials() {
 fn the_side_that_was_dialed_waits_for_the_dialers_session() {
     let mut s = sched();
     let p = id(1);
-    s.handle(
-        Duration::ZERO,
-        Input::PeerAdded {
-            peer: p,
-            dialable: false,
-        },
-    );
+    added(&mut s, Duration::ZERO, p, false);
     let acts = s.handle(
         secs(1.0),
         Input::Connected {
@@ -221,24 +208,12 @@ fn the_side_that_was_dialed_waits_for_the_dialers_session() {
 fn a_peer_with_nowhere_to_dial_is_never_dialed_until_seen() {
     let mut s = sched();
     let p = id(3);
-    let mut acts = s.handle(
-        Duration::ZERO,
-        Input::PeerAdded {
-            peer: p,
-            dialable: false,
-        },
-    );
+    let mut acts = added(&mut s, Duration::ZERO, p, false);
     for t in 1..200 {
         acts.extend(s.handle(secs(f64::from(t)), Input::Tick));
     }
     assert_eq!(acts, vec![]);
-    let acts = s.handle(
-        secs(200.0),
-        Input::PeerAdded {
-            peer: p,
-            dialable: true,
-        },
-    );
+    let acts = added(&mut s, secs(200.0), p, true);
     assert_eq!(acts, vec![dial(p)], "an address to dial is used at once");
 }
 
@@ -246,13 +221,7 @@ fn a_peer_with_nowhere_to_dial_is_never_dialed_until_seen() {
 fn being_seen_at_a_new_address_skips_the_backoff() {
     let mut s = sched();
     let p = id(3);
-    s.handle(
-        Duration::ZERO,
-        Input::PeerAdded {
-            peer: p,
-            dialable: true,
-        },
-    );
+    added(&mut s, Duration::ZERO, p, true);
     let mut now = Duration::ZERO;
     for _ in 0..6 {
         s.handle(now, Input::DialFailed { peer: p });
@@ -280,13 +249,7 @@ fn being_seen_at_a_new_address_skips_the_backoff() {
 fn connected() -> (Scheduler, NodeId) {
     let mut s = sched();
     let p = id(3);
-    s.handle(
-        Duration::ZERO,
-        Input::PeerAdded {
-            peer: p,
-            dialable: true,
-        },
-    );
+    added(&mut s, Duration::ZERO, p, true);
     s.handle(
         Duration::ZERO,
         Input::Connected {
@@ -346,13 +309,7 @@ fn a_burst_of_changes_costs_one_more_session_not_one_each() {
 fn records_are_not_pushed_back_to_the_peer_they_came_from() {
     let (mut s, p) = connected();
     let q = id(1);
-    s.handle(
-        Duration::ZERO,
-        Input::PeerAdded {
-            peer: q,
-            dialable: false,
-        },
-    );
+    added(&mut s, Duration::ZERO, q, false);
     s.handle(
         Duration::ZERO,
         Input::Connected {
@@ -486,13 +443,7 @@ fn crossing_dials_leave_the_one_the_smaller_id_dialed() {
     // This node (id 2) is larger than id 1: it gives up its own dial.
     let mut s = sched();
     let small = id(1);
-    s.handle(
-        Duration::ZERO,
-        Input::PeerAdded {
-            peer: small,
-            dialable: true,
-        },
-    );
+    added(&mut s, Duration::ZERO, small, true);
     s.handle(
         Duration::ZERO,
         Input::Connected {
@@ -520,13 +471,7 @@ fn crossing_dials_leave_the_one_the_smaller_id_dialed() {
     // Smaller than id 3: keeps its own dial.
     let mut s = sched();
     let big = id(3);
-    s.handle(
-        Duration::ZERO,
-        Input::PeerAdded {
-            peer: big,
-            dialable: true,
-        },
-    );
+    added(&mut s, Duration::ZERO, big, true);
     s.handle(
         Duration::ZERO,
         Input::Connected {
