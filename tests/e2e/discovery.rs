@@ -27,13 +27,7 @@ struct Lan {
 
 impl Lan {
     fn create() -> Result<Lan, String> {
-        let uid = Command::new("id")
-            .arg("-u")
-            .output()
-            .map_err(|e| format!("cannot run `id`: {e}"))?;
-        if String::from_utf8_lossy(&uid.stdout).trim() != "0" {
-            return Err("not running as root".to_owned());
-        }
+        crate::nat_hub::require_root()?;
         let tag = std::process::id() % 100_000;
         let lan = Lan {
             ns: [format!("cdisc-a-{tag}"), format!("cdisc-b-{tag}")],

@@ -574,14 +574,7 @@ struct NetnsPair {
 impl NetnsPair {
     /// Creates the namespaces, or says why it cannot.
     fn create() -> Result<NetnsPair, String> {
-        // Root is needed for `ip netns`; `id -u` avoids unsafe libc calls.
-        let uid = Command::new("id")
-            .arg("-u")
-            .output()
-            .map_err(|e| format!("cannot run `id`: {e}"))?;
-        if String::from_utf8_lossy(&uid.stdout).trim() != "0" {
-            return Err("not running as root".to_owned());
-        }
+        crate::nat_hub::require_root()?;
         let tag = std::process::id() % 100_000;
         let net = std::process::id() % 250 + 1;
         let pair = NetnsPair {

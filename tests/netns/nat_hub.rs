@@ -44,16 +44,22 @@ pub struct NatHub {
     pub lans: [(String, String); 2],
 }
 
+/// Namespaces need root; `id -u` says so without unsafe libc calls.
+pub fn require_root() -> Result<(), String> {
+    let uid = Command::new("id")
+        .arg("-u")
+        .output()
+        .map_err(|e| format!("cannot run `id`: {e}"))?;
+    if String::from_utf8_lossy(&uid.stdout).trim() != "0" {
+        return Err("not running as root".to_owned());
+    }
+    Ok(())
+}
+
 impl NatHub {
     /// Builds the namespaces, or says why it cannot (not root, no iptables).
     pub fn create() -> Result<NatHub, String> {
-        let uid = Command::new("id")
-            .arg("-u")
-            .output()
-            .map_err(|e| format!("cannot run `id`: {e}"))?;
-        if String::from_utf8_lossy(&uid.stdout).trim() != "0" {
-            return Err("not running as root".to_owned());
-        }
+        require_root()?;
         run_tool("iptables", &["-V"]).map_err(|e| format!("iptables is missing ({e})"))?;
         // Unique among the test threads of one process too (names and
         // veths share the root namespace while they are built).
