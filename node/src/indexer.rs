@@ -16,7 +16,7 @@
 //! dedupe absorbs the repeat.
 //!
 //! A pass runs on two threads: one reads, parses and redacts the stores and
-//! prepares each record ([`NewRecord`]: hash, compression, index text), the
+//! prepares each record ([`NewRecord`]: hash, text encoding, index text), the
 //! other (the caller's) holds the write transaction and only runs SQL. They
 //! meet through a bounded channel of [`Step`]s, so memory stays bounded
 //! whatever the size of a store. The writer commits every [`TX_BYTES`] of
@@ -35,7 +35,8 @@ use cairn_protocol::Hash32;
 use crate::record::Record;
 use crate::redact::{RedactionCounts, Redactor, scope};
 use crate::sources::{self, LineParser, Locations, ParseError, Reader, SourceFile};
-use crate::store::{NewRecord, SourceState, Store, StoreError};
+use crate::store::codec::TextDict;
+use crate::store::{Encoder, NewRecord, SourceState, Store, StoreError};
 
 /// Bytes hashed at the head of a file, and before its saved offset, to notice rewrites.
 const FINGERPRINT: u64 = 4096;
@@ -173,10 +174,14 @@ pub fn index_all(
     // Newest first, so a pass cut short by its deadline has read what people ask about.
     plans.sort_by_key(|p| std::cmp::Reverse(p.mtime_ns));
     let (tx, rx) = sync_channel(IN_FLIGHT);
+    let encoder = store.text_encoder();
     std::thread::scope(|s| {
         let reader = std::thread::Builder::new()
             .name("cairn-read".into())
-            .spawn_scoped(s, move || read_all(ctx, plans, &Out(tx)));
+            .spawn_scoped(s, move || {
+                let out = Out(tx, std::cell::RefCell::new(encoder));
+                read_all(ctx, plans, &out)
+            });
         if let Err(e) = reader {
             // No second thread to be had: nothing was read; the next pass retries.
             tracing::warn!(error = %e, "cannot start the reading thread");
@@ -186,9 +191,10 @@ pub fn index_all(
     })
 }
 
-/// The reading side's half of the channel. A send fails only when the
-/// writer stopped (on a database error); the reader then stops too.
-struct Out(SyncSender<Step>);
+/// The reading side's half of the channel, and how it encodes record text.
+/// A send fails only when the writer stopped (on a database error); the
+/// reader then stops too.
+struct Out(SyncSender<Step>, std::cell::RefCell<Encoder>);
 
 /// The writer hung up.
 struct Hangup;
@@ -228,6 +234,9 @@ enum Step {
     },
     /// The store could not be read this pass.
     Failed { why: String },
+    /// The reader trained the database's text dictionary: stored before
+    /// the records encoded with it, which follow.
+    Dict(std::sync::Arc<TextDict>),
     /// Stores (or parts of one) left for the next pass by the deadline.
     Deferred(u64),
 }
@@ -346,6 +355,7 @@ fn write_steps(
                 report.failed.push((c.path, why));
             }
             Step::Deferred(n) => report.deferred += n,
+            Step::Dict(d) => ing.save_text_dict(&d)?,
         }
         if tx_bytes >= TX_BYTES || tx_started.elapsed() >= TX_TIME {
             ing.commit_and_continue()?;
@@ -616,6 +626,7 @@ fn send_records(
     // What the parsers redacted before cutting long texts, then the rest.
     let mut counts = scope::take_counts();
     let mut prepared = Vec::with_capacity(records.len());
+    let mut enc = out.1.borrow_mut();
     for mut r in records.drain(..) {
         // Filed under the source that found the store, so a source can reuse
         // another agent's parser (Crush reads with opencode's).
@@ -626,7 +637,10 @@ fn send_records(
         if r.text.trim().is_empty() {
             continue;
         }
-        prepared.push(NewRecord::from_record(r));
+        prepared.push(NewRecord::from_record_with(r, &mut enc));
+    }
+    if let Some(d) = enc.take_trained() {
+        out.send(Step::Dict(d))?;
     }
     out.send(Step::Records {
         records: prepared,

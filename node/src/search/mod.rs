@@ -545,7 +545,7 @@ fn hit_details(
         Some(id) => conn
             .prepare_cached("SELECT role, ts, flags, text FROM records WHERE id = ?1")?
             .query_row([id], |r| {
-                let text = codec::decode(&r.get::<_, Vec<u8>>(3)?, r.get(2)?);
+                let text = codec::decode(conn, &r.get::<_, Vec<u8>>(3)?, r.get(2)?);
                 Ok((
                     id,
                     r.get::<_, String>(0)?,
@@ -567,7 +567,7 @@ fn hit_details(
          WHERE r.id = ?1",
     )?
     .query_row([top.record_id], |r| {
-        let text = codec::decode(&r.get::<_, Vec<u8>>(3)?, r.get(2)?);
+        let text = codec::decode(conn, &r.get::<_, Vec<u8>>(3)?, r.get(2)?);
         Ok(Hit {
             snippet: snippet::make(&text::strip_terminal(&text), words, 200),
             role: r.get(0)?,

@@ -385,7 +385,7 @@ fn refresh_session(conn: &Connection, session: i64) -> Result<bool, StoreError> 
             "SELECT text, flags FROM records WHERE session = ?1 AND role = 'user'
              ORDER BY ts IS NULL, ts, id LIMIT 1",
             [session],
-            |r| Ok(codec::decode(&r.get::<_, Vec<u8>>(0)?, r.get(1)?)),
+            |r| Ok(codec::decode(conn, &r.get::<_, Vec<u8>>(0)?, r.get(1)?)),
         )
         .optional()?
         .map(|t| super::ingest::session_title(&t))

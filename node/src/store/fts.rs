@@ -94,7 +94,7 @@ pub(crate) fn backfill_stems(conn: &mut Connection) -> Result<u64, StoreError> {
             Some((last, ..)) => {
                 for (id, role, flags, text) in &rows {
                     if stemmed_role(role) {
-                        let text = codec::decode(text, *flags);
+                        let text = codec::decode(&tx, text, *flags);
                         tx.prepare_cached("INSERT INTO fts_stem(rowid, body) VALUES (?1, ?2)")?
                             .execute(params![id, index_form(&text)])?;
                         added += 1;

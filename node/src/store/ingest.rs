@@ -303,6 +303,12 @@ impl Ingest<'_> {
         self.insert_new(&NewRecord::from_record(rec.clone()), source)
     }
 
+    /// Stores the text dictionary an indexing pass trained, before the
+    /// records encoded with it (see `store::dict`).
+    pub fn save_text_dict(&mut self, dict: &super::codec::TextDict) -> Result<(), StoreError> {
+        super::dict::save(self.conn, dict)
+    }
+
     /// [`Ingest::insert`] for a record prepared beforehand (see [`NewRecord`]).
     pub fn insert_new(&mut self, rec: &NewRecord, source: Option<i64>) -> Result<bool, StoreError> {
         let hash = rec.hash;

@@ -14,6 +14,8 @@ use std::collections::HashMap;
 use cairn_protocol::Hash32;
 use rusqlite::{Connection, params};
 
+use super::codec::TextDict;
+use super::dict::{self, Encoder};
 use super::ingest::{SessionKey, session_row, session_title};
 use super::{StoreError, codec};
 use crate::record::{Record, Role};
@@ -37,15 +39,27 @@ pub struct NewRecord {
     files: String,
     /// The text, for the full-text index.
     text: String,
-    /// The text as stored, when it differs from `text` (compressed).
-    stored: Option<Vec<u8>>,
+    /// How the text is stored: `None` until encoded (then by [`insert`],
+    /// with the database's dictionary), `Some(None)` as `text` itself,
+    /// `Some(Some(bytes))` compressed.
+    stored: Option<Option<Vec<u8>>>,
+    /// Without the encoding bits until encoded.
     flags: i64,
     /// What the record adds to its session's title (a user's first line).
     title: Option<String>,
 }
 
 impl NewRecord {
-    /// Prepares a record read by this node's indexer (already redacted).
+    /// Prepares a record read by this node's indexer (already redacted),
+    /// encoding its text with `enc`.
+    pub fn from_record_with(rec: Record, enc: &mut Encoder) -> NewRecord {
+        let mut new = Self::from_record(rec);
+        enc.observe(&new.text);
+        new.encode(enc.dict());
+        new
+    }
+
+    /// Prepares a record (already redacted) whose text [`insert`] encodes.
     pub fn from_record(rec: Record) -> NewRecord {
         let hash = rec.content_hash();
         let offset = Some(rec.offset as i64);
@@ -95,11 +109,7 @@ impl NewRecord {
         files: &[String],
         text: String,
     ) -> NewRecord {
-        let (stored, compressed) = match codec::encode(&text) {
-            (Cow::Owned(z), true) => (Some(z), true),
-            _ => (None, false),
-        };
-        let mut flags = if compressed { codec::COMPRESSED } else { 0 };
+        let mut flags = 0;
         if conversational(kind) && is_decision(&text) {
             flags |= codec::DECISION;
         }
@@ -115,10 +125,20 @@ impl NewRecord {
             offset,
             files: files.join("\n"),
             text,
-            stored,
+            stored: None,
             flags,
             title,
         }
+    }
+
+    /// Encodes the text for storage, with `dict` if given.
+    fn encode(&mut self, dict: Option<&TextDict>) {
+        let (bytes, encoding) = codec::encode(&self.text, dict);
+        self.flags = (self.flags & !codec::ENCODING) | encoding;
+        self.stored = Some(match bytes {
+            Cow::Owned(z) => Some(z),
+            Cow::Borrowed(_) => None,
+        });
     }
 
     /// The content hash.
@@ -165,7 +185,21 @@ pub(crate) fn insert(
         project: rec.project.as_deref(),
     };
     let session = session_row(conn, &key, origin, sessions)?;
-    let text: &[u8] = rec.stored.as_deref().unwrap_or(rec.text.as_bytes());
+    let encoded;
+    let rec = if rec.stored.is_none() {
+        // Received or written directly: encoded here, with the database's
+        // dictionary when it has a usable one.
+        let mut r = rec.clone();
+        r.encode(dict::load(conn).ok().flatten().as_deref());
+        encoded = r;
+        &encoded
+    } else {
+        rec
+    };
+    let text: &[u8] = match &rec.stored {
+        Some(Some(z)) => z,
+        _ => rec.text.as_bytes(),
+    };
     let changed = conn
         .prepare_cached(
             "INSERT INTO records(hash, session, role, ts, flags, origin, source, offset, files, text)
@@ -251,11 +285,18 @@ mod tests {
                 assert_eq!((a.offset, b.offset), (Some(0), None));
             }
         }
-        let user = NewRecord::from_record(record(Role::User, &long));
-        assert!(user.stored.is_some(), "long text is compressed");
+        // Before the database has a dictionary, long texts get plain zstd.
+        let mut enc = Encoder::with(None);
+        let user = NewRecord::from_record_with(record(Role::User, &long), &mut enc);
+        assert!(
+            matches!(user.stored, Some(Some(_))),
+            "long text is compressed"
+        );
         assert_eq!(user.flags, codec::COMPRESSED | codec::DECISION);
         assert!(user.title.is_some() && user.stemmed());
-        let tool = NewRecord::from_record(record(Role::ToolOutput, &long));
+        let short = NewRecord::from_record_with(record(Role::User, "short text"), &mut enc);
+        assert_eq!((&short.stored, short.flags), (&Some(None), 0));
+        let tool = NewRecord::from_record_with(record(Role::ToolOutput, &long), &mut enc);
         assert_eq!(
             tool.flags,
             codec::COMPRESSED,

@@ -243,7 +243,11 @@ impl Store {
                                 project,
                                 role: row.get(7)?,
                                 time_ms: row.get(8)?,
-                                text: codec::decode(&row.get::<_, Vec<u8>>(11)?, row.get(9)?),
+                                text: codec::decode(
+                                    &self.conn,
+                                    &row.get::<_, Vec<u8>>(11)?,
+                                    row.get(9)?,
+                                ),
                                 files: files.lines().map(str::to_owned).collect(),
                             };
                             LogEntry::Record(wire::record_to_wire(seq, rec, redactor))

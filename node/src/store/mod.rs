@@ -9,6 +9,7 @@
 mod apply;
 mod browse;
 pub mod codec;
+mod dict;
 mod forget;
 mod fts;
 mod ingest;
@@ -30,6 +31,7 @@ use rusqlite::{Connection, OpenFlags};
 
 pub use apply::{ApplyError, ApplyReport, Blame};
 pub use browse::{Activity, DayCount, Origin, ProjectCount, RecentFilter};
+pub use dict::Encoder;
 pub use forget::{ForgetCandidate, ForgetError, ForgetReport, MAX_QUERY_FORGET, TombstoneRow};
 pub use ingest::{Ingest, SourceState};
 pub use insert::NewRecord;
@@ -64,6 +66,10 @@ pub enum StoreError {
         /// The database file.
         path: PathBuf,
     },
+    /// Another process stored a different text dictionary during a pass
+    /// that trained its own; the pass's open transaction is abandoned.
+    #[error("another process stored a text dictionary meanwhile; index again")]
+    DictionaryRace,
     /// The database was written by a newer cairn.
     #[error(
         "database schema version {found} is newer than this cairn supports ({supported}); upgrade cairn"

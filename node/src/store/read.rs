@@ -196,7 +196,7 @@ impl Store {
             Ok(SessionRecord {
                 role: r.get(0)?,
                 time_ms: r.get(1)?,
-                text: codec::decode(&r.get::<_, Vec<u8>>(2)?, r.get(6)?),
+                text: codec::decode(&self.conn, &r.get::<_, Vec<u8>>(2)?, r.get(6)?),
                 files: files.lines().map(str::to_owned).collect(),
                 source: r.get(4)?,
                 offset: r.get(5)?,

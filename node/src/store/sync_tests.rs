@@ -506,6 +506,7 @@ fn every_planted_kind_received_from_a_peer_is_redacted_before_storage() {
     let texts: Vec<String> = stmt
         .query_map([], |r| {
             Ok(super::codec::decode(
+                b.store.conn(),
                 &r.get::<_, Vec<u8>>(0)?,
                 r.get::<_, i64>(1)?,
             ))

@@ -98,7 +98,8 @@ impl Store {
                     tx.prepare_cached("INSERT OR IGNORE INTO vectors(id, v) VALUES (?1, ?2)")?;
                 for (id, role, flags, text) in &rows {
                     let v = if embeds_role(role) {
-                        e.embed(&codec::decode(text, *flags)).map(|v| quantize(&v))
+                        e.embed(&codec::decode(&tx, text, *flags))
+                            .map(|v| quantize(&v))
                     } else {
                         None
                     };
