@@ -199,14 +199,15 @@ pub fn search(store: &Store, q: &Query, opts: &SearchOptions) -> Result<Vec<Hit>
     Ok(search_page(store, q, opts, 0)?.hits)
 }
 
-/// The joins the options' filters need (`se` = sessions, `n` = nodes), for a
+/// The joins the options' filters need (`se` = sessions, `og` = origins,
+/// `n` = nodes), for a
 /// query over `records r`.
 pub(crate) fn push_joins(sql: &mut String, opts: &SearchOptions) {
     if opts.agent.is_some() || opts.project.is_some() || opts.session.is_some() {
         sql.push_str(" JOIN sessions se ON se.id = r.session");
     }
     if opts.machine.is_some() {
-        sql.push_str(" LEFT JOIN nodes n ON n.id = r.origin");
+        sql.push_str(" JOIN origins og ON og.id = r.origin LEFT JOIN nodes n ON n.id = og.node");
     }
 }
 
@@ -232,7 +233,7 @@ pub(crate) fn push_filters(sql: &mut String, args: &mut Vec<SqlValue>, opts: &Se
     if let Some(m) = &opts.machine {
         arg(
             sql,
-            " AND (n.name = ?X OR r.origin = ?X)",
+            " AND (n.name = ?X OR og.node = ?X)",
             SqlValue::Text(m.clone()),
         );
     }
@@ -559,10 +560,11 @@ fn hit_details(
     let clean = |s: Option<String>| s.map(|s| text::strip_terminal(&s));
     conn.prepare_cached(
         "SELECT r.role, r.ts, r.flags, r.text, r.offset, se.session_id, se.agent, se.project, se.title,
-                COALESCE(n.name, r.origin), src.path
+                COALESCE(n.name, og.node), src.path
          FROM records r
          JOIN sessions se ON se.id = r.session
-         LEFT JOIN nodes n ON n.id = r.origin
+         JOIN origins og ON og.id = r.origin
+         LEFT JOIN nodes n ON n.id = og.node
          LEFT JOIN sources src ON src.id = r.source
          WHERE r.id = ?1",
     )?

@@ -171,8 +171,8 @@ impl Store {
              WHERE r.ts >= ?1 GROUP BY day, se.agent ORDER BY day, se.agent",
         )?;
         let by_machine = day_counts(
-            "SELECT (r.ts + ?2) / 86400000 AS day, COALESCE(n.name, r.origin) AS m, count(*)
-             FROM records r LEFT JOIN nodes n ON n.id = r.origin
+            "SELECT (r.ts + ?2) / 86400000 AS day, COALESCE(n.name, og.node) AS m, count(*)
+             FROM records r JOIN origins og ON og.id = r.origin LEFT JOIN nodes n ON n.id = og.node
              WHERE r.ts >= ?1 GROUP BY day, m ORDER BY day, m",
         )?;
         let mut q = self.conn.prepare(
@@ -199,11 +199,12 @@ impl Store {
     /// records), with how many records each indexed first.
     pub fn origins(&self) -> Result<Vec<Origin>, StoreError> {
         let mut q = self.conn.prepare(
-            "SELECT o.id, COALESCE(n.name, o.id), COALESCE(c.n, 0), c.last
-             FROM (SELECT id FROM nodes UNION SELECT DISTINCT origin FROM records) o
+            "WITH c AS (SELECT og.node, count(*) AS n, max(r.ts) AS last
+                        FROM records r JOIN origins og ON og.id = r.origin GROUP BY r.origin)
+             SELECT o.id, COALESCE(n.name, o.id), COALESCE(c.n, 0), c.last
+             FROM (SELECT id FROM nodes UNION SELECT node FROM c) o
              LEFT JOIN nodes n ON n.id = o.id
-             LEFT JOIN (SELECT origin, count(*) AS n, max(ts) AS last FROM records GROUP BY origin) c
-                    ON c.origin = o.id
+             LEFT JOIN c ON c.node = o.id
              ORDER BY 3 DESC, 2",
         )?;
         let rows = q.query_map([], |r| {

@@ -173,7 +173,7 @@ impl Store {
                     rusqlite::types::Value::Null,
                 ),
                 ForgetTarget::Record { hash } => (
-                    "r.hash = ?1 AND ?2 IS NULL",
+                    CANDIDATE_BY_HASH,
                     hash.to_vec().into(),
                     rusqlite::types::Value::Null,
                 ),
@@ -306,6 +306,14 @@ pub(crate) fn store_tombstone(
     Ok(n == 1)
 }
 
+/// The record a record tombstone covers (`?2` unused), through
+/// `records_hash8`.
+pub(super) const PURGE_BY_HASH: &str = "SELECT id, session, hash FROM records
+     WHERE substr(hash, 1, 8) = substr(?1, 1, 8) AND hash = ?1 AND ?2 IS NULL";
+/// The `WHERE` clause over `records r` for a forget of one record by hash.
+pub(super) const CANDIDATE_BY_HASH: &str =
+    "substr(r.hash, 1, 8) = substr(?1, 1, 8) AND r.hash = ?1 AND ?2 IS NULL";
+
 /// Deletes every record `target` covers, with its FTS row; marks the log
 /// slots that held them as forgotten; fixes or deletes the sessions they
 /// belonged to. Returns (records deleted, sessions deleted).
@@ -325,7 +333,7 @@ pub(crate) fn purge(conn: &Connection, target: &ForgetTarget) -> Result<(u64, u6
                 rusqlite::types::Value::Null,
             ),
             ForgetTarget::Record { hash } => (
-                "SELECT id, session, hash FROM records WHERE hash = ?1 AND ?2 IS NULL",
+                PURGE_BY_HASH,
                 hash.to_vec().into(),
                 rusqlite::types::Value::Null,
             ),

@@ -167,6 +167,32 @@ pub(crate) fn stemmed_role(role: &str) -> bool {
     conversational(Role::parse(role))
 }
 
+/// Whether a record with hash `?1` is stored: found through `records_hash8`
+/// (the hash's first 8 bytes), then compared whole.
+pub(super) const HAS_HASH: &str =
+    "SELECT 1 FROM records WHERE substr(hash, 1, 8) = substr(?1, 1, 8) AND hash = ?1";
+
+/// The `origins` row of node id `origin`, made if new; kept in `cache`
+/// beside the transaction's sessions (under a key no session has: agent
+/// names hold no NUL).
+fn origin_row(
+    conn: &Connection,
+    origin: &str,
+    cache: &mut HashMap<(String, String), i64>,
+) -> Result<i64, StoreError> {
+    let key = ("\0origin".to_owned(), origin.to_owned());
+    if let Some(id) = cache.get(&key) {
+        return Ok(*id);
+    }
+    conn.prepare_cached("INSERT OR IGNORE INTO origins(node) VALUES (?1)")?
+        .execute([origin])?;
+    let id: i64 = conn
+        .prepare_cached("SELECT id FROM origins WHERE node = ?1")?
+        .query_row([origin], |r| r.get(0))?;
+    cache.insert(key, id);
+    Ok(id)
+}
+
 /// Stores `rec` unless a record with its hash is already stored: the row,
 /// its full-text entries and its session's counters, all or nothing within
 /// the caller's transaction. `source` is the store it was read from (`None`
@@ -185,6 +211,12 @@ pub(crate) fn insert(
         project: rec.project.as_deref(),
     };
     let session = session_row(conn, &key, origin, sessions)?;
+    // A repeat (a record read before, or received from another peer) costs
+    // one index probe: no encoding, no write.
+    if conn.prepare_cached(HAS_HASH)?.exists([&rec.hash[..]])? {
+        return Ok(None);
+    }
+    let origin = origin_row(conn, origin, sessions)?;
     let encoded;
     let rec = if rec.stored.is_none() {
         // Received or written directly: encoded here, with the database's
@@ -200,27 +232,22 @@ pub(crate) fn insert(
         Some(Some(z)) => z,
         _ => rec.text.as_bytes(),
     };
-    let changed = conn
-        .prepare_cached(
-            "INSERT INTO records(hash, session, role, ts, flags, origin, source, offset, files, text)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)
-             ON CONFLICT(hash) DO NOTHING",
-        )?
-        .execute(params![
-            &rec.hash[..],
-            session,
-            rec.role,
-            rec.time_ms,
-            rec.flags,
-            origin,
-            source,
-            rec.offset,
-            rec.files,
-            text
-        ])?;
-    if changed == 0 {
-        return Ok(None);
-    }
+    conn.prepare_cached(
+        "INSERT INTO records(hash, session, role, ts, flags, origin, source, offset, files, text)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+    )?
+    .execute(params![
+        &rec.hash[..],
+        session,
+        rec.role,
+        rec.time_ms,
+        rec.flags,
+        origin,
+        source,
+        rec.offset,
+        rec.files,
+        text
+    ])?;
     let rowid = conn.last_insert_rowid();
     super::fts::insert(
         conn,

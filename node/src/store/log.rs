@@ -94,6 +94,20 @@ pub struct OwnLog {
     pub epoch: u64,
 }
 
+/// One log's slots after a seq, with the record or tombstone each names.
+pub(super) const SERVE_PULL: &str = "SELECT l.seq, l.kind, l.hash,
+        s.agent, s.session_id, s.parent_session, s.project,
+        r.role, r.ts, r.flags, r.files, r.text,
+        t.origin, t.created_ms, t.target, t.agent, t.session_id, t.project, t.hash
+     FROM logs l
+     LEFT JOIN records r ON l.kind = 0 AND substr(r.hash, 1, 8) = substr(l.hash, 1, 8)
+                           AND r.hash = l.hash
+     LEFT JOIN sessions s ON s.id = r.session
+     LEFT JOIN tombstones t ON l.kind = 1 AND t.id = l.hash
+     WHERE l.origin = (SELECT id FROM origins WHERE node = ?1)
+       AND l.epoch = ?2 AND l.seq > ?3 AND l.seq <= ?4
+     ORDER BY l.seq LIMIT ?5";
+
 impl Store {
     /// Makes sure this node's own log exists for `origin` and returns it.
     ///
@@ -190,6 +204,8 @@ impl Store {
     /// one of them, and a project forget for such a project, is sent as a
     /// withheld stub: its content never leaves. Session and record forgets
     /// name no content and always travel.
+    ///
+    /// Records are found by hash through `records_hash8` (see [`SERVE_PULL`]).
     pub fn serve_pull(
         &self,
         pull: &Pull,
@@ -203,19 +219,7 @@ impl Store {
             return Ok(builder.finish(held));
         }
         let limit = (pull.max_records as usize).clamp(1, cairn_protocol::MAX_BATCH_ENTRIES);
-        let mut q = self.conn.prepare_cached(
-            "SELECT l.seq, l.kind, l.hash,
-                    s.agent, s.session_id, s.parent_session, s.project,
-                    r.role, r.ts, r.flags, r.files, r.text,
-                    t.origin, t.created_ms, t.target, t.agent, t.session_id, t.project, t.hash
-             FROM logs l
-             LEFT JOIN records r ON l.kind = 0 AND r.hash = l.hash
-             LEFT JOIN sessions s ON s.id = r.session
-             LEFT JOIN tombstones t ON l.kind = 1 AND t.id = l.hash
-             WHERE l.origin = (SELECT id FROM origins WHERE node = ?1)
-               AND l.epoch = ?2 AND l.seq > ?3 AND l.seq <= ?4
-             ORDER BY l.seq LIMIT ?5",
-        )?;
+        let mut q = self.conn.prepare_cached(SERVE_PULL)?;
         let mut rows = q.query(params![
             origin,
             pull.epoch as i64,

@@ -177,6 +177,48 @@ const MIGRATIONS: &[&str] = &[
     DROP INDEX logs_hash;
     CREATE INDEX logs_hash8 ON logs(substr(hash, 1, 8));
     "#,
+    // v7: `records` rebuilt smaller, every id kept (the full-text and vector
+    // rows are keyed by it):
+    // - `origin` is the node's `origins` row, an integer instead of the
+    //   32-character node id;
+    // - the hash is found through an index on its first 8 bytes instead of a
+    //   UNIQUE index on all 32 (which was as large as the hashes); every
+    //   look-up compares the whole hash, and the one insert path
+    //   (`store::insert`) checks for an existing hash before inserting;
+    // - ids are AUTOINCREMENT: never reused, so the vector pass keeps a
+    //   high-water mark (`meta.vectors_upto`) instead of a NULL row for every
+    //   record it examined and found nothing to embed in.
+    r#"
+    INSERT OR IGNORE INTO origins(node) SELECT DISTINCT origin FROM records;
+    CREATE TABLE records_v7(
+        id      INTEGER PRIMARY KEY AUTOINCREMENT,
+        hash    BLOB NOT NULL,
+        session INTEGER NOT NULL REFERENCES sessions(id),
+        role    TEXT NOT NULL,
+        ts      INTEGER,
+        flags   INTEGER NOT NULL DEFAULT 0,
+        origin  INTEGER NOT NULL REFERENCES origins(id),
+        source  INTEGER REFERENCES sources(id),
+        offset  INTEGER,
+        files   TEXT NOT NULL DEFAULT '',
+        text    BLOB NOT NULL
+    );
+    INSERT INTO records_v7(id, hash, session, role, ts, flags, origin, source, offset, files, text)
+        SELECT r.id, r.hash, r.session, r.role, r.ts, r.flags, o.id, r.source, r.offset, r.files, r.text
+        FROM records r JOIN origins o ON o.node = r.origin
+        ORDER BY r.id;
+    DROP TABLE records;
+    ALTER TABLE records_v7 RENAME TO records;
+    CREATE INDEX records_hash8 ON records(substr(hash, 1, 8));
+    CREATE INDEX records_session ON records(session, ts);
+    CREATE INDEX records_source ON records(source);
+    CREATE TRIGGER vectors_follow_records AFTER DELETE ON records BEGIN
+        DELETE FROM vectors WHERE id = old.id;
+    END;
+    INSERT INTO meta(key, value) SELECT 'vectors_upto', COALESCE(max(id), 0) FROM vectors WHERE true
+        ON CONFLICT(key) DO UPDATE SET value = excluded.value;
+    DELETE FROM vectors WHERE v IS NULL;
+    "#,
 ];
 
 /// The schema version this build writes.
@@ -306,6 +348,165 @@ mod tests {
                 !plan
                     .iter()
                     .any(|p| p.contains("SCAN l") || p == "SCAN logs"),
+                "{sql}: {plan:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn v7_rebuilds_records_keeping_ids_origins_and_vectors() {
+        let mut conn = Connection::open_in_memory().expect("open");
+        // A database as v6 left it, holding records of two origins, their
+        // full-text rows and vectors (one examined without a vector).
+        for m in &MIGRATIONS[..6] {
+            conn.execute_batch(m).expect("old migration");
+        }
+        conn.pragma_update(None, "user_version", 6)
+            .expect("version");
+        conn.execute_batch(
+            "INSERT INTO origins(node) VALUES ('bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb');
+             INSERT INTO sessions(id, agent, session_id, origin) VALUES (1, 'claude-code', 's1', 'x');
+             INSERT INTO records(id, hash, session, role, ts, flags, origin, files, text) VALUES
+                (3, x'0101010101010101aa', 1, 'user', 10, 1, 'aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa', 'a.rs', CAST('first words' AS BLOB)),
+                (5, x'0101010101010101bb', 1, 'tool_output', 20, 0, 'bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb', '', CAST('second words' AS BLOB)),
+                (9, x'0202020202020202cc', 1, 'mystery', NULL, 2, 'aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa', '', x'00ff');
+             INSERT INTO fts(rowid, body, files) VALUES (3, 'first words', 'a.rs'), (5, 'second words', '');
+             INSERT INTO vectors(id, v) VALUES (3, x'0102'), (5, NULL);",
+        )
+        .expect("rows");
+        migrate(&mut conn).expect("migrate");
+        type Row = (i64, Vec<u8>, String, String, i64, Vec<u8>);
+        let rows: Vec<Row> = conn
+            .prepare(
+                "SELECT r.id, r.hash, r.role, o.node, r.flags, r.text
+                 FROM records r JOIN origins o ON o.id = r.origin ORDER BY r.id",
+            )
+            .expect("prepare")
+            .query_map([], |r| {
+                Ok((
+                    r.get(0)?,
+                    r.get(1)?,
+                    r.get(2)?,
+                    r.get(3)?,
+                    r.get(4)?,
+                    r.get(5)?,
+                ))
+            })
+            .expect("query")
+            .collect::<Result<_, _>>()
+            .expect("rows");
+        let a = "a".repeat(32);
+        let b = "b".repeat(32);
+        assert_eq!(
+            rows,
+            vec![
+                (
+                    3,
+                    b"\x01\x01\x01\x01\x01\x01\x01\x01\xaa".to_vec(),
+                    "user".into(),
+                    a.clone(),
+                    1,
+                    b"first words".to_vec()
+                ),
+                (
+                    5,
+                    b"\x01\x01\x01\x01\x01\x01\x01\x01\xbb".to_vec(),
+                    "tool_output".into(),
+                    b.clone(),
+                    0,
+                    b"second words".to_vec()
+                ),
+                (
+                    9,
+                    b"\x02\x02\x02\x02\x02\x02\x02\x02\xcc".to_vec(),
+                    "mystery".into(),
+                    a,
+                    2,
+                    vec![0, 0xff]
+                ),
+            ]
+        );
+        // origin is stored as a small integer now.
+        let kind: String = conn
+            .query_row("SELECT typeof(origin) FROM records WHERE id = 3", [], |r| {
+                r.get(0)
+            })
+            .expect("typeof");
+        assert_eq!(kind, "integer");
+        // Full-text rows still find their records.
+        let hit: i64 = conn
+            .query_row(
+                "SELECT r.id FROM fts JOIN records r ON r.id = fts.rowid WHERE fts MATCH 'second'",
+                [],
+                |r| r.get(0),
+            )
+            .expect("match");
+        assert_eq!(hit, 5);
+        // The vector pass's high-water mark replaces the NULL rows.
+        let (upto, rows): (String, i64) = conn
+            .query_row(
+                "SELECT (SELECT value FROM meta WHERE key = 'vectors_upto'), (SELECT count(*) FROM vectors)",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .expect("vectors");
+        assert_eq!((upto.as_str(), rows), ("5", 1));
+        // The vectors still follow their records, and ids are never reused.
+        conn.execute("DELETE FROM records WHERE id IN (3, 9)", [])
+            .expect("delete");
+        let left: i64 = conn
+            .query_row("SELECT count(*) FROM vectors", [], |r| r.get(0))
+            .expect("count");
+        assert_eq!(left, 0);
+        conn.execute(
+            "INSERT INTO records(hash, session, role, origin, text) VALUES (x'03', 1, 'user', 1, 'new')",
+            [],
+        )
+        .expect("insert");
+        assert_eq!(conn.last_insert_rowid(), 10);
+        // Hashes are no longer unique by constraint: the insert path checks.
+        let indexes: Vec<String> = conn
+            .prepare("SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'records' ORDER BY name")
+            .expect("prepare")
+            .query_map([], |r| r.get(0))
+            .expect("query")
+            .collect::<Result<_, _>>()
+            .expect("names");
+        assert_eq!(
+            indexes,
+            ["records_hash8", "records_session", "records_source"]
+        );
+    }
+
+    #[test]
+    fn v7_record_look_ups_by_hash_use_the_short_index() {
+        let mut conn = Connection::open_in_memory().expect("open");
+        migrate(&mut conn).expect("migrate");
+        let candidates = format!(
+            "SELECT r.hash FROM records r JOIN sessions s ON s.id = r.session WHERE {}",
+            super::super::forget::CANDIDATE_BY_HASH
+        );
+        for sql in [
+            super::super::insert::HAS_HASH,
+            super::super::forget::PURGE_BY_HASH,
+            candidates.as_str(),
+            super::super::log::SERVE_PULL,
+        ] {
+            let mut stmt = conn
+                .prepare(&format!("EXPLAIN QUERY PLAN {sql}"))
+                .expect("explain");
+            let nulls = vec![rusqlite::types::Value::Null; stmt.parameter_count()];
+            let plan: Vec<String> = stmt
+                .query_map(rusqlite::params_from_iter(nulls), |r| r.get::<_, String>(3))
+                .expect("plan")
+                .collect::<Result<_, _>>()
+                .expect("rows");
+            assert!(
+                plan.iter().any(|p| p.contains("records_hash8")),
+                "{sql}: {plan:?}"
+            );
+            assert!(
+                !plan.iter().any(|p| p == "SCAN r" || p == "SCAN records"),
                 "{sql}: {plan:?}"
             );
         }

@@ -164,7 +164,7 @@ fn line_topology_relays_with_origin_and_no_echo() {
     assert_eq!(bc.stored, 55, "C gets A's records through B, and B's");
     assert_eq!(c.records(), 55);
     let from_a = c.count(&format!(
-        "SELECT count(*) FROM records WHERE origin = '{}'",
+        "SELECT count(*) FROM records r JOIN origins o ON o.id = r.origin WHERE o.node = '{}'",
         a.origin()
     ));
     assert_eq!(from_a, 50, "relayed records keep their origin");

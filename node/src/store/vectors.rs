@@ -1,8 +1,11 @@
 //! Meaning vectors of records, kept beside the full-text index.
 //!
-//! `vectors` holds one row per record examined: an int8 vector for what
-//! people said (user, assistant, note), NULL for tool calls and output,
-//! whose wording is machine-made. Vectors are computed on this machine
+//! `vectors` holds an int8 vector for what people said (user, assistant,
+//! note) when the embedding table knows its words; tool calls and output,
+//! whose wording is machine-made, get none. `meta.vectors_upto` is the
+//! highest record id examined: record ids are never reused (AUTOINCREMENT,
+//! schema v7) and every new record, read here or received, takes a higher
+//! one, so everything above it waits. Vectors are computed on this machine
 //! from the stored (already redacted) text, for records read here and
 //! records received from peers alike; they never travel. A trigger drops
 //! a record's vector with the record.
@@ -11,6 +14,10 @@ use rusqlite::{OptionalExtension, params};
 
 use super::{Store, StoreError, codec};
 use crate::embed::{Embedder, quantize};
+
+/// The highest record id the vector pass examined.
+const UPTO: &str =
+    "SELECT COALESCE((SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'vectors_upto'), 0)";
 
 /// Records embedded per transaction.
 const BATCH: i64 = 2_000;
@@ -32,9 +39,7 @@ pub fn embeds_role(role: &str) -> bool {
 impl Store {
     /// The highest record id examined for a vector.
     fn vectors_upto(&self) -> Result<i64, StoreError> {
-        Ok(self
-            .conn
-            .query_row("SELECT COALESCE(max(id), 0) FROM vectors", [], |r| r.get(0))?)
+        Ok(self.conn.query_row(UPTO, [], |r| r.get(0))?)
     }
 
     /// Whether any record waits for its vector: two index look-ups, so a
@@ -77,8 +82,7 @@ impl Store {
             let tx = self
                 .conn
                 .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
-            let upto: i64 =
-                tx.query_row("SELECT COALESCE(max(id), 0) FROM vectors", [], |r| r.get(0))?;
+            let upto: i64 = tx.query_row(UPTO, [], |r| r.get(0))?;
             let rows: Vec<(i64, String, i64, Vec<u8>)> = {
                 let mut stmt = tx.prepare_cached(
                     "SELECT id, role, flags, CASE WHEN role IN ('user', 'assistant', 'note')
@@ -90,9 +94,9 @@ impl Store {
                 })?;
                 rows.collect::<Result<_, _>>()?
             };
-            if rows.is_empty() {
+            let Some(&(last, ..)) = rows.last() else {
                 return Ok(done);
-            }
+            };
             {
                 let mut put =
                     tx.prepare_cached("INSERT OR IGNORE INTO vectors(id, v) VALUES (?1, ?2)")?;
@@ -103,9 +107,16 @@ impl Store {
                     } else {
                         None
                     };
-                    put.execute(params![id, v])?;
+                    if let Some(v) = v {
+                        put.execute(params![id, v])?;
+                    }
                 }
             }
+            tx.execute(
+                "INSERT INTO meta(key, value) VALUES ('vectors_upto', ?1)
+                 ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+                [last],
+            )?;
             tx.commit()?;
             done += rows.len() as u64;
         }
