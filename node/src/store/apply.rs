@@ -31,7 +31,8 @@ use serde::Serialize;
 
 use super::forget::{merge_fts, purge, store_tombstone};
 use super::log::{
-    LogKind, StoredRecord, any_tombstones, covered, put_slot, read_watermark, set_watermark,
+    LogKind, StoredRecord, any_tombstones, covered, log_id, put_slot, read_watermark, revive,
+    set_watermark,
 };
 use super::wire;
 use super::{Store, StoreError};
@@ -179,6 +180,7 @@ fn apply_checked(
         });
     }
     let mut report = ApplyReport::default();
+    let log = log_id(conn, &origin, epoch)?;
     let new = |seq: u64| seq > held;
     // Tombstones first: a record earlier in the same batch that one covers
     // ends up not stored, exactly as if it had been stored and purged.
@@ -188,7 +190,7 @@ fn apply_checked(
             report.already_held += 1;
             continue;
         }
-        put_slot(conn, &origin, epoch, t.seq, LogKind::Tombstone, &t.id)?;
+        put_slot(conn, log, t.seq, LogKind::Tombstone, &t.id)?;
         if store_tombstone(conn, t, epoch)? {
             report.tombstones += 1;
         }
@@ -201,14 +203,7 @@ fn apply_checked(
             report.already_held += 1;
             continue;
         }
-        put_slot(
-            conn,
-            &origin,
-            epoch,
-            s.seq,
-            wire::stub_log_kind(s.kind),
-            &s.hash,
-        )?;
+        put_slot(conn, log, s.seq, wire::stub_log_kind(s.kind), &s.hash)?;
         report.stubs += 1;
     }
     let check_tombstones = any_tombstones(conn)?;
@@ -221,7 +216,7 @@ fn apply_checked(
         if check_tombstones
             && covered(conn, &r.hash, &r.agent, &r.session_id, r.project.as_deref())?
         {
-            put_slot(conn, &origin, epoch, r.seq, LogKind::Forgotten, &r.hash)?;
+            put_slot(conn, log, r.seq, LogKind::Forgotten, &r.hash)?;
             report.refused += 1;
             continue;
         }
@@ -237,17 +232,22 @@ fn apply_checked(
                     row.project.as_deref(),
                 )?
             {
-                put_slot(conn, &origin, epoch, r.seq, LogKind::Forgotten, &row.hash)?;
+                put_slot(conn, log, r.seq, LogKind::Forgotten, &row.hash)?;
                 report.refused += 1;
                 continue;
             }
         }
-        put_slot(conn, &origin, epoch, r.seq, LogKind::Record, &row.hash)?;
-        if insert_record(conn, &row, &origin, &mut sessions)? {
-            report.stored += 1;
-        } else {
-            report.duplicates += 1;
+        match insert_record(conn, &row, &origin, &mut sessions)? {
+            Some(id) => {
+                // A record slot of this hash left by an earlier delete
+                // names the record again.
+                revive(conn, id, &row.hash)?;
+                report.stored += 1;
+            }
+            None => report.duplicates += 1,
         }
+        // Names the record's row id (stored now or before).
+        put_slot(conn, log, r.seq, LogKind::Record, &row.hash)?;
     }
     report.watermark = held.max(batch.last_seq);
     set_watermark(conn, &origin, epoch, report.watermark)?;
@@ -258,13 +258,13 @@ fn apply_checked(
 }
 
 /// Stores a received record idempotently by hash (FTS row and session
-/// counts only when new). Returns whether it was new.
+/// counts only when new). Returns its row id when it was new.
 fn insert_record(
     conn: &Connection,
     rec: &StoredRecord,
     origin: &str,
     sessions: &mut HashMap<(String, String), i64>,
-) -> Result<bool, StoreError> {
+) -> Result<Option<i64>, StoreError> {
     let new = super::insert::NewRecord::from_stored(rec);
-    Ok(super::insert::insert(conn, &new, origin, None, sessions)?.is_some())
+    super::insert::insert(conn, &new, origin, None, sessions)
 }

@@ -79,6 +79,7 @@ impl Store {
             inserted: 0,
             log: None,
             tombstones: false,
+            unheld: false,
         };
         ing.begin()?;
         Ok(ing)
@@ -187,6 +188,8 @@ pub struct Ingest<'a> {
     inserted: u64,
     log: Option<super::log::Appender>,
     tombstones: bool,
+    /// Whether a record slot names a record not held (see `log::revive`).
+    unheld: bool,
 }
 
 impl Ingest<'_> {
@@ -201,6 +204,7 @@ impl Ingest<'_> {
         // may refuse a record.
         self.log = super::log::Appender::open(self.conn, &self.origin)?;
         self.tombstones = super::log::any_tombstones(self.conn)?;
+        self.unheld = super::log::any_unheld(self.conn)?;
         self.sessions.clear();
         Ok(())
     }
@@ -324,18 +328,22 @@ impl Ingest<'_> {
         {
             return Ok(false);
         }
-        if insert(self.conn, rec, &self.origin, source, &mut self.sessions)?.is_none() {
+        let Some(id) = insert(self.conn, rec, &self.origin, source, &mut self.sessions)? else {
             // Already stored (e.g. received from a peer): this node's log
             // names it too, once, as a second provenance.
             if let Some(log) = &mut self.log
-                && !super::log::own_log_has(self.conn, &log.log, &hash)?
+                && let Some(id) = super::log::record_id(self.conn, &hash)?
+                && !super::log::own_log_has(self.conn, log, id, &hash)?
             {
-                log.append(self.conn, super::LogKind::Record, &hash)?;
+                log.append_record(self.conn, id)?;
             }
             return Ok(false);
+        };
+        if self.unheld {
+            super::log::revive(self.conn, id, &hash)?;
         }
         if let Some(log) = &mut self.log {
-            log.append(self.conn, super::LogKind::Record, &hash)?;
+            log.append_record(self.conn, id)?;
         }
         self.inserted += 1;
         Ok(true)
@@ -373,6 +381,8 @@ impl Ingest<'_> {
         for (id, session) in &doomed {
             self.delete_record(*id, *session)?;
         }
+        // Their slots now name their hashes (trigger `logs_follow_records`).
+        self.unheld |= !doomed.is_empty();
         Ok(doomed.len() as u64)
     }
 

@@ -27,8 +27,9 @@ const META_LOG_EPOCH: &str = "log_epoch";
 /// What a log slot holds (`logs.kind`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum LogKind {
-    /// A record (`hash` = its content hash). Served as a withheld stub when
-    /// the record is no longer stored.
+    /// A record (`rec` = its row id while it is held, else `hash` = its
+    /// content hash). Served as a withheld stub when the record is no
+    /// longer stored.
     Record,
     /// A forget issued by the log's origin (`hash` = the tombstone id).
     Tombstone,
@@ -94,18 +95,19 @@ pub struct OwnLog {
     pub epoch: u64,
 }
 
-/// One log's slots after a seq, with the record or tombstone each names.
-pub(super) const SERVE_PULL: &str = "SELECT l.seq, l.kind, l.hash,
+/// One log's slots after a seq, with the record or tombstone each names
+/// (a held record by its row id, see `put_slot`).
+pub(super) const SERVE_PULL: &str = "SELECT l.seq, l.kind, coalesce(l.hash, r.hash),
         s.agent, s.session_id, s.parent_session, s.project,
         r.role, r.ts, r.flags, r.files, r.text,
         t.origin, t.created_ms, t.target, t.agent, t.session_id, t.project, t.hash
      FROM logs l
-     LEFT JOIN records r ON l.kind = 0 AND substr(r.hash, 1, 8) = substr(l.hash, 1, 8)
-                           AND r.hash = l.hash
+     LEFT JOIN records r ON l.kind = 0 AND r.id = l.rec
      LEFT JOIN sessions s ON s.id = r.session
      LEFT JOIN tombstones t ON l.kind = 1 AND t.id = l.hash
-     WHERE l.origin = (SELECT id FROM origins WHERE node = ?1)
-       AND l.epoch = ?2 AND l.seq > ?3 AND l.seq <= ?4
+     WHERE l.log = (SELECT g.id FROM origin_logs g JOIN origins o ON o.id = g.origin
+                    WHERE o.node = ?1 AND g.epoch = ?2)
+       AND l.seq > ?3 AND l.seq <= ?4
      ORDER BY l.seq LIMIT ?5";
 
 impl Store {
@@ -136,8 +138,8 @@ impl Store {
             }
             epoch += 1;
         }
-        let origin_row = origin_id(&tx, origin)?;
-        let backfilled = tx.execute(BACKFILL, params![origin_row, epoch as i64])?;
+        let log = log_id(&tx, origin, epoch)?;
+        let backfilled = tx.execute(BACKFILL, [log])?;
         set_watermark(&tx, origin, epoch, backfilled as u64)?;
         for (k, v) in [
             (META_LOG_ORIGIN, origin.to_owned()),
@@ -204,8 +206,6 @@ impl Store {
     /// one of them, and a project forget for such a project, is sent as a
     /// withheld stub: its content never leaves. Session and record forgets
     /// name no content and always travel.
-    ///
-    /// Records are found by hash through `records_hash8` (see [`SERVE_PULL`]).
     pub fn serve_pull(
         &self,
         pull: &Pull,
@@ -229,7 +229,7 @@ impl Store {
         ])?;
         while let Some(row) = rows.next()? {
             let seq = row.get::<_, i64>(0)? as u64;
-            let hash = hash32(&row.get::<_, Vec<u8>>(2)?);
+            let hash = hash32(&row.get::<_, Option<Vec<u8>>>(2)?.unwrap_or_default());
             let kind = LogKind::from_code(row.get(1)?).unwrap_or(LogKind::Withheld);
             let entry = match kind {
                 LogKind::Record => match row.get::<_, Option<String>>(3)? {
@@ -393,70 +393,143 @@ pub(crate) fn set_watermark(
 
 /// The row number of an origin node id in `origins`, added if new.
 pub(crate) fn origin_id(conn: &Connection, origin: &str) -> Result<i64, StoreError> {
-    conn.prepare_cached("INSERT INTO origins(node) VALUES (?1) ON CONFLICT(node) DO NOTHING")?
-        .execute([origin])?;
-    Ok(conn
+    let known = conn
         .prepare_cached("SELECT id FROM origins WHERE node = ?1")?
-        .query_row([origin], |r| r.get(0))?)
+        .query_row([origin], |r| r.get(0))
+        .optional()?;
+    if let Some(id) = known {
+        return Ok(id);
+    }
+    conn.prepare_cached("INSERT INTO origins(node) VALUES (?1)")?
+        .execute([origin])?;
+    Ok(conn.last_insert_rowid())
 }
 
-/// Writes one log slot; a slot already present is left as it is.
+/// The number of the log `(origin, epoch)` in `origin_logs` (what slots
+/// name it by), added if new.
+pub(crate) fn log_id(conn: &Connection, origin: &str, epoch: u64) -> Result<i64, StoreError> {
+    let origin = origin_id(conn, origin)?;
+    let known = conn
+        .prepare_cached("SELECT id FROM origin_logs WHERE origin = ?1 AND epoch = ?2")?
+        .query_row(params![origin, epoch as i64], |r| r.get(0))
+        .optional()?;
+    if let Some(id) = known {
+        return Ok(id);
+    }
+    conn.prepare_cached("INSERT INTO origin_logs(origin, epoch) VALUES (?1, ?2)")?
+        .execute(params![origin, epoch as i64])?;
+    Ok(conn.last_insert_rowid())
+}
+
+/// The row id of the record with hash ?1, through `records_hash8`.
+pub(super) const RECORD_ID: &str =
+    "SELECT id FROM records WHERE substr(hash, 1, 8) = substr(?1, 1, 8) AND hash = ?1";
+
+/// The row id of the stored record with this hash.
+pub(crate) fn record_id(conn: &Connection, hash: &Hash32) -> Result<Option<i64>, StoreError> {
+    Ok(conn
+        .prepare_cached(RECORD_ID)?
+        .query_row([&hash[..]], |r| r.get(0))
+        .optional()?)
+}
+
+// How a slot is stored (v7): a record slot whose record is held names the
+// record's row id (`rec`, `hash` NULL); every other slot names a hash
+// (`rec` NULL). Deleting a record moves its hash back into its slots
+// (trigger `logs_follow_records`); storing a record again takes such
+// slots back ([`revive`]). So a record slot serves the record exactly
+// when it is held, and a withheld stub with its hash otherwise.
+
+/// Writes one log slot (of log number `log`, see [`log_id`]); a slot
+/// already present is left as it is. A record slot names the record's row
+/// id when the record is held, its hash otherwise.
 pub(crate) fn put_slot(
     conn: &Connection,
-    origin: &str,
-    epoch: u64,
+    log: i64,
     seq: u64,
     kind: LogKind,
     hash: &Hash32,
 ) -> Result<bool, StoreError> {
+    let rec = match kind {
+        LogKind::Record => record_id(conn, hash)?,
+        _ => None,
+    };
     let n = conn
         .prepare_cached(
-            "INSERT INTO logs(origin, epoch, seq, kind, hash) VALUES (?1, ?2, ?3, ?4, ?5)
-             ON CONFLICT(origin, epoch, seq) DO NOTHING",
+            "INSERT INTO logs(log, seq, kind, rec, hash) VALUES (?1, ?2, ?3, ?4, ?5)
+             ON CONFLICT(log, seq) DO NOTHING",
         )?
         .execute(params![
-            origin_id(conn, origin)?,
-            epoch as i64,
+            log,
             seq as i64,
             kind.code(),
-            &hash[..]
+            rec,
+            rec.is_none().then_some(&hash[..])
         ])?;
     Ok(n == 1)
 }
 
-// Slots are found by hash through `logs_hash8`, an index on the hash's
-// first 8 bytes (v6): every look-up names `substr(hash, 1, 8)` so SQLite
-// uses it, then compares the whole hash.
+/// Writes a record slot naming held record `rec` (its row id).
+fn put_record_slot(conn: &Connection, log: i64, seq: u64, rec: i64) -> Result<(), StoreError> {
+    conn.prepare_cached(
+        "INSERT INTO logs(log, seq, kind, rec) VALUES (?1, ?2, 0, ?3)
+         ON CONFLICT(log, seq) DO NOTHING",
+    )?
+    .execute(params![log, seq as i64, rec])?;
+    Ok(())
+}
 
-/// Appends every stored record without a slot to a new own log.
-pub(super) const BACKFILL: &str = "INSERT INTO logs(origin, epoch, seq, kind, hash)
-     SELECT ?1, ?2, row_number() OVER (ORDER BY id), 0, hash FROM records r
-     WHERE NOT EXISTS (SELECT 1 FROM logs l
-                       WHERE substr(l.hash, 1, 8) = substr(r.hash, 1, 8) AND l.hash = r.hash)";
+/// Record slots that name a hash: what was deleted and may be stored
+/// again (through `logs_unheld`).
+pub(super) const REVIVE: &str = "UPDATE logs SET rec = ?1, hash = NULL
+     WHERE kind = 0 AND substr(hash, 1, 8) = substr(?2, 1, 8) AND hash = ?2";
 
-/// Whether the own log (origin ?2, epoch ?3) has a slot for hash ?1.
-pub(super) const OWN_LOG_HAS: &str = "SELECT 1 FROM logs
-     WHERE substr(hash, 1, 8) = substr(?1, 1, 8) AND hash = ?1
-       AND origin = (SELECT id FROM origins WHERE node = ?2) AND epoch = ?3
-     LIMIT 1";
+/// Points the record slots naming `hash` at record `rec`, just stored:
+/// a record deleted earlier (a rewritten file lost it) and stored again is
+/// served again from every slot that named it, as before it was deleted.
+pub(crate) fn revive(conn: &Connection, rec: i64, hash: &Hash32) -> Result<(), StoreError> {
+    conn.prepare_cached(REVIVE)?
+        .execute(params![rec, &hash[..]])?;
+    Ok(())
+}
 
-/// Whether this node's own log already has a slot for `hash`.
+/// Whether any record slot names a record that is not held (so a record
+/// stored now may need [`revive`]).
+pub(crate) fn any_unheld(conn: &Connection) -> Result<bool, StoreError> {
+    Ok(conn
+        .prepare_cached("SELECT EXISTS(SELECT 1 FROM logs WHERE kind = 0 AND hash IS NOT NULL)")?
+        .query_row([], |r| r.get(0))?)
+}
+
+/// Appends every stored record without a slot to a new own log (number ?1).
+pub(super) const BACKFILL: &str = "INSERT INTO logs(log, seq, kind, rec)
+     SELECT ?1, row_number() OVER (ORDER BY id), 0, id FROM records r
+     WHERE NOT EXISTS (SELECT 1 FROM logs l WHERE l.rec = r.id)";
+
+/// Whether log ?3 has a slot for held record ?1 (hash ?2): a record slot
+/// naming it, or a forgotten stub of its hash.
+pub(super) const OWN_LOG_HAS: &str = "SELECT EXISTS(SELECT 1 FROM logs WHERE rec = ?1 AND log = ?3)
+     OR EXISTS(SELECT 1 FROM logs WHERE kind = 3 AND substr(hash, 1, 8) = substr(?2, 1, 8)
+                                  AND hash = ?2 AND log = ?3)";
+
+/// Whether this node's own log already has a slot for held record `rec`.
 pub(crate) fn own_log_has(
     conn: &Connection,
-    log: &OwnLog,
+    app: &Appender,
+    rec: i64,
     hash: &Hash32,
 ) -> Result<bool, StoreError> {
     Ok(conn
         .prepare_cached(OWN_LOG_HAS)?
-        .query_row(params![&hash[..], log.origin, log.epoch as i64], |_| Ok(()))
-        .optional()?
-        .is_some())
+        .query_row(params![rec, &hash[..], app.id], |r| r.get(0))?)
 }
 
 /// Appends slots to this node's own log inside a write transaction.
 #[derive(Debug)]
 pub(crate) struct Appender {
     pub(crate) log: OwnLog,
+    /// The own log's number in `origin_logs`.
+    pub(crate) id: i64,
     pub(crate) last: u64,
     pub(crate) dirty: bool,
 }
@@ -468,8 +541,10 @@ impl Appender {
             return Ok(None);
         };
         let last = read_watermark(conn, &log.origin, log.epoch)?;
+        let id = log_id(conn, &log.origin, log.epoch)?;
         Ok(Some(Appender {
             log,
+            id,
             last,
             dirty: false,
         }))
@@ -483,7 +558,16 @@ impl Appender {
         hash: &Hash32,
     ) -> Result<u64, StoreError> {
         let seq = self.last + 1;
-        put_slot(conn, &self.log.origin, self.log.epoch, seq, kind, hash)?;
+        put_slot(conn, self.id, seq, kind, hash)?;
+        self.last = seq;
+        self.dirty = true;
+        Ok(seq)
+    }
+
+    /// Appends a record slot naming held record `rec` (its row id).
+    pub(crate) fn append_record(&mut self, conn: &Connection, rec: i64) -> Result<u64, StoreError> {
+        let seq = self.last + 1;
+        put_record_slot(conn, self.id, seq, rec)?;
         self.last = seq;
         self.dirty = true;
         Ok(seq)

@@ -219,6 +219,51 @@ const MIGRATIONS: &[&str] = &[
         ON CONFLICT(key) DO UPDATE SET value = excluded.value;
     DELETE FROM vectors WHERE v IS NULL;
     "#,
+    // v8: smaller slots. Each (origin, epoch) log gets a small number in
+    // `origin_logs`, and a record slot whose record is held names the
+    // record's row id (`rec`, hash NULL) instead of its 32-byte hash; every
+    // other slot (tombstone, stub, a record slot whose record is gone)
+    // keeps its hash. Look-ups by record go through `logs_rec` (own-log
+    // slots are appended in row-id order, so it grows at its right edge);
+    // the few slots with a hash have `logs_unheld`. Deleting a record puts
+    // its hash back into the slots that named it (trigger
+    // `logs_follow_records`), so stubs and forgets stay exact; storing a
+    // record again turns such slots back into `rec` (see `log::revive`).
+    // Whatever rebuilds `records` must keep its ids and this trigger (v7's
+    // AUTOINCREMENT ids are never reused, so `rec` never names another record).
+    r#"
+    DROP INDEX logs_hash8;
+    ALTER TABLE logs RENAME TO logs_v6;
+    CREATE TABLE origin_logs(
+        id     INTEGER PRIMARY KEY,
+        origin INTEGER NOT NULL REFERENCES origins(id),
+        epoch  INTEGER NOT NULL,
+        UNIQUE(origin, epoch)
+    );
+    INSERT INTO origin_logs(origin, epoch)
+        SELECT DISTINCT origin, epoch FROM logs_v6 ORDER BY origin, epoch;
+    CREATE TABLE logs(
+        log  INTEGER NOT NULL REFERENCES origin_logs(id),
+        seq  INTEGER NOT NULL,
+        kind INTEGER NOT NULL,
+        rec  INTEGER,
+        hash BLOB,
+        PRIMARY KEY(log, seq)
+    ) WITHOUT ROWID;
+    INSERT INTO logs(log, seq, kind, rec, hash)
+        SELECT g.id, l.seq, l.kind, r.id, CASE WHEN r.id IS NULL THEN l.hash END
+        FROM logs_v6 l
+        JOIN origin_logs g ON g.origin = l.origin AND g.epoch = l.epoch
+        LEFT JOIN records r ON l.kind = 0 AND substr(r.hash, 1, 8) = substr(l.hash, 1, 8)
+                              AND r.hash = l.hash
+        ORDER BY g.id, l.seq;
+    DROP TABLE logs_v6;
+    CREATE INDEX logs_rec ON logs(rec) WHERE rec IS NOT NULL;
+    CREATE INDEX logs_unheld ON logs(kind, substr(hash, 1, 8)) WHERE hash IS NOT NULL;
+    CREATE TRIGGER logs_follow_records AFTER DELETE ON records BEGIN
+        UPDATE logs SET hash = old.hash, rec = NULL WHERE rec = old.id;
+    END;
+    "#,
 ];
 
 /// The schema version this build writes.
@@ -255,6 +300,7 @@ pub(super) fn migrate(conn: &mut Connection) -> Result<(), StoreError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rusqlite::params;
 
     #[test]
     fn concurrent_migrations_on_a_fresh_file_apply_once() {
@@ -320,37 +366,6 @@ mod tests {
             .query_row("PRAGMA user_version", [], |r| r.get(0))
             .expect("version");
         assert_eq!(v, SCHEMA_VERSION);
-    }
-
-    #[test]
-    fn v6_slot_look_ups_by_hash_use_the_short_index() {
-        let mut conn = Connection::open_in_memory().expect("open");
-        migrate(&mut conn).expect("migrate");
-        for sql in [
-            super::super::log::BACKFILL,
-            super::super::log::OWN_LOG_HAS,
-            super::super::forget::MARK_FORGOTTEN,
-        ] {
-            let mut stmt = conn
-                .prepare(&format!("EXPLAIN QUERY PLAN {sql}"))
-                .expect("explain");
-            let nulls = vec![rusqlite::types::Value::Null; stmt.parameter_count()];
-            let plan: Vec<String> = stmt
-                .query_map(rusqlite::params_from_iter(nulls), |r| r.get::<_, String>(3))
-                .expect("plan")
-                .collect::<Result<_, _>>()
-                .expect("rows");
-            assert!(
-                plan.iter().any(|p| p.contains("logs_hash8")),
-                "{sql}: {plan:?}"
-            );
-            assert!(
-                !plan
-                    .iter()
-                    .any(|p| p.contains("SCAN l") || p == "SCAN logs"),
-                "{sql}: {plan:?}"
-            );
-        }
     }
 
     #[test]
@@ -490,7 +505,6 @@ mod tests {
             super::super::insert::HAS_HASH,
             super::super::forget::PURGE_BY_HASH,
             candidates.as_str(),
-            super::super::log::SERVE_PULL,
         ] {
             let mut stmt = conn
                 .prepare(&format!("EXPLAIN QUERY PLAN {sql}"))
@@ -510,5 +524,158 @@ mod tests {
                 "{sql}: {plan:?}"
             );
         }
+    }
+
+    /// The plan of `sql` (with every parameter NULL), one line per step.
+    fn plan(conn: &Connection, sql: &str) -> Vec<String> {
+        let mut stmt = conn
+            .prepare(&format!("EXPLAIN QUERY PLAN {sql}"))
+            .expect("explain");
+        let nulls = vec![rusqlite::types::Value::Null; stmt.parameter_count()];
+        stmt.query_map(rusqlite::params_from_iter(nulls), |r| r.get::<_, String>(3))
+            .expect("plan")
+            .collect::<Result<_, _>>()
+            .expect("rows")
+    }
+
+    #[test]
+    fn v8_slot_look_ups_use_an_index_never_a_scan() {
+        let mut conn = Connection::open_in_memory().expect("open");
+        migrate(&mut conn).expect("migrate");
+        // The trigger `logs_follow_records` runs this statement.
+        let follow = "UPDATE logs SET hash = ?1, rec = NULL WHERE rec = ?2";
+        for (sql, index) in [
+            (super::super::log::BACKFILL, "logs_rec"),
+            (super::super::log::OWN_LOG_HAS, "logs_rec"),
+            (super::super::log::OWN_LOG_HAS, "logs_unheld"),
+            (super::super::log::REVIVE, "logs_unheld"),
+            (super::super::forget::MARK_FORGOTTEN, "logs_unheld"),
+            (
+                "SELECT EXISTS(SELECT 1 FROM logs WHERE kind = 0 AND hash IS NOT NULL)",
+                "logs_unheld",
+            ),
+            (follow, "logs_rec"),
+            (super::super::log::RECORD_ID, "records_hash8"),
+            // Serving reads slots by key and each held record by row id.
+            (super::super::log::SERVE_PULL, "PRIMARY KEY"),
+        ] {
+            let plan = plan(&conn, sql);
+            assert!(plan.iter().any(|p| p.contains(index)), "{sql}: {plan:?}");
+            assert!(
+                !plan
+                    .iter()
+                    .any(|p| p.starts_with("SCAN l") || p == "SCAN records"),
+                "{sql}: {plan:?}"
+            );
+        }
+    }
+
+    /// A slot as v8 stores it: (origin node, epoch, seq, kind, rec, hash).
+    type Slot = (String, i64, i64, i64, Option<i64>, Option<Vec<u8>>);
+
+    #[test]
+    fn v8_turns_held_record_slots_into_row_ids_and_keeps_every_other_hash() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut conn = Connection::open(dir.path().join("v7.db")).expect("open");
+        for m in &MIGRATIONS[..7] {
+            conn.execute_batch(m).expect("old migration");
+        }
+        conn.pragma_update(None, "user_version", 7)
+            .expect("version");
+        let h = |b: u8| vec![b; 32];
+        conn.execute_batch(
+            "INSERT INTO sessions(id, agent, session_id, origin) VALUES (1, 'a', 's', 'own');
+             INSERT INTO origins(id, node) VALUES (1, 'own'), (2, 'peer');",
+        )
+        .expect("rows");
+        for (id, hash) in [(1, h(1)), (2, h(2)), (5, h(5))] {
+            conn.execute(
+                "INSERT INTO records(id, hash, session, role, origin, text)
+                 VALUES (?1, ?2, 1, 'user', 1, 'x')",
+                params![id, hash],
+            )
+            .expect("record");
+        }
+        // (origin, epoch, seq, kind, hash): every kind, a record held under
+        // two logs, a record slot whose record is gone, three logs.
+        let slots = [
+            (1, 100, 1, 0, h(1)),
+            (1, 100, 2, 0, h(9)),
+            (1, 100, 3, 1, h(0x71)),
+            (1, 100, 4, 3, h(8)),
+            (2, 200, 1, 0, h(1)),
+            (2, 200, 2, 2, h(7)),
+            (2, 200, 3, 0, h(2)),
+            (2, 300, 1, 0, h(5)),
+        ];
+        for (origin, epoch, seq, kind, hash) in &slots {
+            conn.execute(
+                "INSERT INTO logs(origin, epoch, seq, kind, hash) VALUES (?1, ?2, ?3, ?4, ?5)",
+                params![origin, epoch, seq, kind, hash],
+            )
+            .expect("slot");
+        }
+        migrate(&mut conn).expect("migrate");
+        let rows = |conn: &Connection| -> Vec<Slot> {
+            let mut q = conn
+                .prepare(
+                    "SELECT o.node, g.epoch, l.seq, l.kind, l.rec, l.hash
+                     FROM logs l JOIN origin_logs g ON g.id = l.log
+                     JOIN origins o ON o.id = g.origin ORDER BY o.node, g.epoch, l.seq",
+                )
+                .expect("prepare");
+            q.query_map([], |r| {
+                Ok((
+                    r.get(0)?,
+                    r.get(1)?,
+                    r.get(2)?,
+                    r.get(3)?,
+                    r.get(4)?,
+                    r.get(5)?,
+                ))
+            })
+            .expect("query")
+            .collect::<Result<_, _>>()
+            .expect("rows")
+        };
+        let s = |o: &str, e, q, k, rec: Option<i64>, hash: Option<u8>| {
+            (o.to_owned(), e, q, k, rec, hash.map(h))
+        };
+        assert_eq!(
+            rows(&conn),
+            vec![
+                s("own", 100, 1, 0, Some(1), None),
+                s("own", 100, 2, 0, None, Some(9)),
+                s("own", 100, 3, 1, None, Some(0x71)),
+                s("own", 100, 4, 3, None, Some(8)),
+                s("peer", 200, 1, 0, Some(1), None),
+                s("peer", 200, 2, 2, None, Some(7)),
+                s("peer", 200, 3, 0, Some(2), None),
+                s("peer", 300, 1, 0, Some(5), None),
+            ]
+        );
+        // Deleting a record puts its hash back into every slot naming it.
+        conn.execute("DELETE FROM records WHERE id = 1", [])
+            .expect("delete");
+        let after = rows(&conn);
+        assert_eq!(after[0], s("own", 100, 1, 0, None, Some(1)));
+        assert_eq!(after[4], s("peer", 200, 1, 0, None, Some(1)));
+        assert_eq!(after[6], s("peer", 200, 3, 0, Some(2), None));
+        // Stored again, it is named by row id again; other kinds stay.
+        conn.execute(
+            "INSERT INTO records(id, hash, session, role, origin, text)
+             VALUES (10, ?1, 1, 'user', 1, 'x')",
+            [h(1)],
+        )
+        .expect("again");
+        super::super::log::revive(&conn, 10, &[1; 32]).expect("revive");
+        let again = rows(&conn);
+        assert_eq!(again[0], s("own", 100, 1, 0, Some(10), None));
+        assert_eq!(again[4], s("peer", 200, 1, 0, Some(10), None));
+        assert_eq!(again[3], s("own", 100, 4, 3, None, Some(8)));
+        let v: u32 = conn
+            .query_row("PRAGMA user_version", [], |r| r.get(0))
+            .expect("version");
+        assert_eq!(v, SCHEMA_VERSION);
     }
 }

@@ -613,3 +613,102 @@ fn a_record_deleted_by_a_rewrite_keeps_its_slot_as_a_stub() {
     assert_eq!(moved.stored, 1);
     assert_eq!(b.store.watermark(&a.id, 1001).expect("wm"), 3, "no gap");
 }
+
+/// Every slot of A's log, as a fresh peer would receive it:
+/// (seq, record hash or stub hash, stub kind if a stub).
+fn served(a: &TestNode) -> Vec<(u64, [u8; 32], Option<cairn_protocol::StubKind>)> {
+    let pull = Pull {
+        origin: a.id,
+        epoch: 1001,
+        after_seq: 0,
+        max_records: 1000,
+        max_bytes: 1 << 20,
+    };
+    let batch = a
+        .store
+        .serve_pull(&pull, None, &Redactor::new())
+        .expect("serve");
+    let mut out: Vec<_> = batch
+        .records
+        .iter()
+        .map(|r| (r.seq, r.hash, None))
+        .collect();
+    out.extend(batch.tombstones.iter().map(|t| (t.seq, t.id, None)));
+    out.extend(batch.stubs.iter().map(|s| (s.seq, s.hash, Some(s.kind))));
+    out.sort_by_key(|e| e.0);
+    out
+}
+
+#[test]
+fn a_record_stored_again_is_served_again_from_its_old_slot() {
+    use cairn_protocol::StubKind::{Forgotten, Withheld};
+    let mut a = TestNode::new(1);
+    let origin = a.origin();
+    let recs = session("s", "/p", 3, "again");
+    let h: Vec<[u8; 32]> = recs.iter().map(Record::content_hash).collect();
+    {
+        let mut ing = a.store.ingest(&origin).expect("ingest");
+        let src = ing
+            .source("claude-code", "/tmp/x.jsonl", "lines")
+            .expect("source");
+        for r in &recs {
+            ing.insert(r, Some(src.id)).expect("insert");
+        }
+        let keep = [h[0]].into_iter().collect();
+        assert_eq!(ing.retain_source_records(src.id, &keep).expect("retain"), 2);
+        // Stored again in the same transaction: its old slot names it
+        // again, and the own log names it once more.
+        assert!(ing.insert(&recs[1], Some(src.id)).expect("again"));
+        ing.commit().expect("commit");
+    }
+    assert_eq!(
+        served(&a),
+        vec![
+            (1, h[0], None),
+            (2, h[1], None),
+            (3, h[2], Some(Withheld)),
+            (4, h[1], None)
+        ]
+    );
+    // In a later transaction the third comes back too: its old slot
+    // names it again and the own log appends it (slot 5).
+    a.index(&recs[2..]);
+    assert_eq!(
+        served(&a),
+        vec![
+            (1, h[0], None),
+            (2, h[1], None),
+            (3, h[2], None),
+            (4, h[1], None),
+            (5, h[2], None)
+        ]
+    );
+    // Forgotten: every slot that named a record names its hash as a forgotten stub.
+    a.store
+        .forget(
+            &[ForgetTarget::Session {
+                agent: "claude-code".into(),
+                session_id: "s".into(),
+            }],
+            7,
+        )
+        .expect("forget");
+    let after = served(&a);
+    assert_eq!(after.len(), 6);
+    assert_eq!(
+        after[..5],
+        [
+            (1, h[0], Some(Forgotten)),
+            (2, h[1], Some(Forgotten)),
+            (3, h[2], Some(Forgotten)),
+            (4, h[1], Some(Forgotten)),
+            (5, h[2], Some(Forgotten)),
+        ]
+    );
+    assert_eq!(
+        a.count("SELECT count(*) FROM logs WHERE rec IS NOT NULL"),
+        0
+    );
+    // Indexed again, the forgotten records stay out (the tombstone covers them).
+    assert_eq!(a.index(&recs), 0);
+}
