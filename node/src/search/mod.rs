@@ -248,12 +248,10 @@ pub(crate) fn push_filters(sql: &mut String, args: &mut Vec<SqlValue>, opts: &Se
         );
     }
     if !opts.roles.is_empty() {
-        let names: Vec<String> = opts
-            .roles
-            .iter()
-            .map(|r| format!("'{}'", r.as_str()))
-            .collect();
-        sql.push_str(&format!(" AND r.role IN ({})", names.join(",")));
+        sql.push_str(&format!(
+            " AND r.role IN ({})",
+            codec::roles_sql(&opts.roles)
+        ));
     }
 }
 
@@ -284,7 +282,7 @@ fn candidates(
         push(
             r.get(0)?,
             r.get(1)?,
-            r.get(2)?,
+            codec::role_at(r, 2)?,
             r.get(3)?,
             r.get(4)?,
             r.get(5)?,
@@ -490,7 +488,10 @@ fn lexical(
                 conn,
                 "0.0",
                 "records r",
-                "r.ts >= ?1 AND r.ts < ?2 AND r.role IN ('user', 'assistant', 'note')",
+                &format!(
+                    "r.ts >= ?1 AND r.ts < ?2 AND r.role IN ({})",
+                    codec::roles_sql(&[Role::User, Role::Assistant, Role::Note])
+                ),
                 vec![SqlValue::Integer(*a), SqlValue::Integer(*b)],
                 &format!("ORDER BY r.ts DESC LIMIT {PERIOD_CANDIDATES}"),
                 opts,
@@ -527,10 +528,11 @@ fn answer_of(conn: &rusqlite::Connection, top: &rank::Ranked) -> rusqlite::Resul
     if top.answer.is_some() {
         return Ok(top.answer);
     }
-    conn.prepare_cached(
-        "SELECT id FROM records WHERE session = ?1 AND id > ?2 AND role IN ('assistant', 'note')
+    conn.prepare_cached(&format!(
+        "SELECT id FROM records WHERE session = ?1 AND id > ?2 AND role IN ({})
          ORDER BY id LIMIT 1",
-    )?
+        codec::roles_sql(&[Role::Assistant, Role::Note])
+    ))?
     .query_row([top.session_row, top.record_id], |r| r.get(0))
     .optional()
 }
@@ -549,7 +551,7 @@ fn hit_details(
                 let text = codec::decode(conn, &r.get::<_, Vec<u8>>(3)?, r.get(2)?);
                 Ok((
                     id,
-                    r.get::<_, String>(0)?,
+                    codec::role_at(r, 0)?,
                     r.get::<_, Option<i64>>(1)?,
                     snippet::make(&text::strip_terminal(&text), words, 200),
                 ))
@@ -572,7 +574,7 @@ fn hit_details(
         let text = codec::decode(conn, &r.get::<_, Vec<u8>>(3)?, r.get(2)?);
         Ok(Hit {
             snippet: snippet::make(&text::strip_terminal(&text), words, 200),
-            role: r.get(0)?,
+            role: codec::role_at(r, 0)?,
             time: r.get::<_, Option<i64>>(1)?.and_then(rank::rfc3339),
             offset: r.get(4)?,
             session_id: text::strip_terminal(&r.get::<_, String>(5)?),

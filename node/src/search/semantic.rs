@@ -14,7 +14,7 @@ use rusqlite::types::Value as SqlValue;
 
 use super::{Query, SearchError, SearchOptions, rank::Ranked};
 use crate::embed::cosine;
-use crate::store::Store;
+use crate::store::{Store, codec};
 
 /// Records the vector scan hands to fusion.
 const VECTOR_RECORDS: usize = 200;
@@ -122,7 +122,7 @@ fn nearest(store: &Store, qv: &[f32], opts: &SearchOptions) -> Result<Vec<Near>,
             continue;
         }
         if heap.len() < VECTOR_RECORDS || heap.peek().is_some_and(|t: &Top| sim > t.0) {
-            heap.push(Top(sim, r.get(0)?, r.get(2)?, r.get(3)?));
+            heap.push(Top(sim, r.get(0)?, r.get(2)?, codec::role_at(r, 3)?));
             if heap.len() > VECTOR_RECORDS {
                 heap.pop();
             }

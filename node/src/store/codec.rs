@@ -7,10 +7,19 @@
 //!   [`super::dict`]).
 //!
 //! Every reader of record text goes through [`decode`] (or [`try_decode`]).
+//!
+//! `records.role` holds a known role as a one-byte BLOB code ([`role_value`])
+//! and any other role name (one a newer peer sent, or an alias that the
+//! record's hash covers as written) as its TEXT, like every row written
+//! before the codes: the storage class tells them apart, so every name
+//! round-trips. Readers use [`role_at`], filters [`roles_sql`].
 
 use std::borrow::Cow;
 
 use rusqlite::Connection;
+use rusqlite::types::{Value, ValueRef};
+
+use crate::record::Role;
 
 pub use super::dict::{TextDict, TextError};
 
@@ -133,6 +142,59 @@ pub fn decode(conn: &Connection, bytes: &[u8], flags: i64) -> String {
     })
 }
 
+/// The one-byte code of a known role in `records.role`.
+fn role_code(r: Role) -> u8 {
+    match r {
+        Role::User => 1,
+        Role::Assistant => 2,
+        Role::ToolCall => 3,
+        Role::ToolOutput => 4,
+        Role::Note => 5,
+    }
+}
+
+/// How role `name` is stored: a known role's code when `name` is its exact
+/// name, otherwise the name as it is.
+pub fn role_value(name: &str) -> Value {
+    match Role::ALL.into_iter().find(|r| r.as_str() == name) {
+        Some(r) => Value::Blob(vec![role_code(r)]),
+        None => Value::Text(name.to_owned()),
+    }
+}
+
+/// The role name in column `i` of a row of `records`.
+pub fn role_at(row: &rusqlite::Row<'_>, i: usize) -> rusqlite::Result<String> {
+    match row.get_ref(i)? {
+        ValueRef::Text(t) => Ok(String::from_utf8_lossy(t).into_owned()),
+        ValueRef::Blob(&[c]) => Role::ALL
+            .into_iter()
+            .find(|r| role_code(*r) == c)
+            .map(|r| r.as_str().to_owned())
+            .ok_or_else(|| {
+                rusqlite::Error::FromSqlConversionFailure(
+                    i,
+                    rusqlite::types::Type::Blob,
+                    format!("unknown role code {c}").into(),
+                )
+            }),
+        other => Err(rusqlite::Error::InvalidColumnType(
+            i,
+            "role".into(),
+            other.data_type(),
+        )),
+    }
+}
+
+/// An SQL list matching `roles` in `records.role` whichever way a row
+/// stores them (code, or the name in older rows): `'user', x'01'`.
+pub fn roles_sql(roles: &[Role]) -> String {
+    roles
+        .iter()
+        .map(|r| format!("'{}', x'{:02x}'", r.as_str(), role_code(*r)))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -225,5 +287,60 @@ mod tests {
         if let Ok(d) = TextDict::from_raw(junk, &id) {
             let _ = decode_with(&z, DICT, Ok(Some(&d)));
         }
+    }
+
+    #[test]
+    fn every_role_round_trips_and_filters_match_both_forms() {
+        let conn = Connection::open_in_memory().expect("open");
+        conn.execute_batch("CREATE TABLE t(role TEXT NOT NULL)")
+            .expect("table");
+        let names = [
+            "user",
+            "assistant",
+            "tool_call",
+            "tool_output",
+            "note",
+            "tool",
+            "mystery",
+            "",
+            "\u{1}",
+            "1",
+        ];
+        for n in names {
+            conn.execute("INSERT INTO t(role) VALUES (?1)", [role_value(n)])
+                .expect("insert");
+        }
+        // A row from before the codes.
+        conn.execute("INSERT INTO t(role) VALUES ('user')", [])
+            .expect("old");
+        let back: Vec<String> = conn
+            .prepare("SELECT role FROM t ORDER BY rowid")
+            .expect("prepare")
+            .query_map([], |r| role_at(r, 0))
+            .expect("query")
+            .collect::<Result<_, _>>()
+            .expect("rows");
+        let mut want: Vec<String> = names.iter().map(|s| s.to_string()).collect();
+        want.push("user".into());
+        assert_eq!(back, want);
+        let kinds: Vec<String> = conn
+            .prepare("SELECT typeof(role) FROM t ORDER BY rowid LIMIT 2")
+            .expect("prepare")
+            .query_map([], |r| r.get(0))
+            .expect("query")
+            .collect::<Result<_, _>>()
+            .expect("rows");
+        assert_eq!(kinds, ["blob", "blob"]);
+        let n: i64 = conn
+            .query_row(
+                &format!(
+                    "SELECT count(*) FROM t WHERE role IN ({})",
+                    roles_sql(&[Role::User, Role::Note])
+                ),
+                [],
+                |r| r.get(0),
+            )
+            .expect("count");
+        assert_eq!(n, 3, "the coded user and note rows and the old user row");
     }
 }

@@ -271,7 +271,7 @@ fn candidate(r: &rusqlite::Row<'_>) -> rusqlite::Result<ForgetCandidate> {
         agent: r.get(1)?,
         session_id: r.get(2)?,
         project: r.get(3)?,
-        role: r.get(4)?,
+        role: codec::role_at(r, 4)?,
         time_ms: r.get(5)?,
     })
 }
@@ -390,8 +390,11 @@ fn refresh_session(conn: &Connection, session: i64) -> Result<bool, StoreError> 
     let title: Option<String> = {
         use rusqlite::OptionalExtension;
         conn.query_row(
-            "SELECT text, flags FROM records WHERE session = ?1 AND role = 'user'
+            &format!(
+                "SELECT text, flags FROM records WHERE session = ?1 AND role IN ({})
              ORDER BY ts IS NULL, ts, id LIMIT 1",
+                codec::roles_sql(&[crate::record::Role::User])
+            ),
             [session],
             |r| Ok(codec::decode(conn, &r.get::<_, Vec<u8>>(0)?, r.get(1)?)),
         )

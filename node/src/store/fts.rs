@@ -83,7 +83,7 @@ pub(crate) fn backfill_stems(conn: &mut Connection) -> Result<u64, StoreError> {
                 "SELECT id, role, flags, text FROM records WHERE id > ?1 ORDER BY id LIMIT ?2",
             )?;
             let rows = stmt.query_map(params![from, BACKFILL_BATCH], |r| {
-                Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
+                Ok((r.get(0)?, codec::role_at(r, 1)?, r.get(2)?, r.get(3)?))
             })?;
             rows.collect::<Result<_, _>>()?
         };

@@ -239,7 +239,7 @@ pub(crate) fn insert(
     .execute(params![
         &rec.hash[..],
         session,
-        rec.role,
+        codec::role_value(&rec.role),
         rec.time_ms,
         rec.flags,
         origin,
@@ -330,5 +330,41 @@ mod tests {
             "tools carry no decision flag"
         );
         assert!(tool.title.is_none() && !tool.stemmed());
+    }
+
+    #[test]
+    fn known_roles_are_stored_as_codes_and_any_other_name_as_written() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let store = super::super::Store::open(&dir.path().join("c.db")).expect("open");
+        let conn = store.conn();
+        let mut sessions = HashMap::new();
+        for (i, role) in ["assistant", "tool", "mystery", "note"]
+            .into_iter()
+            .enumerate()
+        {
+            let mut r = stored(&record(Role::User, &format!("text {i}")));
+            r.role = role.into();
+            let new = NewRecord::from_stored(&r);
+            insert(conn, &new, &"a".repeat(32), None, &mut sessions)
+                .expect("insert")
+                .expect("new");
+        }
+        let rows: Vec<(String, String)> = conn
+            .prepare("SELECT typeof(role), role FROM records ORDER BY id")
+            .expect("prepare")
+            .query_map([], |r| Ok((r.get(0)?, codec::role_at(r, 1)?)))
+            .expect("query")
+            .collect::<Result<_, _>>()
+            .expect("rows");
+        let want = [
+            ("blob", "assistant"),
+            ("text", "tool"),
+            ("text", "mystery"),
+            ("blob", "note"),
+        ];
+        assert_eq!(
+            rows,
+            want.map(|(t, n)| (t.to_owned(), n.to_owned())).to_vec()
+        );
     }
 }

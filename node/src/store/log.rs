@@ -245,7 +245,7 @@ impl Store {
                                 session_id: row.get(4)?,
                                 parent_session: row.get(5)?,
                                 project,
-                                role: row.get(7)?,
+                                role: codec::role_at(row, 7)?,
                                 time_ms: row.get(8)?,
                                 text: codec::decode(
                                     &self.conn,

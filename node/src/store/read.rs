@@ -194,7 +194,7 @@ impl Store {
         let rows = q.query_map(params![session_row, limit as i64, offset as i64], |r| {
             let files: String = r.get(3)?;
             Ok(SessionRecord {
-                role: r.get(0)?,
+                role: codec::role_at(r, 0)?,
                 time_ms: r.get(1)?,
                 text: codec::decode(&self.conn, &r.get::<_, Vec<u8>>(2)?, r.get(6)?),
                 files: files.lines().map(str::to_owned).collect(),

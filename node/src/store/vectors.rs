@@ -14,6 +14,7 @@ use rusqlite::{OptionalExtension, params};
 
 use super::{Store, StoreError, codec};
 use crate::embed::{Embedder, quantize};
+use crate::record::Role;
 
 /// The highest record id the vector pass examined.
 const UPTO: &str =
@@ -84,13 +85,13 @@ impl Store {
                 .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
             let upto: i64 = tx.query_row(UPTO, [], |r| r.get(0))?;
             let rows: Vec<(i64, String, i64, Vec<u8>)> = {
-                let mut stmt = tx.prepare_cached(
-                    "SELECT id, role, flags, CASE WHEN role IN ('user', 'assistant', 'note')
-                                                  THEN text ELSE x'' END
+                let mut stmt = tx.prepare_cached(&format!(
+                    "SELECT id, role, flags, CASE WHEN role IN ({}) THEN text ELSE x'' END
                      FROM records WHERE id > ?1 ORDER BY id LIMIT ?2",
-                )?;
+                    codec::roles_sql(&[Role::User, Role::Assistant, Role::Note])
+                ))?;
                 let rows = stmt.query_map(params![upto, BATCH], |r| {
-                    Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
+                    Ok((r.get(0)?, codec::role_at(r, 1)?, r.get(2)?, r.get(3)?))
                 })?;
                 rows.collect::<Result<_, _>>()?
             };
