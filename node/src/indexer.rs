@@ -28,15 +28,15 @@ use std::fs::File;
 use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
 use std::path::Path;
 use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
-use std::time::{Duration, Instant, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use cairn_protocol::Hash32;
 
 use crate::record::Record;
 use crate::redact::{RedactionCounts, Redactor, scope};
-use crate::sources::{self, LineParser, Locations, ParseError, Reader, SourceFile};
+use crate::sources::{self, LineParser, Locations, ParseError, Reader, SourceFile, Stat};
 use crate::store::codec::TextDict;
-use crate::store::{Encoder, NewRecord, SourceState, Store, StoreError};
+use crate::store::{Encoder, NewRecord, SourceStamp, SourceState, Store, StoreError};
 
 /// Bytes hashed at the head of a file, and before its saved offset, to notice rewrites.
 const FINGERPRINT: u64 = 4096;
@@ -133,31 +133,39 @@ pub fn index_all(
 ) -> Result<IndexReport, IndexError> {
     let mut report = IndexReport::default();
     let mut plans = Vec::new();
-    let mut present = HashSet::new();
-    // One query for every known store; the disk is then compared in memory,
-    // so a pass with nothing new costs one stat per store and no per-file
-    // database round trip.
+    // One light query for every known store; the disk is then compared in
+    // memory, so a pass with nothing new costs one stat per store (taken by
+    // the walk that found it) and no per-file database round trip. Only a
+    // changed store's whole state is read.
     let (found, known) = survey(store, ctx.locations, ctx.disabled)?;
+    let mut present = vec![false; known.rows.len()];
     for f in found {
-        let state = known.get(&f.key);
+        let stamp = known.find(&f.key);
         report.stores += 1;
-        if !state.is_some_and(|s| is_unchanged(s, f.size, f.mtime_ns)) {
+        if let Some(i) = stamp {
+            present[i] = true;
+        }
+        let stamp = stamp.map(|i| &known.rows[i]);
+        if !stamp.is_some_and(|s| is_unchanged(s, f.size, f.mtime_ns)) {
+            let state = match stamp {
+                Some(_) => store.source_state(&f.key)?,
+                None => None,
+            };
             plans.push(Plan {
                 agent: f.agent,
                 file: f.file,
-                state: state.cloned(),
+                state,
                 size: f.size,
                 mtime_ns: f.mtime_ns,
             });
         }
-        present.insert(f.key);
     }
     let enabled: Vec<&str> = sources::registry()
         .iter()
         .map(|s| s.agent())
         .filter(|a| !ctx.disabled.iter().any(|d| d == a))
         .collect();
-    store.mark_missing(&known, &present, &enabled)?;
+    store.mark_missing(&known.rows, &present, &enabled)?;
     drop(known);
     if plans.is_empty() {
         progress(Progress::Start { total_bytes: 0 });
@@ -444,7 +452,7 @@ pub fn freshness(
         f.stores += 1;
         let ms = file.mtime_ns / 1_000_000;
         f.newest_change_ms = f.newest_change_ms.max(Some(ms));
-        match known.get(&file.key) {
+        match known.find(&file.key).map(|i| &known.rows[i]) {
             Some(s) => {
                 f.newest_indexed_ms = f.newest_indexed_ms.max(Some(s.mtime_ns / 1_000_000));
                 if !is_unchanged(s, file.size, file.mtime_ns) {
@@ -467,23 +475,75 @@ struct Found {
     mtime_ns: i64,
 }
 
-/// Stores found on disk below which their stats are not worth a second thread.
-const PARALLEL_STATS: usize = 256;
+/// The stores the index knows, and where each path is among them.
+struct Known {
+    rows: Vec<SourceStamp>,
+    /// An open-addressing table of (hash of the path, index into `rows`),
+    /// its length a power of two at least twice the rows; `u32::MAX` marks
+    /// a free slot. No allocation per row, and a miss rarely compares text.
+    slots: Vec<(u64, u32)>,
+}
+
+impl Known {
+    fn new(rows: Vec<SourceStamp>) -> Known {
+        let len = (rows.len() * 2).next_power_of_two().max(16);
+        let mut slots = vec![(0, u32::MAX); len];
+        for (i, r) in rows.iter().enumerate() {
+            let h = path_hash(&r.path);
+            let mut at = h as usize & (len - 1);
+            while slots[at].1 != u32::MAX {
+                at = (at + 1) & (len - 1);
+            }
+            slots[at] = (h, i as u32);
+        }
+        Known { rows, slots }
+    }
+
+    /// Where the store at `path` is in `rows`.
+    fn find(&self, path: &str) -> Option<usize> {
+        let h = path_hash(path);
+        let mask = self.slots.len() - 1;
+        let mut at = h as usize & mask;
+        loop {
+            let (sh, i) = self.slots[at];
+            if i == u32::MAX {
+                return None;
+            }
+            if sh == h && self.rows[i as usize].path == path {
+                return Some(i as usize);
+            }
+            at = (at + 1) & mask;
+        }
+    }
+}
+
+/// A quick hash of a path, eight bytes at a time (the paths of one pass
+/// come from the local disk and the index, so no adversary picks them).
+fn path_hash(path: &str) -> u64 {
+    const K: u64 = 0x9e37_79b9_7f4a_7c15;
+    let mut h = path.len() as u64;
+    for chunk in path.as_bytes().chunks(8) {
+        let mut w = [0u8; 8];
+        w[..chunk.len()].copy_from_slice(chunk);
+        h = (h.rotate_left(5) ^ u64::from_le_bytes(w)).wrapping_mul(K);
+    }
+    h ^ (h >> 29)
+}
 
 /// Every enabled store on disk with its size and mtime, and every store the
-/// index knows: the disk walk and stats run on other threads while this
-/// one reads the `sources` table, and the stats are split over two threads
-/// (one lookup per store is most of a pass with nothing new).
+/// index knows: the disk walk (which takes each file's size and mtime as it
+/// lists its folder) runs on another thread while this one reads the
+/// `sources` table.
 fn survey(
     store: &Store,
     locations: &Locations,
     disabled: &[String],
-) -> Result<(Vec<Found>, std::collections::HashMap<String, SourceState>), StoreError> {
+) -> Result<(Vec<Found>, Known), StoreError> {
     std::thread::scope(|s| {
         let walker = std::thread::Builder::new()
             .name("cairn-walk".into())
             .spawn_scoped(s, || discover_all(locations, disabled));
-        let known = store.source_states();
+        let known = store.source_stamps().map(Known::new);
         let found = match walker {
             Ok(w) => w.join().unwrap_or_else(|p| std::panic::resume_unwind(p)),
             // No thread to be had: walk here.
@@ -494,52 +554,29 @@ fn survey(
 }
 
 fn discover_all(locations: &Locations, disabled: &[String]) -> Vec<Found> {
-    let mut files = Vec::new();
+    let mut out = Vec::new();
     for source in sources::registry() {
         if disabled.iter().any(|d| d == source.agent()) {
             continue;
         }
         for file in source.discover(locations) {
-            files.push((source.agent(), file));
+            let stat = fingerprint_meta(&file);
+            out.push(Found {
+                agent: source.agent(),
+                key: file.path.to_string_lossy().into_owned(),
+                file,
+                size: stat.size,
+                mtime_ns: stat.mtime_ns,
+            });
         }
     }
-    let stat = |part: &[(&'static str, SourceFile)]| -> Vec<(u64, i64)> {
-        part.iter().map(|(_, f)| fingerprint_meta(f)).collect()
-    };
-    let metas = if files.len() < PARALLEL_STATS {
-        stat(&files)
-    } else {
-        let (first, second) = files.split_at(files.len() / 2);
-        std::thread::scope(|s| {
-            let other = std::thread::Builder::new()
-                .name("cairn-stat".into())
-                .spawn_scoped(s, || stat(first));
-            let mut tail = stat(second);
-            let mut head = match other {
-                Ok(h) => h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)),
-                Err(_) => stat(first),
-            };
-            head.append(&mut tail);
-            head
-        })
-    };
-    files
-        .into_iter()
-        .zip(metas)
-        .map(|((agent, file), (size, mtime_ns))| Found {
-            agent,
-            key: file.path.to_string_lossy().into_owned(),
-            file,
-            size,
-            mtime_ns,
-        })
-        .collect()
+    out
 }
 
 /// Whether a store's size and mtime are what the last pass read, and that
 /// pass succeeded: such a store has nothing new.
-fn is_unchanged(s: &SourceState, size: u64, mtime_ns: i64) -> bool {
-    s.size == size && s.mtime_ns == mtime_ns && s.last_error.is_none()
+fn is_unchanged(s: &SourceStamp, size: u64, mtime_ns: i64) -> bool {
+    s.size == size && s.mtime_ns == mtime_ns && !s.failed
 }
 
 enum FileError {
@@ -567,29 +604,22 @@ fn reader_kind(r: &Reader) -> &'static str {
     }
 }
 
-/// Size and mtime; for a database, summed over it and its WAL so writes that
-/// only reached the WAL still count as a change.
-fn fingerprint_meta(file: &SourceFile) -> (u64, i64) {
-    let one = |p: &Path| {
-        std::fs::metadata(p)
-            .map(|m| {
-                let t = m
-                    .modified()
-                    .ok()
-                    .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
-                    .map_or(0, |d| d.as_nanos() as i64);
-                (m.len(), t)
-            })
-            .unwrap_or((0, 0))
-    };
-    let (size, mtime) = one(&file.path);
+/// Size and mtime (those the walk took when it did); for a database,
+/// summed over it and its WAL so writes that only reached the WAL still
+/// count as a change.
+fn fingerprint_meta(file: &SourceFile) -> Stat {
+    let one = |p: &Path| std::fs::metadata(p).map_or(Stat::default(), |m| Stat::of(&m));
+    let main = file.stat.unwrap_or_else(|| one(&file.path));
     if matches!(file.reader, Reader::Database(_)) {
         let mut wal = file.path.clone().into_os_string();
         wal.push("-wal");
-        let (ws, wt) = one(Path::new(&wal));
-        return (size + ws, mtime.max(wt));
+        let w = one(Path::new(&wal));
+        return Stat {
+            size: main.size + w.size,
+            mtime_ns: main.mtime_ns.max(w.mtime_ns),
+        };
     }
-    (size, mtime)
+    main
 }
 
 /// Cleans a record in place before it is stored: removes text cairn itself
@@ -981,6 +1011,70 @@ mod tests {
         // The freshness check agrees: nothing pending.
         let f = freshness(&store, &loc, &[]).expect("freshness");
         assert_eq!((f.stores, f.pending), (1, 0));
+    }
+
+    #[test]
+    fn walked_stores_pick_up_appends_new_files_and_vanished_files() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let loc = Locations::under_home(dir.path());
+        let projects = loc.claude_dir.join("projects");
+        let line = |session: &str, i: u32| {
+            format!(
+                concat!(
+                    r#"{{"type":"user","uuid":"{s}-{i}","sessionId":"{s}","#,
+                    r#""timestamp":"2025-11-24T10:00:{i:02}.000Z","cwd":"/p","#,
+                    r#""message":{{"role":"user","content":"line {i} of {s}"}}}}"#,
+                    "\n"
+                ),
+                s = session,
+                i = i
+            )
+        };
+        let write = |rel: &str, session: &str, lines: std::ops::Range<u32>| {
+            let p = projects.join(rel);
+            std::fs::create_dir_all(p.parent().expect("parent")).expect("mkdir");
+            let text: String = lines.map(|i| line(session, i)).collect();
+            let mut f = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&p)
+                .expect("open");
+            std::io::Write::write_all(&mut f, text.as_bytes()).expect("write");
+        };
+        // Enough project folders that the walk is shared between two threads.
+        for p in 0..6 {
+            for s in 0..3 {
+                write(&format!("-p{p}/s{p}{s}.jsonl"), &format!("s{p}{s}"), 0..2);
+            }
+        }
+        let mut store = Store::open(&dir.path().join("cairn.db")).expect("open");
+        let redactor = Redactor::new();
+        let mut pass = || {
+            let r = index_all(&mut store, &ctx(&loc, &redactor, None), &mut |_| {}).expect("index");
+            (r.stores, r.changed, r.added)
+        };
+        assert_eq!(pass(), (18, 18, 36));
+        assert_eq!(pass(), (18, 0, 0));
+        // A line appended to a file in a folder that gained no file.
+        write("-p3/s31.jsonl", "s31", 2..3);
+        assert_eq!(pass(), (18, 1, 1));
+        // A new file in an old folder.
+        write("-p5/s59.jsonl", "s59", 0..2);
+        assert_eq!(pass(), (19, 1, 2));
+        assert_eq!(pass(), (19, 0, 0));
+        // A file that vanished is marked missing; its records stay.
+        std::fs::remove_file(projects.join("-p0/s00.jsonl")).expect("rm");
+        assert_eq!(pass(), (18, 0, 0));
+        let missing: Vec<String> = store
+            .list_sources()
+            .expect("sources")
+            .into_iter()
+            .filter(|r| r.missing)
+            .map(|r| r.path)
+            .collect();
+        assert_eq!(missing.len(), 1);
+        assert!(missing[0].ends_with("s00.jsonl"), "{missing:?}");
+        assert_eq!(store.stats().expect("stats").records, 39);
     }
 
     fn copy_dir(from: &Path, to: &Path) {

@@ -65,10 +65,7 @@ impl Source for Aider {
             }
         }
         seen.into_iter()
-            .map(|path| SourceFile {
-                path,
-                reader: Reader::Whole(parse),
-            })
+            .map(|path| SourceFile::new(path, Reader::Whole(parse)))
             .collect()
     }
 }

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use serde_json::Value;
 
 use super::blocks;
-use super::common::{file_stem, has_suffix, json_document, parse_time, walk_files};
+use super::common::{file_stem, has_suffix, json_document, parse_time, walk_stores};
 use super::{Locations, ParseError, Parsed, Reader, Source, SourceFile, Unreadable};
 use crate::record::{Record, Role};
 
@@ -35,13 +35,12 @@ impl Source for Amp {
     }
 
     fn discover(&self, loc: &Locations) -> Vec<SourceFile> {
-        walk_files(&data(loc).join("threads"), 0, &|p| has_suffix(p, ".json"))
-            .into_iter()
-            .map(|path| SourceFile {
-                path,
-                reader: Reader::Whole(parse),
-            })
-            .collect()
+        walk_stores(
+            &data(loc).join("threads"),
+            0,
+            &|p| has_suffix(p, ".json"),
+            Reader::Whole(parse),
+        )
     }
 
     fn unreadable(&self, loc: &Locations) -> Vec<Unreadable> {

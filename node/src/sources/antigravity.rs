@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use serde_json::Value;
 
 use super::blocks;
-use super::common::{has_suffix, parse_time, walk_files};
+use super::common::{has_suffix, parse_time, walk_files, walk_stores};
 use super::{Locations, ParseError, Parsed, Reader, Source, SourceFile, Unreadable};
 use crate::record::{Record, Role};
 
@@ -61,13 +61,12 @@ impl Source for Antigravity {
         app_dirs(loc)
             .iter()
             .flat_map(|d| {
-                walk_files(&d.join("brain"), 4, &|p| {
-                    p.file_name().is_some_and(|n| n == "transcript.jsonl")
-                })
-            })
-            .map(|path| SourceFile {
-                path,
-                reader: Reader::Whole(parse),
+                walk_stores(
+                    &d.join("brain"),
+                    4,
+                    &|p| p.file_name().is_some_and(|n| n == "transcript.jsonl"),
+                    Reader::Whole(parse),
+                )
             })
             .collect()
     }

@@ -27,7 +27,7 @@ use std::path::Path;
 use serde_json::Value;
 
 use super::common::{
-    TEXT_CAP, TOOL_OUTPUT_CAP, cap_text, has_suffix, json_line, parse_time, walk_files,
+    TEXT_CAP, TOOL_OUTPUT_CAP, cap_text, has_suffix, json_line, parse_time, walk_stores,
 };
 use super::{LineParser, Locations, ParseError, Reader, Source, SourceFile};
 use crate::record::{Record, Role};
@@ -74,13 +74,7 @@ impl Source for ClaudeCode {
                 _ => false,
             }
         };
-        walk_files(&projects, 3, &keep)
-            .into_iter()
-            .map(|path| SourceFile {
-                path,
-                reader: Reader::Lines(parser),
-            })
-            .collect()
+        walk_stores(&projects, 3, &keep, Reader::Lines(parser))
     }
 }
 
@@ -521,6 +515,7 @@ fn tool_call_text(name: &str, input: &Value) -> (String, Vec<String>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sources::common::walk_files;
     use std::path::PathBuf;
 
     /// Feeds `bytes` to a parser the way the indexer does: complete lines

@@ -14,7 +14,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::common::{has_suffix, walk_files};
+use super::common::{has_suffix, walk_stores};
 use super::{Locations, Reader, Source, SourceFile};
 
 /// The Claude Desktop source.
@@ -51,11 +51,7 @@ impl Source for ClaudeDesktop {
     fn discover(&self, loc: &Locations) -> Vec<SourceFile> {
         self.roots(loc)
             .iter()
-            .flat_map(|d| walk_files(d, 9, &is_transcript))
-            .map(|path| SourceFile {
-                path,
-                reader: Reader::Lines(super::claude::parser),
-            })
+            .flat_map(|d| walk_stores(d, 9, &is_transcript, Reader::Lines(super::claude::parser)))
             .collect()
     }
 }

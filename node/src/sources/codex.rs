@@ -33,9 +33,9 @@ use serde_json::{Map, Value};
 
 use super::common::{
     TEXT_CAP, TOOL_OUTPUT_CAP, cap_text, content_text, has_suffix, json_line, parse_time,
-    walk_files,
+    walk_files, walk_stores,
 };
-use super::{LineParser, Locations, ParseError, Reader, Source, SourceFile};
+use super::{LineParser, Locations, ParseError, Reader, Source, SourceFile, Stat};
 use crate::record::{Record, Role};
 
 const AGENT: &str = "codex";
@@ -67,18 +67,22 @@ impl Source for Codex {
     }
 
     fn discover(&self, loc: &Locations) -> Vec<SourceFile> {
-        let mut out: Vec<SourceFile> = rollout_files(&loc.codex_home)
-            .into_iter()
-            .map(|path| SourceFile {
-                path,
-                reader: Reader::Lines(rollout_parser),
-            })
-            .collect();
+        let rollouts = Reader::Lines(rollout_parser);
+        let mut out = walk_stores(&loc.codex_home.join("sessions"), 4, &is_rollout, rollouts);
+        out.extend(walk_stores(
+            &loc.codex_home.join("archived_sessions"),
+            4,
+            &is_rollout,
+            rollouts,
+        ));
         let history = loc.codex_home.join("history.jsonl");
-        if history.is_file() {
+        if let Ok(meta) = std::fs::metadata(&history)
+            && meta.is_file()
+        {
             out.push(SourceFile {
                 path: history,
                 reader: Reader::Lines(history_parser),
+                stat: Some(Stat::of(&meta)),
             });
         }
         out
@@ -92,7 +96,8 @@ fn is_rollout(p: &Path) -> bool {
             .is_some_and(|n| n.starts_with("rollout-"))
 }
 
-/// Every rollout file under `sessions/` and `archived_sessions/`.
+/// Every rollout file under `sessions/` and `archived_sessions/` (the
+/// same walk as [`Codex::discover`]'s).
 fn rollout_files(codex_home: &Path) -> Vec<std::path::PathBuf> {
     let mut files = walk_files(&codex_home.join("sessions"), 4, &is_rollout);
     files.extend(walk_files(

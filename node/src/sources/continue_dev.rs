@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use serde_json::Value;
 
 use super::blocks;
-use super::common::{file_stem, has_suffix, json_document, parse_time, walk_files};
+use super::common::{file_stem, has_suffix, json_document, parse_time, walk_stores};
 use super::{Locations, ParseError, Parsed, Reader, Source, SourceFile};
 use crate::record::{Record, Role};
 
@@ -40,15 +40,12 @@ impl Source for Continue {
     }
 
     fn discover(&self, loc: &Locations) -> Vec<SourceFile> {
-        walk_files(&sessions_dir(loc), 0, &|p| {
-            has_suffix(p, ".json") && !p.ends_with("sessions.json")
-        })
-        .into_iter()
-        .map(|path| SourceFile {
-            path,
-            reader: Reader::Whole(parse),
-        })
-        .collect()
+        walk_stores(
+            &sessions_dir(loc),
+            0,
+            &|p| has_suffix(p, ".json") && !p.ends_with("sessions.json"),
+            Reader::Whole(parse),
+        )
     }
 }
 

@@ -52,14 +52,12 @@ impl Source for Copilot {
         });
         events
             .into_iter()
-            .map(|path| SourceFile {
-                path,
-                reader: Reader::Lines(new_parser),
-            })
-            .chain(legacy.into_iter().map(|path| SourceFile {
-                path,
-                reader: Reader::Whole(parse_legacy),
-            }))
+            .map(|path| SourceFile::new(path, Reader::Lines(new_parser)))
+            .chain(
+                legacy
+                    .into_iter()
+                    .map(|path| SourceFile::new(path, Reader::Whole(parse_legacy))),
+            )
             .collect()
     }
 }

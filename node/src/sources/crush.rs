@@ -50,10 +50,7 @@ impl Source for Crush {
         paths
             .into_iter()
             .filter(|p| seen.insert(p.clone()))
-            .map(|path| SourceFile {
-                path,
-                reader: Reader::Database(super::opencode::read_db),
-            })
+            .map(|path| SourceFile::new(path, Reader::Database(super::opencode::read_db)))
             .collect()
     }
 }

@@ -72,27 +72,18 @@ impl Source for Cursor {
         let user = loc.cursor_config_dir.join("User");
         let global = user.join("globalStorage/state.vscdb");
         if global.is_file() {
-            out.push(SourceFile {
-                path: global,
-                reader: Reader::Database(read_vscdb),
-            });
+            out.push(SourceFile::new(global, Reader::Database(read_vscdb)));
         }
         for path in walk_files(&user.join("workspaceStorage"), 1, &|p| {
             p.file_name().and_then(|n| n.to_str()) == Some("state.vscdb")
         }) {
-            out.push(SourceFile {
-                path,
-                reader: Reader::Database(read_vscdb),
-            });
+            out.push(SourceFile::new(path, Reader::Database(read_vscdb)));
         }
         let projects = loc.home.join(".cursor/projects");
         for path in walk_files(&projects, 6, &|p| {
             has_suffix(p, ".jsonl") && p.components().any(|c| c.as_os_str() == "agent-transcripts")
         }) {
-            out.push(SourceFile {
-                path,
-                reader: Reader::Whole(parse_transcript),
-            });
+            out.push(SourceFile::new(path, Reader::Whole(parse_transcript)));
         }
         out
     }

@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use serde_json::Value;
 
 use super::blocks;
-use super::common::{file_stem, has_suffix, json_line, parse_time, walk_files};
+use super::common::{file_stem, has_suffix, json_line, parse_time, walk_stores};
 use super::{LineParser, Locations, ParseError, Reader, Source, SourceFile};
 use crate::record::{Record, Role};
 
@@ -32,15 +32,12 @@ impl Source for Factory {
     }
 
     fn discover(&self, loc: &Locations) -> Vec<SourceFile> {
-        walk_files(&loc.home.join(".factory/sessions"), 1, &|p| {
-            has_suffix(p, ".jsonl")
-        })
-        .into_iter()
-        .map(|path| SourceFile {
-            path,
-            reader: Reader::Lines(new_parser),
-        })
-        .collect()
+        walk_stores(
+            &loc.home.join(".factory/sessions"),
+            1,
+            &|p| has_suffix(p, ".jsonl"),
+            Reader::Lines(new_parser),
+        )
     }
 }
 

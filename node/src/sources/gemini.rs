@@ -73,10 +73,7 @@ impl Source for Gemini {
                 }
                 !sniff_session_id(f).is_some_and(|id| jsonl_ids.contains(&id))
             })
-            .map(|path| SourceFile {
-                path,
-                reader: Reader::Whole(parse),
-            })
+            .map(|path| SourceFile::new(path, Reader::Whole(parse)))
             .collect()
     }
 }

@@ -62,16 +62,10 @@ impl Source for Goose {
         for dir in session_dirs(loc) {
             let db = dir.join("sessions.db");
             if db.is_file() {
-                out.push(SourceFile {
-                    path: db,
-                    reader: Reader::Database(read_db),
-                });
+                out.push(SourceFile::new(db, Reader::Database(read_db)));
             }
             for path in walk_files(&dir, 0, &|p| has_suffix(p, ".jsonl")) {
-                out.push(SourceFile {
-                    path,
-                    reader: Reader::Lines(new_parser),
-                });
+                out.push(SourceFile::new(path, Reader::Lines(new_parser)));
             }
         }
         out

@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use serde_json::Value;
 
 use super::blocks::{self, Make};
-use super::common::{file_stem, has_suffix, json_line, parse_time, walk_files};
+use super::common::{file_stem, has_suffix, json_line, parse_time, walk_files, walk_stores};
 use super::db;
 use super::{
     DbBatch, LineParser, Locations, ParseError, Parsed, Reader, Source, SourceError, SourceFile,
@@ -49,21 +49,16 @@ impl Source for Hermes {
 
     fn discover(&self, loc: &Locations) -> Vec<SourceFile> {
         let h = home(loc);
-        let mut out: Vec<SourceFile> =
-            walk_files(&h, 2, &|p| p.file_name().is_some_and(|n| n == "state.db"))
-                .into_iter()
-                .map(|path| SourceFile {
-                    path,
-                    reader: Reader::Database(read_db),
-                })
-                .collect();
+        let mut out: Vec<SourceFile> = walk_stores(
+            &h,
+            2,
+            &|p| p.file_name().is_some_and(|n| n == "state.db"),
+            Reader::Database(read_db),
+        );
         out.extend(
             walk_files(&h.join("sessions"), 0, &|p| has_suffix(p, ".jsonl"))
                 .into_iter()
-                .map(|path| SourceFile {
-                    path,
-                    reader: Reader::Lines(new_parser),
-                }),
+                .map(|path| SourceFile::new(path, Reader::Lines(new_parser))),
         );
         out
     }

@@ -23,7 +23,7 @@ use std::path::{Path, PathBuf};
 use serde_json::Value;
 
 use super::blocks;
-use super::common::{json_line, parse_time, walk_files};
+use super::common::{json_line, parse_time, walk_stores};
 use super::{LineParser, Locations, ParseError, Reader, Source, SourceFile};
 use crate::record::{Record, Role};
 
@@ -57,15 +57,12 @@ impl Source for KimiCode {
     }
 
     fn discover(&self, loc: &Locations) -> Vec<SourceFile> {
-        walk_files(&code_sessions(loc), 4, &|p| {
-            p.file_name().is_some_and(|n| n == "wire.jsonl")
-        })
-        .into_iter()
-        .map(|path| SourceFile {
-            path,
-            reader: Reader::Lines(wire_parser),
-        })
-        .collect()
+        walk_stores(
+            &code_sessions(loc),
+            4,
+            &|p| p.file_name().is_some_and(|n| n == "wire.jsonl"),
+            Reader::Lines(wire_parser),
+        )
     }
 }
 
@@ -83,17 +80,16 @@ impl Source for KimiCli {
     }
 
     fn discover(&self, loc: &Locations) -> Vec<SourceFile> {
-        walk_files(&cli_sessions(loc), 2, &|p| {
-            p.file_name()
-                .and_then(|n| n.to_str())
-                .is_some_and(|n| n.starts_with("context") && n.ends_with(".jsonl"))
-        })
-        .into_iter()
-        .map(|path| SourceFile {
-            path,
-            reader: Reader::Lines(context_parser),
-        })
-        .collect()
+        walk_stores(
+            &cli_sessions(loc),
+            2,
+            &|p| {
+                p.file_name()
+                    .and_then(|n| n.to_str())
+                    .is_some_and(|n| n.starts_with("context") && n.ends_with(".jsonl"))
+            },
+            Reader::Lines(context_parser),
+        )
     }
 }
 
@@ -239,6 +235,7 @@ impl LineParser for ContextParser {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sources::common::walk_files;
     use crate::sources::common::{feed_lines, has_suffix};
 
     const REAL: &str = concat!(

@@ -277,6 +277,46 @@ pub struct SourceFile {
     pub path: PathBuf,
     /// How to read it.
     pub reader: Reader,
+    /// Its size and mtime when the walk that found it took them (see
+    /// [`common::walk_stores`]); `None` when the source named it without a
+    /// walk, and the indexer stats it itself.
+    pub stat: Option<Stat>,
+}
+
+impl SourceFile {
+    /// A store whose size and mtime are not known yet.
+    pub fn new(path: PathBuf, reader: Reader) -> SourceFile {
+        SourceFile {
+            path,
+            reader,
+            stat: None,
+        }
+    }
+}
+
+/// A file's size and modification time, the two things a pass compares
+/// with what it last read to tell whether a store changed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Stat {
+    /// Size in bytes.
+    pub size: u64,
+    /// Modification time, ns since the Unix epoch (0 when unknown).
+    pub mtime_ns: i64,
+}
+
+impl Stat {
+    /// The size and mtime in `meta`.
+    pub fn of(meta: &std::fs::Metadata) -> Stat {
+        let mtime_ns = meta
+            .modified()
+            .ok()
+            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+            .map_or(0, |d| d.as_nanos() as i64);
+        Stat {
+            size: meta.len(),
+            mtime_ns,
+        }
+    }
 }
 
 /// A store that is on disk but that cairn cannot read, and why.

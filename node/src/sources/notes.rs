@@ -37,10 +37,10 @@ impl Source for Notes {
 
     fn discover(&self, loc: &Locations) -> Vec<SourceFile> {
         if loc.notes_file.is_file() {
-            vec![SourceFile {
-                path: loc.notes_file.clone(),
-                reader: Reader::Lines(|_| Box::new(NotesParser)),
-            }]
+            vec![SourceFile::new(
+                loc.notes_file.clone(),
+                Reader::Lines(|_| Box::new(NotesParser)),
+            )]
         } else {
             Vec::new()
         }

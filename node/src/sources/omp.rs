@@ -9,7 +9,7 @@
 
 use std::path::PathBuf;
 
-use super::common::{has_suffix, walk_files};
+use super::common::{has_suffix, walk_stores};
 use super::{Locations, Reader, Source, SourceFile};
 
 /// The oh-my-pi source.
@@ -49,10 +49,13 @@ impl Source for Omp {
     fn discover(&self, loc: &Locations) -> Vec<SourceFile> {
         session_dirs(loc)
             .iter()
-            .flat_map(|d| walk_files(d, 4, &|p| has_suffix(p, ".jsonl")))
-            .map(|path| SourceFile {
-                path,
-                reader: Reader::Lines(super::pi::new_parser),
+            .flat_map(|d| {
+                walk_stores(
+                    d,
+                    4,
+                    &|p| has_suffix(p, ".jsonl"),
+                    Reader::Lines(super::pi::new_parser),
+                )
             })
             .collect()
     }

@@ -10,7 +10,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::common::walk_files;
+use super::common::walk_stores;
 use super::{Locations, Reader, Source, SourceFile};
 
 /// The OpenClaw source.
@@ -54,11 +54,7 @@ impl Source for OpenClaw {
     fn discover(&self, loc: &Locations) -> Vec<SourceFile> {
         self.roots(loc)
             .iter()
-            .flat_map(|d| walk_files(d, 2, &is_session))
-            .map(|path| SourceFile {
-                path,
-                reader: Reader::Lines(super::pi::new_parser),
-            })
+            .flat_map(|d| walk_stores(d, 2, &is_session, Reader::Lines(super::pi::new_parser)))
             .collect()
     }
 }

@@ -64,10 +64,7 @@ impl Source for OpenCode {
             .map(|root| root.join(".opencode/opencode.db"));
         for path in std::iter::once(global).chain(locals) {
             if path.is_file() && seen.insert(path.clone()) {
-                out.push(SourceFile {
-                    path,
-                    reader: Reader::Database(read_db),
-                });
+                out.push(SourceFile::new(path, Reader::Database(read_db)));
             }
         }
         out

@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use serde_json::Value;
 
 use super::blocks;
-use super::common::{has_suffix, json_document, parse_time, walk_files};
+use super::common::{has_suffix, json_document, parse_time, walk_stores};
 use super::{Locations, Parsed, Reader, Source, SourceFile};
 use crate::record::{Record, Role};
 
@@ -49,14 +49,15 @@ impl Source for OpenHands {
         self.roots(loc)
             .iter()
             .flat_map(|d| {
-                walk_files(d, 2, &|p| {
-                    has_suffix(p, ".json")
-                        && p.parent().and_then(|e| e.file_name()) == Some("events".as_ref())
-                })
-            })
-            .map(|path| SourceFile {
-                path,
-                reader: Reader::Whole(parse_event),
+                walk_stores(
+                    d,
+                    2,
+                    &|p| {
+                        has_suffix(p, ".json")
+                            && p.parent().and_then(|e| e.file_name()) == Some("events".as_ref())
+                    },
+                    Reader::Whole(parse_event),
+                )
             })
             .collect()
     }

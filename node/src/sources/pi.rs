@@ -15,7 +15,7 @@ use serde_json::Value;
 
 use super::common::{
     TEXT_CAP, TOOL_OUTPUT_CAP, cap_text, content_text, has_suffix, json_line, parse_time,
-    walk_files,
+    walk_stores,
 };
 use super::{LineParser, Locations, ParseError, Reader, Source, SourceFile};
 use crate::record::{Record, Role};
@@ -36,13 +36,12 @@ impl Source for Pi {
 
     fn discover(&self, loc: &Locations) -> Vec<SourceFile> {
         let root = loc.pi_home.join("agent/sessions");
-        walk_files(&root, 4, &|p| has_suffix(p, ".jsonl"))
-            .into_iter()
-            .map(|path| SourceFile {
-                path,
-                reader: Reader::Lines(new_parser),
-            })
-            .collect()
+        walk_stores(
+            &root,
+            4,
+            &|p| has_suffix(p, ".jsonl"),
+            Reader::Lines(new_parser),
+        )
     }
 }
 
@@ -207,6 +206,7 @@ fn describe_tool(name: &str, args: &Value) -> (String, Vec<String>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sources::common::walk_files;
 
     const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../fixtures/home");
     const REAL: &str = concat!(

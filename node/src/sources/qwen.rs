@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use serde_json::Value;
 
 use super::blocks;
-use super::common::{file_stem, has_suffix, json_line, parse_time, walk_files};
+use super::common::{file_stem, has_suffix, json_line, parse_time, walk_stores};
 use super::{LineParser, Locations, ParseError, Reader, Source, SourceFile};
 use crate::record::{Record, Role};
 
@@ -32,18 +32,17 @@ impl Source for Qwen {
 
     fn discover(&self, loc: &Locations) -> Vec<SourceFile> {
         let root = loc.home.join(".qwen/projects");
-        walk_files(&root, 3, &|p| {
-            has_suffix(p, ".jsonl")
-                && p.parent()
-                    .and_then(|d| d.file_name())
-                    .is_some_and(|n| n == "chats")
-        })
-        .into_iter()
-        .map(|path| SourceFile {
-            path,
-            reader: Reader::Lines(new_parser),
-        })
-        .collect()
+        walk_stores(
+            &root,
+            3,
+            &|p| {
+                has_suffix(p, ".jsonl")
+                    && p.parent()
+                        .and_then(|d| d.file_name())
+                        .is_some_and(|n| n == "chats")
+            },
+            Reader::Lines(new_parser),
+        )
     }
 }
 

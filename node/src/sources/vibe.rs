@@ -58,7 +58,7 @@ impl Source for Vibe {
             } else {
                 Reader::Whole(parse_v1)
             };
-            SourceFile { path, reader }
+            SourceFile::new(path, reader)
         })
         .collect()
     }

@@ -24,7 +24,7 @@ use std::path::{Path, PathBuf};
 use serde_json::Value;
 
 use super::blocks;
-use super::common::{TEXT_CAP, cap_text, json_document, parse_time, walk_files};
+use super::common::{TEXT_CAP, cap_text, json_document, parse_time, walk_stores};
 use super::{Locations, ParseError, Parsed, Reader, Source, SourceFile};
 use crate::record::{Record, Role};
 
@@ -47,15 +47,16 @@ fn task_dirs(loc: &Locations, extension: &str) -> Vec<PathBuf> {
 fn history_files(dirs: &[PathBuf], parse: fn(&Path, &[u8]) -> Parsed) -> Vec<SourceFile> {
     dirs.iter()
         .flat_map(|d| {
-            walk_files(d, 1, &|p| {
-                p.file_name()
-                    .and_then(|n| n.to_str())
-                    .is_some_and(|n| n == HISTORY || n.ends_with(".messages.json"))
-            })
-        })
-        .map(|path| SourceFile {
-            path,
-            reader: Reader::Whole(parse),
+            walk_stores(
+                d,
+                1,
+                &|p| {
+                    p.file_name()
+                        .and_then(|n| n.to_str())
+                        .is_some_and(|n| n == HISTORY || n.ends_with(".messages.json"))
+                },
+                Reader::Whole(parse),
+            )
         })
         .collect()
 }
@@ -128,10 +129,10 @@ impl Source for Kilo {
         let mut out = history_files(&task_dirs(loc, "kilocode.kilo-code"), parse_kilo);
         let db = kilo_db(loc);
         if db.is_file() {
-            out.push(SourceFile {
-                path: db,
-                reader: Reader::Database(super::opencode::read_db),
-            });
+            out.push(SourceFile::new(
+                db,
+                Reader::Database(super::opencode::read_db),
+            ));
         }
         out
     }

@@ -44,6 +44,26 @@ pub struct SourceState {
     pub missing: bool,
 }
 
+/// What a pass compares with the disk for one known store: the part of
+/// its [`SourceState`] that tells whether it changed or went missing.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SourceStamp {
+    /// Row id in `sources`.
+    pub id: i64,
+    /// Agent id.
+    pub agent: String,
+    /// Path of the store.
+    pub path: String,
+    /// File size at the last pass.
+    pub size: u64,
+    /// File modification time (ns since the epoch) at the last pass.
+    pub mtime_ns: i64,
+    /// The last pass could not read it.
+    pub failed: bool,
+    /// The store was not on disk at the last pass.
+    pub missing: bool,
+}
+
 const STATE_COLUMNS: &str = "id, agent, path, kind, size, mtime_ns, offset, head_hash, tail_hash,
      watermark, skipped, last_error, missing";
 
@@ -112,15 +132,37 @@ impl Store {
         Ok(out)
     }
 
-    /// Marks every known store of the given agents that is not in `present`
+    /// Every store the index knows, with only what a pass with nothing new
+    /// needs (one light row each; the whole state of a changed store is
+    /// read with [`Store::source_state`]).
+    pub fn source_stamps(&self) -> Result<Vec<SourceStamp>, StoreError> {
+        let mut stmt = self.conn.prepare(
+            "SELECT id, agent, path, size, mtime_ns, last_error IS NOT NULL, missing FROM sources",
+        )?;
+        let rows = stmt.query_map([], |r| {
+            Ok(SourceStamp {
+                id: r.get(0)?,
+                agent: r.get(1)?,
+                path: r.get(2)?,
+                size: r.get::<_, i64>(3)? as u64,
+                mtime_ns: r.get(4)?,
+                failed: r.get(5)?,
+                missing: r.get(6)?,
+            })
+        })?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    /// Marks every known store of the given agents that is not present
     /// as missing (its records stay), and clears the mark on those that are.
-    /// `known` is what [`Store::source_states`] returned at the start of the
-    /// pass; when no mark changes, nothing is written (no transaction).
+    /// `known` is what [`Store::source_stamps`] returned at the start of the
+    /// pass and `present[i]` whether `known[i]` is on disk now; when no mark
+    /// changes, nothing is written (no transaction).
     /// Returns how many stores are missing.
     pub fn mark_missing(
         &mut self,
-        known: &HashMap<String, SourceState>,
-        present: &HashSet<String>,
+        known: &[SourceStamp],
+        present: &[bool],
         agents: &[&str],
     ) -> Result<u64, StoreError> {
         enum Change {
@@ -132,12 +174,12 @@ impl Store {
         }
         let mut n = 0;
         let mut changes = Vec::new();
-        for s in known.values() {
+        for (s, &here) in known.iter().zip(present) {
             if !agents.contains(&s.agent.as_str()) {
                 continue;
             }
-            let gone = !present.contains(&s.path);
-            if gone && s.last_error.is_some() {
+            let gone = !here;
+            if gone && s.failed {
                 changes.push(Change::DropFailed(s.id, s.missing));
             } else if gone != s.missing {
                 changes.push(Change::Mark(s.id, gone));

@@ -33,7 +33,7 @@ pub use apply::{ApplyError, ApplyReport, Blame};
 pub use browse::{Activity, DayCount, Origin, ProjectCount, RecentFilter};
 pub use dict::Encoder;
 pub use forget::{ForgetCandidate, ForgetError, ForgetReport, MAX_QUERY_FORGET, TombstoneRow};
-pub use ingest::{Ingest, SourceState};
+pub use ingest::{Ingest, SourceStamp, SourceState};
 pub use insert::NewRecord;
 pub use log::{LogKind, OwnLog, StoredRecord};
 pub use read::{AgentCounts, SessionInfo, SessionRecord, SourceRow, StoreStats};
