@@ -89,7 +89,7 @@ pub enum Progress {
 }
 
 /// What one pass did.
-#[derive(Debug, Clone, Default, serde::Serialize)]
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
 pub struct IndexReport {
     /// Stores discovered.
     pub stores: u64,

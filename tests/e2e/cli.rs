@@ -589,3 +589,80 @@ fn demo_answers_across_two_machines() {
     let left: Vec<_> = std::fs::read_dir(&tmp).expect("tmp").collect();
     assert!(left.is_empty(), "demo left files behind: {left:?}");
 }
+
+/// With a `cairn serve` running for the home, `cairn index` runs no pass of
+/// its own: it names the daemon and shows what the daemon's last pass did,
+/// and the daemon is the one that indexes a new session.
+#[test]
+fn index_beside_a_running_daemon_reports_the_daemons_pass() {
+    use std::process::Stdio;
+    use std::time::Duration;
+
+    use crate::sync::{Reap, wait_for};
+
+    let home = TestHome::seeded();
+    let mine = home.json(&["index", "--json"]);
+    assert!(mine["stores"].as_u64().is_some_and(|n| n > 0), "{mine}");
+    let daemon = home
+        .cmd(&["serve", "--listen", "127.0.0.1:0"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn cairn serve");
+    let daemon = Reap(daemon);
+    let pid = u64::from(daemon.0.id());
+    let deadline = Duration::from_secs(60);
+    let first = wait_for(deadline, || {
+        let v = home.json(&["index", "--json"]);
+        (v["served_by"]["pid"] == pid && v["last_pass"].is_object()).then_some(v)
+    })
+    .unwrap_or_else(|| panic!("cairn index never showed the daemon's pass"));
+    assert!(first.get("stores").is_none(), "{first}");
+    assert!(
+        first["last_pass"]["report"]["stores"].as_u64().is_some(),
+        "{first}"
+    );
+    // A new session: the daemon indexes it, and `cairn index` shows that pass.
+    let session = "5e55a1de-0000-4000-8000-00000000beef";
+    let file = home
+        .path()
+        .join(format!(".claude/projects/-home-dev-daemon/{session}.jsonl"));
+    std::fs::create_dir_all(file.parent().expect("parent")).expect("mkdir");
+    std::fs::write(
+        &file,
+        format!(
+            concat!(
+                r#"{{"type":"user","uuid":"d1","sessionId":"{}","timestamp":"2025-11-24T10:00:00.000Z","#,
+                r#""cwd":"/home/dev/daemon","message":{{"role":"user","content":"the quokkadaemon word"}}}}"#,
+                "\n"
+            ),
+            session
+        ),
+    )
+    .expect("write session");
+    let pass = wait_for(deadline, || {
+        let v = home.json(&["index", "--json"]);
+        let found = !home.search("quokkadaemon", &["--no-refresh"]).is_empty();
+        (found
+            && v["last_pass"]["finished_ms"].as_i64() >= first["last_pass"]["finished_ms"].as_i64())
+        .then_some(v)
+    })
+    .unwrap_or_else(|| panic!("the daemon never indexed the new session"));
+    assert_eq!(pass["served_by"]["pid"], pid, "{pass}");
+    let text = home.ok(&["index"]);
+    assert!(
+        text.contains(&format!("cairn serve (pid {pid}) keeps this index fresh")),
+        "{text}"
+    );
+    assert!(text.contains("its last pass, "), "{text}");
+    assert!(home.ok(&["index", "--quiet"]).is_empty());
+    // Without the daemon, `cairn index` runs its own pass again.
+    drop(daemon);
+    let v = wait_for(deadline, || {
+        let v = home.json(&["index", "--json"]);
+        v.get("stores").is_some().then_some(v)
+    })
+    .unwrap_or_else(|| panic!("cairn index still reports a daemon after it stopped"));
+    assert_eq!(v["added"], 0, "{v}");
+}

@@ -20,7 +20,7 @@ use crate::util::{TestHome, all_bytes_under, contains, planted_secrets};
 pub(crate) const DEADLINE: Duration = Duration::from_secs(90);
 
 /// Kills the child (if still running) when dropped.
-pub(crate) struct Reap(Child);
+pub(crate) struct Reap(pub(crate) Child);
 
 impl Drop for Reap {
     fn drop(&mut self) {

@@ -38,7 +38,8 @@ use tokio::time::Instant;
 
 use super::endpoint::{Endpoint, EndpointError, PeerConnection, Role};
 pub use super::instance::{
-    SERVE_STATE_FILE, ServeState, is_serving, read_state, running_state, state_path,
+    LAST_PASS_FILE, LastPass, SERVE_STATE_FILE, ServeState, is_serving, last_pass, read_state,
+    running_state, state_path,
 };
 use super::links::{self, LinkCtx, LinkEvent};
 use super::peers::{Peer, PeerTable, PeersError};
@@ -213,6 +214,7 @@ pub async fn serve(
     let mut tasks = tokio::task::JoinSet::new();
     tasks.spawn(accept_loop(Arc::clone(&endpoint), control.clone()));
     tasks.spawn(index_loop(
+        home.clone(),
         Arc::clone(&node),
         cfg.clone(),
         Arc::clone(&dirty),
@@ -250,6 +252,7 @@ pub async fn serve(
     endpoint.close();
     endpoint.wait_idle(Duration::from_secs(2)).await;
     let _ = std::fs::remove_file(state_path(&home));
+    let _ = std::fs::remove_file(home.join(LAST_PASS_FILE));
     Ok(())
 }
 
@@ -379,6 +382,7 @@ async fn accept_loop(endpoint: Arc<Endpoint>, control: mpsc::UnboundedSender<Con
 }
 
 async fn index_loop(
+    home: PathBuf,
     node: SharedNode,
     cfg: DaemonConfig,
     dirty: Arc<Notify>,
@@ -397,14 +401,26 @@ async fn index_loop(
             }
         }
         first = false;
-        let r = with_node(&node, |n| {
-            let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        let started = std::time::Instant::now();
+        let r = with_node(&node, move |n| {
+            let deadline = started + Duration::from_secs(5);
             let rep = n.index_until(now_ms(), Some(deadline), &mut |_| {});
             (rep, own_mark(n))
         })
         .await;
         match r {
             Ok((Ok(rep), mark)) => {
+                // For `cairn index` beside the daemon, which shows this
+                // instead of running a pass of its own.
+                let pass = LastPass {
+                    pid: std::process::id(),
+                    finished_ms: now_ms(),
+                    took_ms: started.elapsed().as_millis() as u64,
+                    report: rep.clone(),
+                };
+                if let Err(e) = super::instance::write_last_pass(&home, &pass) {
+                    tracing::debug!(error = %e, "cannot record the last indexing pass");
+                }
                 if rep.added > 0 || rep.removed > 0 {
                     tracing::info!(added = rep.added, "indexed new history");
                 }

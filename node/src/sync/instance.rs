@@ -7,6 +7,8 @@
 //! Also reads `serve.json`, where a running daemon says where it listens
 //! (the daemon writes it): pairing, `cairn status`, `cairn doctor`, the MCP
 //! server and the browse page ask here whether a daemon serves the home.
+//! And `index-pass.json`, where it says what its last indexing pass did:
+//! `cairn index` shows that instead of running a pass of its own beside it.
 
 use std::io::Read;
 use std::net::SocketAddr;
@@ -14,14 +16,63 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use crate::indexer::IndexReport;
 use crate::lock::{FileLock, LockError};
 
 /// The lock file in the node's home.
 pub const SERVE_LOCK_FILE: &str = "serve.lock";
 /// File in the node's home that says where a running daemon listens.
 pub const SERVE_STATE_FILE: &str = "serve.json";
+/// File in the node's home where a running daemon records its last indexing pass.
+pub const LAST_PASS_FILE: &str = "index-pass.json";
 /// Largest state file read.
 const MAX_STATE_BYTES: u64 = 64 * 1024;
+/// Largest last-pass file read (its list of failed stores may be long).
+const MAX_PASS_BYTES: u64 = 4 << 20;
+
+/// What a daemon's last indexing pass did, as written to `index-pass.json`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct LastPass {
+    /// The daemon's process id.
+    pub pid: u32,
+    /// When the pass finished (Unix ms).
+    pub finished_ms: i64,
+    /// How long it took (ms).
+    pub took_ms: u64,
+    /// What it did.
+    pub report: IndexReport,
+}
+
+/// Records the daemon's last pass in the home. Written to a temporary file
+/// and renamed over the old one, so a reader sees one pass or the other;
+/// not synced: it only informs, and a crash loses nothing that matters.
+pub fn write_last_pass(home: &Path, pass: &LastPass) -> std::io::Result<()> {
+    use std::io::Write;
+    let json = serde_json::to_vec(pass).map_err(std::io::Error::other)?;
+    let tmp = home.join(format!(".{LAST_PASS_FILE}.{}", std::process::id()));
+    let written = crate::home::private_file()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(&tmp)
+        .and_then(|mut f| f.write_all(&json))
+        .and_then(|()| std::fs::rename(&tmp, home.join(LAST_PASS_FILE)));
+    if written.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    written
+}
+
+/// The last pass recorded by the daemon `state` describes (`None` when it
+/// has not finished one yet, or the file is unreadable or malformed).
+pub fn last_pass(home: &Path, state: &ServeState) -> Option<LastPass> {
+    let f = std::fs::File::open(home.join(LAST_PASS_FILE)).ok()?;
+    let mut bytes = Vec::new();
+    f.take(MAX_PASS_BYTES).read_to_end(&mut bytes).ok()?;
+    serde_json::from_slice::<LastPass>(&bytes)
+        .ok()
+        .filter(|p| p.pid == state.pid)
+}
 
 /// Where a running daemon listens, as written to `serve.json`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
