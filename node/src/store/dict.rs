@@ -10,8 +10,9 @@
 //! A database holds at most one dictionary, in `meta` (`text_dict`: the
 //! bytes, `text_dict_id`: a digest of them), written once and never
 //! replaced, so every text encoded with it stays readable. It is trained by
-//! an indexing pass once it has seen [`SAMPLE_BYTES`] of text (see
-//! [`Encoder`]); records stored before that keep their older encoding. The
+//! an indexing pass once it has seen [`SAMPLE_BYTES`] of text, or from the
+//! stored records of a large database that has none (see [`Encoder`]);
+//! records stored before that keep their older encoding. The
 //! dictionary never leaves the machine: peers exchange plain text and each
 //! node encodes what it stores with its own dictionary.
 
@@ -244,9 +245,25 @@ impl Encoder {
     /// An encoder for the database behind `conn`, with its dictionary if it
     /// has one, otherwise ready to train one.
     pub fn for_db(conn: &Connection) -> Encoder {
+        Encoder::for_db_after(conn, MIN_STORED, SAMPLE_BYTES)
+    }
+
+    /// [`Encoder::for_db`], training from the stored records once there are
+    /// `min_stored` of them and `want` bytes of their text.
+    fn for_db_after(conn: &Connection, min_stored: i64, want: usize) -> Encoder {
         match load(conn) {
             Ok(Some(d)) => Encoder::with(Some(d)),
-            Ok(None) => Encoder::with(None),
+            Ok(None) => match train_from_stored(conn, min_stored, want) {
+                // Handed to the writer like one trained during the pass.
+                Some(d) => Encoder {
+                    trained: Some(Arc::clone(&d)),
+                    ..Encoder::with(Some(d))
+                },
+                None => Encoder {
+                    want,
+                    ..Encoder::with(None)
+                },
+            },
             Err(e) => {
                 // Leave the damaged dictionary alone and store plain zstd.
                 tracing::warn!(error = %e, "text dictionary unusable; new texts are stored without it");
@@ -322,6 +339,59 @@ impl Encoder {
     }
 }
 
+/// Records a database holds before a pass trains its dictionary from them
+/// (a cheap look at the highest id; smaller ones train from a pass's text).
+const MIN_STORED: i64 = 5_000;
+
+/// Trains a dictionary from the newest stored records, for a database that
+/// has many but no dictionary (one indexed before dictionaries existed):
+/// `None` if they hold less than `want` bytes of text or zstd finds too
+/// little to learn from.
+fn train_from_stored(conn: &Connection, min_stored: i64, want: usize) -> Option<Arc<TextDict>> {
+    let newest: i64 = conn
+        .query_row("SELECT COALESCE(max(id), 0) FROM records", [], |r| r.get(0))
+        .ok()?;
+    if newest < min_stored {
+        return None;
+    }
+    let started = std::time::Instant::now();
+    let mut buf = Vec::with_capacity(want + SAMPLE_CAP);
+    let mut sizes = Vec::new();
+    let mut q = conn
+        .prepare("SELECT text, flags FROM records ORDER BY id DESC")
+        .ok()?;
+    let mut rows = q.query([]).ok()?;
+    while buf.len() < want {
+        let Some(row) = rows.next().ok()? else { break };
+        let (Ok(bytes), Ok(flags)) = (
+            row.get_ref(0).and_then(|v| Ok(v.as_bytes()?)),
+            row.get::<_, i64>(1),
+        ) else {
+            continue;
+        };
+        // No dictionary yet, so no text needs one.
+        let Ok(text) = super::codec::decode_with(bytes, flags, Ok(None)) else {
+            continue;
+        };
+        let take = floor_char(&text, SAMPLE_CAP);
+        if !take.is_empty() {
+            buf.extend_from_slice(take.as_bytes());
+            sizes.push(take.len());
+        }
+    }
+    if buf.len() < want {
+        return None;
+    }
+    let dict = TextDict::train(&buf, &sizes).map(Arc::new);
+    tracing::debug!(
+        samples = sizes.len(),
+        ms = started.elapsed().as_millis() as u64,
+        ok = dict.is_some(),
+        "trained the text dictionary from stored records"
+    );
+    dict
+}
+
 /// The longest prefix of `s` of at most `max` bytes ending on a character boundary.
 fn floor_char(s: &str, max: usize) -> &str {
     if s.len() <= max {
@@ -385,6 +455,9 @@ mod tests {
         }
         ing.commit().expect("commit");
         assert!(store.text_encoder().dict().is_none());
+        // Too few stored records to train from.
+        let enc = Encoder::for_db_after(store.conn(), 1_000, 1_000);
+        assert!(enc.dict().is_none());
         // A pass trains one once it has seen enough text, and stores it
         // before the records encoded with it.
         let mut enc = Encoder::training_after(64 << 10);
@@ -462,5 +535,42 @@ mod tests {
             })
             .expect("row");
         assert_eq!(codec::try_decode(conn, &first, flags), Ok(text(0)));
+    }
+
+    #[test]
+    fn a_database_indexed_before_dictionaries_trains_one_from_its_records() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let mut store = Store::open(&dir.path().join("c.db")).expect("open");
+        let mut ing = store.ingest("node").expect("ingest");
+        for i in 0..600 {
+            let r = Record::new("claude-code", "s1", Role::ToolOutput, text(i));
+            ing.insert(&r, None).expect("insert");
+        }
+        ing.commit().expect("commit");
+        // Not enough text yet for this threshold: nothing trained.
+        assert!(
+            Encoder::for_db_after(store.conn(), 500, 1 << 30)
+                .dict()
+                .is_none()
+        );
+        let mut enc = Encoder::for_db_after(store.conn(), 500, 32 << 10);
+        let d = enc.take_trained().expect("trained from the stored records");
+        assert_eq!(enc.dict().map(TextDict::id), Some(d.id()));
+        let mut ing = store.ingest("node").expect("ingest");
+        ing.save_text_dict(&d).expect("save");
+        let new = NewRecord::from_record_with(
+            Record::new("claude-code", "s1", Role::ToolOutput, text(601)),
+            &mut enc,
+        );
+        ing.insert_new(&new, None).expect("insert");
+        ing.commit().expect("commit");
+        let got = rows(&store);
+        assert_eq!(got.len(), 601);
+        assert_eq!(got[600], (text(601), DICT));
+        assert!(got[..600].iter().all(|(_, f)| *f != DICT));
+        // A later pass finds it stored and trains nothing.
+        let mut later = store.text_encoder();
+        assert!(later.take_trained().is_none());
+        assert_eq!(later.dict().map(TextDict::id), Some(d.id()));
     }
 }
