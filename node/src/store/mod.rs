@@ -191,12 +191,22 @@ impl Store {
             StoreError::Sqlite(source) => classify(source),
             other => other,
         };
+        let before: u32 = conn
+            .query_row("PRAGMA user_version", [], |r| r.get(0))
+            .map_err(classify)?;
         schema::migrate(&mut conn).map_err(classified)?;
         fts::backfill_stems(&mut conn).map_err(classified)?;
-        Ok(Store {
+        let store = Store {
             conn,
             path: path.to_path_buf(),
-        })
+        };
+        if (1..schema::REBUILT_RECORDS).contains(&before) {
+            // The rebuild left the old tables' pages free inside the file:
+            // give them back once (a busy database keeps them for reuse).
+            tracing::info!(path = %path.display(), "compacting the database after its upgrade");
+            store.scrub().map_err(classified)?;
+        }
+        Ok(store)
     }
 
     /// Opens an existing database for reading only; never creates or migrates.

@@ -266,6 +266,10 @@ const MIGRATIONS: &[&str] = &[
     "#,
 ];
 
+/// The version that rebuilt `records` (and `Store::open` compacts a
+/// database upgraded past it).
+pub(super) const REBUILT_RECORDS: u32 = 7;
+
 /// The schema version this build writes.
 pub const SCHEMA_VERSION: u32 = MIGRATIONS.len() as u32;
 
@@ -677,5 +681,49 @@ mod tests {
             .query_row("PRAGMA user_version", [], |r| r.get(0))
             .expect("version");
         assert_eq!(v, SCHEMA_VERSION);
+    }
+
+    #[test]
+    fn a_database_upgraded_past_the_records_rebuild_is_compacted_once() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("v6.db");
+        {
+            let mut conn = Connection::open(&path).expect("open");
+            conn.pragma_update(None, "journal_mode", "WAL")
+                .expect("wal");
+            let tx = conn.transaction().expect("tx");
+            for m in &MIGRATIONS[..6] {
+                tx.execute_batch(m).expect("old migration");
+            }
+            tx.execute_batch(
+                "INSERT INTO sessions(id, agent, session_id, origin) VALUES (1, 'claude-code', 's1', 'x');",
+            )
+            .expect("session");
+            for i in 0..3000i64 {
+                tx.execute(
+                    "INSERT INTO records(hash, session, role, origin, text) VALUES (?1, 1, 'user', ?2, ?3)",
+                    rusqlite::params![
+                        i.to_le_bytes().to_vec(),
+                        "a".repeat(32),
+                        format!("words {i} ").repeat(60).into_bytes()
+                    ],
+                )
+                .expect("record");
+            }
+            tx.pragma_update(None, "user_version", 6).expect("version");
+            tx.commit().expect("commit");
+        }
+        let store = super::super::Store::open(&path).expect("upgrade");
+        let (version, free, records): (u32, i64, i64) = store
+            .conn()
+            .query_row(
+                "SELECT (SELECT user_version FROM pragma_user_version),
+                        (SELECT freelist_count FROM pragma_freelist_count),
+                        (SELECT count(*) FROM records)",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+            )
+            .expect("state");
+        assert_eq!((version, free, records), (SCHEMA_VERSION, 0, 3000));
     }
 }
