@@ -131,13 +131,29 @@ pub fn index_all(
     ctx: &IndexContext<'_>,
     progress: &mut dyn FnMut(Progress),
 ) -> Result<IndexReport, IndexError> {
+    index_walked(
+        store,
+        ctx,
+        Walk::start(ctx.locations, ctx.disabled),
+        progress,
+    )
+}
+
+/// [`index_all`] with a walk already started (with `ctx`'s locations and
+/// disabled sources).
+pub fn index_walked(
+    store: &mut Store,
+    ctx: &IndexContext<'_>,
+    walk: Walk,
+    progress: &mut dyn FnMut(Progress),
+) -> Result<IndexReport, IndexError> {
     let mut report = IndexReport::default();
     let mut plans = Vec::new();
     // One light query for every known store; the disk is then compared in
     // memory, so a pass with nothing new costs one stat per store (taken by
     // the walk that found it) and no per-file database round trip. Only a
     // changed store's whole state is read.
-    let (found, known) = survey(store, ctx.locations, ctx.disabled)?;
+    let (found, known) = survey(store, walk)?;
     let mut present = vec![false; known.rows.len()];
     for f in found {
         let stamp = known.find(&f.key);
@@ -447,7 +463,7 @@ pub fn freshness(
     disabled: &[String],
 ) -> Result<Freshness, IndexError> {
     let mut f = Freshness::default();
-    let (found, known) = survey(store, locations, disabled)?;
+    let (found, known) = survey(store, Walk::start(locations, disabled))?;
     for file in found {
         f.stores += 1;
         let ms = file.mtime_ns / 1_000_000;
@@ -530,27 +546,48 @@ fn path_hash(path: &str) -> u64 {
     h ^ (h >> 29)
 }
 
-/// Every enabled store on disk with its size and mtime, and every store the
-/// index knows: the disk walk (which takes each file's size and mtime as it
-/// lists its folder) runs on another thread while this one reads the
-/// `sources` table.
-fn survey(
-    store: &Store,
-    locations: &Locations,
-    disabled: &[String],
-) -> Result<(Vec<Found>, Known), StoreError> {
-    std::thread::scope(|s| {
+/// The disk half of a pass: every enabled store with its size and mtime
+/// (taken by the walk as it lists each folder), found on a thread of its
+/// own. A command starts it before it opens the node, so the walk overlaps
+/// that; a pass started without one starts its own.
+pub struct Walk {
+    walker: Option<std::thread::JoinHandle<Vec<Found>>>,
+    /// What to walk, when no thread could be had.
+    locations: Locations,
+    disabled: Vec<String>,
+}
+
+impl Walk {
+    /// Starts walking the stores of every source not in `disabled`; give
+    /// the pass the same locations and disabled sources.
+    pub fn start(locations: &Locations, disabled: &[String]) -> Walk {
+        let (loc, dis) = (locations.clone(), disabled.to_vec());
         let walker = std::thread::Builder::new()
             .name("cairn-walk".into())
-            .spawn_scoped(s, || discover_all(locations, disabled));
-        let known = store.source_stamps().map(Known::new);
-        let found = match walker {
-            Ok(w) => w.join().unwrap_or_else(|p| std::panic::resume_unwind(p)),
+            .spawn(move || discover_all(&loc, &dis))
+            .ok();
+        Walk {
+            walker,
+            locations: locations.clone(),
+            disabled: disabled.to_vec(),
+        }
+    }
+
+    fn finish(self) -> Vec<Found> {
+        match self.walker {
+            Some(w) => w.join().unwrap_or_else(|p| std::panic::resume_unwind(p)),
             // No thread to be had: walk here.
-            Err(_) => discover_all(locations, disabled),
-        };
-        Ok((found, known?))
-    })
+            None => discover_all(&self.locations, &self.disabled),
+        }
+    }
+}
+
+/// Every enabled store on disk with its size and mtime, and every store the
+/// index knows: this thread reads the `sources` table while the walk runs.
+fn survey(store: &Store, walk: Walk) -> Result<(Vec<Found>, Known), StoreError> {
+    let known = store.source_stamps().map(Known::new);
+    let found = walk.finish();
+    Ok((found, known?))
 }
 
 fn discover_all(locations: &Locations, disabled: &[String]) -> Vec<Found> {

@@ -176,6 +176,25 @@ impl Node {
         deadline: Option<std::time::Instant>,
         progress: &mut dyn FnMut(Progress),
     ) -> Result<IndexReport, NodeError> {
+        let walk = Self::start_walk(&self.config);
+        self.index_walked(walk, now_ms, deadline, progress)
+    }
+
+    /// Starts the disk walk of a pass for the node `config` will open, so
+    /// that it overlaps opening it (see [`Node::index_walked`]).
+    pub fn start_walk(config: &Config) -> indexer::Walk {
+        indexer::Walk::start(&config.locations, &config.disabled)
+    }
+
+    /// [`Node::index_until`] with a walk from [`Node::start_walk`] for this
+    /// node's configuration.
+    pub fn index_walked(
+        &mut self,
+        walk: indexer::Walk,
+        now_ms: i64,
+        deadline: Option<std::time::Instant>,
+        progress: &mut dyn FnMut(Progress),
+    ) -> Result<IndexReport, NodeError> {
         let origin = self.identity.id().to_string();
         let ctx = IndexContext {
             locations: &self.config.locations,
@@ -185,7 +204,7 @@ impl Node {
             now_ms,
             deadline,
         };
-        let report = indexer::index_all(&mut self.store, &ctx, progress)?;
+        let report = indexer::index_walked(&mut self.store, &ctx, walk, progress)?;
         self.embed_pending()?;
         Ok(report)
     }

@@ -27,11 +27,13 @@ pub fn run(global: &GlobalArgs, args: &IndexArgs) -> anyhow::Result<()> {
     if let Some(state) = daemon::running_state(&cfg.home) {
         return served(&cfg.home, &state, args);
     }
+    let started = std::time::Instant::now();
+    // The walk of the agents' folders overlaps opening the node.
+    let walk = Node::start_walk(&cfg);
     let home = cfg.home.clone();
     let mut node = Node::open(cfg)
         .with_context(|| format!("cannot open the cairn node in {}", home.display()))?;
-    let started = std::time::Instant::now();
-    let report = super::refresh(&mut node, !args.quiet && !args.json, None)?;
+    let report = super::refresh_walked(&mut node, walk, !args.quiet && !args.json, None)?;
     if args.json {
         return output::json(&report);
     }

@@ -23,7 +23,7 @@ use std::io::IsTerminal;
 
 use anyhow::Context;
 use cairn_node::config::{Config, Env};
-use cairn_node::indexer::{IndexReport, Progress};
+use cairn_node::indexer::{IndexReport, Progress, Walk};
 use cairn_node::node::Node;
 
 use crate::args::GlobalArgs;
@@ -53,6 +53,18 @@ pub fn refresh(
     show_bar: bool,
     budget: Option<std::time::Duration>,
 ) -> anyhow::Result<IndexReport> {
+    let walk = Node::start_walk(node.config());
+    refresh_walked(node, walk, show_bar, budget)
+}
+
+/// [`refresh`] with the walk already started (by [`Node::start_walk`] on
+/// this node's configuration, before opening it).
+pub fn refresh_walked(
+    node: &mut Node,
+    walk: Walk,
+    show_bar: bool,
+    budget: Option<std::time::Duration>,
+) -> anyhow::Result<IndexReport> {
     let bar = (show_bar && std::io::stderr().is_terminal()).then(|| {
         let b = indicatif::ProgressBar::hidden();
         b.set_style(
@@ -78,7 +90,7 @@ pub fn refresh(
         }
     };
     let deadline = budget.map(|b| std::time::Instant::now() + b);
-    let report = node.index_until(now_ms(), deadline, &mut on_progress)?;
+    let report = node.index_walked(walk, now_ms(), deadline, &mut on_progress)?;
     if let Some(b) = bar {
         b.finish_and_clear();
     }

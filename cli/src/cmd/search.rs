@@ -1,7 +1,8 @@
 //! `cairn search`: refresh incrementally (unless `cairn serve` runs for
 //! this home and does that), then rank and print.
 
-use anyhow::bail;
+use anyhow::{Context, bail};
+use cairn_node::node::Node;
 use cairn_node::record::Role;
 use cairn_node::search::{SearchOptions, parse_since};
 use serde::Serialize;
@@ -58,13 +59,19 @@ pub fn run(global: &GlobalArgs, args: &SearchArgs) -> anyhow::Result<()> {
         },
         None => None,
     };
-    let mut node = super::open(global)?;
+    let cfg = super::config(global)?;
     // A running daemon keeps the index fresh; reading here would only
-    // compete with it for the database.
-    if !args.no_refresh && !cairn_node::sync::daemon::is_serving(&node.config().home) {
+    // compete with it for the database. Otherwise the walk of the agents'
+    // folders starts now, overlapping opening the node.
+    let walk = (!args.no_refresh && !cairn_node::sync::daemon::is_serving(&cfg.home))
+        .then(|| Node::start_walk(&cfg));
+    let home = cfg.home.clone();
+    let mut node = Node::open(cfg)
+        .with_context(|| format!("cannot open the cairn node in {}", home.display()))?;
+    if let Some(walk) = walk {
         // Bounded: a first run on a large history answers from what is
         // indexed so far instead of making the user wait for all of it.
-        let report = super::refresh(&mut node, !args.json, Some(REFRESH_BUDGET))?;
+        let report = super::refresh_walked(&mut node, walk, !args.json, Some(REFRESH_BUDGET))?;
         if report.deferred > 0 {
             eprintln!(
                 "cairn: {} store(s) not indexed yet; answers cover what is. Run `cairn index` to finish.",

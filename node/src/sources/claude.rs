@@ -65,12 +65,18 @@ impl Source for ClaudeCode {
             let Ok(rel) = p.strip_prefix(&projects) else {
                 return false;
             };
-            let parts: Vec<_> = rel.components().collect();
-            match parts.len() {
+            let mut parts = rel.components();
+            match (
+                parts.next(),
+                parts.next(),
+                parts.next(),
+                parts.next(),
+                parts.next(),
+            ) {
                 // projects/<project>/<session>.jsonl
-                2 => true,
+                (Some(_), Some(_), None, _, _) => true,
                 // projects/<project>/<session>/subagents/<agent>.jsonl
-                4 => parts[2].as_os_str() == "subagents",
+                (Some(_), Some(_), Some(sub), Some(_), None) => sub.as_os_str() == "subagents",
                 _ => false,
             }
         };

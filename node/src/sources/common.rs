@@ -228,9 +228,10 @@ fn walk_dir(dir: &Path, depth_left: usize, keep: Keep<'_>, split: bool, out: &mu
         Err(e) if gone(&e) => return,
         Err(_) => return out.push((dir.to_path_buf(), None)),
     };
+    // `DirEntry::path` is the folder as given joined with the name.
     let mut entries: Vec<(PathBuf, std::fs::DirEntry)> = listing
         .filter_map(Result::ok)
-        .map(|e| (dir.join(e.file_name()), e))
+        .map(|e| (e.path(), e))
         .collect();
     // One folder's paths share their prefix: comparing the bytes compares the names.
     entries.sort_unstable_by(|a, b| {
@@ -248,8 +249,8 @@ fn walk_dir(dir: &Path, depth_left: usize, keep: Keep<'_>, split: bool, out: &mu
     };
     if dirs.len() < 2 {
         // A lone subfolder may still be the one to share.
-        for (path, entry) in &entries {
-            visit(path, entry, depth_left, keep, split, out);
+        for (path, entry) in entries {
+            visit(path, &entry, depth_left, keep, split, out);
         }
         return;
     }
@@ -259,7 +260,7 @@ fn walk_dir(dir: &Path, depth_left: usize, keep: Keep<'_>, split: bool, out: &mu
     let theirs_walk = || {
         let mut v = Vec::new();
         for (path, entry) in theirs {
-            visit(path, entry, depth_left, keep, false, &mut v);
+            visit(path.clone(), entry, depth_left, keep, false, &mut v);
         }
         v
     };
@@ -268,7 +269,7 @@ fn walk_dir(dir: &Path, depth_left: usize, keep: Keep<'_>, split: bool, out: &mu
             .name("cairn-walk".into())
             .spawn_scoped(s, theirs_walk);
         for (path, entry) in mine {
-            visit(path, entry, depth_left, keep, false, out);
+            visit(path.clone(), entry, depth_left, keep, false, out);
         }
         let mut rest = match helper {
             Ok(h) => h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)),
@@ -280,7 +281,7 @@ fn walk_dir(dir: &Path, depth_left: usize, keep: Keep<'_>, split: bool, out: &mu
 }
 
 fn visit(
-    path: &Path,
+    path: PathBuf,
     entry: &std::fs::DirEntry,
     depth_left: usize,
     keep: Keep<'_>,
@@ -291,23 +292,23 @@ fn visit(
     let Ok(ft) = entry.file_type() else { return };
     if ft.is_dir() {
         if depth_left > 0 {
-            walk_dir(path, depth_left - 1, keep, split, out);
+            walk_dir(&path, depth_left - 1, keep, split, out);
         }
     } else if ft.is_file() {
-        if keep(path) {
+        if keep(&path) {
             // Relative to the open folder (a statx on its descriptor).
             match entry.metadata() {
-                Ok(m) => out.push((path.to_path_buf(), Some(Stat::of(&m)))),
+                Ok(m) => out.push((path, Some(Stat::of(&m)))),
                 Err(e) if gone(&e) => {}
-                Err(_) => out.push((path.to_path_buf(), None)),
+                Err(_) => out.push((path, None)),
             }
         }
     } else if ft.is_symlink()
-        && let Ok(m) = std::fs::metadata(path)
+        && let Ok(m) = std::fs::metadata(&path)
         && m.is_file()
-        && keep(path)
+        && keep(&path)
     {
-        out.push((path.to_path_buf(), Some(Stat::of(&m))));
+        out.push((path, Some(Stat::of(&m))));
     }
 }
 
