@@ -251,6 +251,15 @@ impl Store {
         &self.conn
     }
 
+    /// Bytes of the database's pages (free pages included).
+    pub fn db_bytes(&self) -> Result<u64, StoreError> {
+        Ok(self.conn.query_row(
+            "SELECT page_count * page_size FROM pragma_page_count(), pragma_page_size()",
+            [],
+            |r| r.get::<_, i64>(0),
+        )? as u64)
+    }
+
     /// Sets the page cache of this connection, in KiB. Writers of large
     /// passes want a large one (full-text merges re-read pages otherwise);
     /// a short-lived reader is faster with the small default, which it
