@@ -185,10 +185,13 @@ pub fn index_walked(
     // memory, so a pass with nothing new costs one stat per store (taken by
     // the walk that found it) and no per-file database round trip. Only a
     // changed store's whole state is read.
-    let (found, known) = survey(store, walk)?;
+    // The query runs here while the walk runs on its thread; each source's
+    // stores are compared as soon as the walk hands them over.
+    let known = Known::new(store.source_stamps()?);
     let mut present = vec![false; known.rows.len()];
-    for f in found {
-        let stamp = known.find(&f.key);
+    walk.each(|f| {
+        let key = f.file.path.to_string_lossy();
+        let stamp = known.find(&key);
         report.stores += 1;
         if let Some(i) = stamp {
             present[i] = true;
@@ -196,7 +199,7 @@ pub fn index_walked(
         let stamp = stamp.map(|i| &known.rows[i]);
         if !stamp.is_some_and(|s| is_unchanged(s, f.size, f.mtime_ns)) {
             let state = match stamp {
-                Some(_) => store.source_state(&f.key)?,
+                Some(_) => store.source_state(&key)?,
                 None => None,
             };
             plans.push(Plan {
@@ -207,7 +210,8 @@ pub fn index_walked(
                 mtime_ns: f.mtime_ns,
             });
         }
-    }
+        Ok(())
+    })?;
     let enabled: Vec<&str> = sources::registry()
         .iter()
         .map(|s| s.agent())
@@ -515,12 +519,16 @@ pub fn freshness(
     disabled: &[String],
 ) -> Result<Freshness, IndexError> {
     let mut f = Freshness::default();
-    let (found, known) = survey(store, Walk::start(locations, disabled))?;
-    for file in found {
+    let walk = Walk::start(locations, disabled);
+    let known = Known::new(store.source_stamps()?);
+    walk.each(|file| {
         f.stores += 1;
         let ms = file.mtime_ns / 1_000_000;
         f.newest_change_ms = f.newest_change_ms.max(Some(ms));
-        match known.find(&file.key).map(|i| &known.rows[i]) {
+        match known
+            .find(&file.file.path.to_string_lossy())
+            .map(|i| &known.rows[i])
+        {
             Some(s) => {
                 f.newest_indexed_ms = f.newest_indexed_ms.max(Some(s.mtime_ns / 1_000_000));
                 if !is_unchanged(s, file.size, file.mtime_ns) {
@@ -529,7 +537,8 @@ pub fn freshness(
             }
             None => f.pending += 1,
         }
-    }
+        Ok(())
+    })?;
     Ok(f)
 }
 
@@ -537,8 +546,6 @@ pub fn freshness(
 struct Found {
     agent: &'static str,
     file: SourceFile,
-    /// The path as the `sources` table keys it.
-    key: String,
     size: u64,
     mtime_ns: i64,
 }
@@ -603,7 +610,8 @@ fn path_hash(path: &str) -> u64 {
 /// own. A command starts it before it opens the node, so the walk overlaps
 /// that; a pass started without one starts its own.
 pub struct Walk {
-    walker: Option<std::thread::JoinHandle<Vec<Found>>>,
+    /// The walking thread, and each source's stores as it finds them.
+    walker: Option<(std::thread::JoinHandle<()>, Receiver<Vec<Found>>)>,
     /// What to walk, when no thread could be had.
     locations: Locations,
     disabled: Vec<String>,
@@ -614,10 +622,17 @@ impl Walk {
     /// the pass the same locations and disabled sources.
     pub fn start(locations: &Locations, disabled: &[String]) -> Walk {
         let (loc, dis) = (locations.clone(), disabled.to_vec());
+        let (tx, rx) = std::sync::mpsc::channel();
         let walker = std::thread::Builder::new()
             .name("cairn-walk".into())
-            .spawn(move || discover_all(&loc, &dis))
-            .ok();
+            .spawn(move || {
+                discover_all(&loc, &dis, &mut |found| {
+                    // The pass stopped (a database error): stop walking.
+                    tx.send(found).is_ok()
+                });
+            })
+            .ok()
+            .map(|h| (h, rx));
         Walk {
             walker,
             locations: locations.clone(),
@@ -625,41 +640,57 @@ impl Walk {
         }
     }
 
-    fn finish(self) -> Vec<Found> {
-        match self.walker {
-            Some(w) => w.join().unwrap_or_else(|p| std::panic::resume_unwind(p)),
+    /// Hands every store found to `f`, in the walk's order, as soon as its
+    /// source's walk is done; stops at the first error.
+    fn each(self, mut f: impl FnMut(Found) -> Result<(), StoreError>) -> Result<(), StoreError> {
+        let Some((walker, rx)) = self.walker else {
             // No thread to be had: walk here.
-            None => discover_all(&self.locations, &self.disabled),
+            let mut failed = Ok(());
+            discover_all(&self.locations, &self.disabled, &mut |found| {
+                failed = found.into_iter().try_for_each(&mut f);
+                failed.is_ok()
+            });
+            return failed;
+        };
+        for found in rx {
+            found.into_iter().try_for_each(&mut f)?;
         }
+        // The channel closed: the walk ended (a panic in it is this thread's).
+        walker
+            .join()
+            .unwrap_or_else(|p| std::panic::resume_unwind(p));
+        Ok(())
     }
 }
 
-/// Every enabled store on disk with its size and mtime, and every store the
-/// index knows: this thread reads the `sources` table while the walk runs.
-fn survey(store: &Store, walk: Walk) -> Result<(Vec<Found>, Known), StoreError> {
-    let known = store.source_stamps().map(Known::new);
-    let found = walk.finish();
-    Ok((found, known?))
-}
-
-fn discover_all(locations: &Locations, disabled: &[String]) -> Vec<Found> {
-    let mut out = Vec::new();
+/// Walks every enabled source, handing each one's stores to `out` as soon
+/// as they are found, until `out` says stop.
+fn discover_all(
+    locations: &Locations,
+    disabled: &[String],
+    out: &mut dyn FnMut(Vec<Found>) -> bool,
+) {
     for source in sources::registry() {
         if disabled.iter().any(|d| d == source.agent()) {
             continue;
         }
-        for file in source.discover(locations) {
-            let stat = fingerprint_meta(&file);
-            out.push(Found {
-                agent: source.agent(),
-                key: file.path.to_string_lossy().into_owned(),
-                file,
-                size: stat.size,
-                mtime_ns: stat.mtime_ns,
-            });
+        let found: Vec<Found> = source
+            .discover(locations)
+            .into_iter()
+            .map(|file| {
+                let stat = fingerprint_meta(&file);
+                Found {
+                    agent: source.agent(),
+                    file,
+                    size: stat.size,
+                    mtime_ns: stat.mtime_ns,
+                }
+            })
+            .collect();
+        if !found.is_empty() && !out(found) {
+            return;
         }
     }
-    out
 }
 
 /// Whether a store's size and mtime are what the last pass read, and that
