@@ -4,11 +4,21 @@
 use std::path::{Path, PathBuf};
 
 fn main() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/home");
+    // Read at run time, not baked in with env!(): a build-script binary
+    // reused from a target folder that moved must still find this
+    // checkout's fixtures.
+    let manifest = std::env::var("CARGO_MANIFEST_DIR").expect("CARGO_MANIFEST_DIR");
+    let root = Path::new(&manifest).join("../fixtures/home");
     println!("cargo:rerun-if-changed={}", root.display());
     let mut files = Vec::new();
     walk(&root, &mut files);
     files.sort();
+    // An empty demo would run and find nothing: refuse to build one.
+    assert!(
+        !files.is_empty(),
+        "no demo fixtures under {}",
+        root.display()
+    );
     let mut out = String::from(
         "/// Fixture files: (path relative to the fixture home, contents).\npub static FILES: &[(&str, &[u8])] = &[\n",
     );
