@@ -58,14 +58,19 @@ impl Source for ClaudeCode {
 
     fn discover(&self, loc: &Locations) -> Vec<SourceFile> {
         let projects = loc.claude_dir.join("projects");
+        let root = projects.as_os_str().as_encoded_bytes();
         let keep = |p: &Path| {
             if !has_suffix(p, ".jsonl") {
                 return false;
             }
-            let Ok(rel) = p.strip_prefix(&projects) else {
+            // The walk joins names onto `projects`, so the folders below
+            // it are the bytes after that prefix, split at the separator
+            // (cheaper than comparing the paths component by component).
+            let Some(rel) = p.as_os_str().as_encoded_bytes().strip_prefix(root) else {
                 return false;
             };
-            let mut parts = rel.components();
+            let sep = std::path::MAIN_SEPARATOR as u8;
+            let mut parts = rel.split(|&b| b == sep).filter(|c| !c.is_empty());
             match (
                 parts.next(),
                 parts.next(),
@@ -76,7 +81,7 @@ impl Source for ClaudeCode {
                 // projects/<project>/<session>.jsonl
                 (Some(_), Some(_), None, _, _) => true,
                 // projects/<project>/<session>/subagents/<agent>.jsonl
-                (Some(_), Some(_), Some(sub), Some(_), None) => sub.as_os_str() == "subagents",
+                (Some(_), Some(_), Some(sub), Some(_), None) => sub == b"subagents",
                 _ => false,
             }
         };

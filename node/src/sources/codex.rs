@@ -32,8 +32,8 @@ use std::path::Path;
 use serde_json::{Map, Value};
 
 use super::common::{
-    TEXT_CAP, TOOL_OUTPUT_CAP, cap_text, content_text, has_suffix, json_line, parse_time,
-    walk_files, walk_stores,
+    TEXT_CAP, TOOL_OUTPUT_CAP, cap_text, content_text, json_line, parse_time, walk_files,
+    walk_stores,
 };
 use super::{LineParser, Locations, ParseError, Reader, Source, SourceFile, Stat};
 use crate::record::{Record, Role};
@@ -90,10 +90,9 @@ impl Source for Codex {
 }
 
 fn is_rollout(p: &Path) -> bool {
-    has_suffix(p, ".jsonl")
-        && p.file_name()
-            .and_then(|n| n.to_str())
-            .is_some_and(|n| n.starts_with("rollout-"))
+    p.file_name()
+        .and_then(|n| n.to_str())
+        .is_some_and(|n| n.starts_with("rollout-") && n.ends_with(".jsonl"))
 }
 
 /// Every rollout file under `sessions/` and `archived_sessions/` (the
@@ -559,6 +558,7 @@ impl LineParser for HistoryParser {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sources::common::has_suffix;
     use std::path::PathBuf;
 
     /// Feeds `bytes` the way the indexer does: complete lines only, then `finish`.
