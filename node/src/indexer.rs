@@ -343,6 +343,15 @@ fn write_all(
     store.set_cache_kib(cache_kib)?;
     let written = write_steps(store, ctx, rx, progress, report, limits);
     store.set_cache_kib(DEFAULT_CACHE_KIB)?;
+    if written.is_ok() && limits.bytes > TX_CATCH_UP.bytes {
+        // Large commits grow the WAL file (~90 MB at 1 GB), and SQLite
+        // keeps it at that size while a connection stays open (a daemon):
+        // give the space back once. A reader in the way only defers it,
+        // and the pass is done whatever happens here.
+        if let Err(e) = store.truncate_wal() {
+            tracing::debug!(error = %e, "WAL not truncated after a large pass");
+        }
+    }
     written
 }
 
