@@ -591,10 +591,10 @@ fn demo_answers_across_two_machines() {
 }
 
 /// With a `cairn serve` running for the home, `cairn index` runs no pass of
-/// its own: it names the daemon and shows what the daemon's last pass did,
-/// and the daemon is the one that indexes a new session.
+/// its own: it asks the daemon for a pass, waits for it and shows it, so
+/// what was written before it is searchable as soon as it returns.
 #[test]
-fn index_beside_a_running_daemon_reports_the_daemons_pass() {
+fn index_beside_a_running_daemon_asks_the_daemon_for_a_pass() {
     use std::process::Stdio;
     use std::time::Duration;
 
@@ -615,15 +615,17 @@ fn index_beside_a_running_daemon_reports_the_daemons_pass() {
     let deadline = Duration::from_secs(60);
     let first = wait_for(deadline, || {
         let v = home.json(&["index", "--json"]);
-        (v["served_by"]["pid"] == pid && v["last_pass"].is_object()).then_some(v)
+        (v["served_by"]["pid"] == pid).then_some(v)
     })
-    .unwrap_or_else(|| panic!("cairn index never showed the daemon's pass"));
+    .unwrap_or_else(|| panic!("cairn index never named the daemon"));
+    assert_eq!(first["fresh"], true, "{first}");
     assert!(first.get("stores").is_none(), "{first}");
     assert!(
         first["last_pass"]["report"]["stores"].as_u64().is_some(),
         "{first}"
     );
-    // A new session: the daemon indexes it, and `cairn index` shows that pass.
+    // A new session, then at once `cairn index`: the daemon's pass it
+    // waited for has read it.
     let session = "5e55a1de-0000-4000-8000-00000000beef";
     let file = home
         .path()
@@ -641,21 +643,23 @@ fn index_beside_a_running_daemon_reports_the_daemons_pass() {
         ),
     )
     .expect("write session");
-    let pass = wait_for(deadline, || {
-        let v = home.json(&["index", "--json"]);
-        let found = !home.search("quokkadaemon", &["--no-refresh"]).is_empty();
-        (found
-            && v["last_pass"]["finished_ms"].as_i64() >= first["last_pass"]["finished_ms"].as_i64())
-        .then_some(v)
-    })
-    .unwrap_or_else(|| panic!("the daemon never indexed the new session"));
+    let pass = home.json(&["index", "--json"]);
+    assert_eq!(pass["fresh"], true, "{pass}");
     assert_eq!(pass["served_by"]["pid"], pid, "{pass}");
+    assert!(
+        pass["last_pass"]["started_ms"].as_i64() >= first["last_pass"]["finished_ms"].as_i64(),
+        "{pass}"
+    );
+    assert!(
+        !home.search("quokkadaemon", &["--no-refresh"]).is_empty(),
+        "the daemon's pass did not read the new session"
+    );
     let text = home.ok(&["index"]);
     assert!(
         text.contains(&format!("cairn serve (pid {pid}) keeps this index fresh")),
         "{text}"
     );
-    assert!(text.contains("its last pass, "), "{text}");
+    assert!(text.contains("its pass now: indexed "), "{text}");
     assert!(home.ok(&["index", "--quiet"]).is_empty());
     // Without the daemon, `cairn index` runs its own pass again.
     drop(daemon);

@@ -1,7 +1,8 @@
 //! `cairn index`: one incremental pass, unless a `cairn serve` for this
-//! home keeps the index fresh: then it says so and shows that daemon's
-//! last pass instead of running a second one that would only compete with
-//! it for the database.
+//! home keeps the index fresh: then it asks that daemon for a pass now
+//! (through a file in the private home the daemon watches), waits for it
+//! (bounded) and shows it, instead of running a second pass that would
+//! only compete with the daemon for the database.
 
 use anyhow::Context;
 use cairn_node::indexer::IndexReport;
@@ -12,11 +13,18 @@ use serde::Serialize;
 use crate::args::{GlobalArgs, IndexArgs};
 use crate::output;
 
+/// How long `cairn index` waits for the pass it asked a daemon for (the
+/// daemon's passes stop taking on work after 5 s).
+const PASS_WAIT: std::time::Duration = std::time::Duration::from_secs(15);
+
 /// `cairn index --json` when a daemon serves the home.
 #[derive(Serialize)]
 struct Served<'a> {
     /// The daemon that keeps the index fresh.
     served_by: &'a ServeState,
+    /// Whether `last_pass` is the pass asked for now (it started after the
+    /// request, so it read everything written before this command).
+    fresh: bool,
     /// Its last pass, if it has finished one.
     last_pass: Option<&'a LastPass>,
 }
@@ -59,12 +67,29 @@ fn summary(report: &IndexReport, secs: f64) -> String {
     )
 }
 
-/// A daemon serves the home: report it and its last pass.
+/// A daemon serves the home: ask it for a pass, wait for it (bounded),
+/// and report it.
 fn served(home: &std::path::Path, state: &ServeState, args: &IndexArgs) -> anyhow::Result<()> {
-    let last = daemon::last_pass(home, state);
+    let asked = daemon::request_pass(home, super::now_ms()).ok();
+    let is_fresh =
+        |p: &Option<LastPass>| asked.is_some_and(|t| p.as_ref().is_some_and(|p| p.started_ms >= t));
+    let deadline = std::time::Instant::now() + PASS_WAIT;
+    let mut pause = std::time::Duration::from_millis(5);
+    let mut last = daemon::last_pass(home, state);
+    while asked.is_some()
+        && !is_fresh(&last)
+        && std::time::Instant::now() < deadline
+        && daemon::running_state(home).is_some_and(|s| s.pid == state.pid)
+    {
+        std::thread::sleep(pause);
+        pause = (pause * 2).min(std::time::Duration::from_millis(100));
+        last = daemon::last_pass(home, state);
+    }
+    let fresh = is_fresh(&last);
     if args.json {
         return output::json(&Served {
             served_by: state,
+            fresh,
             last_pass: last.as_ref(),
         });
     }
@@ -75,7 +100,7 @@ fn served(home: &std::path::Path, state: &ServeState, args: &IndexArgs) -> anyho
     output::line(
         &mut out,
         &format!(
-            "cairn serve (pid {}) keeps this index fresh; no pass of its own was run here",
+            "cairn serve (pid {}) keeps this index fresh; it was asked for a pass instead of running one here",
             state.pid
         ),
     )?;
@@ -83,12 +108,14 @@ fn served(home: &std::path::Path, state: &ServeState, args: &IndexArgs) -> anyho
     match &last {
         Some(p) => {
             let ago = (now - p.finished_ms).max(0) as f64 / 1000.0;
+            let which = if fresh {
+                "its pass now".to_owned()
+            } else {
+                format!("it has not run that pass yet; its last pass, {ago:.1}s ago")
+            };
             output::line(
                 &mut out,
-                &format!(
-                    "its last pass, {ago:.1}s ago: {}",
-                    summary(&p.report, p.took_ms as f64 / 1000.0)
-                ),
+                &format!("{which}: {}", summary(&p.report, p.took_ms as f64 / 1000.0)),
             )?;
             for (path, why) in &p.report.failed {
                 output::line(&mut out, &format!("  not read that pass: {path}: {why}"))?;

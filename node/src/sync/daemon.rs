@@ -38,8 +38,8 @@ use tokio::time::Instant;
 
 use super::endpoint::{Endpoint, EndpointError, PeerConnection, Role};
 pub use super::instance::{
-    LAST_PASS_FILE, LastPass, SERVE_STATE_FILE, ServeState, is_serving, last_pass, read_state,
-    running_state, state_path,
+    LAST_PASS_FILE, LastPass, PASS_REQUEST_FILE, SERVE_STATE_FILE, ServeState, is_serving,
+    last_pass, read_state, request_pass, running_state, state_path,
 };
 use super::links::{self, LinkCtx, LinkEvent};
 use super::peers::{Peer, PeerTable, PeersError};
@@ -189,7 +189,12 @@ pub async fn serve(
     on_bound(bound);
 
     let own_id = node.identity().id().to_string();
-    let watch_paths = watch_roots(&node);
+    let mut watch_paths = watch_roots(&node);
+    // `cairn index` asks for a pass by writing this file.
+    match super::instance::prepare_pass_requests(&home) {
+        Ok(()) => watch_paths.push(home.join(PASS_REQUEST_FILE)),
+        Err(e) => tracing::warn!(error = %e, "cannot create the pass request file"),
+    }
     let notes_file = node.config().locations.notes_file.clone();
     let local_id = hello.node_id;
     let node: SharedNode = Arc::new(Mutex::new(node));
@@ -402,6 +407,7 @@ async fn index_loop(
         }
         first = false;
         let started = std::time::Instant::now();
+        let started_ms = now_ms();
         let r = with_node(&node, move |n| {
             let deadline = started + Duration::from_secs(5);
             let rep = n.index_until(now_ms(), Some(deadline), &mut |_| {});
@@ -414,6 +420,7 @@ async fn index_loop(
                 // instead of running a pass of its own.
                 let pass = LastPass {
                     pid: std::process::id(),
+                    started_ms,
                     finished_ms: now_ms(),
                     took_ms: started.elapsed().as_millis() as u64,
                     report: rep.clone(),
@@ -795,6 +802,7 @@ fn start_watcher(
     use notify::{EventKind, RecursiveMode, Watcher};
     let home_dir = home.to_path_buf();
     let notes = notes_file.to_path_buf();
+    let request = home.join(PASS_REQUEST_FILE);
     let handler = move |res: notify::Result<notify::Event>| {
         let Ok(ev) = res else { return };
         let relevant = matches!(
@@ -804,11 +812,12 @@ fn start_watcher(
             ev.kind,
             EventKind::Modify(notify::event::ModifyKind::Metadata(_))
         );
-        // The node's own database lives in its home: only the notes file counts there.
+        // The node's own database lives in its home: only the notes file
+        // and the pass request file count there.
         let ours = ev
             .paths
             .iter()
-            .any(|p| !p.starts_with(&home_dir) || p == &notes);
+            .any(|p| !p.starts_with(&home_dir) || p == &notes || p == &request);
         if relevant && ours {
             dirty.notify_one();
         }

@@ -8,7 +8,9 @@
 //! (the daemon writes it): pairing, `cairn status`, `cairn doctor`, the MCP
 //! server and the browse page ask here whether a daemon serves the home.
 //! And `index-pass.json`, where it says what its last indexing pass did:
-//! `cairn index` shows that instead of running a pass of its own beside it.
+//! `cairn index` asks it for a pass (by writing `index.request`, a file
+//! the daemon watches) and shows that pass instead of running one of its
+//! own beside it.
 
 use std::io::Read;
 use std::net::SocketAddr;
@@ -25,6 +27,8 @@ pub const SERVE_LOCK_FILE: &str = "serve.lock";
 pub const SERVE_STATE_FILE: &str = "serve.json";
 /// File in the node's home where a running daemon records its last indexing pass.
 pub const LAST_PASS_FILE: &str = "index-pass.json";
+/// File in the node's home the daemon watches: writing it asks for a pass now.
+pub const PASS_REQUEST_FILE: &str = "index.request";
 /// Largest state file read.
 const MAX_STATE_BYTES: u64 = 64 * 1024;
 /// Largest last-pass file read (its list of failed stores may be long).
@@ -35,6 +39,8 @@ const MAX_PASS_BYTES: u64 = 4 << 20;
 pub struct LastPass {
     /// The daemon's process id.
     pub pid: u32,
+    /// When the pass started (Unix ms).
+    pub started_ms: i64,
     /// When the pass finished (Unix ms).
     pub finished_ms: i64,
     /// How long it took (ms).
@@ -61,6 +67,32 @@ pub fn write_last_pass(home: &Path, pass: &LastPass) -> std::io::Result<()> {
         let _ = std::fs::remove_file(&tmp);
     }
     written
+}
+
+/// Creates the request file (empty, 0600) if it is missing, so the daemon
+/// can watch it from the start.
+pub fn prepare_pass_requests(home: &Path) -> std::io::Result<()> {
+    crate::home::private_file()
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(home.join(PASS_REQUEST_FILE))
+        .map(drop)
+}
+
+/// Asks the daemon serving `home` for an indexing pass now: rewrites the
+/// request file in place (the daemon watches it; its polling covers it
+/// when it cannot watch). Returns when the request was made (Unix ms): a
+/// pass that started at or after it has read everything written before.
+pub fn request_pass(home: &Path, now_ms: i64) -> std::io::Result<i64> {
+    use std::io::Write;
+    let mut f = crate::home::private_file()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(home.join(PASS_REQUEST_FILE))?;
+    f.write_all(format!("{now_ms}\n").as_bytes())?;
+    Ok(now_ms)
 }
 
 /// The last pass recorded by the daemon `state` describes (`None` when it
