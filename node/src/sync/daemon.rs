@@ -177,6 +177,15 @@ pub async fn serve(
             addr: cfg.listen,
             source,
         })?;
+    // `cairn index` asks for a pass by writing this file; it exists before
+    // `serve.json` names this daemon, so a request never finds it missing.
+    let requests = match super::instance::prepare_pass_requests(&home) {
+        Ok(()) => Some(home.join(PASS_REQUEST_FILE)),
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot create the pass request file");
+            None
+        }
+    };
     write_state(
         &home,
         &ServeState {
@@ -190,11 +199,7 @@ pub async fn serve(
 
     let own_id = node.identity().id().to_string();
     let mut watch_paths = watch_roots(&node);
-    // `cairn index` asks for a pass by writing this file.
-    match super::instance::prepare_pass_requests(&home) {
-        Ok(()) => watch_paths.push(home.join(PASS_REQUEST_FILE)),
-        Err(e) => tracing::warn!(error = %e, "cannot create the pass request file"),
-    }
+    watch_paths.extend(requests);
     let notes_file = node.config().locations.notes_file.clone();
     let local_id = hello.node_id;
     let node: SharedNode = Arc::new(Mutex::new(node));

@@ -84,11 +84,11 @@ pub fn prepare_pass_requests(home: &Path) -> std::io::Result<()> {
 /// request file in place (the daemon watches it; its polling covers it
 /// when it cannot watch). Returns when the request was made (Unix ms): a
 /// pass that started at or after it has read everything written before.
+/// Fails when the file is missing: a daemon that does not take requests.
 pub fn request_pass(home: &Path, now_ms: i64) -> std::io::Result<i64> {
     use std::io::Write;
     let mut f = crate::home::private_file()
         .write(true)
-        .create(true)
         .truncate(true)
         .open(home.join(PASS_REQUEST_FILE))?;
     f.write_all(format!("{now_ms}\n").as_bytes())?;
@@ -195,6 +195,42 @@ pub fn claim(home: &Path) -> Result<FileLock, InstanceError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn pass_requests_need_the_daemons_file_and_last_passes_name_their_daemon() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let home = dir.path();
+        // No file: the daemon does not take requests.
+        assert!(request_pass(home, 5).is_err());
+        prepare_pass_requests(home).expect("prepare");
+        assert_eq!(request_pass(home, 7).expect("request"), 7);
+        assert_eq!(
+            std::fs::read_to_string(home.join(PASS_REQUEST_FILE)).expect("read"),
+            "7\n"
+        );
+        let state = ServeState {
+            listen_addr: "127.0.0.1:7878".parse().expect("addr"),
+            pid: 42,
+            started_ms: 1,
+        };
+        assert!(last_pass(home, &state).is_none());
+        let pass = LastPass {
+            pid: 42,
+            started_ms: 8,
+            finished_ms: 9,
+            took_ms: 1,
+            report: IndexReport {
+                stores: 3,
+                ..IndexReport::default()
+            },
+        };
+        write_last_pass(home, &pass).expect("write");
+        let read = last_pass(home, &state).expect("read back");
+        assert_eq!((read.started_ms, read.report.stores), (8, 3));
+        // Another daemon's pass (an earlier run) is not this one's.
+        let other = ServeState { pid: 43, ..state };
+        assert!(last_pass(home, &other).is_none());
+    }
 
     #[test]
     fn second_claim_names_the_running_daemon() {
