@@ -99,6 +99,19 @@ pub struct ForgetPlan {
     pub records: Vec<ForgetCandidate>,
 }
 
+/// A search page answered beside a refresh pass
+/// ([`Node::search_page_refreshed`]).
+#[derive(Debug)]
+pub struct RefreshedPage {
+    /// The answer, as current as the pass left the index.
+    pub page: search::Page,
+    /// What the pass did.
+    pub report: IndexReport,
+    /// Whether the query ran a second time because the pass (or another
+    /// process) changed the index after the first answer.
+    pub reran: bool,
+}
+
 /// One machine's cairn.
 pub struct Node {
     config: Config,
@@ -270,6 +283,44 @@ impl Node {
             &opts,
             offset,
         )?)
+    }
+
+    /// One page of a search that is as fresh as a refresh pass makes it, in
+    /// about the time of the slower of the two: the query runs on the index
+    /// as it is while `walk` (from [`Node::start_walk`]) is still surveying
+    /// the agents' folders, then the pass finishes. When the pass changed
+    /// nothing (no store read, no row written here, no commit by another
+    /// process since before the query) that first answer is current and is
+    /// kept; otherwise the query runs again on the refreshed index.
+    #[allow(clippy::too_many_arguments)]
+    pub fn search_page_refreshed(
+        &mut self,
+        query: &str,
+        opts: &SearchOptions,
+        offset: usize,
+        walk: indexer::Walk,
+        now_ms: i64,
+        deadline: Option<std::time::Instant>,
+        progress: &mut dyn FnMut(Progress),
+    ) -> Result<RefreshedPage, NodeError> {
+        let before = self.store.change_stamp()?;
+        let first = self.search_page(query, opts, offset)?;
+        let report = self.index_walked(walk, now_ms, deadline, progress)?;
+        let untouched = report.changed == 0
+            && report.added == 0
+            && report.removed == 0
+            && report.deferred == 0
+            && self.store.change_stamp()? == before;
+        let (page, reran) = if untouched {
+            (first, false)
+        } else {
+            (self.search_page(query, opts, offset)?, true)
+        };
+        Ok(RefreshedPage {
+            page,
+            report,
+            reran,
+        })
     }
 
     /// Searches the merged memory (the first page).
@@ -476,5 +527,93 @@ fn covers(target: &ForgetTarget, r: &crate::record::Record) -> bool {
         }
         ForgetTarget::Project { project } => r.project.as_deref() == Some(project.as_str()),
         ForgetTarget::Record { hash } => r.content_hash() == *hash,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Env;
+    use std::path::Path;
+
+    fn claude_line(session: &str, i: u32, text: &str) -> String {
+        format!(
+            concat!(
+                r#"{{"type":"user","uuid":"{s}-{i}","sessionId":"{s}","#,
+                r#""timestamp":"2025-11-24T10:00:{i:02}.000Z","cwd":"/p","#,
+                r#""message":{{"role":"user","content":"{t}"}}}}"#,
+                "\n"
+            ),
+            s = session,
+            i = i,
+            t = text
+        )
+    }
+
+    fn append(path: &Path, text: &str) {
+        std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
+        let mut f = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .expect("open");
+        std::io::Write::write_all(&mut f, text.as_bytes()).expect("write");
+    }
+
+    #[test]
+    fn a_refreshed_search_keeps_its_first_answer_only_when_nothing_changed() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let env = Env {
+            home: Some(dir.path().to_path_buf()),
+            hostname: Some("laptop".into()),
+            ..Env::default()
+        };
+        let mut cfg = Config::resolve(&env, None).expect("config");
+        cfg.semantic = false;
+        let mut node = Node::open(cfg).expect("open");
+        let file = node
+            .config()
+            .locations
+            .claude_dir
+            .join("projects/-p/s1.jsonl");
+        append(
+            &file,
+            &claude_line("s1", 0, "the heron flew over the marsh"),
+        );
+        node.index(0, &mut |_| {}).expect("first pass");
+        let opts = SearchOptions {
+            limit: 10,
+            ..SearchOptions::default()
+        };
+        let search = |node: &mut Node, q: &str| {
+            let walk = Node::start_walk(node.config());
+            node.search_page_refreshed(q, &opts, 0, walk, 0, None, &mut |_| {})
+                .expect("search")
+        };
+
+        // Nothing new: the answer from before the pass is the one returned.
+        let r = search(&mut node, "heron");
+        assert!(!r.reran, "{:?}", r.report);
+        assert_eq!((r.report.changed, r.report.added), (0, 0));
+        assert_eq!(r.page.hits.len(), 1);
+
+        // A line appended since: the first answer (no hit) is stale, so the
+        // query runs again and finds it.
+        append(&file, &claude_line("s1", 1, "a kingfisher dove for fish"));
+        let r = search(&mut node, "kingfisher");
+        assert!(r.reran);
+        assert_eq!((r.report.changed, r.report.added), (1, 1));
+        assert_eq!(r.page.hits.len(), 1, "the appended line is found");
+        assert!(r.page.hits[0].snippet.contains("kingfisher"));
+
+        // Indexed by someone else meanwhile: the stamp moves with another
+        // connection's commit, so a first answer from before it is not kept.
+        let before = node.store().change_stamp().expect("stamp");
+        let mut other = Node::open(node.config().clone()).expect("second open");
+        append(&file, &claude_line("s1", 2, "an egret in the reeds"));
+        other.index(0, &mut |_| {}).expect("other pass");
+        assert_ne!(node.store().change_stamp().expect("stamp"), before);
+        let r = search(&mut node, "egret");
+        assert_eq!(r.page.hits.len(), 1);
     }
 }

@@ -204,3 +204,34 @@ fn show_says_what_it_left_out() {
     let all = home.ok(&["show", "--no-pager", id]);
     assert!(!all.contains("--offset"), "nothing left out: {all}");
 }
+
+#[test]
+fn a_search_right_after_an_append_finds_the_new_line() {
+    let home = home_with_history();
+    let file = home
+        .path()
+        .join(".claude/projects/-home-dev-shop/22222222-0000-4000-8000-000000000002.jsonl");
+    // Searched once with nothing new: the answer from the index as it was.
+    let before = home.json(&["search", "--json", "--", "crooked"]);
+    assert_eq!(before["total"], 1, "{before}");
+    // One line appended, no `cairn index`: the search's own refresh reads it
+    // and the query runs again, so the first (stale) answer is not printed.
+    let v = json!({"parentUuid": null, "isSidechain": false, "userType": "external",
+        "cwd": "/home/dev/shop", "sessionId": "22222222-0000-4000-8000-000000000002",
+        "version": "2.1.0", "type": "user",
+        "message": {"role": "user", "content": "the marmalade jar is empty"},
+        "uuid": "22222222-0000-4000-8000-000000000002-9", "timestamp": "2025-11-20T10:05:00Z"});
+    let mut f = std::fs::OpenOptions::new()
+        .append(true)
+        .open(&file)
+        .expect("open session");
+    std::io::Write::write_all(&mut f, format!("{v}\n").as_bytes()).expect("append");
+    drop(f);
+    let after = home.json(&["search", "--json", "--", "marmalade"]);
+    assert_eq!(after["total"], 1, "{after}");
+    let snippet = after["hits"][0]["snippet"].as_str().expect("snippet");
+    assert!(snippet.contains("marmalade"), "{after}");
+    // Unchanged since: the same answer again.
+    let again = home.json(&["search", "--json", "--", "marmalade"]);
+    assert_eq!(again["hits"][0]["snippet"], after["hits"][0]["snippet"]);
+}

@@ -65,6 +65,18 @@ pub fn refresh_walked(
     show_bar: bool,
     budget: Option<std::time::Duration>,
 ) -> anyhow::Result<IndexReport> {
+    let deadline = budget.map(|b| std::time::Instant::now() + b);
+    with_bar(show_bar, |on_progress| {
+        Ok(node.index_walked(walk, now_ms(), deadline, on_progress)?)
+    })
+}
+
+/// Runs `pass` with a progress callback that draws a bar on a terminal when
+/// `show_bar` and the pass has more than a little to read.
+pub fn with_bar<T>(
+    show_bar: bool,
+    pass: impl FnOnce(&mut dyn FnMut(Progress)) -> anyhow::Result<T>,
+) -> anyhow::Result<T> {
     let bar = (show_bar && std::io::stderr().is_terminal()).then(|| {
         let b = indicatif::ProgressBar::hidden();
         b.set_style(
@@ -89,10 +101,9 @@ pub fn refresh_walked(
             }
         }
     };
-    let deadline = budget.map(|b| std::time::Instant::now() + b);
-    let report = node.index_walked(walk, now_ms(), deadline, &mut on_progress)?;
+    let out = pass(&mut on_progress)?;
     if let Some(b) = bar {
         b.finish_and_clear();
     }
-    Ok(report)
+    Ok(out)
 }

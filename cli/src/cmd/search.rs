@@ -68,17 +68,6 @@ pub fn run(global: &GlobalArgs, args: &SearchArgs) -> anyhow::Result<()> {
     let home = cfg.home.clone();
     let mut node = Node::open(cfg)
         .with_context(|| format!("cannot open the cairn node in {}", home.display()))?;
-    if let Some(walk) = walk {
-        // Bounded: a first run on a large history answers from what is
-        // indexed so far instead of making the user wait for all of it.
-        let report = super::refresh_walked(&mut node, walk, !args.json, Some(REFRESH_BUDGET))?;
-        if report.deferred > 0 {
-            eprintln!(
-                "cairn: {} store(s) not indexed yet; answers cover what is. Run `cairn index` to finish.",
-                report.deferred
-            );
-        }
-    }
     let opts = SearchOptions {
         limit: usize::from(args.limit),
         agent: args.agent.clone(),
@@ -91,7 +80,34 @@ pub fn run(global: &GlobalArgs, args: &SearchArgs) -> anyhow::Result<()> {
         semantic: None, // filled in by `Node::search`
         lexical_only: args.lexical,
     };
-    let page = node.search_page(&query, &opts, args.offset)?;
+    let page = match walk {
+        Some(walk) => {
+            // The query runs while the walk surveys the agents' folders; it
+            // runs again only if the pass then changes the index. Bounded:
+            // a first run on a large history answers from what is indexed
+            // so far instead of making the user wait for all of it.
+            let deadline = std::time::Instant::now() + REFRESH_BUDGET;
+            let refreshed = super::with_bar(!args.json, |on_progress| {
+                Ok(node.search_page_refreshed(
+                    &query,
+                    &opts,
+                    args.offset,
+                    walk,
+                    super::now_ms(),
+                    Some(deadline),
+                    on_progress,
+                )?)
+            })?;
+            if refreshed.report.deferred > 0 {
+                eprintln!(
+                    "cairn: {} store(s) not indexed yet; answers cover what is. Run `cairn index` to finish.",
+                    refreshed.report.deferred
+                );
+            }
+            refreshed.page
+        }
+        None => node.search_page(&query, &opts, args.offset)?,
+    };
     let hits = &page.hits;
     if args.json {
         output::json(&JsonOut {

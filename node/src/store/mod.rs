@@ -251,6 +251,17 @@ impl Store {
         &self.conn
     }
 
+    /// A stamp that moves whenever the database's content may have changed:
+    /// SQLite's `data_version` (moves on commits by other connections) and
+    /// this connection's own count of changed rows. Equal stamps mean no
+    /// query answer can have changed in between.
+    pub fn change_stamp(&self) -> Result<(i64, u64), StoreError> {
+        let version: i64 = self
+            .conn
+            .query_row("PRAGMA data_version", [], |r| r.get(0))?;
+        Ok((version, self.conn.total_changes()))
+    }
+
     /// Bytes of the database's pages (free pages included).
     pub fn db_bytes(&self) -> Result<u64, StoreError> {
         Ok(self.conn.query_row(
