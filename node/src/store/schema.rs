@@ -306,6 +306,14 @@ mod tests {
     use super::*;
     use rusqlite::params;
 
+    /// Asserts that `conn`'s database is at this build's schema version.
+    fn assert_current(conn: &Connection) {
+        let v: u32 = conn
+            .query_row("PRAGMA user_version", [], |r| r.get(0))
+            .expect("version");
+        assert_eq!(v, SCHEMA_VERSION);
+    }
+
     #[test]
     fn concurrent_migrations_on_a_fresh_file_apply_once() {
         let dir = tempfile::tempdir().expect("tempdir");
@@ -325,10 +333,7 @@ mod tests {
             t.join().expect("join").expect("migrate");
         }
         let conn = Connection::open(&path).expect("open");
-        let v: u32 = conn
-            .query_row("PRAGMA user_version", [], |r| r.get(0))
-            .expect("version");
-        assert_eq!(v, SCHEMA_VERSION);
+        assert_current(&conn);
     }
 
     #[test]
@@ -366,10 +371,7 @@ mod tests {
             })
             .expect("match");
         assert_eq!(hit, 7);
-        let v: u32 = conn
-            .query_row("PRAGMA user_version", [], |r| r.get(0))
-            .expect("version");
-        assert_eq!(v, SCHEMA_VERSION);
+        assert_current(&conn);
     }
 
     #[test]
@@ -677,10 +679,7 @@ mod tests {
         assert_eq!(again[0], s("own", 100, 1, 0, Some(10), None));
         assert_eq!(again[4], s("peer", 200, 1, 0, Some(10), None));
         assert_eq!(again[3], s("own", 100, 4, 3, None, Some(8)));
-        let v: u32 = conn
-            .query_row("PRAGMA user_version", [], |r| r.get(0))
-            .expect("version");
-        assert_eq!(v, SCHEMA_VERSION);
+        assert_current(&conn);
     }
 
     #[test]
