@@ -314,6 +314,18 @@ mod tests {
         assert_eq!(v, SCHEMA_VERSION);
     }
 
+    /// Every row `sql` returns, each as a tuple of its columns.
+    fn all_rows<T>(conn: &Connection, sql: &str) -> Vec<T>
+    where
+        T: for<'a> TryFrom<&'a rusqlite::Row<'a>, Error = rusqlite::Error>,
+    {
+        let mut q = conn.prepare(sql).expect("prepare");
+        q.query_map([], |r| T::try_from(r))
+            .expect("query")
+            .collect::<Result<_, _>>()
+            .expect("rows")
+    }
+
     #[test]
     fn concurrent_migrations_on_a_fresh_file_apply_once() {
         let dir = tempfile::tempdir().expect("tempdir");
@@ -397,25 +409,11 @@ mod tests {
         .expect("rows");
         migrate(&mut conn).expect("migrate");
         type Row = (i64, Vec<u8>, String, String, i64, Vec<u8>);
-        let rows: Vec<Row> = conn
-            .prepare(
-                "SELECT r.id, r.hash, r.role, o.node, r.flags, r.text
-                 FROM records r JOIN origins o ON o.id = r.origin ORDER BY r.id",
-            )
-            .expect("prepare")
-            .query_map([], |r| {
-                Ok((
-                    r.get(0)?,
-                    r.get(1)?,
-                    r.get(2)?,
-                    r.get(3)?,
-                    r.get(4)?,
-                    r.get(5)?,
-                ))
-            })
-            .expect("query")
-            .collect::<Result<_, _>>()
-            .expect("rows");
+        let rows: Vec<Row> = all_rows(
+            &conn,
+            "SELECT r.id, r.hash, r.role, o.node, r.flags, r.text
+             FROM records r JOIN origins o ON o.id = r.origin ORDER BY r.id",
+        );
         let a = "a".repeat(32);
         let b = "b".repeat(32);
         assert_eq!(
@@ -623,26 +621,12 @@ mod tests {
         }
         migrate(&mut conn).expect("migrate");
         let rows = |conn: &Connection| -> Vec<Slot> {
-            let mut q = conn
-                .prepare(
-                    "SELECT o.node, g.epoch, l.seq, l.kind, l.rec, l.hash
-                     FROM logs l JOIN origin_logs g ON g.id = l.log
-                     JOIN origins o ON o.id = g.origin ORDER BY o.node, g.epoch, l.seq",
-                )
-                .expect("prepare");
-            q.query_map([], |r| {
-                Ok((
-                    r.get(0)?,
-                    r.get(1)?,
-                    r.get(2)?,
-                    r.get(3)?,
-                    r.get(4)?,
-                    r.get(5)?,
-                ))
-            })
-            .expect("query")
-            .collect::<Result<_, _>>()
-            .expect("rows")
+            all_rows(
+                conn,
+                "SELECT o.node, g.epoch, l.seq, l.kind, l.rec, l.hash
+                 FROM logs l JOIN origin_logs g ON g.id = l.log
+                 JOIN origins o ON o.id = g.origin ORDER BY o.node, g.epoch, l.seq",
+            )
         };
         let s = |o: &str, e, q, k, rec: Option<i64>, hash: Option<u8>| {
             (o.to_owned(), e, q, k, rec, hash.map(h))
