@@ -1,12 +1,14 @@
 //! Helpers shared by the parsers: timestamps in every shape agents write,
-//! flattening JSON content into searchable text, bounded directory walks.
+//! flattening JSON content into searchable text; the bounded directory
+//! walks live in [`super::walk`] and are re-exported here.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use chrono::{DateTime, NaiveDateTime};
 use serde_json::Value;
 
-use super::{ParseError, Parsed, Reader, SourceFile, Stat};
+pub use super::walk::{Keep, folder_error, walk_files, walk_stores};
+use super::{ParseError, Parsed};
 
 /// Largest text kept for one tool output, in bytes; the head and the tail are
 /// kept and the middle elided, so error messages at the end stay searchable.
@@ -167,162 +169,6 @@ fn ceil_char_boundary(s: &str, mut i: usize) -> usize {
     i
 }
 
-/// Decides which files a walk keeps, from their full path. Shared by the
-/// two threads a large walk uses.
-pub type Keep<'a> = &'a (dyn Fn(&Path) -> bool + Sync);
-
-/// Lists files under `dir` (recursively, at most `max_depth` levels down)
-/// for which `keep` is true, sorted for a stable order. A missing folder
-/// yields nothing; a folder that exists but cannot be listed (no
-/// permission, I/O error) is listed itself, whatever `keep` says, so the
-/// indexer reports it (see [`folder_error`]) instead of skipping it
-/// silently. Symlinked folders are not followed.
-pub fn walk_files(dir: &Path, max_depth: usize, keep: Keep<'_>) -> Vec<PathBuf> {
-    walk(dir, max_depth, keep)
-        .into_iter()
-        .map(|(path, _)| path)
-        .collect()
-}
-
-/// [`walk_files`] as stores read by `reader`, each with the size and mtime
-/// the walk took: a stat by name relative to the folder being listed costs
-/// the kernel less than one by full path, and the indexer need not stat
-/// the file again.
-pub fn walk_stores(
-    dir: &Path,
-    max_depth: usize,
-    keep: Keep<'_>,
-    reader: Reader,
-) -> Vec<SourceFile> {
-    walk(dir, max_depth, keep)
-        .into_iter()
-        .map(|(path, stat)| SourceFile { path, reader, stat })
-        .collect()
-}
-
-/// A file a walk kept, with its size and mtime when they could be taken.
-type Walked = (PathBuf, Option<Stat>);
-
-/// The walk behind [`walk_files`]: depth first, each folder's entries in
-/// name order (the order a sort of the whole paths by component gives).
-/// The first folder with two or more subfolders is shared with a second
-/// thread (its later subfolders, in order), since a stat per file is most
-/// of the cost of a pass with nothing new.
-fn walk(dir: &Path, max_depth: usize, keep: Keep<'_>) -> Vec<Walked> {
-    let mut out = Vec::new();
-    walk_dir(dir, max_depth, keep, true, &mut out);
-    out
-}
-
-/// A folder that vanished (or is not a folder) while being walked: not an error.
-fn gone(e: &std::io::Error) -> bool {
-    matches!(
-        e.kind(),
-        std::io::ErrorKind::NotFound | std::io::ErrorKind::NotADirectory
-    )
-}
-
-fn walk_dir(dir: &Path, depth_left: usize, keep: Keep<'_>, split: bool, out: &mut Vec<Walked>) {
-    let listing = match std::fs::read_dir(dir) {
-        Ok(listing) => listing,
-        Err(e) if gone(&e) => return,
-        Err(_) => return out.push((dir.to_path_buf(), None)),
-    };
-    // `DirEntry::path` is the folder as given joined with the name.
-    let mut entries: Vec<(PathBuf, std::fs::DirEntry)> = listing
-        .filter_map(Result::ok)
-        .map(|e| (e.path(), e))
-        .collect();
-    // One folder's paths share their prefix: comparing the bytes compares the names.
-    entries.sort_unstable_by(|a, b| {
-        a.0.as_os_str()
-            .as_encoded_bytes()
-            .cmp(b.0.as_os_str().as_encoded_bytes())
-    });
-    let is_dir = |e: &std::fs::DirEntry| e.file_type().is_ok_and(|t| t.is_dir());
-    let dirs: Vec<usize> = if split && depth_left > 0 {
-        (0..entries.len())
-            .filter(|&i| is_dir(&entries[i].1))
-            .collect()
-    } else {
-        Vec::new()
-    };
-    if dirs.len() < 2 {
-        // A lone subfolder may still be the one to share.
-        for (path, entry) in entries {
-            visit(path, &entry, depth_left, keep, split, out);
-        }
-        return;
-    }
-    // The entries from the middle subfolder on go to the other thread,
-    // whose results follow this thread's, so the order is kept.
-    let (mine, theirs) = entries.split_at(dirs[dirs.len() / 2]);
-    let theirs_walk = || {
-        let mut v = Vec::new();
-        for (path, entry) in theirs {
-            visit(path.clone(), entry, depth_left, keep, false, &mut v);
-        }
-        v
-    };
-    std::thread::scope(|s| {
-        let helper = std::thread::Builder::new()
-            .name("cairn-walk".into())
-            .spawn_scoped(s, theirs_walk);
-        for (path, entry) in mine {
-            visit(path.clone(), entry, depth_left, keep, false, out);
-        }
-        let mut rest = match helper {
-            Ok(h) => h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)),
-            // No second thread to be had: walk them here.
-            Err(_) => theirs_walk(),
-        };
-        out.append(&mut rest);
-    });
-}
-
-fn visit(
-    path: PathBuf,
-    entry: &std::fs::DirEntry,
-    depth_left: usize,
-    keep: Keep<'_>,
-    split: bool,
-    out: &mut Vec<Walked>,
-) {
-    // The type comes with the listing; only a symlink costs a stat by path.
-    let Ok(ft) = entry.file_type() else { return };
-    if ft.is_dir() {
-        if depth_left > 0 {
-            walk_dir(&path, depth_left - 1, keep, split, out);
-        }
-    } else if ft.is_file() {
-        if keep(&path) {
-            // Relative to the open folder (a statx on its descriptor).
-            match entry.metadata() {
-                Ok(m) => out.push((path, Some(Stat::of(&m)))),
-                Err(e) if gone(&e) => {}
-                Err(_) => out.push((path, None)),
-            }
-        }
-    } else if ft.is_symlink()
-        && let Ok(m) = std::fs::metadata(&path)
-        && m.is_file()
-        && keep(&path)
-    {
-        out.push((path, Some(Stat::of(&m))));
-    }
-}
-
-/// Why a discovered folder (see [`walk_files`]) cannot be read, or `None`
-/// when `path` is not a folder or can be listed now.
-pub fn folder_error(path: &Path) -> Option<String> {
-    if !path.is_dir() {
-        return None;
-    }
-    std::fs::read_dir(path)
-        .err()
-        .map(|e| format!("cannot list folder {}: {e}", path.display()))
-}
-
 /// True when the path's file name ends with `suffix`.
 pub fn has_suffix(path: &Path, suffix: &str) -> bool {
     path.file_name()
@@ -353,78 +199,6 @@ pub(crate) fn feed_lines(
 mod tests {
     use super::*;
     use serde_json::json;
-
-    #[test]
-    fn walk_lists_in_path_order_with_the_stats_of_each_file() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let root = dir.path().join("root");
-        // Names around '/' in byte order ('-' and '.' sort before it), and
-        // enough subfolders that the walk is shared with a second thread.
-        let files = [
-            "a.jsonl",
-            "a/x.jsonl",
-            "a-b/x.jsonl",
-            "a.d/y.jsonl",
-            "b/c/deep.jsonl",
-            "b/c/d/too_deep.jsonl",
-            "b/z.jsonl",
-            "c/1.jsonl",
-            "c/2.txt",
-            "d/e/f.jsonl",
-            "z.jsonl",
-        ];
-        for (i, f) in files.iter().enumerate() {
-            let p = root.join(f);
-            std::fs::create_dir_all(p.parent().expect("parent")).expect("mkdir");
-            std::fs::write(&p, "x".repeat(i + 1)).expect("write");
-        }
-        std::fs::create_dir_all(root.join("empty")).expect("mkdir");
-        #[cfg(unix)]
-        std::os::unix::fs::symlink(root.join("z.jsonl"), root.join("link.jsonl")).expect("symlink");
-        let keep = |p: &Path| has_suffix(p, ".jsonl");
-        let found = walk_stores(&root, 2, &keep, Reader::Whole(|_, _| Parsed::default()));
-        let mut want: Vec<PathBuf> = files
-            .iter()
-            .filter(|f| f.ends_with(".jsonl") && f.matches('/').count() <= 2)
-            .map(|f| root.join(f))
-            .collect();
-        if cfg!(unix) {
-            want.push(root.join("link.jsonl"));
-        }
-        want.sort();
-        let paths: Vec<PathBuf> = found.iter().map(|f| f.path.clone()).collect();
-        assert_eq!(paths, want);
-        for f in &found {
-            let m = std::fs::metadata(&f.path).expect("stat");
-            assert_eq!(f.stat, Some(Stat::of(&m)), "{}", f.path.display());
-        }
-        assert_eq!(walk_files(&root, 2, &keep), want);
-        // Files directly in the folder only, and nothing for a missing folder.
-        let top = walk_files(&root, 0, &keep);
-        assert_eq!(top.len(), if cfg!(unix) { 3 } else { 2 }, "{top:?}");
-        assert!(walk_files(&dir.path().join("nowhere"), 3, &keep).is_empty());
-    }
-
-    #[cfg(unix)]
-    #[test]
-    fn walk_lists_a_folder_it_cannot_read() {
-        use std::os::unix::fs::PermissionsExt;
-        let dir = tempfile::tempdir().expect("tempdir");
-        let locked = dir.path().join("a/locked");
-        std::fs::create_dir_all(&locked).expect("mkdir");
-        std::fs::write(locked.join("s.jsonl"), "x").expect("write");
-        std::fs::create_dir_all(dir.path().join("b")).expect("mkdir");
-        std::fs::set_permissions(&locked, std::fs::Permissions::from_mode(0o000)).expect("chmod");
-        if std::fs::read_dir(&locked).is_ok() {
-            // Running as root: permissions do not apply.
-            std::fs::set_permissions(&locked, std::fs::Permissions::from_mode(0o755))
-                .expect("chmod");
-            return;
-        }
-        let found = walk_files(dir.path(), 3, &|p: &Path| has_suffix(p, ".jsonl"));
-        std::fs::set_permissions(&locked, std::fs::Permissions::from_mode(0o755)).expect("chmod");
-        assert_eq!(found, [locked]);
-    }
 
     #[test]
     fn times_in_every_shape() {

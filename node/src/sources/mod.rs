@@ -42,6 +42,7 @@ pub mod qwen;
 pub mod unreadable;
 pub mod vibe;
 pub mod vscode_tasks;
+pub mod walk;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
