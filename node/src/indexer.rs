@@ -619,11 +619,26 @@ fn path_hash(path: &str) -> u64 {
 /// own. A command starts it before it opens the node, so the walk overlaps
 /// that; a pass started without one starts its own.
 pub struct Walk {
+    /// Sources' stores already taken from the walking thread (by
+    /// [`unchanged_since`]), handed to the pass first.
+    taken: Vec<Vec<Found>>,
     /// The walking thread, and each source's stores as it finds them.
     walker: Option<(std::thread::JoinHandle<()>, Receiver<Vec<Found>>)>,
+    /// The walk is over and everything it found is in `taken`.
+    done: bool,
     /// What to walk, when no thread could be had.
     locations: Locations,
     disabled: Vec<String>,
+}
+
+impl std::fmt::Debug for Walk {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Walk")
+            .field("taken", &self.taken.iter().map(Vec::len).sum::<usize>())
+            .field("walking", &self.walker.is_some())
+            .field("done", &self.done)
+            .finish()
+    }
 }
 
 impl Walk {
@@ -643,6 +658,8 @@ impl Walk {
             .ok()
             .map(|h| (h, rx));
         Walk {
+            taken: Vec::new(),
+            done: false,
             walker,
             locations: locations.clone(),
             disabled: disabled.to_vec(),
@@ -652,6 +669,12 @@ impl Walk {
     /// Hands every store found to `f`, in the walk's order, as soon as its
     /// source's walk is done; stops at the first error.
     fn each(self, mut f: impl FnMut(Found) -> Result<(), StoreError>) -> Result<(), StoreError> {
+        for found in self.taken {
+            found.into_iter().try_for_each(&mut f)?;
+        }
+        if self.done {
+            return Ok(());
+        }
         let Some((walker, rx)) = self.walker else {
             // No thread to be had: walk here.
             let mut failed = Ok(());
@@ -670,6 +693,38 @@ impl Walk {
             .unwrap_or_else(|p| std::panic::resume_unwind(p));
         Ok(())
     }
+}
+
+/// Whether the walk finds exactly the stores of `survey`, each at the size
+/// and mtime the index read it whole: then a pass has nothing to do, and
+/// this returns how many stores there are. Otherwise (or with no walking
+/// thread) `None`, and the walk keeps what it found so far for the pass;
+/// it stops comparing at the first difference, so the pass can start while
+/// the walk goes on.
+pub fn unchanged_since(walk: &mut Walk, survey: &crate::survey::Survey) -> Option<u64> {
+    let (walker, rx) = walk.walker.take()?;
+    let mut found = 0usize;
+    while let Ok(batch) = rx.recv() {
+        found += batch.len();
+        let same = batch.iter().all(|f| {
+            survey.unchanged(
+                f.file.path.as_os_str().as_encoded_bytes(),
+                f.size,
+                f.mtime_ns,
+            )
+        });
+        walk.taken.push(batch);
+        if !same {
+            walk.walker = Some((walker, rx));
+            return None;
+        }
+    }
+    walker
+        .join()
+        .unwrap_or_else(|p| std::panic::resume_unwind(p));
+    walk.done = true;
+    // Fewer: a store the survey has is gone, and the pass marks it missing.
+    (found == survey.present()).then_some(found as u64)
 }
 
 /// Walks every enabled source, handing each one's stores to `out` as soon

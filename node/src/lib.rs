@@ -28,6 +28,7 @@ pub mod redact;
 pub mod search;
 pub mod sources;
 pub mod store;
+pub mod survey;
 pub mod sync;
 pub mod text;
 pub mod ui;

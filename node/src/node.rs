@@ -14,6 +14,7 @@ use crate::store::{
     ApplyError, ApplyReport, ForgetCandidate, ForgetError, ForgetReport, MAX_QUERY_FORGET, Store,
     StoreError, StoreStats,
 };
+use crate::survey;
 use cairn_protocol::{Batch, ForgetTarget, Pull, Watermark};
 
 /// Failures of node operations.
@@ -197,6 +198,65 @@ impl Node {
     /// that it overlaps opening it (see [`Node::index_walked`]).
     pub fn start_walk(config: &Config) -> indexer::Walk {
         indexer::Walk::start(&config.locations, &config.disabled)
+    }
+
+    /// The report of a pass over `walk` (from [`Node::start_walk`]) that the
+    /// survey shows has nothing to do, told without opening the node or its
+    /// database (see [`crate::survey`]). `None` when there is no survey, it
+    /// no longer describes the database, or the walk finds a store that
+    /// differs from it: then `walk` (with what it found so far, and still
+    /// going) is for [`Node::index_walked`].
+    pub fn unchanged_since_survey(
+        config: &Config,
+        walk: &mut indexer::Walk,
+    ) -> Option<IndexReport> {
+        let key = survey_key(config);
+        let known = survey::Survey::load(&config.home, &key, &config.db_path)?;
+        let stores = indexer::unchanged_since(walk, &known)?;
+        Some(IndexReport {
+            stores,
+            ..IndexReport::default()
+        })
+    }
+
+    /// Writes the survey a later [`Node::unchanged_since_survey`] trusts:
+    /// call it after a pass that found nothing new. The `sources` rows are
+    /// read and the database files stat'ed in one read transaction, and
+    /// nothing is written when another process committed meanwhile or the
+    /// files changed too recently to be trusted. Returns whether it was
+    /// written; failing to write it is only logged.
+    pub fn save_survey(&self) -> Result<bool, NodeError> {
+        let enabled: Vec<&'static str> = crate::sources::registry()
+            .iter()
+            .map(|s| s.agent())
+            .filter(|a| !self.config.disabled.iter().any(|d| d == a))
+            .collect();
+        let snapshot = self.store.read_consistent(|s| {
+            let stamps = s.source_stamps()?;
+            let reading = survey::Reading::take(&self.config.home);
+            Ok((stamps, reading, survey::DbFiles::of(&self.config.db_path)))
+        })?;
+        let Some((stamps, reading, files)) = snapshot else {
+            return Ok(false);
+        };
+        let key = survey_key(&self.config);
+        let known = stamps
+            .iter()
+            .filter(|s| enabled.contains(&s.agent.as_str()))
+            .map(|s| survey::Known {
+                path: &s.path,
+                size: s.size,
+                mtime_ns: s.mtime_ns,
+                failed: s.failed,
+                missing: s.missing,
+            });
+        match survey::save(&self.config.home, &key, reading, files, known) {
+            Ok(saved) => Ok(saved.is_ok()),
+            Err(e) => {
+                tracing::debug!(error = %e, "cannot write the survey");
+                Ok(false)
+            }
+        }
     }
 
     /// [`Node::index_until`] with a walk from [`Node::start_walk`] for this
@@ -530,6 +590,11 @@ fn covers(target: &ForgetTarget, r: &crate::record::Record) -> bool {
     }
 }
 
+/// The survey's key for `config`: everything a pass depends on is in it.
+fn survey_key(config: &Config) -> [u8; 32] {
+    survey::config_key(&format!("{config:?}"), crate::store::SCHEMA_VERSION)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -558,6 +623,104 @@ mod tests {
             .open(path)
             .expect("open");
         std::io::Write::write_all(&mut f, text.as_bytes()).expect("write");
+    }
+
+    /// Runs passes with nothing new until one can leave a survey (the
+    /// database files must be older than a clock reading), bounded.
+    fn settle(node: &mut Node) {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        loop {
+            let r = node.index(0, &mut |_| {}).expect("pass");
+            assert_eq!((r.changed, r.added, r.removed), (0, 0, 0), "{r:?}");
+            if node.save_survey().expect("save") {
+                return;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "no survey was written"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+    }
+
+    /// The survey's answer, or the walk it hands back.
+    fn surveyed(cfg: &Config) -> Result<IndexReport, Box<indexer::Walk>> {
+        let mut walk = Node::start_walk(cfg);
+        Node::unchanged_since_survey(cfg, &mut walk).ok_or(Box::new(walk))
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn the_survey_tells_a_pass_with_nothing_new_until_anything_changes() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let env = Env {
+            home: Some(dir.path().to_path_buf()),
+            hostname: Some("laptop".into()),
+            ..Env::default()
+        };
+        let mut cfg = Config::resolve(&env, None).expect("config");
+        cfg.semantic = false;
+        // No survey before the first pass.
+        assert!(surveyed(&cfg).is_err());
+        let mut node = Node::open(cfg.clone()).expect("open");
+        let projects = cfg.locations.claude_dir.join("projects");
+        let first = projects.join("-p/s1.jsonl");
+        append(
+            &first,
+            &claude_line("s1", 0, "the heron flew over the marsh"),
+        );
+        node.index(0, &mut |_| {}).expect("first pass");
+        settle(&mut node);
+        let report = surveyed(&cfg).expect("nothing new");
+        assert_eq!((report.stores, report.changed, report.added), (1, 0, 0));
+
+        // An append: the walk comes back whole and the pass reads the line.
+        append(&first, &claude_line("s1", 1, "a kingfisher dove for fish"));
+        let walk = surveyed(&cfg).expect_err("the store grew");
+        let r = node
+            .index_walked(*walk, 0, None, &mut |_| {})
+            .expect("pass");
+        assert_eq!((r.stores, r.changed, r.added), (1, 1, 1));
+        // That pass wrote the database: the survey no longer holds, though
+        // the disk is now what the index has.
+        assert!(surveyed(&cfg).is_err());
+        settle(&mut node);
+        assert_eq!(surveyed(&cfg).expect("nothing new").stores, 1);
+
+        // A new store, then that store gone: each takes a pass.
+        let second = projects.join("-q/s2.jsonl");
+        append(&second, &claude_line("s2", 0, "an egret in the reeds"));
+        let walk = surveyed(&cfg).expect_err("a new store");
+        let r = node
+            .index_walked(*walk, 0, None, &mut |_| {})
+            .expect("pass");
+        assert_eq!((r.stores, r.added), (2, 1));
+        settle(&mut node);
+        assert_eq!(surveyed(&cfg).expect("nothing new").stores, 2);
+        std::fs::remove_file(&second).expect("rm");
+        let walk = surveyed(&cfg).expect_err("a store is gone");
+        let r = node
+            .index_walked(*walk, 0, None, &mut |_| {})
+            .expect("pass");
+        assert_eq!(r.stores, 1);
+        settle(&mut node);
+        assert_eq!(surveyed(&cfg).expect("nothing new").stores, 1);
+
+        // Another configuration (a source turned off) has no survey.
+        let mut other = cfg.clone();
+        other.disabled.push("codex".into());
+        assert!(surveyed(&other).is_err());
+
+        // Another process rewrites what the index knows of the stores (as
+        // a reset would): the survey is never trusted over the database.
+        let raw = rusqlite::Connection::open(&cfg.db_path).expect("raw");
+        raw.execute("UPDATE sources SET size = 0", [])
+            .expect("update");
+        let walk = surveyed(&cfg).expect_err("the database changed");
+        let r = node
+            .index_walked(*walk, 0, None, &mut |_| {})
+            .expect("pass");
+        assert_eq!(r.changed, 1, "the store is read again: {r:?}");
     }
 
     #[test]

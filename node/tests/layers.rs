@@ -18,7 +18,9 @@ use std::path::{Path, PathBuf};
 /// placed (and documented in ARCHITECTURE.md) when it is added.
 const LAYERS: &[&[&str]] = &[
     // Plain data and helpers with no other module below them.
-    &["record", "home", "lock", "clock", "hex", "text", "embed"],
+    &[
+        "record", "home", "lock", "clock", "hex", "text", "embed", "survey",
+    ],
     // Secret scrubbing (pure) and the node's key pair.
     &["redact", "identity"],
     // Reading the agents' histories.

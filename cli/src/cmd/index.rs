@@ -36,18 +36,37 @@ pub fn run(global: &GlobalArgs, args: &IndexArgs) -> anyhow::Result<()> {
         return served(&cfg.home, &state, args);
     }
     let started = std::time::Instant::now();
-    // The walk of the agents' folders overlaps opening the node.
-    let walk = Node::start_walk(&cfg);
-    let home = cfg.home.clone();
-    let mut node = Node::open(cfg)
-        .with_context(|| format!("cannot open the cairn node in {}", home.display()))?;
-    let report = super::refresh_walked(&mut node, walk, !args.quiet && !args.json, None)?;
+    // The walk of the agents' folders overlaps opening the node, or, when
+    // the survey of the last pass still holds, it is all there is to do.
+    let mut walk = Node::start_walk(&cfg);
+    let report = match Node::unchanged_since_survey(&cfg, &mut walk) {
+        Some(report) => report,
+        None => {
+            let home = cfg.home.clone();
+            let mut node = Node::open(cfg)
+                .with_context(|| format!("cannot open the cairn node in {}", home.display()))?;
+            let report = super::refresh_walked(&mut node, walk, !args.quiet && !args.json, None)?;
+            if nothing_done(&report) {
+                node.save_survey()?;
+            }
+            report
+        }
+    };
+    show(&report, started, args)
+}
+
+/// A pass that read and wrote nothing: what the survey describes.
+fn nothing_done(r: &IndexReport) -> bool {
+    r.changed == 0 && r.added == 0 && r.removed == 0 && r.deferred == 0 && r.failed.is_empty()
+}
+
+fn show(report: &IndexReport, started: std::time::Instant, args: &IndexArgs) -> anyhow::Result<()> {
     if args.json {
-        return output::json(&report);
+        return output::json(report);
     }
     if !args.quiet {
         let mut out = output::stdout();
-        output::line(&mut out, &summary(&report, started.elapsed().as_secs_f64()))?;
+        output::line(&mut out, &summary(report, started.elapsed().as_secs_f64()))?;
         for (path, why) in &report.failed {
             output::line(&mut out, &format!("  not read this pass: {path}: {why}"))?;
         }
