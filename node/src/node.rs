@@ -351,7 +351,10 @@ impl Node {
     /// the agents' folders, then the pass finishes. When the pass changed
     /// nothing (no store read, no row written here, no commit by another
     /// process since before the query) that first answer is current and is
-    /// kept; otherwise the query runs again on the refreshed index.
+    /// kept; otherwise the query runs again on the refreshed index. When
+    /// the survey shows the walk has nothing new, there is no pass at all
+    /// (see [`Node::unchanged_since_survey`]); a pass that finds nothing new
+    /// leaves a survey for the next one.
     #[allow(clippy::too_many_arguments)]
     pub fn search_page_refreshed(
         &mut self,
@@ -365,12 +368,30 @@ impl Node {
     ) -> Result<RefreshedPage, NodeError> {
         let before = self.store.change_stamp()?;
         let first = self.search_page(query, opts, offset)?;
+        let mut walk = walk;
+        // The survey holds (the database files are as it describes them,
+        // so nothing was committed since before the query either way) and
+        // the disk is as it says: the first answer is current, no pass.
+        if let Some(report) = Self::unchanged_since_survey(&self.config, &mut walk)
+            && self.store.change_stamp()? == before
+        {
+            return Ok(RefreshedPage {
+                page: first,
+                report,
+                reran: false,
+            });
+        }
         let report = self.index_walked(walk, now_ms, deadline, progress)?;
         let untouched = report.changed == 0
             && report.added == 0
             && report.removed == 0
             && report.deferred == 0
             && self.store.change_stamp()? == before;
+        if untouched && report.failed.is_empty() {
+            // No survey held, and none would have been wrong: leave one
+            // for the next search or `cairn index`.
+            self.save_survey()?;
+        }
         let (page, reran) = if untouched {
             (first, false)
         } else {
@@ -705,6 +726,34 @@ mod tests {
         assert_eq!(r.stores, 1);
         settle(&mut node);
         assert_eq!(surveyed(&cfg).expect("nothing new").stores, 1);
+
+        // A refreshed search with nothing new leaves a survey too, and a
+        // search after an append does not trust it.
+        survey::remove(&cfg.home);
+        let opts = SearchOptions {
+            limit: 10,
+            ..SearchOptions::default()
+        };
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while surveyed(&cfg).is_err() {
+            let walk = Node::start_walk(&cfg);
+            let r = node
+                .search_page_refreshed("heron", &opts, 0, walk, 0, None, &mut |_| {})
+                .expect("search");
+            assert_eq!((r.page.hits.len(), r.reran), (1, false));
+            assert!(
+                std::time::Instant::now() < deadline,
+                "no survey was written"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        append(&first, &claude_line("s1", 2, "a grebe dived"));
+        let walk = Node::start_walk(&cfg);
+        let r = node
+            .search_page_refreshed("grebe", &opts, 0, walk, 0, None, &mut |_| {})
+            .expect("search");
+        assert_eq!((r.page.hits.len(), r.reran, r.report.added), (1, true, 1));
+        settle(&mut node);
 
         // Another configuration (a source turned off) has no survey.
         let mut other = cfg.clone();
