@@ -5,7 +5,8 @@
 //!
 //! The pass is incremental and bounded by a small deadline, like the one
 //! `cairn search` runs: a huge first run answers from what is indexed so
-//! far and the next call continues. A failed pass is logged and the answer
+//! far and the next call continues. When the survey shows nothing new on
+//! disk there is no pass, and a pass that finds nothing new leaves one. A failed pass is logged and the answer
 //! comes from the index as it is; freshness never turns into a tool error.
 
 use std::time::{Duration, Instant};
@@ -39,8 +40,25 @@ pub fn refresh(node: &mut Node, now_ms: i64, budget: Duration) -> Refresh {
         return Refresh::DaemonServes;
     }
     let deadline = Instant::now() + budget;
-    match node.index_until(now_ms, Some(deadline), &mut |_| {}) {
+    // Nothing new by the survey: no pass (see `crate::survey`).
+    let mut walk = Node::start_walk(node.config());
+    if Node::unchanged_since_survey(node.config(), &mut walk).is_some() {
+        return Refresh::Read {
+            added: 0,
+            deferred: 0,
+        };
+    }
+    let pass = node.index_walked(walk, now_ms, Some(deadline), &mut |_| {});
+    match pass {
         Ok(rep) => {
+            let nothing = rep.changed == 0 && rep.added == 0 && rep.removed == 0;
+            if nothing
+                && rep.deferred == 0
+                && rep.failed.is_empty()
+                && let Err(e) = node.save_survey()
+            {
+                tracing::debug!(error = %e, "cannot leave a survey");
+            }
             if rep.added > 0 || rep.deferred > 0 {
                 tracing::info!(
                     added = rep.added,
