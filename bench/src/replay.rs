@@ -178,6 +178,21 @@ pub fn run(
         "ms",
         "<= 10",
     ));
+    // The same without the survey the previous pass left: the pass opens
+    // the database and compares with its rows (as the first pass with
+    // nothing new after a write does), then writes the survey again.
+    let mut unsurveyed = Vec::new();
+    for _ in 0..reps.max(1) {
+        let _ = std::fs::remove_file(s.cairn_home.join("survey.bin"));
+        unsurveyed.push(time_cairn(cairn, &s, &["index", "--quiet"])?.0);
+    }
+    figures.push(Figure::new(
+        "index with nothing new, no survey",
+        median(&mut unsurveyed),
+        Some(p95(&mut unsurveyed)),
+        "ms",
+        "-",
+    ));
 
     // A rare word: a different needle each repetition, checked against its session.
     let mut rare = [Vec::new(), Vec::new()];
