@@ -179,6 +179,24 @@ pub fn index_walked(
     walk: Walk,
     progress: &mut dyn FnMut(Progress),
 ) -> Result<IndexReport, IndexError> {
+    index_walked_noting(store, ctx, walk, progress, &mut None)
+}
+
+/// The `sources` rows a pass with nothing to read compared the disk with,
+/// and the store's [`Store::change_stamp`] from before it read them: while
+/// the stamp has not moved they are still the rows (for a survey).
+pub type Compared = ((i64, u64), Vec<SourceStamp>);
+
+/// [`index_walked`] that also leaves in `compared` the rows of a pass that
+/// had nothing to read (and nothing when it read or marked anything).
+pub fn index_walked_noting(
+    store: &mut Store,
+    ctx: &IndexContext<'_>,
+    walk: Walk,
+    progress: &mut dyn FnMut(Progress),
+    compared: &mut Option<Compared>,
+) -> Result<IndexReport, IndexError> {
+    *compared = None;
     let mut report = IndexReport::default();
     let mut plans = Vec::new();
     // One light query for every known store; the disk is then compared in
@@ -187,6 +205,7 @@ pub fn index_walked(
     // changed store's whole state is read.
     // The query runs here while the walk runs on its thread; each source's
     // stores are compared as soon as the walk hands them over.
+    let before = store.change_stamp()?;
     let known = Known::new(store.source_stamps()?);
     let mut present = vec![false; known.rows.len()];
     walk.each(|f| {
@@ -218,11 +237,12 @@ pub fn index_walked(
         .filter(|a| !ctx.disabled.iter().any(|d| d == a))
         .collect();
     store.mark_missing(&known.rows, &present, &enabled)?;
-    drop(known);
     if plans.is_empty() {
+        *compared = Some((before, known.rows));
         progress(Progress::Start { total_bytes: 0 });
         return Ok(report);
     }
+    drop(known);
     let total: u64 = plans
         .iter()
         .map(|p| match (&p.file.reader, &p.state) {

@@ -120,6 +120,9 @@ pub struct Node {
     store: Store,
     redactor: Redactor,
     tightened: Vec<home::Exposed>,
+    /// The rows the last pass compared the disk with, when it had nothing
+    /// to read: [`Node::save_survey`] uses them while they are current.
+    compared: Option<indexer::Compared>,
 }
 
 impl Node {
@@ -144,6 +147,7 @@ impl Node {
             store,
             redactor: Redactor::new(),
             tightened,
+            compared: None,
         })
     }
 
@@ -221,21 +225,35 @@ impl Node {
 
     /// Writes the survey a later [`Node::unchanged_since_survey`] trusts:
     /// call it after a pass that found nothing new. The `sources` rows are
-    /// read and the database files stat'ed in one read transaction, and
-    /// nothing is written when another process committed meanwhile or the
-    /// files changed too recently to be trusted. Returns whether it was
-    /// written; failing to write it is only logged.
-    pub fn save_survey(&self) -> Result<bool, NodeError> {
+    /// those that pass compared the disk with when nothing was committed
+    /// since before it read them until after the database files are
+    /// stat'ed; otherwise they are read again and the files stat'ed in one
+    /// read transaction, and nothing is written when another process
+    /// committed meanwhile or the files changed too recently to be trusted.
+    /// Returns whether it was written; failing to write it is only logged.
+    pub fn save_survey(&mut self) -> Result<bool, NodeError> {
         let enabled: Vec<&'static str> = crate::sources::registry()
             .iter()
             .map(|s| s.agent())
             .filter(|a| !self.config.disabled.iter().any(|d| d == a))
             .collect();
-        let snapshot = self.store.read_consistent(|s| {
-            let stamps = s.source_stamps()?;
+        // The rows the last pass compared with stand while nothing was
+        // committed since before it read them (checked after the stat);
+        // otherwise they are read again with the stat inside the read.
+        let compared = self.compared.take().and_then(|(before, stamps)| {
             let reading = survey::Reading::take(&self.config.home);
-            Ok((stamps, reading, survey::DbFiles::of(&self.config.db_path)))
-        })?;
+            let files = survey::DbFiles::of(&self.config.db_path);
+            let current = self.store.change_stamp().ok()? == before;
+            current.then_some((stamps, reading, files))
+        });
+        let snapshot = match compared {
+            Some(s) => Some(s),
+            None => self.store.read_consistent(|s| {
+                let stamps = s.source_stamps()?;
+                let reading = survey::Reading::take(&self.config.home);
+                Ok((stamps, reading, survey::DbFiles::of(&self.config.db_path)))
+            })?,
+        };
         let Some((stamps, reading, files)) = snapshot else {
             return Ok(false);
         };
@@ -277,7 +295,13 @@ impl Node {
             now_ms,
             deadline,
         };
-        let report = indexer::index_walked(&mut self.store, &ctx, walk, progress)?;
+        let report = indexer::index_walked_noting(
+            &mut self.store,
+            &ctx,
+            walk,
+            progress,
+            &mut self.compared,
+        )?;
         self.embed_pending()?;
         Ok(report)
     }
@@ -761,10 +785,24 @@ mod tests {
         assert!(surveyed(&other).is_err());
 
         // Another process rewrites what the index knows of the stores (as
-        // a reset would): the survey is never trusted over the database.
+        // a reset would) just after a pass with nothing new: neither the
+        // survey from before nor one written from that pass's rows may say
+        // nothing changed.
+        let r = node.index(0, &mut |_| {}).expect("pass");
+        assert_eq!(r.changed, 0);
         let raw = rusqlite::Connection::open(&cfg.db_path).expect("raw");
         raw.execute("UPDATE sources SET size = 0", [])
             .expect("update");
+        assert!(surveyed(&cfg).is_err());
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while !survey::settled(&cfg.home, &cfg.db_path) {
+            assert!(std::time::Instant::now() < deadline, "never settled");
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        assert!(
+            node.save_survey().expect("save"),
+            "written from rows read again"
+        );
         let walk = surveyed(&cfg).expect_err("the database changed");
         let r = node
             .index_walked(*walk, 0, None, &mut |_| {})

@@ -145,6 +145,14 @@ impl Reading {
     }
 }
 
+/// Whether the database at `db_path` last changed before a clock reading
+/// taken now (so a survey of it could be written).
+#[cfg(test)]
+pub(crate) fn settled(home: &Path, db_path: &Path) -> bool {
+    let reading = Reading::take(home);
+    DbFiles::of(db_path).is_some_and(|f| reading.settled(f.newest_ns()))
+}
+
 /// Whether the file system holding `dir` stamps files with this kernel's
 /// clock at nanosecond precision: the local ones cairn's home is usually on.
 #[cfg(target_os = "linux")]
