@@ -582,56 +582,20 @@ struct Found {
 /// The stores the index knows, and where each path is among them.
 struct Known {
     rows: Vec<SourceStamp>,
-    /// An open-addressing table of (hash of the path, index into `rows`),
-    /// its length a power of two at least twice the rows; `u32::MAX` marks
-    /// a free slot. No allocation per row, and a miss rarely compares text.
-    slots: Vec<(u64, u32)>,
+    map: crate::pathmap::PathMap,
 }
 
 impl Known {
     fn new(rows: Vec<SourceStamp>) -> Known {
-        let len = (rows.len() * 2).next_power_of_two().max(16);
-        let mut slots = vec![(0, u32::MAX); len];
-        for (i, r) in rows.iter().enumerate() {
-            let h = path_hash(&r.path);
-            let mut at = h as usize & (len - 1);
-            while slots[at].1 != u32::MAX {
-                at = (at + 1) & (len - 1);
-            }
-            slots[at] = (h, i as u32);
-        }
-        Known { rows, slots }
+        let map = crate::pathmap::PathMap::new(rows.iter().map(|r| r.path.as_bytes()));
+        Known { rows, map }
     }
 
     /// Where the store at `path` is in `rows`.
     fn find(&self, path: &str) -> Option<usize> {
-        let h = path_hash(path);
-        let mask = self.slots.len() - 1;
-        let mut at = h as usize & mask;
-        loop {
-            let (sh, i) = self.slots[at];
-            if i == u32::MAX {
-                return None;
-            }
-            if sh == h && self.rows[i as usize].path == path {
-                return Some(i as usize);
-            }
-            at = (at + 1) & mask;
-        }
+        self.map
+            .find(path.as_bytes(), |i| self.rows[i].path.as_bytes())
     }
-}
-
-/// A quick hash of a path, eight bytes at a time (the paths of one pass
-/// come from the local disk and the index, so no adversary picks them).
-fn path_hash(path: &str) -> u64 {
-    const K: u64 = 0x9e37_79b9_7f4a_7c15;
-    let mut h = path.len() as u64;
-    for chunk in path.as_bytes().chunks(8) {
-        let mut w = [0u8; 8];
-        w[..chunk.len()].copy_from_slice(chunk);
-        h = (h.rotate_left(5) ^ u64::from_le_bytes(w)).wrapping_mul(K);
-    }
-    h ^ (h >> 29)
 }
 
 /// The disk half of a pass: every enabled store with its size and mtime

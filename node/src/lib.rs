@@ -23,6 +23,7 @@ pub mod indexer;
 pub mod lock;
 pub mod mcp;
 pub mod node;
+pub mod pathmap;
 pub mod record;
 pub mod redact;
 pub mod search;

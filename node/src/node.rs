@@ -670,6 +670,19 @@ mod tests {
         std::io::Write::write_all(&mut f, text.as_bytes()).expect("write");
     }
 
+    /// A configuration with its home (and the agents' folders) in `home`,
+    /// the meaning tier off.
+    fn lexical_config(home: &Path) -> Config {
+        let env = Env {
+            home: Some(home.to_path_buf()),
+            hostname: Some("laptop".into()),
+            ..Env::default()
+        };
+        let mut cfg = Config::resolve(&env, None).expect("config");
+        cfg.semantic = false;
+        cfg
+    }
+
     /// Runs passes with nothing new until one can leave a survey (the
     /// database files must be older than a clock reading), bounded.
     fn settle(node: &mut Node) {
@@ -698,13 +711,7 @@ mod tests {
     #[test]
     fn the_survey_tells_a_pass_with_nothing_new_until_anything_changes() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let env = Env {
-            home: Some(dir.path().to_path_buf()),
-            hostname: Some("laptop".into()),
-            ..Env::default()
-        };
-        let mut cfg = Config::resolve(&env, None).expect("config");
-        cfg.semantic = false;
+        let cfg = lexical_config(dir.path());
         // No survey before the first pass.
         assert!(surveyed(&cfg).is_err());
         let mut node = Node::open(cfg.clone()).expect("open");
@@ -813,13 +820,7 @@ mod tests {
     #[test]
     fn a_refreshed_search_keeps_its_first_answer_only_when_nothing_changed() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let env = Env {
-            home: Some(dir.path().to_path_buf()),
-            hostname: Some("laptop".into()),
-            ..Env::default()
-        };
-        let mut cfg = Config::resolve(&env, None).expect("config");
-        cfg.semantic = false;
+        let cfg = lexical_config(dir.path());
         let mut node = Node::open(cfg).expect("open");
         let file = node
             .config()

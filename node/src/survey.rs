@@ -26,6 +26,8 @@
 use std::io::Write;
 use std::path::Path;
 
+use crate::pathmap::PathMap;
+
 /// The survey's file name in the node's home.
 pub const FILE: &str = "survey.bin";
 
@@ -203,9 +205,8 @@ pub struct Known<'a> {
 pub struct Survey {
     paths: Vec<u8>,
     rows: Vec<Row>,
-    /// Open-addressing table of (hash of the path, index into `rows`); its
-    /// length a power of two at least twice the rows, `u32::MAX` free.
-    slots: Vec<(u64, u32)>,
+    /// Where each row's path is.
+    map: PathMap,
     /// Rows of stores that were on disk.
     present: usize,
 }
@@ -396,21 +397,12 @@ impl Survey {
             rows.push(row);
         }
         let paths = c.take(paths_len)?.to_vec();
-        let len = (rows.len() * 2).next_power_of_two().max(16);
-        let mut slots = vec![(0, u32::MAX); len];
-        for (i, r) in rows.iter().enumerate() {
-            let h = path_hash(&paths[r.start as usize..][..r.len as usize]);
-            let mut at = h as usize & (len - 1);
-            while slots[at].1 != u32::MAX {
-                at = (at + 1) & (len - 1);
-            }
-            slots[at] = (h, i as u32);
-        }
+        let map = PathMap::new(rows.iter().map(|r| row_path(&paths, r)));
         let present = rows.iter().filter(|r| r.state != STATE_MISSING).count();
         Some(Survey {
             paths,
             rows,
-            slots,
+            map,
             present,
         })
     }
@@ -418,20 +410,12 @@ impl Survey {
     /// Whether the store at `path`, found on disk with `size` and
     /// `mtime_ns`, is one the index read whole at that size and mtime.
     pub fn unchanged(&self, path: &[u8], size: u64, mtime_ns: i64) -> bool {
-        let h = path_hash(path);
-        let mask = self.slots.len() - 1;
-        let mut at = h as usize & mask;
-        loop {
-            let (sh, i) = self.slots[at];
-            if i == u32::MAX {
-                return false;
-            }
-            let r = &self.rows[i as usize];
-            if sh == h && &self.paths[r.start as usize..][..r.len as usize] == path {
-                return r.state == STATE_OK && r.size == size && r.mtime_ns == mtime_ns;
-            }
-            at = (at + 1) & mask;
-        }
+        self.map
+            .find(path, |i| row_path(&self.paths, &self.rows[i]))
+            .is_some_and(|i| {
+                let r = &self.rows[i];
+                r.state == STATE_OK && r.size == size && r.mtime_ns == mtime_ns
+            })
     }
 
     /// How many stores were on disk when the survey was taken: a walk with
@@ -441,23 +425,9 @@ impl Survey {
     }
 }
 
-/// A quick hash of a path, eight bytes at a time (the paths come from the
-/// local disk and the node's own file, so no adversary picks them).
-pub(crate) fn path_hash(path: &[u8]) -> u64 {
-    const K: u64 = 0x9e37_79b9_7f4a_7c15;
-    let mut h = path.len() as u64;
-    let mut chunks = path.chunks_exact(8);
-    for chunk in &mut chunks {
-        let w = u64::from_le_bytes(chunk.try_into().unwrap_or_default());
-        h = (h.rotate_left(5) ^ w).wrapping_mul(K);
-    }
-    let rest = chunks.remainder();
-    if !rest.is_empty() {
-        let mut w = [0u8; 8];
-        w[..rest.len()].copy_from_slice(rest);
-        h = (h.rotate_left(5) ^ u64::from_le_bytes(w)).wrapping_mul(K);
-    }
-    h ^ (h >> 29)
+/// A row's path in the survey's path bytes.
+fn row_path<'a>(paths: &'a [u8], r: &Row) -> &'a [u8] {
+    &paths[r.start as usize..][..r.len as usize]
 }
 
 #[cfg(all(test, unix))]

@@ -19,10 +19,10 @@ use std::path::{Path, PathBuf};
 const LAYERS: &[&[&str]] = &[
     // Plain data and helpers with no other module below them.
     &[
-        "record", "home", "lock", "clock", "hex", "text", "embed", "survey",
+        "record", "home", "lock", "clock", "hex", "text", "embed", "pathmap",
     ],
-    // Secret scrubbing (pure) and the node's key pair.
-    &["redact", "identity"],
+    // Secret scrubbing (pure), the node's key pair and the survey file.
+    &["redact", "identity", "survey"],
     // Reading the agents' histories.
     &["sources"],
     // Settings (which sources, where) and the database.
