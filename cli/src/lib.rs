@@ -44,6 +44,7 @@ pub fn run(args: impl IntoIterator<Item = OsString>) -> ExitCode {
         }
     };
     init_logging(cli.verbose);
+    cairn_node::store::set_upgrade_notice(upgrade_notice);
     let result = match cli.command {
         Command::Index(a) => cmd::index::run(&cli.global, &a),
         Command::Search(a) => cmd::search::run(&cli.global, &a),
@@ -84,6 +85,17 @@ fn is_broken_pipe(e: &anyhow::Error) -> bool {
         c.downcast_ref::<std::io::Error>()
             .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
     })
+}
+
+/// Says on a terminal that the first command after an update rewrites the
+/// index (a large one takes a minute or more), so the wait is not a hang.
+fn upgrade_notice(db: &std::path::Path, from: u32, to: u32) {
+    if std::io::IsTerminal::is_terminal(&std::io::stderr()) {
+        eprintln!(
+            "cairn: upgrading the index {} from format {from} to {to}: this happens once after an update and takes a while on a large index",
+            db.display()
+        );
+    }
 }
 
 fn init_logging(verbose: u8) {

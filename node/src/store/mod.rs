@@ -29,6 +29,17 @@ use std::time::Duration;
 
 use rusqlite::{Connection, OpenFlags};
 
+/// What to call before a database made by an older cairn is upgraded.
+static UPGRADE_NOTICE: std::sync::OnceLock<fn(&Path, u32, u32)> = std::sync::OnceLock::new();
+
+/// Sets, once per process, what [`Store::open`] calls (with the database,
+/// its format version and this build's) before it upgrades a database made
+/// by an older cairn: a one-time rewrite that takes a while on a large
+/// index, which a front end may want to announce.
+pub fn set_upgrade_notice(notice: fn(&Path, u32, u32)) {
+    let _ = UPGRADE_NOTICE.set(notice);
+}
+
 pub use apply::{ApplyError, ApplyReport, Blame};
 pub use browse::{Activity, DayCount, Origin, ProjectCount, RecentFilter};
 pub use dict::Encoder;
@@ -194,6 +205,12 @@ impl Store {
         let before: u32 = conn
             .query_row("PRAGMA user_version", [], |r| r.get(0))
             .map_err(classify)?;
+        if (1..SCHEMA_VERSION).contains(&before) {
+            tracing::info!(path = %path.display(), from = before, to = SCHEMA_VERSION, "upgrading the database");
+            if let Some(notice) = UPGRADE_NOTICE.get() {
+                notice(path, before, SCHEMA_VERSION);
+            }
+        }
         schema::migrate(&mut conn).map_err(classified)?;
         fts::backfill_stems(&mut conn).map_err(classified)?;
         let store = Store {

@@ -696,7 +696,25 @@ mod tests {
             tx.pragma_update(None, "user_version", 6).expect("version");
             tx.commit().expect("commit");
         }
+        // The front end is told before the one-time rewrite starts.
+        static NOTICES: std::sync::Mutex<Vec<(std::path::PathBuf, u32, u32)>> =
+            std::sync::Mutex::new(Vec::new());
+        fn notice(db: &std::path::Path, from: u32, to: u32) {
+            NOTICES
+                .lock()
+                .expect("notices")
+                .push((db.to_path_buf(), from, to));
+        }
+        super::super::set_upgrade_notice(notice);
+        let told = || -> Vec<(u32, u32)> {
+            let all = NOTICES.lock().expect("notices");
+            all.iter()
+                .filter(|n| n.0 == path)
+                .map(|n| (n.1, n.2))
+                .collect()
+        };
         let store = super::super::Store::open(&path).expect("upgrade");
+        assert_eq!(told(), [(6, SCHEMA_VERSION)]);
         let (version, free, records): (u32, i64, i64) = store
             .conn()
             .query_row(
@@ -708,5 +726,9 @@ mod tests {
             )
             .expect("state");
         assert_eq!((version, free, records), (SCHEMA_VERSION, 0, 3000));
+        // Once: the next open has nothing to upgrade.
+        drop(store);
+        super::super::Store::open(&path).expect("reopen");
+        assert_eq!(told(), [(6, SCHEMA_VERSION)]);
     }
 }
