@@ -240,8 +240,10 @@ impl Node {
         // The rows the last pass compared with stand while nothing was
         // committed since before it read them (checked after the stat);
         // otherwise they are read again with the stat inside the read.
+        // The clock is read for the file system the database is on.
+        let db_dir = self.config.db_path.parent().unwrap_or(&self.config.home);
         let compared = self.compared.take().and_then(|(before, stamps)| {
-            let reading = survey::Reading::take(&self.config.home);
+            let reading = survey::Reading::take(db_dir);
             let files = survey::DbFiles::of(&self.config.db_path);
             let current = self.store.change_stamp().ok()? == before;
             current.then_some((stamps, reading, files))
@@ -250,7 +252,7 @@ impl Node {
             Some(s) => Some(s),
             None => self.store.read_consistent(|s| {
                 let stamps = s.source_stamps()?;
-                let reading = survey::Reading::take(&self.config.home);
+                let reading = survey::Reading::take(db_dir);
                 Ok((stamps, reading, survey::DbFiles::of(&self.config.db_path)))
             })?,
         };
