@@ -33,6 +33,10 @@ pub const FILE: &str = "survey.bin";
 
 const MAGIC: &[u8; 8] = b"cairnsv1";
 
+/// Bytes before the row count: the magic, the configuration key, the two
+/// file identities (a presence byte and five u64 each) and the reading.
+const HEADER_LEN: usize = 8 + 32 + 2 * (1 + 5 * 8) + 2 * 8;
+
 /// How much older than the clock reading the database files must be on a
 /// file system whose timestamps may be coarse or set by another machine.
 const SLOW_CLOCK_MARGIN_NS: i64 = 2_000_000_000;
@@ -357,12 +361,13 @@ impl Survey {
     /// still describes the database at `db_path` (see the module
     /// documentation); `None` otherwise.
     pub fn load(home: &Path, key: &[u8; 32], db_path: &Path) -> Option<Survey> {
-        let bytes = std::fs::read(home.join(FILE)).ok()?;
-        let (body, sum) = bytes.split_at_checked(bytes.len().checked_sub(32)?)?;
-        if blake3::hash(body).as_bytes() != sum {
-            return None;
-        }
-        let mut c = Cursor(body);
+        use std::io::Read;
+        // The header first: a survey for another configuration or an older
+        // database (the usual way one goes stale) costs one small read.
+        let mut file = std::fs::File::open(home.join(FILE)).ok()?;
+        let mut bytes = vec![0u8; HEADER_LEN];
+        file.read_exact(&mut bytes).ok()?;
+        let mut c = Cursor(&bytes);
         if c.take(8)? != MAGIC || c.take(32)? != key {
             return None;
         }
@@ -377,6 +382,12 @@ impl Survey {
         if !reading.settled(files.newest_ns()) || DbFiles::of(db_path) != Some(files) {
             return None;
         }
+        file.read_to_end(&mut bytes).ok()?;
+        let (body, sum) = bytes.split_at_checked(bytes.len().checked_sub(32)?)?;
+        if blake3::hash(body).as_bytes() != sum {
+            return None;
+        }
+        let mut c = Cursor(body.get(HEADER_LEN..)?);
         let count = usize::try_from(c.u64()?).ok()?;
         let paths_len = usize::try_from(c.u64()?).ok()?;
         if count.checked_mul(25)?.checked_add(paths_len)? != c.0.len() {
@@ -543,7 +554,15 @@ mod tests {
             .expect("saved");
         let path = dir.path().join(FILE);
         let good = std::fs::read(&path).expect("read");
-        for cut in [0, 8, 40, good.len() / 2, good.len() - 1] {
+        for cut in [
+            0,
+            8,
+            40,
+            HEADER_LEN,
+            HEADER_LEN + 10,
+            good.len() / 2,
+            good.len() - 1,
+        ] {
             std::fs::write(&path, &good[..cut]).expect("write");
             assert!(
                 Survey::load(dir.path(), &key, &db).is_none(),
