@@ -3,8 +3,9 @@
 //! Sources read the agents' histories, redaction scrubs secrets, the store
 //! keeps records in SQLite with an FTS5 index, and search answers queries.
 //! The modules are layered (ARCHITECTURE.md, checked by `tests/layers.rs`):
-//! `record`, `home`, `lock`, `clock`, `hex`, `text`, `embed` at the bottom;
-//! then `redact`, `identity`; `sources`; `config`, `store`; `indexer`,
+//! `record`, `home`, `lock`, `clock`, `hex`, `text`, `embed`, `pathmap` at
+//! the bottom; then `redact`, `identity`, `survey`; `sources`; `config`,
+//! `store`; `indexer`,
 //! `search`; the [`node::Node`] façade; `sync`, which drives a shared node;
 //! and the front ends served from the library, `mcp` and `ui`. Each imports
 //! only from layers below its own.
