@@ -199,7 +199,10 @@ fn paired_daemons_find_each_other_on_the_lan_and_again_after_moving() {
         "B remembered A's LAN address: {:?}",
         stored_addresses(&b)
     );
-    assert_eq!(heard_at(&b), vec![a_now.clone()], "B heard A on the LAN");
+    // B may have learned the address from A's dial before its own browse
+    // heard A's announcement and wrote it down: wait for that too.
+    let heard = wait_for(DEADLINE, || (heard_at(&b) == [a_now.clone()]).then_some(()));
+    assert!(heard.is_some(), "B heard A on the LAN: {:?}", heard_at(&b));
     // `cairn doctor` on B says so, and that its daemon holds the sync port.
     let r = doctor(&b);
     let lan_check = &checks(&r, "discovery")[0];
