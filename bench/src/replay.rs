@@ -167,32 +167,28 @@ pub fn run(
     ));
 
     // Nothing new: every store unchanged since the last pass.
-    let mut noop = Vec::new();
-    for _ in 0..reps.max(1) {
-        noop.push(time_cairn(cairn, &s, &["index", "--quiet"])?.0);
-    }
-    figures.push(Figure::new(
+    figures.push(index_runs(
+        cairn,
+        &s,
+        reps,
         "index with nothing new",
-        median(&mut noop),
-        Some(p95(&mut noop)),
-        "ms",
         "<= 10",
-    ));
+        || {},
+    )?);
     // The same without the survey the previous pass left: the pass opens
     // the database and compares with its rows (as the first pass with
     // nothing new after a write does), then writes the survey again.
-    let mut unsurveyed = Vec::new();
-    for _ in 0..reps.max(1) {
-        let _ = std::fs::remove_file(s.cairn_home.join("survey.bin"));
-        unsurveyed.push(time_cairn(cairn, &s, &["index", "--quiet"])?.0);
-    }
-    figures.push(Figure::new(
+    let survey = s.cairn_home.join(cairn_node::survey::FILE);
+    figures.push(index_runs(
+        cairn,
+        &s,
+        reps,
         "index with nothing new, no survey",
-        median(&mut unsurveyed),
-        Some(p95(&mut unsurveyed)),
-        "ms",
         "-",
-    ));
+        || {
+            let _ = std::fs::remove_file(&survey);
+        },
+    )?);
 
     // A rare word: a different needle each repetition, checked against its session.
     let mut rare = [Vec::new(), Vec::new()];
@@ -255,6 +251,30 @@ pub fn run(
         if semantic { "on" } else { "off" }
     );
     print_table(&figures, json)
+}
+
+/// `reps` fresh runs of `cairn index --quiet`, each after `before`, as a
+/// figure (median and p95, ms).
+fn index_runs(
+    cairn: &Path,
+    s: &Setup,
+    reps: usize,
+    name: &'static str,
+    target: &'static str,
+    mut before: impl FnMut(),
+) -> anyhow::Result<Figure> {
+    let mut ms = Vec::new();
+    for _ in 0..reps.max(1) {
+        before();
+        ms.push(time_cairn(cairn, s, &["index", "--quiet"])?.0);
+    }
+    Ok(Figure::new(
+        name,
+        median(&mut ms),
+        Some(p95(&mut ms)),
+        "ms",
+        target,
+    ))
 }
 
 fn count_files(dir: &Path) -> u64 {

@@ -141,6 +141,18 @@ pub struct IndexReport {
     pub deferred: u64,
 }
 
+impl IndexReport {
+    /// The pass read nothing, wrote nothing and left nothing for later: the
+    /// disk is as the index has it (what a survey describes).
+    pub fn nothing_new(&self) -> bool {
+        self.changed == 0
+            && self.added == 0
+            && self.removed == 0
+            && self.deferred == 0
+            && self.failed.is_empty()
+    }
+}
+
 /// Errors that stop a pass (store failures); per-file problems are counted instead.
 #[derive(Debug, thiserror::Error)]
 pub enum IndexError {
@@ -231,11 +243,7 @@ pub fn index_walked_noting(
         }
         Ok(())
     })?;
-    let enabled: Vec<&str> = sources::registry()
-        .iter()
-        .map(|s| s.agent())
-        .filter(|a| !ctx.disabled.iter().any(|d| d == a))
-        .collect();
+    let enabled = sources::enabled_agents(ctx.disabled);
     store.mark_missing(&known.rows, &present, &enabled)?;
     if plans.is_empty() {
         *compared = Some((before, known.rows));

@@ -232,11 +232,7 @@ impl Node {
     /// committed meanwhile or the files changed too recently to be trusted.
     /// Returns whether it was written; failing to write it is only logged.
     pub fn save_survey(&mut self) -> Result<bool, NodeError> {
-        let enabled: Vec<&'static str> = crate::sources::registry()
-            .iter()
-            .map(|s| s.agent())
-            .filter(|a| !self.config.disabled.iter().any(|d| d == a))
-            .collect();
+        let enabled = crate::sources::enabled_agents(&self.config.disabled);
         // The rows the last pass compared with stand while nothing was
         // committed since before it read them (checked after the stat);
         // otherwise they are read again with the stat inside the read.
@@ -413,7 +409,7 @@ impl Node {
             && report.removed == 0
             && report.deferred == 0
             && self.store.change_stamp()? == before;
-        if untouched && report.failed.is_empty() {
+        if untouched && report.nothing_new() {
             // No survey held, and none would have been wrong: leave one
             // for the next search or `cairn index`.
             self.save_survey()?;

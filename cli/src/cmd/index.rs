@@ -46,18 +46,13 @@ pub fn run(global: &GlobalArgs, args: &IndexArgs) -> anyhow::Result<()> {
             let mut node = Node::open(cfg)
                 .with_context(|| format!("cannot open the cairn node in {}", home.display()))?;
             let report = super::refresh_walked(&mut node, walk, !args.quiet && !args.json, None)?;
-            if nothing_done(&report) {
+            if report.nothing_new() {
                 node.save_survey()?;
             }
             report
         }
     };
     show(&report, started, args)
-}
-
-/// A pass that read and wrote nothing: what the survey describes.
-fn nothing_done(r: &IndexReport) -> bool {
-    r.changed == 0 && r.added == 0 && r.removed == 0 && r.deferred == 0 && r.failed.is_empty()
 }
 
 fn show(report: &IndexReport, started: std::time::Instant, args: &IndexArgs) -> anyhow::Result<()> {

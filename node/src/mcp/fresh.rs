@@ -51,10 +51,7 @@ pub fn refresh(node: &mut Node, now_ms: i64, budget: Duration) -> Refresh {
     let pass = node.index_walked(walk, now_ms, Some(deadline), &mut |_| {});
     match pass {
         Ok(rep) => {
-            let nothing = rep.changed == 0 && rep.added == 0 && rep.removed == 0;
-            if nothing
-                && rep.deferred == 0
-                && rep.failed.is_empty()
+            if rep.nothing_new()
                 && let Err(e) = node.save_survey()
             {
                 tracing::debug!(error = %e, "cannot leave a survey");

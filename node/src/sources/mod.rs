@@ -379,6 +379,15 @@ pub fn watch_roots(loc: &Locations, disabled: &[String]) -> Vec<PathBuf> {
     v
 }
 
+/// The agent ids of every source not in `disabled`, in display order.
+pub fn enabled_agents(disabled: &[String]) -> Vec<&'static str> {
+    registry()
+        .iter()
+        .map(|s| s.agent())
+        .filter(|a| !disabled.iter().any(|d| d == a))
+        .collect()
+}
+
 /// Every source cairn knows, in display order.
 pub fn registry() -> Vec<Box<dyn Source>> {
     vec![
