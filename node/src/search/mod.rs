@@ -7,6 +7,7 @@
 //! adds up each session's evidence so one chatty session cannot fill the
 //! page. This module only reads.
 
+mod df;
 pub mod query;
 pub mod rank;
 pub mod semantic;
@@ -129,51 +130,14 @@ impl From<rusqlite::Error> for SearchError {
     }
 }
 
-/// How many records contain `token` (from the FTS vocabulary).
-fn token_df(conn: &rusqlite::Connection, token: &str) -> rusqlite::Result<i64> {
-    use rusqlite::OptionalExtension;
-    Ok(conn
-        .prepare_cached("SELECT doc FROM fts_vocab WHERE term = ?1")?
-        .query_row([token], |r| r.get(0))
-        .optional()?
-        .unwrap_or(0))
-}
-
-/// An upper bound on how many records a term matches.
-fn term_df(conn: &rusqlite::Connection, term: &Term) -> rusqlite::Result<i64> {
-    match term {
-        Term::Phrase(tokens) => {
-            let mut min = i64::MAX;
-            for t in tokens {
-                min = min.min(token_df(conn, t)?);
-            }
-            Ok(if min == i64::MAX { 0 } else { min })
-        }
-        Term::Prefix(p) => {
-            let mut upper = p.clone();
-            upper.push(char::MAX);
-            let mut stmt = conn.prepare_cached(
-                "SELECT doc FROM fts_vocab WHERE term >= ?1 AND term < ?2 LIMIT 2000",
-            )?;
-            let rows = stmt.query_map([p.as_str(), upper.as_str()], |r| r.get::<_, i64>(0))?;
-            let mut sum = 0i64;
-            for r in rows {
-                sum = sum.saturating_add(r?);
-            }
-            Ok(sum)
-        }
-    }
-}
-
 /// Drops terms that are too common to tell records apart when rarer terms
 /// exist, and terms found nowhere; returns the rest with how many records
 /// each matches (an upper bound).
-fn plan_terms(conn: &rusqlite::Connection, q: &Query) -> rusqlite::Result<(Query, Vec<i64>)> {
-    let docs: i64 = conn.query_row("SELECT COALESCE(max(id), 0) FROM records", [], |r| r.get(0))?;
-    let common = ((docs as f64 * COMMON_SHARE) as i64).max(2_000);
+fn plan_terms(df: &mut df::Frequencies, q: &Query) -> rusqlite::Result<(Query, Vec<i64>)> {
+    let common = ((df.docs() as f64 * COMMON_SHARE) as i64).max(2_000);
     let mut with_df = Vec::new();
     for t in &q.terms {
-        with_df.push((t.clone(), term_df(conn, t)?));
+        with_df.push((t.clone(), df.term(t)?));
     }
     let has_rare = with_df.iter().any(|(_, df)| *df > 0 && *df <= common);
     let kept: Vec<(Term, i64)> = with_df
@@ -300,27 +264,15 @@ fn has_stem_index(conn: &rusqlite::Connection) -> rusqlite::Result<bool> {
 }
 
 /// Keeps the stem words that match something and are not too common (when
-/// rarer ones exist); returns them with how many records each matches
-/// (counted up to just past the scan limit).
+/// rarer ones exist); returns them with how many records each matches.
 fn plan_stems(
-    conn: &rusqlite::Connection,
+    df: &mut df::Frequencies,
     words: &[String],
 ) -> rusqlite::Result<(Vec<String>, Vec<i64>)> {
-    let docs: i64 = conn.query_row("SELECT COALESCE(max(id), 0) FROM records", [], |r| r.get(0))?;
-    let common = ((docs as f64 * COMMON_SHARE) as i64).max(2_000);
+    let common = ((df.docs() as f64 * COMMON_SHARE) as i64).max(2_000);
     let mut with_df = Vec::new();
     for w in words {
-        // Counted, capped: the stemmed vocabulary holds stems, which only
-        // SQLite's tokenizer knows how to make.
-        let df: i64 = conn
-            .prepare_cached(
-                "SELECT count(*) FROM (SELECT 1 FROM fts_stem WHERE fts_stem MATCH ?1 LIMIT ?2)",
-            )?
-            .query_row(
-                rusqlite::params![Query::to_stem_fts(std::slice::from_ref(w)), SCAN_LIMIT + 1],
-                |r| r.get(0),
-            )?;
-        with_df.push((w.clone(), df));
+        with_df.push((w.clone(), df.token(df::Index::Stem, w)?));
     }
     let has_rare = with_df.iter().any(|(_, df)| *df > 0 && *df <= common);
     let kept: Vec<(String, i64)> = with_df
@@ -376,17 +328,18 @@ fn lexical(
     if q.is_empty() {
         return Ok(empty);
     }
-    let (mut qx, mut dfs) = plan_terms(conn, &q)?;
+    let mut freq = df::Frequencies::new(conn)?;
+    let (mut qx, mut dfs) = plan_terms(&mut freq, &q)?;
     // A word that is already very common as written gains nothing from its
     // stem but the cost of a second scan: look up stems of the others only.
     let mut stem_words = Vec::new();
     for w in &q.stems {
-        if term_df(conn, &Term::Phrase(vec![w.clone()]))? <= SCAN_LIMIT {
+        if freq.token(df::Index::Exact, w)? <= SCAN_LIMIT {
             stem_words.push(w.clone());
         }
     }
     let (mut stems, mut stem_dfs) = if !stem_words.is_empty() && has_stem_index(conn)? {
-        plan_stems(conn, &stem_words)?
+        plan_stems(&mut freq, &stem_words)?
     } else {
         (Vec::new(), Vec::new())
     };
@@ -405,7 +358,7 @@ fn lexical(
     // One concept per thing asked for: a term as written and, for a plain
     // word, its stem. Each is looked up on its own, so ranking knows which
     // parts of the question a record (and a session) covers.
-    let docs: i64 = conn.query_row("SELECT COALESCE(max(id), 0) FROM records", [], |r| r.get(0))?;
+    let docs = freq.docs();
     let idf = |df: i64| (1.0 + docs.max(1) as f64 / df.max(1) as f64).ln();
     let mut concepts: Vec<(Option<Term>, Option<String>, i64)> = Vec::new();
     for (t, df) in qx.terms.iter().zip(&dfs) {
