@@ -23,6 +23,52 @@ const UPTO: &str =
 /// Records embedded per transaction.
 const BATCH: i64 = 2_000;
 
+/// Texts below this many are embedded on the calling thread alone.
+const PARALLEL_FROM: usize = 16;
+/// Threads that embed one batch at most (embedding is the whole cost of a
+/// vector pass, and a cold index ends with one).
+const MAX_THREADS: usize = 4;
+
+/// The quantized vector of each text that has one, in the texts' order:
+/// the texts are split between up to [`MAX_THREADS`] threads (one per
+/// core), since each vector is computed on its own.
+fn embed_all(e: &Embedder<'_>, texts: &[(i64, String)]) -> Vec<(i64, Vec<u8>)> {
+    let one = |part: &[(i64, String)]| -> Vec<(i64, Vec<u8>)> {
+        part.iter()
+            .filter_map(|(id, t)| e.embed(t).map(|v| (*id, quantize(&v))))
+            .collect()
+    };
+    let threads = std::thread::available_parallelism()
+        .map_or(1, usize::from)
+        .min(MAX_THREADS);
+    if threads < 2 || texts.len() < PARALLEL_FROM {
+        return one(texts);
+    }
+    let per = texts.len().div_ceil(threads);
+    std::thread::scope(|s| {
+        // The calling thread takes the first part; a thread that cannot be
+        // had leaves its part to the calling thread too.
+        let mut rest = texts.chunks(per);
+        let first = rest.next().unwrap_or_default();
+        let spawned: Vec<_> = rest
+            .map(|part| {
+                (
+                    part,
+                    std::thread::Builder::new().spawn_scoped(s, move || one(part)),
+                )
+            })
+            .collect();
+        let mut out = one(first);
+        for (part, handle) in spawned {
+            match handle {
+                Ok(h) => out.extend(h.join().unwrap_or_else(|p| std::panic::resume_unwind(p))),
+                Err(_) => out.extend(one(part)),
+            }
+        }
+        out
+    })
+}
+
 /// How far the vectors have come.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
 pub struct VectorCounts {
@@ -99,18 +145,15 @@ impl Store {
                 return Ok(done);
             };
             {
+                let texts: Vec<(i64, String)> = rows
+                    .iter()
+                    .filter(|(_, role, ..)| embeds_role(role))
+                    .map(|(id, _, flags, text)| (*id, codec::decode(&tx, text, *flags)))
+                    .collect();
                 let mut put =
                     tx.prepare_cached("INSERT OR IGNORE INTO vectors(id, v) VALUES (?1, ?2)")?;
-                for (id, role, flags, text) in &rows {
-                    let v = if embeds_role(role) {
-                        e.embed(&codec::decode(&tx, text, *flags))
-                            .map(|v| quantize(&v))
-                    } else {
-                        None
-                    };
-                    if let Some(v) = v {
-                        put.execute(params![id, v])?;
-                    }
+                for (id, v) in embed_all(e, &texts) {
+                    put.execute(params![id, v])?;
                 }
             }
             tx.execute(
@@ -140,6 +183,33 @@ mod tests {
     use super::*;
     use crate::embed::tests::tiny;
     use crate::record::{Record, Role};
+
+    #[test]
+    fn a_batch_split_between_threads_gives_each_text_its_own_vector_in_order() {
+        let bytes = tiny();
+        let e = Embedder::from_bytes(&bytes).expect("table");
+        let words = [
+            "slow terminal",
+            "sluggish shell",
+            "rounding",
+            "zzz",
+            "shells",
+        ];
+        // Enough texts to be split; "zzz" has no known word and no vector.
+        let texts: Vec<(i64, String)> = (0..PARALLEL_FROM as i64 * 3 + 5)
+            .map(|i| (i * 10, words[i as usize % words.len()].to_string()))
+            .collect();
+        let one_by_one: Vec<(i64, Vec<u8>)> = texts
+            .iter()
+            .filter_map(|(id, t)| e.embed(t).map(|v| (*id, quantize(&v))))
+            .collect();
+        let split = embed_all(&e, &texts);
+        assert_eq!(split, one_by_one);
+        assert_eq!(
+            split.len(),
+            texts.iter().filter(|(_, t)| t != "zzz").count()
+        );
+    }
 
     #[test]
     fn conversation_gets_vectors_tools_do_not_and_deletes_follow() {
