@@ -255,6 +255,64 @@ fn candidates(
     Ok(())
 }
 
+/// The candidates of one concept (`expr` on `index`, matching about `df`
+/// of `docs` records), each with its score (higher is better).
+///
+/// When the concept matches at most [`SCAN_LIMIT`] records, FTS5 returns
+/// its best [`CANDIDATES`] by BM25. Otherwise only its newest
+/// [`SCAN_LIMIT`] matches are taken, scored by BM25 with a term frequency
+/// of one: FTS5's `bm25()` would count every match of the word for its
+/// weight and look up each row's length in another table, which for a
+/// common word grows with the corpus (5 of the 30 ms a search for "error"
+/// took at 10 GB). The weight comes from the planner's `df`, and a
+/// record's length is its stored text's, against the average over these
+/// candidates.
+fn concept_candidates(
+    conn: &rusqlite::Connection,
+    index: df::Index,
+    expr: String,
+    (df, docs): (i64, i64),
+    opts: &SearchOptions,
+    mut push: impl FnMut(i64, f64, String, Option<i64>, i64, i64),
+) -> Result<(), SearchError> {
+    let (table, bm25) = match index {
+        df::Index::Exact => ("fts", "bm25(fts, 1.0, 0.5)"),
+        df::Index::Stem => ("fts_stem", "bm25(fts_stem)"),
+    };
+    let from = format!("{table} JOIN records r ON r.id = {table}.rowid");
+    let first = format!("{table} MATCH ?1");
+    let args = vec![SqlValue::Text(expr)];
+    if df <= SCAN_LIMIT {
+        return candidates(
+            conn,
+            bm25,
+            &from,
+            &first,
+            args,
+            &format!("ORDER BY 2 LIMIT {CANDIDATES}"),
+            opts,
+            |id, b, role, ts, se, fl| push(id, -b, role, ts, se, fl),
+        );
+    }
+    let mut found = Vec::new();
+    candidates(
+        conn,
+        "length(r.text)",
+        &from,
+        &first,
+        args,
+        &format!("ORDER BY {table}.rowid DESC LIMIT {SCAN_LIMIT}"),
+        opts,
+        |id, len, role, ts, se, fl| found.push((id, len, role, ts, se, fl)),
+    )?;
+    let mean = found.iter().map(|f| f.1).sum::<f64>() / found.len().max(1) as f64;
+    let weight = rank::bm25_idf(docs, df);
+    for (id, len, role, ts, se, fl) in found {
+        push(id, weight * rank::bm25_tf_one(len, mean), role, ts, se, fl);
+    }
+    Ok(())
+}
+
 /// True when the stemmed index exists (a database opened read-only may
 /// predate it).
 fn has_stem_index(conn: &rusqlite::Connection) -> rusqlite::Result<bool> {
@@ -395,41 +453,30 @@ fn lexical(
             }
         }
     };
-    let tail = |df: i64, table: &str| {
-        if df > SCAN_LIMIT {
-            format!("ORDER BY {table}.rowid DESC LIMIT {SCAN_LIMIT}")
-        } else {
-            format!("ORDER BY 2 LIMIT {CANDIDATES}")
-        }
-    };
     for (k, (exact, stem, df)) in concepts.iter().enumerate() {
         if let Some(t) = exact {
             let one = Query {
                 terms: vec![t.clone()],
                 ..Query::default()
             };
-            candidates(
+            concept_candidates(
                 conn,
-                "bm25(fts, 1.0, 0.5)",
-                "fts JOIN records r ON r.id = fts.rowid",
-                "fts MATCH ?1",
-                vec![SqlValue::Text(one.to_fts())],
-                &tail(*df, "fts"),
+                df::Index::Exact,
+                one.to_fts(),
+                (*df, docs),
                 opts,
-                |id, b, role, ts, se, fl| add(id, Some((k, -b)), role, ts, se, fl),
+                |id, score, role, ts, se, fl| add(id, Some((k, score)), role, ts, se, fl),
             )?;
         }
         if let Some(w) = stem {
-            candidates(
+            concept_candidates(
                 conn,
-                "bm25(fts_stem)",
-                "fts_stem JOIN records r ON r.id = fts_stem.rowid",
-                "fts_stem MATCH ?1",
-                vec![SqlValue::Text(Query::to_stem_fts(std::slice::from_ref(w)))],
-                &tail(*df, "fts_stem"),
+                df::Index::Stem,
+                Query::to_stem_fts(std::slice::from_ref(w)),
+                (*df, docs),
                 opts,
-                |id, b, role, ts, se, fl| {
-                    add(id, Some((k, -b * rank::STEM_WEIGHT)), role, ts, se, fl)
+                |id, score, role, ts, se, fl| {
+                    add(id, Some((k, score * rank::STEM_WEIGHT)), role, ts, se, fl)
                 },
             )?;
         }
@@ -622,6 +669,51 @@ mod store_tests {
             .into_iter()
             .next()
             .unwrap_or_else(|| panic!("no hit for {q:?}"))
+    }
+
+    #[test]
+    fn a_word_too_common_to_score_through_fts5_still_ranks_by_role_and_length() {
+        // "error" in more records than the scan limit: only the newest
+        // matches are scored, with BM25 at a term frequency of one. Of two
+        // user records that say it once, the short one comes first although
+        // the long one is newer; tool output, however much of it, comes last.
+        let filler = "the build log printed another error line while compiling ".repeat(12);
+        let mut recs: Vec<Record> = (0..SCAN_LIMIT + 200)
+            .map(|i| {
+                rec(
+                    "tools",
+                    Role::ToolOutput,
+                    Some(NOW - 30 * DAY + i),
+                    &format!("{filler} step {i}"),
+                )
+            })
+            .collect();
+        recs.push(rec(
+            "short",
+            Role::User,
+            Some(NOW - 3 * DAY),
+            "why this error?",
+        ));
+        recs.push(rec(
+            "long",
+            Role::User,
+            Some(NOW - 2 * DAY),
+            &format!("{filler} and so on: why this error?"),
+        ));
+        let (_d, store) = store_with(&recs);
+        let mut freq = df::Frequencies::new(store.conn()).expect("frequencies");
+        assert!(freq.token(df::Index::Exact, "error").expect("df") > SCAN_LIMIT);
+        let opts = SearchOptions {
+            limit: 3,
+            now_ms: NOW,
+            ..SearchOptions::default()
+        };
+        let order: Vec<String> = search(&store, &Query::parse("error"), &opts)
+            .expect("search")
+            .into_iter()
+            .map(|h| h.session_id)
+            .collect();
+        assert_eq!(order, ["short", "long", "tools"]);
     }
 
     #[test]

@@ -49,6 +49,25 @@ fn role_weight(role: &str) -> f64 {
 /// matches a word as written also matches its stem, so it always scores
 /// above a record that matches only the stem.
 pub(super) const STEM_WEIGHT: f64 = 0.6;
+
+/// BM25's term saturation and length normalisation, as FTS5 sets them.
+const BM25_K1: f64 = 1.2;
+const BM25_B: f64 = 0.75;
+
+/// A word's BM25 weight among `docs` records, `df` of which hold it, as
+/// FTS5's `bm25()` computes it (never below a millionth).
+pub(super) fn bm25_idf(docs: i64, df: i64) -> f64 {
+    let (n, d) = (docs.max(1) as f64, df.max(0) as f64);
+    ((n - d + 0.5) / (d + 0.5)).ln().max(1e-6)
+}
+
+/// BM25's share for a record that holds the word once and is `len` long
+/// where records average `mean`: 1 at the average length, more for
+/// shorter records, less for longer ones.
+pub(super) fn bm25_tf_one(len: f64, mean: f64) -> f64 {
+    let ratio = if mean > 0.0 { len / mean } else { 1.0 };
+    (BM25_K1 + 1.0) / (1.0 + BM25_K1 * (1.0 - BM25_B + BM25_B * ratio))
+}
 /// Concepts (terms and stems) looked up per query at most.
 pub(super) const MAX_CONCEPTS: usize = 16;
 /// A session's score is multiplied by `COVERAGE_FLOOR + (1 - COVERAGE_FLOOR)
@@ -200,6 +219,18 @@ pub fn rfc3339(ms: i64) -> Option<String> {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn bm25_with_one_occurrence_favours_rare_words_and_short_records() {
+        // FTS5's weight: ln((N - n + 0.5) / (n + 0.5)), at least a millionth.
+        assert!((bm25_idf(1000, 10) - (990.5f64 / 10.5).ln()).abs() < 1e-12);
+        assert!(bm25_idf(1000, 10) > bm25_idf(1000, 100));
+        assert_eq!(bm25_idf(1000, 900), 1e-6);
+        assert!((bm25_tf_one(50.0, 50.0) - 1.0).abs() < 1e-12);
+        assert!(bm25_tf_one(10.0, 50.0) > 1.0);
+        assert!(bm25_tf_one(500.0, 50.0) < bm25_tf_one(100.0, 50.0));
+        assert_eq!(bm25_tf_one(10.0, 0.0), 1.0);
+    }
     use super::*;
 
     fn cand(id: i64, session: i64, bm25: f64, role: &str, ts: Option<i64>) -> Candidate {
