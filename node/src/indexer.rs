@@ -1174,21 +1174,32 @@ mod tests {
         assert_eq!(writer_policy(10240 * MIB, 0).1, 128 * 1024);
     }
 
-    #[test]
-    fn a_pass_cut_short_resumes_where_it_stopped() {
+    /// A home whose only store is a notes file of `n` notes, `prefix`
+    /// followed by the note's number, a millisecond apart.
+    fn home_with_notes(
+        n: usize,
+        project: Option<&str>,
+        prefix: &str,
+    ) -> (tempfile::TempDir, Locations) {
         let dir = tempfile::tempdir().expect("tempdir");
         let mut loc = Locations::under_home(dir.path());
         loc.notes_file = dir.path().join("notes.jsonl");
-        let n = BATCH * 2 + 500;
         for i in 0..n {
             notes::append(
                 &loc.notes_file,
-                Some("/p"),
-                &format!("note number {i}"),
+                project,
+                &format!("{prefix}{i}"),
                 1_700_000_000_000 + i as i64,
             )
             .expect("append");
         }
+        (dir, loc)
+    }
+
+    #[test]
+    fn a_pass_cut_short_resumes_where_it_stopped() {
+        let n = BATCH * 2 + 500;
+        let (dir, loc) = home_with_notes(n, Some("/p"), "note number ");
         let mut store = Store::open(&dir.path().join("db/cairn.db")).expect("open");
         let redactor = Redactor::new();
         let past = Some(std::time::Instant::now());
@@ -1378,18 +1389,7 @@ mod tests {
     fn crash_between_batches_loses_and_duplicates_nothing() {
         // Simulate a crash after intermediate batches: the saved offset is
         // still the old one, so the next pass re-reads and dedupes.
-        let dir = tempfile::tempdir().expect("tempdir");
-        let mut loc = Locations::under_home(dir.path());
-        loc.notes_file = dir.path().join("notes.jsonl");
-        for i in 0..(BATCH + 10) {
-            notes::append(
-                &loc.notes_file,
-                None,
-                &format!("fact {i}"),
-                1_700_000_000_000 + i as i64,
-            )
-            .expect("append");
-        }
+        let (dir, loc) = home_with_notes(BATCH + 10, None, "fact ");
         let mut store = Store::open(&dir.path().join("cairn.db")).expect("open");
         let redactor = Redactor::new();
         index_all(&mut store, &ctx(&loc, &redactor, None), &mut |_| {}).expect("index");
@@ -1412,19 +1412,8 @@ mod tests {
         // with the error (the reader, ahead of the writer, stops instead of
         // waiting for room), and the next pass, with the database healed,
         // stores every record once.
-        let dir = tempfile::tempdir().expect("tempdir");
-        let mut loc = Locations::under_home(dir.path());
-        loc.notes_file = dir.path().join("notes.jsonl");
         let n = BATCH * 3 + 7;
-        for i in 0..n {
-            notes::append(
-                &loc.notes_file,
-                None,
-                &format!("fact {i}"),
-                1_700_000_000_000 + i as i64,
-            )
-            .expect("append");
-        }
+        let (dir, loc) = home_with_notes(n, None, "fact ");
         let mut store = Store::open(&dir.path().join("cairn.db")).expect("open");
         store
             .conn()
