@@ -55,7 +55,7 @@ const IN_FLIGHT: usize = 1024;
 /// Bytes of record text the reading thread may be ahead of the writer:
 /// enough to read on through the writer's flushes and commits (with four
 /// chunks a cold pass ran 35% slower: each thread waited for the other).
-const BACKLOG_TEXT: u64 = 48 << 20;
+const BACKLOG_TEXT: u64 = 32 << 20;
 /// When the writer commits: once its transaction holds this much text or
 /// has been open this long, whichever comes first.
 #[derive(Debug, Clone, Copy)]
