@@ -29,7 +29,8 @@ pub(super) enum Index {
 }
 
 impl Index {
-    fn table(self) -> &'static str {
+    /// The index's table.
+    pub(super) fn table(self) -> &'static str {
         match self {
             Index::Exact => "fts",
             Index::Stem => "fts_stem",

@@ -134,25 +134,31 @@ impl From<rusqlite::Error> for SearchError {
 /// exist, and terms found nowhere; returns the rest with how many records
 /// each matches (an upper bound).
 fn plan_terms(df: &mut df::Frequencies, q: &Query) -> rusqlite::Result<(Query, Vec<i64>)> {
-    let common = ((df.docs() as f64 * COMMON_SHARE) as i64).max(2_000);
     let mut with_df = Vec::new();
     for t in &q.terms {
         with_df.push((t.clone(), df.term(t)?));
     }
-    let has_rare = with_df.iter().any(|(_, df)| *df > 0 && *df <= common);
-    let kept: Vec<(Term, i64)> = with_df
-        .into_iter()
-        .filter(|(_, df)| *df > 0 && (!has_rare || *df <= common))
-        .collect();
-    let dfs = kept.iter().map(|(_, df)| *df).collect();
+    let (terms, dfs) = telling(with_df, df.docs()).into_iter().unzip();
     Ok((
         Query {
-            terms: kept.into_iter().map(|(t, _)| t).collect(),
+            terms,
             stems: q.stems.clone(),
             text: q.text.clone(),
         },
         dfs,
     ))
+}
+
+/// The items (terms or stems, each with how many of `docs` records it
+/// matches) that tell records apart: those found somewhere, and, when some
+/// are rarer than the stop-word share, only those.
+fn telling<T>(with_df: Vec<(T, i64)>, docs: i64) -> Vec<(T, i64)> {
+    let common = ((docs as f64 * COMMON_SHARE) as i64).max(2_000);
+    let has_rare = with_df.iter().any(|(_, df)| *df > 0 && *df <= common);
+    with_df
+        .into_iter()
+        .filter(|(_, df)| *df > 0 && (!has_rare || *df <= common))
+        .collect()
 }
 
 /// How many records a named period adds to the candidates at most.
@@ -275,9 +281,10 @@ fn concept_candidates(
     opts: &SearchOptions,
     mut push: impl FnMut(i64, f64, String, Option<i64>, i64, i64),
 ) -> Result<(), SearchError> {
-    let (table, bm25) = match index {
-        df::Index::Exact => ("fts", "bm25(fts, 1.0, 0.5)"),
-        df::Index::Stem => ("fts_stem", "bm25(fts_stem)"),
+    let table = index.table();
+    let bm25 = match index {
+        df::Index::Exact => "bm25(fts, 1.0, 0.5)",
+        df::Index::Stem => "bm25(fts_stem)",
     };
     let from = format!("{table} JOIN records r ON r.id = {table}.rowid");
     let first = format!("{table} MATCH ?1");
@@ -327,17 +334,11 @@ fn plan_stems(
     df: &mut df::Frequencies,
     words: &[String],
 ) -> rusqlite::Result<(Vec<String>, Vec<i64>)> {
-    let common = ((df.docs() as f64 * COMMON_SHARE) as i64).max(2_000);
     let mut with_df = Vec::new();
     for w in words {
         with_df.push((w.clone(), df.token(df::Index::Stem, w)?));
     }
-    let has_rare = with_df.iter().any(|(_, df)| *df > 0 && *df <= common);
-    let kept: Vec<(String, i64)> = with_df
-        .into_iter()
-        .filter(|(_, df)| *df > 0 && (!has_rare || *df <= common))
-        .collect();
-    Ok(kept.into_iter().unzip())
+    Ok(telling(with_df, df.docs()).into_iter().unzip())
 }
 
 /// Runs a search and returns the page of `opts.limit` sessions after the
