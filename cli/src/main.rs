@@ -2,6 +2,9 @@
 
 use std::process::ExitCode;
 
+mod heap;
+
 fn main() -> ExitCode {
+    heap::settle();
     cairn::run(std::env::args_os())
 }
