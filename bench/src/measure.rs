@@ -16,6 +16,9 @@ use super::corpus::{self, MULTI, RARE};
 pub(super) struct Run {
     pub(super) wall: Duration,
     pub(super) peak_rss_kb: u64,
+    /// CPU time of all its threads (user and system) at the last sample
+    /// before it exited (Linux; zero elsewhere).
+    pub(super) cpu: Duration,
     pub(super) stdout: Vec<u8>,
 }
 
@@ -48,7 +51,8 @@ pub(super) fn run_cairn_env(
         .spawn()
         .with_context(|| format!("cannot start {}", cairn.display()))?;
     let status_path = format!("/proc/{}/status", child.id());
-    let mut peak = 0;
+    let stat_path = format!("/proc/{}/stat", child.id());
+    let (mut peak, mut cpu) = (0, Duration::ZERO);
     let stdout = child.stdout.take();
     let reader = std::thread::spawn(move || {
         let mut buf = Vec::new();
@@ -67,6 +71,12 @@ pub(super) fn run_cairn_env(
                 .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
         {
             peak = peak.max(kb);
+        }
+        if let Some(t) = std::fs::read_to_string(&stat_path)
+            .ok()
+            .and_then(|s| cpu_of_stat(&s))
+        {
+            cpu = cpu.max(t);
         }
         if let Some(st) = child.try_wait()? {
             break st;
@@ -87,8 +97,25 @@ pub(super) fn run_cairn_env(
     Ok(Run {
         wall,
         peak_rss_kb: peak,
+        cpu,
         stdout,
     })
+}
+
+/// The user plus system time of a process's threads from the text of its
+/// `/proc/<pid>/stat`: fields 14 and 15, in clock ticks (`USER_HZ`, 100 on
+/// Linux). The command name (field 2) may hold spaces, so fields are
+/// counted after its closing parenthesis.
+fn cpu_of_stat(stat: &str) -> Option<Duration> {
+    const TICKS_PER_SEC: u64 = 100;
+    let rest = &stat[stat.rfind(')')? + 1..];
+    // `rest` starts at field 3 (the state).
+    let mut fields = rest.split_ascii_whitespace().skip(11);
+    let utime: u64 = fields.next()?.parse().ok()?;
+    let stime: u64 = fields.next()?.parse().ok()?;
+    Some(Duration::from_millis(
+        (utime + stime) * 1000 / TICKS_PER_SEC,
+    ))
 }
 
 pub(super) fn median(v: &mut [f64]) -> f64 {
@@ -310,4 +337,19 @@ pub fn run(cairn: &Path, home: &Path, corpus_bytes: u64, args: &BenchArgs) -> an
         args.runs, args.reps
     );
     print_table(&figures, args.json)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cpu_is_read_after_the_command_name_whatever_it_holds() {
+        // pid (comm) state ppid pgrp session tty tpgid flags minflt cminflt
+        // majflt cmajflt utime stime ...
+        let stat = "4242 (cairn (x) y) R 1 4242 4242 0 -1 4194304 900 0 0 0 1234 56 0 0 20 0 3";
+        assert_eq!(cpu_of_stat(stat), Some(Duration::from_millis(12_900)));
+        assert_eq!(cpu_of_stat("4242 (cairn) R 1 2"), None);
+        assert_eq!(cpu_of_stat("no parenthesis"), None);
+    }
 }
