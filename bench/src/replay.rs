@@ -202,29 +202,11 @@ pub fn run(
         },
     )?);
 
-    // A rare word: a different needle each repetition, checked against its session.
-    let mut rare = [Vec::new(), Vec::new()];
-    for i in 0..reps.max(1) {
-        let n = &needles[(i * 7919 + needles.len() / 2) % needles.len()];
-        for (j, refresh) in [true, false].into_iter().enumerate() {
-            let mut args = vec!["search", "--json"];
-            if !refresh {
-                args.push("--no-refresh");
-            }
-            args.extend(["--", n.word.as_str()]);
-            let (ms, out) = time_cairn(cairn, &s, &args)?;
-            let got = hit_sessions(&out)?;
-            anyhow::ensure!(
-                got.iter()
-                    .any(|g| g.contains(&n.session) || n.session.contains(g.as_str())),
-                "needle {} should find session {}, got {got:?}",
-                n.word,
-                n.session
-            );
-            rare[j].push(ms);
-        }
-    }
-    let [mut with, mut without] = rare;
+    // A rare word: a different needle each repetition, checked against its
+    // session, with the refresh a search makes when no daemon runs and
+    // without it.
+    let mut with = rare_searches(cairn, &s, &needles, reps, &[])?;
+    let mut without = rare_searches(cairn, &s, &needles, reps, &["--no-refresh"])?;
     figures.push(Figure::new(
         "search rare word (default refresh)",
         median(&mut with),
@@ -236,6 +218,20 @@ pub fn run(
         "search rare word --no-refresh",
         median(&mut without),
         Some(p95(&mut without)),
+        "ms",
+        "-",
+    ));
+    // The same default search while `cairn serve` runs for the home (as
+    // the installed service does): the daemon keeps the index fresh, so
+    // the search makes no refresh of its own.
+    let mut serving = {
+        let _daemon = Daemon::start(cairn, &s)?;
+        rare_searches(cairn, &s, &needles, reps, &[])?
+    };
+    figures.push(Figure::new(
+        "search rare word, cairn serve running",
+        median(&mut serving),
+        Some(p95(&mut serving)),
         "ms",
         "-",
     ));
@@ -263,6 +259,81 @@ pub fn run(
         if semantic { "on" } else { "off" }
     );
     print_table(&figures, json)
+}
+
+/// `reps` fresh `cairn search --json` runs (ms), each for another needle
+/// with `flags` before it, each answer checked against the needle's session.
+fn rare_searches(
+    cairn: &Path,
+    s: &Setup,
+    needles: &[Needle],
+    reps: usize,
+    flags: &[&str],
+) -> anyhow::Result<Vec<f64>> {
+    let mut ms = Vec::new();
+    for i in 0..reps.max(1) {
+        let n = &needles[(i * 7919 + needles.len() / 2) % needles.len()];
+        let mut args = vec!["search", "--json"];
+        args.extend(flags);
+        args.extend(["--", n.word.as_str()]);
+        let (t, out) = time_cairn(cairn, s, &args)?;
+        let got = hit_sessions(&out)?;
+        anyhow::ensure!(
+            got.iter()
+                .any(|g| g.contains(&n.session) || n.session.contains(g.as_str())),
+            "needle {} should find session {}, got {got:?}",
+            n.word,
+            n.session
+        );
+        ms.push(t);
+    }
+    Ok(ms)
+}
+
+/// A `cairn serve` for the scratch home, on a loopback port the system
+/// picks and without LAN discovery; stopped when dropped.
+struct Daemon(std::process::Child);
+
+impl Daemon {
+    /// Starts it and waits (at most a minute) until it serves the home.
+    fn start(cairn: &Path, s: &Setup) -> anyhow::Result<Daemon> {
+        let mut cmd = Command::new(cairn);
+        cmd.args(["serve", "--listen", "127.0.0.1:0", "--no-discovery"])
+            .env("HOME", &s.home)
+            .env("HOSTNAME", "bench")
+            .env_remove("CAIRN_HOME")
+            .env_remove("XDG_DATA_HOME")
+            .env_remove("XDG_CONFIG_HOME")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        for (k, v) in &s.env {
+            cmd.env(k, v);
+        }
+        let mut d = Daemon(
+            cmd.spawn()
+                .with_context(|| format!("cannot start {} serve", cairn.display()))?,
+        );
+        let deadline = Instant::now() + std::time::Duration::from_secs(60);
+        while !cairn_node::sync::daemon::is_serving(&s.cairn_home) {
+            if let Some(status) = d.0.try_wait()? {
+                bail!("cairn serve exited with {status} before serving");
+            }
+            anyhow::ensure!(
+                Instant::now() < deadline,
+                "cairn serve did not start serving within a minute"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        Ok(d)
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
 }
 
 /// `reps` fresh runs of `cairn index --quiet`, each after `before`, as a
