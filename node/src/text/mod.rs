@@ -28,9 +28,20 @@ pub fn is_cjk(c: char) -> bool {
         | 0x20000..=0x2FA1F) // Extensions B-F, compatibility supplement
 }
 
+/// Whether `text` may hold a CJK character. Every one is at U+3040 or
+/// above, so its UTF-8 form starts with a byte of 0xE3 or more; text with
+/// no such byte (ASCII, Latin, Cyrillic, Greek...) holds none. A byte scan
+/// over fixed-size blocks (which the compiler turns into vector code), in
+/// place of decoding every character of every record the index stores.
+fn may_hold_cjk(text: &str) -> bool {
+    text.as_bytes()
+        .chunks(64)
+        .any(|block| block.iter().fold(0, |m, &b| m.max(b)) >= 0xE3)
+}
+
 /// The text as the FTS index sees it: CJK characters separated by spaces.
 pub fn index_form(text: &str) -> Cow<'_, str> {
-    if !text.chars().any(is_cjk) {
+    if !may_hold_cjk(text) || !text.chars().any(is_cjk) {
         return Cow::Borrowed(text);
     }
     let mut out = String::with_capacity(text.len() + text.len() / 2);
@@ -153,6 +164,25 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_byte_scan_misses_no_cjk_character() {
+        // The first code point with a 0xE3 lead byte is U+3000, below every
+        // CJK range; the last one without is U+2FFF.
+        assert!(!may_hold_cjk("\u{2fff}"));
+        assert!(may_hold_cjk("\u{3000}"));
+        for c in ['\u{3040}', '\u{4e00}', '\u{ac00}', '\u{ff66}', '\u{20000}'] {
+            assert!(is_cjk(c) && may_hold_cjk(&c.to_string()), "{c}");
+        }
+        // Every CJK character below U+10000 and a sample above it.
+        let all = (0x3000u32..0x1_0000)
+            .chain((0x2_0000..0x2_FA20).step_by(97))
+            .filter_map(char::from_u32)
+            .filter(|&c| is_cjk(c));
+        for c in all {
+            assert!(may_hold_cjk(&format!("ascii before {c}")), "{c}");
+        }
+    }
+
+    #[test]
     fn terminal_sequences_are_stripped() {
         assert_eq!(strip_terminal("a\u{1b}[31mred\u{1b}[0m b"), "ared b");
         assert_eq!(strip_terminal("x\u{1b}]0;title\u{7}y"), "xy");
@@ -175,6 +205,13 @@ mod tests {
     #[test]
     fn cjk_is_spaced_and_ascii_borrowed() {
         assert!(matches!(index_form("plain text"), Cow::Borrowed(_)));
+        // Text past U+3000 that is not CJK stays as it is, and CJK after a
+        // long run of other text (past the first scanned block) is found.
+        for kept in ["\u{2fff} ok", "emoji 🙂 and ⟨brackets⟩", "Ж ж ё"] {
+            assert!(matches!(index_form(kept), Cow::Borrowed(_)), "{kept}");
+        }
+        let late = format!("{}缓", "x".repeat(200));
+        assert_eq!(index_form(&late), format!("{} 缓 ", "x".repeat(200)));
         assert_eq!(index_form("用缓存"), " 用  缓  存 ");
         assert_eq!(tokens("为什么用 Redis?"), ["为", "什", "么", "用", "redis"]);
     }
