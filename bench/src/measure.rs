@@ -151,6 +151,11 @@ pub(super) struct Figure {
 }
 
 impl Figure {
+    /// A figure of timings in milliseconds: their median and p95.
+    pub(super) fn timings(name: &'static str, ms: &mut [f64], target: &'static str) -> Figure {
+        Figure::new(name, median(ms), Some(p95(ms)), "ms", target)
+    }
+
     pub(super) fn new(
         name: &'static str,
         median: f64,

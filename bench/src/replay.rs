@@ -11,7 +11,7 @@ use std::time::Instant;
 
 use anyhow::{Context, bail};
 
-use super::measure::{Figure, median, p95, print_table, run_cairn_env};
+use super::measure::{Figure, median, print_table, run_cairn_env};
 
 /// Where the corpus and the scratch home are.
 struct Setup {
@@ -207,18 +207,14 @@ pub fn run(
     // without it.
     let mut with = rare_searches(cairn, &s, &needles, reps, &[])?;
     let mut without = rare_searches(cairn, &s, &needles, reps, &["--no-refresh"])?;
-    figures.push(Figure::new(
+    figures.push(Figure::timings(
         "search rare word (default refresh)",
-        median(&mut with),
-        Some(p95(&mut with)),
-        "ms",
+        &mut with,
         "<= 15",
     ));
-    figures.push(Figure::new(
+    figures.push(Figure::timings(
         "search rare word --no-refresh",
-        median(&mut without),
-        Some(p95(&mut without)),
-        "ms",
+        &mut without,
         "-",
     ));
     // The same default search while `cairn serve` runs for the home (as
@@ -228,11 +224,9 @@ pub fn run(
         let _daemon = Daemon::start(cairn, &s)?;
         rare_searches(cairn, &s, &needles, reps, &[])?
     };
-    figures.push(Figure::new(
+    figures.push(Figure::timings(
         "search rare word, cairn serve running",
-        median(&mut serving),
-        Some(p95(&mut serving)),
-        "ms",
+        &mut serving,
         "-",
     ));
     let mut common = Vec::new();
@@ -245,11 +239,9 @@ pub fn run(
         anyhow::ensure!(!hit_sessions(&out)?.is_empty(), "'error' found nothing");
         common.push(ms);
     }
-    figures.push(Figure::new(
+    figures.push(Figure::timings(
         "search common word 'error' --no-refresh",
-        median(&mut common),
-        Some(p95(&mut common)),
-        "ms",
+        &mut common,
         "<= 40",
     ));
 
@@ -351,13 +343,7 @@ fn index_runs(
         before();
         ms.push(time_cairn(cairn, s, &["index", "--quiet"])?.0);
     }
-    Ok(Figure::new(
-        name,
-        median(&mut ms),
-        Some(p95(&mut ms)),
-        "ms",
-        target,
-    ))
+    Ok(Figure::timings(name, &mut ms, target))
 }
 
 fn count_files(dir: &Path) -> u64 {
