@@ -52,18 +52,8 @@ fn read_needles(corpus: &Path) -> anyhow::Result<Vec<Needle>> {
 /// Times a fresh `cairn` process to its exit (no sampling delay); fails
 /// when it does not succeed. Returns milliseconds and its stdout.
 fn time_cairn(cairn: &Path, s: &Setup, args: &[&str]) -> anyhow::Result<(f64, Vec<u8>)> {
-    let mut cmd = Command::new(cairn);
-    cmd.args(args)
-        .env("HOME", &s.home)
-        .env("HOSTNAME", "bench")
-        .env_remove("CAIRN_HOME")
-        .env_remove("XDG_DATA_HOME")
-        .env_remove("XDG_CONFIG_HOME")
-        .stdin(Stdio::null())
-        .stderr(Stdio::inherit());
-    for (k, v) in &s.env {
-        cmd.env(k, v);
-    }
+    let mut cmd = command(cairn, s, args);
+    cmd.stderr(Stdio::inherit());
     let started = Instant::now();
     let out = cmd
         .output()
@@ -73,6 +63,23 @@ fn time_cairn(cairn: &Path, s: &Setup, args: &[&str]) -> anyhow::Result<(f64, Ve
         bail!("cairn {args:?} failed with {}", out.status);
     }
     Ok((ms, out.stdout))
+}
+
+/// `cairn` with `args` for the scratch home and the corpus's folders,
+/// reading nothing from stdin.
+fn command(cairn: &Path, s: &Setup, args: &[&str]) -> Command {
+    let mut cmd = Command::new(cairn);
+    cmd.args(args)
+        .env("HOME", &s.home)
+        .env("HOSTNAME", "bench")
+        .env_remove("CAIRN_HOME")
+        .env_remove("XDG_DATA_HOME")
+        .env_remove("XDG_CONFIG_HOME")
+        .stdin(Stdio::null());
+    for (k, v) in &s.env {
+        cmd.env(k, v);
+    }
+    cmd
 }
 
 /// The session ids a `search --json` answer names.
@@ -289,19 +296,12 @@ struct Daemon(std::process::Child);
 impl Daemon {
     /// Starts it and waits (at most a minute) until it serves the home.
     fn start(cairn: &Path, s: &Setup) -> anyhow::Result<Daemon> {
-        let mut cmd = Command::new(cairn);
-        cmd.args(["serve", "--listen", "127.0.0.1:0", "--no-discovery"])
-            .env("HOME", &s.home)
-            .env("HOSTNAME", "bench")
-            .env_remove("CAIRN_HOME")
-            .env_remove("XDG_DATA_HOME")
-            .env_remove("XDG_CONFIG_HOME")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null());
-        for (k, v) in &s.env {
-            cmd.env(k, v);
-        }
+        let mut cmd = command(
+            cairn,
+            s,
+            &["serve", "--listen", "127.0.0.1:0", "--no-discovery"],
+        );
+        cmd.stdout(Stdio::null()).stderr(Stdio::null());
         let mut d = Daemon(
             cmd.spawn()
                 .with_context(|| format!("cannot start {} serve", cairn.display()))?,
