@@ -11,8 +11,8 @@
 //! (file chunks, long tool outputs, batches) out of the heaps.
 //!
 //! Measured on a cold `cairn index` of the 1 GB benchmark corpus: peak RSS
-//! 105–123 MB over five runs with the threshold fixed, against 112–166 MB
-//! over eleven with glibc's default, at the same speed.
+//! 101–127 MB over sixteen runs with the threshold fixed, against 112–166
+//! MB over eleven with glibc's default, at the same speed.
 
 /// Blocks this large or larger get their own mapping.
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
