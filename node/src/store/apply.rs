@@ -208,6 +208,7 @@ fn apply_checked(
     }
     let check_tombstones = any_tombstones(conn)?;
     let mut sessions: HashMap<(String, String), i64> = HashMap::new();
+    let mut stmts = super::insert::RecordStatements::prepare(conn)?;
     for r in &batch.records {
         if !new(r.seq) {
             report.already_held += 1;
@@ -237,7 +238,7 @@ fn apply_checked(
                 continue;
             }
         }
-        match insert_record(conn, &row, &origin, &mut sessions)? {
+        match insert_record(conn, &mut stmts, &row, &origin, &mut sessions)? {
             Some(id) => {
                 // A record slot of this hash left by an earlier delete
                 // names the record again.
@@ -261,10 +262,11 @@ fn apply_checked(
 /// counts only when new). Returns its row id when it was new.
 fn insert_record(
     conn: &Connection,
+    stmts: &mut super::insert::RecordStatements<'_>,
     rec: &StoredRecord,
     origin: &str,
     sessions: &mut HashMap<(String, String), i64>,
 ) -> Result<Option<i64>, StoreError> {
     let new = super::insert::NewRecord::from_stored(rec);
-    super::insert::insert(conn, &new, origin, None, sessions)
+    super::insert::insert(conn, stmts, &new, origin, None, sessions)
 }

@@ -2,30 +2,45 @@
 //! `fts_stem` (English word stems, conversation only). Every insert and
 //! delete of a record goes through here so the two stay in step.
 
-use rusqlite::{Connection, params};
+use rusqlite::{Connection, Statement, params};
 
 use super::insert::stemmed_role;
 use super::{StoreError, codec};
 use crate::text::index_form;
 
-/// Adds a stored record to the indexes: `body` and `files` as the index
-/// sees them (see `index_form`); `stemmed` for conversation, whose text
-/// also enters the stemmed index (what tools printed is large and searched
-/// by exact words: error codes, paths, identifiers).
-pub(crate) fn insert(
-    conn: &Connection,
-    rowid: i64,
-    stemmed: bool,
-    body: &str,
-    files: &str,
-) -> Result<(), StoreError> {
-    conn.prepare_cached("INSERT INTO fts(rowid, body, files) VALUES (?1, ?2, ?3)")?
-        .execute(params![rowid, body, files])?;
-    if stemmed {
-        conn.prepare_cached("INSERT INTO fts_stem(rowid, body) VALUES (?1, ?2)")?
-            .execute(params![rowid, body])?;
+/// Adds stored records to the indexes, with its two statements prepared
+/// once for a run of inserts.
+pub(crate) struct Inserts<'c> {
+    body: Statement<'c>,
+    stem: Statement<'c>,
+}
+
+impl<'c> Inserts<'c> {
+    /// Prepares the statements on `conn`.
+    pub(crate) fn prepare(conn: &'c Connection) -> Result<Inserts<'c>, StoreError> {
+        Ok(Inserts {
+            body: conn.prepare("INSERT INTO fts(rowid, body, files) VALUES (?1, ?2, ?3)")?,
+            stem: conn.prepare("INSERT INTO fts_stem(rowid, body) VALUES (?1, ?2)")?,
+        })
     }
-    Ok(())
+
+    /// Adds a stored record: `body` and `files` as the index sees them
+    /// (see `index_form`); `stemmed` for conversation, whose text also
+    /// enters the stemmed index (what tools printed is large and searched
+    /// by exact words: error codes, paths, identifiers).
+    pub(crate) fn add(
+        &mut self,
+        rowid: i64,
+        stemmed: bool,
+        body: &str,
+        files: &str,
+    ) -> Result<(), StoreError> {
+        self.body.execute(params![rowid, body, files])?;
+        if stemmed {
+            self.stem.execute(params![rowid, body])?;
+        }
+        Ok(())
+    }
 }
 
 /// Removes a record from the indexes (a row absent from one is fine).

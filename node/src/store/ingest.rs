@@ -8,7 +8,7 @@ use std::collections::{HashMap, HashSet};
 
 use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior, params};
 
-use super::insert::{NewRecord, insert};
+use super::insert::{NewRecord, RecordStatements, insert};
 use super::{Store, StoreError};
 use crate::record::Record;
 use crate::redact::RedactionCounts;
@@ -93,6 +93,7 @@ impl Store {
         let conn = &self.conn;
         let mut ing = Ingest {
             conn,
+            statements: None,
             tx: None,
             origin: origin.to_owned(),
             sessions: HashMap::new(),
@@ -223,6 +224,8 @@ impl Store {
 /// One write transaction. Dropped without [`Ingest::commit`], it rolls back.
 pub struct Ingest<'a> {
     conn: &'a Connection,
+    /// Prepared at the first record (before `tx`, so dropped first).
+    statements: Option<RecordStatements<'a>>,
     /// Always `Some` between [`Ingest::begin`] and a commit.
     tx: Option<Transaction<'a>>,
     origin: String,
@@ -370,7 +373,21 @@ impl Ingest<'_> {
         {
             return Ok(false);
         }
-        let Some(id) = insert(self.conn, rec, &self.origin, source, &mut self.sessions)? else {
+        let stmts = match &mut self.statements {
+            Some(s) => s,
+            None => self
+                .statements
+                .insert(RecordStatements::prepare(self.conn)?),
+        };
+        let Some(id) = insert(
+            self.conn,
+            stmts,
+            rec,
+            &self.origin,
+            source,
+            &mut self.sessions,
+        )?
+        else {
             // Already stored (e.g. received from a peer): this node's log
             // names it too, once, as a second provenance.
             if let Some(log) = &mut self.log
