@@ -23,8 +23,6 @@
 //!
 //! Never touches the network; never trusts a field it did not check.
 
-use std::collections::HashMap;
-
 use cairn_protocol::{Batch, BatchError, NodeId, Pull, check_batch};
 use rusqlite::Connection;
 use serde::Serialize;
@@ -207,7 +205,7 @@ fn apply_checked(
         report.stubs += 1;
     }
     let check_tombstones = any_tombstones(conn)?;
-    let mut sessions: HashMap<(String, String), i64> = HashMap::new();
+    let mut ids = super::insert::RowIds::default();
     let mut stmts = super::insert::RecordStatements::prepare(conn)?;
     for r in &batch.records {
         if !new(r.seq) {
@@ -238,7 +236,7 @@ fn apply_checked(
                 continue;
             }
         }
-        match insert_record(conn, &mut stmts, &row, &origin, &mut sessions)? {
+        match insert_record(conn, &mut stmts, &row, &origin, &mut ids)? {
             Some(id) => {
                 // A record slot of this hash left by an earlier delete
                 // names the record again.
@@ -265,8 +263,8 @@ fn insert_record(
     stmts: &mut super::insert::RecordStatements<'_>,
     rec: &StoredRecord,
     origin: &str,
-    sessions: &mut HashMap<(String, String), i64>,
+    ids: &mut super::insert::RowIds,
 ) -> Result<Option<i64>, StoreError> {
     let new = super::insert::NewRecord::from_stored(rec);
-    super::insert::insert(conn, stmts, &new, origin, None, sessions)
+    super::insert::insert(conn, stmts, &new, origin, None, ids)
 }

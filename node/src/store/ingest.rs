@@ -8,7 +8,7 @@ use std::collections::{HashMap, HashSet};
 
 use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior, params};
 
-use super::insert::{NewRecord, RecordStatements, insert};
+use super::insert::{NewRecord, RecordStatements, RowIds, insert};
 use super::{Store, StoreError};
 use crate::record::Record;
 use crate::redact::RedactionCounts;
@@ -96,7 +96,7 @@ impl Store {
             statements: None,
             tx: None,
             origin: origin.to_owned(),
-            sessions: HashMap::new(),
+            ids: RowIds::default(),
             inserted: 0,
             log: None,
             tombstones: false,
@@ -229,7 +229,7 @@ pub struct Ingest<'a> {
     /// Always `Some` between [`Ingest::begin`] and a commit.
     tx: Option<Transaction<'a>>,
     origin: String,
-    sessions: HashMap<(String, String), i64>,
+    ids: RowIds,
     inserted: u64,
     log: Option<super::log::Appender>,
     tombstones: bool,
@@ -250,7 +250,7 @@ impl Ingest<'_> {
         self.log = super::log::Appender::open(self.conn, &self.origin)?;
         self.tombstones = super::log::any_tombstones(self.conn)?;
         self.unheld = super::log::any_unheld(self.conn)?;
-        self.sessions.clear();
+        self.ids.clear();
         Ok(())
     }
 
@@ -379,15 +379,7 @@ impl Ingest<'_> {
                 .statements
                 .insert(RecordStatements::prepare(self.conn)?),
         };
-        let Some(id) = insert(
-            self.conn,
-            stmts,
-            rec,
-            &self.origin,
-            source,
-            &mut self.sessions,
-        )?
-        else {
+        let Some(id) = insert(self.conn, stmts, rec, &self.origin, source, &mut self.ids)? else {
             // Already stored (e.g. received from a peer): this node's log
             // names it too, once, as a second provenance.
             if let Some(log) = &mut self.log
@@ -490,34 +482,45 @@ pub(super) struct SessionKey<'a> {
 }
 
 /// The `sessions` row for a record's session, created if new (a parent or
-/// project learned later fills a gap, never overwrites); cached per transaction.
+/// project learned later fills a gap, never overwrites); kept in `ids` for
+/// the transaction.
 pub(super) fn session_row(
     conn: &rusqlite::Connection,
     key: &SessionKey<'_>,
     origin: &str,
-    cache: &mut HashMap<(String, String), i64>,
+    ids: &mut RowIds,
 ) -> Result<i64, StoreError> {
-    let cache_key = (key.agent.to_owned(), key.session_id.to_owned());
-    if let Some(id) = cache.get(&cache_key) {
+    if let Some((agent, session_id, id)) = &ids.last_session
+        && agent == key.agent
+        && session_id == key.session_id
+    {
         return Ok(*id);
     }
-    conn.prepare_cached(
-        "INSERT INTO sessions(agent, session_id, parent_session, project, origin)
-         VALUES (?1, ?2, ?3, ?4, ?5)
-         ON CONFLICT(agent, session_id) DO UPDATE SET
-            parent_session = COALESCE(sessions.parent_session, excluded.parent_session),
-            project = COALESCE(sessions.project, excluded.project)",
-    )?
-    .execute(params![
-        key.agent,
-        key.session_id,
-        key.parent_session,
-        key.project,
-        origin
-    ])?;
-    let id: i64 = conn
-        .prepare_cached("SELECT id FROM sessions WHERE agent = ?1 AND session_id = ?2")?
-        .query_row((key.agent, key.session_id), |r| r.get(0))?;
-    cache.insert(cache_key, id);
+    let cache_key = (key.agent.to_owned(), key.session_id.to_owned());
+    let id = match ids.sessions.get(&cache_key) {
+        Some(id) => *id,
+        None => {
+            conn.prepare_cached(
+                "INSERT INTO sessions(agent, session_id, parent_session, project, origin)
+                 VALUES (?1, ?2, ?3, ?4, ?5)
+                 ON CONFLICT(agent, session_id) DO UPDATE SET
+                    parent_session = COALESCE(sessions.parent_session, excluded.parent_session),
+                    project = COALESCE(sessions.project, excluded.project)",
+            )?
+            .execute(params![
+                key.agent,
+                key.session_id,
+                key.parent_session,
+                key.project,
+                origin
+            ])?;
+            let id: i64 = conn
+                .prepare_cached("SELECT id FROM sessions WHERE agent = ?1 AND session_id = ?2")?
+                .query_row((key.agent, key.session_id), |r| r.get(0))?;
+            ids.sessions.insert(cache_key.clone(), id);
+            id
+        }
+    };
+    ids.last_session = Some((cache_key.0, cache_key.1, id));
     Ok(id)
 }

@@ -207,16 +207,33 @@ impl<'c> RecordStatements<'c> {
     }
 }
 
-/// The `origins` row of node id `origin`, made if new; kept in `cache`
-/// beside the transaction's sessions (under a key no session has: agent
-/// names hold no NUL).
-fn origin_row(
-    conn: &Connection,
-    origin: &str,
-    cache: &mut HashMap<(String, String), i64>,
-) -> Result<i64, StoreError> {
-    let key = ("\0origin".to_owned(), origin.to_owned());
-    if let Some(id) = cache.get(&key) {
+/// Row ids a run of inserts looked up, valid for one transaction (another
+/// writer may change the rows between transactions): every session met,
+/// plus the last session and origin, which nearly every record repeats, so
+/// they are compared in place instead of copied into a key and hashed.
+#[derive(Debug, Default)]
+pub(crate) struct RowIds {
+    pub(super) sessions: HashMap<(String, String), i64>,
+    /// The last session's (agent, session id, row id).
+    pub(super) last_session: Option<(String, String, i64)>,
+    /// The last origin's (node id, row id).
+    last_origin: Option<(String, i64)>,
+}
+
+impl RowIds {
+    /// Forgets every id (at the start of a transaction).
+    pub(crate) fn clear(&mut self) {
+        self.sessions.clear();
+        self.last_session = None;
+        self.last_origin = None;
+    }
+}
+
+/// The `origins` row of node id `origin`, made if new.
+fn origin_row(conn: &Connection, origin: &str, ids: &mut RowIds) -> Result<i64, StoreError> {
+    if let Some((o, id)) = &ids.last_origin
+        && o == origin
+    {
         return Ok(*id);
     }
     conn.prepare_cached("INSERT OR IGNORE INTO origins(node) VALUES (?1)")?
@@ -224,7 +241,7 @@ fn origin_row(
     let id: i64 = conn
         .prepare_cached("SELECT id FROM origins WHERE node = ?1")?
         .query_row([origin], |r| r.get(0))?;
-    cache.insert(key, id);
+    ids.last_origin = Some((origin.to_owned(), id));
     Ok(id)
 }
 
@@ -238,7 +255,7 @@ pub(crate) fn insert(
     rec: &NewRecord,
     origin: &str,
     source: Option<i64>,
-    sessions: &mut HashMap<(String, String), i64>,
+    ids: &mut RowIds,
 ) -> Result<Option<i64>, StoreError> {
     let key = SessionKey {
         agent: &rec.agent,
@@ -246,13 +263,13 @@ pub(crate) fn insert(
         parent_session: rec.parent_session.as_deref(),
         project: rec.project.as_deref(),
     };
-    let session = session_row(conn, &key, origin, sessions)?;
+    let session = session_row(conn, &key, origin, ids)?;
     // A repeat (a record read before, or received from another peer) costs
     // one index probe: no encoding, no write.
     if stmts.has_hash.exists([&rec.hash[..]])? {
         return Ok(None);
     }
-    let origin = origin_row(conn, origin, sessions)?;
+    let origin = origin_row(conn, origin, ids)?;
     let encoded;
     let rec = if rec.stored.is_none() {
         // Received or written directly: encoded here, with the database's
@@ -361,7 +378,7 @@ mod tests {
         let dir = tempfile::tempdir().expect("tmp");
         let store = super::super::Store::open(&dir.path().join("c.db")).expect("open");
         let conn = store.conn();
-        let mut sessions = HashMap::new();
+        let mut ids = RowIds::default();
         let mut stmts = RecordStatements::prepare(conn).expect("prepare");
         for (i, role) in ["assistant", "tool", "mystery", "note"]
             .into_iter()
@@ -370,7 +387,7 @@ mod tests {
             let mut r = stored(&record(Role::User, &format!("text {i}")));
             r.role = role.into();
             let new = NewRecord::from_stored(&r);
-            insert(conn, &mut stmts, &new, &"a".repeat(32), None, &mut sessions)
+            insert(conn, &mut stmts, &new, &"a".repeat(32), None, &mut ids)
                 .expect("insert")
                 .expect("new");
         }
@@ -391,5 +408,65 @@ mod tests {
             rows,
             want.map(|(t, n)| (t.to_owned(), n.to_owned())).to_vec()
         );
+    }
+
+    #[test]
+    fn records_of_interleaved_sessions_and_origins_land_in_their_own_rows() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let store = super::super::Store::open(&dir.path().join("c.db")).expect("open");
+        let conn = store.conn();
+        let mut ids = RowIds::default();
+        let mut stmts = RecordStatements::prepare(conn).expect("prepare");
+        // (agent, session, origin): back to a session and an origin after
+        // another, and the same session id under another agent.
+        let order = [
+            ("claude-code", "s1", "a"),
+            ("claude-code", "s2", "b"),
+            ("claude-code", "s1", "a"),
+            ("codex", "s1", "a"),
+            ("claude-code", "s1", "b"),
+        ];
+        for (i, (agent, session, origin)) in order.into_iter().enumerate() {
+            let mut r = Record::new(agent, session, Role::User, format!("text {i}"));
+            r.time_ms = Some(1_700_000_000_000 + i as i64);
+            let new = NewRecord::from_record(r);
+            insert(conn, &mut stmts, &new, &origin.repeat(32), None, &mut ids)
+                .expect("insert")
+                .expect("new");
+        }
+        let sessions: Vec<(String, String, i64)> = conn
+            .prepare("SELECT agent, session_id, records FROM sessions ORDER BY agent, session_id")
+            .expect("prepare")
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+            .expect("query")
+            .collect::<Result<_, _>>()
+            .expect("rows");
+        let want = [
+            ("claude-code", "s1", 3),
+            ("claude-code", "s2", 1),
+            ("codex", "s1", 1),
+        ];
+        assert_eq!(
+            sessions,
+            want.map(|(a, s, n)| (a.to_owned(), s.to_owned(), n))
+                .to_vec()
+        );
+        // Each record names its own session and origin row.
+        let rows: Vec<(String, String, String)> = conn
+            .prepare(
+                "SELECT s.agent, s.session_id, o.node FROM records r
+                 JOIN sessions s ON s.id = r.session JOIN origins o ON o.id = r.origin
+                 ORDER BY r.id",
+            )
+            .expect("prepare")
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+            .expect("query")
+            .collect::<Result<_, _>>()
+            .expect("rows");
+        let want: Vec<(String, String, String)> = order
+            .iter()
+            .map(|(a, s, o)| (a.to_string(), s.to_string(), o.repeat(32)))
+            .collect();
+        assert_eq!(rows, want);
     }
 }
