@@ -109,21 +109,32 @@ mod tests {
         assert_eq!(b.held(), 500);
     }
 
+    /// Runs `b.hold(n)` on another thread while `meanwhile` runs on this
+    /// one (with the channel its result arrives on), then waits for that
+    /// result, boundedly.
+    fn hold_elsewhere(
+        b: &Backlog,
+        n: u64,
+        meanwhile: impl FnOnce(&mpsc::Receiver<Result<(), Closed>>),
+    ) -> Result<(), Closed> {
+        let (done, waited) = mpsc::channel();
+        std::thread::scope(|s| {
+            s.spawn(|| done.send(b.hold(n)).expect("send"));
+            meanwhile(&waited);
+            waited.recv_timeout(SOON).expect("woken")
+        })
+    }
+
     #[test]
     fn a_full_backlog_waits_for_the_writer() {
         let b = Backlog::new(100);
         b.hold(80).expect("fits");
-        let (done, waited) = mpsc::channel();
-        std::thread::scope(|s| {
-            s.spawn(|| {
-                let r = b.hold(30);
-                done.send(r).expect("send");
-            });
+        let held = hold_elsewhere(&b, 30, |waited| {
             // The second hold cannot fit until the writer releases.
             assert!(waited.recv_timeout(Duration::from_millis(200)).is_err());
             b.release(80);
-            assert_eq!(waited.recv_timeout(SOON).expect("woken"), Ok(()));
         });
+        assert_eq!(held, Ok(()));
         assert_eq!(b.held(), 30);
     }
 
@@ -131,16 +142,10 @@ mod tests {
     fn a_writer_that_stops_wakes_the_reader_with_an_error() {
         let b = Backlog::new(10);
         b.hold(10).expect("fits");
-        let (done, waited) = mpsc::channel();
-        std::thread::scope(|s| {
-            s.spawn(|| {
-                done.send(b.hold(5)).expect("send");
-            });
-            {
-                let _writer = CloseOnDrop(&b);
-            }
-            assert_eq!(waited.recv_timeout(SOON).expect("woken"), Err(Closed));
+        let held = hold_elsewhere(&b, 5, |_| {
+            let _writer = CloseOnDrop(&b);
         });
+        assert_eq!(held, Err(Closed));
         assert_eq!(b.hold(1), Err(Closed));
     }
 }

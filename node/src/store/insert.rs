@@ -373,24 +373,38 @@ mod tests {
         assert!(tool.title.is_none() && !tool.stemmed());
     }
 
-    #[test]
-    fn known_roles_are_stored_as_codes_and_any_other_name_as_written() {
+    /// A new store holding `records`, each inserted as new from its origin
+    /// in one run of inserts.
+    fn store_all(
+        records: impl IntoIterator<Item = (NewRecord, String)>,
+    ) -> (tempfile::TempDir, super::super::Store) {
         let dir = tempfile::tempdir().expect("tmp");
         let store = super::super::Store::open(&dir.path().join("c.db")).expect("open");
-        let conn = store.conn();
-        let mut ids = RowIds::default();
-        let mut stmts = RecordStatements::prepare(conn).expect("prepare");
-        for (i, role) in ["assistant", "tool", "mystery", "note"]
+        {
+            let conn = store.conn();
+            let mut ids = RowIds::default();
+            let mut stmts = RecordStatements::prepare(conn).expect("prepare");
+            for (new, origin) in records {
+                insert(conn, &mut stmts, &new, &origin, None, &mut ids)
+                    .expect("insert")
+                    .expect("new");
+            }
+        }
+        (dir, store)
+    }
+
+    #[test]
+    fn known_roles_are_stored_as_codes_and_any_other_name_as_written() {
+        let records = ["assistant", "tool", "mystery", "note"]
             .into_iter()
             .enumerate()
-        {
-            let mut r = stored(&record(Role::User, &format!("text {i}")));
-            r.role = role.into();
-            let new = NewRecord::from_stored(&r);
-            insert(conn, &mut stmts, &new, &"a".repeat(32), None, &mut ids)
-                .expect("insert")
-                .expect("new");
-        }
+            .map(|(i, role)| {
+                let mut r = stored(&record(Role::User, &format!("text {i}")));
+                r.role = role.into();
+                (NewRecord::from_stored(&r), "a".repeat(32))
+            });
+        let (_dir, store) = store_all(records);
+        let conn = store.conn();
         let rows: Vec<(String, String)> = conn
             .prepare("SELECT typeof(role), role FROM records ORDER BY id")
             .expect("prepare")
@@ -412,11 +426,6 @@ mod tests {
 
     #[test]
     fn records_of_interleaved_sessions_and_origins_land_in_their_own_rows() {
-        let dir = tempfile::tempdir().expect("tmp");
-        let store = super::super::Store::open(&dir.path().join("c.db")).expect("open");
-        let conn = store.conn();
-        let mut ids = RowIds::default();
-        let mut stmts = RecordStatements::prepare(conn).expect("prepare");
         // (agent, session, origin): back to a session and an origin after
         // another, and the same session id under another agent.
         let order = [
@@ -426,14 +435,16 @@ mod tests {
             ("codex", "s1", "a"),
             ("claude-code", "s1", "b"),
         ];
-        for (i, (agent, session, origin)) in order.into_iter().enumerate() {
-            let mut r = Record::new(agent, session, Role::User, format!("text {i}"));
-            r.time_ms = Some(1_700_000_000_000 + i as i64);
-            let new = NewRecord::from_record(r);
-            insert(conn, &mut stmts, &new, &origin.repeat(32), None, &mut ids)
-                .expect("insert")
-                .expect("new");
-        }
+        let records = order
+            .iter()
+            .enumerate()
+            .map(|(i, (agent, session, origin))| {
+                let mut r = Record::new(agent, session, Role::User, format!("text {i}"));
+                r.time_ms = Some(1_700_000_000_000 + i as i64);
+                (NewRecord::from_record(r), origin.repeat(32))
+            });
+        let (_dir, store) = store_all(records);
+        let conn = store.conn();
         let sessions: Vec<(String, String, i64)> = conn
             .prepare("SELECT agent, session_id, records FROM sessions ORDER BY agent, session_id")
             .expect("prepare")
