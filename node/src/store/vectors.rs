@@ -38,9 +38,13 @@ fn embed_all(e: &Embedder<'_>, texts: &[(i64, String)]) -> Vec<(i64, Vec<u8>)> {
             .filter_map(|(id, t)| e.embed(t).map(|v| (*id, quantize(&v))))
             .collect()
     };
-    let threads = std::thread::available_parallelism()
-        .map_or(1, usize::from)
-        .min(MAX_THREADS);
+    // Asked once: on Linux the answer reads the cgroup's CPU quota files.
+    static THREADS: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    let threads = *THREADS.get_or_init(|| {
+        std::thread::available_parallelism()
+            .map_or(1, usize::from)
+            .min(MAX_THREADS)
+    });
     if threads < 2 || texts.len() < PARALLEL_FROM {
         return one(texts);
     }
