@@ -252,6 +252,21 @@ pub fn run(
         "<= 40",
     ));
 
+    // Questions in a user's words: with the meaning tier on, each also
+    // scans every record vector.
+    let mut questions = Vec::new();
+    for i in 0..reps.max(1) {
+        let q = QUESTIONS[i % QUESTIONS.len()];
+        let (ms, out) = time_cairn(cairn, &s, &["search", "--json", "--no-refresh", "--", q])?;
+        anyhow::ensure!(!hit_sessions(&out)?.is_empty(), "{q:?} found nothing");
+        questions.push(ms);
+    }
+    figures.push(Figure::timings(
+        "search a question --no-refresh",
+        &mut questions,
+        "-",
+    ));
+
     println!(
         "corpus: {} ({mb:.0} MB in {files} files), {runs} cold runs, {reps} reps, meaning tier {}",
         corpus.display(),
@@ -259,6 +274,16 @@ pub fn run(
     );
     print_table(&figures, json)
 }
+
+/// Questions worded as a user asks them (several words, no identifier or
+/// period), taken in turn by the question figure.
+const QUESTIONS: [&str; 5] = [
+    "why did we pin hyper",
+    "when did we switch the queue",
+    "how do we handle retries",
+    "why was the test flaky",
+    "what did we decide about caching",
+];
 
 /// `reps` fresh `cairn search --json` runs (ms), each for another needle
 /// with `flags` before it, each answer checked against the needle's session.

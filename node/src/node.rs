@@ -321,16 +321,30 @@ impl Node {
     /// Gives every record stored since the last pass its meaning vector
     /// (computed here, from the stored redacted text). Returns how many
     /// records were examined; nothing when the semantic tier is off.
+    ///
+    /// Then brings the flat file of vectors that searches scan up to date
+    /// (see `store::vector_file`); a failure there is logged, not
+    /// returned, since searches then read the vectors table instead.
     pub fn embed_pending(&mut self) -> Result<u64, StoreError> {
-        // Checked first: loading the table costs more than a pass with
-        // nothing new.
-        if !self.config.semantic || !self.store.vectors_pending()? {
+        if !self.config.semantic {
             return Ok(0);
         }
-        match self.embedder() {
-            Some(e) => self.store.embed_pending(e),
-            None => Ok(0),
+        // Checked first: loading the table costs more than a pass with
+        // nothing new.
+        let done = match self.store.vectors_pending()? {
+            true => self.store.embed_pending(crate::embed::builtin())?,
+            false => 0,
+        };
+        if !self.store.vector_file_current()? {
+            match self.store.sync_vector_file(crate::embed::builtin().dim()) {
+                Ok(synced) => tracing::debug!(?synced, "vector file"),
+                Err(e) => tracing::warn!(
+                    error = %e,
+                    "could not write the vector file; searches read the vectors table"
+                ),
+            }
         }
+        Ok(done)
     }
 
     /// Whether the semantic tier is on, and how far the vectors have come.

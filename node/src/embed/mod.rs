@@ -108,9 +108,127 @@ pub fn cosine(query: &[f32], stored: &[u8]) -> f32 {
     if norm > 0.0 { dot / norm.sqrt() } else { 0.0 }
 }
 
+/// Scores stored int8 vectors against one query, as [`cosine`] does, but
+/// rules most of them out with integer arithmetic first: the query is
+/// rounded to i16 once, and a vector's integer dot product and norm (which
+/// the compiler turns into packed multiply-adds) bound its cosine closely
+/// enough that only vectors near the floor are scored in floating point.
+/// Every score it returns is [`cosine`]'s own, so a ranking built from it
+/// is the ranking a full [`cosine`] scan gives.
+#[derive(Debug, Clone)]
+pub struct Scorer<'q> {
+    query: &'q [f32],
+    /// The query scaled by `scale` and rounded.
+    rounded: Vec<i16>,
+    scale: f32,
+    /// How far below the true cosine the integer estimate may fall.
+    margin: f32,
+}
+
+impl<'q> Scorer<'q> {
+    /// A scorer for the unit vector `query`.
+    pub fn new(query: &'q [f32]) -> Scorer<'q> {
+        let max = query.iter().fold(0f32, |m, x| m.max(x.abs()));
+        let scale = if max > 0.0 {
+            f32::from(i16::MAX) / max
+        } else {
+            1.0
+        };
+        let rounded = query
+            .iter()
+            .map(|x| (x * scale).round().clamp(-32767.0, 32767.0) as i16)
+            .collect();
+        // Rounding moves each query component by at most 0.5 / scale, so
+        // the dot product by at most 0.5 / scale * sum(|v|), which is at
+        // most 0.5 / scale * sqrt(dim) * |v|. The rest covers the
+        // floating-point rounding of both computations.
+        let margin = 0.5 * (query.len() as f32).sqrt() / scale + 1e-3;
+        Scorer {
+            query,
+            rounded,
+            scale,
+            margin,
+        }
+    }
+
+    /// The cosine of `stored` (exactly [`cosine`]'s value) when it may
+    /// reach `floor`; `None` when it certainly does not.
+    pub fn score(&self, stored: &[u8], floor: f32) -> Option<f32> {
+        let mut dot = 0i32;
+        let mut norm = 0i32;
+        for (&q, &b) in self.rounded.iter().zip(stored) {
+            let v = i32::from(b as i8);
+            dot += i32::from(q) * v;
+            norm += v * v;
+        }
+        if norm == 0 {
+            return None;
+        }
+        let estimate = dot as f32 / (self.scale * (norm as f32).sqrt());
+        if estimate + self.margin < floor {
+            return None;
+        }
+        let exact = cosine(self.query, stored);
+        (exact >= floor).then_some(exact)
+    }
+}
+
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+
+    /// A small deterministic generator, so the test needs no crate.
+    fn lcg(state: &mut u64) -> u32 {
+        *state = state
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (*state >> 33) as u32
+    }
+
+    #[test]
+    fn the_scorer_gives_cosine_s_score_and_drops_only_what_is_below_the_floor() {
+        let mut st = 7u64;
+        let unit = |st: &mut u64, dim: usize| -> Vec<f32> {
+            let v: Vec<f32> = (0..dim)
+                .map(|_| lcg(st) as f32 / u32::MAX as f32 - 0.5)
+                .collect();
+            let n = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+            v.iter().map(|x| x / n).collect()
+        };
+        for dim in [8usize, 64, 256] {
+            let q = unit(&mut st, dim);
+            let scorer = Scorer::new(&q);
+            let mut near = 0;
+            for i in 0..4000 {
+                // Half the vectors lie close to the query, so scores cluster
+                // around every floor tried.
+                let mut v = unit(&mut st, dim);
+                if i % 2 == 0 {
+                    let w = (i % 7) as f32 / 6.0;
+                    v = q
+                        .iter()
+                        .zip(&v)
+                        .map(|(a, b)| a * w + b * (1.0 - w))
+                        .collect();
+                }
+                let stored = quantize(&v);
+                let exact = cosine(&q, &stored);
+                for floor in [-1.0f32, 0.0, 0.4, 0.6, exact, exact + 1e-6] {
+                    let got = scorer.score(&stored, floor);
+                    if exact >= floor {
+                        assert_eq!(got, Some(exact), "dim {dim} floor {floor}");
+                        near += 1;
+                    } else {
+                        assert_eq!(got, None, "dim {dim} floor {floor}");
+                    }
+                }
+            }
+            assert!(near > 4000, "{near}");
+        }
+        // A zero vector scores nothing, as cosine gives it 0.
+        let q = unit(&mut st, 8);
+        assert_eq!(Scorer::new(&q).score(&[0; 8], -1.0), None);
+    }
 
     /// A table file made here: `rows` as (token, vector) pairs.
     pub(crate) fn tiny_table(rows: &[(&str, &[f32])]) -> Vec<u8> {

@@ -13,7 +13,9 @@ use std::collections::{BinaryHeap, HashMap};
 use rusqlite::types::Value as SqlValue;
 
 use super::{Query, SearchError, SearchOptions, rank::Ranked};
-use crate::embed::cosine;
+use rusqlite::OptionalExtension;
+
+use crate::embed::Scorer;
 use crate::store::{Store, codec};
 
 /// Records the vector scan hands to fusion.
@@ -81,8 +83,9 @@ struct Near {
     sim: f32,
 }
 
-/// Min-heap entry for the top records: similarity, record, session, role.
-struct Top(f32, i64, i64, String);
+/// Heap entry for the top records: similarity, record id.
+#[derive(Debug, Clone, Copy)]
+struct Top(f32, i64);
 impl PartialEq for Top {
     fn eq(&self, o: &Self) -> bool {
         self.cmp(o) == Ordering::Equal
@@ -96,8 +99,86 @@ impl PartialOrd for Top {
 }
 impl Ord for Top {
     fn cmp(&self, o: &Self) -> Ordering {
-        // Reversed: the heap's top is the weakest kept record.
+        // Reversed: the heap's top is the weakest kept record (the lower
+        // similarity; of two equal, the older record).
         o.0.total_cmp(&self.0).then(o.1.cmp(&self.1))
+    }
+}
+
+/// The [`VECTOR_RECORDS`] best records offered, by similarity and then the
+/// newer record first: the same records whatever order they come in, so
+/// a scan split between threads keeps what one thread would.
+struct TopRecords(BinaryHeap<Top>);
+
+impl TopRecords {
+    fn new() -> TopRecords {
+        TopRecords(BinaryHeap::with_capacity(VECTOR_RECORDS + 1))
+    }
+
+    /// The similarity a record must reach to be kept now.
+    fn floor(&self) -> f32 {
+        match self.0.peek() {
+            Some(weakest) if self.0.len() >= VECTOR_RECORDS => weakest.0.max(MIN_SIMILARITY),
+            _ => MIN_SIMILARITY,
+        }
+    }
+
+    fn offer(&mut self, sim: f32, record_id: i64) {
+        let t = Top(sim, record_id);
+        if self.0.len() < VECTOR_RECORDS {
+            self.0.push(t);
+        } else if self.0.peek().is_some_and(|weakest| t < *weakest) {
+            self.0.pop();
+            self.0.push(t);
+        }
+    }
+
+    /// Scores `stored` and keeps it if it is among the best so far.
+    fn consider(&mut self, scorer: &Scorer<'_>, record_id: i64, stored: &[u8]) {
+        if let Some(sim) = scorer.score(stored, self.floor()) {
+            self.offer(sim, record_id);
+        }
+    }
+
+    fn merge(&mut self, other: TopRecords) {
+        for t in other.0 {
+            self.offer(t.0, t.1);
+        }
+    }
+}
+
+/// Whether the options narrow the search (then the meaning tier reads the
+/// table, joined with what the filters need).
+fn filtered(opts: &SearchOptions) -> bool {
+    opts.agent.is_some()
+        || opts.project.is_some()
+        || opts.machine.is_some()
+        || opts.since_ms.is_some()
+        || opts.session.is_some()
+        || !opts.roles.is_empty()
+}
+
+/// The best records of the flat vector file (see `store::vector_file`),
+/// and the record id above which the table must be read; `None` when the
+/// file cannot be used (then the table is read whole).
+fn from_file(
+    store: &Store,
+    scorer: &Scorer<'_>,
+    dim: usize,
+) -> Result<Option<(TopRecords, i64)>, SearchError> {
+    let Some(scan) = store.vector_scan(dim)? else {
+        return Ok(None);
+    };
+    match scan.fold(TopRecords::new, |top, id, v| top.consider(scorer, id, v)) {
+        Ok(parts) => {
+            let mut top = TopRecords::new();
+            parts.into_iter().for_each(|p| top.merge(p));
+            Ok(Some((top, scan.upto)))
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot read the vector file; reading the vectors table");
+            Ok(None)
+        }
     }
 }
 
@@ -105,31 +186,39 @@ impl Ord for Top {
 /// search filters.
 fn nearest(store: &Store, qv: &[f32], opts: &SearchOptions) -> Result<Vec<Near>, SearchError> {
     let conn = store.conn();
-    let mut sql = String::from(
-        "SELECT v.id, v.v, r.session, r.role FROM vectors v JOIN records r ON r.id = v.id",
-    );
-    super::push_joins(&mut sql, opts);
-    sql.push_str(" WHERE v.v IS NOT NULL");
-    let mut args: Vec<SqlValue> = Vec::new();
+    let scorer = Scorer::new(qv);
+    let narrowed = filtered(opts);
+    let (mut top, after) = match narrowed {
+        false => from_file(store, &scorer, qv.len())?,
+        true => None,
+    }
+    .unwrap_or_else(|| (TopRecords::new(), i64::MIN));
+    // The table: whole when filtered or without a usable file, otherwise
+    // only the vectors stored after the file's last entry.
+    let mut sql = String::from("SELECT v.id, v.v FROM vectors v");
+    if narrowed {
+        sql.push_str(" JOIN records r ON r.id = v.id");
+        super::push_joins(&mut sql, opts);
+    }
+    sql.push_str(" WHERE v.v IS NOT NULL AND v.id > ?1");
+    let mut args: Vec<SqlValue> = vec![SqlValue::Integer(after)];
     super::push_filters(&mut sql, &mut args, opts);
     let mut stmt = conn.prepare(&sql)?;
     let mut rows = stmt.query(rusqlite::params_from_iter(args.iter()))?;
-    let mut heap = BinaryHeap::with_capacity(VECTOR_RECORDS + 1);
     while let Some(r) = rows.next()? {
         let v = r.get_ref(1)?.as_blob().map_err(rusqlite::Error::from)?;
-        let sim = cosine(qv, v);
-        if sim < MIN_SIMILARITY {
-            continue;
-        }
-        if heap.len() < VECTOR_RECORDS || heap.peek().is_some_and(|t: &Top| sim > t.0) {
-            heap.push(Top(sim, r.get(0)?, r.get(2)?, codec::role_at(r, 3)?));
-            if heap.len() > VECTOR_RECORDS {
-                heap.pop();
-            }
-        }
+        top.consider(&scorer, r.get(0)?, v);
     }
+    let mut owner = conn.prepare_cached("SELECT session, role FROM records WHERE id = ?1")?;
     let mut best: HashMap<i64, Near> = HashMap::new();
-    for Top(sim, record_id, session, role) in heap.into_vec() {
+    for Top(sim, record_id) in top.0.into_vec() {
+        // A record deleted since the file was read is left out.
+        let Some((session, role)) = owner
+            .query_row([record_id], |r| Ok((r.get(0)?, codec::role_at(r, 1)?)))
+            .optional()?
+        else {
+            continue;
+        };
         let near = Near {
             record_id,
             session,
@@ -239,6 +328,78 @@ mod tests {
         ] {
             assert!(!is_exact_lookup(q), "{q}");
         }
+    }
+
+    /// (record, session, sim) of what `nearest` finds.
+    fn found(store: &Store, qv: &[f32], opts: &SearchOptions) -> Vec<(i64, i64, String, f32)> {
+        nearest(store, qv, opts)
+            .expect("nearest")
+            .into_iter()
+            .map(|n| (n.record_id, n.session, n.role, n.sim))
+            .collect()
+    }
+
+    #[test]
+    fn the_vector_file_finds_what_the_table_finds() {
+        use crate::embed::{Embedder, tests::tiny};
+        use crate::record::{Record, Role};
+        let dir = tempfile::tempdir().expect("tmp");
+        let mut store = Store::open(&dir.path().join("c.db")).expect("open");
+        let bytes = tiny();
+        let e = Embedder::from_bytes(&bytes).expect("table");
+        let words = ["slow", "terminal", "shell", "rounding", "sluggish"];
+        // Far more similar records than the tier keeps, many of them with
+        // the same vector (a tie at the cut), over many sessions.
+        let fill = |store: &mut Store, range: std::ops::Range<usize>| {
+            let mut ing = store.ingest("node").expect("ingest");
+            for i in range {
+                let text = format!("{} {} {}", words[i % 5], words[i / 5 % 5], words[i % 3]);
+                let role = if i % 4 == 0 {
+                    Role::Assistant
+                } else {
+                    Role::User
+                };
+                let session = format!("s{}", i % 37);
+                ing.insert(&Record::new("claude-code", &session, role, &text), None)
+                    .expect("insert");
+            }
+            ing.commit().expect("commit");
+            store.embed_pending(&e).expect("embed");
+        };
+        fill(&mut store, 0..700);
+        let queries: Vec<Vec<f32>> = ["slow terminal", "rounding", "shell sluggish"]
+            .iter()
+            .map(|q| e.embed(q).expect("vector"))
+            .collect();
+        let all = SearchOptions::default();
+        let from_table: Vec<_> = queries.iter().map(|q| found(&store, q, &all)).collect();
+        assert!(from_table.iter().all(|f| f.len() > 5), "{from_table:?}");
+        store.sync_vector_file(e.dim()).expect("sync");
+        assert!(store.vector_scan(e.dim()).expect("scan").is_some());
+        for (q, want) in queries.iter().zip(&from_table) {
+            assert_eq!(&found(&store, q, &all), want);
+        }
+        // Records stored after the file was written are read from the table.
+        fill(&mut store, 700..900);
+        let tail: Vec<_> = queries.iter().map(|q| found(&store, q, &all)).collect();
+        store
+            .conn()
+            .execute("DELETE FROM meta WHERE key = 'vector_file'", [])
+            .expect("drop mark");
+        for (q, want) in queries.iter().zip(&tail) {
+            assert_eq!(&found(&store, q, &all), want, "table alone");
+        }
+        // A filter reads the table, joined, and keeps to it.
+        store.sync_vector_file(e.dim()).expect("sync");
+        let only = SearchOptions {
+            roles: vec![Role::Assistant],
+            ..SearchOptions::default()
+        };
+        let f = found(&store, &queries[0], &only);
+        assert!(
+            !f.is_empty() && f.iter().all(|n| n.2 == "assistant"),
+            "{f:?}"
+        );
     }
 
     #[test]

@@ -238,6 +238,9 @@ impl Store {
     /// the WAL. Returns false when another connection kept either from
     /// completing (the bytes go at the next successful scrub).
     pub(crate) fn scrub(&self) -> Result<bool, StoreError> {
+        // The vector file still holds the vectors of what was forgotten
+        // until the next vector pass writes it anew: removed now.
+        super::vector_file::remove_untrusted(&self.conn, &self.path)?;
         match self.conn.execute_batch("VACUUM") {
             Ok(()) => {}
             Err(rusqlite::Error::SqliteFailure(e, _))

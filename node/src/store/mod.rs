@@ -21,6 +21,7 @@ mod read;
 mod schema;
 #[cfg(test)]
 mod sync_tests;
+pub(crate) mod vector_file;
 mod vectors;
 pub mod wire;
 
@@ -49,6 +50,7 @@ pub use insert::NewRecord;
 pub use log::{LogKind, OwnLog, StoredRecord};
 pub use read::{AgentCounts, SessionInfo, SessionRecord, SourceRow, StoreStats};
 pub use schema::SCHEMA_VERSION;
+pub use vector_file::Synced;
 pub use vectors::{VectorCounts, embeds_role};
 
 /// Failures of the store.

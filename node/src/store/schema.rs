@@ -271,6 +271,18 @@ const MIGRATIONS: &[&str] = &[
     r#"
     CREATE INDEX sessions_first_ms ON sessions(first_ms);
     "#,
+    // v10: the meaning vectors are copied into a flat file for search
+    // (see store::vector_file), which `meta.vector_file` vouches for. A
+    // vector deleted or changed takes that back; the next vector pass
+    // writes the file anew.
+    r#"
+    CREATE TRIGGER vector_file_on_delete AFTER DELETE ON vectors BEGIN
+        DELETE FROM meta WHERE key = 'vector_file';
+    END;
+    CREATE TRIGGER vector_file_on_update AFTER UPDATE ON vectors BEGIN
+        DELETE FROM meta WHERE key = 'vector_file';
+    END;
+    "#,
 ];
 
 /// The version that rebuilt `records` (and `Store::open` compacts a

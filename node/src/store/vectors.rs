@@ -12,6 +12,7 @@
 
 use rusqlite::{OptionalExtension, params};
 
+use super::vector_file::{self, Synced};
 use super::{Store, StoreError, codec};
 use crate::embed::{Embedder, quantize};
 use crate::record::Role;
@@ -168,6 +169,25 @@ impl Store {
             tx.commit()?;
             done += rows.len() as u64;
         }
+    }
+
+    /// Brings the flat file of vectors (see `store::vector_file`) up to the
+    /// `vectors` table: extends it, or writes it anew when the database no
+    /// longer vouches for it. `dim` is the embedder's vector length.
+    pub fn sync_vector_file(&mut self, dim: usize) -> Result<Synced, StoreError> {
+        vector_file::sync(&mut self.conn, &self.path, dim)
+    }
+
+    /// Whether the flat file of vectors holds every vector (checked
+    /// without a write lock or the embedder).
+    pub fn vector_file_current(&self) -> Result<bool, StoreError> {
+        vector_file::current(&self.conn, &self.path)
+    }
+
+    /// The flat file of vectors as far as the database vouches for it,
+    /// open for a scan; `None` when a search must read the table.
+    pub(crate) fn vector_scan(&self, dim: usize) -> Result<Option<vector_file::Scan>, StoreError> {
+        vector_file::open(&self.conn, &self.path, dim)
     }
 
     /// The stored vector of one record, if it has one.
