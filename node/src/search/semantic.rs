@@ -140,6 +140,14 @@ impl TopRecords {
         }
     }
 
+    /// [`TopRecords::consider`] for a vector in offset binary whose
+    /// inverse norm is known (as the vector file keeps it).
+    fn consider_offset(&mut self, scorer: &Scorer<'_>, record_id: i64, inv: f32, offset: &[u8]) {
+        if let Some(sim) = scorer.score_offset(offset, inv, self.floor()) {
+            self.offer(sim, record_id);
+        }
+    }
+
     fn merge(&mut self, other: TopRecords) {
         for t in other.0 {
             self.offer(t.0, t.1);
@@ -169,7 +177,9 @@ fn from_file(
     let Some(scan) = store.vector_scan(dim)? else {
         return Ok(None);
     };
-    match scan.fold(TopRecords::new, |top, id, v| top.consider(scorer, id, v)) {
+    match scan.fold(TopRecords::new, |top, id, inv, v| {
+        top.consider_offset(scorer, id, inv, v)
+    }) {
         Ok(parts) => {
             let mut top = TopRecords::new();
             parts.into_iter().for_each(|p| top.merge(p));

@@ -8,8 +8,9 @@
 //!
 //! - a 32-byte header: the magic `cairnvf1`, the vector length (u32 LE),
 //!   4 reserved bytes, and a random 16-byte token naming this file;
-//! - then entries of the record id (i64 LE) and its int8 vector, in
-//!   ascending id order.
+//! - then entries of the record id (i64 LE), one over the vector's length
+//!   (f32 LE) and the int8 vector as offset binary (each value plus 128),
+//!   ascending by id: what `embed::Scorer::score_offset` takes.
 //!
 //! `meta.vector_file` holds the token, how many entries are trusted and
 //! the highest record id they cover. It is written in the transaction
@@ -103,7 +104,7 @@ fn header(dim: usize, token: &[u8; 16]) -> [u8; HEADER_LEN as usize] {
 
 /// Bytes of one entry for vectors of length `dim`.
 fn entry_len(dim: usize) -> u64 {
-    8 + dim as u64
+    12 + dim as u64
 }
 
 /// Opens the file if it is the one `mark` names, for vectors of length
@@ -300,7 +301,10 @@ fn write_entries(
             continue;
         }
         w.write_all(&id.to_le_bytes()).map_err(CopyError::Io)?;
-        w.write_all(v).map_err(CopyError::Io)?;
+        w.write_all(&crate::embed::inverse_norm(v).to_le_bytes())
+            .map_err(CopyError::Io)?;
+        w.write_all(&crate::embed::offset_binary(v))
+            .map_err(CopyError::Io)?;
         n += 1;
     }
     Ok((n, upto))
@@ -349,14 +353,14 @@ pub(crate) fn open(conn: &Connection, db: &Path, dim: usize) -> Result<Option<Sc
 }
 
 impl Scan {
-    /// Calls `step(state, id, vector)` for every trusted entry, the
+    /// Calls `step(state, id, inverse norm, offset-binary vector)` for every trusted entry, the
     /// entries split in id order between up to [`MAX_THREADS`] threads,
     /// each with its own state from `init`; returns the states. A read
     /// error ends the scan with it.
     pub(crate) fn fold<T: Send>(
         &self,
         init: impl Fn() -> T + Sync,
-        step: impl Fn(&mut T, i64, &[u8]) + Sync,
+        step: impl Fn(&mut T, i64, f32, &[u8]) + Sync,
     ) -> std::io::Result<Vec<T>> {
         let threads = if self.count < PARALLEL_FROM {
             1
@@ -373,7 +377,7 @@ impl Scan {
         &self,
         threads: usize,
         init: impl Fn() -> T + Sync,
-        step: impl Fn(&mut T, i64, &[u8]) + Sync,
+        step: impl Fn(&mut T, i64, f32, &[u8]) + Sync,
     ) -> std::io::Result<Vec<T>> {
         let threads = threads.max(1);
         let per = self.count.div_ceil(threads as u64);
@@ -388,9 +392,12 @@ impl Scan {
                 let bytes = &mut buf[..n * size];
                 read_at(&self.file, bytes, HEADER_LEN + at * size as u64)?;
                 for e in bytes.chunks_exact(size) {
-                    let (id, v) = e.split_at(8);
+                    let (id, rest) = e.split_at(8);
+                    let (inverse_norm, v) = rest.split_at(4);
                     let id = i64::from_le_bytes(id.try_into().expect("8 bytes"));
-                    step(&mut state, id, v);
+                    let inverse_norm =
+                        f32::from_le_bytes(inverse_norm.try_into().expect("4 bytes"));
+                    step(&mut state, id, inverse_norm, v);
                 }
                 at += n as u64;
             }
@@ -469,9 +476,15 @@ mod tests {
     fn scanned(store: &Store, threads: usize) -> Option<Vec<(i64, Vec<u8>)>> {
         let scan = store.vector_scan(3).expect("open")?;
         let parts = scan
-            .fold_with(threads, Vec::new, |out: &mut Vec<(i64, Vec<u8>)>, id, v| {
-                out.push((id, v.to_vec()))
-            })
+            .fold_with(
+                threads,
+                Vec::new,
+                |out: &mut Vec<(i64, Vec<u8>)>, id, inv, v| {
+                    let v = crate::embed::offset_binary(v);
+                    assert_eq!(inv, crate::embed::inverse_norm(&v));
+                    out.push((id, v))
+                },
+            )
             .expect("scan");
         Some(parts.into_iter().flatten().collect())
     }
