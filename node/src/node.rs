@@ -309,10 +309,15 @@ impl Node {
         self.config.semantic.then(crate::embed::builtin)
     }
 
-    /// The embedder for a search: none for an exact look-up, which stays
-    /// lexical, so such a search never pays for loading the table.
-    fn embedder_for(&self, query: &str) -> Option<&'static crate::embed::Embedder<'static>> {
-        if search::semantic::is_exact_lookup(query) {
+    /// The embedder for a search: none for an exact look-up or a search
+    /// asked to stay lexical (`opts.lexical_only`), so such a search never
+    /// pays for loading the table.
+    fn embedder_for(
+        &self,
+        query: &str,
+        opts: &SearchOptions,
+    ) -> Option<&'static crate::embed::Embedder<'static>> {
+        if opts.lexical_only || search::semantic::is_exact_lookup(query) {
             return None;
         }
         self.embedder()
@@ -370,7 +375,7 @@ impl Node {
         offset: usize,
     ) -> Result<search::Page, NodeError> {
         let opts = SearchOptions {
-            semantic: self.embedder_for(query),
+            semantic: self.embedder_for(query, opts),
             ..opts.clone()
         };
         Ok(search::search_page(
@@ -443,7 +448,7 @@ impl Node {
     /// Searches the merged memory (the first page).
     pub fn search(&self, query: &str, opts: &SearchOptions) -> Result<Vec<Hit>, NodeError> {
         let opts = SearchOptions {
-            semantic: self.embedder_for(query),
+            semantic: self.embedder_for(query, opts),
             ..opts.clone()
         };
         Ok(search::search(&self.store, &Query::parse(query), &opts)?)
