@@ -236,31 +236,15 @@ pub fn run(
         &mut serving,
         "-",
     ));
-    let mut common = Vec::new();
-    for _ in 0..reps.max(1) {
-        let (ms, out) = time_cairn(
-            cairn,
-            &s,
-            &["search", "--json", "--no-refresh", "--", "error"],
-        )?;
-        anyhow::ensure!(!hit_sessions(&out)?.is_empty(), "'error' found nothing");
-        common.push(ms);
-    }
+    let mut common = searches_found(cairn, &s, &["error"], reps)?;
     figures.push(Figure::timings(
         "search common word 'error' --no-refresh",
         &mut common,
         "<= 40",
     ));
-
     // Questions in a user's words: with the meaning tier on, each also
     // scans every record vector.
-    let mut questions = Vec::new();
-    for i in 0..reps.max(1) {
-        let q = QUESTIONS[i % QUESTIONS.len()];
-        let (ms, out) = time_cairn(cairn, &s, &["search", "--json", "--no-refresh", "--", q])?;
-        anyhow::ensure!(!hit_sessions(&out)?.is_empty(), "{q:?} found nothing");
-        questions.push(ms);
-    }
+    let mut questions = searches_found(cairn, &s, &QUESTIONS, reps)?;
     figures.push(Figure::timings(
         "search a question --no-refresh",
         &mut questions,
@@ -284,6 +268,24 @@ const QUESTIONS: [&str; 5] = [
     "why was the test flaky",
     "what did we decide about caching",
 ];
+
+/// `reps` fresh `cairn search --json --no-refresh` runs (ms), taking
+/// `queries` in turn, each required to find something.
+fn searches_found(
+    cairn: &Path,
+    s: &Setup,
+    queries: &[&str],
+    reps: usize,
+) -> anyhow::Result<Vec<f64>> {
+    let mut times = Vec::new();
+    for i in 0..reps.max(1) {
+        let q = queries[i % queries.len()];
+        let (ms, out) = time_cairn(cairn, s, &["search", "--json", "--no-refresh", "--", q])?;
+        anyhow::ensure!(!hit_sessions(&out)?.is_empty(), "{q:?} found nothing");
+        times.push(ms);
+    }
+    Ok(times)
+}
 
 /// `reps` fresh `cairn search --json` runs (ms), each for another needle
 /// with `flags` before it, each answer checked against the needle's session.

@@ -361,20 +361,16 @@ mod tests {
         // Far more similar records than the tier keeps, many of them with
         // the same vector (a tie at the cut), over many sessions.
         let fill = |store: &mut Store, range: std::ops::Range<usize>| {
-            let mut ing = store.ingest("node").expect("ingest");
-            for i in range {
+            let records = range.map(|i| {
                 let text = format!("{} {} {}", words[i % 5], words[i / 5 % 5], words[i % 3]);
                 let role = if i % 4 == 0 {
                     Role::Assistant
                 } else {
                     Role::User
                 };
-                let session = format!("s{}", i % 37);
-                ing.insert(&Record::new("claude-code", &session, role, &text), None)
-                    .expect("insert");
-            }
-            ing.commit().expect("commit");
-            store.embed_pending(&e).expect("embed");
+                Record::new("claude-code", &format!("s{}", i % 37), role, &text)
+            });
+            crate::store::vectors::tests::store_embedded(store, records);
         };
         fill(&mut store, 0..700);
         let queries: Vec<Vec<f32>> = ["slow terminal", "rounding", "shell sluggish"]

@@ -22,7 +22,7 @@ mod schema;
 #[cfg(test)]
 mod sync_tests;
 pub(crate) mod vector_file;
-mod vectors;
+pub(crate) mod vectors;
 pub mod wire;
 
 use std::path::{Path, PathBuf};

@@ -433,8 +433,6 @@ impl Scan {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::embed::Embedder;
-    use crate::embed::tests::tiny;
     use crate::record::{Record, Role};
     use crate::store::Store;
 
@@ -447,17 +445,12 @@ mod tests {
 
     /// Stores records `from..to` and embeds them.
     fn add(store: &mut Store, from: usize, to: usize) {
-        let bytes = tiny();
-        let e = Embedder::from_bytes(&bytes).expect("table");
         let words = ["slow", "terminal", "shell", "rounding", "sluggish"];
-        let mut ing = store.ingest("node").expect("ingest");
-        for i in from..to {
+        let records = (from..to).map(|i| {
             let text = format!("{} {} {i}", words[i % 5], words[i / 5 % 5]);
-            ing.insert(&Record::new("claude-code", "s1", Role::User, &text), None)
-                .expect("insert");
-        }
-        ing.commit().expect("commit");
-        store.embed_pending(&e).expect("embed");
+            Record::new("claude-code", "s1", Role::User, &text)
+        });
+        crate::store::vectors::tests::store_embedded(store, records);
     }
 
     /// The table's (id, vector) pairs.

@@ -203,10 +203,23 @@ impl Store {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::embed::tests::tiny;
     use crate::record::{Record, Role};
+
+    /// Stores `records` in one transaction and gives them their vectors
+    /// (of the tiny table, `embed::tests::tiny`).
+    pub(crate) fn store_embedded(store: &mut Store, records: impl IntoIterator<Item = Record>) {
+        let bytes = tiny();
+        let e = Embedder::from_bytes(&bytes).expect("table");
+        let mut ing = store.ingest("node").expect("ingest");
+        for r in records {
+            ing.insert(&r, None).expect("insert");
+        }
+        ing.commit().expect("commit");
+        store.embed_pending(&e).expect("embed");
+    }
 
     #[test]
     fn a_batch_split_between_threads_gives_each_text_its_own_vector_in_order() {
