@@ -349,8 +349,11 @@ pub fn search_page(
     opts: &SearchOptions,
     offset: usize,
 ) -> Result<Page, SearchError> {
-    let (lexical, words) = lexical(store, q, opts)?;
-    let ranked = semantic::blend(store, q, opts, lexical)?;
+    // The meaning tier's scan of the vector file runs beside the lexical tier.
+    let prepared = semantic::prepare(store, q, opts)?;
+    let (lexical, scanned) = semantic::alongside(prepared, || lexical(store, q, opts));
+    let (lexical, words) = lexical?;
+    let ranked = semantic::blend(store, q, opts, lexical, scanned)?;
     let total = ranked.len();
     let mut hits = Vec::new();
     for top in ranked.into_iter().skip(offset).take(opts.limit.max(1)) {

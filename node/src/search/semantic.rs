@@ -16,7 +16,7 @@ use super::{Query, SearchError, SearchOptions, rank::Ranked};
 use rusqlite::OptionalExtension;
 
 use crate::embed::Scorer;
-use crate::store::{Store, codec};
+use crate::store::{Store, codec, vector_file};
 
 /// Records the vector scan hands to fusion.
 const VECTOR_RECORDS: usize = 200;
@@ -166,43 +166,134 @@ fn filtered(opts: &SearchOptions) -> bool {
         || !opts.roles.is_empty()
 }
 
-/// The best records of the flat vector file (see `store::vector_file`),
-/// and the record id above which the table must be read; `None` when the
-/// file cannot be used (then the table is read whole).
-fn from_file(
-    store: &Store,
-    scorer: &Scorer<'_>,
-    dim: usize,
-) -> Result<Option<(TopRecords, i64)>, SearchError> {
-    let Some(scan) = store.vector_scan(dim)? else {
-        return Ok(None);
-    };
+/// What became of the vector file for one search.
+enum FileScan {
+    /// Not opened yet.
+    NotTried,
+    /// Not usable (not trusted, unreadable, or the search is filtered):
+    /// the table is read whole.
+    Unusable,
+    /// Its best records, and the record id above which the table must be
+    /// read.
+    Found(TopRecords, i64),
+}
+
+/// The best records of the flat vector file (see `store::vector_file`).
+fn scan_file(scan: &vector_file::Scan, scorer: &Scorer<'_>) -> FileScan {
     match scan.fold(TopRecords::new, |top, id, inv, v| {
         top.consider_offset(scorer, id, inv, v)
     }) {
         Ok(parts) => {
             let mut top = TopRecords::new();
             parts.into_iter().for_each(|p| top.merge(p));
-            Ok(Some((top, scan.upto)))
+            FileScan::Found(top, scan.upto)
         }
         Err(e) => {
             tracing::warn!(error = %e, "cannot read the vector file; reading the vectors table");
-            Ok(None)
+            FileScan::Unusable
         }
     }
 }
 
+/// What the meaning tier can do before the lexical tier runs, with no
+/// database connection: the query's vector and, for an unfiltered
+/// search, the vector file open for a scan.
+pub struct Prepared {
+    qv: Vec<f32>,
+    scan: Option<vector_file::Scan>,
+}
+
+/// The query's vector and what the vector file gave for it.
+pub struct Scanned {
+    qv: Vec<f32>,
+    file: FileScan,
+}
+
+/// Prepares the meaning tier of `q`; `None` when it does not apply (no
+/// embedder, lexical only, an exact look-up, no known word). A question
+/// naming a period keeps its lexical ranking when it has one, so its file
+/// is left for [`blend`] to scan if needed.
+pub fn prepare(
+    store: &Store,
+    q: &Query,
+    opts: &SearchOptions,
+) -> Result<Option<Prepared>, SearchError> {
+    let Some(e) = opts.semantic.filter(|_| !opts.lexical_only) else {
+        return Ok(None);
+    };
+    if is_exact_lookup(&q.text) {
+        return Ok(None);
+    }
+    let Some(qv) = e.embed(&q.text) else {
+        return Ok(None);
+    };
+    let scan = match filtered(opts) || super::when::period(&q.text, opts.now_ms).is_some() {
+        true => None,
+        false => store.vector_scan(qv.len())?,
+    };
+    Ok(Some(Prepared { qv, scan }))
+}
+
+/// Runs `lexical` on this thread while the prepared scan of the vector
+/// file runs on others (the scan needs no database connection), and
+/// returns both.
+pub fn alongside<T>(
+    prepared: Option<Prepared>,
+    lexical: impl FnOnce() -> T,
+) -> (T, Option<Scanned>) {
+    let Some(Prepared { qv, scan }) = prepared else {
+        return (lexical(), None);
+    };
+    let Some(scan) = scan else {
+        let file = FileScan::NotTried;
+        return (lexical(), Some(Scanned { qv, file }));
+    };
+    let scorer = Scorer::new(&qv);
+    let (out, file) = std::thread::scope(|s| {
+        let (scan, scorer) = (&scan, &scorer);
+        let spawned = std::thread::Builder::new()
+            .name("cairn-vectors".into())
+            .spawn_scoped(s, move || scan_file(scan, scorer));
+        let out = lexical();
+        let file = match spawned {
+            Ok(h) => h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)),
+            // No thread to be had: scanned here, after.
+            Err(_) => scan_file(scan, scorer),
+        };
+        (out, file)
+    });
+    drop(scorer);
+    (out, Some(Scanned { qv, file }))
+}
+
 /// The sessions nearest to `qv` in meaning, best first, honouring the
 /// search filters.
+#[cfg(test)]
 fn nearest(store: &Store, qv: &[f32], opts: &SearchOptions) -> Result<Vec<Near>, SearchError> {
+    nearest_with(store, qv, FileScan::NotTried, opts)
+}
+
+/// [`nearest`] with what the vector file gave already (see [`alongside`]).
+fn nearest_with(
+    store: &Store,
+    qv: &[f32],
+    file: FileScan,
+    opts: &SearchOptions,
+) -> Result<Vec<Near>, SearchError> {
     let conn = store.conn();
     let scorer = Scorer::new(qv);
     let narrowed = filtered(opts);
-    let (mut top, after) = match narrowed {
-        false => from_file(store, &scorer, qv.len())?,
-        true => None,
-    }
-    .unwrap_or_else(|| (TopRecords::new(), i64::MIN));
+    let file = match file {
+        FileScan::NotTried if !narrowed => match store.vector_scan(qv.len())? {
+            Some(scan) => scan_file(&scan, &scorer),
+            None => FileScan::Unusable,
+        },
+        other => other,
+    };
+    let (mut top, after) = match file {
+        FileScan::Found(top, after) if !narrowed => (top, after),
+        _ => (TopRecords::new(), i64::MIN),
+    };
     // The table: whole when filtered or without a usable file, otherwise
     // only the vectors stored after the file's last entry.
     let mut sql = String::from("SELECT v.id, v.v FROM vectors v");
@@ -284,29 +375,24 @@ fn fuse(lex: Vec<Ranked>, near: Vec<Near>) -> Vec<Ranked> {
 }
 
 /// The lexical ranking `lex` of `q`, fused with the meaning tier when
-/// `opts` has an embedder and the query is not an exact look-up (or has no
-/// lexical match at all, when it is not an exact look-up).
+/// [`prepare`] found it applies (`scanned`, from [`alongside`]), unless
+/// the question names a period and the lexical tier has an answer.
 pub fn blend(
     store: &Store,
     q: &Query,
     opts: &SearchOptions,
     lex: Vec<Ranked>,
+    scanned: Option<Scanned>,
 ) -> Result<Vec<Ranked>, SearchError> {
-    let Some(e) = opts.semantic.filter(|_| !opts.lexical_only) else {
+    let Some(Scanned { qv, file }) = scanned else {
         return Ok(lex);
     };
-    // Exact look-ups keep their lexical ranking (and find nothing when
-    // their words are nowhere); so do questions about a named period,
-    // which the lexical tier answers from the period itself.
-    if is_exact_lookup(&q.text)
-        || (!lex.is_empty() && super::when::period(&q.text, opts.now_ms).is_some())
-    {
+    // Questions about a named period are answered from the period itself
+    // by the lexical tier.
+    if !lex.is_empty() && super::when::period(&q.text, opts.now_ms).is_some() {
         return Ok(lex);
     }
-    match e.embed(&q.text) {
-        Some(qv) => Ok(fuse(lex, nearest(store, &qv, opts)?)),
-        None => Ok(lex),
-    }
+    Ok(fuse(lex, nearest_with(store, &qv, file, opts)?))
 }
 
 #[cfg(test)]
@@ -405,6 +491,45 @@ mod tests {
         assert!(
             !f.is_empty() && f.iter().all(|n| n.2 == "assistant"),
             "{f:?}"
+        );
+        // Prepared before the lexical tier and scanned beside it: the same.
+        let table: &'static [u8] = Box::leak(tiny().into_boxed_slice());
+        let embedder: &'static Embedder<'static> =
+            Box::leak(Box::new(Embedder::from_bytes(table).expect("table")));
+        let with_tier = SearchOptions {
+            semantic: Some(embedder),
+            ..SearchOptions::default()
+        };
+        for (text, want) in [("slow terminal", &tail[0]), ("shell sluggish", &tail[2])] {
+            let prepared = prepare(&store, &Query::parse(text), &with_tier)
+                .expect("prepare")
+                .expect("the tier applies");
+            assert!(prepared.scan.is_some(), "{text}");
+            let (ran, scanned) = alongside(Some(prepared), || 7);
+            assert_eq!(ran, 7);
+            let Scanned { qv, file } = scanned.expect("scanned");
+            assert!(matches!(file, FileScan::Found(..)), "{text}");
+            let got: Vec<_> = nearest_with(&store, &qv, file, &all)
+                .expect("nearest")
+                .into_iter()
+                .map(|n| (n.record_id, n.session, n.role, n.sim))
+                .collect();
+            assert_eq!(&got, want, "{text}");
+        }
+        // An exact look-up, or --lexical, leaves the tier out.
+        assert!(
+            prepare(&store, &Query::parse("rounding"), &with_tier)
+                .expect("prepare")
+                .is_none()
+        );
+        let lexical = SearchOptions {
+            lexical_only: true,
+            ..with_tier.clone()
+        };
+        assert!(
+            prepare(&store, &Query::parse("slow terminal"), &lexical)
+                .expect("prepare")
+                .is_none()
         );
     }
 
