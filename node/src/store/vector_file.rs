@@ -107,6 +107,15 @@ fn entry_len(dim: usize) -> u64 {
     12 + dim as u64
 }
 
+/// Whether a file of `len` bytes holds the entries `mark` trusts (a count
+/// too large to have been written is no exception).
+fn holds(len: u64, mark: &Mark, dim: usize) -> bool {
+    mark.count
+        .checked_mul(entry_len(dim))
+        .and_then(|b| b.checked_add(HEADER_LEN))
+        .is_some_and(|need| len >= need)
+}
+
 /// Opens the file if it is the one `mark` names, for vectors of length
 /// `dim`, and holds at least the trusted entries.
 fn open_marked(path: &Path, mark: &Mark, dim: usize, write: bool) -> Option<File> {
@@ -118,8 +127,7 @@ fn open_marked(path: &Path, mark: &Mark, dim: usize, write: bool) -> Option<File
     let mut h = [0u8; HEADER_LEN as usize];
     read_at(&file, &mut h, 0).ok()?;
     let len = file.metadata().ok()?.len();
-    (h == header(dim, &mark.token) && len >= HEADER_LEN + mark.count * entry_len(dim))
-        .then_some(file)
+    (h == header(dim, &mark.token) && holds(len, mark, dim)).then_some(file)
 }
 
 #[cfg(unix)]
@@ -161,7 +169,7 @@ pub(crate) fn current(conn: &Connection, db: &Path) -> Result<bool, StoreError> 
         return Ok(false);
     };
     let dim = u32::from_le_bytes(h[8..12].try_into().expect("4 bytes")) as usize;
-    Ok(h == header(dim, &mark.token) && meta.len() >= HEADER_LEN + mark.count * entry_len(dim))
+    Ok(h == header(dim, &mark.token) && holds(meta.len(), &mark, dim))
 }
 
 /// Removes the file when the database does not vouch for it (a vector was
@@ -582,6 +590,31 @@ mod tests {
             Synced::Rebuilt(25)
         );
         assert_eq!(scanned(&store, 1), Some(table(&store)));
+        // A damaged mark: a count no file could hold.
+        let good: String = store
+            .conn
+            .query_row(
+                "SELECT value FROM meta WHERE key = 'vector_file'",
+                [],
+                |r| r.get(0),
+            )
+            .expect("mark");
+        let token = good.split(' ').next().expect("token").to_string();
+        for count in [u64::MAX, u64::MAX / 200, 26] {
+            store
+                .conn
+                .execute(
+                    "UPDATE meta SET value = ?1 WHERE key = 'vector_file'",
+                    [format!("{token} {count} 25")],
+                )
+                .expect("damage");
+            assert!(scanned(&store, 1).is_none(), "{count}");
+            assert!(!store.vector_file_current().expect("current"), "{count}");
+        }
+        assert_eq!(
+            store.sync_vector_file(3).expect("sync"),
+            Synced::Rebuilt(25)
+        );
         // A missing file.
         std::fs::remove_file(&path).expect("rm");
         assert!(scanned(&store, 1).is_none());
