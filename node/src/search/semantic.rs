@@ -10,11 +10,10 @@
 use std::cmp::Ordering;
 use std::collections::{BinaryHeap, HashMap};
 
+use rusqlite::OptionalExtension;
 use rusqlite::types::Value as SqlValue;
 
 use super::{Query, SearchError, SearchOptions, rank::Ranked};
-use rusqlite::OptionalExtension;
-
 use crate::embed::Scorer;
 use crate::store::{Store, codec, vector_file};
 
