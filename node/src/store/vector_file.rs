@@ -117,8 +117,9 @@ fn holds(len: u64, mark: &Mark, dim: usize) -> bool {
 }
 
 /// Opens the file if it is the one `mark` names, for vectors of length
-/// `dim`, and holds at least the trusted entries.
-fn open_marked(path: &Path, mark: &Mark, dim: usize, write: bool) -> Option<File> {
+/// `dim` (whatever length its header gives when `None`), and holds at
+/// least the trusted entries.
+fn open_marked(path: &Path, mark: &Mark, dim: Option<usize>, write: bool) -> Option<File> {
     let file = std::fs::OpenOptions::new()
         .read(true)
         .write(write)
@@ -127,7 +128,13 @@ fn open_marked(path: &Path, mark: &Mark, dim: usize, write: bool) -> Option<File
     let mut h = [0u8; HEADER_LEN as usize];
     read_at(&file, &mut h, 0).ok()?;
     let len = file.metadata().ok()?.len();
+    let dim = dim.unwrap_or(u32::from_le_bytes(h[8..12].try_into().expect("4 bytes")) as usize);
     (h == header(dim, &mark.token) && holds(len, mark, dim)).then_some(file)
+}
+
+/// The highest record id with a row in `vectors` (0 for none).
+fn newest(conn: &Connection) -> rusqlite::Result<i64> {
+    conn.query_row("SELECT COALESCE(max(id), 0) FROM vectors", [], |r| r.get(0))
 }
 
 #[cfg(unix)]
@@ -155,21 +162,7 @@ pub(crate) fn current(conn: &Connection, db: &Path) -> Result<bool, StoreError> 
     let Some(mark) = read_mark(conn)? else {
         return Ok(false);
     };
-    let newest: i64 =
-        conn.query_row("SELECT COALESCE(max(id), 0) FROM vectors", [], |r| r.get(0))?;
-    if mark.upto < newest {
-        return Ok(false);
-    }
-    let mut h = [0u8; HEADER_LEN as usize];
-    let found = File::open(path_for(db)).and_then(|f| {
-        read_at(&f, &mut h, 0)?;
-        f.metadata()
-    });
-    let Ok(meta) = found else {
-        return Ok(false);
-    };
-    let dim = u32::from_le_bytes(h[8..12].try_into().expect("4 bytes")) as usize;
-    Ok(h == header(dim, &mark.token) && holds(meta.len(), &mark, dim))
+    Ok(mark.upto >= newest(conn)? && open_marked(&path_for(db), &mark, None, false).is_some())
 }
 
 /// Removes the file when the database does not vouch for it (a vector was
@@ -204,24 +197,19 @@ pub enum Synced {
 /// since, or writes it anew when the database no longer vouches for it.
 pub(crate) fn sync(conn: &mut Connection, db: &Path, dim: usize) -> Result<Synced, StoreError> {
     let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
-    let newest: i64 = tx.query_row("SELECT COALESCE(max(id), 0) FROM vectors", [], |r| r.get(0))?;
+    let newest = newest(&tx)?;
     let path = path_for(db);
     let io = |source| StoreError::Io {
         path: path.clone(),
         source,
     };
     let mark = read_mark(&tx)?;
-    let open = mark.and_then(|m| open_marked(&path, &m, dim, true).map(|f| (m, f)));
+    let open = mark.and_then(|m| open_marked(&path, &m, Some(dim), true).map(|f| (m, f)));
     let (mark, done) = match open {
         Some((m, _)) if m.upto >= newest => return Ok(Synced::Current),
         Some((m, file)) => {
             let start = HEADER_LEN + m.count * entry_len(dim);
-            let mut w = BufWriter::with_capacity(1 << 20, &file);
-            std::io::Seek::seek(&mut w, std::io::SeekFrom::Start(start)).map_err(io)?;
-            let (added, upto) = write_entries(&tx, &mut w, m.upto, dim).map_err(|e| e.at(&path))?;
-            w.flush().map_err(io)?;
-            drop(w);
-            file.sync_data().map_err(io)?;
+            let (added, upto) = fill(&tx, &file, Start::Seek(start), m.upto, dim, &path)?;
             let mark = Mark {
                 token: m.token,
                 count: m.count + added,
@@ -242,12 +230,7 @@ pub(crate) fn sync(conn: &mut Connection, db: &Path, dim: usize) -> Result<Synce
                 .truncate(true)
                 .open(&tmp)
                 .map_err(io)?;
-            let mut w = BufWriter::with_capacity(1 << 20, &file);
-            w.write_all(&header(dim, &token)).map_err(io)?;
-            let (added, upto) = write_entries(&tx, &mut w, 0, dim).map_err(|e| e.at(&path))?;
-            w.flush().map_err(io)?;
-            drop(w);
-            file.sync_data().map_err(io)?;
+            let (added, upto) = fill(&tx, &file, Start::Header(&token), 0, dim, &path)?;
             std::fs::rename(&tmp, &path).map_err(io)?;
             let mark = Mark {
                 token,
@@ -264,6 +247,42 @@ pub(crate) fn sync(conn: &mut Connection, db: &Path, dim: usize) -> Result<Synce
     )?;
     tx.commit()?;
     Ok(done)
+}
+
+/// Where [`fill`] starts writing.
+enum Start<'a> {
+    /// At this byte of an existing file.
+    Seek(u64),
+    /// At the start of a new file, with the header for this token.
+    Header(&'a [u8; 16]),
+}
+/// Writes every vector above record id `after` into `file` from `start`,
+/// then syncs the file's data; returns how many entries, and the highest
+/// record id written. `path` names the file in errors.
+fn fill(
+    conn: &Connection,
+    file: &File,
+    start: Start<'_>,
+    after: i64,
+    dim: usize,
+    path: &Path,
+) -> Result<(u64, i64), StoreError> {
+    let io = |source| StoreError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    let mut w = BufWriter::with_capacity(1 << 20, file);
+    match start {
+        Start::Seek(at) => {
+            std::io::Seek::seek(&mut w, std::io::SeekFrom::Start(at)).map_err(io)?;
+        }
+        Start::Header(token) => w.write_all(&header(dim, token)).map_err(io)?,
+    }
+    let written = write_entries(conn, &mut w, after, dim).map_err(|e| e.at(path))?;
+    w.flush().map_err(io)?;
+    drop(w);
+    file.sync_data().map_err(io)?;
+    Ok(written)
 }
 
 /// A failure while copying vectors into the file.
@@ -351,7 +370,7 @@ pub(crate) fn open(conn: &Connection, db: &Path, dim: usize) -> Result<Option<Sc
         return Ok(None);
     };
     Ok(
-        open_marked(&path_for(db), &mark, dim, false).map(|file| Scan {
+        open_marked(&path_for(db), &mark, Some(dim), false).map(|file| Scan {
             file,
             count: mark.count,
             dim,
