@@ -12,7 +12,7 @@ use crate::search::{self, Hit, Query, SearchError, SearchOptions};
 use crate::sources::notes;
 use crate::store::{
     ApplyError, ApplyReport, ForgetCandidate, ForgetError, ForgetReport, MAX_QUERY_FORGET, Store,
-    StoreError, StoreStats,
+    StoreError, StoreStats, Synced,
 };
 use crate::survey;
 use cairn_protocol::{Batch, ForgetTarget, Pull, Watermark};
@@ -327,26 +327,46 @@ impl Node {
     /// (computed here, from the stored redacted text). Returns how many
     /// records were examined; nothing when the semantic tier is off.
     ///
-    /// Then brings the flat file of vectors that searches scan up to date
-    /// (see `store::vector_file`); a failure there is logged, not
-    /// returned, since searches then read the vectors table instead.
+    /// Then moves the new vectors into the flat file that searches scan
+    /// (see `store::vector_file`). A failure there is logged, not
+    /// returned: the vectors stay in the table, where searches read them,
+    /// until a later pass. A file that cannot be trusted any more is
+    /// written again from vectors computed anew.
     pub fn embed_pending(&mut self) -> Result<u64, StoreError> {
         if !self.config.semantic {
             return Ok(0);
         }
+        let embedder = crate::embed::builtin();
         // Checked first: loading the table costs more than a pass with
         // nothing new.
-        let done = match self.store.vectors_pending()? {
-            true => self.store.embed_pending(crate::embed::builtin())?,
+        let mut done = match self.store.vectors_pending()? {
+            true => self.store.embed_pending(embedder)?,
             false => 0,
         };
-        if !self.store.vector_file_current()? {
-            match self.store.sync_vector_file(crate::embed::builtin().dim()) {
-                Ok(synced) => tracing::debug!(?synced, "vector file"),
-                Err(e) => tracing::warn!(
-                    error = %e,
-                    "could not write the vector file; searches read the vectors table"
-                ),
+        // A lost file is computed again once; a second loss in a row waits
+        // for the next pass.
+        for _ in 0..2 {
+            if self.store.vector_file_current()? {
+                break;
+            }
+            match self.store.sync_vector_file(embedder.dim()) {
+                Ok(Synced::Lost) => {
+                    tracing::warn!(
+                        "the vector file was lost or damaged; computing its vectors again"
+                    );
+                    done += self.store.embed_pending(embedder)?;
+                }
+                Ok(synced) => {
+                    tracing::debug!(?synced, "vector file");
+                    break;
+                }
+                Err(e) => {
+                    tracing::warn!(
+                        error = %e,
+                        "could not write the vector file; searches read the vectors table"
+                    );
+                    break;
+                }
             }
         }
         Ok(done)
@@ -883,5 +903,48 @@ mod tests {
         assert_ne!(node.store().change_stamp().expect("stamp"), before);
         let r = search(&mut node, "egret");
         assert_eq!(r.page.hits.len(), 1);
+    }
+
+    #[test]
+    fn a_lost_vector_file_is_computed_again_by_the_next_pass() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut cfg = lexical_config(dir.path());
+        cfg.semantic = true;
+        let mut node = Node::open(cfg.clone()).expect("open");
+        let file = cfg.locations.claude_dir.join("projects/-p/s1.jsonl");
+        let said = [
+            "the terminal is slow when a new window opens",
+            "we round half cents up when we bill customers",
+            "the build cache lives in the target folder",
+        ];
+        for (i, t) in said.iter().enumerate() {
+            append(&file, &claude_line("s1", i as u32, t));
+        }
+        node.index(0, &mut |_| {}).expect("pass");
+        let counts = node.store().vector_counts().expect("counts");
+        assert_eq!((counts.with_vector, counts.pending), (3, 0));
+        let vectors = crate::store::vector_file::path_for(node.store().path());
+        let in_table = |node: &Node| -> i64 {
+            node.store()
+                .conn()
+                .query_row("SELECT count(*) FROM vectors", [], |r| r.get(0))
+                .expect("count")
+        };
+        assert!(vectors.exists());
+        assert_eq!(in_table(&node), 0, "each vector is kept once, in the file");
+        let before: Vec<_> = (1..=3)
+            .map(|id| node.store().vector(id).expect("vector"))
+            .collect();
+        assert!(before.iter().all(Option::is_some), "{before:?}");
+        // The file goes: one call gives it up and computes it again.
+        std::fs::remove_file(&vectors).expect("rm");
+        assert_eq!(node.embed_pending().expect("embed"), 3);
+        assert!(vectors.exists());
+        assert_eq!(in_table(&node), 0);
+        let after: Vec<_> = (1..=3)
+            .map(|id| node.store().vector(id).expect("vector"))
+            .collect();
+        assert_eq!(after, before);
+        assert_eq!(node.embed_pending().expect("embed"), 0);
     }
 }

@@ -349,6 +349,14 @@ pub fn search_page(
     opts: &SearchOptions,
     offset: usize,
 ) -> Result<Page, SearchError> {
+    // One snapshot for the whole search: a vector pass moves vectors from
+    // the table into the vector file and then deletes them from the table,
+    // so the file's mark and the table must be read as of one moment.
+    // (Dropped at the end, which ends the read.)
+    let _snapshot = match store.conn().is_autocommit() {
+        true => Some(store.conn().unchecked_transaction()?),
+        false => None,
+    };
     // The meaning tier's scan of the vector file runs beside the lexical tier.
     let prepared = semantic::prepare(store, q, opts)?;
     let (lexical, scanned) = semantic::alongside(prepared, || lexical(store, q, opts));

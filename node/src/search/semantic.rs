@@ -15,6 +15,7 @@ use rusqlite::types::Value as SqlValue;
 
 use super::{Query, SearchError, SearchOptions, rank::Ranked};
 use crate::embed::Scorer;
+use crate::record::Role;
 use crate::store::{Store, codec, vector_file};
 
 /// Records the vector scan hands to fusion.
@@ -154,8 +155,8 @@ impl TopRecords {
     }
 }
 
-/// Whether the options narrow the search (then the meaning tier reads the
-/// table, joined with what the filters need).
+/// Whether the options narrow the search (then the meaning tier scans
+/// only the records they allow).
 fn filtered(opts: &SearchOptions) -> bool {
     opts.agent.is_some()
         || opts.project.is_some()
@@ -169,18 +170,24 @@ fn filtered(opts: &SearchOptions) -> bool {
 enum FileScan {
     /// Not opened yet.
     NotTried,
-    /// Not usable (not trusted, unreadable, or the search is filtered):
-    /// the table is read whole.
+    /// Not usable (not trusted or unreadable): only the table is read.
     Unusable,
     /// Its best records, and the record id above which the table must be
     /// read.
     Found(TopRecords, i64),
 }
 
-/// The best records of the flat vector file (see `store::vector_file`).
-fn scan_file(scan: &vector_file::Scan, scorer: &Scorer<'_>) -> FileScan {
+/// The best records of the flat vector file (see `store::vector_file`)
+/// among those `keep` allows.
+fn scan_file(
+    scan: &vector_file::Scan,
+    scorer: &Scorer<'_>,
+    keep: impl Fn(i64) -> bool + Sync,
+) -> FileScan {
     match scan.fold(TopRecords::new, |top, id, inv, v| {
-        top.consider_offset(scorer, id, inv, v)
+        if keep(id) {
+            top.consider_offset(scorer, id, inv, v)
+        }
     }) {
         Ok(parts) => {
             let mut top = TopRecords::new();
@@ -192,6 +199,56 @@ fn scan_file(scan: &vector_file::Scan, scorer: &Scorer<'_>) -> FileScan {
             FileScan::Unusable
         }
     }
+}
+
+/// A set of record ids, one bit each over the span they cover.
+struct IdSet {
+    first: i64,
+    bits: Vec<u64>,
+}
+
+impl IdSet {
+    fn new(ids: &[i64]) -> IdSet {
+        let first = ids.iter().copied().min().unwrap_or(0);
+        let last = ids.iter().copied().max().unwrap_or(-1);
+        let span = usize::try_from(last.saturating_sub(first).saturating_add(1)).unwrap_or(0);
+        let mut bits = vec![0u64; span.div_ceil(64)];
+        for &id in ids {
+            let at = (id - first) as usize;
+            bits[at / 64] |= 1 << (at % 64);
+        }
+        IdSet { first, bits }
+    }
+
+    fn contains(&self, id: i64) -> bool {
+        let Some(at) = id
+            .checked_sub(self.first)
+            .and_then(|a| usize::try_from(a).ok())
+        else {
+            return false;
+        };
+        self.bits
+            .get(at / 64)
+            .is_some_and(|w| w & (1 << (at % 64)) != 0)
+    }
+}
+
+/// The records up to id `upto` that a filtered search allows and that
+/// can have a vector.
+fn allowed(store: &Store, upto: i64, opts: &SearchOptions) -> Result<IdSet, SearchError> {
+    let mut sql = String::from("SELECT r.id FROM records r");
+    super::push_joins(&mut sql, opts);
+    sql.push_str(&format!(
+        " WHERE r.id <= ?1 AND r.role IN ({})",
+        codec::roles_sql(&[Role::User, Role::Assistant, Role::Note])
+    ));
+    let mut args: Vec<SqlValue> = vec![SqlValue::Integer(upto)];
+    super::push_filters(&mut sql, &mut args, opts);
+    let mut stmt = store.conn().prepare(&sql)?;
+    let ids = stmt
+        .query_map(rusqlite::params_from_iter(args.iter()), |r| r.get(0))?
+        .collect::<Result<Vec<i64>, _>>()?;
+    Ok(IdSet::new(&ids))
 }
 
 /// What the meaning tier can do before the lexical tier runs, with no
@@ -252,12 +309,12 @@ pub fn alongside<T>(
         let (scan, scorer) = (&scan, &scorer);
         let spawned = std::thread::Builder::new()
             .name("cairn-vectors".into())
-            .spawn_scoped(s, move || scan_file(scan, scorer));
+            .spawn_scoped(s, move || scan_file(scan, scorer, |_| true));
         let out = lexical();
         let file = match spawned {
             Ok(h) => h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)),
             // No thread to be had: scanned here, after.
-            Err(_) => scan_file(scan, scorer),
+            Err(_) => scan_file(scan, scorer, |_| true),
         };
         (out, file)
     });
@@ -283,18 +340,21 @@ fn nearest_with(
     let scorer = Scorer::new(qv);
     let narrowed = filtered(opts);
     let file = match file {
-        FileScan::NotTried if !narrowed => match store.vector_scan(qv.len())? {
-            Some(scan) => scan_file(&scan, &scorer),
+        FileScan::NotTried => match store.vector_scan(qv.len())? {
+            Some(scan) if narrowed => {
+                let allowed = allowed(store, scan.upto, opts)?;
+                scan_file(&scan, &scorer, |id| allowed.contains(id))
+            }
+            Some(scan) => scan_file(&scan, &scorer, |_| true),
             None => FileScan::Unusable,
         },
         other => other,
     };
     let (mut top, after) = match file {
-        FileScan::Found(top, after) if !narrowed => (top, after),
+        FileScan::Found(top, after) => (top, after),
         _ => (TopRecords::new(), i64::MIN),
     };
-    // The table: whole when filtered or without a usable file, otherwise
-    // only the vectors stored after the file's last entry.
+    // The vectors stored after the file's last entry (all the table holds).
     let mut sql = String::from("SELECT v.id, v.v FROM vectors v");
     if narrowed {
         sql.push_str(" JOIN records r ON r.id = v.id");
@@ -326,7 +386,9 @@ fn nearest_with(
             sim,
         };
         match best.get_mut(&session) {
-            Some(e) if e.sim >= sim => {}
+            // Of two equally near, the newer record, whatever order the
+            // heap gives them in.
+            Some(e) if e.sim > sim || (e.sim == sim && e.record_id > record_id) => {}
             Some(e) => *e = near,
             None => {
                 best.insert(session, near);
@@ -457,40 +519,64 @@ mod tests {
             });
             crate::store::vectors::tests::store_embedded(store, records);
         };
+        // `twin` gets the same records and keeps every vector in its table.
+        let mut twin = Store::open(&dir.path().join("twin.db")).expect("open");
         fill(&mut store, 0..700);
+        fill(&mut twin, 0..700);
         let queries: Vec<Vec<f32>> = ["slow terminal", "rounding", "shell sluggish"]
             .iter()
             .map(|q| e.embed(q).expect("vector"))
             .collect();
         let all = SearchOptions::default();
-        let from_table: Vec<_> = queries.iter().map(|q| found(&store, q, &all)).collect();
-        assert!(from_table.iter().all(|f| f.len() > 5), "{from_table:?}");
+        // Filters the file scan honours by record id: a role, a session, an agent.
+        let narrowed = [
+            SearchOptions {
+                roles: vec![Role::Assistant],
+                ..SearchOptions::default()
+            },
+            SearchOptions {
+                session: Some("s12".into()),
+                ..SearchOptions::default()
+            },
+            SearchOptions {
+                agent: Some("claude-code".into()),
+                ..SearchOptions::default()
+            },
+        ];
+        let same_as_twin = |store: &Store, twin: &Store, what: &str| {
+            for (i, q) in queries.iter().enumerate() {
+                let want = found(twin, q, &all);
+                assert!(want.len() > 5, "{want:?}");
+                assert_eq!(found(store, q, &all), want, "{what}: query {i}");
+                for opts in &narrowed {
+                    let want = found(twin, q, opts);
+                    assert!(!want.is_empty(), "{opts:?}");
+                    assert_eq!(found(store, q, opts), want, "{what}: query {i} {opts:?}");
+                }
+            }
+        };
+        // The file alone.
         store.sync_vector_file(e.dim()).expect("sync");
         assert!(store.vector_scan(e.dim()).expect("scan").is_some());
-        for (q, want) in queries.iter().zip(&from_table) {
-            assert_eq!(&found(&store, q, &all), want);
-        }
+        same_as_twin(&store, &twin, "file");
+        let f = found(&store, &queries[0], &narrowed[0]);
+        assert!(f.iter().all(|n| n.2 == "assistant"), "{f:?}");
         // Records stored after the file was written are read from the table.
         fill(&mut store, 700..900);
-        let tail: Vec<_> = queries.iter().map(|q| found(&store, q, &all)).collect();
-        store
-            .conn()
-            .execute("DELETE FROM meta WHERE key = 'vector_file'", [])
-            .expect("drop mark");
-        for (q, want) in queries.iter().zip(&tail) {
-            assert_eq!(&found(&store, q, &all), want, "table alone");
+        fill(&mut twin, 700..900);
+        same_as_twin(&store, &twin, "file and table");
+        let tail: Vec<_> = queries.iter().map(|q| found(&twin, q, &all)).collect();
+        // A deleted record is left out before and after its entry is blanked.
+        let best = tail[0][0].0;
+        for s in [&store, &twin] {
+            s.conn()
+                .execute("DELETE FROM records WHERE id = ?1", [best])
+                .expect("delete");
         }
-        // A filter reads the table, joined, and keeps to it.
+        same_as_twin(&store, &twin, "deleted");
         store.sync_vector_file(e.dim()).expect("sync");
-        let only = SearchOptions {
-            roles: vec![Role::Assistant],
-            ..SearchOptions::default()
-        };
-        let f = found(&store, &queries[0], &only);
-        assert!(
-            !f.is_empty() && f.iter().all(|n| n.2 == "assistant"),
-            "{f:?}"
-        );
+        same_as_twin(&store, &twin, "blanked");
+        let tail: Vec<_> = queries.iter().map(|q| found(&twin, q, &all)).collect();
         // Prepared before the lexical tier and scanned beside it: the same.
         let table: &'static [u8] = Box::leak(tiny().into_boxed_slice());
         let embedder: &'static Embedder<'static> =

@@ -239,8 +239,8 @@ impl Store {
     /// completing (the bytes go at the next successful scrub).
     pub(crate) fn scrub(&self) -> Result<bool, StoreError> {
         // The vector file still holds the vectors of what was forgotten
-        // until the next vector pass writes it anew: removed now.
-        super::vector_file::remove_untrusted(&self.conn, &self.path)?;
+        // until the next vector pass: blanked now.
+        super::vector_file::scrub(&self.conn, &self.path)?;
         match self.conn.execute_batch("VACUUM") {
             Ok(()) => {}
             Err(rusqlite::Error::SqliteFailure(e, _))

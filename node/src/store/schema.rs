@@ -283,6 +283,22 @@ const MIGRATIONS: &[&str] = &[
         DELETE FROM meta WHERE key = 'vector_file';
     END;
     "#,
+    // v11: each vector is kept once. The file holds the vectors up to the
+    // id its mark names and the table only those stored since (each vector
+    // pass moves them); a record deleted while the file holds its vector is
+    // noted in `vectors_gone` and its entry blanked by the next pass or
+    // scrub. v10's file copied the table: without its mark, the first
+    // pass writes the file anew from the table.
+    r#"
+    DROP TRIGGER vector_file_on_delete;
+    DROP TRIGGER vector_file_on_update;
+    DELETE FROM meta WHERE key = 'vector_file';
+    CREATE TABLE vectors_gone(id INTEGER PRIMARY KEY);
+    CREATE TRIGGER vectors_gone_with_records AFTER DELETE ON records
+    WHEN EXISTS (SELECT 1 FROM meta WHERE key = 'vector_file') BEGIN
+        INSERT OR IGNORE INTO vectors_gone(id) VALUES (old.id);
+    END;
+    "#,
 ];
 
 /// The version that rebuilt `records` (and `Store::open` compacts a

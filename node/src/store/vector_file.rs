@@ -1,10 +1,10 @@
-//! The meaning vectors again, as one flat file beside the database
+//! The meaning vectors as one flat file beside the database
 //! (`<db>-vectors`), so that the meaning tier of a search reads them as
 //! plain bytes, a megabyte at a time, instead of a row at a time through
-//! SQLite (600 ms for 1.1 million vectors at 10 GB of history).
+//! SQLite (600 ms for 1.1 million vectors at 10 GB of history), and each
+//! vector is kept once.
 //!
-//! The file is a cache: the `vectors` table stays the truth, and the file
-//! is trusted only as far as the database says. Layout:
+//! Layout:
 //!
 //! - a 32-byte header: the magic `cairnvf1`, the vector length (u32 LE),
 //!   4 reserved bytes, and a random 16-byte token naming this file;
@@ -12,16 +12,22 @@
 //!   (f32 LE) and the int8 vector as offset binary (each value plus 128),
 //!   ascending by id: what `embed::Scorer::score_offset` takes.
 //!
-//! `meta.vector_file` holds the token, how many entries are trusted and
-//! the highest record id they cover. It is written in the transaction
-//! that extends or rebuilds the file, after the file's bytes are on disk,
-//! so the database never vouches for bytes that are not there; bytes past
-//! the trusted count (a pass that died before its commit) are ignored and
-//! overwritten. A trigger deletes the row whenever a vector is deleted or
-//! changed, and the next vector pass rebuilds the file under a new token.
-//! A reader that finds no row, another token, or a short file scans the
-//! table instead; it is never wrong, only slower. Vectors stored after the
-//! trusted range are read from the table as well.
+//! The file holds the vectors of records up to an id, and the `vectors`
+//! table only those stored since (each pass moves them here). `meta.vector_file`
+//! holds the token, how many entries are trusted, the highest record id
+//! they cover and how many of them are blanked. It is written in the
+//! transaction that moves vectors into the file, after the file's bytes
+//! are on disk, so the database never vouches for bytes that are not
+//! there; bytes past the trusted count (a pass that died before its
+//! commit) are ignored and overwritten.
+//!
+//! A record deleted while the file holds its vector is noted in
+//! `vectors_gone` (a trigger); the next pass, or at once a forget's scrub,
+//! blanks its entry in place (a zero vector with inverse norm 0, which no
+//! search keeps). A file the database does not vouch for (missing, cut
+//! short, another token or vector length) is lost: it is deleted, and the
+//! vector pass starts again from the first record (see [`sync`]); until
+//! then searches read what the table holds.
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
@@ -51,21 +57,24 @@ pub(crate) fn path_for(db: &Path) -> PathBuf {
 }
 
 /// What the database vouches for: the file with this token, its first
-/// `count` entries, which hold every vector up to record id `upto`.
+/// `count` entries, which hold every vector up to record id `upto` that
+/// the table does not, `blank` of them blanked.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Mark {
     token: [u8; 16],
     count: u64,
     upto: i64,
+    blank: u64,
 }
 
 impl Mark {
     fn encode(&self) -> String {
         format!(
-            "{} {} {}",
+            "{} {} {} {}",
             crate::hex::encode(&self.token),
             self.count,
-            self.upto
+            self.upto,
+            self.blank
         )
     }
 
@@ -78,10 +87,13 @@ impl Mark {
             .ok()?;
         let count = parts.next()?.parse().ok()?;
         let upto = parts.next()?.parse().ok()?;
-        parts
-            .next()
-            .is_none()
-            .then_some(Mark { token, count, upto })
+        let blank = parts.next()?.parse().ok()?;
+        parts.next().is_none().then_some(Mark {
+            token,
+            count,
+            upto,
+            blank,
+        })
     }
 }
 
@@ -118,8 +130,8 @@ fn holds(len: u64, mark: &Mark, dim: usize) -> bool {
 
 /// Opens the file if it is the one `mark` names, for vectors of length
 /// `dim` (whatever length its header gives when `None`), and holds at
-/// least the trusted entries.
-fn open_marked(path: &Path, mark: &Mark, dim: Option<usize>, write: bool) -> Option<File> {
+/// least the trusted entries; returns it with its vector length.
+fn open_marked(path: &Path, mark: &Mark, dim: Option<usize>, write: bool) -> Option<(File, usize)> {
     let file = std::fs::OpenOptions::new()
         .read(true)
         .write(write)
@@ -129,12 +141,19 @@ fn open_marked(path: &Path, mark: &Mark, dim: Option<usize>, write: bool) -> Opt
     read_at(&file, &mut h, 0).ok()?;
     let len = file.metadata().ok()?.len();
     let dim = dim.unwrap_or(u32::from_le_bytes(h[8..12].try_into().expect("4 bytes")) as usize);
-    (h == header(dim, &mark.token) && holds(len, mark, dim)).then_some(file)
+    (h == header(dim, &mark.token) && holds(len, mark, dim)).then_some((file, dim))
 }
 
 /// The highest record id with a row in `vectors` (0 for none).
 fn newest(conn: &Connection) -> rusqlite::Result<i64> {
     conn.query_row("SELECT COALESCE(max(id), 0) FROM vectors", [], |r| r.get(0))
+}
+
+/// Records deleted while the file held their vectors, ascending.
+fn gone(conn: &Connection) -> rusqlite::Result<Vec<i64>> {
+    let mut stmt = conn.prepare_cached("SELECT id FROM vectors_gone ORDER BY id")?;
+    let ids = stmt.query_map([], |r| r.get(0))?;
+    ids.collect()
 }
 
 #[cfg(unix)]
@@ -156,29 +175,172 @@ fn read_at(file: &File, mut buf: &mut [u8], mut offset: u64) -> std::io::Result<
     Ok(())
 }
 
-/// Whether the file holds every vector the table has, as far as a read
-/// can tell without a write lock (a [`sync`] then has nothing to do).
-pub(crate) fn current(conn: &Connection, db: &Path) -> Result<bool, StoreError> {
-    let Some(mark) = read_mark(conn)? else {
-        return Ok(false);
-    };
-    Ok(mark.upto >= newest(conn)? && open_marked(&path_for(db), &mark, None, false).is_some())
+#[cfg(unix)]
+fn write_at(file: &File, buf: &[u8], offset: u64) -> std::io::Result<()> {
+    std::os::unix::fs::FileExt::write_all_at(file, buf, offset)
 }
 
-/// Removes the file when the database does not vouch for it (a vector was
-/// deleted since it was written), so nothing of a forgotten record stays
-/// in it until the next vector pass.
-pub(crate) fn remove_untrusted(conn: &Connection, db: &Path) -> Result<(), StoreError> {
-    if read_mark(conn)?.is_some() {
-        return Ok(());
-    }
-    let path = path_for(db);
-    match std::fs::remove_file(&path) {
-        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-            Err(StoreError::Io { path, source: e })
+#[cfg(windows)]
+fn write_at(file: &File, mut buf: &[u8], mut offset: u64) -> std::io::Result<()> {
+    while !buf.is_empty() {
+        match std::os::windows::fs::FileExt::seek_write(file, buf, offset)? {
+            0 => return Err(std::io::ErrorKind::WriteZero.into()),
+            n => {
+                buf = &buf[n..];
+                offset += n as u64;
+            }
         }
+    }
+    Ok(())
+}
+
+/// The trusted entry of record `id`, found by bisection over the ids
+/// (entries are in ascending id order): its byte offset.
+fn find(file: &File, count: u64, dim: usize, id: i64) -> std::io::Result<Option<u64>> {
+    let size = entry_len(dim);
+    let (mut lo, mut hi) = (0u64, count);
+    let mut at = [0u8; 8];
+    while lo < hi {
+        let mid = lo + (hi - lo) / 2;
+        let offset = HEADER_LEN + mid * size;
+        read_at(file, &mut at, offset)?;
+        match i64::from_le_bytes(at).cmp(&id) {
+            std::cmp::Ordering::Less => lo = mid + 1,
+            std::cmp::Ordering::Greater => hi = mid,
+            std::cmp::Ordering::Equal => return Ok(Some(offset)),
+        }
+    }
+    Ok(None)
+}
+
+/// Blanks the entries of records `ids` (a zero vector, inverse norm 0)
+/// where the trusted part of `file` has them and they are not blank
+/// already; returns how many were blanked. The caller syncs the file.
+fn blank(file: &File, mark: &Mark, dim: usize, ids: &[i64]) -> std::io::Result<u64> {
+    let mut blank = vec![0x80u8; 4 + dim];
+    blank[..4].copy_from_slice(&0f32.to_le_bytes());
+    let mut inv = [0u8; 4];
+    let mut n = 0;
+    for &id in ids.iter().filter(|&&id| id <= mark.upto) {
+        let Some(at) = find(file, mark.count, dim, id)? else {
+            continue;
+        };
+        read_at(file, &mut inv, at + 8)?;
+        if f32::from_le_bytes(inv) != 0.0 {
+            write_at(file, &blank, at + 8)?;
+            n += 1;
+        }
+    }
+    Ok(n)
+}
+
+/// Whether the file holds every vector and no deleted record's (checked
+/// without a write lock or the embedder): a [`sync`] then has nothing to do.
+pub(crate) fn current(conn: &Connection, db: &Path) -> Result<bool, StoreError> {
+    let Some(mark) = read_mark(conn)? else {
+        return Ok(newest(conn)? == 0);
+    };
+    Ok(mark.upto >= newest(conn)?
+        && gone(conn)?.is_empty()
+        && open_marked(&path_for(db), &mark, None, false).is_some())
+}
+
+/// How many entries of the file hold a vector (trusted and not blanked).
+pub(crate) fn held(conn: &Connection) -> Result<u64, StoreError> {
+    Ok(read_mark(conn)?.map_or(0, |m| m.count.saturating_sub(m.blank)))
+}
+
+/// The vector of record `id` in the file, as the table keeps it (int8).
+pub(crate) fn lookup(conn: &Connection, db: &Path, id: i64) -> Result<Option<Vec<u8>>, StoreError> {
+    let Some(mark) = read_mark(conn)?.filter(|m| id <= m.upto) else {
+        return Ok(None);
+    };
+    let path = path_for(db);
+    let Some((file, dim)) = open_marked(&path, &mark, None, false) else {
+        return Ok(None);
+    };
+    let io = |source| StoreError::Io {
+        path: path.clone(),
+        source,
+    };
+    let Some(at) = find(&file, mark.count, dim, id).map_err(io)? else {
+        return Ok(None);
+    };
+    let mut entry = vec![0u8; 4 + dim];
+    read_at(&file, &mut entry, at + 8).map_err(io)?;
+    let (inv, v) = entry.split_at(4);
+    Ok(
+        (f32::from_le_bytes(inv.try_into().expect("4 bytes")) != 0.0)
+            .then(|| crate::embed::offset_binary(v)),
+    )
+}
+
+/// Removes a file that is no longer this database's.
+fn remove(path: &Path) -> Result<(), StoreError> {
+    match std::fs::remove_file(path) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(StoreError::Io {
+            path: path.to_path_buf(),
+            source: e,
+        }),
         _ => Ok(()),
     }
+}
+
+/// Gives up a file the database cannot trust: its mark and the notes of
+/// deleted records go, and the vector pass starts again from the first
+/// record (the table keeps what it holds). The caller removes the file.
+fn lose(conn: &Connection) -> rusqlite::Result<()> {
+    conn.execute_batch(
+        "DELETE FROM meta WHERE key = 'vector_file';
+         DELETE FROM vectors_gone;
+         INSERT INTO meta(key, value) VALUES ('vectors_upto', 0)
+             ON CONFLICT(key) DO UPDATE SET value = excluded.value;",
+    )
+}
+
+/// Blanks now the entries of records deleted since the last pass, so
+/// nothing of a forgotten record stays in the file; a file the database
+/// does not vouch for is removed (see [`lose`]).
+pub(crate) fn scrub(conn: &Connection, db: &Path) -> Result<(), StoreError> {
+    let tx = rusqlite::Transaction::new_unchecked(conn, rusqlite::TransactionBehavior::Immediate)?;
+    let path = path_for(db);
+    let io = |source| StoreError::Io {
+        path: path.clone(),
+        source,
+    };
+    match read_mark(&tx)? {
+        None => {
+            tx.execute("DELETE FROM vectors_gone", [])?;
+            remove(&path)?;
+        }
+        Some(m) => match open_marked(&path, &m, None, true) {
+            None => {
+                lose(&tx)?;
+                remove(&path)?;
+            }
+            Some((file, dim)) => {
+                let n = blank(&file, &m, dim, &gone(&tx)?).map_err(io)?;
+                file.sync_data().map_err(io)?;
+                let m = Mark {
+                    blank: m.blank + n,
+                    ..m
+                };
+                write_mark(&tx, &m)?;
+                tx.execute("DELETE FROM vectors_gone", [])?;
+            }
+        },
+    }
+    tx.commit()?;
+    Ok(())
+}
+
+fn write_mark(conn: &Connection, mark: &Mark) -> rusqlite::Result<()> {
+    conn.execute(
+        "INSERT INTO meta(key, value) VALUES (?1, ?2)
+         ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+        params![MARK_KEY, mark.encode()],
+    )?;
+    Ok(())
 }
 
 /// What [`sync`] did.
@@ -186,15 +348,20 @@ pub(crate) fn remove_untrusted(conn: &Connection, db: &Path) -> Result<(), Store
 pub enum Synced {
     /// The file already held every vector.
     Current,
-    /// Entries were added to the end of the trusted ones.
+    /// Entries were added to the end of the trusted ones (and those of
+    /// deleted records blanked).
     Extended(u64),
-    /// The file was written anew with this many entries.
+    /// The file was written anew from the table with this many entries.
     Rebuilt(u64),
+    /// The file could not be trusted and is gone: the vectors it held must
+    /// be computed again (the vector pass starts from the first record).
+    Lost,
 }
 
-/// Brings the file of the database at `db` up to the `vectors` table, in
-/// one write transaction on `conn`: extends it with the vectors stored
-/// since, or writes it anew when the database no longer vouches for it.
+/// Moves the vectors of the `vectors` table into the file of the database
+/// at `db`, in one write transaction on `conn`: appends them to the file
+/// and blanks the entries of deleted records, or, with no file yet,
+/// writes it from the table. The table keeps only what the file does not.
 pub(crate) fn sync(conn: &mut Connection, db: &Path, dim: usize) -> Result<Synced, StoreError> {
     let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
     let newest = newest(&tx)?;
@@ -203,17 +370,26 @@ pub(crate) fn sync(conn: &mut Connection, db: &Path, dim: usize) -> Result<Synce
         path: path.clone(),
         source,
     };
-    let mark = read_mark(&tx)?;
-    let open = mark.and_then(|m| open_marked(&path, &m, Some(dim), true).map(|f| (m, f)));
-    let (mark, done) = match open {
-        Some((m, _)) if m.upto >= newest => return Ok(Synced::Current),
-        Some((m, file)) => {
+    let (mark, done) = match read_mark(&tx)? {
+        Some(m) => {
+            let Some((file, _)) = open_marked(&path, &m, Some(dim), true) else {
+                lose(&tx)?;
+                tx.commit()?;
+                remove(&path)?;
+                return Ok(Synced::Lost);
+            };
+            let gone = gone(&tx)?;
+            if m.upto >= newest && gone.is_empty() {
+                return Ok(Synced::Current);
+            }
+            let blanked = blank(&file, &m, dim, &gone).map_err(io)?;
             let start = HEADER_LEN + m.count * entry_len(dim);
             let (added, upto) = fill(&tx, &file, Start::Seek(start), m.upto, dim, &path)?;
             let mark = Mark {
                 token: m.token,
                 count: m.count + added,
                 upto: upto.max(newest),
+                blank: m.blank + blanked,
             };
             (mark, Synced::Extended(added))
         }
@@ -236,15 +412,14 @@ pub(crate) fn sync(conn: &mut Connection, db: &Path, dim: usize) -> Result<Synce
                 token,
                 count: added,
                 upto: upto.max(newest),
+                blank: 0,
             };
             (mark, Synced::Rebuilt(added))
         }
     };
-    tx.execute(
-        "INSERT INTO meta(key, value) VALUES (?1, ?2)
-         ON CONFLICT(key) DO UPDATE SET value = excluded.value",
-        params![MARK_KEY, mark.encode()],
-    )?;
+    write_mark(&tx, &mark)?;
+    tx.execute("DELETE FROM vectors WHERE id <= ?1", [mark.upto])?;
+    tx.execute("DELETE FROM vectors_gone", [])?;
     tx.commit()?;
     Ok(done)
 }
@@ -364,13 +539,14 @@ pub(crate) struct Scan {
 }
 
 /// The file of the database at `db` as the database on `conn` vouches for
-/// it, or `None` (no file, another token, too short: scan the table).
+/// it, or `None` (no file, another token, too short: only the table can
+/// be read).
 pub(crate) fn open(conn: &Connection, db: &Path, dim: usize) -> Result<Option<Scan>, StoreError> {
     let Some(mark) = read_mark(conn)? else {
         return Ok(None);
     };
     Ok(
-        open_marked(&path_for(db), &mark, Some(dim), false).map(|file| Scan {
+        open_marked(&path_for(db), &mark, Some(dim), false).map(|(file, _)| Scan {
             file,
             count: mark.count,
             dim,
@@ -509,49 +685,98 @@ mod tests {
         Some(parts.into_iter().flatten().collect())
     }
 
+    /// Computes the vectors the table lacks again (after a loss).
+    fn embed_again(store: &mut Store) {
+        let bytes = crate::embed::tests::tiny();
+        let e = crate::embed::Embedder::from_bytes(&bytes).expect("table");
+        store.embed_pending(&e).expect("embed");
+    }
+
+    /// How many records `vectors_gone` notes.
+    fn noted(store: &Store) -> i64 {
+        store
+            .conn
+            .query_row("SELECT count(*) FROM vectors_gone", [], |r| r.get(0))
+            .expect("count")
+    }
+
     #[test]
-    fn the_file_is_written_extended_and_rebuilt_after_a_delete() {
+    fn each_vector_is_kept_once_and_a_deleted_record_s_entry_is_blanked() {
         let dir = tempfile::tempdir().expect("tmp");
         let mut store = store_with(dir.path(), 50);
-        // Nothing vouched for yet: a search reads the table.
+        // Nothing in the file yet: a search reads the table.
         assert!(!store.vector_file_current().expect("current"));
         assert!(scanned(&store, 1).is_none());
+        let mut all = table(&store);
+        assert_eq!(all.len(), 50);
         assert_eq!(
             store.sync_vector_file(3).expect("sync"),
             Synced::Rebuilt(50)
         );
+        // Moved, not copied: the table is empty and the file holds them all.
+        assert!(table(&store).is_empty());
         assert!(store.vector_file_current().expect("current"));
-        assert_eq!(scanned(&store, 1), Some(table(&store)));
+        assert_eq!(scanned(&store, 1).as_ref(), Some(&all));
+        assert_eq!(store.vector_counts().expect("counts").with_vector, 50);
+        for (id, v) in &all {
+            assert_eq!(store.vector(*id).expect("vector").as_ref(), Some(v));
+        }
         assert_eq!(store.sync_vector_file(3).expect("sync"), Synced::Current);
         // New vectors are appended; the old entries stay where they were.
         add(&mut store, 50, 80);
+        all.extend(table(&store));
         assert!(!store.vector_file_current().expect("current"));
         assert_eq!(
             store.sync_vector_file(3).expect("sync"),
             Synced::Extended(30)
         );
+        assert!(table(&store).is_empty());
         assert_eq!(store.vector_scan(3).expect("open").expect("file").upto, 80);
         // Split between threads, the entries still come in id order.
         for threads in [1, 2, 3, 7] {
-            assert_eq!(scanned(&store, threads), Some(table(&store)), "{threads}");
+            assert_eq!(scanned(&store, threads).as_ref(), Some(&all), "{threads}");
         }
-        // A deleted record's vector takes the file's mark back.
+        // A deleted record is noted; a forget's scrub blanks its entry at
+        // once (a zero vector that no search keeps), in place.
         store
             .conn
             .execute("DELETE FROM records WHERE id = 7", [])
             .expect("delete");
-        assert!(scanned(&store, 1).is_none());
+        assert_eq!(noted(&store), 1);
         assert!(!store.vector_file_current().expect("current"));
-        // A forget's scrub removes the file, vectors of what it forgot and all.
         assert!(store.scrub().expect("scrub"));
-        assert!(!path_for(store.path()).exists());
+        assert_eq!(noted(&store), 0);
+        assert!(store.vector_file_current().expect("current"));
+        all[6].1 = vec![0; 3];
+        assert_eq!(scanned(&store, 2).as_ref(), Some(&all));
+        assert_eq!(store.vector(7).expect("vector"), None);
+        assert_eq!(store.vector_counts().expect("counts").with_vector, 79);
+        // Or the next pass does, with what else it moves.
+        store
+            .conn
+            .execute("DELETE FROM records WHERE id IN (9, 7)", [])
+            .expect("delete");
+        add(&mut store, 80, 82);
+        all.extend(table(&store));
         assert_eq!(
             store.sync_vector_file(3).expect("sync"),
-            Synced::Rebuilt(79)
+            Synced::Extended(2)
         );
-        store.scrub().expect("scrub");
-        assert!(path_for(store.path()).exists(), "a trusted file stays");
-        assert_eq!(scanned(&store, 2), Some(table(&store)));
+        all[8].1 = vec![0; 3];
+        assert_eq!(scanned(&store, 1).as_ref(), Some(&all));
+        assert_eq!(store.vector_counts().expect("counts").with_vector, 80);
+        // A record deleted before its vector reached the file leaves nothing.
+        add(&mut store, 82, 83);
+        store
+            .conn
+            .execute("DELETE FROM records WHERE id = 83", [])
+            .expect("delete");
+        assert!(table(&store).is_empty());
+        assert_eq!(
+            store.sync_vector_file(3).expect("sync"),
+            Synced::Extended(0)
+        );
+        assert_eq!(scanned(&store, 1).as_ref(), Some(&all));
         // Another vector length (another table) is not this file.
         assert!(store.vector_scan(4).expect("open").is_none());
         #[cfg(unix)]
@@ -566,27 +791,44 @@ mod tests {
     }
 
     #[test]
-    fn bytes_the_database_does_not_vouch_for_are_ignored_then_overwritten() {
+    fn a_file_the_database_does_not_vouch_for_is_lost_and_computed_again() {
         let dir = tempfile::tempdir().expect("tmp");
         let mut store = store_with(dir.path(), 20);
+        let mut all = table(&store);
         store.sync_vector_file(3).expect("sync");
         let path = path_for(store.path());
-        // A pass that died after writing entries and before its commit.
+        // A pass that died after writing entries and before its commit:
+        // the bytes past the trusted count are ignored, then overwritten.
         let mut f = std::fs::OpenOptions::new()
             .append(true)
             .open(&path)
             .expect("open");
         f.write_all(&[0xAB; 37]).expect("write");
         drop(f);
-        assert_eq!(scanned(&store, 1), Some(table(&store)));
+        assert_eq!(scanned(&store, 1).as_ref(), Some(&all));
         add(&mut store, 20, 25);
+        all.extend(table(&store));
         assert_eq!(
             store.sync_vector_file(3).expect("sync"),
             Synced::Extended(5)
         );
-        assert_eq!(scanned(&store, 1), Some(table(&store)));
-        // A file cut short, or with another token: not trusted, and the
-        // next sync writes it anew.
+        assert_eq!(scanned(&store, 1).as_ref(), Some(&all));
+        // The vectors the file held are computed again, those still in the
+        // table kept, and the file written anew from them.
+        let recover = |store: &mut Store| {
+            assert!(scanned(store, 1).is_none());
+            assert!(!store.vector_file_current().expect("current"));
+            assert_eq!(store.sync_vector_file(3).expect("sync"), Synced::Lost);
+            assert!(!path.exists());
+            assert_eq!(store.vector_counts().expect("counts").pending, 25);
+            embed_again(store);
+            assert_eq!(
+                store.sync_vector_file(3).expect("sync"),
+                Synced::Rebuilt(25)
+            );
+            assert_eq!(scanned(store, 1).as_ref(), Some(&all));
+        };
+        // A file cut short.
         let len = std::fs::metadata(&path).expect("stat").len();
         let f = std::fs::OpenOptions::new()
             .write(true)
@@ -594,22 +836,13 @@ mod tests {
             .expect("open");
         f.set_len(len - 1).expect("truncate");
         drop(f);
-        assert!(scanned(&store, 1).is_none());
-        assert!(!store.vector_file_current().expect("current"));
-        assert_eq!(
-            store.sync_vector_file(3).expect("sync"),
-            Synced::Rebuilt(25)
-        );
+        recover(&mut store);
+        // Another token.
         let mut bytes = std::fs::read(&path).expect("read");
         bytes[20] ^= 1;
         std::fs::write(&path, &bytes).expect("write");
-        assert!(scanned(&store, 1).is_none());
-        assert_eq!(
-            store.sync_vector_file(3).expect("sync"),
-            Synced::Rebuilt(25)
-        );
-        assert_eq!(scanned(&store, 1), Some(table(&store)));
-        // A damaged mark: a count no file could hold.
+        recover(&mut store);
+        // A damaged mark: a count no file could hold, or this file cannot.
         let good: String = store
             .conn
             .query_row(
@@ -624,23 +857,85 @@ mod tests {
                 .conn
                 .execute(
                     "UPDATE meta SET value = ?1 WHERE key = 'vector_file'",
-                    [format!("{token} {count} 25")],
+                    [format!("{token} {count} 25 0")],
                 )
                 .expect("damage");
-            assert!(scanned(&store, 1).is_none(), "{count}");
-            assert!(!store.vector_file_current().expect("current"), "{count}");
+            recover(&mut store);
         }
-        assert_eq!(
-            store.sync_vector_file(3).expect("sync"),
-            Synced::Rebuilt(25)
-        );
         // A missing file.
         std::fs::remove_file(&path).expect("rm");
-        assert!(scanned(&store, 1).is_none());
+        recover(&mut store);
+        // A scrub removes a file it cannot trust at once (with whatever of
+        // forgotten records it held); the next pass computes it again.
+        let mut bytes = std::fs::read(&path).expect("read");
+        bytes[20] ^= 1;
+        std::fs::write(&path, &bytes).expect("write");
+        store.scrub().expect("scrub");
+        assert!(!path.exists());
+        assert_eq!(store.vector_counts().expect("counts").pending, 25);
+        embed_again(&mut store);
         assert_eq!(
             store.sync_vector_file(3).expect("sync"),
             Synced::Rebuilt(25)
         );
+        assert_eq!(scanned(&store, 1).as_ref(), Some(&all));
+    }
+
+    #[test]
+    fn a_v10_database_s_copy_is_written_anew_from_its_full_table() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let mut store = store_with(dir.path(), 30);
+        let all = table(&store);
+        store.sync_vector_file(3).expect("sync");
+        // As v10 left it: every vector in the table as well, a file the
+        // mark (three fields then) vouches for, the triggers of v10.
+        let mark: String = store
+            .conn
+            .query_row(
+                "SELECT value FROM meta WHERE key = 'vector_file'",
+                [],
+                |r| r.get(0),
+            )
+            .expect("mark");
+        let v10 = mark.rsplit_once(' ').expect("four fields").0.to_string();
+        store
+            .conn
+            .execute_batch(
+                "DROP TRIGGER vectors_gone_with_records;
+                 DROP TABLE vectors_gone;
+                 CREATE TRIGGER vector_file_on_delete AFTER DELETE ON vectors BEGIN
+                     DELETE FROM meta WHERE key = 'vector_file';
+                 END;
+                 CREATE TRIGGER vector_file_on_update AFTER UPDATE ON vectors BEGIN
+                     DELETE FROM meta WHERE key = 'vector_file';
+                 END;
+                 PRAGMA user_version = 10;",
+            )
+            .expect("v10");
+        store
+            .conn
+            .execute(
+                "UPDATE meta SET value = ?1 WHERE key = 'vector_file'",
+                [v10],
+            )
+            .expect("v10 mark");
+        for (id, v) in &all {
+            store
+                .conn
+                .execute("INSERT INTO vectors(id, v) VALUES (?1, ?2)", params![id, v])
+                .expect("row");
+        }
+        let db = store.path().to_path_buf();
+        drop(store);
+        let mut store = Store::open(&db).expect("upgrade");
+        assert!(scanned(&store, 1).is_none(), "the v10 mark is gone");
+        assert_eq!(
+            store.sync_vector_file(3).expect("sync"),
+            Synced::Rebuilt(30)
+        );
+        assert!(table(&store).is_empty());
+        assert_eq!(scanned(&store, 1).as_ref(), Some(&all));
+        assert_eq!(store.vector_counts().expect("counts").pending, 0);
     }
 
     #[test]
@@ -649,13 +944,14 @@ mod tests {
             token: [7; 16],
             count: 12,
             upto: 99,
+            blank: 3,
         };
         assert_eq!(Mark::decode(&m.encode()), Some(m));
         for bad in [
             "",
-            "zz 1 2",
-            "0707 1 2",
-            &format!("{} 1", crate::hex::encode(&[7; 16])),
+            "zz 1 2 0",
+            "0707 1 2 0",
+            &format!("{} 1 2", crate::hex::encode(&[7; 16])),
             &(m.encode() + " 4"),
         ] {
             assert_eq!(Mark::decode(bad), None, "{bad}");

@@ -9,6 +9,9 @@
 //! from the stored (already redacted) text, for records read here and
 //! records received from peers alike; they never travel. A trigger drops
 //! a record's vector with the record.
+//!
+//! The table holds a vector only until the next pass moves it into the
+//! flat file (see `store::vector_file`), which keeps every older one.
 
 use rusqlite::{OptionalExtension, params};
 
@@ -108,18 +111,19 @@ impl Store {
     /// How many records have vectors, and how many wait for one.
     pub fn vector_counts(&self) -> Result<VectorCounts, StoreError> {
         let upto = self.vectors_upto()?;
-        let with_vector: i64 = self.conn.query_row(
+        let in_table: i64 = self.conn.query_row(
             "SELECT count(*) FROM vectors WHERE v IS NOT NULL",
             [],
             |r| r.get(0),
         )?;
+        let with_vector = in_table as u64 + vector_file::held(&self.conn)?;
         let pending: i64 =
             self.conn
                 .query_row("SELECT count(*) FROM records WHERE id > ?1", [upto], |r| {
                     r.get(0)
                 })?;
         Ok(VectorCounts {
-            with_vector: with_vector as u64,
+            with_vector,
             pending: pending as u64,
         })
     }
@@ -156,7 +160,7 @@ impl Store {
                     .map(|(id, _, flags, text)| (*id, codec::decode(&tx, text, *flags)))
                     .collect();
                 let mut put =
-                    tx.prepare_cached("INSERT OR IGNORE INTO vectors(id, v) VALUES (?1, ?2)")?;
+                    tx.prepare_cached("INSERT OR REPLACE INTO vectors(id, v) VALUES (?1, ?2)")?;
                 for (id, v) in embed_all(e, &texts) {
                     put.execute(params![id, v])?;
                 }
@@ -171,9 +175,11 @@ impl Store {
         }
     }
 
-    /// Brings the flat file of vectors (see `store::vector_file`) up to the
-    /// `vectors` table: extends it, or writes it anew when the database no
-    /// longer vouches for it. `dim` is the embedder's vector length.
+    /// Moves the vectors of the table into the flat file of vectors (see
+    /// `store::vector_file`) and blanks those of deleted records; with no
+    /// file yet, writes it. `dim` is the embedder's vector length.
+    /// [`Synced::Lost`] means the file could not be trusted and the vector
+    /// pass starts again from the first record.
     pub fn sync_vector_file(&mut self, dim: usize) -> Result<Synced, StoreError> {
         vector_file::sync(&mut self.conn, &self.path, dim)
     }
@@ -190,15 +196,20 @@ impl Store {
         vector_file::open(&self.conn, &self.path, dim)
     }
 
-    /// The stored vector of one record, if it has one.
+    /// The stored vector of one record (int8), if it has one: in the
+    /// table, or else in the flat file.
     pub fn vector(&self, record_id: i64) -> Result<Option<Vec<u8>>, StoreError> {
-        Ok(self
+        let in_table = self
             .conn
             .query_row("SELECT v FROM vectors WHERE id = ?1", [record_id], |r| {
                 r.get::<_, Option<Vec<u8>>>(0)
             })
             .optional()?
-            .flatten())
+            .flatten();
+        match in_table {
+            Some(v) => Ok(Some(v)),
+            None => vector_file::lookup(&self.conn, &self.path, record_id),
+        }
     }
 }
 
