@@ -113,6 +113,12 @@ pub struct RefreshedPage {
     pub reran: bool,
 }
 
+/// Records a vector pass examines between moves of their vectors into the
+/// vector file: the `vectors` table, and the free pages it leaves in the
+/// database once emptied, stay a few megabytes even on a first pass over
+/// gigabytes of history.
+const MOVE_EVERY: u64 = 16_000;
+
 /// One machine's cairn.
 pub struct Node {
     config: Config,
@@ -327,49 +333,51 @@ impl Node {
     /// (computed here, from the stored redacted text). Returns how many
     /// records were examined; nothing when the semantic tier is off.
     ///
-    /// Then moves the new vectors into the flat file that searches scan
-    /// (see `store::vector_file`). A failure there is logged, not
-    /// returned: the vectors stay in the table, where searches read them,
-    /// until a later pass. A file that cannot be trusted any more is
-    /// written again from vectors computed anew.
+    /// The new vectors are moved into the flat file that searches scan
+    /// (see `store::vector_file`) every [`MOVE_EVERY`] records and at the
+    /// end. A failure there is logged, not returned: the vectors stay in
+    /// the table, where searches read them, until a later pass. A file
+    /// that cannot be trusted any more is written again from vectors
+    /// computed anew.
     pub fn embed_pending(&mut self) -> Result<u64, StoreError> {
         if !self.config.semantic {
             return Ok(0);
         }
-        let embedder = crate::embed::builtin();
-        // Checked first: loading the table costs more than a pass with
-        // nothing new.
-        let mut done = match self.store.vectors_pending()? {
-            true => self.store.embed_pending(embedder)?,
-            false => 0,
-        };
-        // A lost file is computed again once; a second loss in a row waits
-        // for the next pass.
-        for _ in 0..2 {
-            if self.store.vector_file_current()? {
-                break;
+        // Loaded only when there is work: parsing the table costs more than
+        // a pass with nothing new.
+        let embedder = crate::embed::builtin;
+        let (mut done, mut lost, mut moving) = (0, false, true);
+        loop {
+            let examined = match self.store.vectors_pending()? {
+                true => self.store.embed_some(embedder(), MOVE_EVERY)?,
+                false => 0,
+            };
+            done += examined;
+            if moving && !self.store.vector_file_current()? {
+                match self.store.sync_vector_file(embedder().dim()) {
+                    // Computed again once; a second loss in a row waits
+                    // for the next pass.
+                    Ok(Synced::Lost) if !lost => {
+                        tracing::warn!(
+                            "the vector file was lost or damaged; computing its vectors again"
+                        );
+                        lost = true;
+                        continue;
+                    }
+                    Ok(synced) => tracing::debug!(?synced, "vector file"),
+                    Err(e) => {
+                        tracing::warn!(
+                            error = %e,
+                            "could not write the vector file; searches read the vectors table"
+                        );
+                        moving = false;
+                    }
+                }
             }
-            match self.store.sync_vector_file(embedder.dim()) {
-                Ok(Synced::Lost) => {
-                    tracing::warn!(
-                        "the vector file was lost or damaged; computing its vectors again"
-                    );
-                    done += self.store.embed_pending(embedder)?;
-                }
-                Ok(synced) => {
-                    tracing::debug!(?synced, "vector file");
-                    break;
-                }
-                Err(e) => {
-                    tracing::warn!(
-                        error = %e,
-                        "could not write the vector file; searches read the vectors table"
-                    );
-                    break;
-                }
+            if examined < MOVE_EVERY {
+                return Ok(done);
             }
         }
-        Ok(done)
     }
 
     /// Whether the semantic tier is on, and how far the vectors have come.

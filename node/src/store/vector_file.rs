@@ -286,13 +286,15 @@ fn remove(path: &Path) -> Result<(), StoreError> {
     }
 }
 
-/// Gives up a file the database cannot trust: its mark and the notes of
-/// deleted records go, and the vector pass starts again from the first
-/// record (the table keeps what it holds). The caller removes the file.
+/// Gives up a file the database cannot trust: its mark, the notes of
+/// deleted records and the table's vectors go, and the vector pass starts
+/// again from the first record (so the table only ever holds vectors of
+/// records above the file's last). The caller removes the file.
 fn lose(conn: &Connection) -> rusqlite::Result<()> {
     conn.execute_batch(
         "DELETE FROM meta WHERE key = 'vector_file';
          DELETE FROM vectors_gone;
+         DELETE FROM vectors;
          INSERT INTO meta(key, value) VALUES ('vectors_upto', 0)
              ON CONFLICT(key) DO UPDATE SET value = excluded.value;",
     )
@@ -879,6 +881,63 @@ mod tests {
             Synced::Rebuilt(25)
         );
         assert_eq!(scanned(&store, 1).as_ref(), Some(&all));
+    }
+
+    /// Embeds what waits in passes of at least `most` records, moving
+    /// the vectors into the file after each, as `Node::embed_pending` does.
+    fn embed_in_chunks(store: &mut Store, most: u64) -> Vec<Synced> {
+        let bytes = crate::embed::tests::tiny();
+        let e = crate::embed::Embedder::from_bytes(&bytes).expect("table");
+        let mut synced = Vec::new();
+        loop {
+            let examined = store.embed_some(&e, most).expect("embed");
+            synced.push(store.sync_vector_file(3).expect("sync"));
+            if examined < most {
+                return synced;
+            }
+        }
+    }
+
+    #[test]
+    fn vectors_moved_in_chunks_and_computed_again_stay_whole_and_in_order() {
+        let dir = tempfile::tempdir().expect("tmp");
+        // `twin` keeps every vector in its table: the expected entries.
+        let twin = store_with(dir.path(), 5_000);
+        let all = table(&twin);
+        let mut store = Store::open(&dir.path().join("chunked.db")).expect("open");
+        let words = ["slow", "terminal", "shell", "rounding", "sluggish"];
+        let mut ing = store.ingest("node").expect("ingest");
+        for i in 0..5_000 {
+            let text = format!("{} {} {i}", words[i % 5], words[i / 5 % 5]);
+            let r = Record::new("claude-code", "s1", Role::User, &text);
+            ing.insert(&r, None).expect("insert");
+        }
+        ing.commit().expect("commit");
+        let synced = embed_in_chunks(&mut store, 2_000);
+        assert_eq!(
+            synced,
+            [
+                Synced::Rebuilt(2_000),
+                Synced::Extended(2_000),
+                Synced::Extended(1_000)
+            ]
+        );
+        assert!(table(&store).is_empty());
+        assert_eq!(scanned(&store, 3).as_ref(), Some(&all));
+        // Lost with vectors still in the table: computed again from the
+        // first record, the file written in id order again.
+        add(&mut store, 5_000, 5_010);
+        let mut all = all;
+        all.extend(table(&store));
+        std::fs::remove_file(path_for(store.path())).expect("rm");
+        assert_eq!(store.sync_vector_file(3).expect("sync"), Synced::Lost);
+        assert!(table(&store).is_empty());
+        let synced = embed_in_chunks(&mut store, 2_000);
+        assert_eq!(synced.len(), 3, "{synced:?}");
+        assert_eq!(scanned(&store, 2).as_ref(), Some(&all));
+        for (id, v) in all.iter().step_by(499) {
+            assert_eq!(store.vector(*id).expect("vector").as_ref(), Some(v));
+        }
     }
 
     #[test]

@@ -133,8 +133,14 @@ impl Store {
     /// transaction so a crash loses at most one batch of work. Returns how
     /// many records were examined.
     pub fn embed_pending(&mut self, e: &Embedder<'_>) -> Result<u64, StoreError> {
+        self.embed_some(e, u64::MAX)
+    }
+
+    /// [`Store::embed_pending`] until at least `most` records are examined
+    /// (whole batches), or none are left.
+    pub fn embed_some(&mut self, e: &Embedder<'_>, most: u64) -> Result<u64, StoreError> {
         let mut done = 0u64;
-        loop {
+        while done < most {
             let tx = self
                 .conn
                 .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
@@ -173,6 +179,7 @@ impl Store {
             tx.commit()?;
             done += rows.len() as u64;
         }
+        Ok(done)
     }
 
     /// Moves the vectors of the table into the flat file of vectors (see
