@@ -307,6 +307,11 @@ impl Node {
             &mut self.compared,
         )?;
         self.embed_pending()?;
+        match self.store.trim_free_pages() {
+            Ok(0) => {}
+            Ok(pages) => tracing::debug!(pages, "free pages given back"),
+            Err(e) => tracing::warn!(error = %e, "could not give free pages back"),
+        }
         Ok(report)
     }
 

@@ -148,6 +148,10 @@ fn retry_busy<T>(mut f: impl FnMut() -> rusqlite::Result<T>) -> rusqlite::Result
     }
 }
 
+/// Free pages below which [`Store::trim_free_pages`] leaves them for
+/// reuse (4 MiB of 8 KiB pages).
+const TRIM_MIN_PAGES: i64 = 512;
+
 /// An open cairn database.
 pub struct Store {
     conn: Connection,
@@ -171,7 +175,7 @@ impl Store {
         }
         // Created here, 0600, so SQLite's WAL and shared-memory files (which
         // copy the database file's mode) are private too.
-        crate::home::private_file()
+        let file = crate::home::private_file()
             .write(true)
             .create(true)
             .truncate(false)
@@ -180,6 +184,8 @@ impl Store {
                 path: path.to_path_buf(),
                 source,
             })?;
+        let new = file.metadata().is_ok_and(|m| m.len() == 0);
+        drop(file);
         let classify = |source| classify(path, source);
         let mut conn = Connection::open_with_flags(
             path,
@@ -194,6 +200,13 @@ impl Store {
         // are half empty.
         conn.pragma_update(None, "page_size", 8192)
             .map_err(classify)?;
+        // Free pages a new database can give back (see
+        // `Store::trim_free_pages`); an existing one keeps its mode (and
+        // is not asked, which could wait on another process's write).
+        if new {
+            conn.pragma_update(None, "auto_vacuum", "INCREMENTAL")
+                .map_err(classify)?;
+        }
         // The first real read tells a corrupt or foreign file apart.
         retry_busy(|| conn.pragma_update(None, "journal_mode", "WAL")).map_err(classify)?;
         conn.pragma_update(None, "synchronous", "NORMAL")
@@ -258,6 +271,30 @@ impl Store {
             conn,
             path: path.to_path_buf(),
         })
+    }
+
+    /// Gives the database's free pages back to the file system when they
+    /// are many (at least [`TRIM_MIN_PAGES`] and a twentieth of the file),
+    /// as a first pass over gigabytes of history leaves them: full-text
+    /// segments merged late free pages that nothing written after them
+    /// takes up. Returns how many pages went. Only a database created with
+    /// incremental auto-vacuum (every one since schema v11) can; for
+    /// others this does nothing.
+    pub fn trim_free_pages(&self) -> Result<u64, StoreError> {
+        let (mode, free, pages): (i64, i64, i64) = self.conn.query_row(
+            "SELECT a.auto_vacuum, f.freelist_count, p.page_count
+             FROM pragma_auto_vacuum() a, pragma_freelist_count() f, pragma_page_count() p",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+        )?;
+        if mode != 2 || free < TRIM_MIN_PAGES || free * 20 < pages {
+            return Ok(0);
+        }
+        // Stepped to the end: each step may free only part of the pages.
+        let mut vacuum = self.conn.prepare("PRAGMA incremental_vacuum")?;
+        let mut steps = vacuum.query([])?;
+        while steps.next()?.is_some() {}
+        Ok(free as u64)
     }
 
     /// The database file.

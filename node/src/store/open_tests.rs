@@ -77,3 +77,61 @@ fn a_consistent_read_is_refused_when_another_connection_commits_during_it() {
     // Its own reads afterwards stand again.
     assert!(store.read_consistent(|_| Ok(())).expect("read").is_some());
 }
+
+/// (free pages, file pages) of the database at `path`.
+fn pages(path: &Path) -> (i64, i64) {
+    let conn = Connection::open(path).expect("open");
+    conn.query_row(
+        "SELECT f.freelist_count, p.page_count FROM pragma_freelist_count() f, pragma_page_count() p",
+        [],
+        |r| Ok((r.get(0)?, r.get(1)?)),
+    )
+    .expect("pages")
+}
+
+/// Writes `kib` KiB into a table of its own in `conn`'s database, then
+/// drops it: its pages are free.
+fn churn(conn: &Connection, kib: i64) {
+    conn.execute_batch(&format!(
+        "CREATE TABLE scratch(b);
+         WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < {kib})
+         INSERT INTO scratch SELECT randomblob(1024) FROM n;
+         DROP TABLE scratch;"
+    ))
+    .expect("churn");
+}
+
+#[test]
+fn many_free_pages_go_back_to_the_file_system_and_few_stay_for_reuse() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("cairn.db");
+    let store = Store::open(&path).expect("open");
+    churn(&store.conn, 8 * 1024);
+    let (free, total) = pages(&path);
+    assert!(
+        free >= TRIM_MIN_PAGES && free * 20 >= total,
+        "{free} of {total}"
+    );
+    assert_eq!(store.trim_free_pages().expect("trim"), free as u64);
+    let (free_after, total_after) = pages(&path);
+    assert_eq!(free_after, 0);
+    assert_eq!(total_after, total - free);
+    // A few free pages stay for the next writes to take.
+    churn(&store.conn, 1024);
+    let (few, _) = pages(&path);
+    assert!(few > 0 && few < TRIM_MIN_PAGES, "{few}");
+    assert_eq!(store.trim_free_pages().expect("trim"), 0);
+    assert_eq!(pages(&path).0, few);
+    // A database made before incremental auto-vacuum keeps its pages.
+    let old = dir.path().join("old.db");
+    Connection::open(&old)
+        .expect("create")
+        .execute_batch("PRAGMA auto_vacuum = NONE; CREATE TABLE t(x);")
+        .expect("old");
+    let store = Store::open(&old).expect("open old");
+    churn(&store.conn, 8 * 1024);
+    let (free, _) = pages(&old);
+    assert!(free >= TRIM_MIN_PAGES, "{free}");
+    assert_eq!(store.trim_free_pages().expect("trim"), 0);
+    assert_eq!(pages(&old).0, free);
+}
