@@ -225,6 +225,14 @@ pub(crate) fn push_filters(sql: &mut String, args: &mut Vec<SqlValue>, opts: &Se
     }
 }
 
+/// Whether no option narrows the search (no join, no clause).
+pub(crate) fn unfiltered(opts: &SearchOptions) -> bool {
+    let mut probe = String::new();
+    push_joins(&mut probe, opts);
+    push_filters(&mut probe, &mut Vec::new(), opts);
+    probe.is_empty()
+}
+
 /// A filtered candidate query: `from` and `first` (the first WHERE clause,
 /// with its arguments) plus the options' filters, then `tail` (order, limit).
 #[allow(clippy::too_many_arguments)]
@@ -289,7 +297,7 @@ fn concept_candidates(
     let from = format!("{table} JOIN records r ON r.id = {table}.rowid");
     let first = format!("{table} MATCH ?1");
     let args = vec![SqlValue::Text(expr)];
-    if df <= SCAN_LIMIT {
+    if df <= SCAN_LIMIT && !unfiltered(opts) {
         return candidates(
             conn,
             bm25,
@@ -300,6 +308,30 @@ fn concept_candidates(
             opts,
             |id, b, role, ts, se, fl| push(id, -b, role, ts, se, fl),
         );
+    }
+    if df <= SCAN_LIMIT {
+        // With no filter, only the best are looked up in `records` (a
+        // join first would look up every match: up to SCAN_LIMIT rows).
+        let sql = format!(
+            "SELECT r.id, m.score, r.role, r.ts, r.session, r.flags
+             FROM (SELECT rowid AS id, {bm25} AS score FROM {table} WHERE {table} MATCH ?1
+                   ORDER BY 2, 1 LIMIT {CANDIDATES}) m
+             JOIN records r ON r.id = m.id"
+        );
+        let mut stmt = conn.prepare_cached(&sql)?;
+        let mut rows = stmt.query(rusqlite::params_from_iter(args.iter()))?;
+        while let Some(r) = rows.next()? {
+            let b: f64 = r.get(1)?;
+            push(
+                r.get(0)?,
+                -b,
+                codec::role_at(r, 2)?,
+                r.get(3)?,
+                r.get(4)?,
+                r.get(5)?,
+            );
+        }
+        return Ok(());
     }
     let mut found = Vec::new();
     candidates(
@@ -891,6 +923,56 @@ mod store_tests {
         assert!(answer.contains("axum 0.6"), "{answer}");
         assert_eq!(hit.answer_role.as_deref(), Some("assistant"));
         assert!(hit.answer_record_id.is_some());
+    }
+
+    /// The unfiltered path looks up only the best matches in `records`;
+    /// a filter that allows every record must rank the same.
+    #[test]
+    fn a_filter_that_allows_everything_ranks_as_no_filter_does() {
+        let words = [
+            "cache",
+            "cache miss",
+            "cache eviction policy",
+            "flaky cache test",
+        ];
+        let recs: Vec<Record> = (0..60)
+            .map(|i| {
+                let role = if i % 3 == 0 {
+                    Role::Assistant
+                } else {
+                    Role::User
+                };
+                let text = format!("{} {}", words[i % 4], "filler ".repeat(i % 9));
+                rec(
+                    &format!("s{}", i % 11),
+                    role,
+                    Some(NOW - i as i64 * DAY),
+                    &text,
+                )
+            })
+            .collect();
+        let (_d, store) = store_with(&recs);
+        let plain = SearchOptions {
+            limit: 50,
+            now_ms: NOW,
+            ..SearchOptions::default()
+        };
+        let all_roles = SearchOptions {
+            roles: vec![Role::User, Role::Assistant],
+            ..plain.clone()
+        };
+        let ids = |opts: &SearchOptions, q: &str| -> Vec<(String, String)> {
+            search(&store, &Query::parse(q), opts)
+                .expect("search")
+                .into_iter()
+                .map(|h| (h.session_id, h.snippet))
+                .collect()
+        };
+        for q in ["cache", "cache eviction", "flaky test"] {
+            let want = ids(&all_roles, q);
+            assert!(!want.is_empty(), "{q}");
+            assert_eq!(ids(&plain, q), want, "{q}");
+        }
     }
 
     #[test]

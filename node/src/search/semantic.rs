@@ -158,12 +158,7 @@ impl TopRecords {
 /// Whether the options narrow the search (then the meaning tier scans
 /// only the records they allow).
 fn filtered(opts: &SearchOptions) -> bool {
-    opts.agent.is_some()
-        || opts.project.is_some()
-        || opts.machine.is_some()
-        || opts.since_ms.is_some()
-        || opts.session.is_some()
-        || !opts.roles.is_empty()
+    !super::unfiltered(opts)
 }
 
 /// What became of the vector file for one search.
