@@ -170,25 +170,18 @@ impl<'q> Scorer<'q> {
         if inverse == 0.0 {
             return None;
         }
-        let mut dot = 0i32;
-        for (&q, &b) in self.rounded.iter().zip(stored) {
-            dot = dot.wrapping_add(i32::from(q).wrapping_mul(i32::from(b as i8)));
-        }
+        let dot = dot(&self.rounded, stored, |b| i32::from(b as i8));
         self.finish(dot, inverse, floor, || cosine(self.query, stored))
     }
 
     /// [`Scorer::score`] of a vector kept as [`offset_binary`] bytes, with
-    /// its [`inverse_norm`] known: the bytes widen without sign extension,
-    /// which packs twice as many into each multiply-add on x86-64's
-    /// baseline instruction set.
+    /// its [`inverse_norm`] known (a search reads these from the vector
+    /// file, a million at a time).
     pub fn score_offset(&self, offset: &[u8], inverse: f32, floor: f32) -> Option<f32> {
         if inverse == 0.0 {
             return None;
         }
-        let mut dot = 0i32;
-        for (&q, &u) in self.rounded.iter().zip(offset) {
-            dot = dot.wrapping_add(i32::from(q).wrapping_mul(i32::from(u)));
-        }
+        let dot = dot(&self.rounded, offset, i32::from);
         // Each byte is its value plus 128; the true product fits i32, so
         // the wrapped sums give it exactly.
         let dot = dot.wrapping_sub(self.bias);
@@ -212,6 +205,34 @@ impl<'q> Scorer<'q> {
         let exact = exact();
         (exact >= floor).then_some(exact)
     }
+}
+
+/// The dot product of `q` and the bytes `v`, each widened by `widen` (to a
+/// value that fits i16), in wrapping i32 arithmetic. Summed 32 products at
+/// a time: the shape the compiler turns into x86-64's multiply-add of
+/// pairs (`pmaddwd`, baseline SSE2, eight products per instruction) with
+/// one horizontal sum per 32. A plain running sum came out with each
+/// product widened to 32 bits first, at less than half the speed (26 ms
+/// against 12 ms for 1.15 million vectors of 256 on one core).
+#[inline(always)]
+fn dot(q: &[i16], v: &[u8], widen: impl Fn(u8) -> i32) -> i32 {
+    const BLOCK: usize = 32;
+    let n = q.len().min(v.len());
+    let (q, v) = (&q[..n], &v[..n]);
+    let (qc, vc) = (q.chunks_exact(BLOCK), v.chunks_exact(BLOCK));
+    let (q_rest, v_rest) = (qc.remainder(), vc.remainder());
+    let mut sum = 0i32;
+    for (a, b) in qc.zip(vc) {
+        let mut block = 0i32;
+        for i in 0..BLOCK {
+            block = block.wrapping_add(i32::from(a[i]) * widen(b[i]));
+        }
+        sum = sum.wrapping_add(block);
+    }
+    for (&a, &b) in q_rest.iter().zip(v_rest) {
+        sum = sum.wrapping_add(i32::from(a) * widen(b));
+    }
+    sum
 }
 
 /// Int8 bytes as offset binary (each value plus 128, as u8), and back: the
@@ -254,7 +275,7 @@ pub(crate) mod tests {
             let n = v.iter().map(|x| x * x).sum::<f32>().sqrt();
             v.iter().map(|x| x / n).collect()
         };
-        for dim in [8usize, 64, 256, 1024] {
+        for dim in [8usize, 40, 64, 256, 1024] {
             let q = unit(&mut st, dim);
             let scorer = Scorer::new(&q);
             let mut near = 0;
@@ -291,6 +312,31 @@ pub(crate) mod tests {
         // A zero vector scores nothing, as cosine gives it 0.
         let q = unit(&mut st, 8);
         assert_eq!(Scorer::new(&q).score(&[0; 8], -1.0), None);
+    }
+
+    #[test]
+    fn the_paired_dot_product_is_the_plain_one() {
+        let mut st = 11u64;
+        for n in [0usize, 1, 15, 16, 17, 40, 64, 255, 256, 300] {
+            let q: Vec<i16> = (0..n).map(|_| lcg(&mut st) as i16).collect();
+            let v: Vec<u8> = (0..n).map(|_| lcg(&mut st) as u8).collect();
+            let plain = |widen: fn(u8) -> i32| {
+                q.iter()
+                    .zip(&v)
+                    .map(|(&a, &b)| i64::from(a) * i64::from(widen(b)))
+                    .sum::<i64>() as i32
+            };
+            assert_eq!(dot(&q, &v, i32::from), plain(i32::from), "{n}");
+            let signed: fn(u8) -> i32 = |b| i32::from(b as i8);
+            assert_eq!(dot(&q, &v, signed), plain(signed), "{n}");
+            // Lengths that differ: the shorter counts.
+            if n > 3 {
+                assert_eq!(
+                    dot(&q[..n - 3], &v, i32::from),
+                    dot(&q[..n - 3], &v[..n - 3], i32::from)
+                );
+            }
+        }
     }
 
     /// A table file made here: `rows` as (token, vector) pairs.
