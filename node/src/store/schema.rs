@@ -8,7 +8,7 @@ use rusqlite::{Connection, TransactionBehavior};
 use super::StoreError;
 
 /// Each entry upgrades the schema by one version.
-const MIGRATIONS: &[&str] = &[
+pub(super) const MIGRATIONS: &[&str] = &[
     // v1: records, sessions, sources, nodes and the full-text index.
     r#"
     CREATE TABLE meta(

@@ -687,6 +687,18 @@ mod tests {
         Some(parts.into_iter().flatten().collect())
     }
 
+    /// The mark's text as stored.
+    fn mark_text(store: &Store) -> String {
+        store
+            .conn
+            .query_row(
+                "SELECT value FROM meta WHERE key = 'vector_file'",
+                [],
+                |r| r.get(0),
+            )
+            .expect("mark")
+    }
+
     /// Computes the vectors the table lacks again (after a loss).
     fn embed_again(store: &mut Store) {
         let bytes = crate::embed::tests::tiny();
@@ -845,14 +857,7 @@ mod tests {
         std::fs::write(&path, &bytes).expect("write");
         recover(&mut store);
         // A damaged mark: a count no file could hold, or this file cannot.
-        let good: String = store
-            .conn
-            .query_row(
-                "SELECT value FROM meta WHERE key = 'vector_file'",
-                [],
-                |r| r.get(0),
-            )
-            .expect("mark");
+        let good = mark_text(&store);
         let token = good.split(' ').next().expect("token").to_string();
         for count in [u64::MAX, u64::MAX / 200, 26] {
             store
@@ -948,28 +953,23 @@ mod tests {
         store.sync_vector_file(3).expect("sync");
         // As v10 left it: every vector in the table as well, a file the
         // mark (three fields then) vouches for, the triggers of v10.
-        let mark: String = store
-            .conn
-            .query_row(
-                "SELECT value FROM meta WHERE key = 'vector_file'",
-                [],
-                |r| r.get(0),
-            )
-            .expect("mark");
+        let mark = mark_text(&store);
         let v10 = mark.rsplit_once(' ').expect("four fields").0.to_string();
         store
             .conn
             .execute_batch(
                 "DROP TRIGGER vectors_gone_with_records;
-                 DROP TABLE vectors_gone;
-                 CREATE TRIGGER vector_file_on_delete AFTER DELETE ON vectors BEGIN
-                     DELETE FROM meta WHERE key = 'vector_file';
-                 END;
-                 CREATE TRIGGER vector_file_on_update AFTER UPDATE ON vectors BEGIN
-                     DELETE FROM meta WHERE key = 'vector_file';
-                 END;
-                 PRAGMA user_version = 10;",
+                 DROP TABLE vectors_gone;",
             )
+            .expect("v10");
+        // v10's own triggers, as its migration made them.
+        store
+            .conn
+            .execute_batch(super::super::schema::MIGRATIONS[9])
+            .expect("v10 triggers");
+        store
+            .conn
+            .pragma_update(None, "user_version", 10)
             .expect("v10");
         store
             .conn
