@@ -15,7 +15,6 @@ use rusqlite::types::Value as SqlValue;
 
 use super::{Query, SearchError, SearchOptions, rank::Ranked};
 use crate::embed::Scorer;
-use crate::record::Role;
 use crate::store::{Store, codec, vector_file};
 
 /// Records the vector scan hands to fusion.
@@ -196,54 +195,59 @@ fn scan_file(
     }
 }
 
-/// A set of record ids, one bit each over the span they cover.
+/// A set of record ids from 0 to a highest one, a bit each.
 struct IdSet {
-    first: i64,
+    last: i64,
     bits: Vec<u64>,
 }
 
 impl IdSet {
-    fn new(ids: &[i64]) -> IdSet {
-        let first = ids.iter().copied().min().unwrap_or(0);
-        let last = ids.iter().copied().max().unwrap_or(-1);
-        let span = usize::try_from(last.saturating_sub(first).saturating_add(1)).unwrap_or(0);
-        let mut bits = vec![0u64; span.div_ceil(64)];
-        for &id in ids {
-            let at = (id - first) as usize;
-            bits[at / 64] |= 1 << (at % 64);
+    /// An empty set for ids up to `last`.
+    fn upto(last: i64) -> IdSet {
+        let span = usize::try_from(last.saturating_add(1)).unwrap_or(0);
+        IdSet {
+            last,
+            bits: vec![0u64; span.div_ceil(64)],
         }
-        IdSet { first, bits }
+    }
+
+    /// Adds `id` (ignored outside the set's span).
+    fn insert(&mut self, id: i64) {
+        if id <= self.last
+            && let Ok(at) = usize::try_from(id)
+            && let Some(w) = self.bits.get_mut(at / 64)
+        {
+            *w |= 1 << (at % 64);
+        }
     }
 
     fn contains(&self, id: i64) -> bool {
-        let Some(at) = id
-            .checked_sub(self.first)
-            .and_then(|a| usize::try_from(a).ok())
-        else {
-            return false;
-        };
-        self.bits
-            .get(at / 64)
-            .is_some_and(|w| w & (1 << (at % 64)) != 0)
+        usize::try_from(id).is_ok_and(|at| {
+            self.bits
+                .get(at / 64)
+                .is_some_and(|w| w & (1 << (at % 64)) != 0)
+        })
     }
 }
 
-/// The records up to id `upto` that a filtered search allows and that
-/// can have a vector.
+/// The records up to id `upto` that a filtered search allows. Every role
+/// is let in unless the search names roles: the file holds vectors of
+/// conversation records only, and without a condition on the role a
+/// session filter is answered from the `records_session` index alone (0.1
+/// s instead of 0.4 s for an agent's 1.5 million records at 10 GB).
 fn allowed(store: &Store, upto: i64, opts: &SearchOptions) -> Result<IdSet, SearchError> {
     let mut sql = String::from("SELECT r.id FROM records r");
     super::push_joins(&mut sql, opts);
-    sql.push_str(&format!(
-        " WHERE r.id <= ?1 AND r.role IN ({})",
-        codec::roles_sql(&[Role::User, Role::Assistant, Role::Note])
-    ));
+    sql.push_str(" WHERE r.id <= ?1");
     let mut args: Vec<SqlValue> = vec![SqlValue::Integer(upto)];
     super::push_filters(&mut sql, &mut args, opts);
     let mut stmt = store.conn().prepare(&sql)?;
-    let ids = stmt
-        .query_map(rusqlite::params_from_iter(args.iter()), |r| r.get(0))?
-        .collect::<Result<Vec<i64>, _>>()?;
-    Ok(IdSet::new(&ids))
+    let mut rows = stmt.query(rusqlite::params_from_iter(args.iter()))?;
+    let mut set = IdSet::upto(upto);
+    while let Some(r) = rows.next()? {
+        set.insert(r.get(0)?);
+    }
+    Ok(set)
 }
 
 /// What the meaning tier can do before the lexical tier runs, with no
@@ -611,6 +615,18 @@ mod tests {
                 .expect("prepare")
                 .is_none()
         );
+    }
+
+    #[test]
+    fn an_id_set_holds_what_was_put_in_and_nothing_else() {
+        let mut set = IdSet::upto(130);
+        for id in [0, 1, 63, 64, 127, 130, 131, -1, i64::MAX] {
+            set.insert(id);
+        }
+        let held: Vec<i64> = (-2..200).filter(|&id| set.contains(id)).collect();
+        assert_eq!(held, vec![0, 1, 63, 64, 127, 130]);
+        assert!(!set.contains(i64::MIN) && !set.contains(i64::MAX));
+        assert!(!IdSet::upto(-1).contains(0));
     }
 
     #[test]
