@@ -297,41 +297,36 @@ fn concept_candidates(
     let from = format!("{table} JOIN records r ON r.id = {table}.rowid");
     let first = format!("{table} MATCH ?1");
     let args = vec![SqlValue::Text(expr)];
-    if df <= SCAN_LIMIT && !unfiltered(opts) {
+    if df <= SCAN_LIMIT {
+        // With no filter, only the best are looked up in `records` (a join
+        // first would look up every match: up to SCAN_LIMIT rows). A filter
+        // needs the records' columns, so it joins first.
+        let best;
+        let (score, from, first, tail) = match unfiltered(opts) {
+            true => {
+                best = format!(
+                    "(SELECT rowid AS id, {bm25} AS score FROM {table} WHERE {table} MATCH ?1
+                      ORDER BY 2, 1 LIMIT {CANDIDATES}) m JOIN records r ON r.id = m.id"
+                );
+                ("m.score", best.as_str(), "1", String::new())
+            }
+            false => (
+                bm25,
+                from.as_str(),
+                first.as_str(),
+                format!("ORDER BY 2 LIMIT {CANDIDATES}"),
+            ),
+        };
         return candidates(
             conn,
-            bm25,
-            &from,
-            &first,
+            score,
+            from,
+            first,
             args,
-            &format!("ORDER BY 2 LIMIT {CANDIDATES}"),
+            &tail,
             opts,
             |id, b, role, ts, se, fl| push(id, -b, role, ts, se, fl),
         );
-    }
-    if df <= SCAN_LIMIT {
-        // With no filter, only the best are looked up in `records` (a
-        // join first would look up every match: up to SCAN_LIMIT rows).
-        let sql = format!(
-            "SELECT r.id, m.score, r.role, r.ts, r.session, r.flags
-             FROM (SELECT rowid AS id, {bm25} AS score FROM {table} WHERE {table} MATCH ?1
-                   ORDER BY 2, 1 LIMIT {CANDIDATES}) m
-             JOIN records r ON r.id = m.id"
-        );
-        let mut stmt = conn.prepare_cached(&sql)?;
-        let mut rows = stmt.query(rusqlite::params_from_iter(args.iter()))?;
-        while let Some(r) = rows.next()? {
-            let b: f64 = r.get(1)?;
-            push(
-                r.get(0)?,
-                -b,
-                codec::role_at(r, 2)?,
-                r.get(3)?,
-                r.get(4)?,
-                r.get(5)?,
-            );
-        }
-        return Ok(());
     }
     let mut found = Vec::new();
     candidates(

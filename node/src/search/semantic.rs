@@ -154,12 +154,6 @@ impl TopRecords {
     }
 }
 
-/// Whether the options narrow the search (then the meaning tier scans
-/// only the records they allow).
-fn filtered(opts: &SearchOptions) -> bool {
-    !super::unfiltered(opts)
-}
-
 /// What became of the vector file for one search.
 enum FileScan {
     /// Not opened yet.
@@ -282,7 +276,8 @@ pub fn prepare(
     let Some(qv) = e.embed(&q.text) else {
         return Ok(None);
     };
-    let scan = match filtered(opts) || super::when::period(&q.text, opts.now_ms).is_some() {
+    let scan = match !super::unfiltered(opts) || super::when::period(&q.text, opts.now_ms).is_some()
+    {
         true => None,
         false => store.vector_scan(qv.len())?,
     };
@@ -337,7 +332,8 @@ fn nearest_with(
 ) -> Result<Vec<Near>, SearchError> {
     let conn = store.conn();
     let scorer = Scorer::new(qv);
-    let narrowed = filtered(opts);
+    // A filter narrows the file scan to the records it allows.
+    let narrowed = !super::unfiltered(opts);
     let file = match file {
         FileScan::NotTried => match store.vector_scan(qv.len())? {
             Some(scan) if narrowed => {

@@ -156,6 +156,12 @@ fn gone(conn: &Connection) -> rusqlite::Result<Vec<i64>> {
     ids.collect()
 }
 
+/// Whether any deleted record waits for its entry to be blanked.
+fn any_gone(conn: &Connection) -> rusqlite::Result<bool> {
+    conn.prepare_cached("SELECT EXISTS(SELECT 1 FROM vectors_gone)")?
+        .query_row([], |r| r.get(0))
+}
+
 #[cfg(unix)]
 fn read_at(file: &File, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
     std::os::unix::fs::FileExt::read_exact_at(file, buf, offset)
@@ -241,7 +247,7 @@ pub(crate) fn current(conn: &Connection, db: &Path) -> Result<bool, StoreError> 
         return Ok(newest(conn)? == 0);
     };
     Ok(mark.upto >= newest(conn)?
-        && gone(conn)?.is_empty()
+        && !any_gone(conn)?
         && open_marked(&path_for(db), &mark, None, false).is_some())
 }
 
@@ -380,11 +386,10 @@ pub(crate) fn sync(conn: &mut Connection, db: &Path, dim: usize) -> Result<Synce
                 remove(&path)?;
                 return Ok(Synced::Lost);
             };
-            let gone = gone(&tx)?;
-            if m.upto >= newest && gone.is_empty() {
+            if m.upto >= newest && !any_gone(&tx)? {
                 return Ok(Synced::Current);
             }
-            let blanked = blank(&file, &m, dim, &gone).map_err(io)?;
+            let blanked = blank(&file, &m, dim, &gone(&tx)?).map_err(io)?;
             let start = HEADER_LEN + m.count * entry_len(dim);
             let (added, upto) = fill(&tx, &file, Start::Seek(start), m.upto, dim, &path)?;
             let mark = Mark {
