@@ -40,9 +40,8 @@ impl<'a> Embedder<'a> {
     /// An embedder over a table file's bytes.
     pub fn from_bytes(bytes: &'a [u8]) -> Result<Embedder<'a>, EmbedError> {
         let table = Table::parse(bytes)?;
-        let unk = *table
-            .vocab
-            .get("[UNK]")
+        let unk = table
+            .row_of("[UNK]")
             .ok_or_else(|| EmbedError::BadTable("no [UNK] token".into()))?;
         Ok(Embedder { table, unk })
     }
@@ -60,7 +59,7 @@ impl<'a> Embedder<'a> {
             .char_indices()
             .nth(MAX_TOKENS * 12)
             .map_or(text.len(), |(i, _)| i);
-        wordpiece::tokenize(&self.table.vocab, self.unk, &text[..end], MAX_TOKENS)
+        wordpiece::tokenize(self.table.vocab(), self.unk, &text[..end], MAX_TOKENS)
     }
 
     /// The unit vector of `text`, or `None` when no token of it carries
@@ -79,8 +78,9 @@ impl<'a> Embedder<'a> {
     }
 }
 
-/// The embedder over the table compiled into cairn. Parsing takes a few
-/// milliseconds and happens once per process, on first use.
+/// The embedder over the table compiled into cairn, parsed once per
+/// process on first use. Parsing only checks the table; the vocabulary's
+/// map (a millisecond or two) is built when the first text is embedded.
 pub fn builtin() -> &'static Embedder<'static> {
     static ONCE: OnceLock<Embedder<'static>> = OnceLock::new();
     ONCE.get_or_init(|| Embedder::from_bytes(BUILTIN).expect("the built-in table is valid"))

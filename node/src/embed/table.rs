@@ -4,11 +4,17 @@
 //! `b"CAIRNEMB"`, u32 version (1), u32 rows, u32 dim, u32 vocabulary bytes,
 //! the vocabulary (one token per row, joined by `\n`), rows × f32 scale,
 //! rows × dim int8. Parsing borrows the bytes: the built-in table is read
-//! straight from the binary.
+//! straight from the binary. The token → row map is built on first use,
+//! so a process that only needs the table's shape (or that starts a
+//! search's scan before it embeds the question) does not wait for it.
 
-use std::collections::HashMap;
+use std::sync::OnceLock;
 
 use super::EmbedError;
+
+/// Token → row. Looked up for every piece of every word embedded, so with
+/// a fast non-keyed hash: the keys are the fixed vocabulary, not input.
+pub type Vocab<'a> = std::collections::HashMap<&'a str, u32, rustc_hash::FxBuildHasher>;
 
 const MAGIC: &[u8; 8] = b"CAIRNEMB";
 const HEADER: usize = 8 + 4 * 4;
@@ -16,8 +22,10 @@ const HEADER: usize = 8 + 4 * 4;
 /// A parsed table, borrowing its bytes.
 #[derive(Debug)]
 pub struct Table<'a> {
-    /// Token → row.
-    pub vocab: HashMap<&'a str, u32>,
+    /// The vocabulary, one token per row, joined by `\n`.
+    text: &'a str,
+    /// Token → row (the first row of a token listed twice), once built.
+    vocab: OnceLock<Vocab<'a>>,
     /// Row scales.
     scales: &'a [u8],
     /// Row values, rows × dim.
@@ -54,23 +62,42 @@ impl<'a> Table<'a> {
         }
         let vocab_bytes = &b[HEADER..HEADER + vocab_len];
         let text = std::str::from_utf8(vocab_bytes).map_err(|_| bad("vocabulary is not UTF-8"))?;
-        let mut vocab = HashMap::with_capacity(rows);
-        let mut n = 0u32;
-        for tok in text.split('\n') {
-            vocab.entry(tok).or_insert(n);
-            n += 1;
-        }
-        if n as usize != rows {
+        if text.bytes().filter(|&b| b == b'\n').count() + 1 != rows {
             return Err(bad("vocabulary and rows differ in number"));
         }
         let scales_at = HEADER + vocab_len;
         let values_at = scales_at + rows * 4;
         Ok(Table {
-            vocab,
+            text,
+            vocab: OnceLock::new(),
             scales: &b[scales_at..values_at],
             values: &b[values_at..],
             dim,
         })
+    }
+
+    /// Token → row, built on the first call.
+    pub fn vocab(&self) -> &Vocab<'a> {
+        self.vocab.get_or_init(|| {
+            let mut vocab = Vocab::with_capacity_and_hasher(self.rows(), Default::default());
+            for (n, tok) in self.text.split('\n').enumerate() {
+                vocab.entry(tok).or_insert(n as u32);
+            }
+            vocab
+        })
+    }
+
+    /// The row of `token` (its first, if listed twice), found without
+    /// building the map.
+    pub fn row_of(&self, token: &str) -> Option<u32> {
+        self.text
+            .split('\n')
+            .position(|t| t == token)
+            .map(|n| n as u32)
+    }
+
+    fn rows(&self) -> usize {
+        self.scales.len() / 4
     }
 
     /// Adds row `id` to `acc` (which has `dim` entries).

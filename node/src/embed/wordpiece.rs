@@ -11,17 +11,17 @@
 //! (see docs/embeddings.md). Punctuation is ASCII punctuation plus the
 //! common Unicode punctuation blocks, which is what the vocabulary holds.
 
-use std::collections::HashMap;
-
 use unicode_normalization::UnicodeNormalization;
 use unicode_normalization::char::is_combining_mark;
+
+use super::table::Vocab;
 
 /// Longest word (in characters) that is split; longer ones are `[UNK]`.
 const MAX_WORD_CHARS: usize = 100;
 
 /// Token ids of `text`, at most `max` of them, without `[CLS]`/`[SEP]`.
 /// `unk` is the id of `[UNK]`.
-pub fn tokenize(vocab: &HashMap<&str, u32>, unk: u32, text: &str, max: usize) -> Vec<u32> {
+pub fn tokenize(vocab: &Vocab<'_>, unk: u32, text: &str, max: usize) -> Vec<u32> {
     let mut ids = Vec::new();
     let mut word = String::new();
     let mut piece = String::new();
@@ -61,13 +61,7 @@ pub fn tokenize(vocab: &HashMap<&str, u32>, unk: u32, text: &str, max: usize) ->
 }
 
 /// Greedy longest-match-first split of one word into vocabulary pieces.
-fn wordpiece(
-    vocab: &HashMap<&str, u32>,
-    unk: u32,
-    word: &str,
-    piece: &mut String,
-    ids: &mut Vec<u32>,
-) {
+fn wordpiece(vocab: &Vocab<'_>, unk: u32, word: &str, piece: &mut String, ids: &mut Vec<u32>) {
     if word.chars().count() > MAX_WORD_CHARS {
         ids.push(unk);
         return;
@@ -125,7 +119,7 @@ fn is_cjk(c: char) -> bool {
 mod tests {
     use super::*;
 
-    fn vocab() -> HashMap<&'static str, u32> {
+    fn vocab() -> Vocab<'static> {
         [
             "[UNK]", "un", "##aff", "##able", "hyper", "pin", "##ned", ",", ".", "cafe", "缓",
             "存", "a",

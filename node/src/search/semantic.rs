@@ -14,7 +14,7 @@ use rusqlite::OptionalExtension;
 use rusqlite::types::Value as SqlValue;
 
 use super::{Query, SearchError, SearchOptions, rank::Ranked};
-use crate::embed::Scorer;
+use crate::embed::{Embedder, Scorer};
 use crate::store::{Store, codec, vector_file};
 
 /// Records the vector scan hands to fusion.
@@ -245,75 +245,92 @@ fn allowed(store: &Store, upto: i64, opts: &SearchOptions) -> Result<IdSet, Sear
 }
 
 /// What the meaning tier can do before the lexical tier runs, with no
-/// database connection: the query's vector and, for an unfiltered
-/// search, the vector file open for a scan.
-pub struct Prepared {
-    qv: Vec<f32>,
+/// database connection: for an unfiltered search, the vector file open
+/// for a scan, which [`alongside`] starts by embedding the question (so
+/// the embedder's vocabulary is built off the lexical tier's path).
+pub(crate) struct Prepared<'q> {
+    text: &'q str,
+    embedder: &'static Embedder<'static>,
     scan: Option<vector_file::Scan>,
 }
 
-/// The query's vector and what the vector file gave for it.
-pub struct Scanned {
-    qv: Vec<f32>,
-    file: FileScan,
+/// What the meaning tier did beside the lexical tier.
+pub(crate) struct Scanned(Beside);
+
+enum Beside {
+    /// The query's vector and what the vector file gave for it.
+    Found { qv: Vec<f32>, file: FileScan },
+    /// No word of the query is in the embedder's vocabulary.
+    NoVector,
+    /// Nothing ran beside: a filtered search, or one naming a period
+    /// (embedded and scanned by [`blend`] if needed).
+    Later,
 }
 
 /// Prepares the meaning tier of `q`; `None` when it does not apply (no
-/// embedder, lexical only, an exact look-up, no known word). A question
-/// naming a period keeps its lexical ranking when it has one, so its file
-/// is left for [`blend`] to scan if needed.
-pub fn prepare(
+/// embedder, lexical only, an exact look-up). A question naming a period
+/// keeps its lexical ranking when it has one, so its file is left for
+/// [`blend`] to scan if needed.
+pub(crate) fn prepare<'q>(
     store: &Store,
-    q: &Query,
+    q: &'q Query,
     opts: &SearchOptions,
-) -> Result<Option<Prepared>, SearchError> {
-    let Some(e) = opts.semantic.filter(|_| !opts.lexical_only) else {
+) -> Result<Option<Prepared<'q>>, SearchError> {
+    let Some(embedder) = opts.semantic.filter(|_| !opts.lexical_only) else {
         return Ok(None);
     };
     if is_exact_lookup(&q.text) {
         return Ok(None);
     }
-    let Some(qv) = e.embed(&q.text) else {
-        return Ok(None);
-    };
     let scan = match !super::unfiltered(opts) || super::when::period(&q.text, opts.now_ms).is_some()
     {
         true => None,
-        false => store.vector_scan(qv.len())?,
+        false => store.vector_scan(embedder.dim())?,
     };
-    Ok(Some(Prepared { qv, scan }))
+    Ok(Some(Prepared {
+        text: &q.text,
+        embedder,
+        scan,
+    }))
 }
 
-/// Runs `lexical` on this thread while the prepared scan of the vector
-/// file runs on others (the scan needs no database connection), and
+/// Runs `lexical` on this thread while others embed the question and scan
+/// the prepared vector file (neither needs a database connection), and
 /// returns both.
-pub fn alongside<T>(
-    prepared: Option<Prepared>,
+pub(crate) fn alongside<T>(
+    prepared: Option<Prepared<'_>>,
     lexical: impl FnOnce() -> T,
 ) -> (T, Option<Scanned>) {
-    let Some(Prepared { qv, scan }) = prepared else {
+    let Some(Prepared {
+        text,
+        embedder,
+        scan,
+    }) = prepared
+    else {
         return (lexical(), None);
     };
     let Some(scan) = scan else {
-        let file = FileScan::NotTried;
-        return (lexical(), Some(Scanned { qv, file }));
+        return (lexical(), Some(Scanned(Beside::Later)));
     };
-    let scorer = Scorer::new(&qv);
-    let (out, file) = std::thread::scope(|s| {
-        let (scan, scorer) = (&scan, &scorer);
+    let beside = || {
+        let Some(qv) = embedder.embed(text) else {
+            return Scanned(Beside::NoVector);
+        };
+        let file = scan_file(&scan, &Scorer::new(&qv), |_| true);
+        Scanned(Beside::Found { qv, file })
+    };
+    std::thread::scope(|s| {
         let spawned = std::thread::Builder::new()
             .name("cairn-vectors".into())
-            .spawn_scoped(s, move || scan_file(scan, scorer, |_| true));
+            .spawn_scoped(s, beside);
         let out = lexical();
-        let file = match spawned {
+        let scanned = match spawned {
             Ok(h) => h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)),
-            // No thread to be had: scanned here, after.
-            Err(_) => scan_file(scan, scorer, |_| true),
+            // No thread to be had: embedded and scanned here, after.
+            Err(_) => beside(),
         };
-        (out, file)
-    });
-    drop(scorer);
-    (out, Some(Scanned { qv, file }))
+        (out, Some(scanned))
+    })
 }
 
 /// The sessions nearest to `qv` in meaning, best first, honouring the
@@ -433,14 +450,14 @@ fn fuse(lex: Vec<Ranked>, near: Vec<Near>) -> Vec<Ranked> {
 /// The lexical ranking `lex` of `q`, fused with the meaning tier when
 /// [`prepare`] found it applies (`scanned`, from [`alongside`]), unless
 /// the question names a period and the lexical tier has an answer.
-pub fn blend(
+pub(crate) fn blend(
     store: &Store,
     q: &Query,
     opts: &SearchOptions,
     lex: Vec<Ranked>,
     scanned: Option<Scanned>,
 ) -> Result<Vec<Ranked>, SearchError> {
-    let Some(Scanned { qv, file }) = scanned else {
+    let Some(scanned) = scanned else {
         return Ok(lex);
     };
     // Questions about a named period are answered from the period itself
@@ -448,6 +465,14 @@ pub fn blend(
     if !lex.is_empty() && super::when::period(&q.text, opts.now_ms).is_some() {
         return Ok(lex);
     }
+    let (qv, file) = match scanned.0 {
+        Beside::Found { qv, file } => (qv, file),
+        Beside::NoVector => return Ok(lex),
+        Beside::Later => match opts.semantic.and_then(|e| e.embed(&q.text)) {
+            Some(qv) => (qv, FileScan::NotTried),
+            None => return Ok(lex),
+        },
+    };
     Ok(fuse(lex, nearest_with(store, &qv, file, opts)?))
 }
 
@@ -493,7 +518,7 @@ mod tests {
 
     #[test]
     fn the_vector_file_finds_what_the_table_finds() {
-        use crate::embed::{Embedder, tests::tiny};
+        use crate::embed::tests::tiny;
         use crate::record::{Record, Role};
         let dir = tempfile::tempdir().expect("tmp");
         let mut store = Store::open(&dir.path().join("c.db")).expect("open");
@@ -581,13 +606,16 @@ mod tests {
             ..SearchOptions::default()
         };
         for (text, want) in [("slow terminal", &tail[0]), ("shell sluggish", &tail[2])] {
-            let prepared = prepare(&store, &Query::parse(text), &with_tier)
+            let query = Query::parse(text);
+            let prepared = prepare(&store, &query, &with_tier)
                 .expect("prepare")
                 .expect("the tier applies");
             assert!(prepared.scan.is_some(), "{text}");
             let (ran, scanned) = alongside(Some(prepared), || 7);
             assert_eq!(ran, 7);
-            let Scanned { qv, file } = scanned.expect("scanned");
+            let Some(Scanned(Beside::Found { qv, file })) = scanned else {
+                panic!("{text}: not scanned beside");
+            };
             assert!(matches!(file, FileScan::Found(..)), "{text}");
             let got: Vec<_> = nearest_with(&store, &qv, file, &all)
                 .expect("nearest")
@@ -596,6 +624,22 @@ mod tests {
                 .collect();
             assert_eq!(&got, want, "{text}");
         }
+        // A question with no word the table knows has no vector, found
+        // beside the lexical tier; the lexical ranking stands.
+        let query = Query::parse("quite unheard of");
+        let prepared = prepare(&store, &query, &with_tier).expect("prepare");
+        let (_, scanned) = alongside(prepared, || ());
+        assert!(matches!(scanned, Some(Scanned(Beside::NoVector))));
+        let lex = vec![Ranked {
+            record_id: 1,
+            score: 1.0,
+            matches: 1,
+            session_row: 1,
+            role: "user".into(),
+            answer: None,
+        }];
+        let blended = blend(&store, &query, &with_tier, lex, scanned).expect("blend");
+        assert_eq!(blended.iter().map(|r| r.record_id).collect::<Vec<_>>(), [1]);
         // An exact look-up, or --lexical, leaves the tier out.
         assert!(
             prepare(&store, &Query::parse("rounding"), &with_tier)
