@@ -5,10 +5,7 @@
 //! This never filters: `--since` is the hard filter. A period only boosts
 //! records written in it. Pure: "now" is passed in.
 
-use std::sync::LazyLock;
-
 use chrono::{Datelike, NaiveDate, TimeZone, Utc, Weekday};
-use regex::Regex;
 
 const DAY: i64 = 86_400_000;
 
@@ -141,8 +138,35 @@ fn thanksgiving(y: i32) -> Option<NaiveDate> {
     NaiveDate::from_weekday_of_month_opt(y, 11, Weekday::Thu, 4)
 }
 
-static ISO: LazyLock<Regex> =
-    LazyLock::new(|| Regex::new(r"\b(\d{4})-(\d{2})-(\d{2})\b").expect("static regex"));
+/// The `YYYY-MM-DD` dates in `text` (year, month and day as written),
+/// left to right, each standing apart from the letters, digits and `_`
+/// around it. Scanned by hand: every search asks, and compiling a regex
+/// for it cost a fresh process more than half a millisecond. Only ASCII
+/// counts as a letter here, so a date written against CJK text is found.
+fn iso_dates(text: &str) -> Vec<(&str, &str, &str)> {
+    let b = text.as_bytes();
+    let word = |at: Option<&u8>| at.is_some_and(|c| c.is_ascii_alphanumeric() || *c == b'_');
+    let digits = |r: std::ops::Range<usize>| b[r].iter().all(u8::is_ascii_digit);
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i + 10 <= b.len() {
+        let date = digits(i..i + 4)
+            && b[i + 4] == b'-'
+            && digits(i + 5..i + 7)
+            && b[i + 7] == b'-'
+            && digits(i + 8..i + 10)
+            && !word(i.checked_sub(1).and_then(|p| b.get(p)))
+            && !word(b.get(i + 10));
+        if date {
+            // All ASCII, so these are character boundaries.
+            out.push((&text[i..i + 4], &text[i + 5..i + 7], &text[i + 8..i + 10]));
+            i += 10;
+        } else {
+            i += 1;
+        }
+    }
+    out
+}
 
 /// Finds the periods a question names, relative to `now_ms`.
 pub fn period(text: &str, now_ms: i64) -> Option<Period> {
@@ -158,8 +182,7 @@ pub fn period(text: &str, now_ms: i64) -> Option<Period> {
     // The years to try when a month or holiday has none: recent ones first.
     let recent_years: Vec<i32> = (0..6).map(|k| now.year() - k).collect();
 
-    for c in ISO.captures_iter(&lower) {
-        let (y, m, d) = (&c[1], &c[2], &c[3]);
+    for (y, m, d) in iso_dates(&lower) {
         if let (Ok(yy), Ok(mm), Ok(dd)) = (y.parse(), m.parse(), d.parse())
             && let Some(date) = NaiveDate::from_ymd_opt(yy, mm, dd)
         {
@@ -421,6 +444,33 @@ pub fn period(text: &str, now_ms: i64) -> Option<Period> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn iso_dates_stand_apart_from_letters_and_digits() {
+        assert_eq!(
+            iso_dates("on 2024-05-03, then (2025-01-31)-2025-02-01 x"),
+            [
+                ("2024", "05", "03"),
+                ("2025", "01", "31"),
+                ("2025", "02", "01")
+            ]
+        );
+        // Against a CJK character or at either end of the text: found.
+        assert_eq!(iso_dates("在2024-05-03讨论"), [("2024", "05", "03")]);
+        assert_eq!(iso_dates("1999-12-31"), [("1999", "12", "31")]);
+        // Joined to a letter, a digit or `_`, or cut short: not a date.
+        for s in [
+            "v2024-05-03",
+            "2024-05-031",
+            "12024-05-03",
+            "_2024-05-03",
+            "2024-05-0",
+            "2024/05/03",
+            "２０２４-05-03",
+        ] {
+            assert!(iso_dates(s).is_empty(), "{s}");
+        }
+    }
 
     fn at(s: &str) -> i64 {
         ms(NaiveDate::parse_from_str(s, "%Y-%m-%d").expect("date"))
