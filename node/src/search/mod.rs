@@ -474,8 +474,8 @@ fn lexical(
     concepts.sort_by_key(|c| c.2);
     concepts.truncate(rank::MAX_CONCEPTS);
     let weights: Vec<f64> = concepts.iter().map(|c| idf(c.2)).collect();
-    let mut by_id: std::collections::HashMap<i64, rank::Candidate> =
-        std::collections::HashMap::new();
+    // Keyed by record id, never by input: the fast hash is safe here.
+    let mut by_id: rustc_hash::FxHashMap<i64, rank::Candidate> = Default::default();
     let mut add = |id, concept: Option<(usize, f64)>, role, ts, session, flags| {
         let c = by_id.entry(id).or_insert_with(|| rank::Candidate {
             record_id: id,

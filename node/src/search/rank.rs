@@ -1,6 +1,6 @@
 //! Ranking: BM25 adjusted by role, decision language and age, grouped by session.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 
 use crate::store::codec::DECISION as DECISION_FLAG;
 
@@ -124,7 +124,7 @@ pub(super) fn rank(
     let words = |c: &Candidate| c.parts.iter().map(|p| p.1).sum::<f64>();
     let best_word = cands.iter().map(words).fold(0.0f64, f64::max);
     let total_weight: f64 = weights.iter().sum::<f64>().max(f64::MIN_POSITIVE);
-    let mut groups: HashMap<i64, Group> = HashMap::new();
+    let mut groups: FxHashMap<i64, Group> = FxHashMap::default();
     for c in cands {
         let w = words(&c);
         let mut s = if w > 0.0 {
