@@ -232,7 +232,12 @@ impl IdSet {
 fn allowed(store: &Store, upto: i64, opts: &SearchOptions) -> Result<IdSet, SearchError> {
     let mut sql = String::from("SELECT r.id FROM records r");
     super::push_joins(&mut sql, opts);
-    sql.push_str(" WHERE r.id <= ?1");
+    // `+r.id`: the bound on the id must not pick the plan. Used as a range
+    // on the table's key, it reads every row up to `upto` (the whole table,
+    // text and all); without it, a time filter alone scans the narrow
+    // `records_session (session, ts)` index instead, and a session filter
+    // still seeks it.
+    sql.push_str(" WHERE +r.id <= ?1");
     let mut args: Vec<SqlValue> = vec![SqlValue::Integer(upto)];
     super::push_filters(&mut sql, &mut args, opts);
     let mut stmt = store.conn().prepare(&sql)?;
