@@ -173,9 +173,19 @@ pub fn search(store: &Store, q: &Query, opts: &SearchOptions) -> Result<Vec<Hit>
 /// `n` = nodes), for a
 /// query over `records r`.
 pub(crate) fn push_joins(sql: &mut String, opts: &SearchOptions) {
-    if opts.agent.is_some() || opts.project.is_some() || opts.session.is_some() {
+    if by_session(opts) {
         sql.push_str(" JOIN sessions se ON se.id = r.session");
     }
+    push_origin_joins(sql, opts);
+}
+
+/// Whether a filter names something of the session (`se`).
+pub(crate) fn by_session(opts: &SearchOptions) -> bool {
+    opts.agent.is_some() || opts.project.is_some() || opts.session.is_some()
+}
+
+/// The joins of [`push_joins`] for the machine filter (`og`, `n`).
+pub(crate) fn push_origin_joins(sql: &mut String, opts: &SearchOptions) {
     if opts.machine.is_some() {
         sql.push_str(" JOIN origins og ON og.id = r.origin LEFT JOIN nodes n ON n.id = og.node");
     }

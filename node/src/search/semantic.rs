@@ -230,8 +230,15 @@ impl IdSet {
 /// session filter is answered from the `records_session` index alone (0.1
 /// s instead of 0.4 s for an agent's 1.5 million records at 10 GB).
 fn allowed(store: &Store, upto: i64, opts: &SearchOptions) -> Result<IdSet, SearchError> {
-    let mut sql = String::from("SELECT r.id FROM records r");
-    super::push_joins(&mut sql, opts);
+    // A filter on the session is answered sessions first (`CROSS JOIN`
+    // fixes the order), each one's records sought in `records_session`:
+    // with a project's `instr` SQLite would otherwise read every entry of
+    // that index and look its session up (0.6 s against 0.2 s at 10 GB).
+    let mut sql = String::from(match super::by_session(opts) {
+        true => "SELECT r.id FROM sessions se CROSS JOIN records r ON r.session = se.id",
+        false => "SELECT r.id FROM records r",
+    });
+    super::push_origin_joins(&mut sql, opts);
     // `+r.id`: the bound on the id must not pick the plan. Used as a range
     // on the table's key, it reads every row up to `upto` (the whole table,
     // text and all); without it, a time filter alone scans the narrow
