@@ -104,31 +104,46 @@ impl Ord for Top {
     }
 }
 
-/// The [`VECTOR_RECORDS`] best records offered, by similarity and then the
-/// newer record first: the same records whatever order they come in, so
-/// a scan split between threads keeps what one thread would.
-struct TopRecords(BinaryHeap<Top>);
+/// The best records offered (at most `cap`, [`VECTOR_RECORDS`] unless
+/// asked), by similarity and then the newer record first: the same records
+/// whatever order they come in, so a scan split between threads keeps
+/// what one thread would.
+struct TopRecords {
+    heap: BinaryHeap<Top>,
+    cap: usize,
+}
 
 impl TopRecords {
     fn new() -> TopRecords {
-        TopRecords(BinaryHeap::with_capacity(VECTOR_RECORDS + 1))
+        TopRecords::keeping(VECTOR_RECORDS)
+    }
+
+    fn keeping(cap: usize) -> TopRecords {
+        TopRecords {
+            heap: BinaryHeap::with_capacity(cap + 1),
+            cap,
+        }
     }
 
     /// The similarity a record must reach to be kept now.
     fn floor(&self) -> f32 {
-        match self.0.peek() {
-            Some(weakest) if self.0.len() >= VECTOR_RECORDS => weakest.0.max(MIN_SIMILARITY),
+        match self.heap.peek() {
+            Some(weakest) if self.heap.len() >= self.cap => weakest.0.max(MIN_SIMILARITY),
             _ => MIN_SIMILARITY,
         }
     }
 
+    fn full(&self) -> bool {
+        self.heap.len() >= self.cap
+    }
+
     fn offer(&mut self, sim: f32, record_id: i64) {
         let t = Top(sim, record_id);
-        if self.0.len() < VECTOR_RECORDS {
-            self.0.push(t);
-        } else if self.0.peek().is_some_and(|weakest| t < *weakest) {
-            self.0.pop();
-            self.0.push(t);
+        if self.heap.len() < self.cap {
+            self.heap.push(t);
+        } else if self.heap.peek().is_some_and(|weakest| t < *weakest) {
+            self.heap.pop();
+            self.heap.push(t);
         }
     }
 
@@ -148,7 +163,7 @@ impl TopRecords {
     }
 
     fn merge(&mut self, other: TopRecords) {
-        for t in other.0 {
+        for t in other.heap {
             self.offer(t.0, t.1);
         }
     }
@@ -172,13 +187,26 @@ fn scan_file(
     scorer: &Scorer<'_>,
     keep: impl Fn(i64) -> bool + Sync,
 ) -> FileScan {
-    match scan.fold(TopRecords::new, |top, id, inv, v| {
-        if keep(id) {
-            top.consider_offset(scorer, id, inv, v)
-        }
-    }) {
+    scan_file_keeping(scan, scorer, VECTOR_RECORDS, keep)
+}
+
+/// [`scan_file`] keeping the best `cap` records.
+fn scan_file_keeping(
+    scan: &vector_file::Scan,
+    scorer: &Scorer<'_>,
+    cap: usize,
+    keep: impl Fn(i64) -> bool + Sync,
+) -> FileScan {
+    match scan.fold(
+        || TopRecords::keeping(cap),
+        |top, id, inv, v| {
+            if keep(id) {
+                top.consider_offset(scorer, id, inv, v)
+            }
+        },
+    ) {
         Ok(parts) => {
-            let mut top = TopRecords::new();
+            let mut top = TopRecords::keeping(cap);
             parts.into_iter().for_each(|p| top.merge(p));
             FileScan::Found(top, scan.upto)
         }
@@ -222,6 +250,52 @@ impl IdSet {
                 .is_some_and(|w| w & (1 << (at % 64)) != 0)
         })
     }
+}
+
+/// How many of the file's nearest records a filtered search checks one by
+/// one before it falls back to the set of every record it allows.
+const WIDE: usize = 2_000;
+
+/// A filtered search's best records from the vector file, found the cheap
+/// way when the filters let enough of the nearest through: the file's
+/// `wide` nearest records are checked against the filters one by one (a
+/// look-up by id each), best first, until [`VECTOR_RECORDS`] pass. That
+/// is exactly what a scan of the allowed records keeps when that many
+/// pass, or when fewer than `wide` records reached the floor at all (then
+/// every record that could be kept was checked). Otherwise `None`: the
+/// filters are narrow, and the caller scans for the ids they allow
+/// ([`allowed`]), which at 10 GB costs a role or machine filter half a
+/// second or more (a failed attempt costs a scan of the file and the
+/// look-ups: about 60 ms there).
+fn checked_nearest(
+    store: &Store,
+    scan: &vector_file::Scan,
+    scorer: &Scorer<'_>,
+    wide: usize,
+    opts: &SearchOptions,
+) -> Result<Option<FileScan>, SearchError> {
+    let FileScan::Found(nearest, upto) = scan_file_keeping(scan, scorer, wide, |_| true) else {
+        return Ok(None);
+    };
+    let all_seen = !nearest.full();
+    let mut sql = String::from("SELECT 1 FROM records r");
+    super::push_joins(&mut sql, opts);
+    sql.push_str(" WHERE r.id = ?1");
+    let mut args: Vec<SqlValue> = vec![SqlValue::Null];
+    super::push_filters(&mut sql, &mut args, opts);
+    let mut stmt = store.conn().prepare(&sql)?;
+    let mut kept = TopRecords::new();
+    // Sorted by `Top`'s order: the nearest first.
+    for Top(sim, id) in nearest.heap.into_sorted_vec() {
+        if kept.full() {
+            break;
+        }
+        args[0] = SqlValue::Integer(id);
+        if stmt.exists(rusqlite::params_from_iter(args.iter()))? {
+            kept.offer(sim, id);
+        }
+    }
+    Ok((kept.full() || all_seen).then_some(FileScan::Found(kept, upto)))
 }
 
 /// The records up to id `upto` that a filtered search allows. Every role
@@ -366,8 +440,21 @@ fn nearest_with(
     let file = match file {
         FileScan::NotTried => match store.vector_scan(qv.len())? {
             Some(scan) if narrowed => {
-                let allowed = allowed(store, scan.upto, opts)?;
-                scan_file(&scan, &scorer, |id| allowed.contains(id))
+                // The ids a filter on the session allows come quickly from
+                // `records_session`; a role, time or machine filter alone
+                // would read the whole records table for them, so the
+                // file's nearest records are checked one by one first.
+                let checked = match super::by_session(opts) {
+                    true => None,
+                    false => checked_nearest(store, &scan, &scorer, WIDE, opts)?,
+                };
+                match checked {
+                    Some(found) => found,
+                    None => {
+                        let allowed = allowed(store, scan.upto, opts)?;
+                        scan_file(&scan, &scorer, |id| allowed.contains(id))
+                    }
+                }
             }
             Some(scan) => scan_file(&scan, &scorer, |_| true),
             None => FileScan::Unusable,
@@ -395,7 +482,7 @@ fn nearest_with(
     }
     let mut owner = conn.prepare_cached("SELECT session, role FROM records WHERE id = ?1")?;
     let mut best: HashMap<i64, Near> = HashMap::new();
-    for Top(sim, record_id) in top.0.into_vec() {
+    for Top(sim, record_id) in top.heap.into_vec() {
         // A record deleted since the file was read is left out.
         let Some((session, role)) = owner
             .query_row([record_id], |r| Ok((r.get(0)?, codec::role_at(r, 1)?)))
@@ -591,6 +678,41 @@ mod tests {
         store.sync_vector_file(e.dim()).expect("sync");
         assert!(store.vector_scan(e.dim()).expect("scan").is_some());
         same_as_twin(&store, &twin, "file");
+        // Filters checked record by record, the file's nearest first, keep
+        // what a scan of every allowed id keeps, or give way to it.
+        let scan = store.vector_scan(e.dim()).expect("scan").expect("trusted");
+        let (mut enough, mut all_seen, mut gave_way) = (0, 0, 0);
+        for q in &queries {
+            let scorer = Scorer::new(q);
+            for opts in &narrowed {
+                let ids = allowed(&store, scan.upto, opts).expect("allowed");
+                let FileScan::Found(want, _) = scan_file(&scan, &scorer, |id| ids.contains(id))
+                else {
+                    panic!("the file is trusted");
+                };
+                let want = want.heap.into_sorted_vec();
+                for wide in [VECTOR_RECORDS, 400, 5_000] {
+                    match checked_nearest(&store, &scan, &scorer, wide, opts).expect("checked") {
+                        Some(FileScan::Found(got, _)) => {
+                            assert_eq!(got.heap.into_sorted_vec(), want, "{wide} {opts:?}");
+                            match want.len() == VECTOR_RECORDS {
+                                true => enough += 1,
+                                false => all_seen += 1,
+                            }
+                        }
+                        Some(_) => panic!("the file is trusted"),
+                        None => {
+                            assert!(wide < 5_000, "{opts:?}");
+                            gave_way += 1;
+                        }
+                    }
+                }
+            }
+        }
+        assert!(
+            enough > 0 && all_seen > 0 && gave_way > 0,
+            "{enough} {all_seen} {gave_way}"
+        );
         let f = found(&store, &queries[0], &narrowed[0]);
         assert!(f.iter().all(|n| n.2 == "assistant"), "{f:?}");
         // Records stored after the file was written are read from the table.
