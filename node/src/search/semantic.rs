@@ -125,16 +125,17 @@ impl TopRecords {
         }
     }
 
+    /// Whether `cap` records are kept: a new one must beat the weakest.
+    fn full(&self) -> bool {
+        self.heap.len() >= self.cap
+    }
+
     /// The similarity a record must reach to be kept now.
     fn floor(&self) -> f32 {
         match self.heap.peek() {
-            Some(weakest) if self.heap.len() >= self.cap => weakest.0.max(MIN_SIMILARITY),
+            Some(weakest) if self.full() => weakest.0.max(MIN_SIMILARITY),
             _ => MIN_SIMILARITY,
         }
-    }
-
-    fn full(&self) -> bool {
-        self.heap.len() >= self.cap
     }
 
     fn offer(&mut self, sim: f32, record_id: i64) {
