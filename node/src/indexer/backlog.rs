@@ -1,11 +1,11 @@
 //! How far the reading thread may run ahead of the writer, in bytes of
-//! record text.
+//! memory the records on their way hold.
 //!
 //! A channel bounded by a count of messages is either too short or
 //! unbounded in memory: the writer stalls for a second or more while
 //! SQLite flushes the full-text buffer or commits, and with only a few
 //! chunks allowed on the way the reader stopped too (both threads waited
-//! on each other about 40% of a cold pass). Bounding the text instead lets
+//! on each other about 40% of a cold pass). Bounding the bytes instead lets
 //! the reader work through the writer's stalls with memory that stays
 //! bounded whatever the size of the chunks.
 

@@ -151,6 +151,28 @@ impl NewRecord {
         self.text.len()
     }
 
+    /// Heap bytes the record holds: every buffer's capacity (a string built
+    /// by appending may hold twice its length), the compressed copy once
+    /// encoded, and the record itself. What a reader handing records to a
+    /// writer keeps in memory for it.
+    pub fn held_bytes(&self) -> usize {
+        let opt = |s: &Option<String>| s.as_ref().map_or(0, String::capacity);
+        std::mem::size_of::<NewRecord>()
+            + self.agent.capacity()
+            + self.session_id.capacity()
+            + opt(&self.parent_session)
+            + opt(&self.project)
+            + self.role.capacity()
+            + self.files.capacity()
+            + self.text.capacity()
+            + self
+                .stored
+                .as_ref()
+                .and_then(Option::as_ref)
+                .map_or(0, Vec::capacity)
+            + opt(&self.title)
+    }
+
     fn stemmed(&self) -> bool {
         conversational(Role::parse(&self.role))
     }
@@ -371,6 +393,26 @@ mod tests {
             "tools carry no decision flag"
         );
         assert!(tool.title.is_none() && !tool.stemmed());
+    }
+
+    #[test]
+    fn held_bytes_count_every_buffer_a_record_keeps() {
+        let long = "We decided to pin hyper because the proxy broke. ".repeat(20);
+        let mut enc = Encoder::with(None);
+        let rec = NewRecord::from_record_with(record(Role::User, &long), &mut enc);
+        let Some(Some(z)) = &rec.stored else {
+            panic!("long text is compressed")
+        };
+        let title = rec.title.as_ref().map_or(0, String::len);
+        let strings = rec.agent.len() + rec.session_id.len() + rec.role.len() + rec.files.len();
+        let least = std::mem::size_of::<NewRecord>() + long.len() + z.len() + title + strings;
+        assert!(rec.held_bytes() >= least, "{} < {least}", rec.held_bytes());
+        // Spare capacity is held memory too: a text grown by appending.
+        let mut grown = NewRecord::from_record(record(Role::ToolOutput, "x"));
+        let before = grown.held_bytes();
+        grown.text.reserve(1 << 20);
+        assert!(grown.held_bytes() >= before + (1 << 20));
+        assert_eq!(grown.text_len(), 1);
     }
 
     /// A new store holding `records`, each inserted as new from its origin
