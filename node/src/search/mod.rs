@@ -8,6 +8,7 @@
 //! page. This module only reads.
 
 mod df;
+mod period;
 pub mod query;
 pub mod rank;
 pub mod semantic;
@@ -162,7 +163,7 @@ fn telling<T>(with_df: Vec<(T, i64)>, docs: i64) -> Vec<(T, i64)> {
 }
 
 /// How many records a named period adds to the candidates at most.
-const PERIOD_CANDIDATES: i64 = 400;
+const PERIOD_CANDIDATES: usize = 400;
 
 /// Runs a search. An empty query returns no hits.
 pub fn search(store: &Store, q: &Query, opts: &SearchOptions) -> Result<Vec<Hit>, SearchError> {
@@ -532,20 +533,10 @@ fn lexical(
     }
     if let Some(p) = &period {
         // What was said in the named period, even in other words.
-        for (a, b) in &p.ranges {
-            candidates(
-                conn,
-                "0.0",
-                "records r",
-                &format!(
-                    "r.ts >= ?1 AND r.ts < ?2 AND r.role IN ({})",
-                    codec::roles_sql(&[Role::User, Role::Assistant, Role::Note])
-                ),
-                vec![SqlValue::Integer(*a), SqlValue::Integer(*b)],
-                &format!("ORDER BY r.ts DESC LIMIT {PERIOD_CANDIDATES}"),
-                opts,
-                |id, _, role, ts, se, fl| add(id, None, role, ts, se, fl),
-            )?;
+        for range in &p.ranges {
+            for (id, role, ts, se, fl) in period::newest(conn, *range, opts, PERIOD_CANDIDATES)? {
+                add(id, None, role, ts, se, fl);
+            }
         }
     }
     let oldest: Option<i64> =
