@@ -9,7 +9,12 @@
 //! ```text
 //! cargo run --release -p cairn-bench -- recall
 //! cairn-bench recall --misses            # also list the questions not found first
+//! cairn-bench recall --haystack DIR --now 2026-12-01   # the set inside gencorpus.py output
 //! ```
+//!
+//! With `--haystack` (or `--haystack-index`, a copy of a data folder that
+//! already indexed it) the set's sessions are found among thousands of
+//! others: what recall is at the scale people's histories reach.
 
 use std::collections::{BTreeMap, HashMap};
 use std::io::Write;
@@ -49,6 +54,14 @@ pub struct RecallArgs {
     /// Words only: leave out the meaning (semantic) tier.
     #[arg(long)]
     pub lexical: bool,
+    /// Index this history first, as noise the set's sessions must be found
+    /// in: a folder with `claude/` and `codex/`, as `gencorpus.py` writes.
+    #[arg(long, conflicts_with = "haystack_index")]
+    pub haystack: Option<PathBuf>,
+    /// Start from a copy of this cairn data folder, which already indexed
+    /// the noise (saves indexing a large haystack on every run).
+    #[arg(long)]
+    pub haystack_index: Option<PathBuf>,
 }
 
 /// One message of an evaluation session.
@@ -226,6 +239,57 @@ fn write_claude(home: &Path, s: &Session, sid: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Indexes the history in `dir` (`claude/`, `codex/`) into the node at
+/// `data`, before the set: the set's sessions are then found among it.
+fn index_haystack(dir: &Path, home: &str, data: &str, now_ms: i64) -> anyhow::Result<()> {
+    for sub in ["claude", "codex"] {
+        anyhow::ensure!(
+            dir.join(sub).is_dir(),
+            "{} has no {sub}/ folder; give a folder gencorpus.py wrote",
+            dir.display()
+        );
+    }
+    let claude = dir.join("claude").to_string_lossy().into_owned();
+    let codex = dir.join("codex").to_string_lossy().into_owned();
+    let env = Env::capture(|k| match k {
+        "HOME" => Some(home.to_owned()),
+        "CAIRN_HOME" => Some(data.to_owned()),
+        "HOSTNAME" => Some("bench".to_owned()),
+        "CLAUDE_CONFIG_DIR" => Some(claude.clone()),
+        "CODEX_HOME" => Some(codex.clone()),
+        _ => None,
+    });
+    let started = Instant::now();
+    let mut node = Node::open(Config::resolve(&env, None)?)?;
+    let report = node.index(now_ms, &mut |_| {})?;
+    eprintln!(
+        "haystack: {} records from {} stores in {:.1} s",
+        report.added,
+        report.stores,
+        started.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
+
+/// Copies the files of the cairn data folder `src` (one that indexed a
+/// haystack) into `dst`.
+fn copy_index(src: &Path, dst: &Path) -> anyhow::Result<()> {
+    anyhow::ensure!(
+        src.join("cairn.db").is_file(),
+        "{} holds no cairn.db; give the data folder of a home that indexed the haystack",
+        src.display()
+    );
+    std::fs::create_dir_all(dst)?;
+    for e in std::fs::read_dir(src)? {
+        let e = e?;
+        if e.file_type()?.is_file() {
+            std::fs::copy(e.path(), dst.join(e.file_name()))
+                .with_context(|| format!("cannot copy {}", e.path().display()))?;
+        }
+    }
+    Ok(())
+}
+
 /// Writes one session as a Codex rollout.
 fn write_codex(home: &Path, s: &Session, sid: &str) -> anyhow::Result<()> {
     let start = s
@@ -352,7 +416,16 @@ pub fn main() -> anyhow::Result<()> {
         }
     }
     let home_s = home.to_string_lossy().into_owned();
-    let data_s = tmp.path().join("cairn").to_string_lossy().into_owned();
+    let data = tmp.path().join("cairn");
+    let data_s = data.to_string_lossy().into_owned();
+    let now_ms = cairn_node::search::parse_since(&args.now, 0)
+        .with_context(|| format!("cannot read --now {:?}", args.now))?;
+    if let Some(src) = &args.haystack_index {
+        copy_index(src, &data)?;
+    }
+    if let Some(dir) = &args.haystack {
+        index_haystack(dir, &home_s, &data_s, now_ms)?;
+    }
     let env = Env::capture(|k| match k {
         "HOME" => Some(home_s.clone()),
         "CAIRN_HOME" => Some(data_s.clone()),
@@ -360,8 +433,6 @@ pub fn main() -> anyhow::Result<()> {
         _ => None,
     });
     let mut node = Node::open(Config::resolve(&env, None)?)?;
-    let now_ms = cairn_node::search::parse_since(&args.now, 0)
-        .with_context(|| format!("cannot read --now {:?}", args.now))?;
     let report = node.index(now_ms, &mut |_| {})?;
     let stats = node.stats()?;
     eprintln!(
