@@ -62,6 +62,10 @@ pub struct RecallArgs {
     /// the noise (saves indexing a large haystack on every run).
     #[arg(long)]
     pub haystack_index: Option<PathBuf>,
+    /// Keep the temporary home and data folder (printed at the end), to
+    /// ask a miss again with `cairn search`.
+    #[arg(long)]
+    pub keep: bool,
 }
 
 /// One message of an evaluation session.
@@ -542,6 +546,15 @@ pub fn main() -> anyhow::Result<()> {
     if args.json {
         let map: BTreeMap<&str, &Figures> = table.iter().map(|(k, v)| (k.as_str(), v)).collect();
         println!("{}", serde_json::to_string_pretty(&map)?);
+    }
+    if args.keep {
+        drop(node);
+        let kept = tmp.keep();
+        eprintln!(
+            "kept: HOME={} CAIRN_HOME={} (delete it when done)",
+            kept.join("home").display(),
+            kept.join("cairn").display()
+        );
     }
     Ok(())
 }
