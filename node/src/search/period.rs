@@ -24,6 +24,10 @@ use crate::store::codec;
 /// A record found in the period: (id, role, time, session row, flags).
 pub(super) type InPeriod = (i64, String, Option<i64>, i64, i64);
 
+/// A record while the newest are sought: (time, id, role, session row,
+/// flags), ordered by time and id alone (ids are unique).
+type ByTime = (i64, i64, String, i64, i64);
+
 /// The newest `cap` records of people, models and notes with a time in
 /// `[from, to)` that `opts` allows, newest first.
 pub(super) fn newest(
@@ -58,8 +62,7 @@ pub(super) fn newest(
     sql.push_str(&format!(" ORDER BY r.ts DESC, r.id DESC LIMIT {cap}"));
     let mut stmt = conn.prepare(&sql)?;
     // The newest `cap` so far, the oldest of them on top.
-    let mut kept: BinaryHeap<Reverse<(i64, i64)>> = BinaryHeap::new();
-    let mut found: rustc_hash::FxHashMap<i64, InPeriod> = Default::default();
+    let mut kept: BinaryHeap<Reverse<ByTime>> = BinaryHeap::new();
     for (session, newest_possible) in sessions {
         if kept.len() == cap && kept.peek().is_some_and(|Reverse(o)| newest_possible < o.0) {
             break;
@@ -67,30 +70,32 @@ pub(super) fn newest(
         args[0] = SqlValue::Integer(session);
         let mut rows = stmt.query(rusqlite::params_from_iter(args.iter()))?;
         while let Some(r) = rows.next()? {
-            let ts: i64 = r.get(2)?;
-            let id: i64 = r.get(0)?;
+            let (ts, id): (i64, i64) = (r.get(2)?, r.get(0)?);
             if kept.len() == cap {
                 match kept.peek() {
-                    Some(Reverse(o)) if (ts, id) > *o => {
-                        if let Some(Reverse((_, gone))) = kept.pop() {
-                            found.remove(&gone);
-                        }
+                    Some(Reverse(o)) if (ts, id) > (o.0, o.1) => {
+                        kept.pop();
                     }
                     // This session's records come newest first: none after
                     // this one gets in either.
                     _ => break,
                 }
             }
-            kept.push(Reverse((ts, id)));
-            found.insert(
+            kept.push(Reverse((
+                ts,
                 id,
-                (id, codec::role_at(r, 1)?, Some(ts), r.get(3)?, r.get(4)?),
-            );
+                codec::role_at(r, 1)?,
+                r.get(3)?,
+                r.get(4)?,
+            )));
         }
     }
-    let mut out: Vec<InPeriod> = found.into_values().collect();
-    out.sort_by_key(|f| Reverse((f.2, f.0)));
-    Ok(out)
+    // Ascending `Reverse`s: newest first.
+    Ok(kept
+        .into_sorted_vec()
+        .into_iter()
+        .map(|Reverse((ts, id, role, session, flags))| (id, role, Some(ts), session, flags))
+        .collect())
 }
 
 /// The sessions with a record in `[from, to)` as far as their first and
