@@ -9,7 +9,7 @@
 //! ```text
 //! cargo run --release -p cairn-bench -- recall
 //! cairn-bench recall --misses            # also list the questions not found first
-//! cairn-bench recall --haystack DIR --now 2026-12-01   # the set inside gencorpus.py output
+//! cairn-bench recall --haystack DIR     # the set among a gencorpus.py history
 //! ```
 //!
 //! With `--haystack` (or `--haystack-index`, a copy of a data folder that

@@ -56,7 +56,7 @@ const IN_FLIGHT: usize = 1024;
 /// may hold ([`NewRecord::held_bytes`]): enough to read on through the
 /// writer's flushes and commits, and a bound on memory whichever thread is
 /// the slower. Peak RSS follows it almost byte for byte once the writer is
-/// the slower: 24 MB kept a cold 1 GB pass at 110 MB and as fast as 48 MB
+/// the slower: 24 MiB kept a cold 1 GB pass at 110 MB and as fast as 48 MiB
 /// (137 MB). Counting only record text had let records hold twice their
 /// text (string capacity, the compressed copy).
 const BACKLOG_BYTES: u64 = 24 << 20;
