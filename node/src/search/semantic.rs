@@ -254,8 +254,38 @@ impl IdSet {
 }
 
 /// How many of the file's nearest records a filtered search checks one by
-/// one before it falls back to the set of every record it allows.
-const WIDE: usize = 2_000;
+/// one before it falls back to the set of every record it allows. At 10 GB
+/// 8,000 cost a question that needs fewer 0 to 13 ms more than 2,000 did,
+/// and kept far more from giving way: `--role assistant` "why did we pin
+/// hyper" 574 -> 93 ms, `--agent` 207-355 -> 80-147 ms.
+const WIDE: usize = 8_000;
+
+/// Whether checking the file's nearest records one by one is worth trying
+/// first: not for a project or a session (narrow filters whose ids
+/// `records_session` gives quickly), nor for an agent with too small a
+/// share of the records for [`WIDE`] nearest to hold [`VECTOR_RECORDS`] of
+/// its own.
+fn check_nearest_first(
+    conn: &rusqlite::Connection,
+    opts: &SearchOptions,
+) -> rusqlite::Result<bool> {
+    if opts.project.is_some() || opts.session.is_some() {
+        return Ok(false);
+    }
+    let Some(agent) = &opts.agent else {
+        return Ok(true);
+    };
+    let (mine, all): (i64, i64) = conn
+        .prepare_cached(
+            "SELECT total(records) FILTER (WHERE agent = ?1), total(records) FROM sessions",
+        )?
+        .query_row([agent], |r| {
+            Ok((r.get::<_, f64>(0)? as i64, r.get::<_, f64>(1)? as i64))
+        })?;
+    // Four times the records needed: the nearest may hold less of the
+    // agent than the whole does.
+    Ok(mine as f64 / all.max(1) as f64 * WIDE as f64 >= 4.0 * VECTOR_RECORDS as f64)
+}
 
 /// A filtered search's best records from the vector file, found the cheap
 /// way when the filters let enough of the nearest through: the file's
@@ -266,8 +296,8 @@ const WIDE: usize = 2_000;
 /// every record that could be kept was checked). Otherwise `None`: the
 /// filters are narrow, and the caller scans for the ids they allow
 /// ([`allowed`]), which at 10 GB costs a role or machine filter half a
-/// second or more (a failed attempt costs a scan of the file and the
-/// look-ups: about 60 ms there).
+/// second or more (a failed attempt costs a scan of the file and up to
+/// `wide` look-ups by id).
 fn checked_nearest(
     store: &Store,
     scan: &vector_file::Scan,
@@ -441,13 +471,13 @@ fn nearest_with(
     let file = match file {
         FileScan::NotTried => match store.vector_scan(qv.len())? {
             Some(scan) if narrowed => {
-                // The ids a filter on the session allows come quickly from
-                // `records_session`; a role, time or machine filter alone
-                // would read the whole records table for them, so the
-                // file's nearest records are checked one by one first.
-                let checked = match super::by_session(opts) {
-                    true => None,
-                    false => checked_nearest(store, &scan, &scorer, WIDE, opts)?,
+                // A role, time or machine filter alone would read the whole
+                // records table for the ids it allows, and an agent's are
+                // many: the file's nearest records are checked one by one
+                // first (see `check_nearest_first`).
+                let checked = match check_nearest_first(conn, opts)? {
+                    true => checked_nearest(store, &scan, &scorer, WIDE, opts)?,
+                    false => None,
                 };
                 match checked {
                     Some(found) => found,
@@ -605,6 +635,44 @@ mod tests {
         ] {
             assert!(!is_exact_lookup(q), "{q}");
         }
+    }
+
+    #[test]
+    fn only_filters_wide_enough_check_the_nearest_first() {
+        use crate::record::{Record, Role};
+        let dir = tempfile::tempdir().expect("tmp");
+        let mut store = Store::open(&dir.path().join("c.db")).expect("open");
+        let mut ing = store.ingest("node").expect("ingest");
+        // codex holds 5% of the records, claude-code the rest.
+        for i in 0..200 {
+            let agent = if i % 20 == 0 { "codex" } else { "claude-code" };
+            let r = Record::new(agent, &format!("s{}", i % 40), Role::User, format!("r{i}"));
+            ing.insert(&r, None).expect("insert");
+        }
+        ing.commit().expect("commit");
+        let first = |opts: SearchOptions| check_nearest_first(store.conn(), &opts).expect("share");
+        let agent = |a: &str| SearchOptions {
+            agent: Some(a.into()),
+            ..SearchOptions::default()
+        };
+        assert!(first(SearchOptions {
+            roles: vec![Role::User],
+            ..SearchOptions::default()
+        }));
+        assert!(first(agent("claude-code")));
+        assert!(
+            !first(agent("codex")),
+            "5% of 8,000 is 400: too few to be sure"
+        );
+        assert!(!first(agent("gemini")));
+        assert!(!first(SearchOptions {
+            project: Some("p".into()),
+            ..agent("claude-code")
+        }));
+        assert!(!first(SearchOptions {
+            session: Some("s1".into()),
+            ..SearchOptions::default()
+        }));
     }
 
     /// (record, session, sim) of what `nearest` finds.
