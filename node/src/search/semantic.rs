@@ -261,30 +261,37 @@ impl IdSet {
 const WIDE: usize = 8_000;
 
 /// Whether checking the file's nearest records one by one is worth trying
-/// first: not for a project or a session (narrow filters whose ids
-/// `records_session` gives quickly), nor for an agent with too small a
-/// share of the records for [`WIDE`] nearest to hold [`VECTOR_RECORDS`] of
-/// its own.
+/// first: always for filters on the record alone (role, time, machine),
+/// whose allowed ids would take a read of the whole records table; for a
+/// filter on the session (agent, project, session) only when the sessions
+/// it allows hold a tenth of the records or more. A narrower one's ids come
+/// quickly from `records_session`, and [`WIDE`] nearest records would seldom
+/// hold [`VECTOR_RECORDS`] of them.
 fn check_nearest_first(
     conn: &rusqlite::Connection,
     opts: &SearchOptions,
 ) -> rusqlite::Result<bool> {
-    if opts.project.is_some() || opts.session.is_some() {
-        return Ok(false);
-    }
-    let Some(agent) = &opts.agent else {
+    if !super::by_session(opts) {
         return Ok(true);
+    }
+    let on_session = SearchOptions {
+        agent: opts.agent.clone(),
+        project: opts.project.clone(),
+        session: opts.session.clone(),
+        ..SearchOptions::default()
     };
-    let (mine, all): (i64, i64) = conn
-        .prepare_cached(
-            "SELECT total(records) FILTER (WHERE agent = ?1), total(records) FROM sessions",
-        )?
-        .query_row([agent], |r| {
-            Ok((r.get::<_, f64>(0)? as i64, r.get::<_, f64>(1)? as i64))
+    let mut sql = String::from("SELECT total(se.records) FILTER (WHERE true");
+    let mut args: Vec<SqlValue> = Vec::new();
+    super::push_filters(&mut sql, &mut args, &on_session);
+    sql.push_str("), total(se.records) FROM sessions se");
+    let (mine, all): (f64, f64) = conn
+        .prepare_cached(&sql)?
+        .query_row(rusqlite::params_from_iter(args.iter()), |r| {
+            Ok((r.get(0)?, r.get(1)?))
         })?;
     // Four times the records needed: the nearest may hold less of the
-    // agent than the whole does.
-    Ok(mine as f64 / all.max(1) as f64 * WIDE as f64 >= 4.0 * VECTOR_RECORDS as f64)
+    // filter's sessions than the whole does.
+    Ok(mine / all.max(1.0) * WIDE as f64 >= 4.0 * VECTOR_RECORDS as f64)
 }
 
 /// A filtered search's best records from the vector file, found the cheap
@@ -472,9 +479,9 @@ fn nearest_with(
         FileScan::NotTried => match store.vector_scan(qv.len())? {
             Some(scan) if narrowed => {
                 // A role, time or machine filter alone would read the whole
-                // records table for the ids it allows, and an agent's are
-                // many: the file's nearest records are checked one by one
-                // first (see `check_nearest_first`).
+                // records table for the ids it allows, and a wide filter on
+                // the session allows many: the file's nearest records are
+                // checked one by one first (see `check_nearest_first`).
                 let checked = match check_nearest_first(conn, opts)? {
                     true => checked_nearest(store, &scan, &scorer, WIDE, opts)?,
                     false => None,
@@ -643,10 +650,19 @@ mod tests {
         let dir = tempfile::tempdir().expect("tmp");
         let mut store = Store::open(&dir.path().join("c.db")).expect("open");
         let mut ing = store.ingest("node").expect("ingest");
-        // codex holds 5% of the records, claude-code the rest.
+        // codex holds 5% of the records, claude-code the rest; the project
+        // `/work/wide` half of them.
         for i in 0..200 {
             let agent = if i % 20 == 0 { "codex" } else { "claude-code" };
-            let r = Record::new(agent, &format!("s{}", i % 40), Role::User, format!("r{i}"));
+            let mut r = Record::new(agent, &format!("s{}", i % 40), Role::User, format!("r{i}"));
+            r.project = Some(
+                if i % 40 < 20 {
+                    "/work/wide"
+                } else {
+                    "/work/narrow"
+                }
+                .into(),
+            );
             ing.insert(&r, None).expect("insert");
         }
         ing.commit().expect("commit");
@@ -665,11 +681,24 @@ mod tests {
             "5% of 8,000 is 400: too few to be sure"
         );
         assert!(!first(agent("gemini")));
-        assert!(!first(SearchOptions {
-            project: Some("p".into()),
+        assert!(first(SearchOptions {
+            project: Some("wide".into()),
             ..agent("claude-code")
         }));
         assert!(!first(SearchOptions {
+            project: Some("narrow".into()),
+            ..agent("codex")
+        }));
+        assert!(!first(SearchOptions {
+            project: Some("elsewhere".into()),
+            ..SearchOptions::default()
+        }));
+        assert!(!first(SearchOptions {
+            session: Some("s39".into()),
+            ..SearchOptions::default()
+        }));
+        // A prefix: s1, s10 to s19.
+        assert!(first(SearchOptions {
             session: Some("s1".into()),
             ..SearchOptions::default()
         }));
