@@ -50,6 +50,28 @@ pub struct SearchOptions {
     pub lexical_only: bool,
 }
 
+impl SearchOptions {
+    /// Only the filters on the session: agent, project, session.
+    pub(crate) fn on_session(&self) -> SearchOptions {
+        SearchOptions {
+            agent: self.agent.clone(),
+            project: self.project.clone(),
+            session: self.session.clone(),
+            ..SearchOptions::default()
+        }
+    }
+
+    /// Only the filters on the record: machine, time, roles.
+    pub(crate) fn on_record(&self) -> SearchOptions {
+        SearchOptions {
+            machine: self.machine.clone(),
+            since_ms: self.since_ms,
+            roles: self.roles.clone(),
+            ..SearchOptions::default()
+        }
+    }
+}
+
 /// One search result: the best-matching record of one session.
 ///
 /// Serialized as part of the `--json` public contract: fields may be added,

@@ -41,12 +41,7 @@ pub(super) fn newest(
     }
     let sessions = overlapping(conn, (from, to), opts)?;
     // The filters on the record; those on the session chose the sessions.
-    let on_record = SearchOptions {
-        machine: opts.machine.clone(),
-        since_ms: opts.since_ms,
-        roles: opts.roles.clone(),
-        ..SearchOptions::default()
-    };
+    let on_record = opts.on_record();
     let mut sql = String::from("SELECT r.id, r.role, r.ts, r.session, r.flags FROM records r");
     push_origin_joins(&mut sql, &on_record);
     sql.push_str(&format!(
@@ -106,12 +101,7 @@ fn overlapping(
     (from, to): (i64, i64),
     opts: &SearchOptions,
 ) -> Result<Vec<(i64, i64)>, SearchError> {
-    let on_session = SearchOptions {
-        agent: opts.agent.clone(),
-        project: opts.project.clone(),
-        session: opts.session.clone(),
-        ..SearchOptions::default()
-    };
+    let on_session = opts.on_session();
     let mut sql = String::from(
         "SELECT se.id, se.last_ms FROM sessions se WHERE se.first_ms < ?1 AND se.last_ms >= ?2",
     );

@@ -274,12 +274,7 @@ fn check_nearest_first(
     if !super::by_session(opts) {
         return Ok(true);
     }
-    let on_session = SearchOptions {
-        agent: opts.agent.clone(),
-        project: opts.project.clone(),
-        session: opts.session.clone(),
-        ..SearchOptions::default()
-    };
+    let on_session = opts.on_session();
     let mut sql = String::from("SELECT total(se.records) FILTER (WHERE true");
     let mut args: Vec<SqlValue> = Vec::new();
     super::push_filters(&mut sql, &mut args, &on_session);
