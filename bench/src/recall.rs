@@ -243,6 +243,22 @@ fn write_claude(home: &Path, s: &Session, sid: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// A node with its data in `data`, for a user whose home is `home`, on the
+/// machine "bench", with the agents' folders in `vars` where they are not
+/// under `home`.
+fn open_node(home: &str, data: &str, vars: &[(&str, &str)]) -> anyhow::Result<Node> {
+    let env = Env::capture(|k| match k {
+        "HOME" => Some(home.to_owned()),
+        "CAIRN_HOME" => Some(data.to_owned()),
+        "HOSTNAME" => Some("bench".to_owned()),
+        _ => vars
+            .iter()
+            .find(|(v, _)| *v == k)
+            .map(|(_, x)| (*x).to_owned()),
+    });
+    Ok(Node::open(Config::resolve(&env, None)?)?)
+}
+
 /// Indexes the history in `dir` (`claude/`, `codex/`) into the node at
 /// `data`, before the set: the set's sessions are then found among it.
 fn index_haystack(dir: &Path, home: &str, data: &str, now_ms: i64) -> anyhow::Result<()> {
@@ -255,16 +271,12 @@ fn index_haystack(dir: &Path, home: &str, data: &str, now_ms: i64) -> anyhow::Re
     }
     let claude = dir.join("claude").to_string_lossy().into_owned();
     let codex = dir.join("codex").to_string_lossy().into_owned();
-    let env = Env::capture(|k| match k {
-        "HOME" => Some(home.to_owned()),
-        "CAIRN_HOME" => Some(data.to_owned()),
-        "HOSTNAME" => Some("bench".to_owned()),
-        "CLAUDE_CONFIG_DIR" => Some(claude.clone()),
-        "CODEX_HOME" => Some(codex.clone()),
-        _ => None,
-    });
     let started = Instant::now();
-    let mut node = Node::open(Config::resolve(&env, None)?)?;
+    let mut node = open_node(
+        home,
+        data,
+        &[("CLAUDE_CONFIG_DIR", &claude), ("CODEX_HOME", &codex)],
+    )?;
     let report = node.index(now_ms, &mut |_| {})?;
     eprintln!(
         "haystack: {} records from {} stores in {:.1} s",
@@ -430,13 +442,7 @@ pub fn main() -> anyhow::Result<()> {
     if let Some(dir) = &args.haystack {
         index_haystack(dir, &home_s, &data_s, now_ms)?;
     }
-    let env = Env::capture(|k| match k {
-        "HOME" => Some(home_s.clone()),
-        "CAIRN_HOME" => Some(data_s.clone()),
-        "HOSTNAME" => Some("bench".to_owned()),
-        _ => None,
-    });
-    let mut node = Node::open(Config::resolve(&env, None)?)?;
+    let mut node = open_node(&home_s, &data_s, &[])?;
     let report = node.index(now_ms, &mut |_| {})?;
     let stats = node.stats()?;
     eprintln!(
