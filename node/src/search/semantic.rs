@@ -218,6 +218,27 @@ fn scan_file_keeping(
     }
 }
 
+/// The best records of the whole vector file for the unit vector `qv`:
+/// through the file's sketch when it has one (the exact scores of the
+/// entries the sketch puts nearest, see `store::sketch`), else by
+/// [`scan_file`] of every entry.
+fn scan_file_unfiltered(scan: &vector_file::Scan, scorer: &Scorer<'_>, qv: &[f32]) -> FileScan {
+    match scan.fold_sketched(qv, TopRecords::new, |top, id, inv, v| {
+        top.consider_offset(scorer, id, inv, v)
+    }) {
+        Ok(Some(parts)) => {
+            let mut top = TopRecords::new();
+            parts.into_iter().for_each(|p| top.merge(p));
+            FileScan::Found(top, scan.upto)
+        }
+        Ok(None) => scan_file(scan, scorer, |_| true),
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot read the vector sketch; scanning every vector");
+            scan_file(scan, scorer, |_| true)
+        }
+    }
+}
+
 /// A set of record ids from 0 to a highest one, a bit each.
 struct IdSet {
     last: i64,
@@ -435,7 +456,7 @@ pub(crate) fn alongside<T>(
         let Some(qv) = embedder.embed(text) else {
             return Scanned(Beside::NoVector);
         };
-        let file = scan_file(&scan, &Scorer::new(&qv), |_| true);
+        let file = scan_file_unfiltered(&scan, &Scorer::new(&qv), &qv);
         Scanned(Beside::Found { qv, file })
     };
     std::thread::scope(|s| {
@@ -489,7 +510,7 @@ fn nearest_with(
                     }
                 }
             }
-            Some(scan) => scan_file(&scan, &scorer, |_| true),
+            Some(scan) => scan_file_unfiltered(&scan, &scorer, qv),
             None => FileScan::Unusable,
         },
         other => other,
@@ -767,8 +788,11 @@ mod tests {
                 }
             }
         };
-        // The file alone.
+        // The file alone (and its sketch: with fewer vectors than the
+        // sketch hands on, every one is scored, so the result is exact).
         store.sync_vector_file(e.dim()).expect("sync");
+        let scan = store.vector_scan(e.dim()).expect("open").expect("file");
+        assert!(scan.sketched());
         assert!(store.vector_scan(e.dim()).expect("scan").is_some());
         same_as_twin(&store, &twin, "file");
         // Filters checked record by record, the file's nearest first, keep

@@ -19,6 +19,7 @@ mod log;
 mod open_tests;
 mod read;
 mod schema;
+pub(crate) mod sketch;
 #[cfg(test)]
 mod sync_tests;
 pub(crate) mod vector_file;

@@ -36,6 +36,7 @@ use std::path::{Path, PathBuf};
 use rusqlite::{Connection, OptionalExtension, params};
 
 use super::StoreError;
+use super::sketch;
 
 const MAGIC: &[u8; 8] = b"cairnvf1";
 /// Bytes before the first entry.
@@ -115,7 +116,7 @@ fn header(dim: usize, token: &[u8; 16]) -> [u8; HEADER_LEN as usize] {
 }
 
 /// Bytes of one entry for vectors of length `dim`.
-fn entry_len(dim: usize) -> u64 {
+pub(super) fn entry_len(dim: usize) -> u64 {
     12 + dim as u64
 }
 
@@ -163,12 +164,12 @@ fn any_gone(conn: &Connection) -> rusqlite::Result<bool> {
 }
 
 #[cfg(unix)]
-fn read_at(file: &File, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
+pub(super) fn read_at(file: &File, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
     std::os::unix::fs::FileExt::read_exact_at(file, buf, offset)
 }
 
 #[cfg(windows)]
-fn read_at(file: &File, mut buf: &mut [u8], mut offset: u64) -> std::io::Result<()> {
+pub(super) fn read_at(file: &File, mut buf: &mut [u8], mut offset: u64) -> std::io::Result<()> {
     while !buf.is_empty() {
         match std::os::windows::fs::FileExt::seek_read(file, buf, offset)? {
             0 => return Err(std::io::ErrorKind::UnexpectedEof.into()),
@@ -182,12 +183,12 @@ fn read_at(file: &File, mut buf: &mut [u8], mut offset: u64) -> std::io::Result<
 }
 
 #[cfg(unix)]
-fn write_at(file: &File, buf: &[u8], offset: u64) -> std::io::Result<()> {
+pub(super) fn write_at(file: &File, buf: &[u8], offset: u64) -> std::io::Result<()> {
     std::os::unix::fs::FileExt::write_all_at(file, buf, offset)
 }
 
 #[cfg(windows)]
-fn write_at(file: &File, mut buf: &[u8], mut offset: u64) -> std::io::Result<()> {
+pub(super) fn write_at(file: &File, mut buf: &[u8], mut offset: u64) -> std::io::Result<()> {
     while !buf.is_empty() {
         match std::os::windows::fs::FileExt::seek_write(file, buf, offset)? {
             0 => return Err(std::io::ErrorKind::WriteZero.into()),
@@ -221,12 +222,13 @@ fn find(file: &File, count: u64, dim: usize, id: i64) -> std::io::Result<Option<
 
 /// Blanks the entries of records `ids` (a zero vector, inverse norm 0)
 /// where the trusted part of `file` has them and they are not blank
-/// already; returns how many were blanked. The caller syncs the file.
-fn blank(file: &File, mark: &Mark, dim: usize, ids: &[i64]) -> std::io::Result<u64> {
+/// already; returns the positions of those it blanked. The caller syncs
+/// the file.
+fn blank(file: &File, mark: &Mark, dim: usize, ids: &[i64]) -> std::io::Result<Vec<u64>> {
     let mut blank = vec![0x80u8; 4 + dim];
     blank[..4].copy_from_slice(&0f32.to_le_bytes());
     let mut inv = [0u8; 4];
-    let mut n = 0;
+    let mut done = Vec::new();
     for &id in ids.iter().filter(|&&id| id <= mark.upto) {
         let Some(at) = find(file, mark.count, dim, id)? else {
             continue;
@@ -234,10 +236,24 @@ fn blank(file: &File, mark: &Mark, dim: usize, ids: &[i64]) -> std::io::Result<u
         read_at(file, &mut inv, at + 8)?;
         if f32::from_le_bytes(inv) != 0.0 {
             write_at(file, &blank, at + 8)?;
-            n += 1;
+            done.push((at - HEADER_LEN) / entry_len(dim));
         }
     }
-    Ok(n)
+    Ok(done)
+}
+
+/// Brings the sketch (see [`sketch`]) in line with the file after a
+/// committed change: blanks the sketches of `blanked` entries, then adds
+/// those of new entries. A failure is only logged: searches then scan
+/// what the sketch lacks exactly.
+fn follow(db: &Path, mark: &Mark, dim: usize, blanked: &[u64]) {
+    let done = sketch::blank(db, &mark.token, dim, blanked).and_then(|()| {
+        let file = File::open(path_for(db))?;
+        sketch::update(db, &file, &mark.token, dim, mark.count)
+    });
+    if let Err(e) = done {
+        tracing::warn!(error = %e, "cannot update the vector sketch; searches scan every vector");
+    }
 }
 
 /// Whether the file holds every vector and no deleted record's (checked
@@ -327,18 +343,22 @@ pub(crate) fn scrub(conn: &Connection, db: &Path) -> Result<(), StoreError> {
                 remove(&path)?;
             }
             Some((file, dim)) => {
-                let n = blank(&file, &m, dim, &gone(&tx)?).map_err(io)?;
+                let blanked = blank(&file, &m, dim, &gone(&tx)?).map_err(io)?;
                 file.sync_data().map_err(io)?;
                 let m = Mark {
-                    blank: m.blank + n,
+                    blank: m.blank + blanked.len() as u64,
                     ..m
                 };
                 write_mark(&tx, &m)?;
                 tx.execute("DELETE FROM vectors_gone", [])?;
+                tx.commit()?;
+                follow(db, &m, dim, &blanked);
+                return Ok(());
             }
         },
     }
     tx.commit()?;
+    sketch::remove(db);
     Ok(())
 }
 
@@ -378,15 +398,19 @@ pub(crate) fn sync(conn: &mut Connection, db: &Path, dim: usize) -> Result<Synce
         path: path.clone(),
         source,
     };
-    let (mark, done) = match read_mark(&tx)? {
+    let (mark, done, blanked) = match read_mark(&tx)? {
         Some(m) => {
             let Some((file, _)) = open_marked(&path, &m, Some(dim), true) else {
                 lose(&tx)?;
                 tx.commit()?;
                 remove(&path)?;
+                sketch::remove(db);
                 return Ok(Synced::Lost);
             };
             if m.upto >= newest && !any_gone(&tx)? {
+                drop(tx);
+                // A sketch missing or behind (a failed update) catches up.
+                follow(db, &m, dim, &[]);
                 return Ok(Synced::Current);
             }
             let blanked = blank(&file, &m, dim, &gone(&tx)?).map_err(io)?;
@@ -396,9 +420,9 @@ pub(crate) fn sync(conn: &mut Connection, db: &Path, dim: usize) -> Result<Synce
                 token: m.token,
                 count: m.count + added,
                 upto: upto.max(newest),
-                blank: m.blank + blanked,
+                blank: m.blank + blanked.len() as u64,
             };
-            (mark, Synced::Extended(added))
+            (mark, Synced::Extended(added), blanked)
         }
         None => {
             let token = new_token(db);
@@ -421,13 +445,14 @@ pub(crate) fn sync(conn: &mut Connection, db: &Path, dim: usize) -> Result<Synce
                 upto: upto.max(newest),
                 blank: 0,
             };
-            (mark, Synced::Rebuilt(added))
+            (mark, Synced::Rebuilt(added), Vec::new())
         }
     };
     write_mark(&tx, &mark)?;
     tx.execute("DELETE FROM vectors WHERE id <= ?1", [mark.upto])?;
     tx.execute("DELETE FROM vectors_gone", [])?;
     tx.commit()?;
+    follow(db, &mark, dim, &blanked);
     Ok(done)
 }
 
@@ -539,6 +564,8 @@ fn new_token(db: &Path) -> [u8; 16] {
 #[derive(Debug)]
 pub(crate) struct Scan {
     file: File,
+    /// The sketch of the trusted entries, when there is one to use.
+    sketch: Option<sketch::Reader>,
     count: u64,
     dim: usize,
     /// Vectors of records above this id are not in the file.
@@ -555,6 +582,7 @@ pub(crate) fn open(conn: &Connection, db: &Path, dim: usize) -> Result<Option<Sc
     Ok(
         open_marked(&path_for(db), &mark, Some(dim), false).map(|(file, _)| Scan {
             file,
+            sketch: sketch::open(db, &mark.token, dim, mark.count),
             count: mark.count,
             dim,
             upto: mark.upto,
@@ -562,7 +590,127 @@ pub(crate) fn open(conn: &Connection, db: &Path, dim: usize) -> Result<Option<Sc
     )
 }
 
+/// Calls `step` for each entry in `bytes` (whole entries of `size` bytes).
+#[inline(always)]
+fn each_entry(bytes: &[u8], size: usize, step: &mut impl FnMut(i64, f32, &[u8])) {
+    for e in bytes.chunks_exact(size) {
+        let (id, rest) = e.split_at(8);
+        let (inverse_norm, v) = rest.split_at(4);
+        let id = i64::from_le_bytes(id.try_into().expect("8 bytes"));
+        let inverse_norm = f32::from_le_bytes(inverse_norm.try_into().expect("4 bytes"));
+        step(id, inverse_norm, v);
+    }
+}
+
+/// Runs `part(i)` for each `i` below `threads`, part 0 on this thread and
+/// each other on a thread of its own (or on this one, after, when no
+/// thread is to be had); returns what they returned, in order.
+fn in_parts<T: Send>(
+    threads: usize,
+    part: impl Fn(usize) -> std::io::Result<T> + Sync,
+) -> std::io::Result<Vec<T>> {
+    if threads <= 1 {
+        return part(0).map(|s| vec![s]);
+    }
+    std::thread::scope(|s| {
+        let part = &part;
+        let spawned: Vec<_> = (1..threads)
+            .map(|i| {
+                (
+                    i,
+                    std::thread::Builder::new().spawn_scoped(s, move || part(i)),
+                )
+            })
+            .collect();
+        let mut out = vec![part(0)?];
+        for (i, handle) in spawned {
+            out.push(match handle {
+                Ok(h) => h.join().unwrap_or_else(|p| std::panic::resume_unwind(p))?,
+                // No thread to be had: this one reads that part too.
+                Err(_) => part(i)?,
+            });
+        }
+        Ok(out)
+    })
+}
+
 impl Scan {
+    /// Whether the file has a sketch a search goes through.
+    #[cfg(test)]
+    pub(crate) fn sketched(&self) -> bool {
+        self.sketch.is_some()
+    }
+
+    /// Calls `step(state, id, inverse norm, offset-binary vector)` for the
+    /// [`sketch::CANDIDATES`] entries whose sketches are nearest to the
+    /// unit vector `query`'s, and for every entry the sketch does not
+    /// hold, split between threads as [`Scan::fold`] splits the file;
+    /// `None` when there is no sketch.
+    pub(crate) fn fold_sketched<T: Send>(
+        &self,
+        query: &[f32],
+        init: impl Fn() -> T + Sync,
+        step: impl Fn(&mut T, i64, f32, &[u8]) + Sync,
+    ) -> std::io::Result<Option<Vec<T>>> {
+        let Some(sk) = &self.sketch else {
+            return Ok(None);
+        };
+        let near = sk.nearest(&sketch::of_query(query, &sk.mean), sketch::CANDIDATES)?;
+        let tail = (sk.count..self.count).collect::<Vec<u64>>();
+        let threads = std::thread::available_parallelism()
+            .map_or(1, usize::from)
+            .clamp(1, MAX_THREADS);
+        let (near_per, tail_per) = (
+            near.len().div_ceil(threads).max(1),
+            tail.len().div_ceil(threads).max(1),
+        );
+        let part = |i: usize| -> std::io::Result<T> {
+            let mut state = init();
+            let mut visit = |id, inverse_norm, v: &[u8]| step(&mut state, id, inverse_norm, v);
+            let slice = |all: &[u64], per: usize| {
+                let from = (i * per).min(all.len());
+                (from, (from + per).min(all.len()))
+            };
+            let (a, b) = slice(&near, near_per);
+            self.read_positions(&near[a..b], &mut visit)?;
+            let (a, b) = slice(&tail, tail_per);
+            self.read_positions(&tail[a..b], &mut visit)?;
+            Ok(state)
+        };
+        in_parts(threads, part).map(Some)
+    }
+
+    /// Calls `visit` for the entries at `positions` (ascending), reading
+    /// nearby ones together with what lies between them.
+    fn read_positions(
+        &self,
+        positions: &[u64],
+        visit: &mut impl FnMut(i64, f32, &[u8]),
+    ) -> std::io::Result<()> {
+        let size = entry_len(self.dim);
+        let mut buf = Vec::new();
+        let mut i = 0;
+        while i < positions.len() {
+            let first = positions[i];
+            let mut j = i + 1;
+            while j < positions.len()
+                && positions[j] - first < CHUNK_ENTRIES as u64
+                && positions[j] - positions[j - 1] <= 8
+            {
+                j += 1;
+            }
+            let last = positions[j - 1];
+            buf.resize(((last - first + 1) * size) as usize, 0);
+            read_at(&self.file, &mut buf, HEADER_LEN + first * size)?;
+            for &p in &positions[i..j] {
+                let at = ((p - first) * size) as usize;
+                each_entry(&buf[at..at + size as usize], size as usize, visit);
+            }
+            i = j;
+        }
+        Ok(())
+    }
+
     /// Calls `step(state, id, inverse norm, offset-binary vector)` for every trusted entry, the
     /// entries split in id order between up to [`MAX_THREADS`] threads,
     /// each with its own state from `init`; returns the states. A read
@@ -591,52 +739,24 @@ impl Scan {
     ) -> std::io::Result<Vec<T>> {
         let threads = threads.max(1);
         let per = self.count.div_ceil(threads as u64);
-        let part = |first: u64| -> std::io::Result<T> {
+        let part = |i: usize| -> std::io::Result<T> {
+            let first = i as u64 * per;
             let end = (first + per).min(self.count);
             let size = entry_len(self.dim) as usize;
             let mut buf = vec![0u8; CHUNK_ENTRIES * size];
             let mut state = init();
+            let mut visit = |id, inverse_norm, v: &[u8]| step(&mut state, id, inverse_norm, v);
             let mut at = first;
             while at < end {
                 let n = ((end - at) as usize).min(CHUNK_ENTRIES);
                 let bytes = &mut buf[..n * size];
                 read_at(&self.file, bytes, HEADER_LEN + at * size as u64)?;
-                for e in bytes.chunks_exact(size) {
-                    let (id, rest) = e.split_at(8);
-                    let (inverse_norm, v) = rest.split_at(4);
-                    let id = i64::from_le_bytes(id.try_into().expect("8 bytes"));
-                    let inverse_norm =
-                        f32::from_le_bytes(inverse_norm.try_into().expect("4 bytes"));
-                    step(&mut state, id, inverse_norm, v);
-                }
+                each_entry(bytes, size, &mut visit);
                 at += n as u64;
             }
             Ok(state)
         };
-        if threads == 1 {
-            return part(0).map(|s| vec![s]);
-        }
-        std::thread::scope(|s| {
-            let part = &part;
-            let spawned: Vec<_> = (1..threads as u64)
-                .map(|i| {
-                    let first = i * per;
-                    (
-                        first,
-                        std::thread::Builder::new().spawn_scoped(s, move || part(first)),
-                    )
-                })
-                .collect();
-            let mut out = vec![part(0)?];
-            for (first, handle) in spawned {
-                out.push(match handle {
-                    Ok(h) => h.join().unwrap_or_else(|p| std::panic::resume_unwind(p))?,
-                    // No thread to be had: this one reads that part too.
-                    Err(_) => part(first)?,
-                });
-            }
-            Ok(out)
-        })
+        in_parts(threads, part)
     }
 }
 
@@ -891,6 +1011,161 @@ mod tests {
             Synced::Rebuilt(25)
         );
         assert_eq!(scanned(&store, 1).as_ref(), Some(&all));
+    }
+
+    /// The sketch file's mean and entries (one byte each for the tiny
+    /// table's three dimensions).
+    fn sketch_file(store: &Store) -> (Vec<f32>, Vec<u8>) {
+        let bytes = std::fs::read(sketch::path_for(store.path())).expect("sketch");
+        let mean = bytes[32..44]
+            .chunks_exact(4)
+            .map(|b| f32::from_le_bytes(b.try_into().expect("4")))
+            .collect();
+        (mean, bytes[44..].to_vec())
+    }
+
+    fn sketch_of(v: &[u8], mean: &[f32]) -> u8 {
+        let mut out = [0u8];
+        let offset = crate::embed::offset_binary(v);
+        sketch::of_offset(&offset, crate::embed::inverse_norm(v), mean, &mut out);
+        out[0]
+    }
+
+    #[test]
+    fn the_sketch_follows_the_file_entry_for_entry() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let mut store = store_with(dir.path(), 40);
+        let mut all = table(&store);
+        store.sync_vector_file(3).expect("sync");
+        assert!(
+            store
+                .vector_scan(3)
+                .expect("open")
+                .expect("file")
+                .sketched()
+        );
+        let (mean, sk) = sketch_file(&store);
+        // The mean of the unit vectors.
+        for (d, m) in mean.iter().enumerate() {
+            let want: f32 = all
+                .iter()
+                .map(|(_, v)| f32::from(v[d] as i8) * crate::embed::inverse_norm(v))
+                .sum::<f32>()
+                / all.len() as f32;
+            assert!((m - want).abs() < 1e-5, "{m} {want}");
+        }
+        let want: Vec<u8> = all.iter().map(|(_, v)| sketch_of(v, &mean)).collect();
+        assert_eq!(sk, want);
+        assert!(want.iter().any(|&b| b != want[0]), "sketches differ");
+        // Appended entries get sketches against the same mean.
+        add(&mut store, 40, 55);
+        all.extend(table(&store));
+        store.sync_vector_file(3).expect("sync");
+        let (mean2, sk) = sketch_file(&store);
+        assert_eq!(mean2, mean);
+        let want: Vec<u8> = all.iter().map(|(_, v)| sketch_of(v, &mean)).collect();
+        assert_eq!(sk, want);
+        // A forgotten record's sketch is zeroed with its entry.
+        let pos = all.iter().position(|(id, _)| *id == 8).expect("record 8");
+        assert_ne!(sk[pos], 0, "record 8 has set bits to lose");
+        store
+            .conn
+            .execute("DELETE FROM records WHERE id = 8", [])
+            .expect("delete");
+        store.scrub().expect("scrub");
+        let (_, sk) = sketch_file(&store);
+        assert_eq!(sk[pos], 0);
+        assert_eq!(sk.len(), all.len());
+        // A sketch torn short, or made for another file, is caught up or
+        // written anew by the next pass.
+        let path = sketch::path_for(store.path());
+        let len = std::fs::metadata(&path).expect("stat").len();
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(&path)
+            .expect("open")
+            .set_len(len - 3)
+            .expect("cut");
+        assert_eq!(store.sync_vector_file(3).expect("sync"), Synced::Current);
+        assert_eq!(sketch_file(&store).1.len(), all.len());
+        let mut bytes = std::fs::read(&path).expect("read");
+        bytes[20] ^= 1;
+        std::fs::write(&path, &bytes).expect("write");
+        assert!(
+            !store
+                .vector_scan(3)
+                .expect("open")
+                .expect("file")
+                .sketched()
+        );
+        store.sync_vector_file(3).expect("sync");
+        assert!(
+            store
+                .vector_scan(3)
+                .expect("open")
+                .expect("file")
+                .sketched()
+        );
+        // A lost vector file takes its sketch with it.
+        std::fs::remove_file(path_for(store.path())).expect("rm");
+        assert_eq!(store.sync_vector_file(3).expect("sync"), Synced::Lost);
+        assert!(!path.exists());
+    }
+
+    #[test]
+    fn a_sketched_scan_reads_the_nearest_sketches_and_all_it_lacks() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let mut store = store_with(dir.path(), 60);
+        store.sync_vector_file(3).expect("sync");
+        let mut all = table(&store);
+        assert!(all.is_empty(), "moved");
+        all = scanned(&store, 1).expect("file");
+        let (mean, sk) = sketch_file(&store);
+        let scan = store.vector_scan(3).expect("open").expect("file");
+        let reader = scan.sketch.as_ref().expect("sketch");
+        let q = [0.6f32, -0.48, 0.64];
+        let qs = sketch::of_query(&q, &mean);
+        for k in [1, 5, 17, 59, 60, 100] {
+            let got = reader.nearest(&qs, k).expect("nearest");
+            // The k nearest by distance; of equal ones, the later entries.
+            let mut want: Vec<(u32, std::cmp::Reverse<u64>)> = sk
+                .iter()
+                .enumerate()
+                .map(|(i, b)| (sketch::distance(&qs, &[*b]), std::cmp::Reverse(i as u64)))
+                .collect();
+            want.sort();
+            let mut want: Vec<u64> = want.into_iter().take(k).map(|(_, i)| i.0).collect();
+            want.sort();
+            assert_eq!(got, want, "k = {k}");
+        }
+        // Entries appended after the sketch was written are all read.
+        add(&mut store, 60, 70);
+        let newer = table(&store);
+        let upto = store.vector_scan(3).expect("open").expect("file").upto;
+        // Appended to the file without a sketch update, as after a
+        // failed one.
+        store.sync_vector_file(3).expect("sync");
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(sketch::path_for(store.path()))
+            .expect("open")
+            .set_len(44 + 60)
+            .expect("cut");
+        let scan = store.vector_scan(3).expect("open").expect("file");
+        assert!(scan.upto > upto);
+        let mut seen: Vec<i64> = scan
+            .fold_sketched(&q, Vec::new, |seen, id, _, _| seen.push(id))
+            .expect("read")
+            .expect("sketched")
+            .into_iter()
+            .flatten()
+            .collect();
+        seen.sort();
+        let near = reader.nearest(&qs, sketch::CANDIDATES).expect("nearest");
+        assert_eq!(near.len(), 60, "fewer entries than candidates: all");
+        let mut want: Vec<i64> = all.iter().map(|(id, _)| *id).collect();
+        want.extend(newer.iter().map(|(id, _)| *id));
+        assert_eq!(seen, want);
     }
 
     /// Embeds what waits in passes of at least `most` records, moving

@@ -1,0 +1,412 @@
+//! Sign sketches of the meaning vectors, in a file beside the vector file
+//! (`<db>-sketch`), so that a search over a large history reads 32 bytes
+//! per vector to pick the likely nearest, instead of all 268.
+//!
+//! A vector's sketch is one bit per dimension: whether the unit vector
+//! lies above the file's mean unit vector there. The built-in table is
+//! strongly anisotropic (every vector leans the same way), so the signs of
+//! the raw values would be nearly alike; the signs of the centred ones
+//! tell vectors apart. The Hamming distance between the query's sketch
+//! and a vector's ranks the vectors roughly as their cosines do; the
+//! [`CANDIDATES`] nearest by that distance are then scored exactly from
+//! the vector file (`docs/embeddings.md` has what this keeps of the exact
+//! result).
+//!
+//! Layout: a 32-byte header (the magic `cairnsk1`, the vector length as
+//! u32 LE, 4 reserved bytes, and the token of the vector file it
+//! sketches), the mean unit vector (one f32 LE per dimension), then one
+//! sketch of `dim / 8` bytes per entry of the vector file, in the same
+//! order (entry `i` here is entry `i` there).
+//!
+//! The file is derived: nothing vouches for it in the database. A sketch
+//! whose header does not name the vector file's token and length is
+//! ignored and written anew; entries past those it holds (or past a torn
+//! last one) are scanned exactly. Its entries are written after the
+//! vector file's, for entries the database already trusts, so entry `i`
+//! is always the sketch of the vector at entry `i`; a blanked entry's
+//! sketch is zeroed with it. Below [`FROM`] entries there is no sketch and
+//! every search scans the vectors exactly.
+
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+
+use super::vector_file::{read_at, write_at};
+
+const MAGIC: &[u8; 8] = b"cairnsk1";
+const HEADER_LEN: u64 = 32;
+/// Entries of the vector file from which searches go through the sketch
+/// (about 2 GB of history); below, the exact scan is fast enough. Tests
+/// sketch small files.
+pub(crate) const FROM: u64 = if cfg!(test) { 16 } else { 200_000 };
+/// Entries scored exactly after the sketch scan.
+pub(crate) const CANDIDATES: usize = 8_000;
+
+/// The sketch file of the database at `db`.
+pub(crate) fn path_for(db: &Path) -> PathBuf {
+    let mut p = db.as_os_str().to_owned();
+    p.push("-sketch");
+    PathBuf::from(p)
+}
+
+/// Bytes of one sketch of a vector of length `dim`.
+fn sketch_len(dim: usize) -> usize {
+    dim.div_ceil(8)
+}
+
+fn header(dim: usize, token: &[u8; 16]) -> [u8; HEADER_LEN as usize] {
+    let mut h = [0u8; HEADER_LEN as usize];
+    h[..8].copy_from_slice(MAGIC);
+    h[8..12].copy_from_slice(&(dim as u32).to_le_bytes());
+    h[16..32].copy_from_slice(token);
+    h
+}
+
+/// Where the entries start.
+fn entries_at(dim: usize) -> u64 {
+    HEADER_LEN + 4 * dim as u64
+}
+
+/// The sketch of `v` (offset binary, as the vector file keeps it) whose
+/// inverse length is `inverse`, against `mean`, into `out`.
+pub(crate) fn of_offset(v: &[u8], inverse: f32, mean: &[f32], out: &mut [u8]) {
+    out.fill(0);
+    if inverse == 0.0 {
+        return;
+    }
+    for (i, (&b, &m)) in v.iter().zip(mean).enumerate() {
+        let x = f32::from((b ^ 0x80) as i8) * inverse;
+        if x > m {
+            out[i / 8] |= 1 << (i % 8);
+        }
+    }
+}
+
+/// The sketch of a unit query vector against `mean`.
+pub(crate) fn of_query(q: &[f32], mean: &[f32]) -> Vec<u8> {
+    let mut out = vec![0u8; sketch_len(q.len())];
+    for (i, (&x, &m)) in q.iter().zip(mean).enumerate() {
+        if x > m {
+            out[i / 8] |= 1 << (i % 8);
+        }
+    }
+    out
+}
+
+/// The number of bits where `a` and `b` differ.
+#[inline(always)]
+pub(crate) fn distance(a: &[u8], b: &[u8]) -> u32 {
+    let (ac, bc) = (a.chunks_exact(8), b.chunks_exact(8));
+    let tail: u32 = ac
+        .remainder()
+        .iter()
+        .zip(bc.remainder())
+        .map(|(x, y)| (x ^ y).count_ones())
+        .sum();
+    ac.zip(bc)
+        .map(|(x, y)| {
+            let x = u64::from_le_bytes(x.try_into().expect("8 bytes"));
+            let y = u64::from_le_bytes(y.try_into().expect("8 bytes"));
+            (x ^ y).count_ones()
+        })
+        .sum::<u32>()
+        + tail
+}
+
+/// A sketch file open for a search.
+#[derive(Debug)]
+pub(crate) struct Reader {
+    file: File,
+    pub(crate) mean: Vec<f32>,
+    /// Entries it holds of those the vector file's trusted ones.
+    pub(crate) count: u64,
+    dim: usize,
+}
+
+/// The sketch of the vector file named by `token` (vectors of length
+/// `dim`, `trusted` entries), when it is there and holds at least
+/// [`FROM`] of them.
+pub(crate) fn open(db: &Path, token: &[u8; 16], dim: usize, trusted: u64) -> Option<Reader> {
+    if trusted < FROM {
+        return None;
+    }
+    let file = File::open(path_for(db)).ok()?;
+    let (mean, count) = check(&file, token, dim)?;
+    let count = count.min(trusted);
+    (count >= FROM).then_some(Reader {
+        file,
+        mean,
+        count,
+        dim,
+    })
+}
+
+/// The mean and entry count of a sketch file made for `token` and `dim`.
+fn check(file: &File, token: &[u8; 16], dim: usize) -> Option<(Vec<f32>, u64)> {
+    let len = file.metadata().ok()?.len();
+    if len < entries_at(dim) {
+        return None;
+    }
+    let mut h = [0u8; HEADER_LEN as usize];
+    read_at(file, &mut h, 0).ok()?;
+    if h != header(dim, token) {
+        return None;
+    }
+    let mut raw = vec![0u8; 4 * dim];
+    read_at(file, &mut raw, HEADER_LEN).ok()?;
+    let mean: Vec<f32> = raw
+        .chunks_exact(4)
+        .map(|b| f32::from_le_bytes(b.try_into().expect("4 bytes")))
+        .collect();
+    if mean.iter().any(|m| !m.is_finite()) {
+        return None;
+    }
+    Some((mean, (len - entries_at(dim)) / sketch_len(dim) as u64))
+}
+
+impl Reader {
+    /// The positions of the `k` entries nearest to `query` by sketch
+    /// distance (of equal ones, the later entries), ascending.
+    pub(crate) fn nearest(&self, query: &[u8], k: usize) -> std::io::Result<Vec<u64>> {
+        let size = sketch_len(self.dim);
+        let n = self.count as usize;
+        if k >= n {
+            return Ok((0..self.count).collect());
+        }
+        // Each thread reads its part and returns every entry's distance
+        // (at most the number of bits, which fits u16) and a histogram.
+        let threads = std::thread::available_parallelism()
+            .map_or(1, usize::from)
+            .clamp(1, 4);
+        let per = n.div_ceil(threads);
+        let bits = 8 * size;
+        let part = |first: usize| -> std::io::Result<(Vec<u16>, Vec<u32>)> {
+            let end = (first + per).min(n);
+            let mut dist = Vec::with_capacity(end.saturating_sub(first));
+            let mut hist = vec![0u32; bits + 1];
+            const CHUNK: usize = 1 << 15;
+            let mut buf = vec![0u8; CHUNK * size];
+            let mut at = first;
+            while at < end {
+                let m = (end - at).min(CHUNK);
+                let bytes = &mut buf[..m * size];
+                read_at(&self.file, bytes, entries_at(self.dim) + (at * size) as u64)?;
+                for e in bytes.chunks_exact(size) {
+                    let d = distance(query, e) as u16;
+                    hist[usize::from(d)] += 1;
+                    dist.push(d);
+                }
+                at += m;
+            }
+            Ok((dist, hist))
+        };
+        let parts: Vec<(Vec<u16>, Vec<u32>)> = std::thread::scope(|s| {
+            let part = &part;
+            let spawned: Vec<_> = (1..threads)
+                .map(|i| {
+                    let first = i * per;
+                    (
+                        first,
+                        std::thread::Builder::new().spawn_scoped(s, move || part(first)),
+                    )
+                })
+                .collect();
+            let mut out = vec![part(0)?];
+            for (first, handle) in spawned {
+                out.push(match handle {
+                    Ok(h) => h.join().unwrap_or_else(|p| std::panic::resume_unwind(p))?,
+                    Err(_) => part(first)?,
+                });
+            }
+            Ok::<_, std::io::Error>(out)
+        })?;
+        // The distance within which lie at least `k` entries.
+        let mut hist = vec![0u64; bits + 1];
+        for (_, h) in &parts {
+            for (t, c) in hist.iter_mut().zip(h) {
+                *t += u64::from(*c);
+            }
+        }
+        let mut within = 0u64;
+        let mut limit = bits;
+        for (d, c) in hist.iter().enumerate() {
+            within += c;
+            if within >= k as u64 {
+                limit = d;
+                break;
+            }
+        }
+        // All nearer than the limit; of those at it, the latest.
+        let below: u64 = hist[..limit].iter().sum();
+        let mut at_limit = (k as u64).saturating_sub(below);
+        let dist: Vec<u16> = parts.into_iter().flat_map(|(d, _)| d).collect();
+        let mut out = Vec::with_capacity(k);
+        for (i, &d) in dist.iter().enumerate().rev() {
+            let d = usize::from(d);
+            if d < limit {
+                out.push(i as u64);
+            } else if d == limit && at_limit > 0 {
+                at_limit -= 1;
+                out.push(i as u64);
+            }
+        }
+        out.reverse();
+        Ok(out)
+    }
+}
+
+/// Brings the sketch of the vector file `vectors` (token `token`, vectors
+/// of length `dim`, `trusted` entries) up to date: writes the sketches of
+/// entries it lacks, or the whole file anew (with a new mean) when it is
+/// missing or made for another file. Nothing below [`FROM`] entries.
+pub(crate) fn update(
+    db: &Path,
+    vectors: &File,
+    token: &[u8; 16],
+    dim: usize,
+    trusted: u64,
+) -> std::io::Result<()> {
+    if trusted < FROM {
+        return Ok(());
+    }
+    let path = path_for(db);
+    let existing = crate::home::private_file()
+        .read(true)
+        .write(true)
+        .open(&path)
+        .ok()
+        .and_then(|f| check(&f, token, dim).map(|(mean, n)| (f, mean, n)));
+    match existing {
+        Some((file, mean, n)) if n <= trusted => {
+            if n < trusted {
+                let mut w = BufWriter::with_capacity(1 << 20, &file);
+                std::io::Seek::seek(
+                    &mut w,
+                    std::io::SeekFrom::Start(entries_at(dim) + n * sketch_len(dim) as u64),
+                )?;
+                write_sketches(vectors, dim, n, trusted, &mean, &mut w)?;
+                w.flush()?;
+            }
+            Ok(())
+        }
+        _ => {
+            let mean = mean_of(vectors, dim, trusted)?;
+            let tmp = {
+                let mut p = path.clone().into_os_string();
+                p.push(".tmp");
+                PathBuf::from(p)
+            };
+            let file = crate::home::private_file()
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .open(&tmp)?;
+            let mut w = BufWriter::with_capacity(1 << 20, &file);
+            w.write_all(&header(dim, token))?;
+            for m in &mean {
+                w.write_all(&m.to_le_bytes())?;
+            }
+            write_sketches(vectors, dim, 0, trusted, &mean, &mut w)?;
+            w.flush()?;
+            drop(w);
+            std::fs::rename(&tmp, &path)
+        }
+    }
+}
+
+/// Zeroes the sketches of the entries at `positions` (blanked in the
+/// vector file named by `token`), where the sketch has them.
+pub(crate) fn blank(
+    db: &Path,
+    token: &[u8; 16],
+    dim: usize,
+    positions: &[u64],
+) -> std::io::Result<()> {
+    if positions.is_empty() {
+        return Ok(());
+    }
+    let Ok(file) = crate::home::private_file()
+        .read(true)
+        .write(true)
+        .open(path_for(db))
+    else {
+        return Ok(());
+    };
+    let Some((_, n)) = check(&file, token, dim) else {
+        return Ok(());
+    };
+    let zero = vec![0u8; sketch_len(dim)];
+    for &p in positions.iter().filter(|&&p| p < n) {
+        write_at(&file, &zero, entries_at(dim) + p * zero.len() as u64)?;
+    }
+    Ok(())
+}
+
+/// Removes the sketch (when its vector file is lost).
+pub(crate) fn remove(db: &Path) {
+    let _ = std::fs::remove_file(path_for(db));
+}
+
+/// Calls `each(position, inverse, offset-binary vector)` for the vector
+/// file's entries `from..to`, a chunk at a time.
+fn for_entries(
+    vectors: &File,
+    dim: usize,
+    from: u64,
+    to: u64,
+    mut each: impl FnMut(u64, f32, &[u8]) -> std::io::Result<()>,
+) -> std::io::Result<()> {
+    let size = super::vector_file::entry_len(dim) as usize;
+    const CHUNK: u64 = 4096;
+    let mut buf = vec![0u8; CHUNK as usize * size];
+    let mut at = from;
+    while at < to {
+        let m = (to - at).min(CHUNK);
+        let bytes = &mut buf[..m as usize * size];
+        read_at(
+            vectors,
+            bytes,
+            super::vector_file::HEADER_LEN + at * size as u64,
+        )?;
+        for (i, e) in bytes.chunks_exact(size).enumerate() {
+            let inverse = f32::from_le_bytes(e[8..12].try_into().expect("4 bytes"));
+            each(at + i as u64, inverse, &e[12..])?;
+        }
+        at += m;
+    }
+    Ok(())
+}
+
+/// The mean of the unit vectors of entries `0..trusted` (blank ones left out).
+fn mean_of(vectors: &File, dim: usize, trusted: u64) -> std::io::Result<Vec<f32>> {
+    let mut sum = vec![0f64; dim];
+    let mut n = 0u64;
+    for_entries(vectors, dim, 0, trusted, |_, inverse, v| {
+        if inverse != 0.0 {
+            for (s, &b) in sum.iter_mut().zip(v) {
+                *s += f64::from(f32::from((b ^ 0x80) as i8) * inverse);
+            }
+            n += 1;
+        }
+        Ok(())
+    })?;
+    Ok(sum
+        .into_iter()
+        .map(|s| if n > 0 { (s / n as f64) as f32 } else { 0.0 })
+        .collect())
+}
+
+fn write_sketches(
+    vectors: &File,
+    dim: usize,
+    from: u64,
+    to: u64,
+    mean: &[f32],
+    w: &mut impl Write,
+) -> std::io::Result<()> {
+    let mut out = vec![0u8; sketch_len(dim)];
+    for_entries(vectors, dim, from, to, |_, inverse, v| {
+        of_offset(v, inverse, mean, &mut out);
+        w.write_all(&out)
+    })
+}
