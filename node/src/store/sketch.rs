@@ -239,15 +239,17 @@ impl Reader {
         // All nearer than the limit; of those at it, the latest.
         let below: u64 = hist[..limit].iter().sum();
         let mut at_limit = (k as u64).saturating_sub(below);
-        let dist: Vec<u16> = parts.into_iter().flat_map(|(d, _)| d).collect();
         let mut out = Vec::with_capacity(k);
-        for (i, &d) in dist.iter().enumerate().rev() {
-            let d = usize::from(d);
-            if d < limit {
-                out.push(i as u64);
-            } else if d == limit && at_limit > 0 {
-                at_limit -= 1;
-                out.push(i as u64);
+        for (p, (dist, _)) in parts.iter().enumerate().rev() {
+            let first = p * per;
+            for (i, &d) in dist.iter().enumerate().rev() {
+                let d = usize::from(d);
+                if d < limit {
+                    out.push((first + i) as u64);
+                } else if d == limit && at_limit > 0 {
+                    at_limit -= 1;
+                    out.push((first + i) as u64);
+                }
             }
         }
         out.reverse();
