@@ -17,6 +17,7 @@ mod insert;
 mod log;
 #[cfg(test)]
 mod open_tests;
+mod positional;
 mod read;
 mod schema;
 pub(crate) mod sketch;

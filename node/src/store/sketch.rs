@@ -31,7 +31,7 @@ use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
-use super::vector_file::{read_at, write_at};
+use super::positional::{read_at, write_at};
 
 const MAGIC: &[u8; 8] = b"cairnsk1";
 const HEADER_LEN: u64 = 32;
@@ -257,16 +257,24 @@ impl Reader {
     }
 }
 
-/// Brings the sketch of the vector file `vectors` (token `token`, vectors
-/// of length `dim`, `trusted` entries) up to date: writes the sketches of
-/// entries it lacks, or the whole file anew (with a new mean) when it is
-/// missing or made for another file. Nothing below [`FROM`] entries.
+/// Called with each entry of the vector file: its inverse norm and its
+/// offset-binary vector.
+pub(crate) type EachEntry<'a> = dyn FnMut(f32, &[u8]) -> std::io::Result<()> + 'a;
+
+/// Reads the vector file's entries `from..to` through an [`EachEntry`].
+pub(crate) type Entries<'a> = dyn FnMut(u64, u64, &mut EachEntry<'_>) -> std::io::Result<()> + 'a;
+
+/// Brings the sketch of the vector file named by `token` (vectors of
+/// length `dim`, `trusted` entries, read through `entries`) up to date:
+/// writes the sketches of entries it lacks, or the whole file anew (with
+/// a new mean) when it is missing or made for another file. Nothing below
+/// [`FROM`] entries.
 pub(crate) fn update(
     db: &Path,
-    vectors: &File,
     token: &[u8; 16],
     dim: usize,
     trusted: u64,
+    entries: &mut Entries<'_>,
 ) -> std::io::Result<()> {
     if trusted < FROM {
         return Ok(());
@@ -286,13 +294,13 @@ pub(crate) fn update(
                     &mut w,
                     std::io::SeekFrom::Start(entries_at(dim) + n * sketch_len(dim) as u64),
                 )?;
-                write_sketches(vectors, dim, n, trusted, &mean, &mut w)?;
+                write_sketches(entries, dim, n, trusted, &mean, &mut w)?;
                 w.flush()?;
             }
             Ok(())
         }
         _ => {
-            let mean = mean_of(vectors, dim, trusted)?;
+            let mean = mean_of(entries, dim, trusted)?;
             let tmp = {
                 let mut p = path.clone().into_os_string();
                 p.push(".tmp");
@@ -308,7 +316,7 @@ pub(crate) fn update(
             for m in &mean {
                 w.write_all(&m.to_le_bytes())?;
             }
-            write_sketches(vectors, dim, 0, trusted, &mean, &mut w)?;
+            write_sketches(entries, dim, 0, trusted, &mean, &mut w)?;
             w.flush()?;
             drop(w);
             std::fs::rename(&tmp, &path)
@@ -349,41 +357,11 @@ pub(crate) fn remove(db: &Path) {
     let _ = std::fs::remove_file(path_for(db));
 }
 
-/// Calls `each(position, inverse, offset-binary vector)` for the vector
-/// file's entries `from..to`, a chunk at a time.
-fn for_entries(
-    vectors: &File,
-    dim: usize,
-    from: u64,
-    to: u64,
-    mut each: impl FnMut(u64, f32, &[u8]) -> std::io::Result<()>,
-) -> std::io::Result<()> {
-    let size = super::vector_file::entry_len(dim) as usize;
-    const CHUNK: u64 = 4096;
-    let mut buf = vec![0u8; CHUNK as usize * size];
-    let mut at = from;
-    while at < to {
-        let m = (to - at).min(CHUNK);
-        let bytes = &mut buf[..m as usize * size];
-        read_at(
-            vectors,
-            bytes,
-            super::vector_file::HEADER_LEN + at * size as u64,
-        )?;
-        for (i, e) in bytes.chunks_exact(size).enumerate() {
-            let inverse = f32::from_le_bytes(e[8..12].try_into().expect("4 bytes"));
-            each(at + i as u64, inverse, &e[12..])?;
-        }
-        at += m;
-    }
-    Ok(())
-}
-
 /// The mean of the unit vectors of entries `0..trusted` (blank ones left out).
-fn mean_of(vectors: &File, dim: usize, trusted: u64) -> std::io::Result<Vec<f32>> {
+fn mean_of(entries: &mut Entries<'_>, dim: usize, trusted: u64) -> std::io::Result<Vec<f32>> {
     let mut sum = vec![0f64; dim];
     let mut n = 0u64;
-    for_entries(vectors, dim, 0, trusted, |_, inverse, v| {
+    entries(0, trusted, &mut |inverse, v| {
         if inverse != 0.0 {
             for (s, &b) in sum.iter_mut().zip(v) {
                 *s += f64::from(f32::from((b ^ 0x80) as i8) * inverse);
@@ -399,7 +377,7 @@ fn mean_of(vectors: &File, dim: usize, trusted: u64) -> std::io::Result<Vec<f32>
 }
 
 fn write_sketches(
-    vectors: &File,
+    entries: &mut Entries<'_>,
     dim: usize,
     from: u64,
     to: u64,
@@ -407,7 +385,7 @@ fn write_sketches(
     w: &mut impl Write,
 ) -> std::io::Result<()> {
     let mut out = vec![0u8; sketch_len(dim)];
-    for_entries(vectors, dim, from, to, |_, inverse, v| {
+    entries(from, to, &mut |inverse, v| {
         of_offset(v, inverse, mean, &mut out);
         w.write_all(&out)
     })

@@ -36,6 +36,7 @@ use std::path::{Path, PathBuf};
 use rusqlite::{Connection, OptionalExtension, params};
 
 use super::StoreError;
+use super::positional::{read_at, write_at};
 use super::sketch;
 
 const MAGIC: &[u8; 8] = b"cairnvf1";
@@ -116,7 +117,7 @@ fn header(dim: usize, token: &[u8; 16]) -> [u8; HEADER_LEN as usize] {
 }
 
 /// Bytes of one entry for vectors of length `dim`.
-pub(super) fn entry_len(dim: usize) -> u64 {
+fn entry_len(dim: usize) -> u64 {
     12 + dim as u64
 }
 
@@ -163,44 +164,6 @@ fn any_gone(conn: &Connection) -> rusqlite::Result<bool> {
         .query_row([], |r| r.get(0))
 }
 
-#[cfg(unix)]
-pub(super) fn read_at(file: &File, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
-    std::os::unix::fs::FileExt::read_exact_at(file, buf, offset)
-}
-
-#[cfg(windows)]
-pub(super) fn read_at(file: &File, mut buf: &mut [u8], mut offset: u64) -> std::io::Result<()> {
-    while !buf.is_empty() {
-        match std::os::windows::fs::FileExt::seek_read(file, buf, offset)? {
-            0 => return Err(std::io::ErrorKind::UnexpectedEof.into()),
-            n => {
-                buf = &mut buf[n..];
-                offset += n as u64;
-            }
-        }
-    }
-    Ok(())
-}
-
-#[cfg(unix)]
-pub(super) fn write_at(file: &File, buf: &[u8], offset: u64) -> std::io::Result<()> {
-    std::os::unix::fs::FileExt::write_all_at(file, buf, offset)
-}
-
-#[cfg(windows)]
-pub(super) fn write_at(file: &File, mut buf: &[u8], mut offset: u64) -> std::io::Result<()> {
-    while !buf.is_empty() {
-        match std::os::windows::fs::FileExt::seek_write(file, buf, offset)? {
-            0 => return Err(std::io::ErrorKind::WriteZero.into()),
-            n => {
-                buf = &buf[n..];
-                offset += n as u64;
-            }
-        }
-    }
-    Ok(())
-}
-
 /// The trusted entry of record `id`, found by bisection over the ids
 /// (entries are in ascending id order): its byte offset.
 fn find(file: &File, count: u64, dim: usize, id: i64) -> std::io::Result<Option<u64>> {
@@ -242,6 +205,31 @@ fn blank(file: &File, mark: &Mark, dim: usize, ids: &[i64]) -> std::io::Result<V
     Ok(done)
 }
 
+/// Calls `each(inverse norm, offset-binary vector)` for the entries
+/// `from..to` of `file`, a chunk at a time.
+fn for_entries(
+    file: &File,
+    dim: usize,
+    from: u64,
+    to: u64,
+    each: &mut sketch::EachEntry<'_>,
+) -> std::io::Result<()> {
+    let size = entry_len(dim) as usize;
+    let mut buf = vec![0u8; CHUNK_ENTRIES * size];
+    let mut at = from;
+    while at < to {
+        let n = ((to - at) as usize).min(CHUNK_ENTRIES);
+        let bytes = &mut buf[..n * size];
+        read_at(file, bytes, HEADER_LEN + at * size as u64)?;
+        for e in bytes.chunks_exact(size) {
+            let inverse = f32::from_le_bytes(e[8..12].try_into().expect("4 bytes"));
+            each(inverse, &e[12..])?;
+        }
+        at += n as u64;
+    }
+    Ok(())
+}
+
 /// Brings the sketch (see [`sketch`]) in line with the file after a
 /// committed change: blanks the sketches of `blanked` entries, then adds
 /// those of new entries. A failure is only logged: searches then scan
@@ -249,7 +237,9 @@ fn blank(file: &File, mark: &Mark, dim: usize, ids: &[i64]) -> std::io::Result<V
 fn follow(db: &Path, mark: &Mark, dim: usize, blanked: &[u64]) {
     let done = sketch::blank(db, &mark.token, dim, blanked).and_then(|()| {
         let file = File::open(path_for(db))?;
-        sketch::update(db, &file, &mark.token, dim, mark.count)
+        sketch::update(db, &mark.token, dim, mark.count, &mut |from, to, each| {
+            for_entries(&file, dim, from, to, each)
+        })
     });
     if let Err(e) = done {
         tracing::warn!(error = %e, "cannot update the vector sketch; searches scan every vector");
