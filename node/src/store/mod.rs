@@ -10,6 +10,7 @@ mod apply;
 mod browse;
 pub mod codec;
 mod dict;
+mod flat_file;
 mod forget;
 mod fts;
 mod ingest;
@@ -17,7 +18,6 @@ mod insert;
 mod log;
 #[cfg(test)]
 mod open_tests;
-mod positional;
 mod read;
 mod schema;
 pub(crate) mod sketch;

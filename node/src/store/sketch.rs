@@ -31,10 +31,10 @@ use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
-use super::positional::{read_at, write_at};
+use super::flat_file::{self, read_at, write_at};
 
 const MAGIC: &[u8; 8] = b"cairnsk1";
-const HEADER_LEN: u64 = 32;
+const HEADER_LEN: u64 = flat_file::HEADER_LEN as u64;
 /// Entries of the vector file from which searches go through the sketch
 /// (about 2 GB of history); below, the exact scan is fast enough. Tests
 /// sketch small files.
@@ -55,11 +55,7 @@ fn sketch_len(dim: usize) -> usize {
 }
 
 fn header(dim: usize, token: &[u8; 16]) -> [u8; HEADER_LEN as usize] {
-    let mut h = [0u8; HEADER_LEN as usize];
-    h[..8].copy_from_slice(MAGIC);
-    h[8..12].copy_from_slice(&(dim as u32).to_le_bytes());
-    h[16..32].copy_from_slice(token);
-    h
+    flat_file::header(MAGIC, dim, token)
 }
 
 /// Where the entries start.
@@ -180,7 +176,8 @@ impl Reader {
             .clamp(1, 4);
         let per = n.div_ceil(threads);
         let bits = 8 * size;
-        let part = |first: usize| -> std::io::Result<(Vec<u16>, Vec<u32>)> {
+        let part = |i: usize| -> std::io::Result<(Vec<u16>, Vec<u32>)> {
+            let first = i * per;
             let end = (first + per).min(n);
             let mut dist = Vec::with_capacity(end.saturating_sub(first));
             let mut hist = vec![0u32; bits + 1];
@@ -200,26 +197,7 @@ impl Reader {
             }
             Ok((dist, hist))
         };
-        let parts: Vec<(Vec<u16>, Vec<u32>)> = std::thread::scope(|s| {
-            let part = &part;
-            let spawned: Vec<_> = (1..threads)
-                .map(|i| {
-                    let first = i * per;
-                    (
-                        first,
-                        std::thread::Builder::new().spawn_scoped(s, move || part(first)),
-                    )
-                })
-                .collect();
-            let mut out = vec![part(0)?];
-            for (first, handle) in spawned {
-                out.push(match handle {
-                    Ok(h) => h.join().unwrap_or_else(|p| std::panic::resume_unwind(p))?,
-                    Err(_) => part(first)?,
-                });
-            }
-            Ok::<_, std::io::Error>(out)
-        })?;
+        let parts = flat_file::in_parts(threads, part)?;
         // The distance within which lie at least `k` entries.
         let mut hist = vec![0u64; bits + 1];
         for (_, h) in &parts {
@@ -301,16 +279,7 @@ pub(crate) fn update(
         }
         _ => {
             let mean = mean_of(entries, dim, trusted)?;
-            let tmp = {
-                let mut p = path.clone().into_os_string();
-                p.push(".tmp");
-                PathBuf::from(p)
-            };
-            let file = crate::home::private_file()
-                .write(true)
-                .create(true)
-                .truncate(true)
-                .open(&tmp)?;
+            let (file, tmp) = flat_file::create_beside(&path)?;
             let mut w = BufWriter::with_capacity(1 << 20, &file);
             w.write_all(&header(dim, token))?;
             for m in &mean {

@@ -36,12 +36,12 @@ use std::path::{Path, PathBuf};
 use rusqlite::{Connection, OptionalExtension, params};
 
 use super::StoreError;
-use super::positional::{read_at, write_at};
+use super::flat_file::{self, read_at, write_at};
 use super::sketch;
 
 const MAGIC: &[u8; 8] = b"cairnvf1";
 /// Bytes before the first entry.
-pub(crate) const HEADER_LEN: u64 = 32;
+pub(crate) const HEADER_LEN: u64 = flat_file::HEADER_LEN as u64;
 /// The `meta` key that vouches for the file.
 const MARK_KEY: &str = "vector_file";
 /// Entries read per read call by a scanning thread.
@@ -109,11 +109,7 @@ fn read_mark(conn: &Connection) -> Result<Option<Mark>, StoreError> {
 }
 
 fn header(dim: usize, token: &[u8; 16]) -> [u8; HEADER_LEN as usize] {
-    let mut h = [0u8; HEADER_LEN as usize];
-    h[..8].copy_from_slice(MAGIC);
-    h[8..12].copy_from_slice(&(dim as u32).to_le_bytes());
-    h[16..32].copy_from_slice(token);
-    h
+    flat_file::header(MAGIC, dim, token)
 }
 
 /// Bytes of one entry for vectors of length `dim`.
@@ -416,17 +412,7 @@ pub(crate) fn sync(conn: &mut Connection, db: &Path, dim: usize) -> Result<Synce
         }
         None => {
             let token = new_token(db);
-            let tmp = {
-                let mut p = path.clone().into_os_string();
-                p.push(".tmp");
-                PathBuf::from(p)
-            };
-            let file = crate::home::private_file()
-                .write(true)
-                .create(true)
-                .truncate(true)
-                .open(&tmp)
-                .map_err(io)?;
+            let (file, tmp) = flat_file::create_beside(&path).map_err(io)?;
             let (added, upto) = fill(&tx, &file, Start::Header(&token), 0, dim, &path)?;
             std::fs::rename(&tmp, &path).map_err(io)?;
             let mark = Mark {
@@ -592,38 +578,6 @@ fn each_entry(bytes: &[u8], size: usize, step: &mut impl FnMut(i64, f32, &[u8]))
     }
 }
 
-/// Runs `part(i)` for each `i` below `threads`, part 0 on this thread and
-/// each other on a thread of its own (or on this one, after, when no
-/// thread is to be had); returns what they returned, in order.
-fn in_parts<T: Send>(
-    threads: usize,
-    part: impl Fn(usize) -> std::io::Result<T> + Sync,
-) -> std::io::Result<Vec<T>> {
-    if threads <= 1 {
-        return part(0).map(|s| vec![s]);
-    }
-    std::thread::scope(|s| {
-        let part = &part;
-        let spawned: Vec<_> = (1..threads)
-            .map(|i| {
-                (
-                    i,
-                    std::thread::Builder::new().spawn_scoped(s, move || part(i)),
-                )
-            })
-            .collect();
-        let mut out = vec![part(0)?];
-        for (i, handle) in spawned {
-            out.push(match handle {
-                Ok(h) => h.join().unwrap_or_else(|p| std::panic::resume_unwind(p))?,
-                // No thread to be had: this one reads that part too.
-                Err(_) => part(i)?,
-            });
-        }
-        Ok(out)
-    })
-}
-
 impl Scan {
     /// Whether the file has a sketch a search goes through.
     #[cfg(test)]
@@ -667,7 +621,7 @@ impl Scan {
             self.read_positions(&tail[a..b], &mut visit)?;
             Ok(state)
         };
-        in_parts(threads, part).map(Some)
+        flat_file::in_parts(threads, part).map(Some)
     }
 
     /// Calls `visit` for the entries at `positions` (ascending), reading
@@ -746,7 +700,7 @@ impl Scan {
             }
             Ok(state)
         };
-        in_parts(threads, part)
+        flat_file::in_parts(threads, part)
     }
 }
 
@@ -1014,6 +968,12 @@ mod tests {
         (mean, bytes[44..].to_vec())
     }
 
+    /// Whether a scan of the store's file goes through a sketch.
+    fn sketched(store: &Store) -> bool {
+        let scan = store.vector_scan(3).expect("open").expect("file");
+        scan.sketched()
+    }
+
     fn sketch_of(v: &[u8], mean: &[f32]) -> u8 {
         let mut out = [0u8];
         let offset = crate::embed::offset_binary(v);
@@ -1027,13 +987,7 @@ mod tests {
         let mut store = store_with(dir.path(), 40);
         let mut all = table(&store);
         store.sync_vector_file(3).expect("sync");
-        assert!(
-            store
-                .vector_scan(3)
-                .expect("open")
-                .expect("file")
-                .sketched()
-        );
+        assert!(sketched(&store));
         let (mean, sk) = sketch_file(&store);
         // The mean of the unit vectors.
         for (d, m) in mean.iter().enumerate() {
@@ -1081,21 +1035,9 @@ mod tests {
         let mut bytes = std::fs::read(&path).expect("read");
         bytes[20] ^= 1;
         std::fs::write(&path, &bytes).expect("write");
-        assert!(
-            !store
-                .vector_scan(3)
-                .expect("open")
-                .expect("file")
-                .sketched()
-        );
+        assert!(!sketched(&store));
         store.sync_vector_file(3).expect("sync");
-        assert!(
-            store
-                .vector_scan(3)
-                .expect("open")
-                .expect("file")
-                .sketched()
-        );
+        assert!(sketched(&store));
         // A lost vector file takes its sketch with it.
         std::fs::remove_file(path_for(store.path())).expect("rm");
         assert_eq!(store.sync_vector_file(3).expect("sync"), Synced::Lost);

@@ -1,0 +1,103 @@
+//! What the flat files beside the database (`store::vector_file`,
+//! `store::sketch`) share: their 32-byte header, reads and writes at a
+//! byte offset that leave the file's cursor alone, and the split of a
+//! scan between threads.
+
+use std::fs::File;
+
+/// A new, empty, private file beside `path` (`<path>.tmp`), to be
+/// renamed over it once written: returns it with its path.
+pub(super) fn create_beside(path: &std::path::Path) -> std::io::Result<(File, std::path::PathBuf)> {
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(".tmp");
+    let tmp = std::path::PathBuf::from(tmp);
+    let file = crate::home::private_file()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(&tmp)?;
+    Ok((file, tmp))
+}
+
+/// Bytes of the header.
+pub(super) const HEADER_LEN: usize = 32;
+
+/// The header: the file's 8-byte magic, the vector length (u32 LE), 4
+/// reserved bytes, and the 16-byte token naming the vector file.
+pub(super) fn header(magic: &[u8; 8], dim: usize, token: &[u8; 16]) -> [u8; HEADER_LEN] {
+    let mut h = [0u8; HEADER_LEN];
+    h[..8].copy_from_slice(magic);
+    h[8..12].copy_from_slice(&(dim as u32).to_le_bytes());
+    h[16..32].copy_from_slice(token);
+    h
+}
+
+#[cfg(unix)]
+pub(super) fn read_at(file: &File, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
+    std::os::unix::fs::FileExt::read_exact_at(file, buf, offset)
+}
+
+#[cfg(windows)]
+pub(super) fn read_at(file: &File, mut buf: &mut [u8], mut offset: u64) -> std::io::Result<()> {
+    while !buf.is_empty() {
+        match std::os::windows::fs::FileExt::seek_read(file, buf, offset)? {
+            0 => return Err(std::io::ErrorKind::UnexpectedEof.into()),
+            n => {
+                buf = &mut buf[n..];
+                offset += n as u64;
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(unix)]
+pub(super) fn write_at(file: &File, buf: &[u8], offset: u64) -> std::io::Result<()> {
+    std::os::unix::fs::FileExt::write_all_at(file, buf, offset)
+}
+
+#[cfg(windows)]
+pub(super) fn write_at(file: &File, mut buf: &[u8], mut offset: u64) -> std::io::Result<()> {
+    while !buf.is_empty() {
+        match std::os::windows::fs::FileExt::seek_write(file, buf, offset)? {
+            0 => return Err(std::io::ErrorKind::WriteZero.into()),
+            n => {
+                buf = &buf[n..];
+                offset += n as u64;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Runs `part(i)` for each `i` below `threads`, part 0 on this thread and
+/// each other on a thread of its own (or on this one, after, when no
+/// thread is to be had); returns what they returned, in order.
+pub(super) fn in_parts<T: Send>(
+    threads: usize,
+    part: impl Fn(usize) -> std::io::Result<T> + Sync,
+) -> std::io::Result<Vec<T>> {
+    if threads <= 1 {
+        return part(0).map(|s| vec![s]);
+    }
+    std::thread::scope(|s| {
+        let part = &part;
+        let spawned: Vec<_> = (1..threads)
+            .map(|i| {
+                (
+                    i,
+                    std::thread::Builder::new().spawn_scoped(s, move || part(i)),
+                )
+            })
+            .collect();
+        let mut out = vec![part(0)?];
+        for (i, handle) in spawned {
+            out.push(match handle {
+                Ok(h) => h.join().unwrap_or_else(|p| std::panic::resume_unwind(p))?,
+                // No thread to be had: this one reads that part too.
+                Err(_) => part(i)?,
+            });
+        }
+        Ok(out)
+    })
+}
