@@ -201,26 +201,24 @@ fn blank(file: &File, mark: &Mark, dim: usize, ids: &[i64]) -> std::io::Result<V
     Ok(done)
 }
 
-/// Calls `each(inverse norm, offset-binary vector)` for the entries
-/// `from..to` of `file`, a chunk at a time.
-fn for_entries(
+/// Calls `visit(id, inverse norm, offset-binary vector)` for the entries
+/// `from..to` of `file` (vectors of length `dim`), a chunk at a time; the
+/// first error, of the read or of `visit`, ends it.
+fn read_range(
     file: &File,
     dim: usize,
     from: u64,
     to: u64,
-    each: &mut sketch::EachEntry<'_>,
+    visit: &mut impl FnMut(i64, f32, &[u8]) -> std::io::Result<()>,
 ) -> std::io::Result<()> {
     let size = entry_len(dim) as usize;
-    let mut buf = vec![0u8; CHUNK_ENTRIES * size];
+    let mut buf = vec![0u8; CHUNK_ENTRIES.min(to.saturating_sub(from) as usize) * size];
     let mut at = from;
     while at < to {
         let n = ((to - at) as usize).min(CHUNK_ENTRIES);
         let bytes = &mut buf[..n * size];
         read_at(file, bytes, HEADER_LEN + at * size as u64)?;
-        for e in bytes.chunks_exact(size) {
-            let inverse = f32::from_le_bytes(e[8..12].try_into().expect("4 bytes"));
-            each(inverse, &e[12..])?;
-        }
+        each_entry(bytes, size, visit)?;
         at += n as u64;
     }
     Ok(())
@@ -234,7 +232,7 @@ fn follow(db: &Path, mark: &Mark, dim: usize, blanked: &[u64]) {
     let done = sketch::blank(db, &mark.token, dim, blanked).and_then(|()| {
         let file = File::open(path_for(db))?;
         sketch::update(db, &mark.token, dim, mark.count, &mut |from, to, each| {
-            for_entries(&file, dim, from, to, each)
+            read_range(&file, dim, from, to, &mut |_, inverse, v| each(inverse, v))
         })
     });
     if let Err(e) = done {
@@ -566,16 +564,22 @@ pub(crate) fn open(conn: &Connection, db: &Path, dim: usize) -> Result<Option<Sc
     )
 }
 
-/// Calls `step` for each entry in `bytes` (whole entries of `size` bytes).
+/// Calls `step` for each entry in `bytes` (whole entries of `size` bytes)
+/// until it fails.
 #[inline(always)]
-fn each_entry(bytes: &[u8], size: usize, step: &mut impl FnMut(i64, f32, &[u8])) {
+fn each_entry(
+    bytes: &[u8],
+    size: usize,
+    step: &mut impl FnMut(i64, f32, &[u8]) -> std::io::Result<()>,
+) -> std::io::Result<()> {
     for e in bytes.chunks_exact(size) {
         let (id, rest) = e.split_at(8);
         let (inverse_norm, v) = rest.split_at(4);
         let id = i64::from_le_bytes(id.try_into().expect("8 bytes"));
         let inverse_norm = f32::from_le_bytes(inverse_norm.try_into().expect("4 bytes"));
-        step(id, inverse_norm, v);
+        step(id, inverse_norm, v)?;
     }
+    Ok(())
 }
 
 impl Scan {
@@ -600,25 +604,24 @@ impl Scan {
             return Ok(None);
         };
         let near = sk.nearest(&sketch::of_query(query, &sk.mean), sketch::CANDIDATES)?;
-        let tail = (sk.count..self.count).collect::<Vec<u64>>();
         let threads = std::thread::available_parallelism()
             .map_or(1, usize::from)
             .clamp(1, MAX_THREADS);
-        let (near_per, tail_per) = (
-            near.len().div_ceil(threads).max(1),
-            tail.len().div_ceil(threads).max(1),
-        );
+        let near_per = near.len().div_ceil(threads).max(1);
+        let tail_per = (self.count - sk.count).div_ceil(threads as u64);
         let part = |i: usize| -> std::io::Result<T> {
             let mut state = init();
-            let mut visit = |id, inverse_norm, v: &[u8]| step(&mut state, id, inverse_norm, v);
-            let slice = |all: &[u64], per: usize| {
-                let from = (i * per).min(all.len());
-                (from, (from + per).min(all.len()))
+            let mut visit = |id, inverse_norm, v: &[u8]| {
+                step(&mut state, id, inverse_norm, v);
+                Ok(())
             };
-            let (a, b) = slice(&near, near_per);
-            self.read_positions(&near[a..b], &mut visit)?;
-            let (a, b) = slice(&tail, tail_per);
-            self.read_positions(&tail[a..b], &mut visit)?;
+            let from = (i * near_per).min(near.len());
+            let to = (from + near_per).min(near.len());
+            self.read_positions(&near[from..to], &mut visit)?;
+            // Entries added since the sketch was written: all of them.
+            let from = (sk.count + i as u64 * tail_per).min(self.count);
+            let to = (from + tail_per).min(self.count);
+            read_range(&self.file, self.dim, from, to, &mut visit)?;
             Ok(state)
         };
         flat_file::in_parts(threads, part).map(Some)
@@ -629,7 +632,7 @@ impl Scan {
     fn read_positions(
         &self,
         positions: &[u64],
-        visit: &mut impl FnMut(i64, f32, &[u8]),
+        visit: &mut impl FnMut(i64, f32, &[u8]) -> std::io::Result<()>,
     ) -> std::io::Result<()> {
         let size = entry_len(self.dim);
         let mut buf = Vec::new();
@@ -648,7 +651,7 @@ impl Scan {
             read_at(&self.file, &mut buf, HEADER_LEN + first * size)?;
             for &p in &positions[i..j] {
                 let at = ((p - first) * size) as usize;
-                each_entry(&buf[at..at + size as usize], size as usize, visit);
+                each_entry(&buf[at..at + size as usize], size as usize, visit)?;
             }
             i = j;
         }
@@ -684,20 +687,19 @@ impl Scan {
         let threads = threads.max(1);
         let per = self.count.div_ceil(threads as u64);
         let part = |i: usize| -> std::io::Result<T> {
-            let first = i as u64 * per;
+            let first = (i as u64 * per).min(self.count);
             let end = (first + per).min(self.count);
-            let size = entry_len(self.dim) as usize;
-            let mut buf = vec![0u8; CHUNK_ENTRIES * size];
             let mut state = init();
-            let mut visit = |id, inverse_norm, v: &[u8]| step(&mut state, id, inverse_norm, v);
-            let mut at = first;
-            while at < end {
-                let n = ((end - at) as usize).min(CHUNK_ENTRIES);
-                let bytes = &mut buf[..n * size];
-                read_at(&self.file, bytes, HEADER_LEN + at * size as u64)?;
-                each_entry(bytes, size, &mut visit);
-                at += n as u64;
-            }
+            read_range(
+                &self.file,
+                self.dim,
+                first,
+                end,
+                &mut |id, inverse_norm, v| {
+                    step(&mut state, id, inverse_norm, v);
+                    Ok(())
+                },
+            )?;
             Ok(state)
         };
         flat_file::in_parts(threads, part)
