@@ -15,11 +15,12 @@ pub mod semantic;
 pub mod snippet;
 pub mod when;
 
+use rusqlite::OptionalExtension;
 use rusqlite::types::Value as SqlValue;
 use serde::Serialize;
 
 use crate::record::Role;
-use crate::store::{Store, StoreError, codec};
+use crate::store::{Store, StoreError, codec, lengths};
 use crate::text;
 pub use query::Query;
 use query::Term;
@@ -135,13 +136,12 @@ pub enum SearchError {
     Store(#[from] StoreError),
 }
 
-/// How many candidate records FTS5 hands to the ranker when matches are few.
-const CANDIDATES: i64 = 600;
+/// How many of a concept's best-scored matches go to the ranker.
+const CANDIDATES: usize = 600;
 /// When a query could match more records than this, only the newest this
 /// many matches are scored: search cost stays bounded however large the
 /// memory grows, and very common words cannot stall it. (Each one costs a
-/// BM25 score and a record lookup: 8,000 keep a one-word common query
-/// within 40 ms.)
+/// length look-up that its neighbours mostly share: see `store::lengths`.)
 const SCAN_LIMIT: i64 = 8_000;
 /// A word in more than this share of all records is a stop word for this
 /// corpus: dropped when the query has rarer words.
@@ -305,17 +305,23 @@ fn candidates(
 /// The candidates of one concept (`expr` on `index`, matching about `df`
 /// of `docs` records), each with its score (higher is better).
 ///
-/// When the concept matches at most [`SCAN_LIMIT`] records, FTS5 returns
-/// its best [`CANDIDATES`] by BM25. Otherwise only its newest
-/// [`SCAN_LIMIT`] matches are taken, scored by BM25 with a term frequency
-/// of one: FTS5's `bm25()` would count every match of the word for its
-/// weight and look up each row's length in another table, which for a
-/// common word grows with the corpus (5 of the 30 ms a search for "error"
-/// took at 10 GB). The weight comes from the planner's `df`, and a
-/// record's length is its stored text's, against the average over these
-/// candidates.
+/// Every match is taken when the concept matches at most [`SCAN_LIMIT`]
+/// records, else its newest [`SCAN_LIMIT`]: the cost stays bounded
+/// however large the memory grows. Each is scored by BM25 with a term
+/// frequency of one: the weight from the planner's `df`, the length from
+/// `store::lengths` against the newest records' average length. The best
+/// [`CANDIDATES`] go to the ranker, and only they are looked up in
+/// `records` when no filter needs the records' columns first.
+///
+/// FTS5's own `bm25()` read each match's row of `fts_docsize`: one page
+/// read per match, which for a word matching thousands of records spread
+/// over 10 GB of history was most of a question's time (4 µs a match in
+/// a fresh process). Counting a word once per record, against the
+/// newest records' average length, also ranked better on the recall set,
+/// at 1 GB and at 10 GB of history.
 fn concept_candidates(
     conn: &rusqlite::Connection,
+    lengths: &mut lengths::Reader<'_>,
     index: df::Index,
     expr: String,
     (df, docs): (i64, i64),
@@ -323,62 +329,76 @@ fn concept_candidates(
     mut push: impl FnMut(i64, f64, String, Option<i64>, i64, i64),
 ) -> Result<(), SearchError> {
     let table = index.table();
-    let bm25 = match index {
-        df::Index::Exact => "bm25(fts, 1.0, 0.5)",
-        df::Index::Stem => "bm25(fts_stem)",
+    let newest = match df > SCAN_LIMIT {
+        true => format!("ORDER BY {table}.rowid DESC LIMIT {SCAN_LIMIT}"),
+        false => String::new(),
     };
-    let from = format!("{table} JOIN records r ON r.id = {table}.rowid");
-    let first = format!("{table} MATCH ?1");
-    let args = vec![SqlValue::Text(expr)];
-    if df <= SCAN_LIMIT {
-        // With no filter, only the best are looked up in `records` (a join
-        // first would look up every match: up to SCAN_LIMIT rows). A filter
-        // needs the records' columns, so it joins first.
-        let best;
-        let (score, from, first, tail) = match unfiltered(opts) {
-            true => {
-                best = format!(
-                    "(SELECT rowid AS id, {bm25} AS score FROM {table} WHERE {table} MATCH ?1
-                      ORDER BY 2, 1 LIMIT {CANDIDATES}) m JOIN records r ON r.id = m.id"
-                );
-                ("m.score", best.as_str(), "1", String::new())
-            }
-            false => (
-                bm25,
-                from.as_str(),
-                first.as_str(),
-                format!("ORDER BY 2 LIMIT {CANDIDATES}"),
-            ),
-        };
-        return candidates(
+    // The matches, with the records' columns when a filter needed them.
+    let mut found: Vec<(i64, Option<Columns>)> = Vec::new();
+    if unfiltered(opts) {
+        let mut stmt = conn.prepare_cached(&format!(
+            "SELECT rowid FROM {table} WHERE {table} MATCH ?1 {newest}"
+        ))?;
+        let mut rows = stmt.query([&expr])?;
+        while let Some(r) = rows.next()? {
+            found.push((r.get(0)?, None));
+        }
+    } else {
+        candidates(
             conn,
-            score,
-            from,
-            first,
-            args,
-            &tail,
+            "0",
+            &format!("{table} JOIN records r ON r.id = {table}.rowid"),
+            &format!("{table} MATCH ?1"),
+            vec![SqlValue::Text(expr)],
+            &newest,
             opts,
-            |id, b, role, ts, se, fl| push(id, -b, role, ts, se, fl),
-        );
+            |id, _, role, ts, se, fl| found.push((id, Some((role, ts, se, fl)))),
+        )?;
     }
-    let mut found = Vec::new();
-    candidates(
-        conn,
-        "length(r.text)",
-        &from,
-        &first,
-        args,
-        &format!("ORDER BY {table}.rowid DESC LIMIT {SCAN_LIMIT}"),
-        opts,
-        |id, len, role, ts, se, fl| found.push((id, len, role, ts, se, fl)),
-    )?;
-    let mean = found.iter().map(|f| f.1).sum::<f64>() / found.len().max(1) as f64;
+    let mut lens = Vec::with_capacity(found.len());
+    for (id, _) in &found {
+        lens.push(lengths.length(*id)?);
+    }
+    let mean = match lengths.typical()? {
+        Some(t) => t,
+        // No length is known (a database too old to hold them): the
+        // matches' own average.
+        None => {
+            let known: Vec<f64> = lens.iter().flatten().copied().collect();
+            known.iter().sum::<f64>() / known.len().max(1) as f64
+        }
+    };
     let weight = rank::bm25_idf(docs, df);
-    for (id, len, role, ts, se, fl) in found {
-        push(id, weight * rank::bm25_tf_one(len, mean), role, ts, se, fl);
+    let mut scored: Vec<(f64, i64, Option<Columns>)> = found
+        .into_iter()
+        .zip(lens)
+        .map(|((id, cols), len)| {
+            let score = weight * rank::bm25_tf_one(len.unwrap_or(mean), mean);
+            (score, id, cols)
+        })
+        .collect();
+    // Best first; of equal scores, the newer.
+    scored.sort_by(|a, b| b.0.total_cmp(&a.0).then(b.1.cmp(&a.1)));
+    scored.truncate(CANDIDATES);
+    for (score, id, cols) in scored {
+        let cols = match cols {
+            Some(c) => Some(c),
+            None => conn
+                .prepare_cached("SELECT role, ts, session, flags FROM records WHERE id = ?1")?
+                .query_row([id], |r| {
+                    Ok((codec::role_at(r, 0)?, r.get(1)?, r.get(2)?, r.get(3)?))
+                })
+                .optional()?,
+        };
+        if let Some((role, ts, se, fl)) = cols {
+            push(id, score, role, ts, se, fl);
+        }
     }
     Ok(())
 }
+
+/// What the ranker needs of a record: role, time, session row, flags.
+type Columns = (String, Option<i64>, i64, i64);
 
 /// True when the stemmed index exists (a database opened read-only may
 /// predate it).
@@ -507,6 +527,7 @@ fn lexical(
     concepts.sort_by_key(|c| c.2);
     concepts.truncate(rank::MAX_CONCEPTS);
     let weights: Vec<f64> = concepts.iter().map(|c| idf(c.2)).collect();
+    let mut lengths = lengths::Reader::new(conn)?;
     // Keyed by record id, never by input: the fast hash is safe here.
     let mut by_id: rustc_hash::FxHashMap<i64, rank::Candidate> = Default::default();
     let mut add = |id, concept: Option<(usize, f64)>, role, ts, session, flags| {
@@ -533,6 +554,7 @@ fn lexical(
             };
             concept_candidates(
                 conn,
+                &mut lengths,
                 df::Index::Exact,
                 one.to_fts(),
                 (*df, docs),
@@ -543,6 +565,7 @@ fn lexical(
         if let Some(w) = stem {
             concept_candidates(
                 conn,
+                &mut lengths,
                 df::Index::Stem,
                 Query::to_stem_fts(std::slice::from_ref(w)),
                 (*df, docs),
@@ -893,13 +916,14 @@ mod store_tests {
                 "oct",
                 Role::Assistant,
                 Some(oct_2023),
-                "We decided to drop the cache layer.",
+                "We decided to drop the cache layer of the reporting service after the outage.",
             ),
+            // Newer and shorter: first unless the question names October 2023.
             rec(
                 "recent",
                 Role::Assistant,
                 Some(NOW - 5 * DAY),
-                "The cache layer is back, with the cache warmed at boot.",
+                "The cache layer is back.",
             ),
         ]);
         assert_eq!(first(&store, "cache").session_id, "recent");

@@ -248,6 +248,7 @@ fn apply_checked(
         // Names the record's row id (stored now or before).
         put_slot(conn, log, r.seq, LogKind::Record, &row.hash)?;
     }
+    stmts.finish(conn)?;
     report.watermark = held.max(batch.last_seq);
     set_watermark(conn, &origin, epoch, report.watermark)?;
     if purged_any {

@@ -348,6 +348,7 @@ pub(crate) fn purge(conn: &Connection, target: &ForgetTarget) -> Result<(u64, u6
     let mut sessions = BTreeSet::new();
     for (id, session, hash) in &doomed {
         super::fts::delete(conn, *id)?;
+        super::lengths::clear(conn, *id)?;
         conn.prepare_cached("DELETE FROM records WHERE id = ?1")?
             .execute([id])?;
         conn.prepare_cached(MARK_FORGOTTEN)?.execute(params![

@@ -263,6 +263,9 @@ impl Ingest<'_> {
     }
 
     fn finish(&mut self) -> Result<(), StoreError> {
+        if let Some(stmts) = &mut self.statements {
+            stmts.finish(self.conn)?;
+        }
         if let Some(log) = &mut self.log {
             log.finish(self.conn)?;
         }

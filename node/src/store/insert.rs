@@ -204,6 +204,8 @@ pub(crate) struct RecordStatements<'c> {
     add_row: Statement<'c>,
     count_in_session: Statement<'c>,
     fts: super::fts::Inserts<'c>,
+    /// The new records' lengths, written by [`RecordStatements::finish`].
+    lengths: super::lengths::Pending,
 }
 
 impl<'c> RecordStatements<'c> {
@@ -225,7 +227,16 @@ impl<'c> RecordStatements<'c> {
                  WHERE id = ?1",
             )?,
             fts: super::fts::Inserts::prepare(conn)?,
+            lengths: super::lengths::Pending::default(),
         })
+    }
+
+    /// Writes what the inserts so far leave to the end of the transaction
+    /// (the records' lengths): to be called before it commits. Records
+    /// whose length is never written are still found and ranked the same,
+    /// only more slowly (see `store::lengths`).
+    pub(crate) fn finish(&mut self, conn: &Connection) -> Result<(), StoreError> {
+        self.lengths.write(conn)
     }
 }
 
@@ -320,6 +331,7 @@ pub(crate) fn insert(
         text
     ])?;
     let rowid = conn.last_insert_rowid();
+    stmts.lengths.add(rowid, rec.text.len());
     stmts.fts.add(
         rowid,
         rec.stemmed(),
@@ -431,6 +443,7 @@ mod tests {
                     .expect("insert")
                     .expect("new");
             }
+            stmts.finish(conn).expect("finish");
         }
         (dir, store)
     }

@@ -15,6 +15,7 @@ mod forget;
 mod fts;
 mod ingest;
 mod insert;
+pub(crate) mod lengths;
 mod log;
 #[cfg(test)]
 mod open_tests;
@@ -230,6 +231,7 @@ impl Store {
         }
         schema::migrate(&mut conn).map_err(classified)?;
         fts::backfill_stems(&mut conn).map_err(classified)?;
+        lengths::backfill(&mut conn).map_err(classified)?;
         let store = Store {
             conn,
             path: path.to_path_buf(),

@@ -308,6 +308,18 @@ pub(super) const MIGRATIONS: &[&str] = &[
     INSERT INTO fts(fts, rank) VALUES ('automerge', 16);
     INSERT INTO fts_stem(fts_stem, rank) VALUES ('automerge', 16);
     "#,
+    // v13: each record's length for ranking, one byte per record in rows
+    // of 1,024 (see store::lengths). Records already stored are filled in
+    // by `lengths::backfill` (their text may be compressed, which SQL
+    // cannot read); the meta row marks that work as pending.
+    r#"
+    CREATE TABLE IF NOT EXISTS record_lengths(
+        block INTEGER PRIMARY KEY,
+        lens  BLOB NOT NULL
+    );
+    INSERT INTO meta(key, value) VALUES ('lengths_backfill', '0')
+        ON CONFLICT(key) DO UPDATE SET value = '0';
+    "#,
 ];
 
 /// The version that rebuilt `records` (and `Store::open` compacts a

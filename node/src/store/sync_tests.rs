@@ -181,6 +181,11 @@ fn line_topology_relays_with_origin_and_no_echo() {
     assert_eq!(pull_all(&c, &mut b, None, all()).batches, 0);
     // Duplicated records never exist: one row per hash, as many slots as logs name it.
     assert_eq!(c.count("SELECT count(DISTINCT hash) FROM records"), 55);
+    // Received records have their lengths, as indexed ones do.
+    for node in [&a, &b, &c] {
+        let conn = node.store.conn();
+        assert_eq!(super::lengths::held(conn), super::lengths::expected(conn));
+    }
 }
 
 #[test]
@@ -423,6 +428,12 @@ fn forget_propagates_refuses_resurrection_and_leaves_no_bytes() {
         assert!(
             !bytes.windows(word.len()).any(|w| w == word.as_bytes()),
             "{name}'s database or WAL still holds the forgotten text"
+        );
+        let conn = node.store.conn();
+        assert_eq!(
+            super::lengths::held(conn),
+            super::lengths::expected(conn),
+            "{name} keeps the lengths of the records it holds, and no others"
         );
     }
     // A fresh node behind B never sees the session: B's slots are stubs now.
