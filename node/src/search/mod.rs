@@ -305,10 +305,9 @@ fn candidates(
 /// The candidates of one concept (`expr` on `index`, matching about `df`
 /// of `docs` records), each with its score (higher is better).
 ///
-/// Every match is taken when the concept matches at most [`SCAN_LIMIT`]
-/// records, else its newest [`SCAN_LIMIT`]: the cost stays bounded
-/// however large the memory grows. Each is scored by BM25 with a term
-/// frequency of one: the weight from the planner's `df`, the length from
+/// Its newest [`SCAN_LIMIT`] matches are taken (all of them, for most
+/// concepts): the cost stays bounded however large the memory grows.
+/// Each is scored by BM25 with a term frequency of one: the weight from the planner's `df`, the length from
 /// `store::lengths` against the newest records' average length. The best
 /// [`CANDIDATES`] go to the ranker, and only they are looked up in
 /// `records` when no filter needs the records' columns first.
@@ -329,10 +328,10 @@ fn concept_candidates(
     mut push: impl FnMut(i64, f64, String, Option<i64>, i64, i64),
 ) -> Result<(), SearchError> {
     let table = index.table();
-    let newest = match df > SCAN_LIMIT {
-        true => format!("ORDER BY {table}.rowid DESC LIMIT {SCAN_LIMIT}"),
-        false => String::new(),
-    };
+    // The newest SCAN_LIMIT matches: all of them when the planner's count
+    // says so, and a bound all the same where it is only an estimate (a
+    // stem is planned with its word's count).
+    let newest = format!("ORDER BY {table}.rowid DESC LIMIT {SCAN_LIMIT}");
     // The matches, with the records' columns when a filter needed them.
     let mut found: Vec<(i64, Option<Columns>)> = Vec::new();
     if unfiltered(opts) {
