@@ -379,11 +379,12 @@ fn concept_candidates(
     // Best first; of equal scores, the newer.
     scored.sort_by(|a, b| b.0.total_cmp(&a.0).then(b.1.cmp(&a.1)));
     scored.truncate(CANDIDATES);
+    let mut columns =
+        conn.prepare_cached("SELECT role, ts, session, flags FROM records WHERE id = ?1")?;
     for (score, id, cols) in scored {
         let cols = match cols {
             Some(c) => Some(c),
-            None => conn
-                .prepare_cached("SELECT role, ts, session, flags FROM records WHERE id = ?1")?
+            None => columns
                 .query_row([id], |r| {
                     Ok((codec::role_at(r, 0)?, r.get(1)?, r.get(2)?, r.get(3)?))
                 })

@@ -19,7 +19,7 @@
 //! record (see [`Pending`]) and never changes, since a record's text
 //! never does.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
 use rusqlite::{Connection, OptionalExtension, params};
 
@@ -42,7 +42,10 @@ pub(crate) fn class_of(len: usize) -> u8 {
 /// The length a class stands for (the middle of its range, in bytes);
 /// `None` for class 0, "not known".
 pub(crate) fn length_of(class: u8) -> Option<f64> {
-    (class > 0).then(|| STEP.powf(f64::from(class) - 1.0) - 1.0)
+    // Worked out once: a search asks for thousands.
+    static LENGTHS: std::sync::LazyLock<[f64; 256]> =
+        std::sync::LazyLock::new(|| std::array::from_fn(|c| STEP.powf(c as f64 - 1.0) - 1.0));
+    (class > 0).then(|| LENGTHS[usize::from(class)])
 }
 
 /// The block of record `id` and its byte within it.
@@ -202,10 +205,11 @@ const TYPICAL_BLOCKS: i64 = 64;
 /// Reads record lengths for one search, each block once.
 pub(crate) struct Reader<'c> {
     conn: &'c Connection,
-    /// False on a database too old to have the table (opened read-only).
-    has_table: bool,
+    /// A block's row; `None` on a database too old to have the table
+    /// (opened read-only).
+    block: Option<rusqlite::CachedStatement<'c>>,
     /// The blocks read so far (`None`: no row).
-    blocks: HashMap<i64, Option<Vec<u8>>>,
+    blocks: rustc_hash::FxHashMap<i64, Option<Vec<u8>>>,
     /// [`Reader::typical`], once read.
     typical: Option<Option<f64>>,
 }
@@ -219,10 +223,14 @@ impl<'c> Reader<'c> {
             )?
             .query_row([], |r| r.get::<_, i64>(0))?
             > 0;
+        let block = match has_table {
+            true => Some(conn.prepare_cached("SELECT lens FROM record_lengths WHERE block = ?1")?),
+            false => None,
+        };
         Ok(Reader {
             conn,
-            has_table,
-            blocks: HashMap::new(),
+            block,
+            blocks: Default::default(),
             typical: None,
         })
     }
@@ -237,7 +245,7 @@ impl<'c> Reader<'c> {
         }
         let mut sum = 0.0;
         let mut n = 0u64;
-        if self.has_table {
+        if self.block.is_some() {
             let mut stmt = self
                 .conn
                 .prepare_cached("SELECT lens FROM record_lengths ORDER BY block DESC LIMIT ?1")?;
@@ -264,16 +272,14 @@ impl<'c> Reader<'c> {
     /// record.
     pub(crate) fn length(&mut self, id: i64) -> rusqlite::Result<Option<f64>> {
         let (block, at) = place(id);
-        if self.has_table {
-            if !self.blocks.contains_key(&block) {
-                let lens: Option<Vec<u8>> = self
-                    .conn
-                    .prepare_cached("SELECT lens FROM record_lengths WHERE block = ?1")?
-                    .query_row([block], |r| r.get(0))
-                    .optional()?;
-                self.blocks.insert(block, lens);
-            }
-            let known = self.blocks[&block]
+        if let Some(stmt) = &mut self.block {
+            let lens = match self.blocks.entry(block) {
+                std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+                std::collections::hash_map::Entry::Vacant(e) => {
+                    e.insert(stmt.query_row([block], |r| r.get(0)).optional()?)
+                }
+            };
+            let known = lens
                 .as_ref()
                 .and_then(|lens| lens.get(at))
                 .and_then(|c| length_of(*c));
@@ -401,6 +407,7 @@ mod tests {
         let mean = all.iter().sum::<f64>() / all.len() as f64;
         let typical = reader.typical().expect("typical").expect("known");
         assert!((typical - mean).abs() < 1e-6, "{typical} vs {mean}");
+        drop(reader);
 
         // Unknown bytes are read from the records instead, to the same value.
         conn.execute("DELETE FROM record_lengths WHERE block = 1", [])
@@ -409,6 +416,7 @@ mod tests {
         for (id, class) in &want {
             assert_eq!(reader.length(*id).expect("length"), length_of(*class));
         }
+        drop(reader);
 
         // A database from before the table: backfilled when opened.
         conn.execute_batch(
@@ -439,6 +447,18 @@ mod tests {
         let left = expected(store.conn());
         assert_eq!(left.len(), 1_500 - report.records as usize);
         assert_eq!(held(store.conn()), left);
+
+        // A database from before the table, opened read-only (so never
+        // migrated): every length comes from the records.
+        store
+            .conn()
+            .execute("DROP TABLE record_lengths", [])
+            .expect("drop the table");
+        let mut reader = Reader::new(store.conn()).expect("reader");
+        for (id, class) in &left {
+            assert_eq!(reader.length(*id).expect("length"), length_of(*class));
+        }
+        assert_eq!(reader.typical().expect("typical"), None);
     }
 
     #[test]
