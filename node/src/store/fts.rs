@@ -62,39 +62,14 @@ pub(crate) fn optimize(conn: &Connection) -> Result<(), StoreError> {
 /// Records per backfill transaction.
 const BACKFILL_BATCH: i64 = 5_000;
 
-/// Adds records stored before the stemmed index existed to it, in batches,
-/// resuming from the id saved in `meta.fts_stem_backfill`; the meta row is
-/// removed when done. Each batch re-reads the marker inside its own write
-/// transaction, so two processes opening the database at once never add a
-/// record twice.
+/// Adds records stored before the stemmed index existed to it, resuming
+/// from the id saved in `meta.fts_stem_backfill` (see `store::backfill`),
+/// so a record is never added twice. Returns how many it added.
 pub(crate) fn backfill_stems(conn: &mut Connection) -> Result<u64, StoreError> {
-    use rusqlite::OptionalExtension;
-    // Every open runs this; with nothing to backfill (the usual case) a
-    // plain read answers, so opening never waits on the write lock that a
-    // daemon applying a catch-up re-takes batch after batch.
-    let pending: bool = conn.query_row(
-        "SELECT EXISTS(SELECT 1 FROM meta WHERE key = 'fts_stem_backfill')",
-        [],
-        |r| r.get(0),
-    )?;
-    if !pending {
-        return Ok(0);
-    }
     let mut added = 0u64;
-    loop {
-        let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
-        let from: Option<i64> = tx
-            .query_row(
-                "SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'fts_stem_backfill'",
-                [],
-                |r| r.get(0),
-            )
-            .optional()?;
-        let Some(from) = from else {
-            return Ok(added);
-        };
+    super::backfill::in_batches(conn, "fts_stem_backfill", |tx, from| {
         let rows: Vec<(i64, String, i64, Vec<u8>)> = {
-            let mut stmt = tx.prepare(
+            let mut stmt = tx.prepare_cached(
                 "SELECT id, role, flags, text FROM records WHERE id > ?1 ORDER BY id LIMIT ?2",
             )?;
             let rows = stmt.query_map(params![from, BACKFILL_BATCH], |r| {
@@ -102,25 +77,15 @@ pub(crate) fn backfill_stems(conn: &mut Connection) -> Result<u64, StoreError> {
             })?;
             rows.collect::<Result<_, _>>()?
         };
-        match rows.last() {
-            None => {
-                tx.execute("DELETE FROM meta WHERE key = 'fts_stem_backfill'", [])?;
-            }
-            Some((last, ..)) => {
-                for (id, role, flags, text) in &rows {
-                    if stemmed_role(role) {
-                        let text = codec::decode(&tx, text, *flags);
-                        tx.prepare_cached("INSERT INTO fts_stem(rowid, body) VALUES (?1, ?2)")?
-                            .execute(params![id, index_form(&text)])?;
-                        added += 1;
-                    }
-                }
-                tx.execute(
-                    "UPDATE meta SET value = ?1 WHERE key = 'fts_stem_backfill'",
-                    [last.to_string()],
-                )?;
+        for (id, role, flags, text) in &rows {
+            if stemmed_role(role) {
+                let text = codec::decode(tx, text, *flags);
+                tx.prepare_cached("INSERT INTO fts_stem(rowid, body) VALUES (?1, ?2)")?
+                    .execute(params![id, index_form(&text)])?;
+                added += 1;
             }
         }
-        tx.commit()?;
-    }
+        Ok(rows.last().map(|r| r.0))
+    })?;
+    Ok(added)
 }

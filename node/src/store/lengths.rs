@@ -139,37 +139,15 @@ fn stored_len(text: rusqlite::types::ValueRef<'_>, flags: i64) -> Option<usize> 
 const BACKFILL_BATCH: i64 = 50_000;
 
 /// Fills in the lengths of records stored before `record_lengths`
-/// existed, in batches, resuming from the id saved in
-/// `meta.lengths_backfill` (removed when done). Each batch re-reads the
-/// marker in its own write transaction, so two processes opening the
-/// database at once share the work instead of repeating it. Returns how
-/// many records it filled in.
+/// existed, resuming from the id saved in `meta.lengths_backfill` (see
+/// `store::backfill`). Returns how many records it filled in.
 pub(crate) fn backfill(conn: &mut Connection) -> Result<u64, StoreError> {
-    let pending: bool = conn.query_row(
-        "SELECT EXISTS(SELECT 1 FROM meta WHERE key = 'lengths_backfill')",
-        [],
-        |r| r.get(0),
-    )?;
-    if !pending {
-        return Ok(0);
-    }
     let mut filled = 0u64;
-    loop {
-        let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
-        let from: Option<i64> = tx
-            .query_row(
-                "SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'lengths_backfill'",
-                [],
-                |r| r.get(0),
-            )
-            .optional()?;
-        let Some(from) = from else {
-            return Ok(filled);
-        };
+    super::backfill::in_batches(conn, "lengths_backfill", |tx, from| {
         let mut batch = Pending::default();
         let mut last = None;
         {
-            let mut stmt = tx.prepare(
+            let mut stmt = tx.prepare_cached(
                 "SELECT id, flags, text FROM records WHERE id > ?1 ORDER BY id LIMIT ?2",
             )?;
             let mut rows = stmt.query(params![from, BACKFILL_BATCH])?;
@@ -182,20 +160,10 @@ pub(crate) fn backfill(conn: &mut Connection) -> Result<u64, StoreError> {
                 last = Some(id);
             }
         }
-        match last {
-            None => {
-                tx.execute("DELETE FROM meta WHERE key = 'lengths_backfill'", [])?;
-            }
-            Some(last) => {
-                batch.write(&tx)?;
-                tx.execute(
-                    "UPDATE meta SET value = ?1 WHERE key = 'lengths_backfill'",
-                    [last.to_string()],
-                )?;
-            }
-        }
-        tx.commit()?;
-    }
+        batch.write(tx)?;
+        Ok(last)
+    })?;
+    Ok(filled)
 }
 
 /// Blocks whose lengths [`Reader::typical`] averages: the newest 65,536

@@ -7,6 +7,7 @@
 //! [`wire`] before it is stored, and a stored one again before it is sent.
 
 mod apply;
+mod backfill;
 mod browse;
 pub mod codec;
 mod dict;

@@ -1,0 +1,58 @@
+//! Work a migration leaves for Rust to do over the records already stored
+//! (`fts::backfill_stems`, `lengths::backfill`): SQL cannot decode their
+//! text. The work goes in batches by record id, each in its own write
+//! transaction, resuming from the last id done, which a `meta` row keeps
+//! (removed when done).
+
+use rusqlite::{Connection, OptionalExtension, Transaction};
+
+use super::StoreError;
+
+/// Runs `batch` until it reports nothing left. `key` names the `meta` row
+/// that holds the last record id done; with no such row there is nothing
+/// to do, and that plain read is all a call costs (every open makes one,
+/// and must not wait on the write lock a busy daemon keeps taking).
+/// `batch` gets the transaction and the last id done, works on the
+/// records after it and returns the last id it covered, or `None` when
+/// there were none. Each batch re-reads the row inside its write
+/// transaction, so two processes opening the database at once share the
+/// work instead of repeating it.
+pub(super) fn in_batches(
+    conn: &mut Connection,
+    key: &str,
+    mut batch: impl FnMut(&Transaction<'_>, i64) -> Result<Option<i64>, StoreError>,
+) -> Result<(), StoreError> {
+    let pending: bool = conn.query_row(
+        "SELECT EXISTS(SELECT 1 FROM meta WHERE key = ?1)",
+        [key],
+        |r| r.get(0),
+    )?;
+    if !pending {
+        return Ok(());
+    }
+    loop {
+        let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        let from: Option<i64> = tx
+            .query_row(
+                "SELECT CAST(value AS INTEGER) FROM meta WHERE key = ?1",
+                [key],
+                |r| r.get(0),
+            )
+            .optional()?;
+        let Some(from) = from else {
+            return Ok(());
+        };
+        match batch(&tx, from)? {
+            None => {
+                tx.execute("DELETE FROM meta WHERE key = ?1", [key])?;
+            }
+            Some(last) => {
+                tx.execute(
+                    "UPDATE meta SET value = ?1 WHERE key = ?2",
+                    rusqlite::params![last.to_string(), key],
+                )?;
+            }
+        }
+        tx.commit()?;
+    }
+}
