@@ -99,15 +99,29 @@ fn patch(conn: &Connection, block: i64, edit: impl FnOnce(&mut [u8])) -> Result<
     Ok(())
 }
 
-/// Makes record `id`'s length unknown again (a forget leaves no trace of
-/// the record, its length included).
-pub(crate) fn clear(conn: &Connection, id: i64) -> Result<(), StoreError> {
-    let (block, at) = place(id);
-    let held: bool = conn
-        .prepare_cached("SELECT EXISTS(SELECT 1 FROM record_lengths WHERE block = ?1)")?
-        .query_row([block], |r| r.get(0))?;
-    if held {
-        patch(conn, block, |lens| lens[at] = 0)?;
+/// Makes the lengths of records `ids` unknown again (a forget leaves no
+/// trace of a record, its length included): one read and write per row
+/// touched.
+pub(crate) fn clear(
+    conn: &Connection,
+    ids: impl IntoIterator<Item = i64>,
+) -> Result<(), StoreError> {
+    let mut by_block: BTreeMap<i64, Vec<usize>> = BTreeMap::new();
+    for id in ids {
+        let (block, at) = place(id);
+        by_block.entry(block).or_default().push(at);
+    }
+    for (block, ats) in by_block {
+        let held: bool = conn
+            .prepare_cached("SELECT EXISTS(SELECT 1 FROM record_lengths WHERE block = ?1)")?
+            .query_row([block], |r| r.get(0))?;
+        if held {
+            patch(conn, block, |lens| {
+                for at in ats {
+                    lens[at] = 0;
+                }
+            })?;
+        }
     }
     Ok(())
 }
