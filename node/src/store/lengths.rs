@@ -84,13 +84,20 @@ impl Pending {
     }
 }
 
-/// Changes a block's bytes through `edit` (a block not stored yet starts
-/// all unknown).
+/// A row's bytes, or none for a value that is not a blob (a damaged row
+/// then counts as all unknown: see the module's notes).
+fn row_bytes(r: &rusqlite::Row<'_>) -> rusqlite::Result<Option<Vec<u8>>> {
+    Ok(r.get_ref(0)?.as_blob().ok().map(<[u8]>::to_vec))
+}
+
+/// Changes a block's bytes through `edit` (a block not stored yet, or
+/// damaged, starts all unknown).
 fn patch(conn: &Connection, block: i64, edit: impl FnOnce(&mut [u8])) -> Result<(), StoreError> {
     let stored: Option<Vec<u8>> = conn
         .prepare_cached("SELECT lens FROM record_lengths WHERE block = ?1")?
-        .query_row([block], |r| r.get(0))
-        .optional()?;
+        .query_row([block], row_bytes)
+        .optional()?
+        .flatten();
     let mut lens = stored.unwrap_or_default();
     lens.resize(BLOCK as usize, 0);
     edit(&mut lens);
@@ -233,9 +240,8 @@ impl<'c> Reader<'c> {
                 .prepare_cached("SELECT lens FROM record_lengths ORDER BY block DESC LIMIT ?1")?;
             let mut rows = stmt.query([TYPICAL_BLOCKS])?;
             while let Some(r) = rows.next()? {
-                for len in r
-                    .get_ref(0)?
-                    .as_blob()?
+                for len in row_bytes(r)?
+                    .unwrap_or_default()
                     .iter()
                     .filter_map(|c| length_of(*c))
                 {
@@ -258,7 +264,7 @@ impl<'c> Reader<'c> {
             let lens = match self.blocks.entry(block) {
                 std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
                 std::collections::hash_map::Entry::Vacant(e) => {
-                    e.insert(stmt.query_row([block], |r| r.get(0)).optional()?)
+                    e.insert(stmt.query_row([block], row_bytes).optional()?.flatten())
                 }
             };
             let known = lens
@@ -399,6 +405,25 @@ mod tests {
             assert_eq!(reader.length(*id).expect("length"), length_of(*class));
         }
         drop(reader);
+
+        // A damaged row (not a blob) counts as unknown, read from the
+        // records too, and a later write starts it afresh.
+        conn.execute("UPDATE record_lengths SET lens = 7 WHERE block = 0", [])
+            .expect("damage a row");
+        let mut reader = Reader::new(conn).expect("reader");
+        for (id, class) in &want {
+            assert_eq!(reader.length(*id).expect("length"), length_of(*class));
+        }
+        // (Block 1 was dropped above, block 0 is damaged: none is known.)
+        assert_eq!(reader.typical().expect("typical"), None);
+        drop(reader);
+        clear(conn, [want[0].0]).expect("clear into a damaged row");
+        let rewritten: Vec<u8> = conn
+            .query_row("SELECT lens FROM record_lengths WHERE block = 0", [], |r| {
+                r.get(0)
+            })
+            .expect("row");
+        assert_eq!(rewritten, vec![0; BLOCK as usize]);
 
         // A database from before the table: backfilled when opened.
         conn.execute_batch(
