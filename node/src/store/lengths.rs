@@ -348,6 +348,16 @@ mod tests {
         assert_eq!(class_of(usize::MAX), 255);
     }
 
+    /// A reader of `conn`, checked to give each of `want`'s records the
+    /// length of its class.
+    fn reads_as<'c>(conn: &'c Connection, want: &[(i64, u8)]) -> Reader<'c> {
+        let mut reader = Reader::new(conn).expect("reader");
+        for (id, class) in want {
+            assert_eq!(reader.length(*id).expect("length"), length_of(*class));
+        }
+        reader
+    }
+
     fn record(session: &str, text: &str) -> crate::record::Record {
         crate::record::Record::new("claude-code", session, crate::record::Role::Assistant, text)
     }
@@ -386,10 +396,7 @@ mod tests {
         let want = expected(conn);
         assert_eq!(want.len(), 1_500);
         assert_eq!(held(conn), want, "written with their records");
-        let mut reader = Reader::new(conn).expect("reader");
-        for (id, class) in &want {
-            assert_eq!(reader.length(*id).expect("length"), length_of(*class));
-        }
+        let mut reader = reads_as(conn, &want);
 
         let all: Vec<f64> = want.iter().filter_map(|(_, c)| length_of(*c)).collect();
         let mean = all.iter().sum::<f64>() / all.len() as f64;
@@ -400,20 +407,13 @@ mod tests {
         // Unknown bytes are read from the records instead, to the same value.
         conn.execute("DELETE FROM record_lengths WHERE block = 1", [])
             .expect("drop a block");
-        let mut reader = Reader::new(conn).expect("reader");
-        for (id, class) in &want {
-            assert_eq!(reader.length(*id).expect("length"), length_of(*class));
-        }
-        drop(reader);
+        drop(reads_as(conn, &want));
 
         // A damaged row (not a blob) counts as unknown, read from the
         // records too, and a later write starts it afresh.
         conn.execute("UPDATE record_lengths SET lens = 7 WHERE block = 0", [])
             .expect("damage a row");
-        let mut reader = Reader::new(conn).expect("reader");
-        for (id, class) in &want {
-            assert_eq!(reader.length(*id).expect("length"), length_of(*class));
-        }
+        let mut reader = reads_as(conn, &want);
         // (Block 1 was dropped above, block 0 is damaged: none is known.)
         assert_eq!(reader.typical().expect("typical"), None);
         drop(reader);
@@ -461,10 +461,7 @@ mod tests {
             .conn()
             .execute("DROP TABLE record_lengths", [])
             .expect("drop the table");
-        let mut reader = Reader::new(store.conn()).expect("reader");
-        for (id, class) in &left {
-            assert_eq!(reader.length(*id).expect("length"), length_of(*class));
-        }
+        let mut reader = reads_as(store.conn(), &left);
         assert_eq!(reader.typical().expect("typical"), None);
     }
 
