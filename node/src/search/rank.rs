@@ -46,8 +46,8 @@ fn role_weight(role: &str) -> f64 {
 }
 
 /// How much a stem-only match counts next to an exact one: a record that
-/// matches a word as written also matches its stem, so it always scores
-/// above a record that matches only the stem.
+/// matches a word as written also matches its stem, so it scores above a
+/// record of the same length that matches only the stem.
 pub(super) const STEM_WEIGHT: f64 = 0.6;
 
 /// BM25's term saturation and length normalisation, as FTS5 sets them.
