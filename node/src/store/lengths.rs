@@ -74,7 +74,7 @@ impl Pending {
     /// and forgets it.
     pub(crate) fn write(&mut self, conn: &Connection) -> Result<(), StoreError> {
         for (block, bytes) in std::mem::take(&mut self.by_block) {
-            patch(conn, block, |lens| {
+            patch(conn, block, true, |lens| {
                 for (at, class) in bytes {
                     lens[at] = class;
                 }
@@ -90,15 +90,23 @@ fn row_bytes(r: &rusqlite::Row<'_>) -> rusqlite::Result<Option<Vec<u8>>> {
     Ok(r.get_ref(0)?.as_blob().ok().map(<[u8]>::to_vec))
 }
 
-/// Changes a block's bytes through `edit` (a block not stored yet, or
-/// damaged, starts all unknown).
-fn patch(conn: &Connection, block: i64, edit: impl FnOnce(&mut [u8])) -> Result<(), StoreError> {
-    let stored: Option<Vec<u8>> = conn
+/// Changes a block's bytes through `edit` (a damaged block starts all
+/// unknown). A block not stored yet is made, all unknown, only when
+/// `create` says so.
+fn patch(
+    conn: &Connection,
+    block: i64,
+    create: bool,
+    edit: impl FnOnce(&mut [u8]),
+) -> Result<(), StoreError> {
+    let stored: Option<Option<Vec<u8>>> = conn
         .prepare_cached("SELECT lens FROM record_lengths WHERE block = ?1")?
         .query_row([block], row_bytes)
-        .optional()?
-        .flatten();
-    let mut lens = stored.unwrap_or_default();
+        .optional()?;
+    if stored.is_none() && !create {
+        return Ok(());
+    }
+    let mut lens = stored.flatten().unwrap_or_default();
     lens.resize(BLOCK as usize, 0);
     edit(&mut lens);
     conn.prepare_cached("INSERT OR REPLACE INTO record_lengths(block, lens) VALUES (?1, ?2)")?
@@ -119,16 +127,11 @@ pub(crate) fn clear(
         by_block.entry(block).or_default().push(at);
     }
     for (block, ats) in by_block {
-        let held: bool = conn
-            .prepare_cached("SELECT EXISTS(SELECT 1 FROM record_lengths WHERE block = ?1)")?
-            .query_row([block], |r| r.get(0))?;
-        if held {
-            patch(conn, block, |lens| {
-                for at in ats {
-                    lens[at] = 0;
-                }
-            })?;
-        }
+        patch(conn, block, false, |lens| {
+            for at in ats {
+                lens[at] = 0;
+            }
+        })?;
     }
     Ok(())
 }
