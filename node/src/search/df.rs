@@ -11,6 +11,10 @@
 //! the exact figure for rare words (their weight) and an estimate for the
 //! rest (whether a word is a stop word for this corpus, and its weight,
 //! which changes little once a word is common).
+//!
+//! The newest matches read for a count are kept for the rest of the
+//! search: a single word is then scored from them (see
+//! [`Frequencies::newest`]) without asking FTS5 for them a second time.
 
 use std::collections::HashMap;
 
@@ -44,6 +48,9 @@ pub(super) struct Frequencies<'c> {
     /// The lowest and highest record id (0, 0 when there are none).
     ids: (i64, i64),
     seen: HashMap<(Index, String), i64>,
+    /// The newest matches of each token counted, newest first (at most
+    /// [`SCAN_LIMIT`] + 1).
+    newest: HashMap<(Index, String), Vec<i64>>,
 }
 
 impl<'c> Frequencies<'c> {
@@ -61,6 +68,7 @@ impl<'c> Frequencies<'c> {
             conn,
             ids,
             seen: HashMap::new(),
+            newest: HashMap::new(),
         })
     }
 
@@ -77,11 +85,22 @@ impl<'c> Frequencies<'c> {
         if let Some(&df) = self.seen.get(&key) {
             return Ok(df);
         }
-        let expr = format!("\"{}\"", token.replace('"', "\"\""));
-        let (count, oldest) = newest_matches(self.conn, index.table(), &expr)?;
-        let df = estimate(count, oldest, self.ids);
-        self.seen.insert(key, df);
+        let ids = newest_matches(self.conn, index.table(), &token_expr(token))?;
+        let oldest = ids.last().copied().unwrap_or(0);
+        let df = estimate(ids.len() as i64, oldest, self.ids);
+        self.seen.insert(key.clone(), df);
+        self.newest.insert(key, ids);
         Ok(df)
+    }
+
+    /// The newest [`SCAN_LIMIT`] records that hold `token` in `index`,
+    /// newest first, when [`Frequencies::token`] has counted it: the same
+    /// rows as `SELECT rowid … MATCH` on [`token_expr`] ordered by
+    /// `rowid DESC`, as of this search's snapshot.
+    pub(super) fn newest(&self, index: Index, token: &str) -> Option<&[i64]> {
+        self.newest
+            .get(&(index, token.to_string()))
+            .map(|ids| &ids[..ids.len().min(SCAN_LIMIT as usize)])
     }
 
     /// An upper bound on the records `term` matches in the exact index: a
@@ -101,16 +120,23 @@ impl<'c> Frequencies<'c> {
     }
 }
 
-/// How many of the newest `SCAN_LIMIT + 1` records match `expr` in `table`,
-/// and the lowest id among them.
-fn newest_matches(conn: &Connection, table: &str, expr: &str) -> rusqlite::Result<(i64, i64)> {
-    conn.prepare_cached(&format!(
-        "SELECT count(*), COALESCE(min(rowid), 0) FROM
-             (SELECT rowid FROM {table} WHERE {table} MATCH ?1 ORDER BY rowid DESC LIMIT ?2)"
-    ))?
-    .query_row(rusqlite::params![expr, SCAN_LIMIT + 1], |r| {
-        Ok((r.get(0)?, r.get(1)?))
-    })
+/// The FTS5 expression that matches the single index term `token`.
+pub(super) fn token_expr(token: &str) -> String {
+    format!("\"{}\"", token.replace('"', "\"\""))
+}
+
+/// The newest `SCAN_LIMIT + 1` records that match `expr` in `table`,
+/// newest first.
+fn newest_matches(conn: &Connection, table: &str, expr: &str) -> rusqlite::Result<Vec<i64>> {
+    let mut stmt = conn.prepare_cached(&format!(
+        "SELECT rowid FROM {table} WHERE {table} MATCH ?1 ORDER BY rowid DESC LIMIT ?2"
+    ))?;
+    let mut rows = stmt.query(rusqlite::params![expr, SCAN_LIMIT + 1])?;
+    let mut ids = Vec::new();
+    while let Some(r) = rows.next()? {
+        ids.push(r.get(0)?);
+    }
+    Ok(ids)
 }
 
 /// The document frequency that `count` newest matches, the oldest of them at
@@ -224,6 +250,21 @@ mod tests {
                 assert!(off < 0.01, "{word}: {got} for {exact}");
             }
         }
+        // The newest matches counted are those the index gives, newest first.
+        for word in ["every", "third", "rare", "absent"] {
+            let mut stmt = conn
+                .prepare("SELECT rowid FROM fts WHERE fts MATCH ?1 ORDER BY rowid DESC LIMIT ?2")
+                .expect("prepare");
+            let want: Vec<i64> = stmt
+                .query_map(rusqlite::params![token_expr(word), SCAN_LIMIT], |r| {
+                    r.get(0)
+                })
+                .expect("query")
+                .collect::<Result<_, _>>()
+                .expect("rows");
+            assert_eq!(df.newest(Index::Exact, word), Some(&want[..]), "{word}");
+        }
+        assert_eq!(df.newest(Index::Stem, "every"), None);
         // A phrase is bounded by its rarest word.
         let phrase = Term::Phrase(vec!["every".into(), "rare".into()]);
         assert_eq!(df.term(&phrase).expect("phrase"), 5);

@@ -321,12 +321,16 @@ fn candidates(
 fn concept_candidates(
     conn: &rusqlite::Connection,
     lengths: &mut lengths::Reader<'_>,
-    index: df::Index,
-    expr: String,
+    concept: Concept<'_>,
     (df, docs): (i64, i64),
     opts: &SearchOptions,
     mut push: impl FnMut(i64, f64, String, Option<i64>, i64, i64),
 ) -> Result<(), SearchError> {
+    let Concept {
+        index,
+        expr,
+        counted,
+    } = concept;
     let table = index.table();
     // The newest SCAN_LIMIT matches: all of them when the planner's count
     // says so, and a bound all the same where it is only an estimate (a
@@ -334,7 +338,10 @@ fn concept_candidates(
     let newest = format!("ORDER BY {table}.rowid DESC LIMIT {SCAN_LIMIT}");
     // The matches, with the records' columns when a filter needed them.
     let mut found: Vec<(i64, Option<Columns>)> = Vec::new();
-    if unfiltered(opts) {
+    if let (true, Some(ids)) = (unfiltered(opts), counted) {
+        // Read already, when the word's frequency was counted.
+        found.extend(ids.iter().map(|&id| (id, None)));
+    } else if unfiltered(opts) {
         let mut stmt = conn.prepare_cached(&format!(
             "SELECT rowid FROM {table} WHERE {table} MATCH ?1 {newest}"
         ))?;
@@ -376,9 +383,16 @@ fn concept_candidates(
             (score, id, cols)
         })
         .collect();
-    // Best first; of equal scores, the newer.
-    scored.sort_by(|a, b| b.0.total_cmp(&a.0).then(b.1.cmp(&a.1)));
-    scored.truncate(CANDIDATES);
+    // Best first; of equal scores, the newer. Only the best CANDIDATES
+    // are put in order (ids are unique, so the order is total).
+    let best_first = |a: &(f64, i64, Option<Columns>), b: &(f64, i64, Option<Columns>)| {
+        b.0.total_cmp(&a.0).then(b.1.cmp(&a.1))
+    };
+    if scored.len() > CANDIDATES {
+        scored.select_nth_unstable_by(CANDIDATES, best_first);
+        scored.truncate(CANDIDATES);
+    }
+    scored.sort_unstable_by(best_first);
     let mut columns =
         conn.prepare_cached("SELECT role, ts, session, flags FROM records WHERE id = ?1")?;
     for (score, id, cols) in scored {
@@ -395,6 +409,14 @@ fn concept_candidates(
         }
     }
     Ok(())
+}
+
+/// One concept to look up: its FTS5 expression on `index`, and its newest
+/// matches when the planner read them already (a single word or stem).
+struct Concept<'a> {
+    index: df::Index,
+    expr: String,
+    counted: Option<&'a [i64]>,
 }
 
 /// What the ranker needs of a record: role, time, session row, flags.
@@ -552,22 +574,34 @@ fn lexical(
                 terms: vec![t.clone()],
                 ..Query::default()
             };
+            let counted = match t {
+                Term::Phrase(p) if p.len() == 1 => freq.newest(df::Index::Exact, &p[0]),
+                _ => None,
+            };
+            let concept = Concept {
+                index: df::Index::Exact,
+                expr: one.to_fts(),
+                counted,
+            };
             concept_candidates(
                 conn,
                 &mut lengths,
-                df::Index::Exact,
-                one.to_fts(),
+                concept,
                 (*df, docs),
                 opts,
                 |id, score, role, ts, se, fl| add(id, Some((k, score)), role, ts, se, fl),
             )?;
         }
         if let Some(w) = stem {
+            let concept = Concept {
+                index: df::Index::Stem,
+                expr: Query::to_stem_fts(std::slice::from_ref(w)),
+                counted: freq.newest(df::Index::Stem, w),
+            };
             concept_candidates(
                 conn,
                 &mut lengths,
-                df::Index::Stem,
-                Query::to_stem_fts(std::slice::from_ref(w)),
+                concept,
                 (*df, docs),
                 opts,
                 |id, score, role, ts, se, fl| {
