@@ -21,6 +21,20 @@ static BUILTIN: &[u8] = include_bytes!("../../assets/embed/minilm-static.bin");
 /// bounded so that long tool output costs no more than a paragraph.
 pub const MAX_TOKENS: usize = 256;
 
+/// Pieces a text embedded alone may look up before building the whole
+/// vocabulary's map is the cheaper way (a question has a few hundred).
+const ONE_TEXT_PIECES: usize = 4_096;
+
+/// The prefix of `text` that is tokenized: a token is rarely shorter than
+/// a character, so this bounds the work for huge texts.
+fn bounded(text: &str) -> &str {
+    let end = text
+        .char_indices()
+        .nth(MAX_TOKENS * 12)
+        .map_or(text.len(), |(i, _)| i);
+    &text[..end]
+}
+
 /// Problems with an embedding table.
 #[derive(Debug, thiserror::Error)]
 pub enum EmbedError {
@@ -53,20 +67,45 @@ impl<'a> Embedder<'a> {
 
     /// The token ids of (a bounded prefix of) `text`.
     pub fn tokens(&self, text: &str) -> Vec<u32> {
-        // A token is rarely shorter than a character; this bounds the work
-        // for huge texts before tokenizing.
-        let end = text
-            .char_indices()
-            .nth(MAX_TOKENS * 12)
-            .map_or(text.len(), |(i, _)| i);
-        wordpiece::tokenize(self.table.vocab(), self.unk, &text[..end], MAX_TOKENS)
+        wordpiece::tokenize(self.table.vocab(), self.unk, bounded(text), MAX_TOKENS)
     }
 
     /// The unit vector of `text`, or `None` when no token of it carries
     /// meaning (empty text, only unknown pieces).
     pub fn embed(&self, text: &str) -> Option<Vec<f32>> {
+        self.vector_of(&self.tokens(text))
+    }
+
+    /// [`Embedder::embed`] for a text embedded alone, such as a question:
+    /// the same vector, without building the whole vocabulary's map when
+    /// it is not built yet. Only the pieces the text's words could split
+    /// into are sought, in one pass over the vocabulary.
+    pub fn embed_one(&self, text: &str) -> Option<Vec<f32>> {
+        if self.table.has_vocab() {
+            return self.embed(text);
+        }
+        let text = bounded(text);
+        // Each word gives at least one token: later words are never reached.
+        let mut wanted = table::WantedSet::default();
+        let mut words = 0;
+        wordpiece::words(text, |w| {
+            words += 1;
+            wordpiece::pieces(w, &mut |p| {
+                wanted.insert(p);
+            });
+            words < MAX_TOKENS && wanted.len() <= ONE_TEXT_PIECES
+        });
+        if wanted.len() > ONE_TEXT_PIECES {
+            return self.embed(text);
+        }
+        let vocab = self.table.vocab_of(&wanted);
+        self.vector_of(&wordpiece::tokenize(&vocab, self.unk, text, MAX_TOKENS))
+    }
+
+    /// The unit vector of the sum of the rows of `ids`.
+    fn vector_of(&self, ids: &[u32]) -> Option<Vec<f32>> {
         let mut acc = vec![0f32; self.table.dim];
-        for id in self.tokens(text) {
+        for &id in ids {
             self.table.add_row(id, &mut acc);
         }
         let norm = acc.iter().map(|v| v * v).sum::<f32>().sqrt();
@@ -256,6 +295,38 @@ pub fn inverse_norm(stored: &[u8]) -> f32 {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+
+    #[test]
+    fn a_text_embedded_alone_gets_the_vector_the_whole_vocabulary_gives() {
+        let long_word = "x".repeat(150);
+        // More pieces than a question has: the whole map is built instead.
+        let many_words = (0..100)
+            .map(|i| format!("{i:03}abcdefghijklmnopqrstuvwxyz"))
+            .collect::<Vec<_>>()
+            .join(" ");
+        let texts = [
+            "why did we pin hyper?",
+            "Café déjà-vu: PINNED reqwest 0.11 because of hyper",
+            "为什么禁用缓存",
+            "почему мы закрепили hyper",
+            "error[E0502]: cannot borrow `x` as mutable /src/main.rs:12",
+            long_word.as_str(),
+            many_words.as_str(),
+            "",
+            "\u{7}\u{0}",
+        ];
+        for text in texts {
+            // A fresh table each time: its map is not built yet.
+            let alone = Embedder::from_bytes(BUILTIN).expect("table");
+            let got = alone.embed_one(text);
+            assert_eq!(alone.table.has_vocab(), text == many_words, "{text}");
+            let full = Embedder::from_bytes(BUILTIN).expect("table");
+            assert_eq!(got, full.embed(text), "{text}");
+            // With the map built, the map answers.
+            assert!(full.table.has_vocab());
+            assert_eq!(full.embed_one(text), got, "{text}");
+        }
+    }
 
     /// A small deterministic generator, so the test needs no crate.
     fn lcg(state: &mut u64) -> u32 {

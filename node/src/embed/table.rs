@@ -16,6 +16,9 @@ use super::EmbedError;
 /// a fast non-keyed hash: the keys are the fixed vocabulary, not input.
 pub type Vocab<'a> = std::collections::HashMap<&'a str, u32, rustc_hash::FxBuildHasher>;
 
+/// Tokens asked for by [`Table::vocab_of`].
+pub type WantedSet = std::collections::HashSet<String, rustc_hash::FxBuildHasher>;
+
 const MAGIC: &[u8; 8] = b"CAIRNEMB";
 const HEADER: usize = 8 + 4 * 4;
 
@@ -85,6 +88,24 @@ impl<'a> Table<'a> {
             }
             vocab
         })
+    }
+
+    /// Token → row for the tokens of `wanted` only, from one pass over the
+    /// vocabulary (a fraction of building [`Table::vocab`], for a text
+    /// embedded once).
+    pub fn vocab_of(&self, wanted: &WantedSet) -> Vocab<'a> {
+        let mut vocab = Vocab::default();
+        for (n, tok) in self.text.split('\n').enumerate() {
+            if wanted.contains(tok) {
+                vocab.entry(tok).or_insert(n as u32);
+            }
+        }
+        vocab
+    }
+
+    /// Whether [`Table::vocab`] has been built.
+    pub fn has_vocab(&self) -> bool {
+        self.vocab.get().is_some()
     }
 
     /// The row of `token` (its first, if listed twice), found without

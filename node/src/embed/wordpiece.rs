@@ -23,27 +23,42 @@ const MAX_WORD_CHARS: usize = 100;
 /// `unk` is the id of `[UNK]`.
 pub fn tokenize(vocab: &Vocab<'_>, unk: u32, text: &str, max: usize) -> Vec<u32> {
     let mut ids = Vec::new();
-    let mut word = String::new();
     let mut piece = String::new();
-    let mut flush = |word: &mut String, ids: &mut Vec<u32>| {
-        if !word.is_empty() {
-            wordpiece(vocab, unk, word, &mut piece, ids);
-            word.clear();
-        }
+    words(text, |word| {
+        wordpiece(vocab, unk, word, &mut piece, &mut ids);
+        ids.len() < max
+    });
+    ids.truncate(max);
+    ids
+}
+
+/// Calls `each` with the words of `text` as the BERT basic pre-tokenizer
+/// makes them (lower-cased, accents dropped; punctuation and CJK
+/// ideographs each a word of their own), in order, until it returns false.
+pub fn words(text: &str, mut each: impl FnMut(&str) -> bool) {
+    let mut word = String::new();
+    // A word ends: hand it over; false when `each` asks to stop.
+    let mut flush = |word: &mut String| {
+        let go_on = word.is_empty() || each(word);
+        word.clear();
+        go_on
     };
     for c in text.chars() {
-        if ids.len() >= max {
-            break;
-        }
         if c == '\0' || c == '\u{fffd}' || (c.is_control() && !c.is_whitespace()) {
             continue;
         }
         if c.is_whitespace() {
-            flush(&mut word, &mut ids);
+            if !flush(&mut word) {
+                return;
+            }
         } else if is_punctuation(c) || is_cjk(c) {
-            flush(&mut word, &mut ids);
+            if !flush(&mut word) {
+                return;
+            }
             word.push(c);
-            flush(&mut word, &mut ids);
+            if !flush(&mut word) {
+                return;
+            }
         } else {
             // Lower-case, then drop accents (NFD, without combining marks).
             for l in c.to_lowercase() {
@@ -55,9 +70,30 @@ pub fn tokenize(vocab: &Vocab<'_>, unk: u32, text: &str, max: usize) -> Vec<u32>
             }
         }
     }
-    flush(&mut word, &mut ids);
-    ids.truncate(max);
-    ids
+    flush(&mut word);
+}
+
+/// Every piece [`wordpiece`] may look up while splitting `word`: each
+/// run of its characters, `##`-prefixed unless it starts the word (none
+/// for a word too long to split).
+pub fn pieces(word: &str, out: &mut impl FnMut(String)) {
+    if word.chars().count() > MAX_WORD_CHARS {
+        return;
+    }
+    let bounds: Vec<usize> = word
+        .char_indices()
+        .map(|(i, _)| i)
+        .chain([word.len()])
+        .collect();
+    for (k, &start) in bounds.iter().enumerate() {
+        for &end in &bounds[k + 1..] {
+            let run = &word[start..end];
+            out(match start {
+                0 => run.to_owned(),
+                _ => format!("##{run}"),
+            });
+        }
+    }
 }
 
 /// Greedy longest-match-first split of one word into vocabulary pieces.
@@ -141,6 +177,44 @@ mod tests {
         assert_eq!(tokenize(&v, 0, "unaffxyz a", 10), vec![0, 12]);
         // CJK ideographs stand alone; control characters vanish.
         assert_eq!(tokenize(&v, 0, "缓存\u{7}", 10), vec![10, 11]);
+    }
+
+    #[test]
+    fn the_pieces_of_a_word_hold_every_look_up_of_its_split() {
+        let all = |w: &str| {
+            let mut v = Vec::new();
+            pieces(w, &mut |p| v.push(p));
+            v
+        };
+        assert_eq!(all("abc"), ["a", "ab", "abc", "##b", "##bc", "##c"]);
+        assert_eq!(all("缓"), ["缓"]);
+        assert!(all(&"a".repeat(MAX_WORD_CHARS + 1)).is_empty());
+        // Splitting with only those pieces known splits as with all of
+        // them: every look-up was among them.
+        let v = vocab();
+        for text in [
+            "Unaffable",
+            "PINNED hyper.",
+            "Café",
+            "unaffxyz a",
+            "缓存\u{7}",
+        ] {
+            let mut wanted = Vec::new();
+            words(text, |w| {
+                pieces(w, &mut |p| wanted.push(p));
+                true
+            });
+            let small: Vocab<'_> = v
+                .iter()
+                .filter(|(t, _)| wanted.iter().any(|w| w == *t))
+                .map(|(t, id)| (*t, *id))
+                .collect();
+            assert_eq!(
+                tokenize(&small, 0, text, 10),
+                tokenize(&v, 0, text, 10),
+                "{text}"
+            );
+        }
     }
 
     #[test]

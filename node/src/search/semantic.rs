@@ -453,7 +453,7 @@ pub(crate) fn alongside<T>(
         return (lexical(), Some(Scanned(Beside::Later)));
     };
     let beside = || {
-        let Some(qv) = embedder.embed(text) else {
+        let Some(qv) = embedder.embed_one(text) else {
             return Scanned(Beside::NoVector);
         };
         let file = scan_file_unfiltered(&scan, &Scorer::new(&qv), &qv);
@@ -621,7 +621,7 @@ pub(crate) fn blend(
     let (qv, file) = match scanned.0 {
         Beside::Found { qv, file } => (qv, file),
         Beside::NoVector => return Ok(lex),
-        Beside::Later => match opts.semantic.and_then(|e| e.embed(&q.text)) {
+        Beside::Later => match opts.semantic.and_then(|e| e.embed_one(&q.text)) {
             Some(qv) => (qv, FileScan::NotTried),
             None => return Ok(lex),
         },
