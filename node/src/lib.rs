@@ -6,7 +6,8 @@
 //! `record`, `home`, `lock`, `clock`, `hex`, `text`, `embed`, `pathmap` at
 //! the bottom; then `redact`, `identity`, `survey`; `sources`; `config`,
 //! `store`; `indexer`,
-//! `search`; the [`node::Node`] façade; `sync`, which drives a shared node;
+//! `search`; the [`node::Node`] façade and `search_socket` (searches the
+//! daemon answers for the CLI); `sync`, which drives a shared node;
 //! and the front ends served from the library, `mcp` and `ui`. Each imports
 //! only from layers below its own.
 //!
@@ -28,6 +29,7 @@ pub mod pathmap;
 pub mod record;
 pub mod redact;
 pub mod search;
+pub mod search_socket;
 pub mod sources;
 pub mod store;
 pub mod survey;

@@ -315,23 +315,13 @@ impl Node {
         Ok(report)
     }
 
-    /// The meaning-vector embedder, when the semantic tier is on.
-    fn embedder(&self) -> Option<&'static crate::embed::Embedder<'static>> {
-        self.config.semantic.then(crate::embed::builtin)
-    }
-
-    /// The embedder for a search: none for an exact look-up or a search
-    /// asked to stay lexical (`opts.lexical_only`), so such a search never
-    /// pays for loading the table.
+    /// The embedder for a search (see [`search::semantic::embedder_for`]).
     fn embedder_for(
         &self,
         query: &str,
         opts: &SearchOptions,
     ) -> Option<&'static crate::embed::Embedder<'static>> {
-        if opts.lexical_only || search::semantic::is_exact_lookup(query) {
-            return None;
-        }
-        self.embedder()
+        search::semantic::embedder_for(self.config.semantic, query, opts)
     }
 
     /// Gives every record stored since the last pass its meaning vector

@@ -29,8 +29,9 @@ const LAYERS: &[&[&str]] = &[
     &["config", "store"],
     // What is built on the store: indexing and search.
     &["indexer", "search"],
-    // The node: the façade over store, indexer and search.
-    &["node"],
+    // The node: the façade over store, indexer and search; the daemon's
+    // search socket, which answers from the same store and search.
+    &["node", "search_socket"],
     // Replication, which drives a shared node (and its own façade,
     // `sync::facade`, for the CLI).
     &["sync"],

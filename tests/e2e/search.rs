@@ -235,3 +235,95 @@ fn a_search_right_after_an_append_finds_the_new_line() {
     let again = home.json(&["search", "--json", "--", "marmalade"]);
     assert_eq!(again["hits"][0]["snippet"], after["hits"][0]["snippet"]);
 }
+
+/// With `cairn serve` running for the home, `cairn search` is answered by
+/// the daemon over its search socket, with the page a search of its own
+/// gives; once the daemon is gone it searches on its own again.
+#[cfg(unix)]
+#[test]
+fn a_running_daemon_answers_searches_with_the_same_page() {
+    use std::process::Stdio;
+    use std::time::Duration;
+
+    use crate::sync::{Reap, wait_for};
+
+    let home = home_with_history();
+    home.ok(&["index"]);
+    // Everything but the score, which moves with the clock between runs.
+    let page = |out: &str| -> Vec<serde_json::Value> {
+        let v: serde_json::Value = serde_json::from_str(out).expect("search JSON");
+        let mut hits = v["hits"].as_array().expect("hits").clone();
+        for h in &mut hits {
+            h.as_object_mut().expect("hit").remove("score");
+        }
+        hits.push(v["total"].clone());
+        hits
+    };
+    let questions: [&[&str]; 3] = [
+        &[
+            "search",
+            "--json",
+            "--no-refresh",
+            "--",
+            "why did we pin hyper",
+        ],
+        &["search", "--json", "--lexical", "--", "crooked sign"],
+        &[
+            "search",
+            "--json",
+            "--role",
+            "assistant",
+            "--",
+            "axum body types",
+        ],
+    ];
+    let here: Vec<_> = questions.iter().map(|q| page(&home.ok(q))).collect();
+    assert!(here.iter().all(|h| h.len() > 1), "{here:?}");
+
+    let daemon = home
+        .cmd(&["serve", "--listen", "127.0.0.1:0"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn cairn serve");
+    let daemon = Reap(daemon);
+    let socket = home.cairn_home().join("search.sock");
+    let deadline = Duration::from_secs(60);
+    wait_for(deadline, || socket.exists().then_some(()))
+        .unwrap_or_else(|| panic!("the daemon never opened its search socket"));
+    for (q, want) in questions.iter().zip(&here) {
+        let out = home
+            .cmd(q)
+            .env("CAIRN_LOG", "cairn=debug")
+            .output()
+            .expect("run cairn");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{q:?}: {err}");
+        assert!(err.contains("answered by the daemon"), "{q:?}: {err}");
+        assert_eq!(&page(&String::from_utf8_lossy(&out.stdout)), want, "{q:?}");
+    }
+    // A token that does not match: refused, and the search runs here.
+    std::fs::write(home.cairn_home().join("search.token"), "forged").expect("forge");
+    let out = home
+        .cmd(questions[0])
+        .env("CAIRN_LOG", "cairn=debug")
+        .output()
+        .expect("run cairn");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(!err.contains("answered by the daemon"), "{err}");
+    assert!(err.contains("wrong token"), "{err}");
+    assert_eq!(page(&String::from_utf8_lossy(&out.stdout)), here[0]);
+
+    // Killed (its socket file is left behind): searched here again.
+    drop(daemon);
+    let out = home
+        .cmd(questions[0])
+        .env("CAIRN_LOG", "cairn=debug")
+        .output()
+        .expect("run cairn");
+    assert!(out.status.success());
+    assert!(!String::from_utf8_lossy(&out.stderr).contains("answered by the daemon"));
+    assert_eq!(page(&String::from_utf8_lossy(&out.stdout)), here[0]);
+}

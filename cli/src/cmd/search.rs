@@ -60,14 +60,7 @@ pub fn run(global: &GlobalArgs, args: &SearchArgs) -> anyhow::Result<()> {
         None => None,
     };
     let cfg = super::config(global)?;
-    // A running daemon keeps the index fresh; reading here would only
-    // compete with it for the database. Otherwise the walk of the agents'
-    // folders starts now, overlapping opening the node.
-    let walk = (!args.no_refresh && !cairn_node::sync::daemon::is_serving(&cfg.home))
-        .then(|| Node::start_walk(&cfg));
-    let home = cfg.home.clone();
-    let mut node = Node::open(cfg)
-        .with_context(|| format!("cannot open the cairn node in {}", home.display()))?;
+    let serving = cairn_node::sync::daemon::is_serving(&cfg.home);
     let opts = SearchOptions {
         limit: usize::from(args.limit),
         agent: args.agent.clone(),
@@ -80,6 +73,73 @@ pub fn run(global: &GlobalArgs, args: &SearchArgs) -> anyhow::Result<()> {
         semantic: None, // filled in by `Node::search`
         lexical_only: args.lexical,
     };
+    // A running daemon keeps the index fresh, and answers from a warm
+    // connection what this process would answer cold.
+    let served = match serving {
+        true => served(&cfg, &query, &opts, args.offset),
+        false => None,
+    };
+    let page = match served {
+        Some(page) => page,
+        None => search_here(cfg, args, &query, &opts, serving)?,
+    };
+    print_page(args, &query, &page, now)
+}
+
+/// The page the daemon answers, if it does.
+#[cfg(unix)]
+fn served(
+    cfg: &cairn_node::config::Config,
+    query: &str,
+    opts: &SearchOptions,
+    offset: usize,
+) -> Option<cairn_node::search::Page> {
+    let asked = cairn_node::search_socket::client::ask(
+        &cfg.home,
+        &cfg.db_path,
+        query,
+        opts,
+        offset,
+        cfg.semantic,
+    );
+    match asked {
+        Ok(page) => {
+            tracing::debug!("answered by the daemon");
+            Some(page)
+        }
+        Err(e) => {
+            tracing::debug!(error = %e, "searching here");
+            None
+        }
+    }
+}
+
+#[cfg(not(unix))]
+fn served(
+    _: &cairn_node::config::Config,
+    _: &str,
+    _: &SearchOptions,
+    _: usize,
+) -> Option<cairn_node::search::Page> {
+    None
+}
+
+/// The page this process finds, refreshing the index first unless a
+/// daemon keeps it fresh (`serving`) or `--no-refresh`.
+fn search_here(
+    cfg: cairn_node::config::Config,
+    args: &SearchArgs,
+    query: &str,
+    opts: &SearchOptions,
+    serving: bool,
+) -> anyhow::Result<cairn_node::search::Page> {
+    // A running daemon keeps the index fresh; reading here would only
+    // compete with it for the database. Otherwise the walk of the agents'
+    // folders starts now, overlapping opening the node.
+    let walk = (!args.no_refresh && !serving).then(|| Node::start_walk(&cfg));
+    let home = cfg.home.clone();
+    let mut node = Node::open(cfg)
+        .with_context(|| format!("cannot open the cairn node in {}", home.display()))?;
     let page = match walk {
         Some(walk) => {
             // The query runs while the walk surveys the agents' folders; it
@@ -89,8 +149,8 @@ pub fn run(global: &GlobalArgs, args: &SearchArgs) -> anyhow::Result<()> {
             let deadline = std::time::Instant::now() + REFRESH_BUDGET;
             let refreshed = super::with_bar(!args.json, |on_progress| {
                 Ok(node.search_page_refreshed(
-                    &query,
-                    &opts,
+                    query,
+                    opts,
                     args.offset,
                     walk,
                     super::now_ms(),
@@ -106,8 +166,18 @@ pub fn run(global: &GlobalArgs, args: &SearchArgs) -> anyhow::Result<()> {
             }
             refreshed.page
         }
-        None => node.search_page(&query, &opts, args.offset)?,
+        None => node.search_page(query, opts, args.offset)?,
     };
+    Ok(page)
+}
+
+/// Prints a page, as JSON with `--json`.
+fn print_page(
+    args: &SearchArgs,
+    query: &str,
+    page: &cairn_node::search::Page,
+    now: i64,
+) -> anyhow::Result<()> {
     let hits = &page.hits;
     if args.json {
         output::json(&JsonOut {
@@ -137,7 +207,7 @@ pub fn run(global: &GlobalArgs, args: &SearchArgs) -> anyhow::Result<()> {
         return Err(crate::NoMatch.into());
     }
     let color = output::color_enabled();
-    let words = cairn_node::search::Query::parse(&query).highlight_words();
+    let words = cairn_node::search::Query::parse(query).highlight_words();
     let dim = |s: &str| {
         if color {
             format!("\u{1b}[2m{s}\u{1b}[0m")

@@ -17,7 +17,7 @@ pub mod when;
 
 use rusqlite::OptionalExtension;
 use rusqlite::types::Value as SqlValue;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::record::Role;
 use crate::store::{Store, StoreError, codec, lengths};
@@ -77,7 +77,7 @@ impl SearchOptions {
 ///
 /// Serialized as part of the `--json` public contract: fields may be added,
 /// never renamed or removed.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Hit {
     /// The agent's own session id.
     pub session_id: String,
@@ -118,7 +118,7 @@ pub struct Hit {
 }
 
 /// One page of results.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Page {
     /// The hits of this page, best first.
     pub hits: Vec<Hit>,

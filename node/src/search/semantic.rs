@@ -407,6 +407,20 @@ enum Beside {
     Later,
 }
 
+/// The embedder for a search of `query` with `opts` when the meaning tier
+/// is `on`: none for an exact look-up or a search asked to stay lexical,
+/// so such a search never pays for loading the table.
+pub fn embedder_for(
+    on: bool,
+    query: &str,
+    opts: &SearchOptions,
+) -> Option<&'static crate::embed::Embedder<'static>> {
+    if !on || opts.lexical_only || is_exact_lookup(query) {
+        return None;
+    }
+    Some(crate::embed::builtin())
+}
+
 /// Prepares the meaning tier of `q`; `None` when it does not apply (no
 /// embedder, lexical only, an exact look-up). A question naming a period
 /// keeps its lexical ranking when it has one, so its file is left for

@@ -19,7 +19,9 @@
 //!   whichever side dialed, so a node behind NAT that dialed out still
 //!   gets pushed to within a second;
 //! - **state**: the bound address in `serve.json` in the node's home, so
-//!   `cairn status --json` and tests can find it; removed on shutdown.
+//!   `cairn status --json` and tests can find it; removed on shutdown;
+//! - **searches**: the CLI's searches, answered on a Unix socket in the
+//!   home from a connection kept warm (`search_socket`).
 //!
 //! Everything is bounded: sessions by [`SessionConfig`], inbound sessions
 //! by a semaphore (and QUIC's stream limit per connection), connections by
@@ -186,6 +188,19 @@ pub async fn serve(
             None
         }
     };
+    // Searches from the CLI, answered warm (see `search_socket`); bound
+    // before `serve.json` names this daemon, so a CLI that finds the
+    // daemon finds the socket. Without it the CLI searches on its own: a
+    // failure is only logged.
+    #[cfg(unix)]
+    let searches =
+        match crate::search_socket::server::SearchSocket::bind(&home, &node.config().db_path) {
+            Ok(socket) => Some(socket),
+            Err(e) => {
+                tracing::warn!(error = %e, "searches are not answered by the daemon");
+                None
+            }
+        };
     write_state(
         &home,
         &ServeState {
@@ -222,6 +237,10 @@ pub async fn serve(
         events: link_tx,
     };
     let mut tasks = tokio::task::JoinSet::new();
+    #[cfg(unix)]
+    if let Some(socket) = searches {
+        tasks.spawn(socket.serve());
+    }
     tasks.spawn(accept_loop(Arc::clone(&endpoint), control.clone()));
     tasks.spawn(index_loop(
         home.clone(),
