@@ -180,14 +180,21 @@ const CAVEAT: &str = "medians of wall-clock times on this machine; other load on
 /// Prints the figures as a table (and as JSON when asked), with the caveat.
 pub(super) fn print_table(figures: &[Figure], json: bool) -> anyhow::Result<()> {
     println!("{CAVEAT}");
+    // As wide as the longest name, so the columns line up.
+    let w = figures
+        .iter()
+        .map(|f| f.name.len())
+        .max()
+        .unwrap_or(0)
+        .max(44);
     println!(
-        "{:<44} {:>10} {:>10} {:<6} target",
+        "{:<w$} {:>10} {:>10} {:<6} target",
         "figure", "median", "p95", "unit"
     );
     for f in figures {
         let p = f.p95.map_or("-".to_owned(), |p| format!("{p:.1}"));
         println!(
-            "{:<44} {:>10.1} {:>10} {:<6} {}",
+            "{:<w$} {:>10.1} {:>10} {:<6} {}",
             f.name, f.median, p, f.unit, f.target
         );
     }

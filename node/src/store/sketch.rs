@@ -90,23 +90,51 @@ pub(crate) fn of_query(q: &[f32], mean: &[f32]) -> Vec<u8> {
 }
 
 /// The number of bits where `a` and `b` differ.
+///
+/// Baseline x86-64 has no popcount instruction, so `count_ones` on a
+/// word is a dozen instructions ending in a multiply. Here the bit counts
+/// of several words are added up per byte first (each byte of the sum
+/// holds at most 8 per word, so 31 words fit) and summed across bytes
+/// once: half the work for a 32-byte sketch, which matters when a question
+/// compares a million of them.
 #[inline(always)]
 pub(crate) fn distance(a: &[u8], b: &[u8]) -> u32 {
+    const M1: u64 = 0x5555_5555_5555_5555;
+    const M2: u64 = 0x3333_3333_3333_3333;
+    const M4: u64 = 0x0f0f_0f0f_0f0f_0f0f;
+    /// Words whose byte counts fit in a byte each (31 × 8 = 248).
+    const WORDS: usize = 31;
     let (ac, bc) = (a.chunks_exact(8), b.chunks_exact(8));
-    let tail: u32 = ac
+    let mut total: u32 = ac
         .remainder()
         .iter()
         .zip(bc.remainder())
         .map(|(x, y)| (x ^ y).count_ones())
         .sum();
-    ac.zip(bc)
-        .map(|(x, y)| {
-            let x = u64::from_le_bytes(x.try_into().expect("8 bytes"));
-            let y = u64::from_le_bytes(y.try_into().expect("8 bytes"));
-            (x ^ y).count_ones()
-        })
-        .sum::<u32>()
-        + tail
+    let (mut bytes, mut words) = (0u64, 0);
+    for (x, y) in ac.zip(bc) {
+        let x = u64::from_le_bytes(x.try_into().expect("8 bytes"))
+            ^ u64::from_le_bytes(y.try_into().expect("8 bytes"));
+        let x = x - ((x >> 1) & M1);
+        let x = (x & M2) + ((x >> 2) & M2);
+        bytes += (x + (x >> 4)) & M4;
+        words += 1;
+        if words == WORDS {
+            total += sum_of_bytes(bytes);
+            (bytes, words) = (0, 0);
+        }
+    }
+    total + sum_of_bytes(bytes)
+}
+
+/// The sum of the eight bytes of `x` (each at most 248).
+#[inline(always)]
+fn sum_of_bytes(x: u64) -> u32 {
+    const LOW: u64 = 0x00ff_00ff_00ff_00ff;
+    // Pairs of bytes into 16-bit lanes first: eight bytes of up to 248
+    // would overflow the one byte a multiply sums them into.
+    let pairs = (x & LOW) + ((x >> 8) & LOW);
+    (pairs.wrapping_mul(0x0001_0001_0001_0001) >> 48) as u32
 }
 
 /// A sketch file open for a search.
@@ -358,4 +386,37 @@ fn write_sketches(
         of_offset(v, inverse, mean, &mut out);
         w.write_all(&out)
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::distance;
+
+    /// Bits that differ, one byte at a time.
+    fn plain(a: &[u8], b: &[u8]) -> u32 {
+        a.iter().zip(b).map(|(x, y)| (x ^ y).count_ones()).sum()
+    }
+
+    #[test]
+    fn distances_count_every_differing_bit() {
+        let mut state = 0x2545_f491_4f6c_dd1du64;
+        let bytes: Vec<u8> = (0..8192)
+            .map(|_| {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                state as u8
+            })
+            .collect();
+        // Lengths around the word and the 31-word flush, with tails.
+        for len in [0, 1, 7, 8, 9, 31, 32, 33, 247, 248, 249, 256, 300, 4096] {
+            let (a, b) = (&bytes[..len], &bytes[4096..4096 + len]);
+            assert_eq!(distance(a, b), plain(a, b), "{len}");
+            // Every bit different: the largest count of each length.
+            let ones = vec![0xffu8; len];
+            let zeros = vec![0u8; len];
+            assert_eq!(distance(&ones, &zeros), 8 * len as u32, "{len}");
+            assert_eq!(distance(a, a), 0, "{len}");
+        }
+    }
 }
