@@ -595,7 +595,6 @@ fn demo_answers_across_two_machines() {
 /// what was written before it is searchable as soon as it returns.
 #[test]
 fn index_beside_a_running_daemon_asks_the_daemon_for_a_pass() {
-    use std::process::Stdio;
     use std::time::Duration;
 
     use crate::sync::{Reap, wait_for};
@@ -603,14 +602,7 @@ fn index_beside_a_running_daemon_asks_the_daemon_for_a_pass() {
     let home = TestHome::seeded();
     let mine = home.json(&["index", "--json"]);
     assert!(mine["stores"].as_u64().is_some_and(|n| n > 0), "{mine}");
-    let daemon = home
-        .cmd(&["serve", "--listen", "127.0.0.1:0"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawn cairn serve");
-    let daemon = Reap(daemon);
+    let daemon = Reap(home.spawn_serve());
     let pid = u64::from(daemon.0.id());
     let deadline = Duration::from_secs(60);
     let first = wait_for(deadline, || {

@@ -242,7 +242,6 @@ fn a_search_right_after_an_append_finds_the_new_line() {
 #[cfg(unix)]
 #[test]
 fn a_running_daemon_answers_searches_with_the_same_page() {
-    use std::process::Stdio;
     use std::time::Duration;
 
     use crate::sync::{Reap, wait_for};
@@ -280,14 +279,7 @@ fn a_running_daemon_answers_searches_with_the_same_page() {
     let here: Vec<_> = questions.iter().map(|q| page(&home.ok(q))).collect();
     assert!(here.iter().all(|h| h.len() > 1), "{here:?}");
 
-    let daemon = home
-        .cmd(&["serve", "--listen", "127.0.0.1:0"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawn cairn serve");
-    let daemon = Reap(daemon);
+    let daemon = Reap(home.spawn_serve());
     let socket = home.cairn_home().join("search.sock");
     let deadline = Duration::from_secs(60);
     wait_for(deadline, || socket.exists().then_some(()))

@@ -72,6 +72,18 @@ impl TestHome {
         c
     }
 
+    /// Starts `cairn serve` for this home on a loopback port the system
+    /// picks, its output discarded.
+    pub fn spawn_serve(&self) -> std::process::Child {
+        use std::process::Stdio;
+        self.cmd(&["serve", "--listen", "127.0.0.1:0"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn cairn serve")
+    }
+
     /// Runs `cairn` and returns its output, whatever the exit code.
     pub fn run(&self, args: &[&str]) -> Output {
         self.cmd(args).output().expect("run cairn")
