@@ -47,10 +47,9 @@ pub(super) struct Frequencies<'c> {
     conn: &'c Connection,
     /// The lowest and highest record id (0, 0 when there are none).
     ids: (i64, i64),
-    seen: HashMap<(Index, String), i64>,
-    /// The newest matches of each token counted, newest first (at most
-    /// [`SCAN_LIMIT`] + 1).
-    newest: HashMap<(Index, String), Vec<i64>>,
+    /// Each token counted: its frequency, and its newest matches, newest
+    /// first (at most [`SCAN_LIMIT`] + 1).
+    seen: HashMap<(Index, String), (i64, Vec<i64>)>,
 }
 
 impl<'c> Frequencies<'c> {
@@ -68,7 +67,6 @@ impl<'c> Frequencies<'c> {
             conn,
             ids,
             seen: HashMap::new(),
-            newest: HashMap::new(),
         })
     }
 
@@ -82,14 +80,13 @@ impl<'c> Frequencies<'c> {
     /// tokenizer wrote it) in `index`.
     pub(super) fn token(&mut self, index: Index, token: &str) -> rusqlite::Result<i64> {
         let key = (index, token.to_string());
-        if let Some(&df) = self.seen.get(&key) {
-            return Ok(df);
+        if let Some((df, _)) = self.seen.get(&key) {
+            return Ok(*df);
         }
         let ids = newest_matches(self.conn, index.table(), &token_expr(token))?;
         let oldest = ids.last().copied().unwrap_or(0);
         let df = estimate(ids.len() as i64, oldest, self.ids);
-        self.seen.insert(key.clone(), df);
-        self.newest.insert(key, ids);
+        self.seen.insert(key, (df, ids));
         Ok(df)
     }
 
@@ -98,9 +95,9 @@ impl<'c> Frequencies<'c> {
     /// rows as `SELECT rowid … MATCH` on [`token_expr`] ordered by
     /// `rowid DESC`, as of this search's snapshot.
     pub(super) fn newest(&self, index: Index, token: &str) -> Option<&[i64]> {
-        self.newest
+        self.seen
             .get(&(index, token.to_string()))
-            .map(|ids| &ids[..ids.len().min(SCAN_LIMIT as usize)])
+            .map(|(_, ids)| &ids[..ids.len().min(SCAN_LIMIT as usize)])
     }
 
     /// An upper bound on the records `term` matches in the exact index: a

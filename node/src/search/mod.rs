@@ -338,10 +338,11 @@ fn concept_candidates(
     let newest = format!("ORDER BY {table}.rowid DESC LIMIT {SCAN_LIMIT}");
     // The matches, with the records' columns when a filter needed them.
     let mut found: Vec<(i64, Option<Columns>)> = Vec::new();
-    if let (true, Some(ids)) = (unfiltered(opts), counted) {
+    let unfiltered = unfiltered(opts);
+    if let (true, Some(ids)) = (unfiltered, counted) {
         // Read already, when the word's frequency was counted.
         found.extend(ids.iter().map(|&id| (id, None)));
-    } else if unfiltered(opts) {
+    } else if unfiltered {
         let mut stmt = conn.prepare_cached(&format!(
             "SELECT rowid FROM {table} WHERE {table} MATCH ?1 {newest}"
         ))?;
