@@ -336,7 +336,9 @@ fn rare_searches(
 struct Daemon(std::process::Child);
 
 impl Daemon {
-    /// Starts it and waits (at most a minute) until it serves the home.
+    /// Starts it and waits (at most a minute) until it serves the home,
+    /// then (at most ten) until its first indexing pass is done, so the
+    /// searches measure a daemon that runs, not one starting up.
     fn start(cairn: &Path, s: &Setup) -> anyhow::Result<Daemon> {
         let mut cmd = command(
             cairn,
@@ -358,6 +360,22 @@ impl Daemon {
                 "cairn serve did not start serving within a minute"
             );
             std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        let deadline = Instant::now() + std::time::Duration::from_secs(600);
+        let passed = || {
+            cairn_node::sync::daemon::running_state(&s.cairn_home)
+                .and_then(|st| cairn_node::sync::daemon::last_pass(&s.cairn_home, &st))
+                .is_some()
+        };
+        while !passed() {
+            if let Some(status) = d.0.try_wait()? {
+                bail!("cairn serve exited with {status} before its first pass");
+            }
+            anyhow::ensure!(
+                Instant::now() < deadline,
+                "cairn serve did not finish its first pass within ten minutes"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(50));
         }
         Ok(d)
     }
