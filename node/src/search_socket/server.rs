@@ -1,6 +1,7 @@
 //! The daemon's side: a Unix socket that answers searches from a
-//! read-only connection kept open (so its page cache, the parsed schema
-//! and the embedding vocabulary stay warm between questions).
+//! read-only connection kept open (so its page cache and the parsed
+//! schema stay warm between questions, as does the embedding
+//! vocabulary's map once the daemon's indexing has built it).
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
