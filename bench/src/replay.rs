@@ -350,34 +350,33 @@ impl Daemon {
             cmd.spawn()
                 .with_context(|| format!("cannot start {} serve", cairn.display()))?,
         );
-        let deadline = Instant::now() + std::time::Duration::from_secs(60);
-        while !cairn_node::sync::daemon::is_serving(&s.cairn_home) {
-            if let Some(status) = d.0.try_wait()? {
-                bail!("cairn serve exited with {status} before serving");
+        let home = &s.cairn_home;
+        d.wait_until(60, "start serving", || {
+            cairn_node::sync::daemon::is_serving(home)
+        })?;
+        d.wait_until(600, "finish its first pass", || {
+            cairn_node::sync::daemon::running_state(home)
+                .and_then(|st| cairn_node::sync::daemon::last_pass(home, &st))
+                .is_some()
+        })?;
+        Ok(d)
+    }
+
+    /// Waits (at most `secs` seconds) until `done`; fails if the daemon
+    /// exits first or the time runs out.
+    fn wait_until(&mut self, secs: u64, what: &str, done: impl Fn() -> bool) -> anyhow::Result<()> {
+        let deadline = Instant::now() + std::time::Duration::from_secs(secs);
+        while !done() {
+            if let Some(status) = self.0.try_wait()? {
+                bail!("cairn serve exited with {status} before it could {what}");
             }
             anyhow::ensure!(
                 Instant::now() < deadline,
-                "cairn serve did not start serving within a minute"
+                "cairn serve did not {what} within {secs} s"
             );
             std::thread::sleep(std::time::Duration::from_millis(20));
         }
-        let deadline = Instant::now() + std::time::Duration::from_secs(600);
-        let passed = || {
-            cairn_node::sync::daemon::running_state(&s.cairn_home)
-                .and_then(|st| cairn_node::sync::daemon::last_pass(&s.cairn_home, &st))
-                .is_some()
-        };
-        while !passed() {
-            if let Some(status) = d.0.try_wait()? {
-                bail!("cairn serve exited with {status} before its first pass");
-            }
-            anyhow::ensure!(
-                Instant::now() < deadline,
-                "cairn serve did not finish its first pass within ten minutes"
-            );
-            std::thread::sleep(std::time::Duration::from_millis(50));
-        }
-        Ok(d)
+        Ok(())
     }
 }
 

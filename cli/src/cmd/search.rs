@@ -86,23 +86,27 @@ pub fn run(global: &GlobalArgs, args: &SearchArgs) -> anyhow::Result<()> {
     print_page(args, &query, &page, now)
 }
 
-/// The page the daemon answers, if it does.
-#[cfg(unix)]
+/// The page the daemon answers, if it does (never off Unix: no socket).
 fn served(
     cfg: &cairn_node::config::Config,
     query: &str,
     opts: &SearchOptions,
     offset: usize,
 ) -> Option<cairn_node::search::Page> {
-    let asked = cairn_node::search_socket::client::ask(
+    #[cfg(not(unix))]
+    {
+        let _ = (cfg, query, opts, offset);
+        None
+    }
+    #[cfg(unix)]
+    match cairn_node::search_socket::client::ask(
         &cfg.home,
         &cfg.db_path,
         query,
         opts,
         offset,
         cfg.semantic,
-    );
-    match asked {
+    ) {
         Ok(page) => {
             tracing::debug!("answered by the daemon");
             Some(page)
@@ -112,16 +116,6 @@ fn served(
             None
         }
     }
-}
-
-#[cfg(not(unix))]
-fn served(
-    _: &cairn_node::config::Config,
-    _: &str,
-    _: &SearchOptions,
-    _: usize,
-) -> Option<cairn_node::search::Page> {
-    None
 }
 
 /// The page this process finds, refreshing the index first unless a
