@@ -1,7 +1,8 @@
 //! The daemon's side: a Unix socket that answers searches from a
 //! read-only connection kept open (so its page cache and the parsed
 //! schema stay warm between questions, as does the embedding
-//! vocabulary's map once the daemon's indexing has built it).
+//! vocabulary's map once the daemon's indexing has built it), which holds
+//! the vector file and its sketch in memory (see `store::held`).
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -25,6 +26,11 @@ const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
 /// The page cache of the kept connection, in KiB (SQLite's negative
 /// `cache_size`): the pages a search touches stay in memory.
 const CACHE_KIB: i64 = 64 * 1024;
+/// The most the kept connection holds in memory of the vector file's
+/// entries, and of its sketch's (each): the whole vector file up to about
+/// 250,000 vectors (some 2 GB of history), and above that, where searches
+/// go through the sketch, the sketch up to about 2 million.
+const HELD_BYTES: u64 = 64 * 1024 * 1024;
 
 /// Failures to set the socket up.
 #[derive(Debug, thiserror::Error)]
@@ -75,7 +81,8 @@ impl SearchSocket {
             let path = path.to_path_buf();
             move |source| SocketError::Io { path, source }
         };
-        let store = Store::open_read_only(db_path)?;
+        let mut store = Store::open_read_only(db_path)?;
+        store.hold_flat_files(HELD_BYTES);
         store
             .conn()
             .pragma_update(None, "cache_size", -CACHE_KIB)

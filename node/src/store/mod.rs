@@ -14,6 +14,7 @@ mod dict;
 mod flat_file;
 mod forget;
 mod fts;
+mod held;
 mod ingest;
 mod insert;
 pub(crate) mod lengths;
@@ -160,6 +161,9 @@ const TRIM_MIN_PAGES: i64 = 512;
 pub struct Store {
     conn: Connection,
     path: PathBuf,
+    /// Copies in memory of the flat files' entries, for a store that
+    /// answers many searches (see [`Store::hold_flat_files`]).
+    held: Option<held::Held>,
 }
 
 impl Store {
@@ -236,6 +240,7 @@ impl Store {
         let store = Store {
             conn,
             path: path.to_path_buf(),
+            held: None,
         };
         if (1..schema::REBUILT_RECORDS).contains(&before) {
             // The rebuild left the old tables' pages free inside the file:
@@ -275,6 +280,7 @@ impl Store {
         Ok(Store {
             conn,
             path: path.to_path_buf(),
+            held: None,
         })
     }
 

@@ -30,8 +30,10 @@
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use super::flat_file::{self, read_at, write_at};
+use super::held::{self, Held, Which};
 
 const MAGIC: &[u8; 8] = b"cairnsk1";
 const HEADER_LEN: u64 = flat_file::HEADER_LEN as u64;
@@ -141,28 +143,58 @@ fn sum_of_bytes(x: u64) -> u32 {
 #[derive(Debug)]
 pub(crate) struct Reader {
     file: File,
+    /// The entries from the first, at least `count` of them, when the
+    /// store holds a copy in memory (see `store::held`).
+    held: Option<Arc<Vec<u8>>>,
     pub(crate) mean: Vec<f32>,
     /// Entries it holds of those the vector file's trusted ones.
     pub(crate) count: u64,
     dim: usize,
 }
 
-/// The sketch of the vector file named by `token` (vectors of length
-/// `dim`, `trusted` entries), when it is there and holds at least
-/// [`FROM`] of them.
-pub(crate) fn open(db: &Path, token: &[u8; 16], dim: usize, trusted: u64) -> Option<Reader> {
+/// The sketch of the vector file `of` names (its token, vector length and
+/// blank count; `trusted` entries), when it is there and holds at least
+/// [`FROM`] of them; its entries read from `held`'s copy when given.
+pub(crate) fn open(db: &Path, of: held::Key, trusted: u64, held: Option<&Held>) -> Option<Reader> {
     if trusted < FROM {
         return None;
     }
+    let dim = of.dim;
     let file = File::open(path_for(db)).ok()?;
-    let (mean, count) = check(&file, token, dim)?;
+    let (mean, count) = check(&file, &of.token, dim)?;
     let count = count.min(trusted);
-    (count >= FROM).then_some(Reader {
+    if count < FROM {
+        return None;
+    }
+    let held = held.and_then(|h| {
+        let key = held::Key {
+            file: file_identity(&file),
+            ..of
+        };
+        key.file?;
+        let len = count * sketch_len(dim) as u64;
+        h.entries(Which::Sketch, key, &file, entries_at(dim), len)
+    });
+    Some(Reader {
         file,
+        held,
         mean,
         count,
         dim,
     })
+}
+
+/// The device and inode of `file`, which a sketch written anew changes.
+#[cfg(unix)]
+fn file_identity(file: &File) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    file.metadata().ok().map(|m| (m.dev(), m.ino()))
+}
+
+/// Elsewhere no identity: the sketch is not held.
+#[cfg(not(unix))]
+fn file_identity(_file: &File) -> Option<(u64, u64)> {
+    None
 }
 
 /// The mean and entry count of a sketch file made for `token` and `dim`.
@@ -189,6 +221,12 @@ fn check(file: &File, token: &[u8; 16], dim: usize) -> Option<(Vec<f32>, u64)> {
 }
 
 impl Reader {
+    /// Whether the entries are read from a copy in memory.
+    #[cfg(test)]
+    pub(crate) fn held(&self) -> bool {
+        self.held.is_some()
+    }
+
     /// The positions of the `k` entries nearest to `query` by sketch
     /// distance (of equal ones, the later entries), ascending.
     pub(crate) fn nearest(&self, query: &[u8], k: usize) -> std::io::Result<Vec<u64>> {
@@ -209,6 +247,17 @@ impl Reader {
             let end = (first + per).min(n);
             let mut dist = Vec::with_capacity(end.saturating_sub(first));
             let mut hist = vec![0u32; bits + 1];
+            let mut count = |bytes: &[u8]| {
+                for e in bytes.chunks_exact(size) {
+                    let d = distance(query, e) as u16;
+                    hist[usize::from(d)] += 1;
+                    dist.push(d);
+                }
+            };
+            if let Some(held) = &self.held {
+                count(&held[first * size..end * size]);
+                return Ok((dist, hist));
+            }
             const CHUNK: usize = 1 << 15;
             let mut buf = vec![0u8; CHUNK * size];
             let mut at = first;
@@ -216,11 +265,7 @@ impl Reader {
                 let m = (end - at).min(CHUNK);
                 let bytes = &mut buf[..m * size];
                 read_at(&self.file, bytes, entries_at(self.dim) + (at * size) as u64)?;
-                for e in bytes.chunks_exact(size) {
-                    let d = distance(query, e) as u16;
-                    hist[usize::from(d)] += 1;
-                    dist.push(d);
-                }
+                count(bytes);
                 at += m;
             }
             Ok((dist, hist))

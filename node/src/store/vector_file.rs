@@ -32,11 +32,13 @@
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use rusqlite::{Connection, OptionalExtension, params};
 
 use super::StoreError;
 use super::flat_file::{self, read_at, write_at};
+use super::held::{self, Held, Which};
 use super::sketch;
 
 const MAGIC: &[u8; 8] = b"cairnvf1";
@@ -538,6 +540,10 @@ fn new_token(db: &Path) -> [u8; 16] {
 #[derive(Debug)]
 pub(crate) struct Scan {
     file: File,
+    /// The entries from the first, at least `count` of them, when the
+    /// store holds a copy in memory (see `store::held`): read there
+    /// instead of from `file`.
+    held: Option<Arc<Vec<u8>>>,
     /// The sketch of the trusted entries, when there is one to use.
     sketch: Option<sketch::Reader>,
     count: u64,
@@ -548,20 +554,43 @@ pub(crate) struct Scan {
 
 /// The file of the database at `db` as the database on `conn` vouches for
 /// it, or `None` (no file, another token, too short: only the table can
-/// be read).
-pub(crate) fn open(conn: &Connection, db: &Path, dim: usize) -> Result<Option<Scan>, StoreError> {
+/// be read). With `held`, the entries (and the sketch's) are read from
+/// its copies in memory, brought up to what the database trusts.
+pub(crate) fn open(
+    conn: &Connection,
+    db: &Path,
+    dim: usize,
+    held: Option<&Held>,
+) -> Result<Option<Scan>, StoreError> {
     let Some(mark) = read_mark(conn)? else {
         return Ok(None);
     };
-    Ok(
-        open_marked(&path_for(db), &mark, Some(dim), false).map(|(file, _)| Scan {
-            file,
-            sketch: sketch::open(db, &mark.token, dim, mark.count),
-            count: mark.count,
-            dim,
-            upto: mark.upto,
-        }),
-    )
+    let Some((file, _)) = open_marked(&path_for(db), &mark, Some(dim), false) else {
+        return Ok(None);
+    };
+    let key = held::Key {
+        token: mark.token,
+        dim,
+        blank: mark.blank,
+        file: None,
+    };
+    let entries = held.and_then(|h| {
+        h.entries(
+            Which::Vectors,
+            key,
+            &file,
+            HEADER_LEN,
+            mark.count * entry_len(dim),
+        )
+    });
+    Ok(Some(Scan {
+        file,
+        held: entries,
+        sketch: sketch::open(db, key, mark.count, held),
+        count: mark.count,
+        dim,
+        upto: mark.upto,
+    }))
 }
 
 /// Calls `step` for each entry in `bytes` (whole entries of `size` bytes)
@@ -587,6 +616,30 @@ impl Scan {
     #[cfg(test)]
     pub(crate) fn sketched(&self) -> bool {
         self.sketch.is_some()
+    }
+
+    /// Whether the entries are read from a copy in memory.
+    #[cfg(test)]
+    pub(crate) fn held(&self) -> bool {
+        self.held.is_some()
+    }
+
+    /// Calls `visit` for the entries `from..to`, from the copy in memory
+    /// when there is one, else from the file a chunk at a time.
+    fn read_range(
+        &self,
+        from: u64,
+        to: u64,
+        visit: &mut impl FnMut(i64, f32, &[u8]) -> std::io::Result<()>,
+    ) -> std::io::Result<()> {
+        match &self.held {
+            Some(bytes) => {
+                let size = entry_len(self.dim) as usize;
+                let (from, to) = (from as usize * size, to as usize * size);
+                each_entry(&bytes[from..to], size, visit)
+            }
+            None => read_range(&self.file, self.dim, from, to, visit),
+        }
     }
 
     /// Calls `step(state, id, inverse norm, offset-binary vector)` for the
@@ -621,7 +674,7 @@ impl Scan {
             // Entries added since the sketch was written: all of them.
             let from = (sk.count + i as u64 * tail_per).min(self.count);
             let to = (from + tail_per).min(self.count);
-            read_range(&self.file, self.dim, from, to, &mut visit)?;
+            self.read_range(from, to, &mut visit)?;
             Ok(state)
         };
         flat_file::in_parts(threads, part).map(Some)
@@ -635,6 +688,14 @@ impl Scan {
         visit: &mut impl FnMut(i64, f32, &[u8]) -> std::io::Result<()>,
     ) -> std::io::Result<()> {
         let size = entry_len(self.dim);
+        if let Some(bytes) = &self.held {
+            let size = size as usize;
+            for &p in positions {
+                let at = p as usize * size;
+                each_entry(&bytes[at..at + size], size, visit)?;
+            }
+            return Ok(());
+        }
         let mut buf = Vec::new();
         let mut i = 0;
         while i < positions.len() {
@@ -690,16 +751,10 @@ impl Scan {
             let first = (i as u64 * per).min(self.count);
             let end = (first + per).min(self.count);
             let mut state = init();
-            read_range(
-                &self.file,
-                self.dim,
-                first,
-                end,
-                &mut |id, inverse_norm, v| {
-                    step(&mut state, id, inverse_norm, v);
-                    Ok(())
-                },
-            )?;
+            self.read_range(first, end, &mut |id, inverse_norm, v| {
+                step(&mut state, id, inverse_norm, v);
+                Ok(())
+            })?;
             Ok(state)
         };
         flat_file::in_parts(threads, part)
@@ -873,6 +928,100 @@ mod tests {
                 .mode();
             assert_eq!(mode & 0o777, crate::home::FILE_MODE);
         }
+    }
+
+    /// What a sketched scan of `store` yields for `q`: the sketch's
+    /// nearest positions, and every entry read, in order.
+    fn sketched_scan(store: &Store, q: &[f32]) -> (Vec<u64>, Vec<(i64, Vec<u8>)>) {
+        let scan = store.vector_scan(3).expect("open").expect("file");
+        let reader = scan.sketch.as_ref().expect("sketch");
+        let near = reader
+            .nearest(&sketch::of_query(q, &reader.mean), 7)
+            .expect("nearest");
+        let mut seen: Vec<(i64, Vec<u8>)> = scan
+            .fold_sketched(q, Vec::new, |seen, id, _, v| {
+                seen.push((id, crate::embed::offset_binary(v)))
+            })
+            .expect("read")
+            .expect("sketched")
+            .into_iter()
+            .flatten()
+            .collect();
+        seen.sort();
+        (near, seen)
+    }
+
+    #[test]
+    fn a_reader_holding_the_files_in_memory_reads_what_they_hold_through_every_change() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let mut store = store_with(dir.path(), 50);
+        store.sync_vector_file(3).expect("sync");
+        let db = store.path().to_path_buf();
+        let reader = |budget: u64| {
+            let mut r = Store::open_read_only(&db).expect("open");
+            r.hold_flat_files(budget);
+            r
+        };
+        let held = reader(1 << 20);
+        let q = [0.6f32, -0.48, 0.64];
+        let same = |held: &Store, store: &Store, what: &str| {
+            assert_eq!(scanned(held, 1), scanned(store, 1), "{what}");
+            assert_eq!(scanned(held, 3), scanned(store, 1), "{what}: threads");
+            assert_eq!(sketched_scan(held, &q), sketched_scan(store, &q), "{what}");
+            let scan = held.vector_scan(3).expect("open").expect("file");
+            assert!(scan.held(), "{what}: entries held");
+            assert!(
+                scan.sketch.as_ref().expect("sketch").held(),
+                "{what}: sketch held"
+            );
+            let plain = store.vector_scan(3).expect("open").expect("file");
+            assert!(!plain.held(), "a store holds nothing unless asked");
+        };
+        same(&held, &store, "first read");
+        let size = entry_len(3) as usize;
+        let copy = held.held.as_ref().expect("held");
+        assert_eq!(copy.len(Which::Vectors), 50 * size);
+        assert_eq!(copy.len(Which::Sketch), 50);
+        // Appended entries are read into the copies.
+        add(&mut store, 50, 80);
+        store.sync_vector_file(3).expect("sync");
+        same(&held, &store, "appended");
+        let copy = held.held.as_ref().expect("held");
+        assert_eq!(copy.len(Which::Vectors), 80 * size);
+        assert_eq!(copy.len(Which::Sketch), 80);
+        // A forgotten record's blanked entry is read blank.
+        store
+            .conn
+            .execute("DELETE FROM records WHERE id = 7", [])
+            .expect("delete");
+        store.scrub().expect("scrub");
+        let scanned_now = scanned(&held, 1).expect("file");
+        assert_eq!(scanned_now[6], (7, vec![0; 3]));
+        same(&held, &store, "blanked");
+        // A file written anew (another token) replaces the copies.
+        let path = path_for(store.path());
+        let len = std::fs::metadata(&path).expect("stat").len();
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(&path)
+            .expect("open")
+            .set_len(len - 1)
+            .expect("truncate");
+        assert!(held.vector_scan(3).expect("open").is_none(), "cut short");
+        assert_eq!(store.sync_vector_file(3).expect("sync"), Synced::Lost);
+        embed_again(&mut store);
+        assert_eq!(
+            store.sync_vector_file(3).expect("sync"),
+            Synced::Rebuilt(79)
+        );
+        same(&held, &store, "written anew");
+        // Files over the budget are read per search, with the same result.
+        let small = reader(79 * size as u64 - 1);
+        assert_eq!(scanned(&small, 2), scanned(&store, 1));
+        assert_eq!(sketched_scan(&small, &q), sketched_scan(&store, &q));
+        let scan = small.vector_scan(3).expect("open").expect("file");
+        assert!(!scan.held());
+        assert!(scan.sketch.as_ref().expect("sketch").held(), "79 bytes fit");
     }
 
     #[test]

@@ -200,7 +200,17 @@ impl Store {
     /// The flat file of vectors as far as the database vouches for it,
     /// open for a scan; `None` when a search must read the table.
     pub(crate) fn vector_scan(&self, dim: usize) -> Result<Option<vector_file::Scan>, StoreError> {
-        vector_file::open(&self.conn, &self.path, dim)
+        vector_file::open(&self.conn, &self.path, dim, self.held.as_ref())
+    }
+
+    /// Makes this store's searches read the vector file's entries, and its
+    /// sketch's, from copies kept in memory (each at most `budget` bytes;
+    /// a larger file is read per search as before), brought up to date
+    /// with what the database trusts as each search opens them. For a
+    /// long-lived reader such as the daemon's search socket: a search then
+    /// no longer copies the whole file out of the page cache.
+    pub fn hold_flat_files(&mut self, budget: u64) {
+        self.held = Some(super::held::Held::new(budget));
     }
 
     /// The stored vector of one record (int8), if it has one: in the
