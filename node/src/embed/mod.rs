@@ -65,6 +65,13 @@ impl<'a> Embedder<'a> {
         self.table.dim
     }
 
+    /// Builds the vocabulary's map now (once per process), so that every
+    /// later text, a question too, is split with it: for a process that
+    /// embeds question after question, such as the daemon's search socket.
+    pub fn warm(&self) {
+        self.table.vocab();
+    }
+
     /// The token ids of (a bounded prefix of) `text`.
     pub fn tokens(&self, text: &str) -> Vec<u32> {
         wordpiece::tokenize(self.table.vocab(), self.unk, bounded(text), MAX_TOKENS)
@@ -325,6 +332,11 @@ pub(crate) mod tests {
             // With the map built, the map answers.
             assert!(full.table.has_vocab());
             assert_eq!(full.embed_one(text), got, "{text}");
+            // Warmed before its first text, as the daemon's is.
+            let warmed = Embedder::from_bytes(BUILTIN).expect("table");
+            warmed.warm();
+            assert!(warmed.table.has_vocab());
+            assert_eq!(warmed.embed_one(text), got, "{text}");
         }
     }
 

@@ -309,8 +309,9 @@ fn candidates(
 /// concepts): the cost stays bounded however large the memory grows.
 /// Each is scored by BM25 with a term frequency of one: the weight from the planner's `df`, the length from
 /// `store::lengths` against the newest records' average length. The best
-/// [`CANDIDATES`] go to the ranker, and only they are looked up in
-/// `records` when no filter needs the records' columns first.
+/// [`CANDIDATES`] are returned, best first, for the ranker; only they are
+/// looked up in `records` (by the caller, and only those no concept found
+/// before) when no filter needed the records' columns first.
 ///
 /// FTS5's own `bm25()` read each match's row of `fts_docsize`: one page
 /// read per match, which for a word matching thousands of records spread
@@ -324,8 +325,7 @@ fn concept_candidates(
     concept: Concept<'_>,
     (df, docs): (i64, i64),
     opts: &SearchOptions,
-    mut push: impl FnMut(i64, f64, String, Option<i64>, i64, i64),
-) -> Result<(), SearchError> {
+) -> Result<Vec<Scored>, SearchError> {
     let Concept {
         index,
         expr,
@@ -394,19 +394,45 @@ fn concept_candidates(
         scored.truncate(CANDIDATES);
     }
     scored.sort_unstable_by(best_first);
-    let mut columns =
-        conn.prepare_cached("SELECT role, ts, session, flags FROM records WHERE id = ?1")?;
-    for (score, id, cols) in scored {
-        let cols = match cols {
-            Some(c) => Some(c),
-            None => columns
-                .query_row([id], |r| {
-                    Ok((codec::role_at(r, 0)?, r.get(1)?, r.get(2)?, r.get(3)?))
-                })
-                .optional()?,
-        };
-        if let Some((role, ts, se, fl)) = cols {
-            push(id, score, role, ts, se, fl);
+    Ok(scored)
+}
+
+/// A concept's candidate: its score, its record id, and the record's
+/// columns when a filter made the query read them.
+type Scored = (f64, i64, Option<Columns>);
+
+/// The ranker's candidates by record id.
+type ById = rustc_hash::FxHashMap<i64, rank::Candidate>;
+
+/// Adds record `id` to the candidates, with `concept`'s part (its index
+/// and score) when given. Only a record not among them yet needs its
+/// columns (`cols`); `None` from it (a record deleted since) leaves it out.
+fn offer(
+    by_id: &mut ById,
+    id: i64,
+    concept: Option<(usize, f64)>,
+    cols: impl FnOnce() -> Result<Option<Columns>, SearchError>,
+) -> Result<(), SearchError> {
+    let c = match by_id.entry(id) {
+        std::collections::hash_map::Entry::Occupied(o) => o.into_mut(),
+        std::collections::hash_map::Entry::Vacant(v) => {
+            let Some((role, ts, session_row, flags)) = cols()? else {
+                return Ok(());
+            };
+            v.insert(rank::Candidate {
+                record_id: id,
+                parts: Vec::new(),
+                role,
+                ts,
+                session_row,
+                flags,
+            })
+        }
+    };
+    if let Some((k, score)) = concept {
+        match c.parts.iter_mut().find(|p| p.0 == k) {
+            Some(p) => p.1 = p.1.max(score),
+            None => c.parts.push((k, score)),
         }
     }
     Ok(())
@@ -552,22 +578,23 @@ fn lexical(
     let weights: Vec<f64> = concepts.iter().map(|c| idf(c.2)).collect();
     let mut lengths = lengths::Reader::new(conn)?;
     // Keyed by record id, never by input: the fast hash is safe here.
-    let mut by_id: rustc_hash::FxHashMap<i64, rank::Candidate> = Default::default();
-    let mut add = |id, concept: Option<(usize, f64)>, role, ts, session, flags| {
-        let c = by_id.entry(id).or_insert_with(|| rank::Candidate {
-            record_id: id,
-            parts: Vec::new(),
-            role,
-            ts,
-            session_row: session,
-            flags,
-        });
-        if let Some((k, score)) = concept {
-            match c.parts.iter_mut().find(|p| p.0 == k) {
-                Some(p) => p.1 = p.1.max(score),
-                None => c.parts.push((k, score)),
-            }
+    let mut by_id = ById::default();
+    // A record a concept found before (its stem's matches hold most of its
+    // word's) is not looked up again.
+    let mut columns =
+        conn.prepare_cached("SELECT role, ts, session, flags FROM records WHERE id = ?1")?;
+    let mut add = |by_id: &mut ById, scored: Vec<Scored>, k: usize, weight: f64| {
+        for (score, id, cols) in scored {
+            offer(by_id, id, Some((k, score * weight)), || match cols {
+                Some(c) => Ok(Some(c)),
+                None => Ok(columns
+                    .query_row([id], |r| {
+                        Ok((codec::role_at(r, 0)?, r.get(1)?, r.get(2)?, r.get(3)?))
+                    })
+                    .optional()?),
+            })?;
         }
+        Ok::<(), SearchError>(())
     };
     for (k, (exact, stem, df)) in concepts.iter().enumerate() {
         if let Some(t) = exact {
@@ -584,14 +611,8 @@ fn lexical(
                 expr: one.to_fts(),
                 counted,
             };
-            concept_candidates(
-                conn,
-                &mut lengths,
-                concept,
-                (*df, docs),
-                opts,
-                |id, score, role, ts, se, fl| add(id, Some((k, score)), role, ts, se, fl),
-            )?;
+            let scored = concept_candidates(conn, &mut lengths, concept, (*df, docs), opts)?;
+            add(&mut by_id, scored, k, 1.0)?;
         }
         if let Some(w) = stem {
             let concept = Concept {
@@ -599,23 +620,15 @@ fn lexical(
                 expr: Query::to_stem_fts(std::slice::from_ref(w)),
                 counted: freq.newest(df::Index::Stem, w),
             };
-            concept_candidates(
-                conn,
-                &mut lengths,
-                concept,
-                (*df, docs),
-                opts,
-                |id, score, role, ts, se, fl| {
-                    add(id, Some((k, score * rank::STEM_WEIGHT)), role, ts, se, fl)
-                },
-            )?;
+            let scored = concept_candidates(conn, &mut lengths, concept, (*df, docs), opts)?;
+            add(&mut by_id, scored, k, rank::STEM_WEIGHT)?;
         }
     }
     if let Some(p) = &period {
         // What was said in the named period, even in other words.
         for range in &p.ranges {
             for (id, role, ts, se, fl) in period::newest(conn, *range, opts, PERIOD_CANDIDATES)? {
-                add(id, None, role, ts, se, fl);
+                offer(&mut by_id, id, None, || Ok(Some((role, ts, se, fl))))?;
             }
         }
     }

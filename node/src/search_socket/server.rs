@@ -1,8 +1,8 @@
 //! The daemon's side: a Unix socket that answers searches from a
 //! read-only connection kept open (so its page cache and the parsed
 //! schema stay warm between questions, as does the embedding
-//! vocabulary's map once the daemon's indexing has built it), which holds
-//! the vector file and its sketch in memory (see `store::held`).
+//! vocabulary's map, built when the socket is bound), which holds the
+//! vector file and its sketch in memory (see `store::held`).
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -83,6 +83,9 @@ impl SearchSocket {
         };
         let mut store = Store::open_read_only(db_path)?;
         store.hold_flat_files(HELD_BYTES);
+        // Questions are then embedded with the whole vocabulary's map,
+        // built once here instead of a pass over the vocabulary each.
+        crate::embed::builtin().warm();
         store
             .conn()
             .pragma_update(None, "cache_size", -CACHE_KIB)
