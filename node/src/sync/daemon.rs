@@ -5,8 +5,9 @@
 //! - **listen**: a sync endpoint on `--listen` whose allow-list is the peer
 //!   table; accepted connections go to the driver;
 //! - **index**: watches the agents' stores (the `notify` crate) with a
-//!   polling fallback, indexes within a fraction of a second of a change,
-//!   and tells the driver when this node's own log grew;
+//!   polling fallback (see [`super::watch`]), indexes within a fraction of
+//!   a second of a change, and tells the driver when this node's own log
+//!   grew;
 //! - **peers**: follows the peer table (re-read when it changes, so a
 //!   pairing or unpairing takes effect without a restart);
 //! - **driver**: the thin shell around the pure [`Scheduler`]: it feeds
@@ -50,6 +51,7 @@ use super::session::{
     self, SessionConfig, SharedNode, SyncError, local_hello, new_instance, with_node,
 };
 use super::tls::AllowList;
+use super::watch::{self, Watch};
 use crate::clock::now_ms;
 use crate::node::Node;
 
@@ -63,8 +65,13 @@ pub struct DaemonConfig {
     pub listen: SocketAddr,
     /// A sync round with every peer at least this often.
     pub sync_interval: Duration,
-    /// Index at least this often even without file events (the fallback).
+    /// Index at least this often even without file events, while any of
+    /// the agents' stores is not watched (the fallback; see `sync::watch`).
     pub poll_interval: Duration,
+    /// Index at least this often while every store is watched (a backstop
+    /// for events lost anyway); roots that appear are still looked for
+    /// every `poll_interval`.
+    pub backstop_interval: Duration,
     /// Wait this long after a file event for more before indexing.
     pub debounce: Duration,
     /// How often the peer table is checked for changes.
@@ -92,6 +99,7 @@ impl Default for DaemonConfig {
             listen: SocketAddr::from(([0, 0, 0, 0], super::DEFAULT_PORT)),
             sync_interval: Duration::from_secs(30),
             poll_interval: Duration::from_secs(3),
+            backstop_interval: Duration::from_secs(30),
             debounce: Duration::from_millis(150),
             peers_check: Duration::from_secs(1),
             backoff_min: Duration::from_secs(1),
@@ -213,17 +221,22 @@ pub async fn serve(
     on_bound(bound);
 
     let own_id = node.identity().id().to_string();
-    let mut watch_paths = watch_roots(&node);
-    watch_paths.extend(requests);
     let notes_file = node.config().locations.notes_file.clone();
-    let local_id = hello.node_id;
-    let node: SharedNode = Arc::new(Mutex::new(node));
-    let dirty = Arc::new(Notify::new());
-    let _watcher = if cfg.watch {
-        start_watcher(&watch_paths, &home, &notes_file, Arc::clone(&dirty))
-    } else {
-        None
+    let stores = StoreRoots {
+        locations: node.config().locations.clone(),
+        disabled: node.config().disabled.clone(),
     };
+    let local_id = hello.node_id;
+    let dirty = Arc::new(Notify::new());
+    let watch = Watch::start(
+        cfg.watch,
+        stores.existing(),
+        requests.into_iter().collect(),
+        &home,
+        &notes_file,
+        Arc::clone(&dirty),
+    );
+    let node: SharedNode = Arc::new(Mutex::new(node));
 
     let (control, control_rx) = mpsc::unbounded_channel();
     let (link_tx, link_rx) = mpsc::unbounded_channel();
@@ -246,7 +259,7 @@ pub async fn serve(
         home.clone(),
         Arc::clone(&node),
         cfg.clone(),
-        Arc::clone(&dirty),
+        (watch, stores, Arc::clone(&dirty)),
         control.clone(),
     ));
     tasks.spawn(peers_loop(
@@ -414,22 +427,33 @@ async fn index_loop(
     home: PathBuf,
     node: SharedNode,
     cfg: DaemonConfig,
-    dirty: Arc<Notify>,
+    (mut watch, stores, dirty): (Watch, StoreRoots, Arc<Notify>),
     control: mpsc::UnboundedSender<Control>,
 ) {
-    // Runs until aborted; each iteration waits for a change or the poll timer.
+    // Runs until aborted; each iteration waits for a change or the poll
+    // timer. A tick walks the stores only when one is not watched, a root
+    // appeared, or the backstop is due (see `sync::watch`).
     let mut first = true;
     let mut last_mark = None;
+    let mut last_pass = std::time::Instant::now();
     loop {
         if !first {
             tokio::select! {
                 _ = dirty.notified() => {
                     tokio::time::sleep(cfg.debounce).await;
                 }
-                _ = tokio::time::sleep(cfg.poll_interval) => {}
+                _ = tokio::time::sleep(cfg.poll_interval) => {
+                    let rewatched = watch.follow(stores.existing());
+                    if !rewatched
+                        && !watch::pass_due(watch.complete(), last_pass.elapsed(), cfg.backstop_interval)
+                    {
+                        continue;
+                    }
+                }
             }
         }
         first = false;
+        last_pass = std::time::Instant::now();
         let started = std::time::Instant::now();
         let started_ms = now_ms();
         let r = with_node(&node, move |n| {
@@ -804,66 +828,22 @@ impl Driver {
     }
 }
 
-/// The paths to watch: the agents' stores that exist, and the notes file.
-/// Only the folders (or files) the agents write their histories to, never
-/// a whole home or project tree: a recursive watch on `$HOME` would cost
-/// a watch per folder and wake on every write anywhere, including this
-/// node's own database.
-fn watch_roots(node: &Node) -> Vec<PathBuf> {
-    let cfg = node.config();
-    // Each source names the folders it reads (`Source::roots`); the notes
-    // file is the notes source's root, never the home around it: the
-    // database and its WAL live there and would wake the watcher on every write.
-    crate::sources::watch_roots(&cfg.locations, &cfg.disabled)
+/// Where the agents' stores may be, for the watch: the roots that exist
+/// are looked for at start and at every poll tick.
+struct StoreRoots {
+    locations: crate::sources::Locations,
+    disabled: Vec<String>,
 }
 
-fn start_watcher(
-    roots: &[PathBuf],
-    home: &Path,
-    notes_file: &Path,
-    dirty: Arc<Notify>,
-) -> Option<notify::RecommendedWatcher> {
-    use notify::{EventKind, RecursiveMode, Watcher};
-    let home_dir = home.to_path_buf();
-    let notes = notes_file.to_path_buf();
-    let request = home.join(PASS_REQUEST_FILE);
-    let handler = move |res: notify::Result<notify::Event>| {
-        let Ok(ev) = res else { return };
-        let relevant = matches!(
-            ev.kind,
-            EventKind::Create(_) | EventKind::Modify(_) | EventKind::Remove(_) | EventKind::Any
-        ) && !matches!(
-            ev.kind,
-            EventKind::Modify(notify::event::ModifyKind::Metadata(_))
-        );
-        // The node's own database lives in its home: only the notes file
-        // and the pass request file count there.
-        let ours = ev
-            .paths
-            .iter()
-            .any(|p| !p.starts_with(&home_dir) || p == &notes || p == &request);
-        if relevant && ours {
-            dirty.notify_one();
-        }
-    };
-    let mut w = match notify::recommended_watcher(handler) {
-        Ok(w) => w,
-        Err(e) => {
-            tracing::warn!(error = %e, "file watching unavailable; polling only");
-            return None;
-        }
-    };
-    for r in roots {
-        let mode = if r.starts_with(home) || r.is_file() {
-            RecursiveMode::NonRecursive
-        } else {
-            RecursiveMode::Recursive
-        };
-        if let Err(e) = w.watch(r, mode) {
-            tracing::warn!(path = %r.display(), error = %e, "cannot watch; polling covers it");
-        }
+impl StoreRoots {
+    /// The folders (or files) the agents write their histories to that
+    /// exist now. Never a whole home or project tree: a recursive watch on
+    /// `$HOME` would cost a watch per folder and wake on every write
+    /// anywhere, including this node's own database; the notes file is
+    /// the notes source's root, never the home around it.
+    fn existing(&self) -> Vec<PathBuf> {
+        crate::sources::watch_roots(&self.locations, &self.disabled)
     }
-    Some(w)
 }
 
 #[cfg(test)]

@@ -31,6 +31,7 @@ pub mod peers;
 pub mod scheduler;
 pub mod session;
 pub mod tls;
+pub mod watch;
 
 /// The UDP port `cairn serve` and `cairn pair` listen on by default.
 pub const DEFAULT_PORT: u16 = 7878;
