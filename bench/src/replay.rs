@@ -232,12 +232,13 @@ pub fn run(
     // installed service does): the daemon keeps the index fresh, so a
     // search makes no refresh of its own, and answers it from its warm
     // connection (still a fresh `cairn search` process each time).
-    let (mut serving, mut common_served, mut questions_served) = {
-        let _daemon = Daemon::start(cairn, &s)?;
+    let (mut serving, mut common_served, mut questions_served, daemon_rss) = {
+        let daemon = Daemon::start(cairn, &s)?;
         (
             rare_searches(cairn, &s, &needles, reps, &[])?,
             searches_found(cairn, &s, &["error"], reps)?,
             searches_found(cairn, &s, &QUESTIONS, reps)?,
+            daemon.rss_mb(),
         )
     };
     figures.push(Figure::timings(
@@ -265,6 +266,15 @@ pub fn run(
         &mut questions_served,
         "-",
     ));
+    if let Some(mb) = daemon_rss {
+        figures.push(Figure::new(
+            "cairn serve RSS after those searches",
+            mb,
+            None,
+            "MB",
+            "-",
+        ));
+    }
 
     println!(
         "corpus: {} ({mb:.0} MB in {files} files), {runs} cold runs, {reps} reps, meaning tier {}",
@@ -360,6 +370,20 @@ impl Daemon {
                 .is_some()
         })?;
         Ok(d)
+    }
+
+    /// Its resident memory now, in MB (Linux only: read from `/proc`).
+    fn rss_mb(&self) -> Option<f64> {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.0.id())).ok()?;
+        let kb: f64 = status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))?
+            .trim()
+            .trim_end_matches("kB")
+            .trim()
+            .parse()
+            .ok()?;
+        Some(kb / 1024.0)
     }
 
     /// Waits (at most `secs` seconds) until `done`; fails if the daemon
