@@ -5,7 +5,7 @@
 //! vector file and its sketch in memory (see `store::held`).
 
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -116,6 +116,20 @@ impl SearchSocket {
                 at_once: Arc::new(Semaphore::new(AT_ONCE)),
             }),
         })
+    }
+
+    /// Reads the vector file and its sketch into memory now (see
+    /// `store::held`), off the async threads, instead of at the first
+    /// question: for a daemon whose configuration turns the meaning tier
+    /// on. Searches that arrive meanwhile wait for it (a few tens of ms).
+    pub fn hold_vectors_now(&self) {
+        let state = Arc::clone(&self.state);
+        tokio::task::spawn_blocking(move || {
+            let store = state.store.lock().unwrap_or_else(PoisonError::into_inner);
+            if let Err(e) = store.vector_scan(crate::embed::builtin().dim()) {
+                tracing::debug!(error = %e, "cannot read the vector file ahead of searches");
+            }
+        });
     }
 
     /// Answers searches until the task is dropped or aborted.
@@ -271,6 +285,8 @@ mod tests {
         let socket = rt
             .block_on(async { SearchSocket::bind(&home, &db) })
             .expect("bind");
+        // As the daemon does with the meaning tier on (no vector file here).
+        rt.block_on(async { socket.hold_vectors_now() });
         let served = rt.spawn(socket.serve());
         let sock = home.join(SOCKET_FILE);
         {

@@ -221,6 +221,8 @@ pub async fn serve(
     on_bound(bound);
 
     let own_id = node.identity().id().to_string();
+    #[cfg(unix)]
+    let semantic = node.config().semantic;
     let notes_file = node.config().locations.notes_file.clone();
     let stores = StoreRoots {
         locations: node.config().locations.clone(),
@@ -252,6 +254,9 @@ pub async fn serve(
     let mut tasks = tokio::task::JoinSet::new();
     #[cfg(unix)]
     if let Some(socket) = searches {
+        if semantic {
+            socket.hold_vectors_now();
+        }
         tasks.spawn(socket.serve());
     }
     tasks.spawn(accept_loop(Arc::clone(&endpoint), control.clone()));
