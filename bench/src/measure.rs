@@ -127,6 +127,21 @@ fn cpu_of_stat(stat: &str) -> Option<Duration> {
     ))
 }
 
+/// A memory figure of a running process in MB, from its `/proc/PID/status`
+/// line `field` (such as `VmRSS:` or `VmHWM:`); Linux only.
+pub(crate) fn proc_status_mb(pid: u32, field: &str) -> Option<f64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let kb: f64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix(field))?
+        .trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse()
+        .ok()?;
+    Some(kb / 1024.0)
+}
+
 pub(super) fn median(v: &mut [f64]) -> f64 {
     v.sort_by(|a, b| a.total_cmp(b));
     if v.is_empty() { 0.0 } else { v[v.len() / 2] }

@@ -374,16 +374,7 @@ impl Daemon {
 
     /// Its resident memory now, in MB (Linux only: read from `/proc`).
     fn rss_mb(&self) -> Option<f64> {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.0.id())).ok()?;
-        let kb: f64 = status
-            .lines()
-            .find_map(|l| l.strip_prefix("VmRSS:"))?
-            .trim()
-            .trim_end_matches("kB")
-            .trim()
-            .parse()
-            .ok()?;
-        Some(kb / 1024.0)
+        crate::measure::proc_status_mb(self.0.id(), "VmRSS:")
     }
 
     /// Waits (at most `secs` seconds) until `done`; fails if the daemon

@@ -184,16 +184,7 @@ fn lo_bytes() -> Option<u64> {
 }
 
 fn peak_rss_mb(pid: u32) -> Option<f64> {
-    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let kb: f64 = s
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))?
-        .trim()
-        .trim_end_matches("kB")
-        .trim()
-        .parse()
-        .ok()?;
-    Some(kb / 1024.0)
+    crate::measure::proc_status_mb(pid, "VmHWM:")
 }
 
 /// User + system CPU seconds of a process (`/proc/PID/stat`, 100 ticks/s).

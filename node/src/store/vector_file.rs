@@ -1236,14 +1236,11 @@ mod tests {
             .expect("cut");
         let scan = store.vector_scan(3).expect("open").expect("file");
         assert!(scan.upto > upto);
-        let mut seen: Vec<i64> = scan
-            .fold_sketched(&q, Vec::new, |seen, id, _, _| seen.push(id))
-            .expect("read")
-            .expect("sketched")
+        let seen: Vec<i64> = sketched_scan(&store, &q)
+            .1
             .into_iter()
-            .flatten()
+            .map(|(id, _)| id)
             .collect();
-        seen.sort();
         let near = reader.nearest(&qs, sketch::CANDIDATES).expect("nearest");
         assert_eq!(near.len(), 60, "fewer entries than candidates: all");
         let mut want: Vec<i64> = all.iter().map(|(id, _)| *id).collect();
