@@ -1,8 +1,8 @@
 //! The daemon's side: a Unix socket that answers searches from a
 //! read-only connection kept open (so its page cache and the parsed
 //! schema stay warm between questions, as does the embedding
-//! vocabulary's map, built when the socket is bound), which holds the
-//! vector file and its sketch in memory (see `store::held`).
+//! vocabulary's map), which holds the vector file and its sketch in
+//! memory (see `store::held`).
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -83,9 +83,6 @@ impl SearchSocket {
         };
         let mut store = Store::open_read_only(db_path)?;
         store.hold_flat_files(HELD_BYTES);
-        // Questions are then embedded with the whole vocabulary's map,
-        // built once here instead of a pass over the vocabulary each.
-        crate::embed::builtin().warm();
         store
             .conn()
             .pragma_update(None, "cache_size", -CACHE_KIB)
@@ -118,13 +115,16 @@ impl SearchSocket {
         })
     }
 
-    /// Reads the vector file and its sketch into memory now (see
-    /// `store::held`), off the async threads, instead of at the first
-    /// question: for a daemon whose configuration turns the meaning tier
-    /// on. Searches that arrive meanwhile wait for it (a few tens of ms).
-    pub fn hold_vectors_now(&self) {
+    /// Readies the meaning tier now, off the async threads, instead of at
+    /// the first question: builds the embedding vocabulary's map (so each
+    /// question is split with it, not with a pass over the vocabulary) and
+    /// reads the vector file and its sketch into memory (see
+    /// `store::held`). For a daemon whose configuration turns the meaning
+    /// tier on; searches that arrive meanwhile wait (a few tens of ms).
+    pub fn ready_meaning_tier(&self) {
         let state = Arc::clone(&self.state);
         tokio::task::spawn_blocking(move || {
+            crate::embed::builtin().warm();
             let store = state.store.lock().unwrap_or_else(PoisonError::into_inner);
             if let Err(e) = store.vector_scan(crate::embed::builtin().dim()) {
                 tracing::debug!(error = %e, "cannot read the vector file ahead of searches");
@@ -286,7 +286,7 @@ mod tests {
             .block_on(async { SearchSocket::bind(&home, &db) })
             .expect("bind");
         // As the daemon does with the meaning tier on (no vector file here).
-        rt.block_on(async { socket.hold_vectors_now() });
+        rt.block_on(async { socket.ready_meaning_tier() });
         let served = rt.spawn(socket.serve());
         let sock = home.join(SOCKET_FILE);
         {

@@ -255,7 +255,7 @@ pub async fn serve(
     #[cfg(unix)]
     if let Some(socket) = searches {
         if semantic {
-            socket.hold_vectors_now();
+            socket.ready_meaning_tier();
         }
         tasks.spawn(socket.serve());
     }
