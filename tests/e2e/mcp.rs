@@ -41,6 +41,19 @@ async fn connect(home: &TestHome) -> Client {
         .expect("MCP handshake with cairn mcp")
 }
 
+/// [`connect`] with the server's debug log written to `log`.
+async fn connect_logging(home: &TestHome, log: &std::path::Path) -> Client {
+    let mut cmd = home.cmd(&["mcp"]);
+    cmd.env("CAIRN_LOG", "cairn=debug");
+    let (transport, _) = TokioChildProcess::builder(tokio::process::Command::from(cmd))
+        .stderr(std::fs::File::create(log).expect("log file"))
+        .spawn()
+        .expect("spawn cairn mcp");
+    ().serve(transport)
+        .await
+        .expect("MCP handshake with cairn mcp")
+}
+
 async fn call(client: &Client, tool: &str, a: Value) -> CallToolResult {
     client
         .call_tool(CallToolRequestParams::new(tool.to_owned()).with_arguments(args(a)))
@@ -398,6 +411,55 @@ fn mcp_leaves_indexing_to_a_running_daemon() {
     std::fs::remove_file(home.cairn_home().join("serve.json")).expect("rm serve.json");
     assert_eq!(home.search("wombatqueue", &[]).len(), 1);
 }
+/// The `search` tool's text for each of `questions`, in order.
+async fn search_all(client: &Client, questions: &[Value]) -> Vec<String> {
+    let mut out = Vec::new();
+    for q in questions {
+        out.push(ok_text(&call(client, "search", q.clone()).await));
+    }
+    out
+}
+
+/// With a real `cairn serve` running, the `search` tool is answered by the
+/// daemon's search socket, with the text the server finds on its own.
+#[test]
+fn mcp_searches_are_answered_by_a_running_daemon() {
+    use crate::sync::{Reap, wait_for};
+
+    let home = TestHome::seeded();
+    home.ok(&["index", "--quiet"]);
+    let questions = [
+        json!({"query": "why did we pin hyper"}),
+        json!({"query": "redis sqlite job queue", "agent": "codex", "limit": 2}),
+    ];
+    let here = runtime().block_on(async {
+        let client = connect(&home).await;
+        let out = search_all(&client, &questions).await;
+        client.cancel().await.expect("close the client");
+        out
+    });
+    assert!(
+        here.iter().all(|t| !t.starts_with("No matches")),
+        "{here:?}"
+    );
+    let _daemon = Reap(home.spawn_serve());
+    let socket = home.cairn_home().join("search.sock");
+    wait_for(std::time::Duration::from_secs(60), || {
+        socket.exists().then_some(())
+    })
+    .unwrap_or_else(|| panic!("the daemon never opened its search socket"));
+    let log = home.path().join("mcp.log");
+    let served = runtime().block_on(async {
+        let client = connect_logging(&home, &log).await;
+        let out = search_all(&client, &questions).await;
+        client.cancel().await.expect("close the client");
+        out
+    });
+    assert_eq!(served, here);
+    let log = std::fs::read_to_string(&log).expect("log");
+    assert_eq!(log.matches("answered by the daemon").count(), 2, "{log}");
+}
+
 /// Raw lines, malformed in every way the issue found, sent to the real
 /// `cairn mcp`: each request gets a JSON-RPC answer (a result or the error
 /// the specification names, with its id or `null`), and the session goes on.

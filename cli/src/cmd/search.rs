@@ -76,7 +76,7 @@ pub fn run(global: &GlobalArgs, args: &SearchArgs) -> anyhow::Result<()> {
     // A running daemon keeps the index fresh, and answers from a warm
     // connection what this process would answer cold.
     let served = match serving {
-        true => served(&cfg, &query, &opts, args.offset),
+        true => cairn_node::search_socket::served(&cfg, &query, &opts, args.offset),
         false => None,
     };
     let page = match served {
@@ -84,38 +84,6 @@ pub fn run(global: &GlobalArgs, args: &SearchArgs) -> anyhow::Result<()> {
         None => search_here(cfg, args, &query, &opts, serving)?,
     };
     print_page(args, &query, &page, now)
-}
-
-/// The page the daemon answers, if it does (never off Unix: no socket).
-fn served(
-    cfg: &cairn_node::config::Config,
-    query: &str,
-    opts: &SearchOptions,
-    offset: usize,
-) -> Option<cairn_node::search::Page> {
-    #[cfg(not(unix))]
-    {
-        let _ = (cfg, query, opts, offset);
-        None
-    }
-    #[cfg(unix)]
-    match cairn_node::search_socket::client::ask(
-        &cfg.home,
-        &cfg.db_path,
-        query,
-        opts,
-        offset,
-        cfg.semantic,
-    ) {
-        Ok(page) => {
-            tracing::debug!("answered by the daemon");
-            Some(page)
-        }
-        Err(e) => {
-            tracing::debug!(error = %e, "searching here");
-            None
-        }
-    }
 }
 
 /// The page this process finds, refreshing the index first unless a

@@ -89,7 +89,16 @@ pub fn search(node: &Node, req: &SearchRequest, now_ms: i64) -> Result<String, T
         semantic: None, // filled in by `Node::search`
         lexical_only: false,
     };
-    let hits = node.search(&req.query, &opts)?;
+    // A running daemon answers from its warm connection (the vectors held
+    // in memory): the hits this process would find itself.
+    let served = match crate::sync::daemon::is_serving(&node.config().home) {
+        true => crate::search_socket::served(node.config(), &req.query, &opts, 0),
+        false => None,
+    };
+    let hits = match served {
+        Some(page) => page.hits,
+        None => node.search(&req.query, &opts)?,
+    };
     if hits.is_empty() {
         return Ok(format!(
             "No matches for {:?}. Try fewer or other words, or drop filters.",

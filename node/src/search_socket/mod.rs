@@ -27,6 +27,35 @@ use serde::{Deserialize, Serialize};
 use crate::record::Role;
 use crate::search::{Page, SearchOptions};
 
+/// The page the daemon serving `cfg`'s home answers for a search of its
+/// database (`offset` into the sessions), or `None` when it gives none: no
+/// socket (always, off Unix), a refusal, an error, a timeout. The caller
+/// then searches on its own. Used by `cairn search` and the MCP server's
+/// `search` tool once `sync::instance::is_serving` says a daemon runs.
+pub fn served(
+    cfg: &crate::config::Config,
+    query: &str,
+    opts: &SearchOptions,
+    offset: usize,
+) -> Option<Page> {
+    #[cfg(not(unix))]
+    {
+        let _ = (cfg, query, opts, offset);
+        None
+    }
+    #[cfg(unix)]
+    match client::ask(&cfg.home, &cfg.db_path, query, opts, offset, cfg.semantic) {
+        Ok(page) => {
+            tracing::debug!("answered by the daemon");
+            Some(page)
+        }
+        Err(e) => {
+            tracing::debug!(error = %e, "searching here");
+            None
+        }
+    }
+}
+
 /// The socket, in the node's data folder.
 pub const SOCKET_FILE: &str = "search.sock";
 /// The token a request must carry, in the node's data folder.
