@@ -216,10 +216,7 @@ fn search_on(state: &State, req: &Request) -> Reply {
     };
     opts.semantic = search::semantic::embedder_for(req.semantic, &req.query, &opts);
     let offset = usize::try_from(req.offset).unwrap_or(usize::MAX);
-    let store = match state.store.lock() {
-        Ok(s) => s,
-        Err(poisoned) => poisoned.into_inner(),
-    };
+    let store = state.store.lock().unwrap_or_else(PoisonError::into_inner);
     match search::search_page(&store, &Query::parse(&req.query), &opts, offset) {
         Ok(page) => Reply::Page(page),
         Err(e) => Reply::Failed(e.to_string()),

@@ -83,11 +83,7 @@ impl Held {
         start: u64,
         len: u64,
     ) -> Option<Arc<Vec<u8>>> {
-        let slot = match which {
-            Which::Vectors => &self.vectors,
-            Which::Sketch => &self.sketch,
-        };
-        let mut slot = slot.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut slot = self.slot(which);
         if len > self.budget {
             *slot = None;
             return None;
@@ -107,15 +103,20 @@ impl Held {
         got
     }
 
+    /// The copy of `which` file, locked.
+    fn slot(&self, which: Which) -> std::sync::MutexGuard<'_, Option<Copy>> {
+        match which {
+            Which::Vectors => &self.vectors,
+            Which::Sketch => &self.sketch,
+        }
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+    }
+
     /// Bytes held now (for tests).
     #[cfg(test)]
     pub(crate) fn len(&self, which: Which) -> usize {
-        let slot = match which {
-            Which::Vectors => &self.vectors,
-            Which::Sketch => &self.sketch,
-        };
-        let slot = slot.lock().unwrap_or_else(PoisonError::into_inner);
-        slot.as_ref().map_or(0, |c| c.bytes.len())
+        self.slot(which).as_ref().map_or(0, |c| c.bytes.len())
     }
 }
 
