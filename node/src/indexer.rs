@@ -762,32 +762,40 @@ impl Walk {
 /// and mtime the index read it whole: then a pass has nothing to do, and
 /// this returns how many stores there are. Otherwise (or with no walking
 /// thread) `None`, and the walk keeps what it found so far for the pass;
-/// it stops comparing at the first difference, so the pass can start while
-/// the walk goes on.
+/// it stops comparing at the first source that differs, so the pass can
+/// start while the walk goes on.
 pub fn unchanged_since(walk: &mut Walk, survey: &crate::survey::Survey) -> Option<u64> {
     let (walker, rx) = walk.walker.take()?;
     let mut found = 0usize;
+    let mut sources = 0usize;
+    let keys = survey.keys();
     while let Ok(batch) = rx.recv() {
         found += batch.len();
-        let same = batch.iter().all(|f| {
-            survey.unchanged(
+        // A batch is one source's stores (see `discover_all`).
+        let mut tally = crate::survey::Tally::default();
+        for f in &batch {
+            tally.add(
+                keys,
                 f.file.path.as_os_str().as_encoded_bytes(),
                 f.size,
                 f.mtime_ns,
-            )
-        });
+            );
+        }
+        let same = batch.first().is_some_and(|f| survey.same(f.agent, tally));
         walk.taken.push(batch);
         if !same {
             walk.walker = Some((walker, rx));
             return None;
         }
+        sources += 1;
     }
     walker
         .join()
         .unwrap_or_else(|p| std::panic::resume_unwind(p));
     walk.done = true;
-    // Fewer: a store the survey has is gone, and the pass marks it missing.
-    (found == survey.present()).then_some(found as u64)
+    // Fewer: every store of a source the survey has is gone, and the pass
+    // marks them missing.
+    (sources == survey.sources()).then_some(found as u64)
 }
 
 /// Walks every enabled source, handing each one's stores to `out` as soon

@@ -266,6 +266,7 @@ impl Node {
             .iter()
             .filter(|s| enabled.contains(&s.agent.as_str()))
             .map(|s| survey::Known {
+                agent: &s.agent,
                 path: &s.path,
                 size: s.size,
                 mtime_ns: s.mtime_ns,

@@ -1,7 +1,20 @@
-//! The survey: every store the index knows with the size and mtime it was
-//! last read at, kept in a small file beside the database (`survey.bin`),
-//! so that a `cairn index` with nothing new compares the walk of the
-//! agents' folders with it and never opens the database.
+//! The survey: what the agents' stores looked like when the index last
+//! had read every one of them whole, kept in a small file beside the
+//! database (`survey.bin`), so that a `cairn index` with nothing new
+//! compares the walk of the agents' folders with it and never opens the
+//! database.
+//!
+//! It holds no list of stores: per source, the number of stores that were
+//! on disk and read whole and a [`Tally`] of them, the sum of a keyed
+//! 128-bit SipHash of each one's path, size and mtime. A walk tallies what
+//! it finds the same way, a source at a time, and the pass has nothing to
+//! do when every source's tally is the survey's. Loading it is one small
+//! read, and comparing costs a hash per store found, where a list of paths
+//! had to be read, checked and put in a table first (a millisecond and a
+//! half of a no-op pass at 3,000 stores). A store that is new, grown,
+//! touched, gone, or was not read whole (its last read failed) moves its
+//! source's sum; two different sets of stores tally alike only by a
+//! collision of the sums, with odds of about one in 2^128.
 //!
 //! A survey is written only by a pass that read nothing and wrote nothing,
 //! from the `sources` rows read in one transaction, and it is trusted only
@@ -23,28 +36,27 @@
 //! database, a store that differs) means the ordinary pass, which is never
 //! wrong, only slower. Unix only: elsewhere there is never a survey.
 
+use std::hash::Hasher;
 use std::io::Write;
 use std::path::Path;
 
-use crate::pathmap::PathMap;
+use siphasher::sip128::{Hasher128, SipHasher13};
 
 /// The survey's file name in the node's home.
 pub const FILE: &str = "survey.bin";
 
-const MAGIC: &[u8; 8] = b"cairnsv1";
+const MAGIC: &[u8; 8] = b"cairnsv2";
 
-/// Bytes before the row count: the magic, the configuration key, the two
-/// file identities (a presence byte and five u64 each) and the reading.
+/// Bytes before the source count: the magic, the configuration key, the
+/// two file identities (a presence byte and five u64 each) and the reading.
 const HEADER_LEN: usize = 8 + 32 + 2 * (1 + 5 * 8) + 2 * 8;
 
 /// How much older than the clock reading the database files must be on a
 /// file system whose timestamps may be coarse or set by another machine.
 const SLOW_CLOCK_MARGIN_NS: i64 = 2_000_000_000;
 
-/// A row's state in the survey.
-const STATE_OK: u8 = 0;
-const STATE_FAILED: u8 = 1;
-const STATE_MISSING: u8 = 2;
+/// Bytes of a source's entry after its name: the count and the sum.
+const TALLY_LEN: usize = 8 + 16;
 
 /// One file as stat'ed: enough to tell that it was written since.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -193,6 +205,8 @@ pub fn config_key(config: &str, schema: u32) -> [u8; 32] {
 /// One store as the index last read it.
 #[derive(Debug, Clone, Copy)]
 pub struct Known<'a> {
+    /// The agent whose source found it.
+    pub agent: &'a str,
     /// Its path.
     pub path: &'a str,
     /// Size when last read.
@@ -205,23 +219,49 @@ pub struct Known<'a> {
     pub missing: bool,
 }
 
-/// A loaded survey that was found trustworthy for the database as it is now.
-pub struct Survey {
-    paths: Vec<u8>,
-    rows: Vec<Row>,
-    /// Where each row's path is.
-    map: PathMap,
-    /// Rows of stores that were on disk.
-    present: usize,
+/// Stores tallied: how many, and the sum of their hashes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Tally {
+    count: u64,
+    sum: u128,
 }
 
+/// The SipHash keys of a survey's tallies, taken from its configuration key.
 #[derive(Debug, Clone, Copy)]
-struct Row {
-    start: u32,
-    len: u32,
-    size: u64,
-    mtime_ns: i64,
-    state: u8,
+pub struct Keys(u64, u64);
+
+impl Keys {
+    fn of(key: &[u8; 32]) -> Keys {
+        let word = |i: usize| {
+            let mut w = [0u8; 8];
+            w.copy_from_slice(&key[i..i + 8]);
+            u64::from_le_bytes(w)
+        };
+        Keys(word(0), word(8))
+    }
+}
+
+impl Tally {
+    /// Adds the store at `path` with `size` and `mtime_ns`.
+    pub fn add(&mut self, keys: Keys, path: &[u8], size: u64, mtime_ns: i64) {
+        let mut h = SipHasher13::new_with_keys(keys.0, keys.1);
+        // The length first, so that no two (path, size, mtime) hash the
+        // same bytes.
+        h.write(&(path.len() as u64).to_le_bytes());
+        h.write(path);
+        h.write(&size.to_le_bytes());
+        h.write(&mtime_ns.to_le_bytes());
+        self.count += 1;
+        self.sum = self.sum.wrapping_add(u128::from(h.finish128()));
+    }
+}
+
+/// A loaded survey that was found trustworthy for the database as it is now.
+pub struct Survey {
+    keys: Keys,
+    /// Per source with stores on disk that were read whole, its agent id
+    /// and their tally.
+    sources: Vec<(String, Tally)>,
 }
 
 /// Why a survey was not written (not an error: the next pass just opens
@@ -250,44 +290,45 @@ pub fn save<'a>(
     if !reading.settled(files.newest_ns()) {
         return Ok(Err(NotSaved::Unsettled));
     }
-    let mut paths = Vec::new();
-    let mut rows = Vec::new();
+    let keys = Keys::of(key);
+    let mut sources: Vec<(&str, Tally)> = Vec::new();
     for k in known {
-        let start = paths.len();
-        paths.extend_from_slice(k.path.as_bytes());
-        rows.push(Row {
-            start: start as u32,
-            len: k.path.len() as u32,
-            size: k.size,
-            mtime_ns: k.mtime_ns,
-            state: if k.missing {
-                STATE_MISSING
-            } else if k.failed {
-                STATE_FAILED
-            } else {
-                STATE_OK
-            },
-        });
+        if k.missing {
+            continue;
+        }
+        let at = match sources.iter().position(|(a, _)| *a == k.agent) {
+            Some(at) => at,
+            None => {
+                sources.push((k.agent, Tally::default()));
+                sources.len() - 1
+            }
+        };
+        if k.failed {
+            // Never matched by a walk, which finds the store and tallies
+            // it: the next pass reads it again.
+            sources[at].1.count += 1;
+        } else {
+            sources[at]
+                .1
+                .add(keys, k.path.as_bytes(), k.size, k.mtime_ns);
+        }
     }
-    if paths.len() > u32::MAX as usize {
-        return Ok(Err(NotSaved::NoDatabase));
-    }
-    let mut out = Vec::with_capacity(paths.len() + rows.len() * 25 + 256);
+    let mut out = Vec::with_capacity(HEADER_LEN + 8 + sources.len() * 64 + 32);
     out.extend_from_slice(MAGIC);
     out.extend_from_slice(key);
     put_files(&mut out, &files);
     out.extend_from_slice(&reading.now_ns.to_le_bytes());
     out.extend_from_slice(&reading.margin_ns.to_le_bytes());
-    out.extend_from_slice(&(rows.len() as u64).to_le_bytes());
-    out.extend_from_slice(&(paths.len() as u64).to_le_bytes());
-    for r in &rows {
-        out.extend_from_slice(&r.start.to_le_bytes());
-        out.extend_from_slice(&r.len.to_le_bytes());
-        out.extend_from_slice(&r.size.to_le_bytes());
-        out.extend_from_slice(&r.mtime_ns.to_le_bytes());
-        out.push(r.state);
+    // Agent ids are short; a longer one is left out, so its stores never
+    // match and always take the ordinary pass.
+    sources.retain(|(agent, _)| agent.len() <= usize::from(u8::MAX));
+    out.extend_from_slice(&(sources.len() as u64).to_le_bytes());
+    for (agent, tally) in &sources {
+        out.push(agent.len() as u8);
+        out.extend_from_slice(agent.as_bytes());
+        out.extend_from_slice(&tally.count.to_le_bytes());
+        out.extend_from_slice(&tally.sum.to_le_bytes());
     }
-    out.extend_from_slice(&paths);
     let sum = blake3::hash(&out);
     out.extend_from_slice(sum.as_bytes());
     let mut tmp = tempfile::NamedTempFile::new_in(home)?;
@@ -334,10 +375,6 @@ impl<'a> Cursor<'a> {
     }
     fn u8(&mut self) -> Option<u8> {
         self.take(1).map(|b| b[0])
-    }
-    fn u32(&mut self) -> Option<u32> {
-        self.take(4)
-            .map(|b| u32::from_le_bytes(b.try_into().unwrap_or_default()))
     }
     fn u64(&mut self) -> Option<u64> {
         self.take(8)
@@ -389,64 +426,61 @@ impl Survey {
         }
         let mut c = Cursor(body.get(HEADER_LEN..)?);
         let count = usize::try_from(c.u64()?).ok()?;
-        let paths_len = usize::try_from(c.u64()?).ok()?;
-        if count.checked_mul(25)?.checked_add(paths_len)? != c.0.len() {
+        let mut sources = Vec::with_capacity(count.min(256));
+        for _ in 0..count {
+            let len = usize::from(c.u8()?);
+            let agent = std::str::from_utf8(c.take(len)?).ok()?.to_owned();
+            let tally = c.take(TALLY_LEN)?;
+            let (n, sum) = tally.split_at(8);
+            sources.push((
+                agent,
+                Tally {
+                    count: u64::from_le_bytes(n.try_into().ok()?),
+                    sum: u128::from_le_bytes(sum.try_into().ok()?),
+                },
+            ));
+        }
+        if !c.0.is_empty() {
             return None;
         }
-        let mut rows = Vec::with_capacity(count);
-        for _ in 0..count {
-            let row = Row {
-                start: c.u32()?,
-                len: c.u32()?,
-                size: c.u64()?,
-                mtime_ns: c.u64()? as i64,
-                state: c.u8()?,
-            };
-            if row.start as usize + row.len as usize > paths_len {
-                return None;
-            }
-            rows.push(row);
-        }
-        let paths = c.take(paths_len)?.to_vec();
-        let map = PathMap::new(rows.iter().map(|r| row_path(&paths, r)));
-        let present = rows.iter().filter(|r| r.state != STATE_MISSING).count();
         Some(Survey {
-            paths,
-            rows,
-            map,
-            present,
+            keys: Keys::of(key),
+            sources,
         })
     }
 
-    /// Whether the store at `path`, found on disk with `size` and
-    /// `mtime_ns`, is one the index read whole at that size and mtime.
-    pub fn unchanged(&self, path: &[u8], size: u64, mtime_ns: i64) -> bool {
-        self.map
-            .find(path, |i| row_path(&self.paths, &self.rows[i]))
-            .is_some_and(|i| {
-                let r = &self.rows[i];
-                r.state == STATE_OK && r.size == size && r.mtime_ns == mtime_ns
-            })
+    /// The keys a walk tallies its stores with to compare them with this survey.
+    pub fn keys(&self) -> Keys {
+        self.keys
     }
 
-    /// How many stores were on disk when the survey was taken: a walk with
-    /// nothing new finds exactly these.
-    pub fn present(&self) -> usize {
-        self.present
+    /// Whether `tally`, of every store the source of `agent` found on disk
+    /// (each with its size and mtime), is the survey's for that source: the
+    /// same stores, each read whole at that size and mtime.
+    pub fn same(&self, agent: &str, tally: Tally) -> bool {
+        self.sources.iter().any(|(a, t)| a == agent && *t == tally)
     }
-}
 
-/// A row's path in the survey's path bytes.
-fn row_path<'a>(paths: &'a [u8], r: &Row) -> &'a [u8] {
-    &paths[r.start as usize..][..r.len as usize]
+    /// How many sources had stores on disk when the survey was taken: a
+    /// walk with nothing new finds stores for exactly these.
+    pub fn sources(&self) -> usize {
+        self.sources.len()
+    }
 }
 
 #[cfg(all(test, unix))]
 mod tests {
     use super::*;
 
-    fn known(path: &str, size: u64, failed: bool, missing: bool) -> Known<'_> {
+    fn known(
+        agent: &'static str,
+        path: &'static str,
+        size: u64,
+        failed: bool,
+        missing: bool,
+    ) -> Known<'static> {
         Known {
+            agent,
             path,
             size,
             mtime_ns: 7,
@@ -469,27 +503,63 @@ mod tests {
 
     fn rows() -> Vec<Known<'static>> {
         vec![
-            known("/a/one.jsonl", 10, false, false),
-            known("/a/two.jsonl", 20, true, false),
-            known("/a/gone.jsonl", 30, false, true),
+            known("claude-code", "/a/one.jsonl", 10, false, false),
+            known("codex", "/b/x.jsonl", 5, false, false),
+            known("claude-code", "/a/three.jsonl", 30, false, false),
+            known("claude-code", "/a/gone.jsonl", 40, false, true),
+            known("gemini", "/c/failed.json", 50, true, false),
+            known("aider", "/d/gone.md", 60, false, true),
         ]
     }
 
+    /// The tally of stores found on disk, as a walk makes it.
+    fn found(s: &Survey, stores: &[(&str, u64, i64)]) -> Tally {
+        let mut t = Tally::default();
+        for (path, size, mtime) in stores {
+            t.add(s.keys(), path.as_bytes(), *size, *mtime);
+        }
+        t
+    }
+
     #[test]
-    fn a_saved_survey_answers_for_each_store_while_the_database_is_untouched() {
+    fn a_saved_survey_matches_a_source_only_when_it_finds_the_same_stores() {
         let (dir, db, later) = setup();
         let key = [1u8; 32];
         let saved = save(dir.path(), &key, later, DbFiles::of(&db), rows()).expect("save");
         assert_eq!(saved, Ok(()));
         let s = Survey::load(dir.path(), &key, &db).expect("trusted");
-        assert!(s.unchanged(b"/a/one.jsonl", 10, 7));
-        assert!(!s.unchanged(b"/a/one.jsonl", 11, 7), "grown");
-        assert!(!s.unchanged(b"/a/one.jsonl", 10, 8), "touched");
-        assert!(!s.unchanged(b"/a/two.jsonl", 20, 7), "its last read failed");
-        assert!(!s.unchanged(b"/a/gone.jsonl", 30, 7), "it was missing");
-        assert!(!s.unchanged(b"/a/new.jsonl", 1, 7), "never indexed");
-        // The missing store is not expected on disk.
-        assert_eq!(s.present(), 2);
+        let claude = [("/a/one.jsonl", 10, 7), ("/a/three.jsonl", 30, 7)];
+        // In any order: the walk's order is not the database's.
+        assert!(s.same("claude-code", found(&s, &claude)));
+        assert!(s.same("claude-code", found(&s, &[claude[1], claude[0]])));
+        assert!(s.same("codex", found(&s, &[("/b/x.jsonl", 5, 7)])));
+        // Another source's stores are not this one's.
+        assert!(!s.same("codex", found(&s, &claude)));
+        for (stores, why) in [
+            (vec![("/a/one.jsonl", 11, 7), claude[1]], "grown"),
+            (vec![("/a/one.jsonl", 10, 8), claude[1]], "touched"),
+            (vec![claude[0]], "one is gone"),
+            (
+                vec![claude[0], claude[1], ("/a/new.jsonl", 1, 7)],
+                "a new one",
+            ),
+            (
+                vec![claude[0], claude[1], ("/a/gone.jsonl", 40, 7)],
+                "the missing one is back",
+            ),
+            (
+                vec![("/a/three.jsonl", 10, 7), ("/a/one.jsonl", 30, 7)],
+                "sizes swapped",
+            ),
+            (vec![claude[0], claude[0]], "one found twice"),
+        ] {
+            assert!(!s.same("claude-code", found(&s, &stores)), "{why}");
+        }
+        // The store whose last read failed is found again: read it again.
+        assert!(!s.same("gemini", found(&s, &[("/c/failed.json", 50, 7)])));
+        // A source whose stores are all gone is not expected on disk.
+        assert!(!s.same("aider", Tally::default()));
+        assert_eq!(s.sources(), 3);
         // Another configuration does not use it.
         assert!(Survey::load(dir.path(), &[2u8; 32], &db).is_none());
     }
