@@ -32,6 +32,7 @@ use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
 use std::time::{Duration, Instant};
 
 mod backlog;
+mod in_order;
 use backlog::{Backlog, CloseOnDrop};
 
 use cairn_protocol::Hash32;
@@ -798,18 +799,25 @@ pub fn unchanged_since(walk: &mut Walk, survey: &crate::survey::Survey) -> Optio
     (sources == survey.sources()).then_some(found as u64)
 }
 
-/// Walks every enabled source, handing each one's stores to `out` as soon
-/// as they are found, until `out` says stop.
+/// Threads that walk sources side by side.
+const DISCOVER_THREADS: usize = 2;
+
+/// Walks every enabled source, handing each one's stores to `out` in the
+/// registry's order as soon as they and every earlier source's are found,
+/// until `out` says stop. Sources are walked side by side
+/// ([`in_order::in_order`]).
 fn discover_all(
     locations: &Locations,
     disabled: &[String],
     out: &mut dyn FnMut(Vec<Found>) -> bool,
 ) {
-    for source in sources::registry() {
-        if disabled.iter().any(|d| d == source.agent()) {
-            continue;
-        }
-        let found: Vec<Found> = source
+    let enabled: Vec<Box<dyn sources::Source>> = sources::registry()
+        .into_iter()
+        .filter(|s| !disabled.iter().any(|d| d == s.agent()))
+        .collect();
+    let walk_one = |i: usize| {
+        let source = &enabled[i];
+        source
             .discover(locations)
             .into_iter()
             .map(|file| {
@@ -821,11 +829,11 @@ fn discover_all(
                     mtime_ns: stat.mtime_ns,
                 }
             })
-            .collect();
-        if !found.is_empty() && !out(found) {
-            return;
-        }
-    }
+            .collect::<Vec<Found>>()
+    };
+    in_order::in_order(enabled.len(), DISCOVER_THREADS, &walk_one, &mut |found| {
+        found.is_empty() || out(found)
+    });
 }
 
 /// Whether a store's size and mtime are what the last pass read, and that
