@@ -4,6 +4,7 @@
 //! it measures the `cairn` binary it finds next to itself (or `--cairn`).
 
 mod corpus;
+mod floor;
 mod measure;
 pub mod recall;
 mod replay;
@@ -63,6 +64,9 @@ pub fn main() -> anyhow::Result<()> {
     }
     if std::env::args().nth(1).as_deref() == Some("recall") {
         return recall::main();
+    }
+    if std::env::args().nth(1).as_deref() == Some("floor") {
+        return floor::main();
     }
     let args = BenchArgs::parse();
     let cairn = match &args.cairn {

@@ -194,6 +194,28 @@ pub fn run(
         "<= 10",
         || {},
     )?);
+    // The machine's floor for that figure: a bare program that stats the
+    // same files as a fresh process (see `floor`).
+    let bench = std::env::current_exe().context("the bench's own path")?;
+    let mut floor = Vec::new();
+    for _ in 0..reps.max(1) {
+        let started = Instant::now();
+        let out = Command::new(&bench)
+            .arg("floor")
+            .arg(claude.join("projects"))
+            .arg(codex.join("sessions"))
+            .arg(codex.join("archived_sessions"))
+            .stdin(Stdio::null())
+            .output()
+            .context("cannot start the floor walk")?;
+        floor.push(started.elapsed().as_secs_f64() * 1000.0);
+        anyhow::ensure!(out.status.success(), "the floor walk failed");
+    }
+    figures.push(Figure::timings(
+        "  floor: a bare 2-thread stat of the same files",
+        &mut floor,
+        "-",
+    ));
     // The same without the survey the previous pass left: the pass opens
     // the database and compares with its rows (as the first pass with
     // nothing new after a write does), then writes the survey again.
