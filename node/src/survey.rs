@@ -649,6 +649,25 @@ mod tests {
         assert!(Survey::load(dir.path(), &key, &db).is_some());
     }
 
+    #[test]
+    fn a_survey_of_the_older_format_is_not_used() {
+        let (dir, db, later) = setup();
+        let key = [1u8; 32];
+        save(dir.path(), &key, later, DbFiles::of(&db), rows())
+            .expect("save")
+            .expect("saved");
+        let path = dir.path().join(FILE);
+        let mut old = std::fs::read(&path).expect("read");
+        // The same file with an older cairn's magic and a sum that checks
+        // out: the magic alone retires it.
+        old[..8].copy_from_slice(b"cairnsv1");
+        let body = old.len() - 32;
+        let sum = *blake3::hash(&old[..body]).as_bytes();
+        old[body..].copy_from_slice(&sum);
+        std::fs::write(&path, &old).expect("write");
+        assert!(Survey::load(dir.path(), &key, &db).is_none());
+    }
+
     #[cfg(target_os = "linux")]
     #[test]
     fn only_file_systems_stamped_by_this_kernel_need_no_margin() {
