@@ -512,6 +512,14 @@ mod tests {
         ]
     }
 
+    /// Saves a survey of [`rows`] for `db` with `key`; returns its path.
+    fn saved(dir: &Path, db: &Path, later: Reading, key: &[u8; 32]) -> std::path::PathBuf {
+        save(dir, key, later, DbFiles::of(db), rows())
+            .expect("save")
+            .expect("saved");
+        dir.join(FILE)
+    }
+
     /// The tally of stores found on disk, as a walk makes it.
     fn found(s: &Survey, stores: &[(&str, u64, i64)]) -> Tally {
         let mut t = Tally::default();
@@ -571,9 +579,7 @@ mod tests {
         let wal = dir.path().join("cairn.db-wal");
         // An empty log holds no commit: the same as none.
         std::fs::write(&wal, b"").expect("wal");
-        save(dir.path(), &key, later, DbFiles::of(&db), rows())
-            .expect("save")
-            .expect("saved");
+        saved(dir.path(), &db, later, &key);
         assert!(Survey::load(dir.path(), &key, &db).is_some());
         std::fs::remove_file(&wal).expect("rm");
         assert!(Survey::load(dir.path(), &key, &db).is_some());
@@ -619,10 +625,7 @@ mod tests {
     fn a_torn_or_damaged_survey_is_ignored() {
         let (dir, db, later) = setup();
         let key = [1u8; 32];
-        save(dir.path(), &key, later, DbFiles::of(&db), rows())
-            .expect("save")
-            .expect("saved");
-        let path = dir.path().join(FILE);
+        let path = saved(dir.path(), &db, later, &key);
         let good = std::fs::read(&path).expect("read");
         for cut in [
             0,
@@ -653,10 +656,7 @@ mod tests {
     fn a_survey_of_the_older_format_is_not_used() {
         let (dir, db, later) = setup();
         let key = [1u8; 32];
-        save(dir.path(), &key, later, DbFiles::of(&db), rows())
-            .expect("save")
-            .expect("saved");
-        let path = dir.path().join(FILE);
+        let path = saved(dir.path(), &db, later, &key);
         let mut old = std::fs::read(&path).expect("read");
         // The same file with an older cairn's magic and a sum that checks
         // out: the magic alone retires it.
