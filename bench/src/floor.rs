@@ -29,16 +29,7 @@ pub fn walk(roots: &[PathBuf], threads: usize) -> (u64, u64) {
     let bytes = AtomicU64::new(0);
     let mut folders = Vec::new();
     for root in roots {
-        let Ok(listing) = std::fs::read_dir(root) else {
-            continue;
-        };
-        for entry in listing.flatten() {
-            match entry.file_type() {
-                Ok(t) if t.is_dir() => folders.push(entry.path()),
-                Ok(t) if t.is_file() => count(&entry, &files, &bytes),
-                _ => {}
-            }
-        }
+        list(root, &files, &bytes, &mut |dir| folders.push(dir));
     }
     let next = AtomicUsize::new(0);
     std::thread::scope(|s| {
@@ -54,12 +45,17 @@ pub fn walk(roots: &[PathBuf], threads: usize) -> (u64, u64) {
 }
 
 fn below(dir: &Path, files: &AtomicU64, bytes: &AtomicU64) {
+    list(dir, files, bytes, &mut |sub| below(&sub, files, bytes));
+}
+
+/// Counts the files in `dir` and hands each subfolder to `folder`.
+fn list(dir: &Path, files: &AtomicU64, bytes: &AtomicU64, folder: &mut dyn FnMut(PathBuf)) {
     let Ok(listing) = std::fs::read_dir(dir) else {
         return;
     };
     for entry in listing.flatten() {
         match entry.file_type() {
-            Ok(t) if t.is_dir() => below(&entry.path(), files, bytes),
+            Ok(t) if t.is_dir() => folder(entry.path()),
             Ok(t) if t.is_file() => count(&entry, files, bytes),
             _ => {}
         }
