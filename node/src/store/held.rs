@@ -18,11 +18,58 @@
 //! copy read in between keeps a blanked entry's old sketch until the next
 //! change: that only spends a candidate on an entry whose exact score (a
 //! zero vector) no search keeps.
+//!
+//! A file larger than the budget is mapped into memory instead of copied
+//! (the vector file above some 2 GB of history, where a question reads
+//! the 8,000 entries its sketch puts nearest: one `pread` each was a
+//! seventh of the daemon's CPU at 10 GB). A mapping costs no memory of
+//! its own (its pages are the page cache's, shared and given back under
+//! pressure), and under one key it is kept until the file outgrows it,
+//! then mapped again. See [`Mapped`] for what a mapping relies on.
 
 use std::fs::File;
+use std::ops::Deref;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use super::flat_file::read_at;
+
+/// A flat file's entries in memory, from its first: a copy, or the file
+/// mapped. Cheap to clone (both are shared).
+#[derive(Debug, Clone)]
+pub(crate) enum Entries {
+    Copied(Arc<Vec<u8>>),
+    Mapped(Arc<Mapped>),
+}
+
+impl Deref for Entries {
+    type Target = [u8];
+
+    fn deref(&self) -> &[u8] {
+        match self {
+            Entries::Copied(bytes) => bytes,
+            Entries::Mapped(m) => m.map.get(m.start..).unwrap_or_default(),
+        }
+    }
+}
+
+/// A flat file mapped read-only, its entries from byte `start`.
+///
+/// cairn never shortens a flat file: it appends entries, overwrites the
+/// bytes past the trusted ones, blanks an entry in place, and replaces a
+/// file whole by renaming a new one over it (the mapping keeps the old
+/// one). So every byte mapped stays readable for as long as the mapping
+/// lives. A blanked entry changes under a mapping: a search reading it at
+/// that moment scores some mix of the old and the zeroed bytes, which is
+/// what a read racing the same write through `pread` could see too, and
+/// the blank count moves the key, so the next search maps the file anew.
+/// Only another program shortening the file would make reading a mapped
+/// page fault (`SIGBUS`); the files are private to their user (0600), as
+/// the database is.
+#[derive(Debug)]
+pub(crate) struct Mapped {
+    map: memmap2::Mmap,
+    start: usize,
+}
 
 /// What a copy was read for: it stays valid while this is the same.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -39,11 +86,11 @@ pub(crate) struct Key {
     pub(crate) file: Option<(u64, u64)>,
 }
 
-/// One copy: the file's entries from its first, for `key`.
+/// One copy or mapping: the file's entries from its first, for `key`.
 #[derive(Debug)]
 struct Copy {
     key: Key,
-    bytes: Arc<Vec<u8>>,
+    bytes: Entries,
 }
 
 /// Which flat file a copy is of.
@@ -53,7 +100,8 @@ pub(crate) enum Which {
     Sketch,
 }
 
-/// The copies a store keeps, at most `budget` bytes each.
+/// The copies a store keeps, at most `budget` bytes each; larger files
+/// are mapped.
 #[derive(Debug)]
 pub(crate) struct Held {
     budget: u64,
@@ -73,8 +121,9 @@ impl Held {
 
     /// The first `len` bytes of entries of `file` (starting at byte
     /// `start`) as they are under `key`: the copy, extended with what it
-    /// lacks, or read anew. `None` (and no copy kept) when `len` is over
-    /// the budget or the file cannot be read: the caller reads the file.
+    /// lacks, or read anew; over the budget, the file mapped (kept while
+    /// it reaches `len`). `None` (and nothing kept) when the file cannot
+    /// be read or mapped, or is shorter: the caller reads the file.
     pub(crate) fn entries(
         &self,
         which: Which,
@@ -82,22 +131,22 @@ impl Held {
         file: &File,
         start: u64,
         len: u64,
-    ) -> Option<Arc<Vec<u8>>> {
+    ) -> Option<Entries> {
         let mut slot = self.slot(which);
-        if len > self.budget {
-            *slot = None;
-            return None;
-        }
         let have = match slot.take() {
-            Some(copy) if copy.key == key => copy.bytes,
+            Some(copy) if copy.key == key => Some(copy.bytes),
             // Another file, or entries blanked since: read it all again.
-            _ => Arc::new(Vec::new()),
+            _ => None,
         };
-        let got = extend(have, file, start, len);
+        let got = if len > self.budget {
+            map(have, file, start, len)
+        } else {
+            extend(have, file, start, len)
+        };
         if let Some(bytes) = &got {
             *slot = Some(Copy {
                 key,
-                bytes: Arc::clone(bytes),
+                bytes: bytes.clone(),
             });
         }
         got
@@ -113,32 +162,75 @@ impl Held {
         .unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Bytes held now (for tests).
+    /// Bytes copied now (for tests; a mapping copies none).
     #[cfg(test)]
     pub(crate) fn len(&self, which: Which) -> usize {
-        self.slot(which).as_ref().map_or(0, |c| c.bytes.len())
+        match self.slot(which).as_ref().map(|c| &c.bytes) {
+            Some(Entries::Copied(bytes)) => bytes.len(),
+            _ => 0,
+        }
+    }
+
+    /// Whether `which` file is mapped now (for tests).
+    #[cfg(test)]
+    pub(crate) fn mapped(&self, which: Which) -> bool {
+        matches!(
+            self.slot(which).as_ref().map(|c| &c.bytes),
+            Some(Entries::Mapped(_))
+        )
     }
 }
 
-/// `have` (the leading bytes of the entries) made at least `len` long by
-/// reading what it lacks from `file`; `None` when the read fails.
-fn extend(mut have: Arc<Vec<u8>>, file: &File, start: u64, len: u64) -> Option<Arc<Vec<u8>>> {
+/// `have` (a copy of the leading bytes of the entries, if any) made at
+/// least `len` long by reading what it lacks from `file`; `None` when the
+/// read fails.
+fn extend(have: Option<Entries>, file: &File, start: u64, len: u64) -> Option<Entries> {
+    let mut have = match have {
+        Some(Entries::Copied(bytes)) => bytes,
+        _ => Arc::new(Vec::new()),
+    };
     let len = usize::try_from(len).ok()?;
     let from = have.len();
     if from >= len {
-        return Some(have);
+        return Some(Entries::Copied(have));
     }
     // Usually the only owner (scans end with their search); otherwise the
     // bytes are copied once, and the scan holding the old ones keeps them.
     let bytes = Arc::make_mut(&mut have);
     bytes.resize(len, 0);
     match read_at(file, &mut bytes[from..], start + from as u64) {
-        Ok(()) => Some(have),
+        Ok(()) => Some(Entries::Copied(have)),
         Err(e) => {
             tracing::debug!(error = %e, "cannot copy a flat file into memory; reading it per search");
             None
         }
     }
+}
+
+/// `have` when it maps at least `len` bytes of entries, else `file`
+/// mapped anew; `None` when it cannot be mapped or is shorter than
+/// `start + len`.
+fn map(have: Option<Entries>, file: &File, start: u64, len: u64) -> Option<Entries> {
+    if let Some(m @ Entries::Mapped(_)) = have
+        && m.len() as u64 >= len
+    {
+        return Some(m);
+    }
+    let start = usize::try_from(start).ok()?;
+    // SAFETY: the mapping is read-only and cairn never shortens a flat
+    // file, so every mapped byte stays backed by the file (see `Mapped`
+    // for the blanking that may change bytes under it, and for what
+    // another program could do).
+    #[allow(unsafe_code)]
+    let map = match unsafe { memmap2::Mmap::map(file) } {
+        Ok(map) => map,
+        Err(e) => {
+            tracing::debug!(error = %e, "cannot map a flat file; reading it per search");
+            return None;
+        }
+    };
+    let m = Entries::Mapped(Arc::new(Mapped { map, start }));
+    (m.len() as u64 >= len).then_some(m)
 }
 
 #[cfg(test)]
@@ -166,7 +258,7 @@ mod tests {
         let got = held
             .entries(Which::Vectors, key(0), &file, 10, 20)
             .expect("held");
-        assert_eq!(got.as_slice(), &bytes[10..30]);
+        assert_eq!(&got[..], &bytes[10..30]);
         assert_eq!(held.len(Which::Vectors), 20);
         // A shorter snapshot is answered from the longer copy.
         let got = held
@@ -188,14 +280,65 @@ mod tests {
         let got = held
             .entries(Which::Vectors, key(1), &file, 10, 40)
             .expect("held");
-        assert_eq!(got.as_slice(), &bytes[10..50]);
+        assert_eq!(&got[..], &bytes[10..50]);
         // The sketch's copy is apart.
         assert_eq!(held.len(Which::Sketch), 0);
-        // Over the budget: nothing held, the caller reads the file.
-        assert!(held.entries(Which::Vectors, key(1), &file, 0, 65).is_none());
-        assert_eq!(held.len(Which::Vectors), 0);
         // Past the end of the file: no copy.
         assert!(held.entries(Which::Sketch, key(1), &file, 90, 20).is_none());
         assert_eq!(held.len(Which::Sketch), 0);
+        // Over the budget: the file is mapped, nothing copied.
+        let got = held
+            .entries(Which::Vectors, key(1), &file, 10, 65)
+            .expect("mapped");
+        assert!(held.mapped(Which::Vectors));
+        assert_eq!(held.len(Which::Vectors), 0);
+        assert_eq!(&got[..], &bytes[10..], "the file from byte 10 on");
+        // Past the end of the file: no mapping either, and none kept.
+        assert!(
+            held.entries(Which::Vectors, key(1), &file, 10, 91)
+                .is_none()
+        );
+        assert!(!held.mapped(Which::Vectors));
+    }
+
+    #[test]
+    fn a_mapping_is_kept_while_it_reaches_and_made_anew_when_the_file_outgrows_it() {
+        use std::io::Write;
+        let dir = tempfile::tempdir().expect("tmp");
+        let path = dir.path().join("f");
+        let bytes: Vec<u8> = (0u8..100).collect();
+        std::fs::write(&path, &bytes).expect("write");
+        let file = File::open(&path).expect("open");
+        let held = Held::new(8);
+        let first = held
+            .entries(Which::Sketch, key(0), &file, 4, 96)
+            .expect("mapped");
+        assert_eq!(&first[..], &bytes[4..]);
+        // Fewer entries trusted: the same mapping answers.
+        let again = held
+            .entries(Which::Sketch, key(0), &file, 4, 50)
+            .expect("mapped");
+        assert_eq!(again.as_ptr(), first.as_ptr(), "not mapped again");
+        // Entries appended (cairn only ever appends or writes in place):
+        // the file is mapped anew to reach them.
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .expect("open");
+        f.write_all(&[1, 2, 3, 4]).expect("append");
+        let grown = held
+            .entries(Which::Sketch, key(0), &file, 4, 100)
+            .expect("mapped");
+        assert_eq!(grown.len(), 100);
+        assert_eq!(&grown[96..], &[1, 2, 3, 4]);
+        // The scan holding the first mapping still reads it.
+        assert_eq!(&first[..], &bytes[4..]);
+        // A copy within the budget replaces a mapping.
+        let small = held
+            .entries(Which::Sketch, key(1), &file, 4, 8)
+            .expect("copied");
+        assert_eq!(&small[..], &bytes[4..12]);
+        assert!(!held.mapped(Which::Sketch));
+        assert_eq!(held.len(Which::Sketch), 8);
     }
 }

@@ -30,7 +30,6 @@
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 use super::flat_file::{self, read_at, write_at};
 use super::held::{self, Held, Which};
@@ -145,7 +144,7 @@ pub(crate) struct Reader {
     file: File,
     /// The entries from the first, at least `count` of them, when the
     /// store holds a copy in memory (see `store::held`).
-    held: Option<Arc<Vec<u8>>>,
+    held: Option<held::Entries>,
     pub(crate) mean: Vec<f32>,
     /// Entries it holds of those the vector file's trusted ones.
     pub(crate) count: u64,

@@ -32,7 +32,6 @@
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 use rusqlite::{Connection, OptionalExtension, params};
 
@@ -543,7 +542,7 @@ pub(crate) struct Scan {
     /// The entries from the first, at least `count` of them, when the
     /// store holds a copy in memory (see `store::held`): read there
     /// instead of from `file`.
-    held: Option<Arc<Vec<u8>>>,
+    held: Option<held::Entries>,
     /// The sketch of the trusted entries, when there is one to use.
     sketch: Option<sketch::Reader>,
     count: u64,
@@ -1015,13 +1014,27 @@ mod tests {
             Synced::Rebuilt(79)
         );
         same(&held, &store, "written anew");
-        // Files over the budget are read per search, with the same result.
+        // A file over the budget is mapped instead, with the same result.
         let small = reader(79 * size as u64 - 1);
         assert_eq!(scanned(&small, 2), scanned(&store, 1));
         assert_eq!(sketched_scan(&small, &q), sketched_scan(&store, &q));
         let scan = small.vector_scan(3).expect("open").expect("file");
-        assert!(!scan.held());
+        assert!(scan.held());
         assert!(scan.sketch.as_ref().expect("sketch").held(), "79 bytes fit");
+        let copies = small.held.as_ref().expect("held");
+        assert!(copies.mapped(Which::Vectors), "the vector file is mapped");
+        assert!(!copies.mapped(Which::Sketch), "the sketch is copied");
+        // The mapping follows appends and blanking as the copies do.
+        add(&mut store, 80, 120);
+        store.sync_vector_file(3).expect("sync");
+        same(&small, &store, "appended, mapped");
+        store
+            .conn
+            .execute("DELETE FROM records WHERE id = 90", [])
+            .expect("delete");
+        store.scrub().expect("scrub");
+        same(&small, &store, "blanked, mapped");
+        assert!(small.held.as_ref().expect("held").mapped(Which::Vectors));
     }
 
     #[test]
