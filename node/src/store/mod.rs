@@ -112,6 +112,26 @@ pub enum StoreError {
 /// How long any statement waits for another process's write to finish.
 pub const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// Plans statements without looking at the values bound to them (SQLite's
+/// query planner stability guarantee).
+///
+/// Otherwise SQLite peeks at a bound value wherever it might choose
+/// another plan for it (a join by a bound row id, a range next to a
+/// partial index, a full-text `MATCH`) and marks the statement to be
+/// compiled again whenever that binding changes: a cached statement such
+/// as a hit's details (`records` joined to its session, origin and
+/// source by id) was parsed and planned anew for every hit of every
+/// search. No statement of cairn's depends on that: there are no
+/// `sqlite_stat` tables to estimate from, and each partial index is
+/// implied by the statements that use it whatever the value.
+fn stable_plans(conn: &Connection) -> rusqlite::Result<()> {
+    conn.set_db_config(
+        rusqlite::config::DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG,
+        true,
+    )
+    .map(|_| ())
+}
+
 /// Tells a damaged file ([`StoreError::Corrupt`]) from a busy one
 /// ([`StoreError::Busy`]) and from every other SQLite failure.
 fn classify(path: &Path, source: rusqlite::Error) -> StoreError {
@@ -203,6 +223,7 @@ impl Store {
         )
         .map_err(classify)?;
         conn.busy_timeout(BUSY_TIMEOUT).map_err(classify)?;
+        stable_plans(&conn).map_err(classify)?;
         // 8 KiB pages for a new database (an existing one keeps its own):
         // fewer records spill into overflow pages and fewer B-tree pages
         // are half empty.
@@ -262,6 +283,7 @@ impl Store {
         .map_err(classify)?;
         conn.busy_timeout(Duration::from_secs(2))
             .map_err(classify)?;
+        stable_plans(&conn).map_err(classify)?;
         let version: u32 = conn
             .query_row("PRAGMA user_version", [], |r| r.get(0))
             .map_err(classify)?;

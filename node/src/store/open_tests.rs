@@ -135,3 +135,50 @@ fn many_free_pages_go_back_to_the_file_system_and_few_stay_for_reuse() {
     assert_eq!(store.trim_free_pages().expect("trim"), 0);
     assert_eq!(pages(&old).0, free);
 }
+
+#[test]
+fn statements_are_not_compiled_again_when_their_bindings_change() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("cairn.db");
+    {
+        let mut store = Store::open(&path).expect("open");
+        let mut ing = store.ingest("node-a").expect("ingest");
+        for i in 0..5 {
+            let r = crate::record::Record::new(
+                "claude-code",
+                &format!("s{i}"),
+                crate::record::Role::User,
+                format!("record {i}"),
+            );
+            ing.insert(&r, None).expect("insert");
+        }
+        ing.commit().expect("commit");
+    }
+    // A join by a bound row id (as a hit's details are read), a range by
+    // session (as an answer is found) and a look-up through a partial index.
+    let statements = [
+        "SELECT r.ts, se.session_id, og.node FROM records r
+         JOIN sessions se ON se.id = r.session
+         JOIN origins og ON og.id = r.origin
+         LEFT JOIN sources src ON src.id = r.source
+         WHERE r.id = ?1",
+        "SELECT id FROM records WHERE session = ?1 AND id > ?1 ORDER BY id LIMIT 1",
+        "SELECT seq FROM logs WHERE rec = ?1",
+    ];
+    let writable = Store::open(&path).expect("open");
+    let read_only = Store::open_read_only(&path).expect("open read-only");
+    for store in [&writable, &read_only] {
+        for sql in statements {
+            let mut stmt = store.conn().prepare(sql).expect("prepare");
+            for id in 1..=5i64 {
+                let mut rows = stmt.query([id]).expect("query");
+                while rows.next().expect("row").is_some() {}
+            }
+            assert_eq!(
+                stmt.get_status(rusqlite::StatementStatus::RePrepare),
+                0,
+                "compiled again on a new binding: {sql}"
+            );
+        }
+    }
+}
