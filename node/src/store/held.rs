@@ -246,13 +246,20 @@ mod tests {
         }
     }
 
-    #[test]
-    fn a_copy_grows_with_its_file_and_is_read_anew_when_its_key_moves() {
+    /// A folder holding the file `f` of the bytes 0 to 99, and `f` open.
+    fn file_of_100_bytes() -> (tempfile::TempDir, File) {
         let dir = tempfile::tempdir().expect("tmp");
         let path = dir.path().join("f");
-        let mut bytes: Vec<u8> = (0u8..100).collect();
-        std::fs::write(&path, &bytes).expect("write");
+        std::fs::write(&path, (0u8..100).collect::<Vec<u8>>()).expect("write");
         let file = File::open(&path).expect("open");
+        (dir, file)
+    }
+
+    #[test]
+    fn a_copy_grows_with_its_file_and_is_read_anew_when_its_key_moves() {
+        let (dir, file) = file_of_100_bytes();
+        let path = dir.path().join("f");
+        let mut bytes: Vec<u8> = (0u8..100).collect();
         let held = Held::new(64);
         // Entries from byte 10.
         let got = held
@@ -304,11 +311,9 @@ mod tests {
     #[test]
     fn a_mapping_is_kept_while_it_reaches_and_made_anew_when_the_file_outgrows_it() {
         use std::io::Write;
-        let dir = tempfile::tempdir().expect("tmp");
+        let (dir, file) = file_of_100_bytes();
         let path = dir.path().join("f");
         let bytes: Vec<u8> = (0u8..100).collect();
-        std::fs::write(&path, &bytes).expect("write");
-        let file = File::open(&path).expect("open");
         let held = Held::new(8);
         let first = held
             .entries(Which::Sketch, key(0), &file, 4, 96)
