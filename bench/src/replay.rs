@@ -288,14 +288,25 @@ pub fn run(
         &mut questions_served,
         "-",
     ));
-    if let Some(mb) = daemon_rss {
+    if let Some((rss, own)) = daemon_rss {
         figures.push(Figure::new(
             "cairn serve RSS after those searches",
-            mb,
+            rss,
             None,
             "MB",
             "-",
         ));
+        // A large vector file is mapped: its pages count in the RSS but
+        // are the page cache's. The daemon's own memory is the rest.
+        if let Some(own) = own {
+            figures.push(Figure::new(
+                "cairn serve RSS, its own memory (RssAnon)",
+                own,
+                None,
+                "MB",
+                "-",
+            ));
+        }
     }
 
     println!(
@@ -394,9 +405,11 @@ impl Daemon {
         Ok(d)
     }
 
-    /// Its resident memory now, in MB (Linux only: read from `/proc`).
-    fn rss_mb(&self) -> Option<f64> {
-        crate::measure::proc_status_mb(self.0.id(), "VmRSS:")
+    /// Its resident memory now and the part of it that is its own (not
+    /// pages of mapped files), in MB (Linux only: read from `/proc`).
+    fn rss_mb(&self) -> Option<(f64, Option<f64>)> {
+        let rss = crate::measure::proc_status_mb(self.0.id(), "VmRSS:")?;
+        Some((rss, crate::measure::proc_status_mb(self.0.id(), "RssAnon:")))
     }
 
     /// Waits (at most `secs` seconds) until `done`; fails if the daemon
