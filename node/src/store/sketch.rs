@@ -143,7 +143,7 @@ fn sum_of_bytes(x: u64) -> u32 {
 pub(crate) struct Reader {
     file: File,
     /// The entries from the first, at least `count` of them, when the
-    /// store holds a copy in memory (see `store::held`).
+    /// store holds them in memory (a copy or a mapping, see `store::held`).
     held: Option<held::Entries>,
     pub(crate) mean: Vec<f32>,
     /// Entries it holds of those the vector file's trusted ones.
@@ -153,7 +153,7 @@ pub(crate) struct Reader {
 
 /// The sketch of the vector file `of` names (its token, vector length and
 /// blank count; `trusted` entries), when it is there and holds at least
-/// [`FROM`] of them; its entries read from `held`'s copy when given.
+/// [`FROM`] of them; its entries read from `held`'s copy or mapping when given.
 pub(crate) fn open(db: &Path, of: held::Key, trusted: u64, held: Option<&Held>) -> Option<Reader> {
     if trusted < FROM {
         return None;
@@ -220,7 +220,7 @@ fn check(file: &File, token: &[u8; 16], dim: usize) -> Option<(Vec<f32>, u64)> {
 }
 
 impl Reader {
-    /// Whether the entries are read from a copy in memory.
+    /// Whether the entries are read from memory (a copy or a mapping).
     #[cfg(test)]
     pub(crate) fn held(&self) -> bool {
         self.held.is_some()

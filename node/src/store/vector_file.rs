@@ -540,7 +540,7 @@ fn new_token(db: &Path) -> [u8; 16] {
 pub(crate) struct Scan {
     file: File,
     /// The entries from the first, at least `count` of them, when the
-    /// store holds a copy in memory (see `store::held`): read there
+    /// store holds them in memory (a copy or a mapping, see `store::held`): read there
     /// instead of from `file`.
     held: Option<held::Entries>,
     /// The sketch of the trusted entries, when there is one to use.
@@ -554,7 +554,7 @@ pub(crate) struct Scan {
 /// The file of the database at `db` as the database on `conn` vouches for
 /// it, or `None` (no file, another token, too short: only the table can
 /// be read). With `held`, the entries (and the sketch's) are read from
-/// its copies in memory, brought up to what the database trusts.
+/// its copies or mappings, brought up to what the database trusts.
 pub(crate) fn open(
     conn: &Connection,
     db: &Path,
@@ -617,13 +617,13 @@ impl Scan {
         self.sketch.is_some()
     }
 
-    /// Whether the entries are read from a copy in memory.
+    /// Whether the entries are read from memory (a copy or a mapping).
     #[cfg(test)]
     pub(crate) fn held(&self) -> bool {
         self.held.is_some()
     }
 
-    /// Calls `visit` for the entries `from..to`, from the copy in memory
+    /// Calls `visit` for the entries `from..to`, from memory (a copy or a mapping)
     /// when there is one, else from the file a chunk at a time.
     fn read_range(
         &self,
