@@ -12,6 +12,9 @@ use std::sync::{Condvar, Mutex, PoisonError};
 
 use super::{Reader, SourceFile, Stat};
 
+#[cfg(target_os = "linux")]
+mod getdents;
+
 /// Decides which files a walk keeps, from their full path. Shared by the
 /// threads of a walk.
 pub type Keep<'a> = &'a (dyn Fn(&Path) -> bool + Sync);
@@ -193,8 +196,19 @@ fn gone(e: &std::io::Error) -> bool {
 
 /// Lists one folder in name order: its kept files with their stats, and
 /// its subfolders when `depth_left` allows going below it. A folder that
-/// cannot be listed is itself the one entry (see [`walk_files`]).
+/// cannot be listed is itself the one entry (see [`walk_files`]). On Linux
+/// straight from the kernel's listing ([`getdents`]), elsewhere through
+/// `std::fs::read_dir` ([`list_std`]); both give the same list.
 fn list(dir: &Path, depth_left: usize, keep: Keep<'_>) -> Vec<Listed> {
+    #[cfg(target_os = "linux")]
+    return getdents::list(dir, depth_left, keep);
+    #[cfg(not(target_os = "linux"))]
+    list_std(dir, depth_left, keep)
+}
+
+/// [`list`] through `std::fs::read_dir`, which works everywhere.
+#[cfg_attr(all(target_os = "linux", not(test)), allow(dead_code))]
+fn list_std(dir: &Path, depth_left: usize, keep: Keep<'_>) -> Vec<Listed> {
     let listing = match std::fs::read_dir(dir) {
         Ok(listing) => listing,
         Err(e) if gone(&e) => return Vec::new(),
@@ -347,6 +361,82 @@ mod tests {
             .cloned()
             .collect();
         assert_eq!(walk_files(root, 1, &keep), shallow);
+    }
+
+    /// A listing, as something to compare: each entry's path, and for a
+    /// file its stat (or that it had none).
+    fn shown(listed: Vec<Listed>) -> Vec<(PathBuf, Option<Option<Stat>>)> {
+        listed
+            .into_iter()
+            .map(|l| match l {
+                Listed::File((p, stat)) => (p, Some(stat)),
+                Listed::Folder(p) => (p, None),
+            })
+            .collect()
+    }
+
+    /// The Linux listing gives what the portable one gives, entry for
+    /// entry: names that sort around '/' and are not UTF-8, links to files,
+    /// folders and nowhere, a pipe, files the filter drops, a folder given
+    /// with a trailing separator, one that is a file, and one that is gone.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn the_linux_listing_matches_the_portable_one() {
+        use std::os::unix::ffi::OsStrExt;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let root = dir.path().join("root");
+        for f in [
+            "a.jsonl",
+            "a-b.jsonl",
+            "a.b.jsonl",
+            "b.txt",
+            "c/x.jsonl",
+            "d/e/y.jsonl",
+        ] {
+            let p = root.join(f);
+            std::fs::create_dir_all(p.parent().expect("parent")).expect("mkdir");
+            std::fs::write(&p, f).expect("write");
+        }
+        let odd = root.join(std::ffi::OsStr::from_bytes(b"\xff\xfe.jsonl"));
+        std::fs::write(&odd, "odd").expect("write");
+        std::os::unix::fs::symlink(root.join("a.jsonl"), root.join("to-file.jsonl"))
+            .expect("symlink");
+        std::os::unix::fs::symlink(root.join("c"), root.join("to-dir.jsonl")).expect("symlink");
+        std::os::unix::fs::symlink(root.join("nowhere"), root.join("dangling.jsonl"))
+            .expect("symlink");
+        let fifo =
+            std::ffi::CString::new(root.join("pipe.jsonl").as_os_str().as_bytes()).expect("path");
+        rustix::fs::mknodat(
+            rustix::fs::CWD,
+            fifo.as_c_str(),
+            rustix::fs::FileType::Fifo,
+            rustix::fs::Mode::RUSR | rustix::fs::Mode::WUSR,
+            0,
+        )
+        .expect("mkfifo");
+        // By bytes, so the name that is not UTF-8 is kept too.
+        let keep = |p: &Path| p.as_os_str().as_bytes().ends_with(b".jsonl");
+        let mut slash = root.clone().into_os_string();
+        slash.push("/");
+        let folders = [
+            root.clone(),
+            PathBuf::from(slash),
+            root.join("d"),
+            root.join("a.jsonl"),
+            root.join("gone"),
+        ];
+        for folder in &folders {
+            for depth in [0, 1] {
+                let linux = shown(getdents::list(folder, depth, &keep));
+                let portable = shown(list_std(folder, depth, &keep));
+                assert_eq!(linux, portable, "{} at depth {depth}", folder.display());
+            }
+        }
+        // a-b, a.b, a, c, d, to-file and the odd name last; not the links
+        // to a folder or nowhere, the pipe or b.txt.
+        let top = shown(getdents::list(&root, 1, &keep));
+        assert_eq!(top.len(), 7, "{top:?}");
+        assert_eq!(top[6].0, odd);
     }
 
     #[cfg(unix)]
