@@ -204,7 +204,7 @@ pub fn index_all(
     index_walked(
         store,
         ctx,
-        Walk::start(ctx.locations, ctx.disabled),
+        Walk::start(ctx.locations, ctx.disabled, None),
         progress,
     )
 }
@@ -628,7 +628,7 @@ pub fn freshness(
     disabled: &[String],
 ) -> Result<Freshness, IndexError> {
     let mut f = Freshness::default();
-    let walk = Walk::start(locations, disabled);
+    let walk = Walk::start(locations, disabled, None);
     let known = Known::new(store.source_stamps()?);
     walk.each(|file| {
         f.stores += 1;
@@ -687,7 +687,9 @@ pub struct Walk {
     /// [`unchanged_since`]), handed to the pass first.
     taken: Vec<Vec<Found>>,
     /// The walking thread, and each source's stores as it finds them.
-    walker: Option<(std::thread::JoinHandle<()>, Receiver<Vec<Found>>)>,
+    walker: Option<(std::thread::JoinHandle<()>, Receiver<Batch>)>,
+    /// The keys the walking thread tallies each source's stores with.
+    keys: Option<crate::survey::Keys>,
     /// The walk is over and everything it found is in `taken`.
     done: bool,
     /// What to walk, when no thread could be had.
@@ -707,16 +709,23 @@ impl std::fmt::Debug for Walk {
 
 impl Walk {
     /// Starts walking the stores of every source not in `disabled`; give
-    /// the pass the same locations and disabled sources.
-    pub fn start(locations: &Locations, disabled: &[String]) -> Walk {
+    /// the pass the same locations and disabled sources. With `keys`, the
+    /// walking threads also tally each source's stores with them, side by
+    /// side, for [`unchanged_since`] to compare with a survey made with
+    /// the same keys.
+    pub fn start(
+        locations: &Locations,
+        disabled: &[String],
+        keys: Option<crate::survey::Keys>,
+    ) -> Walk {
         let (loc, dis) = (locations.clone(), disabled.to_vec());
         let (tx, rx) = std::sync::mpsc::channel();
         let walker = std::thread::Builder::new()
             .name("cairn-walk".into())
             .spawn(move || {
-                discover_all(&loc, &dis, &mut |found| {
+                discover_all(&loc, &dis, keys, &mut |batch| {
                     // The pass stopped (a database error): stop walking.
-                    tx.send(found).is_ok()
+                    tx.send(batch).is_ok()
                 });
             })
             .ok()
@@ -725,6 +734,7 @@ impl Walk {
             taken: Vec::new(),
             done: false,
             walker,
+            keys,
             locations: locations.clone(),
             disabled: disabled.to_vec(),
         }
@@ -742,14 +752,14 @@ impl Walk {
         let Some((walker, rx)) = self.walker else {
             // No thread to be had: walk here.
             let mut failed = Ok(());
-            discover_all(&self.locations, &self.disabled, &mut |found| {
-                failed = found.into_iter().try_for_each(&mut f);
+            discover_all(&self.locations, &self.disabled, None, &mut |batch| {
+                failed = batch.found.into_iter().try_for_each(&mut f);
                 failed.is_ok()
             });
             return failed;
         };
-        for found in rx {
-            found.into_iter().try_for_each(&mut f)?;
+        for batch in rx {
+            batch.found.into_iter().try_for_each(&mut f)?;
         }
         // The channel closed: the walk ended (a panic in it is this thread's).
         walker
@@ -771,19 +781,18 @@ pub fn unchanged_since(walk: &mut Walk, survey: &crate::survey::Survey) -> Optio
     let mut sources = 0usize;
     let keys = survey.keys();
     while let Ok(batch) = rx.recv() {
-        found += batch.len();
-        // A batch is one source's stores (see `discover_all`).
-        let mut tally = crate::survey::Tally::default();
-        for f in &batch {
-            tally.add(
-                keys,
-                f.file.path.as_os_str().as_encoded_bytes(),
-                f.size,
-                f.mtime_ns,
-            );
-        }
-        let same = batch.first().is_some_and(|f| survey.same(f.agent, tally));
-        walk.taken.push(batch);
+        found += batch.found.len();
+        // A batch is one source's stores (see `discover_all`), tallied by
+        // the walk when it was given the survey's keys.
+        let tally = match batch.tally {
+            Some(tally) if walk.keys == Some(keys) => tally,
+            _ => tally_of(&batch.found, keys),
+        };
+        let same = batch
+            .found
+            .first()
+            .is_some_and(|f| survey.same(f.agent, tally));
+        walk.taken.push(batch.found);
         if !same {
             walk.walker = Some((walker, rx));
             return None;
@@ -799,17 +808,35 @@ pub fn unchanged_since(walk: &mut Walk, survey: &crate::survey::Survey) -> Optio
     (sources == survey.sources()).then_some(found as u64)
 }
 
+/// The survey's tally of `found` (see [`crate::survey::Tally`]).
+fn tally_of(found: &[Found], keys: crate::survey::Keys) -> crate::survey::Tally {
+    let mut tally = crate::survey::Tally::default();
+    for f in found {
+        let path = f.file.path.as_os_str().as_encoded_bytes();
+        tally.add(keys, path, f.size, f.mtime_ns);
+    }
+    tally
+}
+
 /// Threads that walk sources side by side.
 const DISCOVER_THREADS: usize = 2;
 
-/// Walks every enabled source, handing each one's stores to `out` in the
-/// registry's order as soon as they and every earlier source's are found,
-/// until `out` says stop. Sources are walked side by side
-/// ([`in_order::in_order`]).
+/// One source's stores as a walk found them, in its order.
+struct Batch {
+    found: Vec<Found>,
+    /// Their tally, when the walk was given keys.
+    tally: Option<crate::survey::Tally>,
+}
+
+/// Walks every enabled source, handing each one's stores (and with `keys`
+/// their tally) to `out` in the registry's order as soon as they and every
+/// earlier source's are found, until `out` says stop. Sources are walked
+/// side by side ([`in_order::in_order`]), and tallied on the same threads.
 fn discover_all(
     locations: &Locations,
     disabled: &[String],
-    out: &mut dyn FnMut(Vec<Found>) -> bool,
+    keys: Option<crate::survey::Keys>,
+    out: &mut dyn FnMut(Batch) -> bool,
 ) {
     let enabled: Vec<Box<dyn sources::Source>> = sources::registry()
         .into_iter()
@@ -817,7 +844,7 @@ fn discover_all(
         .collect();
     let walk_one = |i: usize| {
         let source = &enabled[i];
-        source
+        let found = source
             .discover(locations)
             .into_iter()
             .map(|file| {
@@ -829,10 +856,12 @@ fn discover_all(
                     mtime_ns: stat.mtime_ns,
                 }
             })
-            .collect::<Vec<Found>>()
+            .collect::<Vec<Found>>();
+        let tally = keys.map(|keys| tally_of(&found, keys));
+        Batch { found, tally }
     };
-    in_order::in_order(enabled.len(), DISCOVER_THREADS, &walk_one, &mut |found| {
-        found.is_empty() || out(found)
+    in_order::in_order(enabled.len(), DISCOVER_THREADS, &walk_one, &mut |batch| {
+        batch.found.is_empty() || out(batch)
     });
 }
 

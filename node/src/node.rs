@@ -200,14 +200,18 @@ impl Node {
         deadline: Option<std::time::Instant>,
         progress: &mut dyn FnMut(Progress),
     ) -> Result<IndexReport, NodeError> {
-        let walk = Self::start_walk(&self.config);
+        // Not compared with a survey: no tallies.
+        let walk = indexer::Walk::start(&self.config.locations, &self.config.disabled, None);
         self.index_walked(walk, now_ms, deadline, progress)
     }
 
     /// Starts the disk walk of a pass for the node `config` will open, so
-    /// that it overlaps opening it (see [`Node::index_walked`]).
+    /// that it overlaps opening it (see [`Node::index_walked`]). Its
+    /// threads tally what they find for [`Node::unchanged_since_survey`].
     pub fn start_walk(config: &Config) -> indexer::Walk {
-        indexer::Walk::start(&config.locations, &config.disabled)
+        // The walk tallies each source for the survey as it goes.
+        let keys = survey::Keys::of(&survey_key(config));
+        indexer::Walk::start(&config.locations, &config.disabled, Some(keys))
     }
 
     /// The report of a pass over `walk` (from [`Node::start_walk`]) that the
@@ -746,6 +750,39 @@ mod tests {
     fn surveyed(cfg: &Config) -> Result<IndexReport, Box<indexer::Walk>> {
         let mut walk = Node::start_walk(cfg);
         Node::unchanged_since_survey(cfg, &mut walk).ok_or(Box::new(walk))
+    }
+
+    /// A walk that tallied its stores with the survey's keys, one that
+    /// tallied with other keys and one that tallied nothing all compare
+    /// alike: the tallies of the last two are made on comparing.
+    #[cfg(unix)]
+    #[test]
+    fn a_walk_compares_alike_whoever_tallied_it() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let cfg = lexical_config(dir.path());
+        let mut node = Node::open(cfg.clone()).expect("open");
+        let first = cfg.locations.claude_dir.join("projects/-p/s1.jsonl");
+        append(&first, &claude_line("s1", 0, "a heron in the marsh"));
+        node.index(0, &mut |_| {}).expect("first pass");
+        settle(&mut node);
+        let key = survey_key(&cfg);
+        let known = survey::Survey::load(&cfg.home, &key, &cfg.db_path).expect("a survey");
+        let tallies = [
+            Some(survey::Keys::of(&key)),
+            Some(survey::Keys::of(&[7; 32])),
+            None,
+        ];
+        let compare = |keys| {
+            let mut walk = indexer::Walk::start(&cfg.locations, &cfg.disabled, keys);
+            indexer::unchanged_since(&mut walk, &known)
+        };
+        for keys in tallies {
+            assert_eq!(compare(keys), Some(1), "{keys:?}");
+        }
+        append(&first, &claude_line("s1", 1, "an egret"));
+        for keys in tallies {
+            assert_eq!(compare(keys), None, "{keys:?}");
+        }
     }
 
     #[cfg(unix)]

@@ -227,11 +227,12 @@ pub struct Tally {
 }
 
 /// The SipHash keys of a survey's tallies, taken from its configuration key.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Keys(u64, u64);
 
 impl Keys {
-    fn of(key: &[u8; 32]) -> Keys {
+    /// The keys of a survey made with the configuration key `key`.
+    pub fn of(key: &[u8; 32]) -> Keys {
         let word = |i: usize| {
             let mut w = [0u8; 8];
             w.copy_from_slice(&key[i..i + 8]);

@@ -40,7 +40,13 @@ pub fn run(global: &GlobalArgs, args: &IndexArgs) -> anyhow::Result<()> {
     // the survey of the last pass still holds, it is all there is to do.
     let mut walk = Node::start_walk(&cfg);
     let report = match Node::unchanged_since_survey(&cfg, &mut walk) {
-        Some(report) => report,
+        Some(report) => {
+            // The walk is over and what it found is not needed: the process
+            // ends next and gives its memory back at once, sooner than
+            // freeing every store's path one at a time.
+            std::mem::forget(walk);
+            report
+        }
         None => {
             let home = cfg.home.clone();
             let mut node = Node::open(cfg)

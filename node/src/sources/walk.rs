@@ -26,10 +26,7 @@ pub type Keep<'a> = &'a (dyn Fn(&Path) -> bool + Sync);
 /// indexer reports it (see [`folder_error`]) instead of skipping it
 /// silently. Symlinked folders are not followed.
 pub fn walk_files(dir: &Path, max_depth: usize, keep: Keep<'_>) -> Vec<PathBuf> {
-    walk(dir, max_depth, keep)
-        .into_iter()
-        .map(|(path, _)| path)
-        .collect()
+    walk(dir, max_depth, keep, |path, _| path)
 }
 
 /// [`walk_files`] as stores read by `reader`, each with the size and mtime
@@ -42,10 +39,11 @@ pub fn walk_stores(
     keep: Keep<'_>,
     reader: Reader,
 ) -> Vec<SourceFile> {
-    walk(dir, max_depth, keep)
-        .into_iter()
-        .map(|(path, stat)| SourceFile { path, reader, stat })
-        .collect()
+    walk(dir, max_depth, keep, |path, stat| SourceFile {
+        path,
+        reader,
+        stat,
+    })
 }
 
 /// Why a discovered folder (see [`walk_files`]) cannot be read, or `None`
@@ -89,8 +87,14 @@ struct Pool {
 }
 
 /// The walk behind [`walk_files`]: depth first, each folder's entries in
-/// name order (the order a sort of the whole paths by component gives).
-fn walk(dir: &Path, max_depth: usize, keep: Keep<'_>) -> Vec<Walked> {
+/// name order (the order a sort of the whole paths by component gives),
+/// each kept file made into what the caller lists by `make`.
+fn walk<T>(
+    dir: &Path,
+    max_depth: usize,
+    keep: Keep<'_>,
+    make: impl Fn(PathBuf, Option<Stat>) -> T,
+) -> Vec<T> {
     let shared = Shared {
         pool: Mutex::new(Pool {
             folders: vec![Folder {
@@ -109,9 +113,7 @@ fn walk(dir: &Path, max_depth: usize, keep: Keep<'_>) -> Vec<Walked> {
         .pool
         .into_inner()
         .unwrap_or_else(PoisonError::into_inner);
-    let mut out = Vec::new();
-    flatten(pool.folders, &mut out);
-    out
+    flatten(pool.folders, make)
 }
 
 /// The pool and what the threads need to list a folder.
@@ -253,13 +255,20 @@ fn list_std(dir: &Path, depth_left: usize, keep: Keep<'_>) -> Vec<Listed> {
     out
 }
 
-/// Joins the folders' listings depth first from the root (folder 0).
-fn flatten(mut folders: Vec<Folder>, out: &mut Vec<Walked>) {
+/// Joins the folders' listings depth first from the root (folder 0), in
+/// one list made to size.
+fn flatten<T>(mut folders: Vec<Folder>, make: impl Fn(PathBuf, Option<Stat>) -> T) -> Vec<T> {
+    let files = folders
+        .iter()
+        .flat_map(|f| &f.items)
+        .filter(|i| matches!(i, Item::File(_)))
+        .count();
+    let mut out = Vec::with_capacity(files);
     // A stack of listings being emitted, each as the rest of its items.
     let mut stack = vec![std::mem::take(&mut folders[0].items).into_iter()];
     while let Some(items) = stack.last_mut() {
         match items.next() {
-            Some(Item::File(w)) => out.push(w),
+            Some(Item::File((path, stat))) => out.push(make(path, stat)),
             Some(Item::Folder(id)) => {
                 let sub = std::mem::take(&mut folders[id].items).into_iter();
                 stack.push(sub);
@@ -269,6 +278,7 @@ fn flatten(mut folders: Vec<Folder>, out: &mut Vec<Walked>) {
             }
         }
     }
+    out
 }
 
 #[cfg(test)]

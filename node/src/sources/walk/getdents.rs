@@ -52,7 +52,7 @@ pub(super) fn list(dir: &Path, depth_left: usize, keep: Keep<'_>) -> Vec<Listed>
         path.push(b'/');
     }
     let base = path.len();
-    let mut out = Vec::new();
+    let mut out = Vec::with_capacity(entries.len());
     for e in &entries {
         let name = e.name(&names);
         path.truncate(base);
