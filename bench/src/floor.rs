@@ -10,7 +10,8 @@
 //! `cairn-bench floor DIR...` runs it and prints the files and bytes seen.
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Condvar, Mutex, PoisonError};
 
 /// Entry point of `cairn-bench floor DIR...`.
 pub fn main() -> anyhow::Result<()> {
@@ -22,21 +23,39 @@ pub fn main() -> anyhow::Result<()> {
 }
 
 /// Stats every file below `roots` (symlinks not followed), the folders
-/// just below them shared out among `threads` threads; returns how many
+/// shared out among `threads` threads as they are found; returns how many
 /// files and their total size.
 pub fn walk(roots: &[PathBuf], threads: usize) -> (u64, u64) {
     let files = AtomicU64::new(0);
     let bytes = AtomicU64::new(0);
-    let mut folders = Vec::new();
-    for root in roots {
-        list(root, &files, &bytes, &mut |dir| folders.push(dir));
-    }
-    let next = AtomicUsize::new(0);
+    // Folders not yet listed, and how many threads are listing one.
+    let todo = Mutex::new((roots.to_vec(), 0usize));
+    let more = Condvar::new();
+    let lock = || todo.lock().unwrap_or_else(PoisonError::into_inner);
     std::thread::scope(|s| {
         for _ in 0..threads.max(1) {
             s.spawn(|| {
-                while let Some(dir) = folders.get(next.fetch_add(1, Ordering::Relaxed)) {
-                    below(dir, &files, &bytes);
+                loop {
+                    let dir = {
+                        let mut t = lock();
+                        loop {
+                            if let Some(dir) = t.0.pop() {
+                                t.1 += 1;
+                                break dir;
+                            }
+                            if t.1 == 0 {
+                                more.notify_all();
+                                return;
+                            }
+                            t = more.wait(t).unwrap_or_else(PoisonError::into_inner);
+                        }
+                    };
+                    let mut found = Vec::new();
+                    list(&dir, &files, &bytes, &mut |sub| found.push(sub));
+                    let mut t = lock();
+                    t.1 -= 1;
+                    t.0.extend(found);
+                    more.notify_all();
                 }
             });
         }
@@ -44,11 +63,49 @@ pub fn walk(roots: &[PathBuf], threads: usize) -> (u64, u64) {
     (files.into_inner(), bytes.into_inner())
 }
 
-fn below(dir: &Path, files: &AtomicU64, bytes: &AtomicU64) {
-    list(dir, files, bytes, &mut |sub| below(&sub, files, bytes));
+/// Counts the files in `dir` and hands each subfolder to `folder`: on
+/// Linux from `getdents64` with a stat by name on the open folder (as
+/// cairn's walk lists a folder), elsewhere through `std::fs::read_dir`.
+#[cfg(target_os = "linux")]
+fn list(dir: &Path, files: &AtomicU64, bytes: &AtomicU64, folder: &mut dyn FnMut(PathBuf)) {
+    use rustix::fs::{AtFlags, FileType, Mode, OFlags, RawDir};
+    use std::os::unix::ffi::OsStrExt;
+    let Ok(fd) = rustix::fs::openat(
+        rustix::fs::CWD,
+        dir,
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    ) else {
+        return;
+    };
+    let mut buf = vec![std::mem::MaybeUninit::<u8>::uninit(); 32 * 1024];
+    let mut listing = RawDir::new(&fd, &mut buf);
+    while let Some(Ok(e)) = listing.next() {
+        let name = e.file_name();
+        if matches!(name.to_bytes(), b"." | b"..") {
+            continue;
+        }
+        let stat = || rustix::fs::statat(&fd, name, AtFlags::SYMLINK_NOFOLLOW);
+        let kind = match e.file_type() {
+            FileType::Unknown => {
+                stat().map_or(FileType::Unknown, |st| FileType::from_raw_mode(st.st_mode))
+            }
+            kind => kind,
+        };
+        match kind {
+            FileType::Directory => folder(dir.join(std::ffi::OsStr::from_bytes(name.to_bytes()))),
+            FileType::RegularFile => {
+                if let Ok(st) = stat() {
+                    files.fetch_add(1, Ordering::Relaxed);
+                    bytes.fetch_add(u64::try_from(st.st_size).unwrap_or(0), Ordering::Relaxed);
+                }
+            }
+            _ => {}
+        }
+    }
 }
 
-/// Counts the files in `dir` and hands each subfolder to `folder`.
+#[cfg(not(target_os = "linux"))]
 fn list(dir: &Path, files: &AtomicU64, bytes: &AtomicU64, folder: &mut dyn FnMut(PathBuf)) {
     let Ok(listing) = std::fs::read_dir(dir) else {
         return;
@@ -56,17 +113,15 @@ fn list(dir: &Path, files: &AtomicU64, bytes: &AtomicU64, folder: &mut dyn FnMut
     for entry in listing.flatten() {
         match entry.file_type() {
             Ok(t) if t.is_dir() => folder(entry.path()),
-            Ok(t) if t.is_file() => count(&entry, files, bytes),
+            Ok(t) if t.is_file() => {
+                // A stat by name on the open folder, as cairn's walk takes it.
+                if let Ok(m) = entry.metadata() {
+                    files.fetch_add(1, Ordering::Relaxed);
+                    bytes.fetch_add(m.len(), Ordering::Relaxed);
+                }
+            }
             _ => {}
         }
-    }
-}
-
-fn count(entry: &std::fs::DirEntry, files: &AtomicU64, bytes: &AtomicU64) {
-    // A stat by name on the open folder, as cairn's walk takes it.
-    if let Ok(m) = entry.metadata() {
-        files.fetch_add(1, Ordering::Relaxed);
-        bytes.fetch_add(m.len(), Ordering::Relaxed);
     }
 }
 
