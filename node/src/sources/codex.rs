@@ -90,8 +90,7 @@ impl Source for Codex {
 }
 
 fn is_rollout(p: &Path) -> bool {
-    p.file_name()
-        .and_then(|n| n.to_str())
+    crate::sources::common::file_name(p)
         .is_some_and(|n| n.starts_with("rollout-") && n.ends_with(".jsonl"))
 }
 

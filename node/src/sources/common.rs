@@ -171,9 +171,24 @@ fn ceil_char_boundary(s: &str, mut i: usize) -> usize {
 
 /// True when the path's file name ends with `suffix`.
 pub fn has_suffix(path: &Path, suffix: &str) -> bool {
-    path.file_name()
-        .and_then(|n| n.to_str())
-        .is_some_and(|n| n.ends_with(suffix))
+    file_name(path).is_some_and(|n| n.ends_with(suffix))
+}
+
+/// The path's file name when it is UTF-8: what `Path::file_name` and
+/// `to_str` give. On Unix it is read from the bytes after the last `/` (a
+/// walk asks for one per file it lists), and only through
+/// `Path::file_name` when those bytes are empty, `.` or `..`.
+pub fn file_name(path: &Path) -> Option<&str> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::ffi::OsStrExt;
+        let bytes = path.as_os_str().as_bytes();
+        let last = bytes.rsplit(|&b| b == b'/').next().unwrap_or(bytes);
+        if !matches!(last, b"" | b"." | b"..") {
+            return std::str::from_utf8(last).ok();
+        }
+    }
+    path.file_name().and_then(|n| n.to_str())
 }
 
 /// Feeds every complete line of `bytes` to `parser` the way the indexer
@@ -197,6 +212,44 @@ pub(crate) fn feed_lines(
 
 #[cfg(test)]
 mod tests {
+    /// The file name read from the bytes is the one `Path::file_name` gives.
+    #[cfg(unix)]
+    #[test]
+    fn file_names_are_those_of_path_file_name() {
+        use std::os::unix::ffi::OsStrExt;
+        let paths: [&[u8]; 16] = [
+            b"/a/b/c.jsonl",
+            b"c.jsonl",
+            b"/a/b/",
+            b"/a/b//",
+            b"/a/b/.",
+            b"/a/b/..",
+            b"/",
+            b"",
+            b".",
+            b"..",
+            b"a/./b",
+            b"/a/b/.hidden",
+            b"/a/\xff.jsonl",
+            b"/a/\xff/ok.jsonl",
+            b"/a/caf\xc3\xa9.jsonl",
+            b"//x",
+        ];
+        for p in paths {
+            let path = std::path::Path::new(std::ffi::OsStr::from_bytes(p));
+            let want = path.file_name().and_then(|n| n.to_str());
+            assert_eq!(super::file_name(path), want, "{path:?}");
+        }
+        assert!(super::has_suffix(
+            std::path::Path::new("/a/s.jsonl"),
+            ".jsonl"
+        ));
+        assert!(!super::has_suffix(
+            std::path::Path::new("/a.jsonl/"),
+            ".txt"
+        ));
+    }
+
     use super::*;
     use serde_json::json;
 
