@@ -950,6 +950,29 @@ mod tests {
         (near, seen)
     }
 
+    /// A store that holds nothing maps the sketch for the search, and the
+    /// mapping finds the entries reading the file finds, for any `k`.
+    #[test]
+    fn a_sketch_mapped_for_one_search_finds_what_reading_it_finds() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let mut store = store_with(dir.path(), 50);
+        store.sync_vector_file(3).expect("sync");
+        let scan = store.vector_scan(3).expect("open").expect("file");
+        assert!(!scan.held(), "the vector file is read");
+        let mapped = scan.sketch.as_ref().expect("sketch");
+        assert!(mapped.held(), "the sketch is mapped");
+        let read = mapped.read_from_file();
+        assert!(!read.held());
+        for q in [[0.6f32, -0.48, 0.64], [-1.0, 0.0, 0.0], [0.1, 0.9, -0.3]] {
+            let query = sketch::of_query(&q, &mapped.mean);
+            for k in [1, 5, 20, 49, 50, 80] {
+                let near = mapped.nearest(&query, k).expect("mapped");
+                assert_eq!(near.len(), k.min(50), "{q:?} {k}");
+                assert_eq!(near, read.nearest(&query, k).expect("read"), "{q:?} {k}");
+            }
+        }
+    }
+
     #[test]
     fn a_reader_holding_the_files_in_memory_reads_what_they_hold_through_every_change() {
         let dir = tempfile::tempdir().expect("tmp");
