@@ -631,7 +631,19 @@ impl Scan {
         to: u64,
         visit: &mut impl FnMut(i64, f32, &[u8]) -> std::io::Result<()>,
     ) -> std::io::Result<()> {
-        match &self.held {
+        self.read_range_in(self.held.as_deref(), from, to, visit)
+    }
+
+    /// [`Scan::read_range`] from `bytes` (the entries from the first) when
+    /// given, else from the file.
+    fn read_range_in(
+        &self,
+        bytes: Option<&[u8]>,
+        from: u64,
+        to: u64,
+        visit: &mut impl FnMut(i64, f32, &[u8]) -> std::io::Result<()>,
+    ) -> std::io::Result<()> {
+        match bytes {
             Some(bytes) => {
                 let size = entry_len(self.dim) as usize;
                 let (from, to) = (from as usize * size, to as usize * size);
@@ -744,13 +756,38 @@ impl Scan {
         init: impl Fn() -> T + Sync,
         step: impl Fn(&mut T, i64, f32, &[u8]) + Sync,
     ) -> std::io::Result<Vec<T>> {
+        // A process that holds nothing maps the file for this one scan:
+        // the page cache's pages are then read where they lie instead of
+        // copied out a chunk at a time (about 1 ms of a 13 ms question at
+        // 1 GB). Where it cannot be mapped, the file is read.
+        let mapped = match self.held {
+            Some(_) => None,
+            None => held::map_once(&self.file, HEADER_LEN, self.count * entry_len(self.dim)),
+        };
+        self.fold_over(
+            threads,
+            self.held.as_deref().or(mapped.as_deref()),
+            init,
+            step,
+        )
+    }
+
+    /// [`Scan::fold_with`] over `bytes` (the entries from the first) when
+    /// given, else reading the file.
+    fn fold_over<T: Send>(
+        &self,
+        threads: usize,
+        bytes: Option<&[u8]>,
+        init: impl Fn() -> T + Sync,
+        step: impl Fn(&mut T, i64, f32, &[u8]) + Sync,
+    ) -> std::io::Result<Vec<T>> {
         let threads = threads.max(1);
         let per = self.count.div_ceil(threads as u64);
         let part = |i: usize| -> std::io::Result<T> {
             let first = (i as u64 * per).min(self.count);
             let end = (first + per).min(self.count);
             let mut state = init();
-            self.read_range(first, end, &mut |id, inverse_norm, v| {
+            self.read_range_in(bytes, first, end, &mut |id, inverse_norm, v| {
                 step(&mut state, id, inverse_norm, v);
                 Ok(())
             })?;
@@ -795,21 +832,32 @@ mod tests {
             .expect("rows")
     }
 
-    /// What a scan of the file reads, with `threads` threads, in order.
+    /// What a scan of the file reads, with `threads` threads, in order;
+    /// the scan as it runs (from the copy a reader holds, else the file
+    /// mapped for it) and the file read by `pread` (where it cannot be
+    /// mapped) read the same.
     fn scanned(store: &Store, threads: usize) -> Option<Vec<(i64, Vec<u8>)>> {
         let scan = store.vector_scan(3).expect("open")?;
-        let parts = scan
-            .fold_with(
-                threads,
-                Vec::new,
-                |out: &mut Vec<(i64, Vec<u8>)>, id, inv, v| {
-                    let v = crate::embed::offset_binary(v);
-                    assert_eq!(inv, crate::embed::inverse_norm(&v));
-                    out.push((id, v))
-                },
-            )
-            .expect("scan");
-        Some(parts.into_iter().flatten().collect())
+        let init = Vec::new;
+        let step = |out: &mut Vec<(i64, Vec<u8>)>, id, inv, v: &[u8]| {
+            let v = crate::embed::offset_binary(v);
+            assert_eq!(inv, crate::embed::inverse_norm(&v));
+            out.push((id, v))
+        };
+        let mapped: Vec<_> = scan
+            .fold_with(threads, init, step)
+            .expect("scan")
+            .into_iter()
+            .flatten()
+            .collect();
+        let read: Vec<_> = scan
+            .fold_over(threads, None, init, step)
+            .expect("read")
+            .into_iter()
+            .flatten()
+            .collect();
+        assert_eq!(mapped, read, "mapped and read scans differ");
+        Some(mapped)
     }
 
     /// The mark's text as stored.
