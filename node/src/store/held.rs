@@ -207,13 +207,6 @@ fn extend(have: Option<Entries>, file: &File, start: u64, len: u64) -> Option<En
     }
 }
 
-/// `file` mapped for one search by a process that holds nothing (see
-/// `store::sketch::open`), on the terms of [`Mapped`]; `None` when it
-/// cannot be mapped or is shorter than `start + len`.
-pub(crate) fn map_once(file: &File, start: u64, len: u64) -> Option<Entries> {
-    map(None, file, start, len)
-}
-
 /// `have` when it maps at least `len` bytes of entries, else `file`
 /// mapped anew; `None` when it cannot be mapped or is shorter than
 /// `start + len`.

@@ -143,9 +143,7 @@ fn sum_of_bytes(x: u64) -> u32 {
 pub(crate) struct Reader {
     file: File,
     /// The entries from the first, at least `count` of them, when the
-    /// store holds them in memory (a copy or a mapping, see `store::held`)
-    /// or, in a store that holds nothing, the file mapped for this search;
-    /// `None` when they are read from the file.
+    /// store holds them in memory (a copy or a mapping, see `store::held`).
     held: Option<held::Entries>,
     pub(crate) mean: Vec<f32>,
     /// Entries it holds of those the vector file's trusted ones.
@@ -167,24 +165,15 @@ pub(crate) fn open(db: &Path, of: held::Key, trusted: u64, held: Option<&Held>) 
     if count < FROM {
         return None;
     }
-    let len = count * sketch_len(dim) as u64;
-    let held = match held {
-        Some(h) => {
-            let key = held::Key {
-                file: file_identity(&file),
-                ..of
-            };
-            key.file
-                .and_then(|_| h.entries(Which::Sketch, key, &file, entries_at(dim), len))
-        }
-        // A process that holds nothing (a fresh `cairn search`) maps the
-        // file for this one search: every entry is read once, and a
-        // mapping reads them where the page cache has them, where `pread`
-        // copied each (37 MB a question at 10 GB of history). Only the
-        // sketch: the vector file's few thousand entries read at random
-        // cost more as page faults than as reads.
-        None => held::map_once(&file, entries_at(dim), len),
-    };
+    let held = held.and_then(|h| {
+        let key = held::Key {
+            file: file_identity(&file),
+            ..of
+        };
+        key.file?;
+        let len = count * sketch_len(dim) as u64;
+        h.entries(Which::Sketch, key, &file, entries_at(dim), len)
+    });
     Some(Reader {
         file,
         held,
@@ -235,19 +224,6 @@ impl Reader {
     #[cfg(test)]
     pub(crate) fn held(&self) -> bool {
         self.held.is_some()
-    }
-
-    /// The same sketch read from its file by `pread`, as when it cannot be
-    /// mapped.
-    #[cfg(test)]
-    pub(crate) fn read_from_file(&self) -> Reader {
-        Reader {
-            file: self.file.try_clone().expect("clone the file"),
-            held: None,
-            mean: self.mean.clone(),
-            count: self.count,
-            dim: self.dim,
-        }
     }
 
     /// The positions of the `k` entries nearest to `query` by sketch

@@ -631,19 +631,7 @@ impl Scan {
         to: u64,
         visit: &mut impl FnMut(i64, f32, &[u8]) -> std::io::Result<()>,
     ) -> std::io::Result<()> {
-        self.read_range_in(self.held.as_deref(), from, to, visit)
-    }
-
-    /// [`Scan::read_range`] from `bytes` (the entries from the first) when
-    /// given, else from the file.
-    fn read_range_in(
-        &self,
-        bytes: Option<&[u8]>,
-        from: u64,
-        to: u64,
-        visit: &mut impl FnMut(i64, f32, &[u8]) -> std::io::Result<()>,
-    ) -> std::io::Result<()> {
-        match bytes {
+        match &self.held {
             Some(bytes) => {
                 let size = entry_len(self.dim) as usize;
                 let (from, to) = (from as usize * size, to as usize * size);
@@ -756,38 +744,13 @@ impl Scan {
         init: impl Fn() -> T + Sync,
         step: impl Fn(&mut T, i64, f32, &[u8]) + Sync,
     ) -> std::io::Result<Vec<T>> {
-        // A process that holds nothing maps the file for this one scan:
-        // the page cache's pages are then read where they lie instead of
-        // copied out a chunk at a time (about 1 ms of a 13 ms question at
-        // 1 GB). Where it cannot be mapped, the file is read.
-        let mapped = match self.held {
-            Some(_) => None,
-            None => held::map_once(&self.file, HEADER_LEN, self.count * entry_len(self.dim)),
-        };
-        self.fold_over(
-            threads,
-            self.held.as_deref().or(mapped.as_deref()),
-            init,
-            step,
-        )
-    }
-
-    /// [`Scan::fold_with`] over `bytes` (the entries from the first) when
-    /// given, else reading the file.
-    fn fold_over<T: Send>(
-        &self,
-        threads: usize,
-        bytes: Option<&[u8]>,
-        init: impl Fn() -> T + Sync,
-        step: impl Fn(&mut T, i64, f32, &[u8]) + Sync,
-    ) -> std::io::Result<Vec<T>> {
         let threads = threads.max(1);
         let per = self.count.div_ceil(threads as u64);
         let part = |i: usize| -> std::io::Result<T> {
             let first = (i as u64 * per).min(self.count);
             let end = (first + per).min(self.count);
             let mut state = init();
-            self.read_range_in(bytes, first, end, &mut |id, inverse_norm, v| {
+            self.read_range(first, end, &mut |id, inverse_norm, v| {
                 step(&mut state, id, inverse_norm, v);
                 Ok(())
             })?;
@@ -832,32 +795,21 @@ mod tests {
             .expect("rows")
     }
 
-    /// What a scan of the file reads, with `threads` threads, in order;
-    /// the scan as it runs (from the copy a reader holds, else the file
-    /// mapped for it) and the file read by `pread` (where it cannot be
-    /// mapped) read the same.
+    /// What a scan of the file reads, with `threads` threads, in order.
     fn scanned(store: &Store, threads: usize) -> Option<Vec<(i64, Vec<u8>)>> {
         let scan = store.vector_scan(3).expect("open")?;
-        let init = Vec::new;
-        let step = |out: &mut Vec<(i64, Vec<u8>)>, id, inv, v: &[u8]| {
-            let v = crate::embed::offset_binary(v);
-            assert_eq!(inv, crate::embed::inverse_norm(&v));
-            out.push((id, v))
-        };
-        let mapped: Vec<_> = scan
-            .fold_with(threads, init, step)
-            .expect("scan")
-            .into_iter()
-            .flatten()
-            .collect();
-        let read: Vec<_> = scan
-            .fold_over(threads, None, init, step)
-            .expect("read")
-            .into_iter()
-            .flatten()
-            .collect();
-        assert_eq!(mapped, read, "mapped and read scans differ");
-        Some(mapped)
+        let parts = scan
+            .fold_with(
+                threads,
+                Vec::new,
+                |out: &mut Vec<(i64, Vec<u8>)>, id, inv, v| {
+                    let v = crate::embed::offset_binary(v);
+                    assert_eq!(inv, crate::embed::inverse_norm(&v));
+                    out.push((id, v))
+                },
+            )
+            .expect("scan");
+        Some(parts.into_iter().flatten().collect())
     }
 
     /// The mark's text as stored.
@@ -996,29 +948,6 @@ mod tests {
             .collect();
         seen.sort();
         (near, seen)
-    }
-
-    /// A store that holds nothing maps the sketch for the search, and the
-    /// mapping finds the entries reading the file finds, for any `k`.
-    #[test]
-    fn a_sketch_mapped_for_one_search_finds_what_reading_it_finds() {
-        let dir = tempfile::tempdir().expect("tmp");
-        let mut store = store_with(dir.path(), 50);
-        store.sync_vector_file(3).expect("sync");
-        let scan = store.vector_scan(3).expect("open").expect("file");
-        assert!(!scan.held(), "the vector file is read");
-        let mapped = scan.sketch.as_ref().expect("sketch");
-        assert!(mapped.held(), "the sketch is mapped");
-        let read = mapped.read_from_file();
-        assert!(!read.held());
-        for q in [[0.6f32, -0.48, 0.64], [-1.0, 0.0, 0.0], [0.1, 0.9, -0.3]] {
-            let query = sketch::of_query(&q, &mapped.mean);
-            for k in [1, 5, 20, 49, 50, 80] {
-                let near = mapped.nearest(&query, k).expect("mapped");
-                assert_eq!(near.len(), k.min(50), "{q:?} {k}");
-                assert_eq!(near, read.nearest(&query, k).expect("read"), "{q:?} {k}");
-            }
-        }
     }
 
     #[test]
