@@ -212,6 +212,9 @@ pub(crate) fn feed_lines(
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+    use serde_json::json;
+
     /// The file name read from the bytes is the one `Path::file_name` gives.
     #[cfg(unix)]
     #[test]
@@ -249,9 +252,6 @@ mod tests {
             ".txt"
         ));
     }
-
-    use super::*;
-    use serde_json::json;
 
     #[test]
     fn times_in_every_shape() {
