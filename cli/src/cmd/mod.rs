@@ -53,8 +53,12 @@ pub fn refresh(
     show_bar: bool,
     budget: Option<std::time::Duration>,
 ) -> anyhow::Result<IndexReport> {
-    let walk = Node::start_walk(node.config());
-    refresh_walked(node, walk, show_bar, budget)
+    // A plain pass (`Node::index_until`): it compares nothing with the
+    // survey, so its walk tallies nothing.
+    let deadline = budget.map(|b| std::time::Instant::now() + b);
+    with_bar(show_bar, |on_progress| {
+        Ok(node.index_until(now_ms(), deadline, on_progress)?)
+    })
 }
 
 /// [`refresh`] with the walk already started (by [`Node::start_walk`] on
