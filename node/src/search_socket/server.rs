@@ -28,8 +28,8 @@ const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
 const CACHE_KIB: i64 = 64 * 1024;
 /// The most the kept connection holds in memory of the vector file's
 /// entries, and of its sketch's (each): the whole vector file up to about
-/// 250,000 vectors (some 2 GB of history), and above that, where searches
-/// go through the sketch, the sketch up to about 2 million.
+/// 250,000 vectors (some 2 GB of history), and the sketch, which searches
+/// go through from 100,000 vectors, up to about 2 million.
 const HELD_BYTES: u64 = 64 * 1024 * 1024;
 
 /// Failures to set the socket up.

@@ -642,7 +642,7 @@ impl Scan {
     }
 
     /// Calls `step(state, id, inverse norm, offset-binary vector)` for the
-    /// [`sketch::CANDIDATES`] entries whose sketches are nearest to the
+    /// [`sketch::candidates`] entries whose sketches are nearest to the
     /// unit vector `query`'s, and for every entry the sketch does not
     /// hold, split between threads as [`Scan::fold`] splits the file;
     /// `None` when there is no sketch.
@@ -655,7 +655,10 @@ impl Scan {
         let Some(sk) = &self.sketch else {
             return Ok(None);
         };
-        let near = sk.nearest(&sketch::of_query(query, &sk.mean), sketch::CANDIDATES)?;
+        let near = sk.nearest(
+            &sketch::of_query(query, &sk.mean),
+            sketch::candidates(sk.count),
+        )?;
         let threads = std::thread::available_parallelism()
             .map_or(1, usize::from)
             .clamp(1, MAX_THREADS);
@@ -1254,7 +1257,9 @@ mod tests {
             .into_iter()
             .map(|(id, _)| id)
             .collect();
-        let near = reader.nearest(&qs, sketch::CANDIDATES).expect("nearest");
+        let near = reader
+            .nearest(&qs, sketch::candidates(reader.count))
+            .expect("nearest");
         assert_eq!(near.len(), 60, "fewer entries than candidates: all");
         let mut want: Vec<i64> = all.iter().map(|(id, _)| *id).collect();
         want.extend(newer.iter().map(|(id, _)| *id));
