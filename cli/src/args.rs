@@ -79,6 +79,18 @@ pub enum Command {
     Man(ManArgs),
 }
 
+impl Command {
+    /// Whether the command reads a little and exits: a search, a
+    /// transcript or an agent's hook, answered in milliseconds. (A search
+    /// may index new history first, for at most two seconds.)
+    pub fn is_short_read(&self) -> bool {
+        matches!(
+            self,
+            Command::Search(_) | Command::Show(_) | Command::Hook(_)
+        )
+    }
+}
+
 /// Just `--json`.
 #[derive(Debug, Args)]
 pub struct JsonArgs {
@@ -349,4 +361,31 @@ pub struct ManArgs {
     /// Write `cairn.1` and one `cairn-COMMAND.1` per command into this folder instead of printing.
     #[arg(long, value_name = "DIR")]
     pub dir: Option<PathBuf>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    fn command(args: &[&str]) -> Command {
+        Cli::try_parse_from(std::iter::once("cairn").chain(args.iter().copied()))
+            .expect("parses")
+            .command
+    }
+
+    #[test]
+    fn searches_transcripts_and_hooks_are_short_reads() {
+        for args in [
+            &["search", "why did we pin hyper"][..],
+            &["--home", "/tmp/h", "search", "--json", "--", "error"],
+            &["show", "abc123"],
+            &["hook", "session-start"],
+        ] {
+            assert!(command(args).is_short_read(), "{args:?}");
+        }
+        for args in [&["index"][..], &["serve"], &["sync"], &["mcp"], &["status"]] {
+            assert!(!command(args).is_short_read(), "{args:?}");
+        }
+    }
 }

@@ -36,13 +36,23 @@ impl std::error::Error for NoMatch {}
 
 /// Runs the CLI with the given arguments and returns the process exit code.
 pub fn run(args: impl IntoIterator<Item = OsString>) -> ExitCode {
-    let cli = match Cli::try_parse_from(args) {
-        Ok(c) => c,
-        Err(e) => {
-            let _ = e.print();
-            return ExitCode::from(if e.use_stderr() { EXIT_ERROR } else { EXIT_OK });
-        }
-    };
+    match parse(args) {
+        Ok(cli) => run_parsed(cli),
+        Err(code) => code,
+    }
+}
+
+/// Parses the arguments; on a mistake (or `--help`, `--version`) prints
+/// what clap says and returns the exit code to end with.
+pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Cli, ExitCode> {
+    Cli::try_parse_from(args).map_err(|e| {
+        let _ = e.print();
+        ExitCode::from(if e.use_stderr() { EXIT_ERROR } else { EXIT_OK })
+    })
+}
+
+/// Runs parsed arguments and returns the process exit code.
+pub fn run_parsed(cli: Cli) -> ExitCode {
     init_logging(cli.verbose);
     cairn_node::store::set_upgrade_notice(upgrade_notice);
     let result = match cli.command {

@@ -5,6 +5,16 @@ use std::process::ExitCode;
 mod heap;
 
 fn main() -> ExitCode {
-    heap::settle();
-    cairn::run(std::env::args_os())
+    // Parsing starts no thread, so the heap can still be set up after it,
+    // for the command at hand.
+    let cli = match cairn::parse(std::env::args_os()) {
+        Ok(cli) => cli,
+        Err(code) => return code,
+    };
+    heap::settle(if cli.command.is_short_read() {
+        heap::Use::ShortRead
+    } else {
+        heap::Use::LongOrLarge
+    });
+    cairn::run_parsed(cli)
 }
