@@ -536,17 +536,21 @@ mod tests {
         }
     }
 
-    #[test]
-    fn distances_count_every_differing_bit() {
-        let mut state = 0x2545_f491_4f6c_dd1du64;
-        let bytes: Vec<u8> = (0..8192)
+    /// `n` bytes of a xorshift sequence started at `state`.
+    fn noise(mut state: u64, n: usize) -> Vec<u8> {
+        (0..n)
             .map(|_| {
                 state ^= state << 13;
                 state ^= state >> 7;
                 state ^= state << 17;
                 state as u8
             })
-            .collect();
+            .collect()
+    }
+
+    #[test]
+    fn distances_count_every_differing_bit() {
+        let bytes = noise(0x2545_f491_4f6c_dd1d, 8192);
         // Lengths around the word and the 31-word flush, with tails.
         for len in [0, 1, 7, 8, 9, 31, 32, 33, 247, 248, 249, 256, 300, 4096] {
             let (a, b) = (&bytes[..len], &bytes[4096..4096 + len]);
@@ -568,15 +572,8 @@ mod tests {
     /// distance in order and the histogram of them.
     #[test]
     fn the_scan_loop_counts_as_the_plain_distance_does() {
-        let mut state = 0x9e37_79b9_7f4a_7c15u64;
-        let mut next = || {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state as u8
-        };
-        let query: Vec<u8> = (0..32).map(|_| next()).collect();
-        let mut bytes: Vec<u8> = (0..32 * 5000).map(|_| next()).collect();
+        let query = noise(0x9e37_79b9_7f4a_7c15, 32);
+        let mut bytes = noise(0x6a09_e667_f3bc_c908, 32 * 5000);
         // The extremes: the query itself and its complement.
         bytes[..32].copy_from_slice(&query);
         let flipped: Vec<u8> = query.iter().map(|b| !b).collect();
