@@ -110,7 +110,8 @@ pub(crate) fn of_query(q: &[f32], mean: &[f32]) -> Vec<u8> {
 /// of several words are added up per byte first (each byte of the sum
 /// holds at most 8 per word, so 31 words fit) and summed across bytes
 /// once: half the work for a 32-byte sketch, which matters when a question
-/// compares a million of them.
+/// compares a million of them. A scan on a CPU that has the instruction
+/// uses [`distance_by_popcount`] instead (see [`distances`]).
 #[inline(always)]
 pub(crate) fn distance(a: &[u8], b: &[u8]) -> u32 {
     const M1: u64 = 0x5555_5555_5555_5555;
@@ -180,6 +181,7 @@ fn distances_popcnt(query: &[u8], bytes: &[u8], dist: &mut Vec<u16>, hist: &mut 
     each_distance(query, bytes, dist, hist, distance_by_popcount);
 }
 
+/// The loop of [`distances`], with the distance function of the copy.
 #[inline(always)]
 fn each_distance(
     query: &[u8],
@@ -198,6 +200,7 @@ fn each_distance(
 /// The bits that differ between `a` and `b`, counted a word at a time with
 /// `count_ones`: one instruction each where the caller is compiled for
 /// `popcnt`, a slow sequence otherwise (so only such a caller uses it).
+#[cfg(any(target_arch = "x86_64", test))]
 #[inline(always)]
 fn distance_by_popcount(a: &[u8], b: &[u8]) -> u32 {
     let (ac, bc) = (a.chunks_exact(8), b.chunks_exact(8));
