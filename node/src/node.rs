@@ -209,7 +209,6 @@ impl Node {
     /// that it overlaps opening it (see [`Node::index_walked`]). Its
     /// threads tally what they find for [`Node::unchanged_since_survey`].
     pub fn start_walk(config: &Config) -> indexer::Walk {
-        // The walk tallies each source for the survey as it goes.
         let keys = survey::Keys::of(&survey_key(config));
         indexer::Walk::start(&config.locations, &config.disabled, Some(keys))
     }
