@@ -54,6 +54,11 @@ pub struct RecallArgs {
     /// Words only: leave out the meaning (semantic) tier.
     #[arg(long)]
     pub lexical: bool,
+    /// Ask every question with `--agent` set to its session's agent: the
+    /// filtered search's recall (the haystack's agents are about evenly
+    /// split, so the filter keeps much of the noise).
+    #[arg(long)]
+    pub by_agent: bool,
     /// Index this history first, as noise the set's sessions must be found
     /// in: a folder with `claude/` and `codex/`, as `gencorpus.py` writes.
     #[arg(long, conflicts_with = "haystack_index")]
@@ -452,6 +457,10 @@ pub fn main() -> anyhow::Result<()> {
         report.added
     );
 
+    let agents: HashMap<&str, &str> = sessions
+        .iter()
+        .map(|s| (s.label.as_str(), s.agent.as_str()))
+        .collect();
     let opts = SearchOptions {
         limit: args.limit,
         now_ms,
@@ -465,8 +474,19 @@ pub fn main() -> anyhow::Result<()> {
         if args.split.as_ref().is_some_and(|s| *s != q.split) {
             continue;
         }
+        let filtered;
+        let opts = match args.by_agent {
+            true => {
+                filtered = SearchOptions {
+                    agent: Some(agents[q.session.as_str()].to_owned()),
+                    ..opts.clone()
+                };
+                &filtered
+            }
+            false => &opts,
+        };
         let started = Instant::now();
-        let hits = node.search(&q.text, &opts)?;
+        let hits = node.search(&q.text, opts)?;
         let ms = started.elapsed().as_secs_f64() * 1000.0;
         let want = &ids[&q.session];
         let rank = hits

@@ -307,11 +307,20 @@ fn candidates(
 ///
 /// Its newest [`SCAN_LIMIT`] matches are taken (all of them, for most
 /// concepts): the cost stays bounded however large the memory grows.
-/// Each is scored by BM25 with a term frequency of one: the weight from the planner's `df`, the length from
-/// `store::lengths` against the newest records' average length. The best
-/// [`CANDIDATES`] are returned, best first, for the ranker; only they are
-/// looked up in `records` (by the caller, and only those no concept found
-/// before) when no filter needed the records' columns first.
+/// Each is scored by BM25 with a term frequency of one: the weight from
+/// the planner's `df`, the length from `store::lengths` against the newest
+/// records' average length. The best [`CANDIDATES`] are returned, best
+/// first, for the ranker; only they are looked up in `records` (by the
+/// caller, and only those no concept found before) when no filter needed
+/// the records' columns first.
+///
+/// A filtered search takes the same matches and looks them up best first,
+/// filters and all, until [`CANDIDATES`] pass ([`allowed_best`]): a common
+/// word's thousands of matches are not all read from `records` (at 1 GB,
+/// an agent filter made a question three times slower when they were).
+/// Only when fewer pass and the concept has older matches than those does
+/// it reach back: then its candidates are the best of the newest
+/// [`SCAN_LIMIT`] matches the filters allow, each read through a join.
 ///
 /// FTS5's own `bm25()` read each match's row of `fts_docsize`: one page
 /// read per match, which for a word matching thousands of records spread
@@ -325,6 +334,7 @@ fn concept_candidates(
     concept: Concept<'_>,
     (df, docs): (i64, i64),
     opts: &SearchOptions,
+    known: &dyn Fn(i64) -> bool,
 ) -> Result<Vec<Scored>, SearchError> {
     let Concept {
         index,
@@ -336,32 +346,71 @@ fn concept_candidates(
     // says so, and a bound all the same where it is only an estimate (a
     // stem is planned with its word's count).
     let newest = format!("ORDER BY {table}.rowid DESC LIMIT {SCAN_LIMIT}");
-    // The matches, with the records' columns when a filter needed them.
     let mut found: Vec<(i64, Option<Columns>)> = Vec::new();
-    let unfiltered = unfiltered(opts);
-    if let (true, Some(ids)) = (unfiltered, counted) {
+    match counted {
         // Read already, when the word's frequency was counted.
-        found.extend(ids.iter().map(|&id| (id, None)));
-    } else if unfiltered {
-        let mut stmt = conn.prepare_cached(&format!(
-            "SELECT rowid FROM {table} WHERE {table} MATCH ?1 {newest}"
-        ))?;
-        let mut rows = stmt.query([&expr])?;
-        while let Some(r) = rows.next()? {
-            found.push((r.get(0)?, None));
+        Some(ids) => found.extend(ids.iter().map(|&id| (id, None))),
+        None => {
+            let mut stmt = conn.prepare_cached(&format!(
+                "SELECT rowid FROM {table} WHERE {table} MATCH ?1 {newest}"
+            ))?;
+            let mut rows = stmt.query([&expr])?;
+            while let Some(r) = rows.next()? {
+                found.push((r.get(0)?, None));
+            }
         }
-    } else {
-        candidates(
-            conn,
-            "0",
-            &format!("{table} JOIN records r ON r.id = {table}.rowid"),
-            &format!("{table} MATCH ?1"),
-            vec![SqlValue::Text(expr)],
-            &newest,
-            opts,
-            |id, _, role, ts, se, fl| found.push((id, Some((role, ts, se, fl)))),
-        )?;
     }
+    let weight = rank::bm25_idf(docs, df);
+    if unfiltered(opts) {
+        return Ok(best_of(scored(lengths, found, weight)?, CANDIDATES));
+    }
+    let older = found.len() as i64 >= SCAN_LIMIT;
+    let mut all = scored(lengths, found, weight)?;
+    all.sort_unstable_by(best_first);
+    let kept = allowed_best(conn, all, opts, known)?;
+    if kept.len() >= CANDIDATES || !older {
+        return Ok(kept);
+    }
+    // Reaching back: the newest matches the filters allow, with the
+    // records' columns the join read.
+    let mut found = Vec::new();
+    candidates(
+        conn,
+        "0",
+        &format!("{table} JOIN records r ON r.id = {table}.rowid"),
+        &format!("{table} MATCH ?1"),
+        vec![SqlValue::Text(expr)],
+        &newest,
+        opts,
+        |id, _, role, ts, se, fl| found.push((id, Some((role, ts, se, fl)))),
+    )?;
+    Ok(best_of(scored(lengths, found, weight)?, CANDIDATES))
+}
+
+/// Best first; of equal scores, the newer (ids are unique, so the order
+/// is total).
+fn best_first(a: &Scored, b: &Scored) -> std::cmp::Ordering {
+    b.0.total_cmp(&a.0).then(b.1.cmp(&a.1))
+}
+
+/// The best `n` of `scored`, best first (only they are put in order).
+fn best_of(mut scored: Vec<Scored>, n: usize) -> Vec<Scored> {
+    if scored.len() > n {
+        scored.select_nth_unstable_by(n, best_first);
+        scored.truncate(n);
+    }
+    scored.sort_unstable_by(best_first);
+    scored
+}
+
+/// Each match scored by BM25 with a term frequency of one, `weight` being
+/// the concept's idf: its length from `store::lengths` against the newest
+/// records' average length.
+fn scored(
+    lengths: &mut lengths::Reader<'_>,
+    found: Vec<(i64, Option<Columns>)>,
+    weight: f64,
+) -> Result<Vec<Scored>, SearchError> {
     let mut lens = Vec::with_capacity(found.len());
     for (id, _) in &found {
         lens.push(lengths.length(*id)?);
@@ -375,26 +424,61 @@ fn concept_candidates(
             known.iter().sum::<f64>() / known.len().max(1) as f64
         }
     };
-    let weight = rank::bm25_idf(docs, df);
-    let mut scored: Vec<(f64, i64, Option<Columns>)> = found
+    Ok(found
         .into_iter()
         .zip(lens)
         .map(|((id, cols), len)| {
             let score = weight * rank::bm25_tf_one(len.unwrap_or(mean), mean);
             (score, id, cols)
         })
-        .collect();
-    // Best first; of equal scores, the newer. Only the best CANDIDATES
-    // are put in order (ids are unique, so the order is total).
-    let best_first = |a: &(f64, i64, Option<Columns>), b: &(f64, i64, Option<Columns>)| {
-        b.0.total_cmp(&a.0).then(b.1.cmp(&a.1))
-    };
-    if scored.len() > CANDIDATES {
-        scored.select_nth_unstable_by(CANDIDATES, best_first);
-        scored.truncate(CANDIDATES);
+        .collect())
+}
+
+/// The best [`CANDIDATES`] of `scored` (best first already) that the
+/// search's filters allow, with their records' columns, best first: each
+/// is looked up with the filters, the best first, until that many pass or
+/// none is left. A record `known` to have passed (an earlier concept's
+/// candidate) is not looked up again, and comes without its columns. The
+/// look-ups go a batch at a time in id order, so that a page read for one
+/// is still cached for its neighbours; a batch is no larger than the
+/// records still needed (at least 64), so few more are read than pass.
+fn allowed_best(
+    conn: &rusqlite::Connection,
+    scored: Vec<Scored>,
+    opts: &SearchOptions,
+    known: &dyn Fn(i64) -> bool,
+) -> Result<Vec<Scored>, SearchError> {
+    let mut sql = String::from("SELECT r.role, r.ts, r.session, r.flags FROM records r");
+    push_joins(&mut sql, opts);
+    sql.push_str(" WHERE r.id = ?1");
+    let mut args: Vec<SqlValue> = vec![SqlValue::Null];
+    push_filters(&mut sql, &mut args, opts);
+    let mut stmt = conn.prepare_cached(&sql)?;
+    let mut kept: Vec<Scored> = Vec::new();
+    let mut rest = scored.into_iter().peekable();
+    while kept.len() < CANDIDATES && rest.peek().is_some() {
+        let mut batch: Vec<Scored> = rest
+            .by_ref()
+            .take((CANDIDATES - kept.len()).max(64))
+            .collect();
+        batch.sort_unstable_by_key(|s| s.1);
+        for (score, id, _) in batch {
+            if known(id) {
+                kept.push((score, id, None));
+                continue;
+            }
+            args[0] = SqlValue::Integer(id);
+            let cols = stmt
+                .query_row(rusqlite::params_from_iter(args.iter()), |r| {
+                    Ok((codec::role_at(r, 0)?, r.get(1)?, r.get(2)?, r.get(3)?))
+                })
+                .optional()?;
+            if let Some(cols) = cols {
+                kept.push((score, id, Some(cols)));
+            }
+        }
     }
-    scored.sort_unstable_by(best_first);
-    Ok(scored)
+    Ok(best_of(kept, CANDIDATES))
 }
 
 /// A concept's candidate: its score, its record id, and the record's
@@ -616,7 +700,9 @@ fn lexical(
                 expr: one.to_fts(),
                 counted,
             };
-            let scored = concept_candidates(conn, &mut lengths, concept, (*df, docs), opts)?;
+            let known = |id| by_id.contains_key(&id);
+            let scored =
+                concept_candidates(conn, &mut lengths, concept, (*df, docs), opts, &known)?;
             add(&mut by_id, scored, k, 1.0)?;
         }
         if let Some(w) = stem {
@@ -625,7 +711,9 @@ fn lexical(
                 expr: Query::to_stem_fts(std::slice::from_ref(w)),
                 counted: freq.newest(df::Index::Stem, w),
             };
-            let scored = concept_candidates(conn, &mut lengths, concept, (*df, docs), opts)?;
+            let known = |id| by_id.contains_key(&id);
+            let scored =
+                concept_candidates(conn, &mut lengths, concept, (*df, docs), opts, &known)?;
             add(&mut by_id, scored, k, rank::STEM_WEIGHT)?;
         }
     }
@@ -852,6 +940,143 @@ mod store_tests {
             .map(|h| h.session_id)
             .collect();
         assert_eq!(order, ["short", "long", "tools"]);
+    }
+
+    /// A filtered search looks up a concept's matches best first until
+    /// enough pass, and reaches back past the newest matches only when
+    /// too few of them do.
+    #[test]
+    fn a_filtered_concept_keeps_the_best_matches_it_allows() {
+        // More matches than the scan limit: the 700 oldest from goose, the
+        // rest from codex (every third) and claude-code; texts of many
+        // lengths, so scores differ and tie.
+        let n = SCAN_LIMIT + 400;
+        let recs: Vec<Record> = (0..n)
+            .map(|i| {
+                let agent = match i {
+                    _ if i < 700 => "goose",
+                    _ if i % 3 == 0 => "codex",
+                    _ => "claude-code",
+                };
+                let role = if i % 2 == 0 {
+                    Role::User
+                } else {
+                    Role::Assistant
+                };
+                let text = format!("gadget {}", "word ".repeat((i % 23) as usize));
+                let mut r = Record::new(agent, &format!("{agent}{}", i % 50), role, &text);
+                r.time_ms = Some(NOW - DAY + i);
+                r
+            })
+            .collect();
+        let (_d, store) = store_with(&recs);
+        let conn = store.conn();
+        let mut freq = df::Frequencies::new(conn).expect("frequencies");
+        let df = freq.token(df::Index::Exact, "gadget").expect("df");
+        assert!(df > SCAN_LIMIT);
+        let weight = rank::bm25_idf(freq.docs(), df);
+        let expr = df::token_expr("gadget");
+        // The records a filter allows, read on their own.
+        let allowed = |opts: &SearchOptions| -> std::collections::HashSet<i64> {
+            let mut sql = String::from("SELECT r.id FROM records r");
+            push_joins(&mut sql, opts);
+            sql.push_str(" WHERE 1");
+            let mut args = Vec::new();
+            push_filters(&mut sql, &mut args, opts);
+            conn.prepare(&sql)
+                .expect("prepare")
+                .query_map(rusqlite::params_from_iter(args.iter()), |r| r.get(0))
+                .expect("query")
+                .collect::<Result<_, _>>()
+                .expect("rows")
+        };
+        let got = |opts: &SearchOptions| -> Vec<(f64, i64)> {
+            // Some records an earlier concept found, so known to pass.
+            let passing = allowed(opts);
+            let known = |id| id % 7 == 0 && passing.contains(&id);
+            let mut lengths = lengths::Reader::new(conn).expect("lengths");
+            let concept = Concept {
+                index: df::Index::Exact,
+                expr: expr.clone(),
+                counted: None,
+            };
+            concept_candidates(conn, &mut lengths, concept, (df, freq.docs()), opts, &known)
+                .expect("candidates")
+                .into_iter()
+                .map(|(score, id, cols)| {
+                    // Those known to pass come without their columns.
+                    let on = cols.is_some() || unfiltered(opts) || known(id);
+                    assert!(on, "{opts:?}: {id} came without its columns");
+                    (score, id)
+                })
+                .collect()
+        };
+        // Every match, newest first, scored.
+        let mut lengths = lengths::Reader::new(conn).expect("lengths");
+        let all: Vec<i64> = conn
+            .prepare("SELECT rowid FROM fts WHERE fts MATCH ?1 ORDER BY rowid DESC")
+            .expect("prepare")
+            .query_map([&expr], |r| r.get(0))
+            .expect("query")
+            .collect::<Result<_, _>>()
+            .expect("rows");
+        assert_eq!(all.len() as i64, n);
+        let all = scored(
+            &mut lengths,
+            all.into_iter().map(|id| (id, None)).collect(),
+            weight,
+        )
+        .expect("scored");
+        let want = |opts: &SearchOptions| -> Vec<(f64, i64)> {
+            let allowed = allowed(opts);
+            let pick = |from: Vec<&Scored>| -> Vec<(f64, i64)> {
+                let kept = from.into_iter().filter(|s| allowed.contains(&s.1)).cloned();
+                best_of(kept.collect(), CANDIDATES)
+                    .into_iter()
+                    .map(|s| (s.0, s.1))
+                    .collect()
+            };
+            let newest = all.iter().take(SCAN_LIMIT as usize).collect();
+            let among_newest = pick(newest);
+            match among_newest.len() >= CANDIDATES {
+                true => among_newest,
+                // The newest SCAN_LIMIT matches it allows.
+                false => {
+                    let allowed_newest = all.iter().filter(|s| allowed.contains(&s.1));
+                    pick(allowed_newest.take(SCAN_LIMIT as usize).collect())
+                }
+            }
+        };
+        let agent = |a: &str| SearchOptions {
+            agent: Some(a.into()),
+            ..SearchOptions::default()
+        };
+        let filters = [
+            agent("codex"),
+            agent("goose"),
+            SearchOptions {
+                roles: vec![Role::User],
+                ..SearchOptions::default()
+            },
+            SearchOptions {
+                roles: vec![Role::Assistant],
+                ..agent("codex")
+            },
+            SearchOptions {
+                roles: vec![Role::User, Role::Assistant],
+                ..SearchOptions::default()
+            },
+        ];
+        for opts in &filters {
+            let got = got(opts);
+            assert_eq!(got.len(), CANDIDATES, "{opts:?}");
+            assert_eq!(got, want(opts), "{opts:?}");
+        }
+        // Goose's matches are all older than the newest: it reached back.
+        let goose = got(&filters[1]);
+        assert!(goose.iter().all(|s| s.1 <= 700), "{goose:?}");
+        // A filter that allows everything keeps what no filter keeps.
+        assert_eq!(got(&filters[4]), got(&SearchOptions::default()));
     }
 
     #[test]

@@ -179,6 +179,11 @@ enum FileScan {
     /// Its best records, and the record id above which the table must be
     /// read.
     Found(TopRecords, i64),
+    /// For a filtered search, the file's nearest records, not yet checked
+    /// against the filters (see [`checked`]); the record id above which
+    /// the table must be read; and whether they are every record that
+    /// reached the floor.
+    Nearest(TopRecords, i64, bool),
 }
 
 /// The best records of the flat vector file (see `store::vector_file`)
@@ -226,7 +231,7 @@ fn scan_file_unfiltered(scan: &vector_file::Scan, scorer: &Scorer<'_>, qv: &[f32
     match scan.fold_sketched(qv, TopRecords::new, |top, id, inv, v| {
         top.consider_offset(scorer, id, inv, v)
     }) {
-        Ok(Some(parts)) => {
+        Ok(Some((parts, _))) => {
             let mut top = TopRecords::new();
             parts.into_iter().for_each(|p| top.merge(p));
             FileScan::Found(top, scan.upto)
@@ -310,28 +315,65 @@ fn check_nearest_first(
     Ok(mine / all.max(1.0) * WIDE as f64 >= 4.0 * VECTOR_RECORDS as f64)
 }
 
-/// A filtered search's best records from the vector file, found the cheap
-/// way when the filters let enough of the nearest through: the file's
-/// `wide` nearest records are checked against the filters one by one (a
-/// look-up by id each), best first, until [`VECTOR_RECORDS`] pass. That
-/// is exactly what a scan of the allowed records keeps when that many
-/// pass, or when fewer than `wide` records reached the floor at all (then
-/// every record that could be kept was checked). Otherwise `None`: the
-/// filters are narrow, and the caller scans for the ids they allow
-/// ([`allowed`]), which at 10 GB costs a role or machine filter half a
-/// second or more (a failed attempt costs a scan of the file and up to
-/// `wide` look-ups by id).
-fn checked_nearest(
-    store: &Store,
+/// The file's `wide` records nearest to the unit vector `qv`, for a
+/// filtered search to check against its filters ([`checked`]): found
+/// through the sketch when the file has one, as an unfiltered search finds
+/// its records (the [`sketch::candidates`](crate::store::sketch) nearest
+/// by sketch, scored exactly), else by scoring every entry. They are
+/// every record that reached the floor when fewer than `wide` did and
+/// every entry was scored.
+fn file_nearest(
     scan: &vector_file::Scan,
     scorer: &Scorer<'_>,
+    qv: &[f32],
     wide: usize,
+) -> FileScan {
+    let sketched = scan.fold_sketched(
+        qv,
+        || TopRecords::keeping(wide),
+        |top, id, inv, v| top.consider_offset(scorer, id, inv, v),
+    );
+    match sketched {
+        Ok(Some((parts, every))) => {
+            let mut top = TopRecords::keeping(wide);
+            parts.into_iter().for_each(|p| top.merge(p));
+            let complete = every && !top.full();
+            return FileScan::Nearest(top, scan.upto, complete);
+        }
+        Ok(None) => {}
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot read the vector sketch; scanning every vector");
+        }
+    }
+    match scan_file_keeping(scan, scorer, wide, |_| true) {
+        FileScan::Found(top, upto) => {
+            let complete = !top.full();
+            FileScan::Nearest(top, upto, complete)
+        }
+        other => other,
+    }
+}
+
+/// A filtered search's best records from the file's `nearest` ones (see
+/// [`file_nearest`]), checked against the filters one by one (a look-up
+/// by id each), best first, until [`VECTOR_RECORDS`] pass. `None` when
+/// fewer pass and the nearest were not every record that reached the
+/// floor (`complete`): the filters are narrower than [`check_nearest_first`]
+/// judged, and the caller scans for the ids they allow ([`allowed`]),
+/// which at 10 GB costs a role or machine filter half a second or more.
+///
+/// What passes is what a scan of the allowed records keeps, up to the
+/// sketch: exactly that when the file has no sketch or every entry was
+/// scored, else the allowed records among those the sketch puts nearest,
+/// which is how an unfiltered search finds its records too (the recall
+/// bench's `--by-agent` run measures it; see docs/embeddings.md).
+fn checked(
+    store: &Store,
+    nearest: TopRecords,
+    upto: i64,
+    complete: bool,
     opts: &SearchOptions,
 ) -> Result<Option<FileScan>, SearchError> {
-    let FileScan::Found(nearest, upto) = scan_file_keeping(scan, scorer, wide, |_| true) else {
-        return Ok(None);
-    };
-    let all_seen = !nearest.full();
     let mut sql = String::from("SELECT 1 FROM records r");
     super::push_joins(&mut sql, opts);
     sql.push_str(" WHERE r.id = ?1");
@@ -349,7 +391,39 @@ fn checked_nearest(
             kept.offer(sim, id);
         }
     }
-    Ok((kept.full() || all_seen).then_some(FileScan::Found(kept, upto)))
+    Ok((kept.full() || complete).then_some(FileScan::Found(kept, upto)))
+}
+
+/// A filtered search's best records from the vector file: those of
+/// `nearest` that pass the filters when enough do ([`checked`]), else
+/// those of a scan of every allowed record (also when `nearest` was not
+/// tried). `scan` is the file when open already.
+fn narrowed_file(
+    store: &Store,
+    scan: Option<&vector_file::Scan>,
+    scorer: &Scorer<'_>,
+    dim: usize,
+    nearest: FileScan,
+    opts: &SearchOptions,
+) -> Result<FileScan, SearchError> {
+    if let FileScan::Nearest(top, upto, complete) = nearest
+        && let Some(found) = checked(store, top, upto, complete, opts)?
+    {
+        return Ok(found);
+    }
+    let opened;
+    let scan = match scan {
+        Some(scan) => scan,
+        None => match store.vector_scan(dim)? {
+            Some(scan) => {
+                opened = scan;
+                &opened
+            }
+            None => return Ok(FileScan::Unusable),
+        },
+    };
+    let allowed = allowed(store, scan.upto, opts)?;
+    Ok(scan_file(scan, scorer, |id| allowed.contains(id)))
 }
 
 /// The records up to id `upto` that a filtered search allows. Every role
@@ -385,13 +459,16 @@ fn allowed(store: &Store, upto: i64, opts: &SearchOptions) -> Result<IdSet, Sear
 }
 
 /// What the meaning tier can do before the lexical tier runs, with no
-/// database connection: for an unfiltered search, the vector file open
-/// for a scan, which [`alongside`] starts by embedding the question (so
-/// the embedder's vocabulary is built off the lexical tier's path).
+/// database connection: the vector file open for a scan, which
+/// [`alongside`] starts by embedding the question (so the embedder's
+/// vocabulary is built off the lexical tier's path). For a filtered
+/// search the scan finds the file's nearest records, which are checked
+/// against the filters after ([`checked`]).
 pub(crate) struct Prepared<'q> {
     text: &'q str,
     embedder: &'static Embedder<'static>,
     scan: Option<vector_file::Scan>,
+    filtered: bool,
 }
 
 /// What the meaning tier did beside the lexical tier.
@@ -402,8 +479,9 @@ enum Beside {
     Found { qv: Vec<f32>, file: FileScan },
     /// No word of the query is in the embedder's vocabulary.
     NoVector,
-    /// Nothing ran beside: a filtered search, or one naming a period
-    /// (embedded and scanned by [`blend`] if needed).
+    /// Nothing ran beside: a search naming a period, or one whose filters
+    /// are narrow enough to scan for the ids they allow (embedded and
+    /// scanned by [`blend`] if needed).
     Later,
 }
 
@@ -424,7 +502,8 @@ pub fn embedder_for(
 /// Prepares the meaning tier of `q`; `None` when it does not apply (no
 /// embedder, lexical only, an exact look-up). A question naming a period
 /// keeps its lexical ranking when it has one, so its file is left for
-/// [`blend`] to scan if needed.
+/// [`blend`] to scan if needed; so is that of a search whose filters are
+/// too narrow to check the file's nearest records ([`check_nearest_first`]).
 pub(crate) fn prepare<'q>(
     store: &Store,
     q: &'q Query,
@@ -436,8 +515,10 @@ pub(crate) fn prepare<'q>(
     if is_exact_lookup(&q.text) {
         return Ok(None);
     }
-    let scan = match !super::unfiltered(opts) || super::when::period(&q.text, opts.now_ms).is_some()
-    {
+    let filtered = !super::unfiltered(opts);
+    let later = super::when::period(&q.text, opts.now_ms).is_some()
+        || (filtered && !check_nearest_first(store.conn(), opts)?);
+    let scan = match later {
         true => None,
         false => store.vector_scan(embedder.dim())?,
     };
@@ -445,6 +526,7 @@ pub(crate) fn prepare<'q>(
         text: &q.text,
         embedder,
         scan,
+        filtered,
     }))
 }
 
@@ -459,6 +541,7 @@ pub(crate) fn alongside<T>(
         text,
         embedder,
         scan,
+        filtered,
     }) = prepared
     else {
         return (lexical(), None);
@@ -470,7 +553,11 @@ pub(crate) fn alongside<T>(
         let Some(qv) = embedder.embed_one(text) else {
             return Scanned(Beside::NoVector);
         };
-        let file = scan_file_unfiltered(&scan, &Scorer::new(&qv), &qv);
+        let scorer = Scorer::new(&qv);
+        let file = match filtered {
+            true => file_nearest(&scan, &scorer, &qv, WIDE),
+            false => scan_file_unfiltered(&scan, &scorer, &qv),
+        };
         Scanned(Beside::Found { qv, file })
     };
     std::thread::scope(|s| {
@@ -512,21 +599,19 @@ fn nearest_with(
                 // records table for the ids it allows, and a wide filter on
                 // the session allows many: the file's nearest records are
                 // checked one by one first (see `check_nearest_first`).
-                let checked = match check_nearest_first(conn, opts)? {
-                    true => checked_nearest(store, &scan, &scorer, WIDE, opts)?,
-                    false => None,
+                let nearest = match check_nearest_first(conn, opts)? {
+                    true => file_nearest(&scan, &scorer, qv, WIDE),
+                    false => FileScan::NotTried,
                 };
-                match checked {
-                    Some(found) => found,
-                    None => {
-                        let allowed = allowed(store, scan.upto, opts)?;
-                        scan_file(&scan, &scorer, |id| allowed.contains(id))
-                    }
-                }
+                narrowed_file(store, Some(&scan), &scorer, qv.len(), nearest, opts)?
             }
             Some(scan) => scan_file_unfiltered(&scan, &scorer, qv),
             None => FileScan::Unusable,
         },
+        // Found beside the lexical tier, for a filtered search.
+        nearest @ FileScan::Nearest(..) => {
+            narrowed_file(store, None, &scorer, qv.len(), nearest, opts)?
+        }
         other => other,
     };
     let (mut top, after) = match file {
@@ -823,7 +908,12 @@ mod tests {
                 };
                 let want = want.heap.into_sorted_vec();
                 for wide in [VECTOR_RECORDS, 400, 5_000] {
-                    match checked_nearest(&store, &scan, &scorer, wide, opts).expect("checked") {
+                    let FileScan::Nearest(top, upto, complete) =
+                        file_nearest(&scan, &scorer, q, wide)
+                    else {
+                        panic!("the file is trusted");
+                    };
+                    match checked(&store, top, upto, complete, opts).expect("checked") {
                         Some(FileScan::Found(got, _)) => {
                             assert_eq!(got.heap.into_sorted_vec(), want, "{wide} {opts:?}");
                             match want.len() == VECTOR_RECORDS {
@@ -889,6 +979,38 @@ mod tests {
                 .collect();
             assert_eq!(&got, want, "{text}");
         }
+        // A filtered search finds the file's nearest beside the lexical
+        // tier too, unless its filters are narrow (here the one session of
+        // 37), and checks them after: the same as found without a thread.
+        let (mut beside, mut later) = (0, 0);
+        for opts in &narrowed {
+            let opts = SearchOptions {
+                semantic: Some(embedder),
+                ..opts.clone()
+            };
+            let query = Query::parse("slow terminal");
+            let prepared = prepare(&store, &query, &opts)
+                .expect("prepare")
+                .expect("the tier applies");
+            assert_eq!(prepared.scan.is_some(), opts.session.is_none(), "{opts:?}");
+            match alongside(Some(prepared), || ()).1 {
+                Some(Scanned(Beside::Found { qv, file })) => {
+                    assert!(matches!(file, FileScan::Nearest(..)), "{opts:?}");
+                    let got: Vec<_> = nearest_with(&store, &qv, file, &opts)
+                        .expect("nearest")
+                        .into_iter()
+                        .map(|n| (n.record_id, n.session, n.role, n.sim))
+                        .collect();
+                    assert!(!got.is_empty(), "{opts:?}");
+                    assert_eq!(got, found(&store, &qv, &opts), "{opts:?}");
+                    assert_eq!(got, found(&twin, &qv, &opts), "{opts:?}");
+                    beside += 1;
+                }
+                Some(Scanned(Beside::Later)) => later += 1,
+                _ => panic!("{opts:?}: no vector"),
+            }
+        }
+        assert_eq!((beside, later), (2, 1));
         // A question with no word the table knows has no vector, found
         // beside the lexical tier; the lexical ranking stands.
         let query = Query::parse("quite unheard of");

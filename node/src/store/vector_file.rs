@@ -645,13 +645,14 @@ impl Scan {
     /// [`sketch::candidates`] entries whose sketches are nearest to the
     /// unit vector `query`'s, and for every entry the sketch does not
     /// hold, split between threads as [`Scan::fold`] splits the file;
-    /// `None` when there is no sketch.
+    /// `None` when there is no sketch. With the states comes whether every
+    /// entry was visited (the sketch holds no more entries than it hands on).
     pub(crate) fn fold_sketched<T: Send>(
         &self,
         query: &[f32],
         init: impl Fn() -> T + Sync,
         step: impl Fn(&mut T, i64, f32, &[u8]) + Sync,
-    ) -> std::io::Result<Option<Vec<T>>> {
+    ) -> std::io::Result<Option<(Vec<T>, bool)>> {
         let Some(sk) = &self.sketch else {
             return Ok(None);
         };
@@ -679,7 +680,8 @@ impl Scan {
             self.read_range(from, to, &mut visit)?;
             Ok(state)
         };
-        flat_file::in_parts(threads, part).map(Some)
+        let every = near.len() as u64 >= sk.count;
+        flat_file::in_parts(threads, part).map(|parts| Some((parts, every)))
     }
 
     /// Calls `visit` for the entries at `positions` (ascending), reading
@@ -946,6 +948,7 @@ mod tests {
             })
             .expect("read")
             .expect("sketched")
+            .0
             .into_iter()
             .flatten()
             .collect();
