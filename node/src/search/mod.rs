@@ -20,7 +20,7 @@ use rusqlite::types::Value as SqlValue;
 use serde::{Deserialize, Serialize};
 
 use crate::record::Role;
-use crate::store::{Store, StoreError, codec, lengths};
+use crate::store::{Store, StoreError, codec, lengths, runs};
 use crate::text;
 pub use query::Query;
 use query::Term;
@@ -258,6 +258,23 @@ pub(crate) fn push_filters(sql: &mut String, args: &mut Vec<SqlValue>, opts: &Se
     }
 }
 
+/// For a search filtered on the session (agent, project, session), which
+/// runs of record ids belong to sessions it allows (see `store::runs`),
+/// read once per search; `None` without such a filter, or without the
+/// table (a database opened read-only before its upgrade).
+pub(crate) fn session_runs(
+    conn: &rusqlite::Connection,
+    opts: &SearchOptions,
+) -> Result<Option<runs::Runs>, SearchError> {
+    if !by_session(opts) {
+        return Ok(None);
+    }
+    let mut sql = String::from("SELECT se.id FROM sessions se WHERE 1");
+    let mut args = Vec::new();
+    push_filters(&mut sql, &mut args, &opts.on_session());
+    Ok(runs::Runs::load(conn, &sql, &args)?)
+}
+
 /// Whether no option narrows the search (no join, no clause).
 pub(crate) fn unfiltered(opts: &SearchOptions) -> bool {
     let mut probe = String::new();
@@ -334,7 +351,7 @@ fn concept_candidates(
     concept: Concept<'_>,
     (df, docs): (i64, i64),
     opts: &SearchOptions,
-    known: &dyn Fn(i64) -> bool,
+    (known, runs): (&dyn Fn(i64) -> bool, Option<&runs::Runs>),
 ) -> Result<Vec<Scored>, SearchError> {
     let Concept {
         index,
@@ -367,7 +384,7 @@ fn concept_candidates(
     let older = found.len() as i64 >= SCAN_LIMIT;
     let mut all = scored(lengths, found, weight)?;
     all.sort_unstable_by(best_first);
-    let kept = allowed_best(conn, all, opts, known)?;
+    let kept = allowed_best(conn, all, opts, known, runs)?;
     if kept.len() >= CANDIDATES || !older {
         return Ok(kept);
     }
@@ -438,15 +455,18 @@ fn scored(
 /// search's filters allow, with their records' columns, best first: each
 /// is looked up with the filters, the best first, until that many pass or
 /// none is left. A record `known` to have passed (an earlier concept's
-/// candidate) is not looked up again, and comes without its columns. The
-/// look-ups go a batch at a time in id order, so that a page read for one
-/// is still cached for its neighbours; a batch is no larger than the
-/// records still needed (at least 64), so few more are read than pass.
+/// candidate) is not looked up again, and comes without its columns; nor
+/// is one that `runs` (see [`session_runs`]) puts in a session the filters
+/// do not allow. The look-ups go a batch at a time in id order, so that a
+/// page read for one is still cached for its neighbours; a batch is no
+/// larger than the records still needed (at least 64), so few more are
+/// read than pass.
 fn allowed_best(
     conn: &rusqlite::Connection,
     scored: Vec<Scored>,
     opts: &SearchOptions,
     known: &dyn Fn(i64) -> bool,
+    runs: Option<&runs::Runs>,
 ) -> Result<Vec<Scored>, SearchError> {
     let mut sql = String::from("SELECT r.role, r.ts, r.session, r.flags FROM records r");
     push_joins(&mut sql, opts);
@@ -465,6 +485,9 @@ fn allowed_best(
         for (score, id, _) in batch {
             if known(id) {
                 kept.push((score, id, None));
+                continue;
+            }
+            if runs.is_some_and(|r| r.allows(id) == Some(false)) {
                 continue;
             }
             args[0] = SqlValue::Integer(id);
@@ -661,6 +684,10 @@ fn lexical(
     concepts.truncate(rank::MAX_CONCEPTS);
     let weights: Vec<f64> = concepts.iter().map(|c| idf(c.2)).collect();
     let mut lengths = lengths::Reader::new(conn)?;
+    let runs = match unfiltered(opts) {
+        true => None,
+        false => session_runs(conn, opts)?,
+    };
     // Keyed by record id, never by input: the fast hash is safe here.
     let mut by_id = ById::default();
     // A record a concept found before (its stem's matches hold most of its
@@ -701,8 +728,14 @@ fn lexical(
                 counted,
             };
             let known = |id| by_id.contains_key(&id);
-            let scored =
-                concept_candidates(conn, &mut lengths, concept, (*df, docs), opts, &known)?;
+            let scored = concept_candidates(
+                conn,
+                &mut lengths,
+                concept,
+                (*df, docs),
+                opts,
+                (&known, runs.as_ref()),
+            )?;
             add(&mut by_id, scored, k, 1.0)?;
         }
         if let Some(w) = stem {
@@ -712,8 +745,14 @@ fn lexical(
                 counted: freq.newest(df::Index::Stem, w),
             };
             let known = |id| by_id.contains_key(&id);
-            let scored =
-                concept_candidates(conn, &mut lengths, concept, (*df, docs), opts, &known)?;
+            let scored = concept_candidates(
+                conn,
+                &mut lengths,
+                concept,
+                (*df, docs),
+                opts,
+                (&known, runs.as_ref()),
+            )?;
             add(&mut by_id, scored, k, rank::STEM_WEIGHT)?;
         }
     }
@@ -947,15 +986,16 @@ mod store_tests {
     /// too few of them do.
     #[test]
     fn a_filtered_concept_keeps_the_best_matches_it_allows() {
-        // More matches than the scan limit: the 700 oldest from goose, the
+        // More matches than the scan limit: the 1,400 oldest from goose
+        // and codex in turn (most older than the newest SCAN_LIMIT), the
         // rest from codex (every third) and claude-code; texts of many
         // lengths, so scores differ and tie.
         let n = SCAN_LIMIT + 400;
         let recs: Vec<Record> = (0..n)
             .map(|i| {
                 let agent = match i {
-                    _ if i < 700 => "goose",
-                    _ if i % 3 == 0 => "codex",
+                    _ if i < 1_400 && i % 2 == 0 => "goose",
+                    _ if i < 1_400 || i % 3 == 0 => "codex",
                     _ => "claude-code",
                 };
                 let role = if i % 2 == 0 {
@@ -1000,16 +1040,25 @@ mod store_tests {
                 expr: expr.clone(),
                 counted: None,
             };
-            concept_candidates(conn, &mut lengths, concept, (df, freq.docs()), opts, &known)
-                .expect("candidates")
-                .into_iter()
-                .map(|(score, id, cols)| {
-                    // Those known to pass come without their columns.
-                    let on = cols.is_some() || unfiltered(opts) || known(id);
-                    assert!(on, "{opts:?}: {id} came without its columns");
-                    (score, id)
-                })
-                .collect()
+            let runs = session_runs(conn, opts).expect("runs");
+            let filters = (&known as &dyn Fn(i64) -> bool, runs.as_ref());
+            concept_candidates(
+                conn,
+                &mut lengths,
+                concept,
+                (df, freq.docs()),
+                opts,
+                filters,
+            )
+            .expect("candidates")
+            .into_iter()
+            .map(|(score, id, cols)| {
+                // Those known to pass come without their columns.
+                let on = cols.is_some() || unfiltered(opts) || known(id);
+                assert!(on, "{opts:?}: {id} came without its columns");
+                (score, id)
+            })
+            .collect()
         };
         // Every match, newest first, scored.
         let mut lengths = lengths::Reader::new(conn).expect("lengths");
@@ -1072,9 +1121,19 @@ mod store_tests {
             assert_eq!(got.len(), CANDIDATES, "{opts:?}");
             assert_eq!(got, want(opts), "{opts:?}");
         }
+        // With only some runs (a database still being filled in) or none,
+        // the same: a record no run holds is looked up.
+        let with_runs: Vec<_> = filters.iter().map(&got).collect();
+        for cut in ["first % 3 = 0", "1"] {
+            conn.execute(&format!("DELETE FROM record_runs WHERE {cut}"), [])
+                .expect("delete");
+            for (opts, want) in filters.iter().zip(&with_runs) {
+                assert_eq!(&got(opts), want, "{cut} {opts:?}");
+            }
+        }
         // Goose's matches are all older than the newest: it reached back.
         let goose = got(&filters[1]);
-        assert!(goose.iter().all(|s| s.1 <= 700), "{goose:?}");
+        assert!(goose.iter().all(|s| s.1 <= 1_400), "{goose:?}");
         // A filter that allows everything keeps what no filter keeps.
         assert_eq!(got(&filters[4]), got(&SearchOptions::default()));
     }

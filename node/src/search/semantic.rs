@@ -356,7 +356,9 @@ fn file_nearest(
 
 /// A filtered search's best records from the file's `nearest` ones (see
 /// [`file_nearest`]), checked against the filters one by one (a look-up
-/// by id each), best first, until [`VECTOR_RECORDS`] pass. `None` when
+/// by id each, none for a record the runs place in a session the filters
+/// do not allow: see `search::session_runs`), best first, until
+/// [`VECTOR_RECORDS`] pass. `None` when
 /// fewer pass and the nearest were not every record that reached the
 /// floor (`complete`): the filters are narrower than [`check_nearest_first`]
 /// judged, and the caller scans for the ids they allow ([`allowed`]),
@@ -380,11 +382,16 @@ fn checked(
     let mut args: Vec<SqlValue> = vec![SqlValue::Null];
     super::push_filters(&mut sql, &mut args, opts);
     let mut stmt = store.conn().prepare(&sql)?;
+    // Records of sessions the filters do not allow need no look-up.
+    let runs = super::session_runs(store.conn(), opts)?;
     let mut kept = TopRecords::new();
     // Sorted by `Top`'s order: the nearest first.
     for Top(sim, id) in nearest.heap.into_sorted_vec() {
         if kept.full() {
             break;
+        }
+        if runs.as_ref().is_some_and(|r| r.allows(id) == Some(false)) {
+            continue;
         }
         args[0] = SqlValue::Integer(id);
         if stmt.exists(rusqlite::params_from_iter(args.iter()))? {

@@ -389,6 +389,7 @@ fn refresh_session(conn: &Connection, session: i64) -> Result<bool, StoreError> 
     )?;
     if n == 0 {
         conn.execute("DELETE FROM sessions WHERE id = ?1", [session])?;
+        super::runs::forget_session(conn, session)?;
         return Ok(true);
     }
     let title: Option<String> = {

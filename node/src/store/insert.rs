@@ -232,11 +232,13 @@ impl<'c> RecordStatements<'c> {
     }
 
     /// Writes what the inserts so far leave to the end of the transaction
-    /// (the records' lengths): to be called before it commits. Records
-    /// whose length is never written are still found and ranked the same,
-    /// only more slowly (see `store::lengths`).
+    /// (the records' lengths, the runs of their sessions): to be called
+    /// before it commits. Records whose length or run is never written are
+    /// still found and ranked the same, only more slowly (see
+    /// `store::lengths` and `store::runs`).
     pub(crate) fn finish(&mut self, conn: &Connection) -> Result<(), StoreError> {
-        self.lengths.write(conn)
+        self.lengths.write(conn)?;
+        super::runs::extend(conn)
     }
 }
 

@@ -22,6 +22,7 @@ mod log;
 #[cfg(test)]
 mod open_tests;
 mod read;
+pub(crate) mod runs;
 mod schema;
 pub(crate) mod sketch;
 #[cfg(test)]
@@ -258,6 +259,7 @@ impl Store {
         schema::migrate(&mut conn).map_err(classified)?;
         fts::backfill_stems(&mut conn).map_err(classified)?;
         lengths::backfill(&mut conn).map_err(classified)?;
+        runs::backfill(&mut conn).map_err(classified)?;
         let store = Store {
             conn,
             path: path.to_path_buf(),

@@ -320,6 +320,20 @@ pub(super) const MIGRATIONS: &[&str] = &[
     INSERT INTO meta(key, value) VALUES ('lengths_backfill', '0')
         ON CONFLICT(key) DO UPDATE SET value = '0';
     "#,
+    // v14: which session each record belongs to, as runs of consecutive
+    // record ids (see store::runs), so a search filtered on the session
+    // rules candidates out without reading their rows. `runs::backfill`
+    // works them out for the records already stored; the meta row marks
+    // that work as pending.
+    r#"
+    CREATE TABLE IF NOT EXISTS record_runs(
+        first   INTEGER PRIMARY KEY,
+        last    INTEGER NOT NULL,
+        session INTEGER NOT NULL
+    );
+    INSERT INTO meta(key, value) VALUES ('runs_backfill', '0')
+        ON CONFLICT(key) DO UPDATE SET value = '0';
+    "#,
 ];
 
 /// The version that rebuilt `records` (and `Store::open` compacts a

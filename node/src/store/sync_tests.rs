@@ -181,10 +181,12 @@ fn line_topology_relays_with_origin_and_no_echo() {
     assert_eq!(pull_all(&c, &mut b, None, all()).batches, 0);
     // Duplicated records never exist: one row per hash, as many slots as logs name it.
     assert_eq!(c.count("SELECT count(DISTINCT hash) FROM records"), 55);
-    // Received records have their lengths, as indexed ones do.
+    // Received records have their lengths and their sessions' runs, as
+    // indexed ones do.
     for node in [&a, &b, &c] {
         let conn = node.store.conn();
         assert_eq!(super::lengths::held(conn), super::lengths::expected(conn));
+        super::runs::tests::assert_true_to(conn, "received");
     }
 }
 
@@ -435,6 +437,7 @@ fn forget_propagates_refuses_resurrection_and_leaves_no_bytes() {
             super::lengths::expected(conn),
             "{name} keeps the lengths of the records it holds, and no others"
         );
+        super::runs::tests::assert_true_to(conn, &format!("{name} after the forget"));
     }
     // A fresh node behind B never sees the session: B's slots are stubs now.
     let mut d = TestNode::new(4);
