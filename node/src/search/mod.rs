@@ -258,21 +258,23 @@ pub(crate) fn push_filters(sql: &mut String, args: &mut Vec<SqlValue>, opts: &Se
     }
 }
 
-/// For a search filtered on the session (agent, project, session), which
-/// runs of record ids belong to sessions it allows (see `store::runs`),
-/// read once per search; `None` without such a filter, or without the
-/// table (a database opened read-only before its upgrade).
-pub(crate) fn session_runs(
-    conn: &rusqlite::Connection,
+/// For a search filtered on the session (agent, project, session), a
+/// reader of whether it allows the session of a record, by the record's
+/// run of ids (see `store::runs`); `None` without such a filter, or
+/// without the table (a database opened read-only before its upgrade).
+pub(crate) fn session_runs<'c>(
+    conn: &'c rusqlite::Connection,
     opts: &SearchOptions,
-) -> Result<Option<runs::Runs>, SearchError> {
+) -> Result<Option<runs::Runs<'c>>, SearchError> {
     if !by_session(opts) {
         return Ok(None);
     }
-    let mut sql = String::from("SELECT se.id FROM sessions se WHERE 1");
-    let mut args = Vec::new();
+    let mut sql = String::from("SELECT 1 FROM sessions se WHERE se.id = ?1");
+    // Numbered after the session row.
+    let mut args = vec![SqlValue::Null];
     push_filters(&mut sql, &mut args, &opts.on_session());
-    Ok(runs::Runs::load(conn, &sql, &args)?)
+    args.remove(0);
+    Ok(runs::Runs::new(conn, &sql, args)?)
 }
 
 /// Whether no option narrows the search (no join, no clause).
@@ -351,7 +353,7 @@ fn concept_candidates(
     concept: Concept<'_>,
     (df, docs): (i64, i64),
     opts: &SearchOptions,
-    (known, runs): (&dyn Fn(i64) -> bool, Option<&runs::Runs>),
+    (known, runs): (&dyn Fn(i64) -> bool, Option<&mut runs::Runs<'_>>),
 ) -> Result<Vec<Scored>, SearchError> {
     let Concept {
         index,
@@ -466,7 +468,7 @@ fn allowed_best(
     scored: Vec<Scored>,
     opts: &SearchOptions,
     known: &dyn Fn(i64) -> bool,
-    runs: Option<&runs::Runs>,
+    mut runs: Option<&mut runs::Runs<'_>>,
 ) -> Result<Vec<Scored>, SearchError> {
     let mut sql = String::from("SELECT r.role, r.ts, r.session, r.flags FROM records r");
     push_joins(&mut sql, opts);
@@ -487,7 +489,9 @@ fn allowed_best(
                 kept.push((score, id, None));
                 continue;
             }
-            if runs.is_some_and(|r| r.allows(id) == Some(false)) {
+            if let Some(r) = runs.as_deref_mut()
+                && r.allows(id)? == Some(false)
+            {
                 continue;
             }
             args[0] = SqlValue::Integer(id);
@@ -684,7 +688,7 @@ fn lexical(
     concepts.truncate(rank::MAX_CONCEPTS);
     let weights: Vec<f64> = concepts.iter().map(|c| idf(c.2)).collect();
     let mut lengths = lengths::Reader::new(conn)?;
-    let runs = match unfiltered(opts) {
+    let mut runs = match unfiltered(opts) {
         true => None,
         false => session_runs(conn, opts)?,
     };
@@ -734,7 +738,7 @@ fn lexical(
                 concept,
                 (*df, docs),
                 opts,
-                (&known, runs.as_ref()),
+                (&known, runs.as_mut()),
             )?;
             add(&mut by_id, scored, k, 1.0)?;
         }
@@ -751,7 +755,7 @@ fn lexical(
                 concept,
                 (*df, docs),
                 opts,
-                (&known, runs.as_ref()),
+                (&known, runs.as_mut()),
             )?;
             add(&mut by_id, scored, k, rank::STEM_WEIGHT)?;
         }
@@ -1040,8 +1044,8 @@ mod store_tests {
                 expr: expr.clone(),
                 counted: None,
             };
-            let runs = session_runs(conn, opts).expect("runs");
-            let filters = (&known as &dyn Fn(i64) -> bool, runs.as_ref());
+            let mut runs = session_runs(conn, opts).expect("runs");
+            let filters = (&known as &dyn Fn(i64) -> bool, runs.as_mut());
             concept_candidates(
                 conn,
                 &mut lengths,

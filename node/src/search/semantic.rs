@@ -383,14 +383,16 @@ fn checked(
     super::push_filters(&mut sql, &mut args, opts);
     let mut stmt = store.conn().prepare(&sql)?;
     // Records of sessions the filters do not allow need no look-up.
-    let runs = super::session_runs(store.conn(), opts)?;
+    let mut runs = super::session_runs(store.conn(), opts)?;
     let mut kept = TopRecords::new();
     // Sorted by `Top`'s order: the nearest first.
     for Top(sim, id) in nearest.heap.into_sorted_vec() {
         if kept.full() {
             break;
         }
-        if runs.as_ref().is_some_and(|r| r.allows(id) == Some(false)) {
+        if let Some(r) = runs.as_mut()
+            && r.allows(id)? == Some(false)
+        {
             continue;
         }
         args[0] = SqlValue::Integer(id);

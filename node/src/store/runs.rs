@@ -8,9 +8,10 @@
 //! them. A session's records get consecutive ids (a file's new records are
 //! stored together), so the whole history fits in a few runs per session:
 //! one per session on the 1 GB benchmark history (3,151 runs for 541,758
-//! records). A search reads them all once, with whether the filters allow
-//! each run's session, and then looks up only candidates that a run of an
-//! allowed session holds, or that no run holds.
+//! records). A search reads the run of each candidate it considers (one
+//! seek in a small table, once per run) and whether its filters allow
+//! that run's session (once per session), and then looks up only
+//! candidates that a run of an allowed session holds, or that no run holds.
 //!
 //! A run claims only what is true: every id from `first` to `last` that is
 //! a record belongs to `session`. Runs are worked out from the rows
@@ -97,26 +98,34 @@ pub(crate) fn forget_session(conn: &Connection, session: i64) -> Result<(), Stor
     Ok(())
 }
 
-/// Every run, read for one search, with whether its session is allowed.
-#[derive(Debug, Default)]
-pub(crate) struct Runs {
-    /// First ids, ascending.
-    firsts: Vec<i64>,
-    /// Each run's last id.
-    lasts: Vec<i64>,
-    /// Whether each run's session is allowed.
-    allowed: Vec<bool>,
+/// Whether a search's filters on the session allow the session of a
+/// record, found through `record_runs` as records are asked about: each
+/// run and each session's verdict is read once per search, so a search
+/// reads only the runs and sessions its candidates lie in (loading all
+/// 31,074 runs of the 10 GB history took longer than the look-ups saved).
+pub(crate) struct Runs<'c> {
+    /// The run starting at or before an id.
+    run_at: rusqlite::CachedStatement<'c>,
+    /// Whether session row `?1` is allowed (a row when it is).
+    allowed: rusqlite::Statement<'c>,
+    /// `allowed`'s arguments, the session row first.
+    args: Vec<rusqlite::types::Value>,
+    /// Runs read so far: first id -> (last id, session).
+    runs: std::collections::BTreeMap<i64, (i64, i64)>,
+    /// Sessions judged so far.
+    sessions: rustc_hash::FxHashMap<i64, bool>,
 }
 
-impl Runs {
-    /// Reads every run; `allowed_sessions` is a query for the row ids of
-    /// the allowed sessions (with `args`). `None` on a database without
-    /// the table (opened read-only before its upgrade).
-    pub(crate) fn load(
-        conn: &Connection,
-        allowed_sessions: &str,
-        args: &[rusqlite::types::Value],
-    ) -> Result<Option<Runs>, StoreError> {
+impl<'c> Runs<'c> {
+    /// A reader for one search. `allowed_session` selects a row when the
+    /// session whose row id is `?1` is allowed; `args` are its other
+    /// arguments (`?2` on). `None` on a database without the table (opened
+    /// read-only before its upgrade).
+    pub(crate) fn new(
+        conn: &'c Connection,
+        allowed_session: &str,
+        args: Vec<rusqlite::types::Value>,
+    ) -> Result<Option<Runs<'c>>, StoreError> {
         let exists: bool = conn
             .prepare_cached(
                 "SELECT EXISTS(SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'record_runs')",
@@ -125,25 +134,53 @@ impl Runs {
         if !exists {
             return Ok(None);
         }
-        let mut stmt = conn.prepare(&format!(
-            "SELECT first, last, session IN ({allowed_sessions}) FROM record_runs ORDER BY first"
-        ))?;
-        let mut rows = stmt.query(rusqlite::params_from_iter(args.iter()))?;
-        let mut runs = Runs::default();
-        while let Some(r) = rows.next()? {
-            runs.firsts.push(r.get(0)?);
-            runs.lasts.push(r.get(1)?);
-            runs.allowed.push(r.get(2)?);
-        }
-        Ok(Some(runs))
+        let mut all = vec![rusqlite::types::Value::Null];
+        all.extend(args);
+        Ok(Some(Runs {
+            run_at: conn.prepare_cached(
+                "SELECT first, last, session FROM record_runs WHERE first <= ?1
+                 ORDER BY first DESC LIMIT 1",
+            )?,
+            allowed: conn.prepare(allowed_session)?,
+            args: all,
+            runs: std::collections::BTreeMap::new(),
+            sessions: rustc_hash::FxHashMap::default(),
+        }))
     }
 
-    /// Whether the session of record `id` is allowed: `None` when no run
-    /// holds the id (then only the record's row can tell).
-    pub(crate) fn allows(&self, id: i64) -> Option<bool> {
-        // The last run starting at or before `id`.
-        let at = self.firsts.partition_point(|&f| f <= id).checked_sub(1)?;
-        (id <= self.lasts[at]).then(|| self.allowed[at])
+    /// The session of record `id` by its run, `None` when no run holds it.
+    fn session_of(&mut self, id: i64) -> Result<Option<i64>, StoreError> {
+        if let Some((_, &(last, session))) = self.runs.range(..=id).next_back()
+            && id <= last
+        {
+            return Ok(Some(session));
+        }
+        let Some((first, last, session)) = self
+            .run_at
+            .query_row([id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+            .optional()?
+        else {
+            return Ok(None);
+        };
+        self.runs.insert(first, (last, session));
+        Ok((id <= last).then_some(session))
+    }
+
+    /// Whether the filters allow the session of record `id`: `None` when
+    /// no run holds the id (then only the record's row can tell).
+    pub(crate) fn allows(&mut self, id: i64) -> Result<Option<bool>, StoreError> {
+        let Some(session) = self.session_of(id)? else {
+            return Ok(None);
+        };
+        if let Some(&yes) = self.sessions.get(&session) {
+            return Ok(Some(yes));
+        }
+        self.args[0] = rusqlite::types::Value::Integer(session);
+        let yes = self
+            .allowed
+            .exists(rusqlite::params_from_iter(self.args.iter()))?;
+        self.sessions.insert(session, yes);
+        Ok(Some(yes))
     }
 }
 
@@ -280,9 +317,13 @@ pub(crate) mod tests {
         );
         let conn = store.conn();
         let codex = rusqlite::types::Value::Text("codex".into());
-        let runs = Runs::load(conn, "SELECT id FROM sessions WHERE agent = ?1", &[codex])
-            .expect("load")
-            .expect("table");
+        let mut runs = Runs::new(
+            conn,
+            "SELECT 1 FROM sessions WHERE id = ?1 AND agent = ?2",
+            vec![codex],
+        )
+        .expect("reader")
+        .expect("table");
         let ids: Vec<i64> = conn
             .prepare("SELECT id FROM records ORDER BY id")
             .expect("prepare")
@@ -290,10 +331,18 @@ pub(crate) mod tests {
             .expect("query")
             .collect::<Result<_, _>>()
             .expect("rows");
-        let verdicts: Vec<Option<bool>> = ids.iter().map(|&id| runs.allows(id)).collect();
-        assert_eq!(verdicts, [Some(true), Some(true), Some(false), Some(true)]);
+        // Asked twice, in any order: the second time from what was read.
+        for order in [ids.clone(), ids.iter().rev().copied().collect()] {
+            let mut verdicts: Vec<(i64, Option<bool>)> = order
+                .iter()
+                .map(|&id| (id, runs.allows(id).expect("allows")))
+                .collect();
+            verdicts.sort();
+            let verdicts: Vec<Option<bool>> = verdicts.into_iter().map(|v| v.1).collect();
+            assert_eq!(verdicts, [Some(true), Some(true), Some(false), Some(true)]);
+        }
         // Ids no run holds: before the first and after the last.
-        assert_eq!(runs.allows(0), None);
-        assert_eq!(runs.allows(ids[3] + 1), None);
+        assert_eq!(runs.allows(0).expect("allows"), None);
+        assert_eq!(runs.allows(ids[3] + 1).expect("allows"), None);
     }
 }
