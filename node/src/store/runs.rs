@@ -42,31 +42,39 @@ fn tail(conn: &Connection) -> rusqlite::Result<Option<(i64, i64, i64)>> {
 /// Adds the runs of the records stored after the last one the runs cover,
 /// at most `limit` of them (all when `None`); returns how many records it
 /// covered. Called inside the transaction that stored them, before it
-/// commits.
+/// commits. Each run is written once: the runs are worked out first.
 fn extend_by(conn: &Connection, limit: Option<i64>) -> Result<i64, StoreError> {
-    let mut end = tail(conn)?;
+    let end = tail(conn)?;
     let after = end.map_or(0, |(_, last, _)| last);
-    let mut stmt =
-        conn.prepare_cached("SELECT id, session FROM records WHERE id > ?1 ORDER BY id LIMIT ?2")?;
-    let mut rows = stmt.query(params![after, limit.unwrap_or(-1)])?;
+    // (first, last, session), the first one the stored tail when it goes on.
+    let mut runs: Vec<(i64, i64, i64)> = end.into_iter().collect();
+    let stored_tail = runs.len();
     let mut covered = 0;
-    while let Some(r) = rows.next()? {
-        let (id, session): (i64, i64) = (r.get(0)?, r.get(1)?);
-        covered += 1;
-        end = match end {
-            Some((first, last, s)) if s == session && last + 1 == id => {
+    {
+        let mut stmt = conn
+            .prepare_cached("SELECT id, session FROM records WHERE id > ?1 ORDER BY id LIMIT ?2")?;
+        let mut rows = stmt.query(params![after, limit.unwrap_or(-1)])?;
+        while let Some(r) = rows.next()? {
+            let (id, session): (i64, i64) = (r.get(0)?, r.get(1)?);
+            covered += 1;
+            match runs.last_mut() {
+                Some(run) if run.2 == session && run.1 + 1 == id => run.1 = id,
+                _ => runs.push((id, id, session)),
+            }
+        }
+    }
+    for (i, &(first, last, session)) in runs.iter().enumerate() {
+        if i < stored_tail {
+            if last != after {
                 conn.prepare_cached("UPDATE record_runs SET last = ?2 WHERE first = ?1")?
-                    .execute(params![first, id])?;
-                Some((first, id, s))
+                    .execute(params![first, last])?;
             }
-            _ => {
-                conn.prepare_cached(
-                    "INSERT OR REPLACE INTO record_runs(first, last, session) VALUES (?1, ?1, ?2)",
-                )?
-                .execute(params![id, session])?;
-                Some((id, id, session))
-            }
-        };
+        } else {
+            conn.prepare_cached(
+                "INSERT OR REPLACE INTO record_runs(first, last, session) VALUES (?1, ?2, ?3)",
+            )?
+            .execute(params![first, last, session])?;
+        }
     }
     Ok(covered)
 }
