@@ -260,6 +260,13 @@ impl IdSet {
         }
     }
 
+    /// Adds the ids from `first` to `last` (those inside the set's span).
+    fn insert_range(&mut self, first: i64, last: i64) {
+        for id in first.max(0)..=last.min(self.last) {
+            self.insert(id);
+        }
+    }
+
     /// Adds `id` (ignored outside the set's span).
     fn insert(&mut self, id: i64) {
         if id <= self.last
@@ -441,6 +448,63 @@ fn narrowed_file(
 /// session filter is answered from the `records_session` index alone (0.1
 /// s instead of 0.4 s for an agent's 1.5 million records at 10 GB).
 fn allowed(store: &Store, upto: i64, opts: &SearchOptions) -> Result<IdSet, SearchError> {
+    if super::unfiltered(&opts.on_record())
+        && let Some(set) = allowed_by_runs(store, upto, opts)?
+    {
+        return Ok(set);
+    }
+    allowed_by_rows(store, upto, opts)
+}
+
+/// [`allowed`] for a filter on the session alone, from the runs of record
+/// ids of the sessions it allows (see `store::runs`), and the records after
+/// the runs' end from their rows: at 10 GB a project holding 4% of the
+/// records took 30–50 ms from `records_session`. `None` without such a
+/// filter or without the runs.
+fn allowed_by_runs(
+    store: &Store,
+    upto: i64,
+    opts: &SearchOptions,
+) -> Result<Option<IdSet>, SearchError> {
+    if !super::by_session(opts) {
+        return Ok(None);
+    }
+    let conn = store.conn();
+    let mut sql = String::from("SELECT se.id FROM sessions se WHERE 1");
+    let mut args: Vec<SqlValue> = Vec::new();
+    super::push_filters(&mut sql, &mut args, opts);
+    let mut stmt = conn.prepare(&sql)?;
+    let mut rows = stmt.query(rusqlite::params_from_iter(args.iter()))?;
+    let mut sessions = rustc_hash::FxHashSet::default();
+    while let Some(r) = rows.next()? {
+        sessions.insert(r.get::<_, i64>(0)?);
+    }
+    let Some((ranges, covered)) =
+        crate::store::runs::allowed_ranges(conn, |s| sessions.contains(&s))?
+    else {
+        return Ok(None);
+    };
+    let mut set = IdSet::upto(upto);
+    for (first, last) in ranges {
+        set.insert_range(first, last);
+    }
+    if covered < upto {
+        let mut sql =
+            String::from("SELECT r.id FROM records r JOIN sessions se ON se.id = r.session");
+        sql.push_str(" WHERE r.id > ?1 AND r.id <= ?2");
+        let mut args: Vec<SqlValue> = vec![SqlValue::Integer(covered), SqlValue::Integer(upto)];
+        super::push_filters(&mut sql, &mut args, opts);
+        let mut stmt = conn.prepare(&sql)?;
+        let mut rows = stmt.query(rusqlite::params_from_iter(args.iter()))?;
+        while let Some(r) = rows.next()? {
+            set.insert(r.get(0)?);
+        }
+    }
+    Ok(Some(set))
+}
+
+/// [`allowed`] from the records' rows.
+fn allowed_by_rows(store: &Store, upto: i64, opts: &SearchOptions) -> Result<IdSet, SearchError> {
     // A filter on the session is answered sessions first (`CROSS JOIN`
     // fixes the order), each one's records sought in `records_session`:
     // with a project's `instr` SQLite would otherwise read every entry of
@@ -766,6 +830,70 @@ mod tests {
         ] {
             assert!(!is_exact_lookup(q), "{q}");
         }
+    }
+
+    /// The ids a filter on the session allows, from the runs, are those
+    /// the rows give, also for records the runs do not cover yet.
+    #[test]
+    fn the_runs_allow_what_the_rows_allow() {
+        use crate::record::{Record, Role};
+        let dir = tempfile::tempdir().expect("tmp");
+        let mut store = Store::open(&dir.path().join("c.db")).expect("open");
+        for batch in 0..3 {
+            let mut ing = store.ingest("node").expect("ingest");
+            for i in 0..60 {
+                let agent = ["codex", "claude-code", "goose"][i % 3];
+                let mut r = Record::new(
+                    agent,
+                    &format!("s{}", (i / 7 + batch) % 5),
+                    Role::User,
+                    format!("record {i} of batch {batch}"),
+                );
+                r.project = Some(format!("/work/p{}", i % 4));
+                ing.insert(&r, None).expect("insert");
+            }
+            ing.commit().expect("commit");
+        }
+        let upto: i64 = store
+            .conn()
+            .query_row("SELECT max(id) FROM records", [], |r| r.get(0))
+            .expect("max");
+        let filters = [
+            SearchOptions {
+                agent: Some("codex".into()),
+                ..SearchOptions::default()
+            },
+            SearchOptions {
+                project: Some("p1".into()),
+                ..SearchOptions::default()
+            },
+            SearchOptions {
+                session: Some("s3".into()),
+                agent: Some("goose".into()),
+                ..SearchOptions::default()
+            },
+        ];
+        let same = |what: &str| {
+            for opts in &filters {
+                let rows = allowed_by_rows(&store, upto, opts).expect("rows");
+                assert!(rows.bits.iter().any(|w| *w != 0), "{opts:?}");
+                for bound in [upto, upto / 2] {
+                    let runs = allowed_by_runs(&store, bound, opts)
+                        .expect("runs")
+                        .expect("the table");
+                    let rows = allowed_by_rows(&store, bound, opts).expect("rows");
+                    assert_eq!(runs.bits, rows.bits, "{what}: {opts:?} up to {bound}");
+                }
+            }
+        };
+        same("every record in a run");
+        // The last runs gone, as if their records were stored by a path
+        // that has not worked them out yet.
+        store
+            .conn()
+            .execute("DELETE FROM record_runs WHERE first > ?1", [upto / 3])
+            .expect("delete");
+        same("the newest records in no run");
     }
 
     #[test]

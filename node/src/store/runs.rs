@@ -99,6 +99,39 @@ pub(crate) fn backfill(conn: &mut Connection) -> Result<i64, StoreError> {
     Ok(covered)
 }
 
+/// Runs as (first, last) record ids, and the last record id the runs
+/// cover (see [`allowed_ranges`]).
+pub(crate) type Ranges = (Vec<(i64, i64)>, i64);
+
+/// Every run of a session `allowed` lets through, as (first, last) ids,
+/// and the last record id the runs cover: every record up to it lies in a
+/// run (runs are worked out in id order, and ids are never reused), and
+/// records after it are in none yet. `None` without the table.
+pub(crate) fn allowed_ranges(
+    conn: &Connection,
+    allowed: impl Fn(i64) -> bool,
+) -> Result<Option<Ranges>, StoreError> {
+    let exists: bool = conn
+        .prepare_cached(
+            "SELECT EXISTS(SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'record_runs')",
+        )?
+        .query_row([], |r| r.get(0))?;
+    if !exists {
+        return Ok(None);
+    }
+    let mut stmt = conn.prepare_cached("SELECT first, last, session FROM record_runs")?;
+    let mut rows = stmt.query([])?;
+    let (mut ranges, mut covered) = (Vec::new(), 0);
+    while let Some(r) = rows.next()? {
+        let (first, last): (i64, i64) = (r.get(0)?, r.get(1)?);
+        covered = covered.max(last);
+        if allowed(r.get(2)?) {
+            ranges.push((first, last));
+        }
+    }
+    Ok(Some((ranges, covered)))
+}
+
 /// Deletes the runs of session row `session` (when a forget deletes it).
 pub(crate) fn forget_session(conn: &Connection, session: i64) -> Result<(), StoreError> {
     conn.prepare_cached("DELETE FROM record_runs WHERE session = ?1")?
