@@ -716,6 +716,16 @@ fn lexical(
         }
         Ok::<(), SearchError>(())
     };
+    // A concept's candidates, found and added to the ranker's (as the
+    // `k`th concept, its planned frequency `df`, scores times `weight`).
+    let mut look_up = |by_id: &mut ById,
+                       concept: Concept<'_>,
+                       (k, df, weight): (usize, i64, f64)| {
+        let known = |id| by_id.contains_key(&id);
+        let filters = (&known as &dyn Fn(i64) -> bool, runs.as_mut());
+        let scored = concept_candidates(conn, &mut lengths, concept, (df, docs), opts, filters)?;
+        add(by_id, scored, k, weight)
+    };
     for (k, (exact, stem, df)) in concepts.iter().enumerate() {
         if let Some(t) = exact {
             let one = Query {
@@ -731,16 +741,7 @@ fn lexical(
                 expr: one.to_fts(),
                 counted,
             };
-            let known = |id| by_id.contains_key(&id);
-            let scored = concept_candidates(
-                conn,
-                &mut lengths,
-                concept,
-                (*df, docs),
-                opts,
-                (&known, runs.as_mut()),
-            )?;
-            add(&mut by_id, scored, k, 1.0)?;
+            look_up(&mut by_id, concept, (k, *df, 1.0))?;
         }
         if let Some(w) = stem {
             let concept = Concept {
@@ -748,16 +749,7 @@ fn lexical(
                 expr: Query::to_stem_fts(std::slice::from_ref(w)),
                 counted: freq.newest(df::Index::Stem, w),
             };
-            let known = |id| by_id.contains_key(&id);
-            let scored = concept_candidates(
-                conn,
-                &mut lengths,
-                concept,
-                (*df, docs),
-                opts,
-                (&known, runs.as_mut()),
-            )?;
-            add(&mut by_id, scored, k, rank::STEM_WEIGHT)?;
+            look_up(&mut by_id, concept, (k, *df, rank::STEM_WEIGHT))?;
         }
     }
     if let Some(p) = &period {

@@ -99,6 +99,15 @@ pub(crate) fn backfill(conn: &mut Connection) -> Result<i64, StoreError> {
     Ok(covered)
 }
 
+/// Whether the database has the table (one opened read-only before its
+/// upgrade has not).
+fn has_table(conn: &Connection) -> rusqlite::Result<bool> {
+    conn.prepare_cached(
+        "SELECT EXISTS(SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'record_runs')",
+    )?
+    .query_row([], |r| r.get(0))
+}
+
 /// Runs as (first, last) record ids, and the last record id the runs
 /// cover (see [`allowed_ranges`]).
 pub(crate) type Ranges = (Vec<(i64, i64)>, i64);
@@ -111,12 +120,7 @@ pub(crate) fn allowed_ranges(
     conn: &Connection,
     allowed: impl Fn(i64) -> bool,
 ) -> Result<Option<Ranges>, StoreError> {
-    let exists: bool = conn
-        .prepare_cached(
-            "SELECT EXISTS(SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'record_runs')",
-        )?
-        .query_row([], |r| r.get(0))?;
-    if !exists {
+    if !has_table(conn)? {
         return Ok(None);
     }
     let mut stmt = conn.prepare_cached("SELECT first, last, session FROM record_runs")?;
@@ -167,12 +171,7 @@ impl<'c> Runs<'c> {
         allowed_session: &str,
         args: Vec<rusqlite::types::Value>,
     ) -> Result<Option<Runs<'c>>, StoreError> {
-        let exists: bool = conn
-            .prepare_cached(
-                "SELECT EXISTS(SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'record_runs')",
-            )?
-            .query_row([], |r| r.get(0))?;
-        if !exists {
+        if !has_table(conn)? {
             return Ok(None);
         }
         let mut all = vec![rusqlite::types::Value::Null];
@@ -236,13 +235,7 @@ pub(crate) mod tests {
     /// names a session that is gone.
     pub(crate) fn assert_true_to(conn: &Connection, what: &str) {
         let runs = stored(conn);
-        let records: Vec<(i64, i64)> = conn
-            .prepare("SELECT id, session FROM records ORDER BY id")
-            .expect("prepare")
-            .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
-            .expect("query")
-            .collect::<Result<_, _>>()
-            .expect("rows");
+        let records = records_of(conn);
         for (id, session) in records {
             let holding: Vec<_> = runs.iter().filter(|r| r.0 <= id && id <= r.1).collect();
             assert_eq!(holding.len(), 1, "{what}: record {id} in {holding:?}");
@@ -258,6 +251,16 @@ pub(crate) mod tests {
         assert_eq!(orphans, 0, "{what}: runs of sessions that are gone");
     }
 
+    /// Every record's (id, session row), in id order.
+    fn records_of(conn: &Connection) -> Vec<(i64, i64)> {
+        conn.prepare("SELECT id, session FROM records ORDER BY id")
+            .expect("prepare")
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+            .expect("query")
+            .collect::<Result<_, _>>()
+            .expect("rows")
+    }
+
     /// The runs as stored, in order.
     fn stored(conn: &Connection) -> Vec<(i64, i64, i64)> {
         conn.prepare("SELECT first, last, session FROM record_runs ORDER BY first")
@@ -270,13 +273,7 @@ pub(crate) mod tests {
 
     /// The runs the rows imply: consecutive ids of one session.
     fn implied(conn: &Connection) -> Vec<(i64, i64, i64)> {
-        let rows: Vec<(i64, i64)> = conn
-            .prepare("SELECT id, session FROM records ORDER BY id")
-            .expect("prepare")
-            .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
-            .expect("query")
-            .collect::<Result<_, _>>()
-            .expect("rows");
+        let rows = records_of(conn);
         let mut runs: Vec<(i64, i64, i64)> = Vec::new();
         for (id, s) in rows {
             match runs.last_mut() {
@@ -294,6 +291,15 @@ pub(crate) mod tests {
             .expect("count")
     }
 
+    /// Two sessions taking turns: codex's "a" twice, claude-code's "b",
+    /// then "a" again.
+    const TURNS: &[(&str, &str)] = &[
+        ("codex", "a"),
+        ("codex", "a"),
+        ("claude-code", "b"),
+        ("codex", "a"),
+    ];
+
     fn stores(store: &mut Store, records: &[(&str, &str)]) {
         let before = store_count(store);
         let mut ing = store.ingest("node").expect("ingest");
@@ -309,16 +315,8 @@ pub(crate) mod tests {
     fn runs_follow_the_records_through_inserts_and_a_backfill() {
         let dir = tempfile::tempdir().expect("tmp");
         let mut store = Store::open(&dir.path().join("c.db")).expect("open");
-        // Two sessions taking turns, then one alone: a run per turn.
-        stores(
-            &mut store,
-            &[
-                ("codex", "a"),
-                ("codex", "a"),
-                ("claude-code", "b"),
-                ("codex", "a"),
-            ],
-        );
+        // A run per turn.
+        stores(&mut store, TURNS);
         let conn = store.conn();
         assert_eq!(stored(conn), implied(conn));
         assert_eq!(stored(conn).len(), 3);
@@ -347,15 +345,7 @@ pub(crate) mod tests {
     fn a_search_reads_which_runs_are_allowed() {
         let dir = tempfile::tempdir().expect("tmp");
         let mut store = Store::open(&dir.path().join("c.db")).expect("open");
-        stores(
-            &mut store,
-            &[
-                ("codex", "a"),
-                ("codex", "a"),
-                ("claude-code", "b"),
-                ("codex", "a"),
-            ],
-        );
+        stores(&mut store, TURNS);
         let conn = store.conn();
         let codex = rusqlite::types::Value::Text("codex".into());
         let mut runs = Runs::new(
