@@ -339,6 +339,30 @@ pub(crate) mod tests {
         assert_eq!(stored(&conn), want);
         // Done: a second call finds nothing to do.
         assert_eq!(backfill(&mut conn).expect("backfill"), 0);
+        // Opening a database left with that work pending does it.
+        conn.execute_batch(
+            "DELETE FROM record_runs;
+             INSERT INTO meta(key, value) VALUES ('runs_backfill', '0');",
+        )
+        .expect("older");
+        drop(conn);
+        let path = store.path().to_path_buf();
+        drop(store);
+        let store = Store::open(&path).expect("reopen");
+        assert_eq!(stored(store.conn()), want, "backfilled");
+        // Without the table (a database opened read-only before its
+        // upgrade), a search reads no runs.
+        store
+            .conn()
+            .execute("DROP TABLE record_runs", [])
+            .expect("drop");
+        let none = Runs::new(store.conn(), "SELECT 1", Vec::new()).expect("reader");
+        assert!(none.is_none());
+        assert!(
+            allowed_ranges(store.conn(), |_| true)
+                .expect("ranges")
+                .is_none()
+        );
     }
 
     #[test]
