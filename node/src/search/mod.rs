@@ -330,8 +330,7 @@ fn candidates(
 /// the planner's `df`, the length from `store::lengths` against the newest
 /// records' average length. The best [`CANDIDATES`] are returned, best
 /// first, for the ranker; only they are looked up in `records` (by the
-/// caller, and only those no concept found before) when no filter needed
-/// the records' columns first.
+/// caller, and only those no concept found before).
 ///
 /// A filtered search takes the same matches and looks them up best first,
 /// filters and all, until [`CANDIDATES`] pass ([`allowed_best`]): a common
@@ -339,7 +338,9 @@ fn candidates(
 /// an agent filter made a question three times slower when they were).
 /// Only when fewer pass and the concept has older matches than those does
 /// it reach back: then its candidates are the best of the newest
-/// [`SCAN_LIMIT`] matches the filters allow, each read through a join.
+/// [`SCAN_LIMIT`] matches the filters allow, found through the runs for a
+/// filter on the session alone ([`newest_allowed`]), else each read
+/// through a join.
 ///
 /// FTS5's own `bm25()` read each match's row of `fts_docsize`: one page
 /// read per match, which for a word matching thousands of records spread
@@ -457,7 +458,7 @@ fn newest_allowed(
 
 /// A query for the ranker's columns of record `?1` (the first argument,
 /// to be set) when the options' filters allow it, with its arguments.
-fn row_check(opts: &SearchOptions) -> (String, Vec<SqlValue>) {
+pub(crate) fn row_check(opts: &SearchOptions) -> (String, Vec<SqlValue>) {
     let mut sql = String::from("SELECT r.role, r.ts, r.session, r.flags FROM records r");
     push_joins(&mut sql, opts);
     sql.push_str(" WHERE r.id = ?1");
@@ -747,10 +748,7 @@ fn lexical(
     concepts.truncate(rank::MAX_CONCEPTS);
     let weights: Vec<f64> = concepts.iter().map(|c| idf(c.2)).collect();
     let mut lengths = lengths::Reader::new(conn)?;
-    let mut runs = match unfiltered(opts) {
-        true => None,
-        false => session_runs(conn, opts)?,
-    };
+    let mut runs = session_runs(conn, opts)?;
     // Keyed by record id, never by input: the fast hash is safe here.
     let mut by_id = ById::default();
     // A record a concept found before (its stem's matches hold most of its

@@ -365,11 +365,11 @@ fn file_nearest(
 /// [`file_nearest`]), checked against the filters one by one (a look-up
 /// by id each, none for a record the runs place in a session the filters
 /// do not allow: see `search::session_runs`), best first, until
-/// [`VECTOR_RECORDS`] pass. `None` when
-/// fewer pass and the nearest were not every record that reached the
-/// floor (`complete`): the filters are narrower than [`check_nearest_first`]
-/// judged, and the caller scans for the ids they allow ([`allowed`]),
-/// which at 10 GB costs a role or machine filter half a second or more.
+/// [`VECTOR_RECORDS`] pass. `None` when fewer pass and the nearest were
+/// not every record that reached the floor (`complete`): the filters are
+/// narrower than [`check_nearest_first`] judged, and the caller scans for
+/// the ids they allow ([`allowed`]), which at 10 GB costs a role or
+/// machine filter half a second or more.
 ///
 /// What passes is what a scan of the allowed records keeps, up to the
 /// sketch: exactly that when the file has no sketch or every entry was
@@ -383,12 +383,8 @@ fn checked(
     complete: bool,
     opts: &SearchOptions,
 ) -> Result<Option<FileScan>, SearchError> {
-    let mut sql = String::from("SELECT 1 FROM records r");
-    super::push_joins(&mut sql, opts);
-    sql.push_str(" WHERE r.id = ?1");
-    let mut args: Vec<SqlValue> = vec![SqlValue::Null];
-    super::push_filters(&mut sql, &mut args, opts);
-    let mut stmt = store.conn().prepare(&sql)?;
+    let (sql, mut args) = super::row_check(opts);
+    let mut stmt = store.conn().prepare_cached(&sql)?;
     // Records of sessions the filters do not allow need no look-up.
     let mut runs = super::session_runs(store.conn(), opts)?;
     let mut kept = TopRecords::new();
