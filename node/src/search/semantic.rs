@@ -277,6 +277,25 @@ impl IdSet {
         }
     }
 
+    /// Whether any id from `first` to `last` is in the set.
+    fn any_in(&self, first: i64, last: i64) -> bool {
+        let (lo, hi) = (first.max(0), last.min(self.last));
+        if lo > hi {
+            return false;
+        }
+        let (lo, hi) = (lo as usize, hi as usize);
+        (lo / 64..=hi / 64).any(|w| {
+            let mut bits = self.bits[w];
+            if w == lo / 64 {
+                bits &= !0u64 << (lo % 64);
+            }
+            if w == hi / 64 {
+                bits &= !0u64 >> (63 - hi % 64);
+            }
+            bits != 0
+        })
+    }
+
     fn contains(&self, id: i64) -> bool {
         usize::try_from(id).is_ok_and(|at| {
             self.bits
@@ -435,7 +454,26 @@ fn narrowed_file(
         },
     };
     let allowed = allowed(store, scan.upto, opts)?;
-    Ok(scan_file(scan, scorer, |id| allowed.contains(id)))
+    let cap = VECTOR_RECORDS;
+    match scan.fold_wanted(
+        |first, last| allowed.any_in(first, last),
+        || TopRecords::keeping(cap),
+        |top, id, inv, v| {
+            if allowed.contains(id) {
+                top.consider_offset(scorer, id, inv, v)
+            }
+        },
+    ) {
+        Ok(parts) => {
+            let mut top = TopRecords::keeping(cap);
+            parts.into_iter().for_each(|p| top.merge(p));
+            Ok(FileScan::Found(top, scan.upto))
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot read the vector file; reading the vectors table");
+            Ok(FileScan::Unusable)
+        }
+    }
 }
 
 /// The records up to id `upto` that a filtered search allows. Every role
@@ -1187,6 +1225,20 @@ mod tests {
         assert_eq!(held, vec![0, 1, 63, 64, 127, 130]);
         assert!(!set.contains(i64::MIN) && !set.contains(i64::MAX));
         assert!(!IdSet::upto(-1).contains(0));
+        // Whether a range holds any: the same as asking id by id.
+        for first in -3..135 {
+            for last in first - 1..first + 70 {
+                let any = (first..=last).any(|id| set.contains(id));
+                assert_eq!(set.any_in(first, last), any, "{first}..={last}");
+            }
+        }
+        assert!(!IdSet::upto(-1).any_in(0, 10));
+        // A range added is held in full, within the set's span.
+        let mut ranged = IdSet::upto(100);
+        ranged.insert_range(-5, 3);
+        ranged.insert_range(98, 200);
+        let held: Vec<i64> = (-10..300).filter(|&id| ranged.contains(id)).collect();
+        assert_eq!(held, [0, 1, 2, 3, 98, 99, 100]);
     }
 
     #[test]
