@@ -174,6 +174,10 @@ impl TopRecords {
 enum FileScan {
     /// Not opened yet.
     NotTried,
+    /// Not opened yet, for a filtered search found too narrow to check the
+    /// file's nearest records first ([`check_nearest_first`], asked once
+    /// by [`prepare`]): the file is scanned for the ids the filters allow.
+    Narrow,
     /// Not usable (not trusted or unreadable): only the table is read.
     Unusable,
     /// Its best records, and the record id above which the table must be
@@ -576,6 +580,8 @@ pub(crate) struct Prepared<'q> {
     embedder: &'static Embedder<'static>,
     scan: Option<vector_file::Scan>,
     filtered: bool,
+    /// Filters too narrow to check the file's nearest records first.
+    narrow: bool,
 }
 
 /// What the meaning tier did beside the lexical tier.
@@ -587,9 +593,9 @@ enum Beside {
     /// No word of the query is in the embedder's vocabulary.
     NoVector,
     /// Nothing ran beside: a search naming a period, or one whose filters
-    /// are narrow enough to scan for the ids they allow (embedded and
-    /// scanned by [`blend`] if needed).
-    Later,
+    /// are narrow enough to scan for the ids they allow (`narrow`; embedded
+    /// and scanned by [`blend`] if needed).
+    Later { narrow: bool },
 }
 
 /// The embedder for a search of `query` with `opts` when the meaning tier
@@ -623,9 +629,9 @@ pub(crate) fn prepare<'q>(
         return Ok(None);
     }
     let filtered = !super::unfiltered(opts);
-    let later = super::when::period(&q.text, opts.now_ms).is_some()
-        || (filtered && !check_nearest_first(store.conn(), opts)?);
-    let scan = match later {
+    let period = super::when::period(&q.text, opts.now_ms).is_some();
+    let narrow = !period && filtered && !check_nearest_first(store.conn(), opts)?;
+    let scan = match period || narrow {
         true => None,
         false => store.vector_scan(embedder.dim())?,
     };
@@ -634,6 +640,7 @@ pub(crate) fn prepare<'q>(
         embedder,
         scan,
         filtered,
+        narrow,
     }))
 }
 
@@ -649,12 +656,13 @@ pub(crate) fn alongside<T>(
         embedder,
         scan,
         filtered,
+        narrow,
     }) = prepared
     else {
         return (lexical(), None);
     };
     let Some(scan) = scan else {
-        return (lexical(), Some(Scanned(Beside::Later)));
+        return (lexical(), Some(Scanned(Beside::Later { narrow })));
     };
     let beside = || {
         let Some(qv) = embedder.embed_one(text) else {
@@ -699,14 +707,15 @@ fn nearest_with(
     let scorer = Scorer::new(qv);
     // A filter narrows the file scan to the records it allows.
     let narrowed = !super::unfiltered(opts);
+    let known_narrow = matches!(file, FileScan::Narrow);
     let file = match file {
-        FileScan::NotTried => match store.vector_scan(qv.len())? {
+        FileScan::NotTried | FileScan::Narrow => match store.vector_scan(qv.len())? {
             Some(scan) if narrowed => {
                 // A role, time or machine filter alone would read the whole
                 // records table for the ids it allows, and a wide filter on
                 // the session allows many: the file's nearest records are
                 // checked one by one first (see `check_nearest_first`).
-                let nearest = match check_nearest_first(conn, opts)? {
+                let nearest = match !known_narrow && check_nearest_first(conn, opts)? {
                     true => file_nearest(&scan, &scorer, qv, WIDE),
                     false => FileScan::NotTried,
                 };
@@ -827,7 +836,8 @@ pub(crate) fn blend(
     let (qv, file) = match scanned.0 {
         Beside::Found { qv, file } => (qv, file),
         Beside::NoVector => return Ok(lex),
-        Beside::Later => match opts.semantic.and_then(|e| e.embed_one(&q.text)) {
+        Beside::Later { narrow } => match opts.semantic.and_then(|e| e.embed_one(&q.text)) {
+            Some(qv) if narrow => (qv, FileScan::Narrow),
             Some(qv) => (qv, FileScan::NotTried),
             None => return Ok(lex),
         },
@@ -1177,7 +1187,19 @@ mod tests {
                     assert_eq!(got, found(&twin, &qv, &opts), "{opts:?}");
                     beside += 1;
                 }
-                Some(Scanned(Beside::Later)) => later += 1,
+                Some(Scanned(Beside::Later { narrow })) => {
+                    // Known narrow already: scanned for the allowed ids.
+                    assert!(narrow, "{opts:?}");
+                    let qv = embedder.embed_one("slow terminal").expect("vector");
+                    let got: Vec<_> = nearest_with(&store, &qv, FileScan::Narrow, &opts)
+                        .expect("nearest")
+                        .into_iter()
+                        .map(|n| (n.record_id, n.session, n.role, n.sim))
+                        .collect();
+                    assert!(!got.is_empty(), "{opts:?}");
+                    assert_eq!(got, found(&twin, &qv, &opts), "{opts:?}");
+                    later += 1;
+                }
                 _ => panic!("{opts:?}: no vector"),
             }
         }
