@@ -8,9 +8,11 @@
 //! page. This module only reads.
 
 mod df;
+mod id_set;
 mod period;
 pub mod query;
 pub mod rank;
+mod screen;
 pub mod semantic;
 pub mod snippet;
 pub mod when;
@@ -20,10 +22,11 @@ use rusqlite::types::Value as SqlValue;
 use serde::{Deserialize, Serialize};
 
 use crate::record::Role;
-use crate::store::{Store, StoreError, codec, lengths, runs};
+use crate::store::{Store, StoreError, codec, record_bytes, runs};
 use crate::text;
 pub use query::Query;
 use query::Term;
+use screen::Screen;
 
 /// Filters and options for one search.
 #[derive(Debug, Clone, Default)]
@@ -141,7 +144,7 @@ const CANDIDATES: usize = 600;
 /// When a query could match more records than this, only the newest this
 /// many matches are scored: search cost stays bounded however large the
 /// memory grows, and very common words cannot stall it. (Each one costs a
-/// length look-up that its neighbours mostly share: see `store::lengths`.)
+/// length look-up that its neighbours mostly share: see `store::record_bytes`.)
 const SCAN_LIMIT: i64 = 8_000;
 /// A word in more than this share of all records is a stop word for this
 /// corpus: dropped when the query has rarer words.
@@ -327,7 +330,7 @@ fn candidates(
 /// Its newest [`SCAN_LIMIT`] matches are taken (all of them, for most
 /// concepts): the cost stays bounded however large the memory grows.
 /// Each is scored by BM25 with a term frequency of one: the weight from
-/// the planner's `df`, the length from `store::lengths` against the newest
+/// the planner's `df`, the length from `store::record_bytes` against the newest
 /// records' average length. The best [`CANDIDATES`] are returned, best
 /// first, for the ranker; only they are looked up in `records` (by the
 /// caller, and only those no concept found before).
@@ -338,9 +341,9 @@ fn candidates(
 /// an agent filter made a question three times slower when they were).
 /// Only when fewer pass and the concept has older matches than those does
 /// it reach back: then its candidates are the best of the newest
-/// [`SCAN_LIMIT`] matches the filters allow, found through the runs for a
-/// filter on the session alone ([`newest_allowed`]), else each read
-/// through a join.
+/// [`SCAN_LIMIT`] matches the filters allow, found through the search's
+/// [`Screen`] for filters on the session and roles alone
+/// ([`newest_allowed`]), else each read through a join.
 ///
 /// FTS5's own `bm25()` read each match's row of `fts_docsize`: one page
 /// read per match, which for a word matching thousands of records spread
@@ -350,11 +353,11 @@ fn candidates(
 /// at 1 GB and at 10 GB of history.
 fn concept_candidates(
     conn: &rusqlite::Connection,
-    lengths: &mut lengths::Reader<'_>,
+    lengths: &mut record_bytes::Reader<'_>,
     concept: Concept<'_>,
     (df, docs): (i64, i64),
     opts: &SearchOptions,
-    (known, mut runs): (&dyn Fn(i64) -> bool, Option<&mut runs::Runs<'_>>),
+    (known, screen): (&dyn Fn(i64) -> bool, &mut Screen<'_>),
 ) -> Result<Vec<Scored>, SearchError> {
     let Concept {
         index,
@@ -387,16 +390,15 @@ fn concept_candidates(
     let older = found.len() as i64 >= SCAN_LIMIT;
     let mut all = scored(lengths, found, weight)?;
     all.sort_unstable_by(best_first);
-    let kept = allowed_best(conn, all, opts, known, runs.as_deref_mut())?;
+    let kept = allowed_best(conn, all, opts, known, (screen, lengths))?;
     if kept.len() >= CANDIDATES || !older {
         return Ok(kept);
     }
-    // Reaching back: the newest matches the filters allow. With a filter
-    // on the session alone, the runs tell which (see `newest_allowed`).
-    if let Some(runs) = runs
-        && unfiltered(&opts.on_record())
-    {
-        let found = newest_allowed(conn, table, &expr, runs, opts)?;
+    // Reaching back: the newest matches the filters allow. With filters on
+    // the session and roles alone, the screen tells which (see
+    // `newest_allowed`).
+    if screen.settles() {
+        let found = newest_allowed(conn, table, &expr, (screen, lengths), opts)?;
         return Ok(best_of(scored(lengths, found, weight)?, CANDIDATES));
     }
     // Else with the records' columns the join reads.
@@ -414,18 +416,18 @@ fn concept_candidates(
     Ok(best_of(scored(lengths, found, weight)?, CANDIDATES))
 }
 
-/// The newest [`SCAN_LIMIT`] matches of `expr` on `table` that a filter on
-/// the session alone allows, newest first: those a run of an allowed
-/// session holds, and those no run holds whose rows pass. The same records
-/// as the join of every match with `records` (which at 10 GB took 150 ms
-/// of a question for a project holding 4% of the records, reading a row
-/// per match until 8,000 passed), without reading a row for most. Only
+/// The newest [`SCAN_LIMIT`] matches of `expr` on `table` that filters on
+/// the session and roles alone allow, newest first: those the `screen`
+/// finds allowed, and those it cannot judge whose rows pass. The same
+/// records as the join of every match with `records` (which at 10 GB took
+/// 150 ms of a question for a project holding 4% of the records, reading a
+/// row per match until 8,000 passed), without reading a row for most. Only
 /// records whose rows were read come with their columns.
 fn newest_allowed(
     conn: &rusqlite::Connection,
     table: &str,
     expr: &str,
-    runs: &mut runs::Runs<'_>,
+    (screen, bytes): (&mut Screen<'_>, &mut record_bytes::Reader<'_>),
     opts: &SearchOptions,
 ) -> Result<Vec<(i64, Option<Columns>)>, SearchError> {
     let (sql, mut args) = row_check(opts);
@@ -439,7 +441,7 @@ fn newest_allowed(
         && let Some(r) = rows.next()?
     {
         let id: i64 = r.get(0)?;
-        match runs.allows(id)? {
+        match screen.verdict(bytes, id)? {
             Some(true) => found.push((id, None)),
             Some(false) => {}
             None => {
@@ -489,10 +491,10 @@ fn best_of(mut scored: Vec<Scored>, n: usize) -> Vec<Scored> {
 }
 
 /// Each match scored by BM25 with a term frequency of one, `weight` being
-/// the concept's idf: its length from `store::lengths` against the newest
+/// the concept's idf: its length from `store::record_bytes` against the newest
 /// records' average length.
 fn scored(
-    lengths: &mut lengths::Reader<'_>,
+    lengths: &mut record_bytes::Reader<'_>,
     found: Vec<(i64, Option<Columns>)>,
     weight: f64,
 ) -> Result<Vec<Scored>, SearchError> {
@@ -524,8 +526,8 @@ fn scored(
 /// is looked up with the filters, the best first, until that many pass or
 /// none is left. A record `known` to have passed (an earlier concept's
 /// candidate) is not looked up again, and comes without its columns; nor
-/// is one that `runs` (see [`session_runs`]) puts in a session the filters
-/// do not allow. The look-ups go a batch at a time in id order, so that a
+/// is one the search's [`Screen`] rules out (its session or role, read
+/// through `bytes`, whose blocks scoring read already). The look-ups go a batch at a time in id order, so that a
 /// page read for one is still cached for its neighbours; a batch is no
 /// larger than the records still needed (at least 64), so few more are
 /// read than pass.
@@ -534,7 +536,7 @@ fn allowed_best(
     scored: Vec<Scored>,
     opts: &SearchOptions,
     known: &dyn Fn(i64) -> bool,
-    mut runs: Option<&mut runs::Runs<'_>>,
+    (screen, bytes): (&mut Screen<'_>, &mut record_bytes::Reader<'_>),
 ) -> Result<Vec<Scored>, SearchError> {
     let (sql, mut args) = row_check(opts);
     let mut stmt = conn.prepare_cached(&sql)?;
@@ -551,9 +553,7 @@ fn allowed_best(
                 kept.push((score, id, None));
                 continue;
             }
-            if let Some(r) = runs.as_deref_mut()
-                && r.allows(id)? == Some(false)
-            {
+            if screen.verdict(bytes, id)? == Some(false) {
                 continue;
             }
             args[0] = SqlValue::Integer(id);
@@ -747,8 +747,8 @@ fn lexical(
     concepts.sort_by_key(|c| c.2);
     concepts.truncate(rank::MAX_CONCEPTS);
     let weights: Vec<f64> = concepts.iter().map(|c| idf(c.2)).collect();
-    let mut lengths = lengths::Reader::new(conn)?;
-    let mut runs = session_runs(conn, opts)?;
+    let mut lengths = record_bytes::Reader::new(conn)?;
+    let mut screen = Screen::new(conn, opts)?;
     // Keyed by record id, never by input: the fast hash is safe here.
     let mut by_id = ById::default();
     // A record a concept found before (its stem's matches hold most of its
@@ -779,7 +779,7 @@ fn lexical(
                        concept: Concept<'_>,
                        (k, df, weight): (usize, i64, f64)| {
         let known = |id| by_id.contains_key(&id);
-        let filters = (&known as &dyn Fn(i64) -> bool, runs.as_mut());
+        let filters = (&known as &dyn Fn(i64) -> bool, &mut screen);
         let scored = concept_candidates(conn, &mut lengths, concept, (df, docs), opts, filters)?;
         add(by_id, scored, k, weight)
     };
@@ -1041,8 +1041,9 @@ mod store_tests {
     fn a_filtered_concept_keeps_the_best_matches_it_allows() {
         // More matches than the scan limit: the 1,400 oldest from goose
         // and codex in turn (most older than the newest SCAN_LIMIT), the
-        // rest from codex (every third) and claude-code; texts of many
-        // lengths, so scores differ and tie.
+        // rest from codex (every third) and claude-code; codex's oldest are
+        // tool calls, the others the user's and the assistant's turns in
+        // turn; texts of many lengths, so scores differ and tie.
         let n = SCAN_LIMIT + 400;
         let recs: Vec<Record> = (0..n)
             .map(|i| {
@@ -1051,10 +1052,10 @@ mod store_tests {
                     _ if i < 1_400 || i % 3 == 0 => "codex",
                     _ => "claude-code",
                 };
-                let role = if i % 2 == 0 {
-                    Role::User
-                } else {
-                    Role::Assistant
+                let role = match i % 2 {
+                    0 => Role::User,
+                    _ if i < 1_400 => Role::ToolCall,
+                    _ => Role::Assistant,
                 };
                 let text = format!("gadget {}", "word ".repeat((i % 23) as usize));
                 let mut r = Record::new(agent, &format!("{agent}{}", i % 50), role, &text);
@@ -1087,14 +1088,14 @@ mod store_tests {
             // Some records an earlier concept found, so known to pass.
             let passing = allowed(opts);
             let known = |id| id % 7 == 0 && passing.contains(&id);
-            let mut lengths = lengths::Reader::new(conn).expect("lengths");
+            let mut lengths = record_bytes::Reader::new(conn).expect("lengths");
             let concept = Concept {
                 index: df::Index::Exact,
                 expr: expr.clone(),
                 counted: None,
             };
-            let mut runs = session_runs(conn, opts).expect("runs");
-            let filters = (&known as &dyn Fn(i64) -> bool, runs.as_mut());
+            let mut screen = Screen::new(conn, opts).expect("screen");
+            let filters = (&known as &dyn Fn(i64) -> bool, &mut screen);
             concept_candidates(
                 conn,
                 &mut lengths,
@@ -1121,7 +1122,7 @@ mod store_tests {
             .collect()
         };
         // Every match, newest first, scored.
-        let mut lengths = lengths::Reader::new(conn).expect("lengths");
+        let mut lengths = record_bytes::Reader::new(conn).expect("lengths");
         let all: Vec<i64> = conn
             .prepare("SELECT rowid FROM fts WHERE fts MATCH ?1 ORDER BY rowid DESC")
             .expect("prepare")
@@ -1172,8 +1173,16 @@ mod store_tests {
                 ..agent("codex")
             },
             SearchOptions {
-                roles: vec![Role::User, Role::Assistant],
+                roles: vec![Role::User, Role::Assistant, Role::ToolCall],
                 ..SearchOptions::default()
+            },
+            SearchOptions {
+                roles: vec![Role::ToolCall],
+                ..SearchOptions::default()
+            },
+            SearchOptions {
+                roles: vec![Role::ToolCall, Role::User],
+                ..agent("codex")
             },
         ];
         for opts in &filters {
@@ -1183,17 +1192,25 @@ mod store_tests {
         }
         // With only some runs (a database still being filled in) or none,
         // the same: a record no run holds is looked up.
+        // So with only some role bytes known, or none.
         let with_runs: Vec<_> = filters.iter().map(&got).collect();
-        for cut in ["first % 3 = 0", "1"] {
-            conn.execute(&format!("DELETE FROM record_runs WHERE {cut}"), [])
-                .expect("delete");
+        for cut in [
+            "DELETE FROM record_runs WHERE first % 3 = 0",
+            "UPDATE record_bytes SET roles = NULL WHERE block % 2 = 0",
+            "DELETE FROM record_runs",
+            "UPDATE record_bytes SET roles = NULL",
+        ] {
+            conn.execute(cut, []).expect("cut");
             for (opts, want) in filters.iter().zip(&with_runs) {
                 assert_eq!(&got(opts), want, "{cut} {opts:?}");
             }
         }
-        // Goose's matches are all older than the newest: it reached back.
-        let goose = got(&filters[1]);
-        assert!(goose.iter().all(|s| s.1 <= 1_400), "{goose:?}");
+        // Goose's matches and the tool calls are all older than the newest:
+        // they reached back.
+        for reached in [1, 5] {
+            let got = got(&filters[reached]);
+            assert!(got.iter().all(|s| s.1 <= 1_400), "{got:?}");
+        }
         // A filter that allows everything keeps what no filter keeps.
         assert_eq!(got(&filters[4]), got(&SearchOptions::default()));
     }

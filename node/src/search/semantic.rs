@@ -13,9 +13,11 @@ use std::collections::{BinaryHeap, HashMap};
 use rusqlite::OptionalExtension;
 use rusqlite::types::Value as SqlValue;
 
+use super::id_set::IdSet;
+use super::screen::Screen;
 use super::{Query, SearchError, SearchOptions, rank::Ranked};
 use crate::embed::{Embedder, Scorer};
-use crate::store::{Store, codec, vector_file};
+use crate::store::{Store, codec, record_bytes, vector_file};
 
 /// Records the vector scan hands to fusion.
 const VECTOR_RECORDS: usize = 200;
@@ -248,67 +250,6 @@ fn scan_file_unfiltered(scan: &vector_file::Scan, scorer: &Scorer<'_>, qv: &[f32
     }
 }
 
-/// A set of record ids from 0 to a highest one, a bit each.
-struct IdSet {
-    last: i64,
-    bits: Vec<u64>,
-}
-
-impl IdSet {
-    /// An empty set for ids up to `last`.
-    fn upto(last: i64) -> IdSet {
-        let span = usize::try_from(last.saturating_add(1)).unwrap_or(0);
-        IdSet {
-            last,
-            bits: vec![0u64; span.div_ceil(64)],
-        }
-    }
-
-    /// Adds the ids from `first` to `last` (those inside the set's span).
-    fn insert_range(&mut self, first: i64, last: i64) {
-        for id in first.max(0)..=last.min(self.last) {
-            self.insert(id);
-        }
-    }
-
-    /// Adds `id` (ignored outside the set's span).
-    fn insert(&mut self, id: i64) {
-        if id <= self.last
-            && let Ok(at) = usize::try_from(id)
-            && let Some(w) = self.bits.get_mut(at / 64)
-        {
-            *w |= 1 << (at % 64);
-        }
-    }
-
-    /// Whether any id from `first` to `last` is in the set.
-    fn any_in(&self, first: i64, last: i64) -> bool {
-        let (lo, hi) = (first.max(0), last.min(self.last));
-        if lo > hi {
-            return false;
-        }
-        let (lo, hi) = (lo as usize, hi as usize);
-        (lo / 64..=hi / 64).any(|w| {
-            let mut bits = self.bits[w];
-            if w == lo / 64 {
-                bits &= !0u64 << (lo % 64);
-            }
-            if w == hi / 64 {
-                bits &= !0u64 >> (63 - hi % 64);
-            }
-            bits != 0
-        })
-    }
-
-    fn contains(&self, id: i64) -> bool {
-        usize::try_from(id).is_ok_and(|at| {
-            self.bits
-                .get(at / 64)
-                .is_some_and(|w| w & (1 << (at % 64)) != 0)
-        })
-    }
-}
-
 /// How many of the file's nearest records a filtered search checks one by
 /// one before it falls back to the set of every record it allows. At 10 GB
 /// 8,000 cost a question that needs fewer 0 to 13 ms more than 2,000 did,
@@ -385,9 +326,9 @@ fn file_nearest(
 }
 
 /// A filtered search's best records from the file's `nearest` ones (see
-/// [`file_nearest`]), checked against the filters one by one (a look-up
-/// by id each, none for a record the runs place in a session the filters
-/// do not allow: see `search::session_runs`), best first, until
+/// [`file_nearest`]), checked against the filters one by one (by the
+/// search's screen of runs and role bytes, a look-up by id only for a
+/// record the screen cannot judge: see `search::screen`), best first, until
 /// [`VECTOR_RECORDS`] pass. `None` when fewer pass and the nearest were
 /// not every record that reached the floor (`complete`): the filters are
 /// narrower than [`check_nearest_first`] judged, and the caller scans for
@@ -406,23 +347,25 @@ fn checked(
     complete: bool,
     opts: &SearchOptions,
 ) -> Result<Option<FileScan>, SearchError> {
+    let conn = store.conn();
     let (sql, mut args) = super::row_check(opts);
-    let mut stmt = store.conn().prepare_cached(&sql)?;
-    // Records of sessions the filters do not allow need no look-up.
-    let mut runs = super::session_runs(store.conn(), opts)?;
+    let mut stmt = conn.prepare_cached(&sql)?;
+    let mut screen = Screen::new(conn, opts)?;
+    let mut bytes = record_bytes::Reader::new(conn)?;
     let mut kept = TopRecords::new();
     // Sorted by `Top`'s order: the nearest first.
     for Top(sim, id) in nearest.heap.into_sorted_vec() {
         if kept.full() {
             break;
         }
-        if let Some(r) = runs.as_mut()
-            && r.allows(id)? == Some(false)
-        {
-            continue;
-        }
-        args[0] = SqlValue::Integer(id);
-        if stmt.exists(rusqlite::params_from_iter(args.iter()))? {
+        let pass = match screen.verdict(&mut bytes, id)? {
+            Some(verdict) => verdict,
+            None => {
+                args[0] = SqlValue::Integer(id);
+                stmt.exists(rusqlite::params_from_iter(args.iter()))?
+            }
+        };
+        if pass {
             kept.offer(sim, id);
         }
     }
@@ -486,12 +429,50 @@ fn narrowed_file(
 /// session filter is answered from the `records_session` index alone (0.1
 /// s instead of 0.4 s for an agent's 1.5 million records at 10 GB).
 fn allowed(store: &Store, upto: i64, opts: &SearchOptions) -> Result<IdSet, SearchError> {
-    if super::unfiltered(&opts.on_record())
-        && let Some(set) = allowed_by_runs(store, upto, opts)?
-    {
-        return Ok(set);
+    let beyond = SearchOptions {
+        roles: Vec::new(),
+        ..opts.on_record()
+    };
+    if super::unfiltered(&beyond) {
+        // Each part: `None` when it cannot be answered so, `Some(None)`
+        // when there is no such filter.
+        let sessions = match super::by_session(opts) {
+            true => allowed_by_runs(store, upto, &opts.on_session())?.map(Some),
+            false => Some(None),
+        };
+        let roles = match opts.roles.is_empty() {
+            true => Some(None),
+            false => allowed_by_roles(store, upto, &opts.roles)?.map(Some),
+        };
+        match (sessions, roles) {
+            (Some(Some(mut set)), Some(Some(roles))) => {
+                set.keep_only(&roles);
+                return Ok(set);
+            }
+            (Some(Some(set)), Some(None)) | (Some(None), Some(Some(set))) => return Ok(set),
+            _ => {}
+        }
     }
     allowed_by_rows(store, upto, opts)
+}
+
+/// [`allowed`] for a filter on roles, from the records' role bytes (see
+/// `store::record_bytes`): a read of every record's row took 0.5 s or more
+/// at 10 GB. `None` while the bytes are being filled in.
+fn allowed_by_roles(
+    store: &Store,
+    upto: i64,
+    roles: &[crate::record::Role],
+) -> Result<Option<IdSet>, SearchError> {
+    let codes: Vec<u8> = roles.iter().map(|r| codec::role_code(*r)).collect();
+    let mut set = IdSet::upto(upto);
+    let done = record_bytes::with_roles(
+        store.conn(),
+        upto,
+        |b| codes.contains(&b),
+        |first, last| set.insert_range(first, last),
+    )?;
+    Ok(done.map(|()| set))
 }
 
 /// [`allowed`] for a filter on the session alone, from the runs of record
@@ -879,7 +860,7 @@ mod tests {
     /// The ids a filter on the session allows, from the runs, are those
     /// the rows give, also for records the runs do not cover yet.
     #[test]
-    fn the_runs_allow_what_the_rows_allow() {
+    fn the_runs_and_the_role_bytes_allow_what_the_rows_allow() {
         use crate::record::{Record, Role};
         let dir = tempfile::tempdir().expect("tmp");
         let mut store = Store::open(&dir.path().join("c.db")).expect("open");
@@ -890,7 +871,7 @@ mod tests {
                 let mut r = Record::new(
                     agent,
                     &format!("s{}", (i / 7 + batch) % 5),
-                    Role::User,
+                    Role::ALL[(i / 2) % 4],
                     format!("record {i} of batch {batch}"),
                 );
                 r.project = Some(format!("/work/p{}", i % 4));
@@ -916,17 +897,40 @@ mod tests {
                 agent: Some("goose".into()),
                 ..SearchOptions::default()
             },
+            SearchOptions {
+                roles: vec![Role::User],
+                ..SearchOptions::default()
+            },
+            SearchOptions {
+                roles: vec![Role::Assistant, Role::ToolCall],
+                agent: Some("codex".into()),
+                ..SearchOptions::default()
+            },
+            SearchOptions {
+                roles: vec![Role::ToolOutput],
+                project: Some("p1".into()),
+                ..SearchOptions::default()
+            },
         ];
         let same = |what: &str| {
             for opts in &filters {
                 let rows = allowed_by_rows(&store, upto, opts).expect("rows");
-                assert!(rows.bits.iter().any(|w| *w != 0), "{opts:?}");
+                assert!(!rows.is_empty(), "{opts:?}");
                 for bound in [upto, upto / 2] {
-                    let runs = allowed_by_runs(&store, bound, opts)
-                        .expect("runs")
-                        .expect("the table");
                     let rows = allowed_by_rows(&store, bound, opts).expect("rows");
-                    assert_eq!(runs.bits, rows.bits, "{what}: {opts:?} up to {bound}");
+                    let how = format!("{what}: {opts:?} up to {bound}");
+                    assert_eq!(
+                        allowed(&store, bound, opts).expect("allowed"),
+                        rows,
+                        "{how}"
+                    );
+                    if opts.roles.is_empty() {
+                        let runs = allowed_by_runs(&store, bound, opts).expect("runs");
+                        assert_eq!(runs.expect("the table"), rows, "{how}");
+                    } else if !super::super::by_session(opts) {
+                        let roles = allowed_by_roles(&store, bound, &opts.roles).expect("roles");
+                        assert_eq!(roles.expect("the bytes"), rows, "{how}");
+                    }
                 }
             }
         };
@@ -938,6 +942,14 @@ mod tests {
             .execute("DELETE FROM record_runs WHERE first > ?1", [upto / 3])
             .expect("delete");
         same("the newest records in no run");
+        // Some records' bytes not known, then none.
+        record_bytes::clear(store.conn(), 60..120).expect("clear");
+        same("some role bytes not known");
+        store
+            .conn()
+            .execute("DELETE FROM record_bytes", [])
+            .expect("forget bytes");
+        same("no role byte known");
     }
 
     #[test]
@@ -1235,32 +1247,6 @@ mod tests {
                 .expect("prepare")
                 .is_none()
         );
-    }
-
-    #[test]
-    fn an_id_set_holds_what_was_put_in_and_nothing_else() {
-        let mut set = IdSet::upto(130);
-        for id in [0, 1, 63, 64, 127, 130, 131, -1, i64::MAX] {
-            set.insert(id);
-        }
-        let held: Vec<i64> = (-2..200).filter(|&id| set.contains(id)).collect();
-        assert_eq!(held, vec![0, 1, 63, 64, 127, 130]);
-        assert!(!set.contains(i64::MIN) && !set.contains(i64::MAX));
-        assert!(!IdSet::upto(-1).contains(0));
-        // Whether a range holds any: the same as asking id by id.
-        for first in -3..135 {
-            for last in first - 1..first + 70 {
-                let any = (first..=last).any(|id| set.contains(id));
-                assert_eq!(set.any_in(first, last), any, "{first}..={last}");
-            }
-        }
-        assert!(!IdSet::upto(-1).any_in(0, 10));
-        // A range added is held in full, within the set's span.
-        let mut ranged = IdSet::upto(100);
-        ranged.insert_range(-5, 3);
-        ranged.insert_range(98, 200);
-        let held: Vec<i64> = (-10..300).filter(|&id| ranged.contains(id)).collect();
-        assert_eq!(held, [0, 1, 2, 3, 98, 99, 100]);
     }
 
     #[test]

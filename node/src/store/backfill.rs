@@ -1,6 +1,7 @@
 //! Work a migration leaves for Rust to do over the records already stored
-//! (`fts::backfill_stems`, `lengths::backfill`): SQL cannot decode their
-//! text. The work goes in batches by record id, each in its own write
+//! (`fts::backfill_stems`, `record_bytes::backfill_lengths` and
+//! `backfill_roles`, `runs::backfill`): SQL cannot decode their
+//! text, nor pack bytes into blocks. The work goes in batches by record id, each in its own write
 //! transaction, resuming from the last id done, which a `meta` row keeps
 //! (removed when done).
 

@@ -143,7 +143,7 @@ pub fn decode(conn: &Connection, bytes: &[u8], flags: i64) -> String {
 }
 
 /// The one-byte code of a known role in `records.role`.
-fn role_code(r: Role) -> u8 {
+pub(crate) fn role_code(r: Role) -> u8 {
     match r {
         Role::User => 1,
         Role::Assistant => 2,
@@ -159,6 +159,19 @@ pub fn role_value(name: &str) -> Value {
     match Role::ALL.into_iter().find(|r| r.as_str() == name) {
         Some(r) => Value::Blob(vec![role_code(r)]),
         None => Value::Text(name.to_owned()),
+    }
+}
+
+/// The code of the known role that a `records.role` value stands for (its
+/// code, or its name in an older row); `None` for any other value.
+pub(crate) fn role_code_in(value: ValueRef<'_>) -> Option<u8> {
+    match value {
+        ValueRef::Blob(&[c]) => Role::ALL.into_iter().map(role_code).find(|k| *k == c),
+        ValueRef::Text(t) => Role::ALL
+            .into_iter()
+            .find(|r| r.as_str().as_bytes() == t)
+            .map(role_code),
+        _ => None,
     }
 }
 

@@ -345,7 +345,7 @@ pub(crate) fn purge(conn: &Connection, target: &ForgetTarget) -> Result<(u64, u6
         let rows = q.query_map(params![a, b], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?;
         rows.collect::<Result<_, _>>()?
     };
-    super::lengths::clear(conn, doomed.iter().map(|d| d.0))?;
+    super::record_bytes::clear(conn, doomed.iter().map(|d| d.0))?;
     let mut sessions = BTreeSet::new();
     for (id, session, hash) in &doomed {
         super::fts::delete(conn, *id)?;

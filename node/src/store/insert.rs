@@ -204,8 +204,9 @@ pub(crate) struct RecordStatements<'c> {
     add_row: Statement<'c>,
     count_in_session: Statement<'c>,
     fts: super::fts::Inserts<'c>,
-    /// The new records' lengths, written by [`RecordStatements::finish`].
-    lengths: super::lengths::Pending,
+    /// The new records' bytes (length, role), written by
+    /// [`RecordStatements::finish`].
+    bytes: super::record_bytes::Pending,
 }
 
 impl<'c> RecordStatements<'c> {
@@ -227,17 +228,23 @@ impl<'c> RecordStatements<'c> {
                  WHERE id = ?1",
             )?,
             fts: super::fts::Inserts::prepare(conn)?,
-            lengths: super::lengths::Pending::default(),
+            bytes: super::record_bytes::Pending::default(),
         })
     }
 
     /// Writes what the inserts so far leave to the end of the transaction
-    /// (the records' lengths, the runs of their sessions): to be called
+    /// (the records' lengths and roles, the runs of their sessions): to be called
     /// before it commits. Records whose length or run is never written are
     /// still found and ranked the same, only more slowly (see
-    /// `store::lengths` and `store::runs`).
+    /// `store::record_bytes` and `store::runs`).
+    /// Drops what was noted of record `id`'s bytes (a record deleted in
+    /// the transaction that stored it).
+    pub(crate) fn forget_bytes(&mut self, id: i64) {
+        self.bytes.forget(id);
+    }
+
     pub(crate) fn finish(&mut self, conn: &Connection) -> Result<(), StoreError> {
-        self.lengths.write(conn)?;
+        self.bytes.write(conn)?;
         super::runs::extend(conn)
     }
 }
@@ -320,10 +327,11 @@ pub(crate) fn insert(
         Some(Some(z)) => z,
         _ => rec.text.as_bytes(),
     };
+    let role_value = codec::role_value(&rec.role);
     stmts.add_row.execute(params![
         &rec.hash[..],
         session,
-        codec::role_value(&rec.role),
+        role_value,
         rec.time_ms,
         rec.flags,
         origin,
@@ -333,7 +341,8 @@ pub(crate) fn insert(
         text
     ])?;
     let rowid = conn.last_insert_rowid();
-    stmts.lengths.add(rowid, rec.text.len());
+    let role = super::record_bytes::role_byte(rusqlite::types::ValueRef::from(&role_value));
+    stmts.bytes.add(rowid, rec.text.len(), role);
     stmts.fts.add(
         rowid,
         rec.stemmed(),

@@ -17,11 +17,11 @@ mod fts;
 mod held;
 mod ingest;
 mod insert;
-pub(crate) mod lengths;
 mod log;
 #[cfg(test)]
 mod open_tests;
 mod read;
+pub(crate) mod record_bytes;
 pub(crate) mod runs;
 mod schema;
 pub(crate) mod sketch;
@@ -258,7 +258,8 @@ impl Store {
         }
         schema::migrate(&mut conn).map_err(classified)?;
         fts::backfill_stems(&mut conn).map_err(classified)?;
-        lengths::backfill(&mut conn).map_err(classified)?;
+        record_bytes::backfill_lengths(&mut conn).map_err(classified)?;
+        record_bytes::backfill_roles(&mut conn).map_err(classified)?;
         runs::backfill(&mut conn).map_err(classified)?;
         let store = Store {
             conn,

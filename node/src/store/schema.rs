@@ -309,8 +309,8 @@ pub(super) const MIGRATIONS: &[&str] = &[
     INSERT INTO fts_stem(fts_stem, rank) VALUES ('automerge', 16);
     "#,
     // v13: each record's length for ranking, one byte per record in rows
-    // of 1,024 (see store::lengths). Records already stored are filled in
-    // by `lengths::backfill` (their text may be compressed, which SQL
+    // of 1,024 (see store::record_bytes). Records already stored are filled in
+    // by `record_bytes::backfill_lengths` (their text may be compressed, which SQL
     // cannot read); the meta row marks that work as pending.
     r#"
     CREATE TABLE IF NOT EXISTS record_lengths(
@@ -332,6 +332,22 @@ pub(super) const MIGRATIONS: &[&str] = &[
         session INTEGER NOT NULL
     );
     INSERT INTO meta(key, value) VALUES ('runs_backfill', '0')
+        ON CONFLICT(key) DO UPDATE SET value = '0';
+    "#,
+    // v15: each record's role beside its length, so a search filtered on
+    // roles rules candidates out without reading their rows (see
+    // store::record_bytes): the lengths' rows move to the records' bytes.
+    // `record_bytes::backfill_roles` fills them in for the records already
+    // stored; the meta row marks that work as pending.
+    r#"
+    CREATE TABLE IF NOT EXISTS record_bytes(
+        block INTEGER PRIMARY KEY,
+        lens  BLOB NOT NULL,
+        roles BLOB
+    );
+    INSERT OR IGNORE INTO record_bytes(block, lens) SELECT block, lens FROM record_lengths;
+    DROP TABLE record_lengths;
+    INSERT INTO meta(key, value) VALUES ('roles_backfill', '0')
         ON CONFLICT(key) DO UPDATE SET value = '0';
     "#,
 ];

@@ -185,7 +185,10 @@ fn line_topology_relays_with_origin_and_no_echo() {
     // indexed ones do.
     for node in [&a, &b, &c] {
         let conn = node.store.conn();
-        assert_eq!(super::lengths::held(conn), super::lengths::expected(conn));
+        assert_eq!(
+            super::record_bytes::held(conn),
+            super::record_bytes::expected(conn)
+        );
         super::runs::tests::assert_true_to(conn, "received");
     }
 }
@@ -433,8 +436,8 @@ fn forget_propagates_refuses_resurrection_and_leaves_no_bytes() {
         );
         let conn = node.store.conn();
         assert_eq!(
-            super::lengths::held(conn),
-            super::lengths::expected(conn),
+            super::record_bytes::held(conn),
+            super::record_bytes::expected(conn),
             "{name} keeps the lengths of the records it holds, and no others"
         );
         super::runs::tests::assert_true_to(conn, &format!("{name} after the forget"));

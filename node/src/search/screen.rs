@@ -1,0 +1,84 @@
+//! What a filtered search can tell of a candidate without reading its row
+//! in `records`: whether the filters allow its session, from the run of
+//! record ids that holds it (`store::runs`), and whether they allow its
+//! role, from its role byte (`store::record_bytes`).
+//!
+//! A look-up in `records` reads a leaf page of the table that holds the
+//! records' text, one per candidate spread over the history; the runs and
+//! the bytes are small tables whose rows a search's candidates share. A
+//! candidate the screen rules out is never looked up. One it finds
+//! allowed by every filter needs no look-up either when nothing else
+//! filters (no machine, no time) and its role byte is known: a record's
+//! bytes are cleared whenever the record is deleted, so a known byte also
+//! says that the record exists.
+
+use super::{SearchError, SearchOptions};
+use crate::store::{codec, record_bytes, runs};
+
+/// A search's screen of its candidates (see the module's notes).
+pub(crate) struct Screen<'c> {
+    /// Whether the filters allow a record's session; `None` without a
+    /// filter on the session, or without the runs.
+    runs: Option<runs::Runs<'c>>,
+    /// The role bytes the filters allow; `None` without a filter on roles.
+    roles: Option<Vec<u8>>,
+    /// True when the runs and the role bytes answer every filter: none is
+    /// on the machine or the time, and a filter on the session has runs.
+    settles: bool,
+}
+
+impl<'c> Screen<'c> {
+    /// The screen of `opts`'s filters on `conn`.
+    pub(crate) fn new(
+        conn: &'c rusqlite::Connection,
+        opts: &SearchOptions,
+    ) -> Result<Screen<'c>, SearchError> {
+        let runs = super::session_runs(conn, opts)?;
+        let roles = (!opts.roles.is_empty())
+            .then(|| opts.roles.iter().map(|r| codec::role_code(*r)).collect());
+        let beyond = SearchOptions {
+            roles: Vec::new(),
+            ..opts.on_record()
+        };
+        let settles = super::unfiltered(&beyond) && (runs.is_some() || !super::by_session(opts));
+        Ok(Screen {
+            runs,
+            roles,
+            settles,
+        })
+    }
+
+    /// True when a verdict of the screen can be "allowed" (see
+    /// [`Screen::verdict`]).
+    pub(crate) fn settles(&self) -> bool {
+        self.settles
+    }
+
+    /// What the screen says of record `id` (its bytes read through
+    /// `bytes`): `Some(false)` when a filter rules it out, `Some(true)`
+    /// when it exists and every filter allows it, `None` when only its row
+    /// can tell.
+    pub(crate) fn verdict(
+        &mut self,
+        bytes: &mut record_bytes::Reader<'_>,
+        id: i64,
+    ) -> Result<Option<bool>, SearchError> {
+        let mut known = self.settles;
+        if let Some(runs) = &mut self.runs {
+            match runs.allows(id)? {
+                Some(false) => return Ok(Some(false)),
+                Some(true) => {}
+                None => known = false,
+            }
+        }
+        // A role byte is known only for a record that exists.
+        match bytes.role(id)? {
+            Some(b) if self.roles.as_ref().is_some_and(|r| !r.contains(&b)) => {
+                return Ok(Some(false));
+            }
+            Some(_) => {}
+            None => known = false,
+        }
+        Ok(known.then_some(true))
+    }
+}

@@ -1,0 +1,817 @@
+//! Two bytes per record that search reads without the record's row, in
+//! blocks of [`BLOCK`] records by id (table `record_bytes`): its length,
+//! for ranking, and its role, for a filter on roles.
+//!
+//! Search scores a word's matches by BM25 with a term frequency of one,
+//! which needs each match's length against the others'. FTS5's `bm25()`
+//! reads every match's row of `fts_docsize`, and `records` is wider
+//! still: a word matching thousands of records spread over a large
+//! history cost one page read per match (4 µs each at 10 GB, in a fresh
+//! process). Here a thousand records' lengths share a row of 1 KiB, so
+//! the matches of a word share pages, and one query's words share them
+//! too. A search filtered on roles reads the roles from the same rows: a
+//! candidate whose role the filter rules out needs no look-up in
+//! `records` (at 1 GB, `--role user` read thousands of rows a question).
+//!
+//! A length byte holds the length's class: the length in bytes of the
+//! record's plain text on a scale of 10% steps (see [`class_of`]), which
+//! is finer than ranking needs. A role byte holds the code `records.role`
+//! stores for a known role (`codec::role_code`), or [`OTHER_ROLE`] for any
+//! other name. In both, 0 means "not known": a record stored before the
+//! column existed and not yet backfilled, a forgotten one, or one whose
+//! row was damaged. The reader then asks `records`, so a missing byte
+//! costs speed, never a different answer. Both bytes are written in the
+//! same transaction as their record (see [`Pending`]) and never change,
+//! since a record's text and role never do.
+
+use std::collections::BTreeMap;
+
+use rusqlite::{Connection, OptionalExtension, params};
+
+use super::{StoreError, codec};
+
+/// Records per row of `record_bytes`.
+pub(crate) const BLOCK: i64 = 1024;
+
+/// The ratio between the lengths of two neighbouring classes.
+const STEP: f64 = 1.1;
+
+/// The role byte of a role none of the known ones (a name a newer peer
+/// sent): no filter allows it.
+pub(crate) const OTHER_ROLE: u8 = 0xff;
+
+/// The class of a text `len` bytes long: 1 for an empty one, then one
+/// more for every 10% of length, up to 255 (about 2.6 · 10¹⁰ bytes, far
+/// beyond what a record holds).
+pub(crate) fn class_of(len: usize) -> u8 {
+    let c = 1.0 + ((len as f64) + 1.0).ln() / STEP.ln();
+    c.round().clamp(1.0, 255.0) as u8
+}
+
+/// The length a class stands for (the middle of its range, in bytes);
+/// `None` for class 0, "not known".
+pub(crate) fn length_of(class: u8) -> Option<f64> {
+    // Worked out once: a search asks for thousands.
+    static LENGTHS: std::sync::LazyLock<[f64; 256]> =
+        std::sync::LazyLock::new(|| std::array::from_fn(|c| STEP.powf(c as f64 - 1.0) - 1.0));
+    (class > 0).then(|| LENGTHS[usize::from(class)])
+}
+
+/// The role byte of a `records.role` value.
+pub(crate) fn role_byte(value: rusqlite::types::ValueRef<'_>) -> u8 {
+    codec::role_code_in(value).unwrap_or(OTHER_ROLE)
+}
+
+/// The block of record `id` and its byte within it.
+fn place(id: i64) -> (i64, usize) {
+    (id.div_euclid(BLOCK), id.rem_euclid(BLOCK) as usize)
+}
+
+/// One block's bytes, each [`BLOCK`] long: what a damaged or missing
+/// column holds is read as all unknown.
+#[derive(Debug, Clone, Default)]
+struct Block {
+    lens: Vec<u8>,
+    roles: Vec<u8>,
+}
+
+impl Block {
+    /// The bytes of a row of `(lens, roles)`.
+    fn of_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Block> {
+        Block::of_row_at(r, 0)
+    }
+
+    /// The bytes of a row whose `lens` and `roles` are columns `i` and
+    /// `i + 1`.
+    fn of_row_at(r: &rusqlite::Row<'_>, i: usize) -> rusqlite::Result<Block> {
+        let column = |i| -> rusqlite::Result<Vec<u8>> {
+            Ok(match r.get_ref(i)?.as_blob() {
+                Ok(b) if b.len() == BLOCK as usize => b.to_vec(),
+                _ => vec![0; BLOCK as usize],
+            })
+        };
+        Ok(Block {
+            lens: column(i)?,
+            roles: column(i + 1)?,
+        })
+    }
+
+    fn empty() -> Block {
+        Block {
+            lens: vec![0; BLOCK as usize],
+            roles: vec![0; BLOCK as usize],
+        }
+    }
+}
+
+/// Bytes of records inserted in the current transaction, written to
+/// `record_bytes` by [`Pending::write`] before it commits.
+#[derive(Debug, Default)]
+pub(crate) struct Pending {
+    /// By block: (place in it, length class, role byte); a byte left 0 is
+    /// not written.
+    by_block: BTreeMap<i64, Vec<(usize, u8, u8)>>,
+}
+
+impl Pending {
+    /// Notes that record `id`'s plain text is `len` bytes long and its
+    /// role `role` (a [`role_byte`]).
+    pub(crate) fn add(&mut self, id: i64, len: usize, role: u8) {
+        self.note(id, class_of(len), role);
+    }
+
+    fn note(&mut self, id: i64, class: u8, role: u8) {
+        let (block, at) = place(id);
+        self.by_block
+            .entry(block)
+            .or_default()
+            .push((at, class, role));
+    }
+
+    /// Drops what was noted of record `id`.
+    pub(crate) fn forget(&mut self, id: i64) {
+        let (block, at) = place(id);
+        if let Some(bytes) = self.by_block.get_mut(&block) {
+            bytes.retain(|b| b.0 != at);
+        }
+    }
+
+    /// Writes what was noted (one read and one write per block touched)
+    /// and forgets it.
+    pub(crate) fn write(&mut self, conn: &Connection) -> Result<(), StoreError> {
+        for (block, bytes) in std::mem::take(&mut self.by_block) {
+            patch(conn, block, true, |b| {
+                for (at, class, role) in bytes {
+                    if class > 0 {
+                        b.lens[at] = class;
+                    }
+                    if role > 0 {
+                        b.roles[at] = role;
+                    }
+                }
+            })?;
+        }
+        Ok(())
+    }
+}
+
+/// Changes a block's bytes through `edit` (a damaged column starts all
+/// unknown). A block not stored yet is made, all unknown, only when
+/// `create` says so.
+fn patch(
+    conn: &Connection,
+    block: i64,
+    create: bool,
+    edit: impl FnOnce(&mut Block),
+) -> Result<(), StoreError> {
+    let stored: Option<Block> = conn
+        .prepare_cached("SELECT lens, roles FROM record_bytes WHERE block = ?1")?
+        .query_row([block], Block::of_row)
+        .optional()?;
+    if stored.is_none() && !create {
+        return Ok(());
+    }
+    let mut b = stored.unwrap_or_else(Block::empty);
+    edit(&mut b);
+    conn.prepare_cached(
+        "INSERT OR REPLACE INTO record_bytes(block, lens, roles) VALUES (?1, ?2, ?3)",
+    )?
+    .execute(params![block, b.lens, b.roles])?;
+    Ok(())
+}
+
+/// Makes the bytes of records `ids` unknown again (a forget leaves no
+/// trace of a record): one read and write per row touched.
+pub(crate) fn clear(
+    conn: &Connection,
+    ids: impl IntoIterator<Item = i64>,
+) -> Result<(), StoreError> {
+    let mut by_block: BTreeMap<i64, Vec<usize>> = BTreeMap::new();
+    for id in ids {
+        let (block, at) = place(id);
+        by_block.entry(block).or_default().push(at);
+    }
+    for (block, ats) in by_block {
+        patch(conn, block, false, |b| {
+            for at in ats {
+                b.lens[at] = 0;
+                b.roles[at] = 0;
+            }
+        })?;
+    }
+    Ok(())
+}
+
+/// The plain text's length of a stored `text` value, from its bytes and
+/// the row's `flags`, without decompressing it (a zstd frame states its
+/// size). `None` for a value that cannot say.
+fn plain_len(text: &[u8], flags: i64) -> Option<usize> {
+    match flags & codec::ENCODING {
+        0 => Some(text.len()),
+        _ => zstd::zstd_safe::get_frame_content_size(text)
+            .ok()
+            .flatten()
+            .map(|n| n as usize),
+    }
+}
+
+/// [`plain_len`] of a `text` column's value (older databases hold some
+/// as SQL text, newer ones as blobs).
+fn stored_len(text: rusqlite::types::ValueRef<'_>, flags: i64) -> Option<usize> {
+    use rusqlite::types::ValueRef;
+    match text {
+        ValueRef::Blob(b) | ValueRef::Text(b) => plain_len(b, flags),
+        _ => None,
+    }
+}
+
+/// Records per backfill transaction.
+const BACKFILL_BATCH: i64 = 50_000;
+
+/// Fills in the lengths of records stored before the lengths existed (v13),
+/// resuming from the id saved in `meta.lengths_backfill` (see
+/// `store::backfill`). Returns how many records it filled in.
+pub(crate) fn backfill_lengths(conn: &mut Connection) -> Result<u64, StoreError> {
+    let mut filled = 0u64;
+    super::backfill::in_batches(conn, "lengths_backfill", |tx, from| {
+        let mut batch = Pending::default();
+        let mut last = None;
+        {
+            let mut stmt = tx.prepare_cached(
+                "SELECT id, flags, text FROM records WHERE id > ?1 ORDER BY id LIMIT ?2",
+            )?;
+            let mut rows = stmt.query(params![from, BACKFILL_BATCH])?;
+            while let Some(r) = rows.next()? {
+                let id: i64 = r.get(0)?;
+                if let Some(len) = stored_len(r.get_ref(2)?, r.get(1)?) {
+                    batch.note(id, class_of(len), 0);
+                    filled += 1;
+                }
+                last = Some(id);
+            }
+        }
+        batch.write(tx)?;
+        Ok(last)
+    })?;
+    Ok(filled)
+}
+
+/// Fills in the roles of records stored before the roles existed (v15),
+/// resuming from the id saved in `meta.roles_backfill`. Returns how many
+/// records it filled in.
+pub(crate) fn backfill_roles(conn: &mut Connection) -> Result<u64, StoreError> {
+    let mut filled = 0u64;
+    super::backfill::in_batches(conn, "roles_backfill", |tx, from| {
+        let mut batch = Pending::default();
+        let mut last = None;
+        {
+            let mut stmt = tx.prepare_cached(
+                "SELECT id, role FROM records WHERE id > ?1 ORDER BY id LIMIT ?2",
+            )?;
+            let mut rows = stmt.query(params![from, BACKFILL_BATCH])?;
+            while let Some(r) = rows.next()? {
+                let id: i64 = r.get(0)?;
+                batch.note(id, 0, role_byte(r.get_ref(1)?));
+                filled += 1;
+                last = Some(id);
+            }
+        }
+        batch.write(tx)?;
+        Ok(last)
+    })?;
+    Ok(filled)
+}
+
+/// True while the roles of records stored before v15 are being filled in:
+/// a zero role byte may then stand for a record.
+fn roles_pending(conn: &Connection) -> rusqlite::Result<bool> {
+    conn.prepare_cached("SELECT EXISTS(SELECT 1 FROM meta WHERE key = 'roles_backfill')")?
+        .query_row([], |r| r.get(0))
+}
+
+/// Blocks whose lengths [`Reader::typical`] averages: the newest 65,536
+/// records.
+const TYPICAL_BLOCKS: i64 = 64;
+
+/// Reads record bytes for one search, each block once.
+pub(crate) struct Reader<'c> {
+    conn: &'c Connection,
+    /// A block's row; `None` on a database too old to have the table
+    /// (opened read-only).
+    block: Option<rusqlite::CachedStatement<'c>>,
+    /// The blocks read so far (`None`: no row).
+    blocks: rustc_hash::FxHashMap<i64, Option<Block>>,
+    /// [`Reader::typical`], once read.
+    typical: Option<Option<f64>>,
+}
+
+/// True when `conn` holds the table (a database opened read-only may be
+/// older).
+fn has_table(conn: &Connection) -> rusqlite::Result<bool> {
+    conn.prepare_cached(
+        "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'record_bytes'",
+    )?
+    .query_row([], |r| r.get::<_, i64>(0))
+    .map(|n| n > 0)
+}
+
+impl<'c> Reader<'c> {
+    /// A reader of `conn`'s record bytes.
+    pub(crate) fn new(conn: &'c Connection) -> rusqlite::Result<Self> {
+        let block = match has_table(conn)? {
+            true => {
+                Some(conn.prepare_cached("SELECT lens, roles FROM record_bytes WHERE block = ?1")?)
+            }
+            false => None,
+        };
+        Ok(Reader {
+            conn,
+            block,
+            blocks: Default::default(),
+            typical: None,
+        })
+    }
+
+    /// The block holding record `id`, read once; `None` without one.
+    fn block_of(&mut self, id: i64) -> rusqlite::Result<(Option<&Block>, usize)> {
+        let (block, at) = place(id);
+        let Some(stmt) = &mut self.block else {
+            return Ok((None, at));
+        };
+        let b = match self.blocks.entry(block) {
+            std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+            std::collections::hash_map::Entry::Vacant(e) => {
+                e.insert(stmt.query_row([block], Block::of_row).optional()?)
+            }
+        };
+        Ok((b.as_ref(), at))
+    }
+
+    /// The average length of the newest records (those of the last
+    /// [`TYPICAL_BLOCKS`] blocks, so the cost is the same at any size of
+    /// history), which BM25 measures each match's length against; `None`
+    /// when no length is known.
+    pub(crate) fn typical(&mut self) -> rusqlite::Result<Option<f64>> {
+        if let Some(t) = self.typical {
+            return Ok(t);
+        }
+        let mut sum = 0.0;
+        let mut n = 0u64;
+        if self.block.is_some() {
+            let mut stmt = self.conn.prepare_cached(
+                "SELECT lens, roles FROM record_bytes ORDER BY block DESC LIMIT ?1",
+            )?;
+            let mut rows = stmt.query([TYPICAL_BLOCKS])?;
+            while let Some(r) = rows.next()? {
+                for len in Block::of_row(r)?.lens.iter().filter_map(|c| length_of(*c)) {
+                    sum += len;
+                    n += 1;
+                }
+            }
+        }
+        let t = (n > 0).then(|| sum / n as f64);
+        self.typical = Some(t);
+        Ok(t)
+    }
+
+    /// The length (bytes of plain text, to 10%) of record `id`, from its
+    /// block, else from the record itself; `None` if there is no such
+    /// record.
+    pub(crate) fn length(&mut self, id: i64) -> rusqlite::Result<Option<f64>> {
+        let (b, at) = self.block_of(id)?;
+        if let Some(known) = b.and_then(|b| length_of(b.lens[at])) {
+            return Ok(Some(known));
+        }
+        let len = self
+            .conn
+            .prepare_cached("SELECT flags, text FROM records WHERE id = ?1")?
+            .query_row([id], |r| Ok(stored_len(r.get_ref(1)?, r.get(0)?)))
+            .optional()?
+            .flatten();
+        Ok(len.and_then(|n| length_of(class_of(n))))
+    }
+
+    /// The role byte of record `id` when its block knows it; `None` when
+    /// not known (the caller reads the record's row instead).
+    pub(crate) fn role(&mut self, id: i64) -> rusqlite::Result<Option<u8>> {
+        let (b, at) = self.block_of(id)?;
+        Ok(b.map(|b| b.roles[at]).filter(|r| *r > 0))
+    }
+}
+
+/// Every record up to id `upto` whose role byte `wanted` accepts, as
+/// ranges of ids handed to `add` in ascending order; `None` when the roles
+/// are still being filled in or the table is missing (the caller then
+/// reads the rows). Where the bytes cannot say (a missing or damaged row, a
+/// zero byte, which is also what a forgotten record leaves), the records
+/// of that stretch are read from `records`, one range query each; a
+/// history with nothing forgotten has none but the tail after its last
+/// record.
+pub(crate) fn with_roles(
+    conn: &Connection,
+    upto: i64,
+    wanted: impl Fn(u8) -> bool,
+    mut add: impl FnMut(i64, i64),
+) -> Result<Option<()>, StoreError> {
+    if upto < 1 {
+        return Ok(Some(()));
+    }
+    if !has_table(conn)? || roles_pending(conn)? {
+        return Ok(None);
+    }
+    let mut from_rows =
+        conn.prepare_cached("SELECT id, role FROM records WHERE id BETWEEN ?1 AND ?2 ORDER BY id")?;
+    // Reads ids `first..=last` from their rows.
+    let mut read_rows = |first: i64, last: i64, add: &mut dyn FnMut(i64, i64)| {
+        let mut rows = from_rows.query(params![first, last])?;
+        while let Some(r) = rows.next()? {
+            let id: i64 = r.get(0)?;
+            if wanted(role_byte(r.get_ref(1)?)) {
+                add(id, id);
+            }
+        }
+        Ok::<(), StoreError>(())
+    };
+    let last_block = upto.div_euclid(BLOCK);
+    let mut stmt = conn
+        .prepare_cached("SELECT block, roles FROM record_bytes WHERE block <= ?1 ORDER BY block")?;
+    let mut rows = stmt.query([last_block])?;
+    // The next id not yet accounted for.
+    let mut next = 1;
+    // An open range of wanted ids, and one of unknown ones.
+    let mut run: Option<(i64, i64)> = None;
+    let mut unknown: Option<(i64, i64)> = None;
+    let flush = |run: &mut Option<(i64, i64)>, add: &mut dyn FnMut(i64, i64)| {
+        if let Some((a, b)) = run.take() {
+            add(a, b);
+        }
+    };
+    while let Some(r) = rows.next()? {
+        let block: i64 = r.get(0)?;
+        let first = block * BLOCK;
+        // A block with no row: its records are read from their rows.
+        if first > next {
+            unknown = Some(unknown.map_or((next, first - 1), |(a, _)| (a, first - 1)));
+        }
+        let roles = match r.get_ref(1)?.as_blob() {
+            Ok(b) if b.len() == BLOCK as usize => Some(b),
+            _ => None,
+        };
+        for at in 0..BLOCK {
+            let id = first + at;
+            if id < 1 || id > upto {
+                continue;
+            }
+            match roles.map_or(0, |b| b[at as usize]) {
+                0 => {
+                    unknown = Some(unknown.map_or((id, id), |(a, _)| (a, id)));
+                    continue;
+                }
+                byte => {
+                    if let Some((a, b)) = unknown.take() {
+                        flush(&mut run, &mut add);
+                        read_rows(a, b, &mut add)?;
+                    }
+                    if wanted(byte) {
+                        run = Some(run.map_or((id, id), |(a, _)| (a, id)));
+                    } else {
+                        flush(&mut run, &mut add);
+                    }
+                }
+            }
+        }
+        next = first + BLOCK;
+    }
+    if next <= upto {
+        unknown = Some(unknown.map_or((next, upto), |(a, _)| (a, upto)));
+    }
+    flush(&mut run, &mut add);
+    if let Some((a, b)) = unknown {
+        read_rows(a, b, &mut add)?;
+    }
+    Ok(Some(()))
+}
+
+/// Every record's known bytes: (record id, length class, role byte), by
+/// id, for each id with a byte known.
+#[cfg(test)]
+pub(crate) fn held(conn: &Connection) -> Vec<(i64, u8, u8)> {
+    let mut stmt = conn
+        .prepare("SELECT block, lens, roles FROM record_bytes ORDER BY block")
+        .expect("bytes");
+    let rows = stmt
+        .query_map([], |r| Ok((r.get::<_, i64>(0)?, Block::of_row_at(r, 1)?)))
+        .expect("rows");
+    let mut out = Vec::new();
+    for row in rows {
+        let (block, b) = row.expect("row");
+        for (at, (c, role)) in b.lens.iter().zip(&b.roles).enumerate() {
+            if *c > 0 || *role > 0 {
+                out.push((block * BLOCK + at as i64, *c, *role));
+            }
+        }
+    }
+    out
+}
+
+/// What [`held`] should be: every record's class, from its decoded text,
+/// and its role byte.
+#[cfg(test)]
+pub(crate) fn expected(conn: &Connection) -> Vec<(i64, u8, u8)> {
+    let mut stmt = conn
+        .prepare("SELECT id, flags, text, role FROM records ORDER BY id")
+        .expect("records");
+    let rows = stmt
+        .query_map([], |r| {
+            Ok((
+                r.get::<_, i64>(0)?,
+                r.get::<_, i64>(1)?,
+                r.get::<_, Vec<u8>>(2)?,
+                role_byte(r.get_ref(3)?),
+            ))
+        })
+        .expect("rows");
+    rows.map(|row| {
+        let (id, flags, text, role) = row.expect("row");
+        (id, class_of(codec::decode(conn, &text, flags).len()), role)
+    })
+    .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn classes_grow_with_length_and_stand_for_it_within_a_step() {
+        assert_eq!(class_of(0), 1);
+        assert_eq!(length_of(0), None);
+        let mut last = 0;
+        for len in [1usize, 10, 100, 1_000, 10_000, 100_000, 10_000_000] {
+            let c = class_of(len);
+            assert!(c > last, "{len}: class {c} after {last}");
+            last = c;
+            let back = length_of(c).expect("known");
+            let ratio = (back + 1.0) / (len as f64 + 1.0);
+            assert!((0.95..=1.05).contains(&ratio), "{len} → {c} → {back}");
+        }
+        assert_eq!(class_of(usize::MAX), 255);
+    }
+
+    /// A reader of `conn`, checked to give each of `want`'s records the
+    /// length of its class, and its role byte where `role_known` says the
+    /// block knows it.
+    fn reads_as<'c>(
+        conn: &'c Connection,
+        want: &[(i64, u8, u8)],
+        role_known: impl Fn(i64) -> bool,
+    ) -> Reader<'c> {
+        let mut reader = Reader::new(conn).expect("reader");
+        for (id, class, role) in want {
+            assert_eq!(reader.length(*id).expect("length"), length_of(*class));
+            let known = role_known(*id).then_some(*role);
+            assert_eq!(reader.role(*id).expect("role"), known, "record {id}");
+        }
+        reader
+    }
+
+    /// Asserts that [`with_roles`] finds, for several sets of wanted
+    /// roles, the records a look at every row finds, in ascending ranges.
+    fn finds_what_the_rows_hold(conn: &Connection, what: &str) {
+        let want = expected(conn);
+        let top = want.last().map_or(0, |w| w.0);
+        for upto in [top, top + 3_000, top / 2, 0] {
+            for wanted in [&[1u8][..], &[2], &[1, 2], &[3, 4], &[OTHER_ROLE], &[]] {
+                let mut got: Vec<i64> = Vec::new();
+                let done = with_roles(
+                    conn,
+                    upto,
+                    |b| wanted.contains(&b),
+                    |first, last| {
+                        assert!(first <= last, "{what}: {first}..={last}");
+                        assert!(got.last().is_none_or(|&l| l < first), "{what}: order");
+                        got.extend(first..=last);
+                    },
+                )
+                .expect("with roles");
+                assert_eq!(done, Some(()), "{what}");
+                let rows: Vec<i64> = want
+                    .iter()
+                    .filter(|w| w.0 <= upto && wanted.contains(&w.2))
+                    .map(|w| w.0)
+                    .collect();
+                assert_eq!(got, rows, "{what}: {wanted:?} up to {upto}");
+            }
+        }
+    }
+
+    fn record(session: &str, role: Role, text: &str) -> crate::record::Record {
+        crate::record::Record::new("claude-code", session, role, text)
+    }
+
+    use crate::record::Role;
+
+    #[test]
+    fn bytes_follow_inserts_backfills_and_deletes() {
+        use crate::store::Store;
+        let dir = tempfile::tempdir().expect("tmp");
+        let path = dir.path().join("c.db");
+        let mut store = Store::open(&path).expect("open");
+        let origin = cairn_protocol::NodeId([7; 20]).to_string();
+        store.ensure_log(&origin, 1_000).expect("own log");
+        // Short texts stay plain; long ones are compressed, whose length
+        // comes from the frame.
+        let long = "the queue worker retries the payment job ".repeat(40);
+        let mut ing = store.ingest(&origin).expect("ingest");
+        for i in 0..1_500 {
+            let text = match i % 3 {
+                0 => format!("short {i}"),
+                1 => format!("{long} {i}"),
+                _ => format!("a middling record about the cache, number {i}"),
+            };
+            let role = Role::ALL[i % 4];
+            ing.insert(&record(&format!("s{}", i % 7), role, &text), None)
+                .expect("insert");
+        }
+        ing.commit().expect("commit");
+        let conn = store.conn();
+        let compressed: i64 = conn
+            .query_row(
+                "SELECT count(*) FROM records WHERE flags & ?1 != 0",
+                [codec::ENCODING],
+                |r| r.get(0),
+            )
+            .expect("count");
+        assert!(compressed >= 400, "{compressed} compressed");
+        let want = expected(conn);
+        assert_eq!(want.len(), 1_500);
+        assert!((1..=4).all(|r| want.iter().any(|w| w.2 == r)), "four roles");
+        assert_eq!(held(conn), want, "written with their records");
+        let mut reader = reads_as(conn, &want, |_| true);
+        finds_what_the_rows_hold(conn, "written");
+
+        let all: Vec<f64> = want.iter().filter_map(|w| length_of(w.1)).collect();
+        let mean = all.iter().sum::<f64>() / all.len() as f64;
+        let typical = reader.typical().expect("typical").expect("known");
+        assert!((typical - mean).abs() < 1e-6, "{typical} vs {mean}");
+        drop(reader);
+
+        // Unknown bytes: lengths are read from the records instead, to the
+        // same value; roles are not known, and `with_roles` reads the rows.
+        conn.execute("DELETE FROM record_bytes WHERE block = 1", [])
+            .expect("drop a block");
+        drop(reads_as(conn, &want, |id| id < BLOCK));
+        finds_what_the_rows_hold(conn, "a block missing");
+
+        // A damaged row (not a blob) counts as unknown, read from the
+        // records too, and a later write starts it afresh.
+        conn.execute(
+            "UPDATE record_bytes SET lens = 7, roles = x'0102' WHERE block = 0",
+            [],
+        )
+        .expect("damage a row");
+        let mut reader = reads_as(conn, &want, |_| false);
+        // (Block 1 was dropped above, block 0 is damaged: none is known.)
+        assert_eq!(reader.typical().expect("typical"), None);
+        drop(reader);
+        finds_what_the_rows_hold(conn, "a block damaged");
+        clear(conn, [want[0].0]).expect("clear into a damaged row");
+        let rewritten: (Vec<u8>, Vec<u8>) = conn
+            .query_row(
+                "SELECT lens, roles FROM record_bytes WHERE block = 0",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .expect("row");
+        assert_eq!(
+            rewritten,
+            (vec![0; BLOCK as usize], vec![0; BLOCK as usize])
+        );
+        // A zero byte of a stored record, in a row that is whole.
+        finds_what_the_rows_hold(conn, "zeros for stored records");
+
+        // A database from before either column, with roles stored both
+        // ways (a known role's name in an older row) and one no filter
+        // knows: backfilled when opened.
+        conn.execute_batch(
+            "UPDATE records SET role = 'user' WHERE id = 5;
+             UPDATE records SET role = 'reviewer' WHERE id = 6;
+             DELETE FROM record_bytes;
+             INSERT INTO meta(key, value) VALUES ('lengths_backfill', '0'), ('roles_backfill', '0');",
+        )
+        .expect("older");
+        // Until the roles are filled in, they cannot say which records
+        // hold a role.
+        assert_eq!(
+            with_roles(conn, 100, |_| true, |_, _| {}).expect("pending"),
+            None
+        );
+        drop(store);
+        let mut store = Store::open(&path).expect("reopen");
+        let want = expected(store.conn());
+        assert_eq!((want[4].2, want[5].2), (1, OTHER_ROLE));
+        assert_eq!(held(store.conn()), want, "backfilled");
+        let markers: i64 = store
+            .conn()
+            .query_row(
+                "SELECT count(*) FROM meta WHERE key IN ('lengths_backfill', 'roles_backfill')",
+                [],
+                |r| r.get(0),
+            )
+            .expect("markers");
+        assert_eq!(markers, 0, "done");
+        finds_what_the_rows_hold(store.conn(), "backfilled");
+
+        // A forgotten record leaves no byte behind.
+        let target = cairn_protocol::ForgetTarget::Session {
+            agent: "claude-code".into(),
+            session_id: "s3".into(),
+        };
+        let report = store.forget(&[target], 2_000).expect("forget");
+        assert!(report.records > 200);
+        let left = expected(store.conn());
+        assert_eq!(left.len(), 1_500 - report.records as usize);
+        assert_eq!(held(store.conn()), left);
+        finds_what_the_rows_hold(store.conn(), "forgotten");
+
+        // Nor does one a rewritten file no longer holds.
+        {
+            let mut ing = store.ingest(&origin).expect("ingest");
+            let src = ing
+                .source("claude-code", "/tmp/x.jsonl", "lines")
+                .expect("source");
+            for i in 0..3 {
+                let r = record("rewritten", Role::User, &format!("line {i}"));
+                ing.insert(&r, Some(src.id)).expect("insert");
+            }
+            let keep = [record("rewritten", Role::User, "line 0").content_hash()]
+                .into_iter()
+                .collect();
+            assert_eq!(ing.retain_source_records(src.id, &keep).expect("retain"), 2);
+            ing.commit().expect("commit");
+        }
+        let left = expected(store.conn());
+        assert_eq!(held(store.conn()), left, "a rewrite");
+        finds_what_the_rows_hold(store.conn(), "a rewrite");
+
+        // A database from before the table, opened read-only (so never
+        // migrated): every length comes from the records, no role is known.
+        store
+            .conn()
+            .execute("DROP TABLE record_bytes", [])
+            .expect("drop the table");
+        let mut reader = reads_as(store.conn(), &left, |_| false);
+        assert_eq!(reader.typical().expect("typical"), None);
+        assert_eq!(
+            with_roles(store.conn(), 100, |_| true, |_, _| {}).expect("no table"),
+            None
+        );
+    }
+
+    #[test]
+    fn a_v14_database_keeps_its_lengths_and_gains_its_roles() {
+        use crate::store::Store;
+        let dir = tempfile::tempdir().expect("tmp");
+        let path = dir.path().join("c.db");
+        let mut store = Store::open(&path).expect("open");
+        let mut ing = store.ingest("node").expect("ingest");
+        for i in 0..2_100 {
+            let text = "the cache ".repeat(i % 17);
+            let r = record(&format!("s{}", i % 9), Role::ALL[i % 5], &text);
+            ing.insert(&r, None).expect("insert");
+        }
+        ing.commit().expect("commit");
+        let want = expected(store.conn());
+        // As v14 left it: lengths alone, in their own table.
+        store
+            .conn()
+            .execute_batch(
+                "CREATE TABLE record_lengths(block INTEGER PRIMARY KEY, lens BLOB NOT NULL);
+                 INSERT INTO record_lengths SELECT block, lens FROM record_bytes;
+                 DROP TABLE record_bytes;
+                 PRAGMA user_version = 14;",
+            )
+            .expect("v14");
+        drop(store);
+        let store = Store::open(&path).expect("upgrade");
+        assert_eq!(held(store.conn()), want);
+        let old: i64 = store
+            .conn()
+            .query_row(
+                "SELECT count(*) FROM sqlite_master WHERE name = 'record_lengths'",
+                [],
+                |r| r.get(0),
+            )
+            .expect("old table");
+        assert_eq!(old, 0);
+        finds_what_the_rows_hold(store.conn(), "upgraded");
+    }
+
+    #[test]
+    fn places_split_ids_into_blocks() {
+        assert_eq!(place(0), (0, 0));
+        assert_eq!(place(1023), (0, 1023));
+        assert_eq!(place(1024), (1, 0));
+        assert_eq!(place(5_000_001), (4882, 5_000_001 - 4882 * 1024));
+    }
+}
