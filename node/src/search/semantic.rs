@@ -424,7 +424,9 @@ fn narrowed_file(
     };
     let allowed = allowed(store, scan.upto, opts)?;
     let cap = VECTOR_RECORDS;
+    let firsts = scan.block_firsts(store.conn())?;
     match scan.fold_wanted(
+        &firsts,
         |first, last| allowed.any_in(first, last),
         || TopRecords::keeping(cap),
         |top, id, inv, v| {

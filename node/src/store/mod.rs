@@ -261,6 +261,7 @@ impl Store {
         record_bytes::backfill_lengths(&mut conn).map_err(classified)?;
         record_bytes::backfill_roles(&mut conn).map_err(classified)?;
         runs::backfill(&mut conn).map_err(classified)?;
+        vector_file::backfill_blocks(&mut conn, path).map_err(classified)?;
         let store = Store {
             conn,
             path: path.to_path_buf(),

@@ -350,6 +350,19 @@ pub(super) const MIGRATIONS: &[&str] = &[
     INSERT INTO meta(key, value) VALUES ('roles_backfill', '0')
         ON CONFLICT(key) DO UPDATE SET value = '0';
     "#,
+    // v16: the first record id of each block of 64 entries of the vector
+    // file (see store::vector_file), so a search for the records a narrow
+    // filter allows picks the blocks to read without an 8-byte read of the
+    // file per block. `vector_file::backfill_blocks` reads them from a file
+    // written before; the meta row marks that work as pending.
+    r#"
+    CREATE TABLE IF NOT EXISTS vector_blocks(
+        block INTEGER PRIMARY KEY,
+        first INTEGER NOT NULL
+    );
+    INSERT INTO meta(key, value) VALUES ('vector_blocks_backfill', '0')
+        ON CONFLICT(key) DO UPDATE SET value = '0';
+    "#,
 ];
 
 /// The version that rebuilt `records` (and `Store::open` compacts a

@@ -21,6 +21,12 @@
 //! there; bytes past the trusted count (a pass that died before its
 //! commit) are ignored and overwritten.
 //!
+//! The first record id of each block of [`SKIP_BLOCK`] entries is kept in
+//! `vector_blocks`, written in the same transaction as the mark that
+//! vouches for the entries: a search for some records ([`Scan::fold_wanted`])
+//! picks the blocks to read from these rows instead of reading each
+//! block's first id from the file.
+//!
 //! A record deleted while the file holds its vector is noted in
 //! `vectors_gone` (a trigger); the next pass, or at once a forget's scrub,
 //! blanks its entry in place (a zero vector with inverse norm 0, which no
@@ -52,9 +58,10 @@ const PARALLEL_FROM: u64 = 32_768;
 /// Threads that scan at most.
 const MAX_THREADS: usize = 4;
 /// Entries per block that a scan for some records only skips when none of
-/// them can be wanted (see [`Scan::fold_wanted`]): 69 KiB of 256-long
-/// vectors, about 1,200 records of history.
-const SKIP_BLOCK: u64 = 256;
+/// them can be wanted (see [`Scan::fold_wanted`]), and whose first record
+/// id the database keeps (`vector_blocks`): 17 KiB of 256-long vectors,
+/// about 300 records of history.
+const SKIP_BLOCK: u64 = 64;
 
 /// The file of the database at `db`.
 pub(crate) fn path_for(db: &Path) -> PathBuf {
@@ -306,6 +313,7 @@ fn lose(conn: &Connection) -> rusqlite::Result<()> {
         "DELETE FROM meta WHERE key = 'vector_file';
          DELETE FROM vectors_gone;
          DELETE FROM vectors;
+         DELETE FROM vector_blocks;
          INSERT INTO meta(key, value) VALUES ('vectors_upto', 0)
              ON CONFLICT(key) DO UPDATE SET value = excluded.value;",
     )
@@ -323,7 +331,7 @@ pub(crate) fn scrub(conn: &Connection, db: &Path) -> Result<(), StoreError> {
     };
     match read_mark(&tx)? {
         None => {
-            tx.execute("DELETE FROM vectors_gone", [])?;
+            tx.execute_batch("DELETE FROM vectors_gone; DELETE FROM vector_blocks;")?;
             remove(&path)?;
         }
         Some(m) => match open_marked(&path, &m, None, true) {
@@ -396,15 +404,25 @@ pub(crate) fn sync(conn: &mut Connection, db: &Path, dim: usize) -> Result<Synce
                 sketch::remove(db);
                 return Ok(Synced::Lost);
             };
+            // Block ids missing (a file written before the table) are
+            // read from the file once.
+            complete_blocks(&tx, &file, m.count, dim).map_err(|e| e.at(&path))?;
             if m.upto >= newest && !any_gone(&tx)? {
-                drop(tx);
+                tx.commit()?;
                 // A sketch missing or behind (a failed update) catches up.
                 follow(db, &m, dim, &[]);
                 return Ok(Synced::Current);
             }
             let blanked = blank(&file, &m, dim, &gone(&tx)?).map_err(io)?;
             let start = HEADER_LEN + m.count * entry_len(dim);
-            let (added, upto) = fill(&tx, &file, Start::Seek(start), m.upto, dim, &path)?;
+            let (added, upto) = fill(
+                &tx,
+                &file,
+                Start::Seek(start),
+                (m.count, m.upto),
+                dim,
+                &path,
+            )?;
             let mark = Mark {
                 token: m.token,
                 count: m.count + added,
@@ -416,7 +434,8 @@ pub(crate) fn sync(conn: &mut Connection, db: &Path, dim: usize) -> Result<Synce
         None => {
             let token = new_token(db);
             let (file, tmp) = flat_file::create_beside(&path).map_err(io)?;
-            let (added, upto) = fill(&tx, &file, Start::Header(&token), 0, dim, &path)?;
+            tx.execute("DELETE FROM vector_blocks", [])?;
+            let (added, upto) = fill(&tx, &file, Start::Header(&token), (0, 0), dim, &path)?;
             std::fs::rename(&tmp, &path).map_err(io)?;
             let mark = Mark {
                 token,
@@ -443,13 +462,15 @@ enum Start<'a> {
     Header(&'a [u8; 16]),
 }
 /// Writes every vector above record id `after` into `file` from `start`,
-/// then syncs the file's data; returns how many entries, and the highest
-/// record id written. `path` names the file in errors.
+/// the file's entry `at`, then syncs the file's data; returns how many
+/// entries, and the highest record id written. `path` names the file in
+/// errors. The first id of each block begun is noted in `vector_blocks`
+/// (see [`note_blocks`]).
 fn fill(
     conn: &Connection,
     file: &File,
     start: Start<'_>,
-    after: i64,
+    (at, after): (u64, i64),
     dim: usize,
     path: &Path,
 ) -> Result<(u64, i64), StoreError> {
@@ -464,11 +485,91 @@ fn fill(
         }
         Start::Header(token) => w.write_all(&header(dim, token)).map_err(io)?,
     }
-    let written = write_entries(conn, &mut w, after, dim).map_err(|e| e.at(path))?;
+    let mut firsts = Vec::new();
+    let written =
+        write_entries(conn, &mut w, (at, after), dim, &mut firsts).map_err(|e| e.at(path))?;
     w.flush().map_err(io)?;
     drop(w);
     file.sync_data().map_err(io)?;
+    note_blocks(conn, at, &firsts)?;
     Ok(written)
+}
+
+/// Notes in `vector_blocks` the first record id of each block of
+/// [`SKIP_BLOCK`] entries that writing from entry `at` began (`firsts`,
+/// in order), in the transaction that will vouch for them: rows for
+/// blocks from `at` on, left by a rewrite, go first.
+fn note_blocks(conn: &Connection, at: u64, firsts: &[(u64, i64)]) -> rusqlite::Result<()> {
+    conn.execute(
+        "DELETE FROM vector_blocks WHERE block >= ?1",
+        [at.div_ceil(SKIP_BLOCK) as i64],
+    )?;
+    let mut add =
+        conn.prepare_cached("INSERT OR REPLACE INTO vector_blocks(block, first) VALUES (?1, ?2)")?;
+    for &(block, first) in firsts {
+        add.execute(params![block as i64, first])?;
+    }
+    Ok(())
+}
+
+/// Notes the block ids of a file written before `vector_blocks` existed,
+/// once, when the database is opened after its upgrade (the v16 migration
+/// leaves `meta.vector_blocks_backfill`): an 8-byte read of the file per
+/// block, 18,000 of them at 10 GB of history. Until then, and for any
+/// block the table lacks, a search reads the id from the file.
+pub(crate) fn backfill_blocks(conn: &mut Connection, db: &Path) -> Result<(), StoreError> {
+    const KEY: &str = "vector_blocks_backfill";
+    let pending: bool = conn.query_row(
+        "SELECT EXISTS(SELECT 1 FROM meta WHERE key = ?1)",
+        [KEY],
+        |r| r.get(0),
+    )?;
+    if !pending {
+        return Ok(());
+    }
+    let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+    let path = path_for(db);
+    if let Some(m) = read_mark(&tx)?
+        && let Some((file, dim)) = open_marked(&path, &m, None, false)
+    {
+        complete_blocks(&tx, &file, m.count, dim).map_err(|e| e.at(&path))?;
+    }
+    tx.execute("DELETE FROM meta WHERE key = ?1", [KEY])?;
+    tx.commit()?;
+    Ok(())
+}
+
+/// Reads from `file` the first ids of the blocks among its `count`
+/// trusted entries that `vector_blocks` lacks (a file written before the
+/// table), and notes them.
+fn complete_blocks(
+    conn: &Connection,
+    file: &File,
+    count: u64,
+    dim: usize,
+) -> Result<(), CopyError> {
+    let blocks = count.div_ceil(SKIP_BLOCK);
+    let held: i64 = conn
+        .query_row(
+            "SELECT count(*) FROM vector_blocks WHERE block < ?1",
+            [blocks as i64],
+            |r| r.get(0),
+        )
+        .map_err(CopyError::Db)?;
+    if held as u64 >= blocks {
+        return Ok(());
+    }
+    let mut add = conn
+        .prepare_cached("INSERT OR IGNORE INTO vector_blocks(block, first) VALUES (?1, ?2)")
+        .map_err(CopyError::Db)?;
+    let mut id = [0u8; 8];
+    for b in 0..blocks {
+        read_at(file, &mut id, HEADER_LEN + b * SKIP_BLOCK * entry_len(dim))
+            .map_err(CopyError::Io)?;
+        add.execute(params![b as i64, i64::from_le_bytes(id)])
+            .map_err(CopyError::Db)?;
+    }
+    Ok(())
 }
 
 /// A failure while copying vectors into the file.
@@ -489,14 +590,17 @@ impl CopyError {
     }
 }
 
-/// Writes every vector above record id `after` as an entry; returns how
-/// many, and the highest id written. A vector of another length (not one
-/// this table makes) is left out.
+/// Writes every vector above record id `after` as an entry, the first
+/// being the file's entry `at`; returns how many, and the highest id
+/// written, and adds to `firsts` the (block, first id) of each block of
+/// [`SKIP_BLOCK`] entries begun. A vector of another length (not one this
+/// table makes) is left out.
 fn write_entries(
     conn: &Connection,
     w: &mut impl Write,
-    after: i64,
+    (at, after): (u64, i64),
     dim: usize,
+    firsts: &mut Vec<(u64, i64)>,
 ) -> Result<(u64, i64), CopyError> {
     let mut stmt = conn
         .prepare("SELECT id, v FROM vectors WHERE id > ?1 AND v IS NOT NULL ORDER BY id")
@@ -512,6 +616,9 @@ fn write_entries(
         upto = id;
         if v.len() != dim {
             continue;
+        }
+        if (at + n) % SKIP_BLOCK == 0 {
+            firsts.push(((at + n) / SKIP_BLOCK, id));
         }
         w.write_all(&id.to_le_bytes()).map_err(CopyError::Io)?;
         w.write_all(&crate::embed::inverse_norm(v).to_le_bytes())
@@ -543,6 +650,8 @@ fn new_token(db: &Path) -> [u8; 16] {
 #[derive(Debug)]
 pub(crate) struct Scan {
     file: File,
+    /// The file's path, for errors.
+    path: PathBuf,
     /// The entries from the first, at least `count` of them, when the
     /// store holds them in memory (a copy or a mapping, see `store::held`): read there
     /// instead of from `file`.
@@ -588,6 +697,7 @@ pub(crate) fn open(
     });
     Ok(Some(Scan {
         file,
+        path: path_for(db),
         held: entries,
         sketch: sketch::open(db, key, mark.count, held),
         count: mark.count,
@@ -741,25 +851,59 @@ impl Scan {
         Ok(i64::from_le_bytes(id))
     }
 
+    /// The first record id of each block of [`SKIP_BLOCK`] entries, for
+    /// [`Scan::fold_wanted`]: from `vector_blocks` (one small table read),
+    /// else, for a block it lacks, from the file (an 8-byte read each).
+    pub(crate) fn block_firsts(&self, conn: &Connection) -> Result<Vec<i64>, StoreError> {
+        let blocks = self.count.div_ceil(SKIP_BLOCK);
+        let mut firsts: Vec<Option<i64>> = vec![None; blocks as usize];
+        let has_table: bool = conn
+            .prepare_cached(
+                "SELECT count(*) > 0 FROM sqlite_master WHERE type = 'table' AND name = 'vector_blocks'",
+            )?
+            .query_row([], |r| r.get(0))?;
+        if has_table {
+            let mut stmt = conn.prepare_cached(
+                "SELECT block, first FROM vector_blocks WHERE block < ?1 ORDER BY block",
+            )?;
+            let mut rows = stmt.query([blocks as i64])?;
+            while let Some(r) = rows.next()? {
+                let (b, first): (i64, i64) = (r.get(0)?, r.get(1)?);
+                if let Some(slot) = usize::try_from(b).ok().and_then(|b| firsts.get_mut(b)) {
+                    *slot = Some(first);
+                }
+            }
+        }
+        let mut out = Vec::with_capacity(firsts.len());
+        for (b, first) in firsts.into_iter().enumerate() {
+            out.push(match first {
+                Some(id) => id,
+                None => self
+                    .id_at(b as u64 * SKIP_BLOCK)
+                    .map_err(|source| StoreError::Io {
+                        path: self.path.clone(),
+                        source,
+                    })?,
+            });
+        }
+        Ok(out)
+    }
+
     /// [`Scan::fold`] over only the blocks of [`SKIP_BLOCK`] entries that
     /// may hold a wanted record: ids ascend through the file, so a block
-    /// holds ids from its first entry's up to the next block's first
-    /// entry's, and `wanted(first, last)` says whether any id in that range
-    /// is wanted (the last block's range ends at [`Scan::upto`]). Each
-    /// block's first id is one 8-byte read (none from memory); a scan for
-    /// the 4% of a 10 GB history one project holds reads about a quarter of
-    /// the file instead of all of it.
+    /// holds ids from its first entry's (`firsts`, from
+    /// [`Scan::block_firsts`]) up to the next block's first entry's, and
+    /// `wanted(first, last)` says whether any id in that range is wanted
+    /// (the last block's range ends at [`Scan::upto`]). A scan for the 4%
+    /// of a 10 GB history one project holds reads about a tenth of the file
+    /// instead of all of it.
     pub(crate) fn fold_wanted<T: Send>(
         &self,
+        firsts: &[i64],
         wanted: impl Fn(i64, i64) -> bool,
         init: impl Fn() -> T + Sync,
         step: impl Fn(&mut T, i64, f32, &[u8]) + Sync,
     ) -> std::io::Result<Vec<T>> {
-        let blocks = self.count.div_ceil(SKIP_BLOCK);
-        let mut firsts = Vec::with_capacity(blocks as usize);
-        for b in 0..blocks {
-            firsts.push(self.id_at(b * SKIP_BLOCK)?);
-        }
         // The entry ranges to read, neighbouring blocks joined.
         let mut ranges: Vec<(u64, u64)> = Vec::new();
         for (b, &first) in firsts.iter().enumerate() {
@@ -928,6 +1072,29 @@ mod tests {
             .expect("count")
     }
 
+    /// Asserts that `vector_blocks` holds the first id of each block of
+    /// the trusted entries, and nothing beyond them.
+    fn assert_blocks_true(store: &Store) {
+        let held: Vec<(i64, i64)> = store
+            .conn()
+            .prepare("SELECT block, first FROM vector_blocks ORDER BY block")
+            .expect("blocks")
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+            .expect("rows")
+            .collect::<Result<_, _>>()
+            .expect("rows");
+        let want: Vec<(i64, i64)> = match scanned(store, 1) {
+            Some(entries) => entries
+                .iter()
+                .step_by(SKIP_BLOCK as usize)
+                .enumerate()
+                .map(|(b, e)| (b as i64, e.0))
+                .collect(),
+            None => Vec::new(),
+        };
+        assert_eq!(held, want);
+    }
+
     #[test]
     fn each_vector_is_kept_once_and_a_deleted_record_s_entry_is_blanked() {
         let dir = tempfile::tempdir().expect("tmp");
@@ -1029,30 +1196,74 @@ mod tests {
             .map(|e| e.0)
             .collect();
         assert_eq!(ids.len(), 1_000);
+        assert_blocks_true(&store);
         let db = store.path().to_path_buf();
         let mut held = Store::open_read_only(&db).expect("open");
         held.hold_flat_files(1 << 20);
-        // Two narrow windows of ids, in blocks 0 and 2.
+        // Two narrow windows of ids, in blocks 0 and 10.
         let wants = [(ids[10], ids[12]), (ids[700], ids[700])];
         let wanted = |first: i64, last: i64| wants.iter().any(|&(a, b)| a <= last && first <= b);
-        for (what, s) in [("file", &store), ("held", &held)] {
+        let n = SKIP_BLOCK as usize;
+        let block = |at: usize| &ids[at * n..(at + 1) * n];
+        // From the table's block ids, from the file's when the table lacks
+        // some, and from memory.
+        for (what, s, cut) in [
+            ("file", &store, None),
+            ("file, some ids not noted", &store, Some("block % 3 = 1")),
+            ("file, none noted", &store, Some("1")),
+            ("held", &held, None),
+        ] {
+            if let Some(cut) = cut {
+                s.conn()
+                    .execute(&format!("DELETE FROM vector_blocks WHERE {cut}"), [])
+                    .expect("cut");
+            }
             let scan = s.vector_scan(3).expect("open").expect("file");
+            let firsts = scan.block_firsts(s.conn()).expect("firsts");
+            let expected: Vec<i64> = ids.iter().step_by(n).copied().collect();
+            assert_eq!(firsts, expected, "{what}");
             let read = |wanted: &dyn Fn(i64, i64) -> bool| -> Vec<i64> {
                 let parts = scan
-                    .fold_wanted(wanted, Vec::new, |seen: &mut Vec<i64>, id, _, _| {
-                        seen.push(id)
-                    })
+                    .fold_wanted(
+                        &firsts,
+                        wanted,
+                        Vec::new,
+                        |seen: &mut Vec<i64>, id, _, _| seen.push(id),
+                    )
                     .expect("scan");
                 let mut seen: Vec<i64> = parts.into_iter().flatten().collect();
                 seen.sort();
                 seen
             };
             let seen = read(&wanted);
-            let block = |at: usize| &ids[at * 256..(at + 1) * 256];
-            assert_eq!(seen, [block(0), block(2)].concat(), "{what}");
+            assert_eq!(seen, [block(0), block(700 / n)].concat(), "{what}");
             assert!(read(&|_, _| false).is_empty(), "{what}");
             assert_eq!(read(&|_, _| true), ids, "{what}");
         }
+        // The next pass notes the ids the table lacks.
+        assert_eq!(store.sync_vector_file(3).expect("sync"), Synced::Current);
+        assert_blocks_true(&store);
+        // So does opening a database upgraded from before the table.
+        store
+            .conn()
+            .execute_batch(
+                "DELETE FROM vector_blocks;
+                 INSERT INTO meta(key, value) VALUES ('vector_blocks_backfill', '0');",
+            )
+            .expect("older");
+        drop(held);
+        drop(store);
+        let store = Store::open(&db).expect("reopen");
+        assert_blocks_true(&store);
+        let marker: i64 = store
+            .conn()
+            .query_row(
+                "SELECT count(*) FROM meta WHERE key = 'vector_blocks_backfill'",
+                [],
+                |r| r.get(0),
+            )
+            .expect("marker");
+        assert_eq!(marker, 0);
     }
 
     /// What a sketched scan of `store` yields for `q`: the sketch's
@@ -1194,6 +1405,7 @@ mod tests {
             assert!(!store.vector_file_current().expect("current"));
             assert_eq!(store.sync_vector_file(3).expect("sync"), Synced::Lost);
             assert!(!path.exists());
+            assert_blocks_true(store);
             assert_eq!(store.vector_counts().expect("counts").pending, 25);
             embed_again(store);
             assert_eq!(
@@ -1431,6 +1643,8 @@ mod tests {
         );
         assert!(table(&store).is_empty());
         assert_eq!(scanned(&store, 3).as_ref(), Some(&all));
+        // Blocks begun in one pass and ended in the next are noted once.
+        assert_blocks_true(&store);
         // Lost with vectors still in the table: computed again from the
         // first record, the file written in id order again.
         add(&mut store, 5_000, 5_010);
@@ -1439,9 +1653,11 @@ mod tests {
         std::fs::remove_file(path_for(store.path())).expect("rm");
         assert_eq!(store.sync_vector_file(3).expect("sync"), Synced::Lost);
         assert!(table(&store).is_empty());
+        assert_blocks_true(&store);
         let synced = embed_in_chunks(&mut store, 2_000);
         assert_eq!(synced.len(), 3, "{synced:?}");
         assert_eq!(scanned(&store, 2).as_ref(), Some(&all));
+        assert_blocks_true(&store);
         for (id, v) in all.iter().step_by(499) {
             assert_eq!(store.vector(*id).expect("vector").as_ref(), Some(v));
         }
