@@ -64,6 +64,11 @@ impl<'c> Screen<'c> {
         id: i64,
     ) -> Result<Option<bool>, SearchError> {
         let mut known = self.settles;
+        // The session first: the runs are a small table whose pages a
+        // search soon holds, the role bytes a row per 1,024 records. Asking
+        // the role first cost a project-filtered question at 10 GB 6 ms
+        // more (a block read for each candidate the project rules out) and
+        // saved `--role user --agent codex` 2 ms.
         if let Some(runs) = &mut self.runs {
             match runs.allows(id)? {
                 Some(false) => return Ok(Some(false)),
