@@ -459,14 +459,19 @@ fn allowed(store: &Store, upto: i64, opts: &SearchOptions) -> Result<IdSet, Sear
     };
     if super::unfiltered(&beyond) {
         // Each part: `None` when it cannot be answered so, `Some(None)`
-        // when there is no such filter.
+        // when there is no such filter. The roles are read only where the
+        // sessions allow (a project's runs: a twentieth of the bytes).
         let sessions = match super::by_session(opts) {
             true => allowed_by_runs(store, upto, &opts.on_session())?.map(Some),
             false => Some(None),
         };
+        let (sessions, within) = match sessions {
+            Some(Some((set, within))) => (Some(Some(set)), within),
+            other => (other.map(|_| None), vec![(1, upto)]),
+        };
         let roles = match opts.roles.is_empty() {
             true => Some(None),
-            false => allowed_by_roles(store, upto, &opts.roles)?.map(Some),
+            false => allowed_by_roles(store, &within, upto, &opts.roles)?.map(Some),
         };
         match (sessions, roles) {
             (Some(Some(mut set)), Some(Some(roles))) => {
@@ -481,34 +486,45 @@ fn allowed(store: &Store, upto: i64, opts: &SearchOptions) -> Result<IdSet, Sear
 }
 
 /// [`allowed`] for a filter on roles, from the records' role bytes (see
-/// `store::record_bytes`): a read of every record's row took 0.5 s or more
-/// at 10 GB. `None` while the bytes are being filled in.
+/// `store::record_bytes`) of the ids `within` (ascending ranges) up to
+/// `upto`: a read of every record's row took 0.5 s or more at 10 GB.
+/// `None` while the bytes are being filled in.
 fn allowed_by_roles(
     store: &Store,
+    within: &[(i64, i64)],
     upto: i64,
     roles: &[crate::record::Role],
 ) -> Result<Option<IdSet>, SearchError> {
     let codes: Vec<u8> = roles.iter().map(|r| codec::role_code(*r)).collect();
     let mut set = IdSet::upto(upto);
+    let within: Vec<(i64, i64)> = within
+        .iter()
+        .map(|&(a, b)| (a, b.min(upto)))
+        .filter(|(a, b)| a <= b)
+        .collect();
     let done = record_bytes::with_roles(
         store.conn(),
-        upto,
+        &within,
         |b| codes.contains(&b),
         |first, last| set.insert_range(first, last),
     )?;
     Ok(done.map(|()| set))
 }
 
+/// A set of allowed ids, and the ascending ranges of ids it lies in.
+type IdsIn = (IdSet, Vec<(i64, i64)>);
+
 /// [`allowed`] for a filter on the session alone, from the runs of record
 /// ids of the sessions it allows (see `store::runs`), and the records after
 /// the runs' end from their rows: at 10 GB a project holding 4% of the
-/// records took 30–50 ms from `records_session`. `None` without such a
-/// filter or without the runs.
+/// records took 30–50 ms from `records_session`. With the set come the
+/// ranges of ids it lies in (the allowed runs, and the ids after the runs'
+/// end), ascending. `None` without such a filter or without the runs.
 fn allowed_by_runs(
     store: &Store,
     upto: i64,
     opts: &SearchOptions,
-) -> Result<Option<IdSet>, SearchError> {
+) -> Result<Option<IdsIn>, SearchError> {
     if !super::by_session(opts) {
         return Ok(None);
     }
@@ -528,10 +544,12 @@ fn allowed_by_runs(
         return Ok(None);
     };
     let mut set = IdSet::upto(upto);
-    for (first, last) in ranges {
+    let mut within = ranges;
+    for &(first, last) in &within {
         set.insert_range(first, last);
     }
     if covered < upto {
+        within.push((covered + 1, upto));
         let mut sql =
             String::from("SELECT r.id FROM records r JOIN sessions se ON se.id = r.session");
         sql.push_str(" WHERE r.id > ?1 AND r.id <= ?2");
@@ -543,7 +561,7 @@ fn allowed_by_runs(
             set.insert(r.get(0)?);
         }
     }
-    Ok(Some(set))
+    Ok(Some((set, within)))
 }
 
 /// [`allowed`] from the records' rows.
@@ -950,9 +968,10 @@ mod tests {
                     );
                     if opts.roles.is_empty() {
                         let runs = allowed_by_runs(&store, bound, opts).expect("runs");
-                        assert_eq!(runs.expect("the table"), rows, "{how}");
+                        assert_eq!(runs.expect("the table").0, rows, "{how}");
                     } else if !super::super::by_session(opts) {
-                        let roles = allowed_by_roles(&store, bound, &opts.roles).expect("roles");
+                        let roles = allowed_by_roles(&store, &[(1, bound)], bound, &opts.roles)
+                            .expect("roles");
                         assert_eq!(roles.expect("the bytes"), rows, "{how}");
                     }
                 }

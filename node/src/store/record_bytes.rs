@@ -399,97 +399,140 @@ impl<'c> Reader<'c> {
     }
 }
 
-/// Every record up to id `upto` whose role byte `wanted` accepts, as
-/// ranges of ids handed to `add` in ascending order; `None` when the roles
-/// are still being filled in or the table is missing (the caller then
-/// reads the rows). Where the bytes cannot say (a missing or damaged row, a
-/// zero byte, which is also what a forgotten record leaves), the records
-/// of that stretch are read from `records`, one range query each; a
-/// history with nothing forgotten has none but the tail after its last
-/// record.
+/// Every record within `within` (ascending, disjoint ranges of ids, from
+/// `(1, upto)` for the whole history to the runs of a project's sessions)
+/// whose role byte `wanted` accepts, as ranges of ids handed to `add` in
+/// ascending order; `None` when the roles are still being filled in or the
+/// table is missing (the caller then reads the rows). Where the bytes
+/// cannot say (a missing or damaged row, a zero byte, which is also what a
+/// forgotten record leaves), the records of that stretch are read from
+/// `records`, one range query each; a history with nothing forgotten has
+/// none but the tail after its last record.
 pub(crate) fn with_roles(
     conn: &Connection,
-    upto: i64,
+    within: &[(i64, i64)],
     wanted: impl Fn(u8) -> bool,
-    mut add: impl FnMut(i64, i64),
+    add: impl FnMut(i64, i64),
 ) -> Result<Option<()>, StoreError> {
-    if upto < 1 {
-        return Ok(Some(()));
-    }
     if !has_table(conn)? || roles_pending(conn)? {
         return Ok(None);
     }
-    let mut from_rows =
-        conn.prepare_cached("SELECT id, role FROM records WHERE id BETWEEN ?1 AND ?2 ORDER BY id")?;
-    // Reads ids `first..=last` from their rows.
-    let mut read_rows = |first: i64, last: i64, add: &mut dyn FnMut(i64, i64)| {
-        let mut rows = from_rows.query(params![first, last])?;
+    let mut wants = [false; 256];
+    for (b, w) in wants.iter_mut().enumerate() {
+        *w = wanted(b as u8);
+    }
+    let mut runs = RoleRuns {
+        wants,
+        add,
+        rows: conn.prepare_cached(
+            "SELECT id, role FROM records WHERE id BETWEEN ?1 AND ?2 ORDER BY id",
+        )?,
+        last: None,
+        run: None,
+        unknown: None,
+    };
+    let mut blocks = conn.prepare_cached(
+        "SELECT block, roles FROM record_bytes WHERE block BETWEEN ?1 AND ?2 ORDER BY block",
+    )?;
+    for &(first, last) in within {
+        let first = first.max(1);
+        if first > last {
+            continue;
+        }
+        // The next id of the range not yet fed.
+        let mut next = first;
+        let mut rows = blocks.query(params![first.div_euclid(BLOCK), last.div_euclid(BLOCK)])?;
+        while let Some(r) = rows.next()? {
+            let start = r.get::<_, i64>(0)? * BLOCK;
+            // Ids of blocks with no row: not known.
+            while next < start.min(last + 1) {
+                runs.feed(next, 0)?;
+                next += 1;
+            }
+            let roles = match r.get_ref(1)?.as_blob() {
+                Ok(b) if b.len() == BLOCK as usize => Some(b),
+                _ => None,
+            };
+            let end = (start + BLOCK - 1).min(last);
+            while next <= end {
+                let byte = roles.map_or(0, |b| b[(next - start) as usize]);
+                runs.feed(next, byte)?;
+                next += 1;
+            }
+        }
+        while next <= last {
+            runs.feed(next, 0)?;
+            next += 1;
+        }
+    }
+    runs.close()?;
+    Ok(Some(()))
+}
+
+/// The state of [`with_roles`]: the wanted ids found so far, handed on a
+/// range at a time, and the stretch of ids whose bytes cannot say.
+struct RoleRuns<'c, A> {
+    /// Whether each role byte is wanted.
+    wants: [bool; 256],
+    add: A,
+    /// The records of a stretch of ids, with their roles.
+    rows: rusqlite::CachedStatement<'c>,
+    /// The last id fed.
+    last: Option<i64>,
+    /// The wanted ids just before it, not yet handed on.
+    run: Option<(i64, i64)>,
+    /// The ids just before it whose bytes were not known.
+    unknown: Option<(i64, i64)>,
+}
+
+impl<A: FnMut(i64, i64)> RoleRuns<'_, A> {
+    /// Takes id `id`'s role byte (0: not known). Ids come in ascending
+    /// order; a gap ends the stretches before it.
+    fn feed(&mut self, id: i64, byte: u8) -> Result<(), StoreError> {
+        if self.last.is_some_and(|l| l + 1 != id) {
+            self.close()?;
+        }
+        self.last = Some(id);
+        if byte == 0 {
+            self.hand_on_run();
+            self.unknown = Some(self.unknown.map_or((id, id), |(a, _)| (a, id)));
+            return Ok(());
+        }
+        self.read_unknown()?;
+        if self.wants[usize::from(byte)] {
+            self.run = Some(self.run.map_or((id, id), |(a, _)| (a, id)));
+        } else {
+            self.hand_on_run();
+        }
+        Ok(())
+    }
+
+    /// Ends every stretch: hands on the wanted ids, reads the unknown ones.
+    fn close(&mut self) -> Result<(), StoreError> {
+        self.hand_on_run();
+        self.read_unknown()
+    }
+
+    fn hand_on_run(&mut self) {
+        if let Some((a, b)) = self.run.take() {
+            (self.add)(a, b);
+        }
+    }
+
+    /// Reads the records of the unknown stretch from their rows.
+    fn read_unknown(&mut self) -> Result<(), StoreError> {
+        let Some((a, b)) = self.unknown.take() else {
+            return Ok(());
+        };
+        let mut rows = self.rows.query(params![a, b])?;
         while let Some(r) = rows.next()? {
             let id: i64 = r.get(0)?;
-            if wanted(role_byte(r.get_ref(1)?)) {
-                add(id, id);
+            if self.wants[usize::from(role_byte(r.get_ref(1)?))] {
+                (self.add)(id, id);
             }
         }
-        Ok::<(), StoreError>(())
-    };
-    let last_block = upto.div_euclid(BLOCK);
-    let mut stmt = conn
-        .prepare_cached("SELECT block, roles FROM record_bytes WHERE block <= ?1 ORDER BY block")?;
-    let mut rows = stmt.query([last_block])?;
-    // The next id not yet accounted for.
-    let mut next = 1;
-    // An open range of wanted ids, and one of unknown ones.
-    let mut run: Option<(i64, i64)> = None;
-    let mut unknown: Option<(i64, i64)> = None;
-    let flush = |run: &mut Option<(i64, i64)>, add: &mut dyn FnMut(i64, i64)| {
-        if let Some((a, b)) = run.take() {
-            add(a, b);
-        }
-    };
-    while let Some(r) = rows.next()? {
-        let block: i64 = r.get(0)?;
-        let first = block * BLOCK;
-        // A block with no row: its records are read from their rows.
-        if first > next {
-            unknown = Some(unknown.map_or((next, first - 1), |(a, _)| (a, first - 1)));
-        }
-        let roles = match r.get_ref(1)?.as_blob() {
-            Ok(b) if b.len() == BLOCK as usize => Some(b),
-            _ => None,
-        };
-        for at in 0..BLOCK {
-            let id = first + at;
-            if id < 1 || id > upto {
-                continue;
-            }
-            match roles.map_or(0, |b| b[at as usize]) {
-                0 => {
-                    unknown = Some(unknown.map_or((id, id), |(a, _)| (a, id)));
-                    continue;
-                }
-                byte => {
-                    if let Some((a, b)) = unknown.take() {
-                        flush(&mut run, &mut add);
-                        read_rows(a, b, &mut add)?;
-                    }
-                    if wanted(byte) {
-                        run = Some(run.map_or((id, id), |(a, _)| (a, id)));
-                    } else {
-                        flush(&mut run, &mut add);
-                    }
-                }
-            }
-        }
-        next = first + BLOCK;
+        Ok(())
     }
-    if next <= upto {
-        unknown = Some(unknown.map_or((next, upto), |(a, _)| (a, upto)));
-    }
-    flush(&mut run, &mut add);
-    if let Some((a, b)) = unknown {
-        read_rows(a, b, &mut add)?;
-    }
-    Ok(Some(()))
 }
 
 /// Every record's known bytes: (record id, length class, role byte), by
@@ -576,16 +619,21 @@ mod tests {
     }
 
     /// Asserts that [`with_roles`] finds, for several sets of wanted
-    /// roles, the records a look at every row finds, in ascending ranges.
+    /// roles and of ranges to look in, the records a look at every row
+    /// finds, in ascending ranges.
     fn finds_what_the_rows_hold(conn: &Connection, what: &str) {
         let want = expected(conn);
         let top = want.last().map_or(0, |w| w.0);
-        for upto in [top, top + 3_000, top / 2, 0] {
+        let wholes = [top, top + 3_000, top / 2, 0].map(|upto| vec![(1, upto)]);
+        // Stretches that start and end inside blocks, touch, span a block
+        // boundary and the end of the records.
+        let some = vec![(3, 40), (41, 41), (900, 1_100), (1_500, top + 10)];
+        for within in wholes.iter().chain([&some]) {
             for wanted in [&[1u8][..], &[2], &[1, 2], &[3, 4], &[OTHER_ROLE], &[]] {
                 let mut got: Vec<i64> = Vec::new();
                 let done = with_roles(
                     conn,
-                    upto,
+                    within,
                     |b| wanted.contains(&b),
                     |first, last| {
                         assert!(first <= last, "{what}: {first}..={last}");
@@ -597,10 +645,11 @@ mod tests {
                 assert_eq!(done, Some(()), "{what}");
                 let rows: Vec<i64> = want
                     .iter()
-                    .filter(|w| w.0 <= upto && wanted.contains(&w.2))
+                    .filter(|w| within.iter().any(|r| r.0 <= w.0 && w.0 <= r.1))
+                    .filter(|w| wanted.contains(&w.2))
                     .map(|w| w.0)
                     .collect();
-                assert_eq!(got, rows, "{what}: {wanted:?} up to {upto}");
+                assert_eq!(got, rows, "{what}: {wanted:?} within {within:?}");
             }
         }
     }
@@ -703,7 +752,7 @@ mod tests {
         // Until the roles are filled in, they cannot say which records
         // hold a role.
         assert_eq!(
-            with_roles(conn, 100, |_| true, |_, _| {}).expect("pending"),
+            with_roles(conn, &[(1, 100)], |_| true, |_, _| {}).expect("pending"),
             None
         );
         drop(store);
@@ -763,7 +812,7 @@ mod tests {
         let mut reader = reads_as(store.conn(), &left, |_| false);
         assert_eq!(reader.typical().expect("typical"), None);
         assert_eq!(
-            with_roles(store.conn(), 100, |_| true, |_, _| {}).expect("no table"),
+            with_roles(store.conn(), &[(1, 100)], |_| true, |_, _| {}).expect("no table"),
             None
         );
     }
