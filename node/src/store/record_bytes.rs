@@ -229,50 +229,48 @@ fn stored_len(text: rusqlite::types::ValueRef<'_>, flags: i64) -> Option<usize> 
 const BACKFILL_BATCH: i64 = 50_000;
 
 /// Fills in the lengths of records stored before the lengths existed (v13),
-/// resuming from the id saved in `meta.lengths_backfill` (see
-/// `store::backfill`). Returns how many records it filled in.
+/// resuming from the id saved in `meta.lengths_backfill`. Returns how many
+/// records it filled in.
 pub(crate) fn backfill_lengths(conn: &mut Connection) -> Result<u64, StoreError> {
-    let mut filled = 0u64;
-    super::backfill::in_batches(conn, "lengths_backfill", |tx, from| {
-        let mut batch = Pending::default();
-        let mut last = None;
-        {
-            let mut stmt = tx.prepare_cached(
-                "SELECT id, flags, text FROM records WHERE id > ?1 ORDER BY id LIMIT ?2",
-            )?;
-            let mut rows = stmt.query(params![from, BACKFILL_BATCH])?;
-            while let Some(r) = rows.next()? {
-                let id: i64 = r.get(0)?;
-                if let Some(len) = stored_len(r.get_ref(2)?, r.get(1)?) {
-                    batch.note(id, class_of(len), 0);
-                    filled += 1;
-                }
-                last = Some(id);
-            }
-        }
-        batch.write(tx)?;
-        Ok(last)
-    })?;
-    Ok(filled)
+    backfill(conn, "lengths_backfill", "flags, text", |r| {
+        Ok(stored_len(r.get_ref(2)?, r.get(1)?).map(|len| (class_of(len), 0)))
+    })
 }
 
 /// Fills in the roles of records stored before the roles existed (v15),
 /// resuming from the id saved in `meta.roles_backfill`. Returns how many
 /// records it filled in.
 pub(crate) fn backfill_roles(conn: &mut Connection) -> Result<u64, StoreError> {
+    backfill(conn, "roles_backfill", "role", |r| {
+        Ok(Some((0, role_byte(r.get_ref(1)?))))
+    })
+}
+
+/// Fills in bytes of the records stored before a column existed, in
+/// batches by id from the one saved in `meta.<key>` (see
+/// `store::backfill`): each record's row of its id and `columns` gives
+/// `bytes` its (length class, role byte), a 0 being left as it is, or
+/// nothing to write. Returns how many records it filled in.
+fn backfill(
+    conn: &mut Connection,
+    key: &str,
+    columns: &str,
+    bytes: impl Fn(&rusqlite::Row<'_>) -> rusqlite::Result<Option<(u8, u8)>>,
+) -> Result<u64, StoreError> {
     let mut filled = 0u64;
-    super::backfill::in_batches(conn, "roles_backfill", |tx, from| {
+    let sql = format!("SELECT id, {columns} FROM records WHERE id > ?1 ORDER BY id LIMIT ?2");
+    super::backfill::in_batches(conn, key, |tx, from| {
         let mut batch = Pending::default();
         let mut last = None;
         {
-            let mut stmt = tx.prepare_cached(
-                "SELECT id, role FROM records WHERE id > ?1 ORDER BY id LIMIT ?2",
-            )?;
+            let mut stmt = tx.prepare_cached(&sql)?;
             let mut rows = stmt.query(params![from, BACKFILL_BATCH])?;
             while let Some(r) = rows.next()? {
                 let id: i64 = r.get(0)?;
-                batch.note(id, 0, role_byte(r.get_ref(1)?));
-                filled += 1;
+                if let Some((class, role)) = bytes(r)? {
+                    batch.note(id, class, role);
+                    filled += 1;
+                }
                 last = Some(id);
             }
         }
