@@ -659,9 +659,18 @@ pub fn search_page(
     };
     // The meaning tier's scan of the vector file runs beside the lexical tier.
     let prepared = semantic::prepare(store, q, opts)?;
-    let (lexical, scanned) = semantic::alongside(prepared, || lexical(store, q, opts));
+    // A filter too narrow to check the file's nearest records: the scan
+    // after the lexical tier reads every allowed session's runs, so they
+    // are read first and serve the lexical tier's screen too (a binary
+    // search per candidate instead of a run and a session read each).
+    let pre = match prepared.as_ref().is_some_and(|p| p.narrow()) {
+        true => semantic::allowed_session_runs(store, opts)?,
+        false => None,
+    };
+    let (lexical, scanned) =
+        semantic::alongside(prepared, || lexical(store, q, opts, pre.as_ref()));
     let (lexical, words) = lexical?;
-    let ranked = semantic::blend(store, q, opts, lexical, scanned)?;
+    let ranked = semantic::blend(store, q, opts, lexical, scanned, pre)?;
     let total = ranked.len();
     let mut hits = Vec::new();
     for top in ranked.into_iter().skip(offset).take(opts.limit.max(1)) {
@@ -681,6 +690,7 @@ fn lexical(
     store: &Store,
     q: &Query,
     opts: &SearchOptions,
+    pre: Option<&runs::RunMap>,
 ) -> Result<(Vec<rank::Ranked>, Vec<String>), SearchError> {
     let conn = store.conn();
     let empty = (Vec::new(), Vec::new());
@@ -748,7 +758,7 @@ fn lexical(
     concepts.truncate(rank::MAX_CONCEPTS);
     let weights: Vec<f64> = concepts.iter().map(|c| idf(c.2)).collect();
     let mut lengths = record_bytes::Reader::new(conn)?;
-    let mut screen = Screen::new(conn, opts)?;
+    let mut screen = Screen::new(conn, opts, pre)?;
     // Keyed by record id, never by input: the fast hash is safe here.
     let mut by_id = ById::default();
     // A record a concept found before (its stem's matches hold most of its
@@ -1084,7 +1094,7 @@ mod store_tests {
                 .collect::<Result<_, _>>()
                 .expect("rows")
         };
-        let got = |opts: &SearchOptions| -> Vec<(f64, i64)> {
+        let got_with = |opts: &SearchOptions, up_front: bool| -> Vec<(f64, i64)> {
             // Some records an earlier concept found, so known to pass.
             let passing = allowed(opts);
             let known = |id| id % 7 == 0 && passing.contains(&id);
@@ -1094,7 +1104,13 @@ mod store_tests {
                 expr: expr.clone(),
                 counted: None,
             };
-            let mut screen = Screen::new(conn, opts).expect("screen");
+            // Every run read up front, as for a narrow filter, or each as
+            // a candidate needs it.
+            let map = match up_front {
+                true => semantic::allowed_session_runs(&store, opts).expect("map"),
+                false => None,
+            };
+            let mut screen = Screen::new(conn, opts, map.as_ref()).expect("screen");
             let filters = (&known as &dyn Fn(i64) -> bool, &mut screen);
             concept_candidates(
                 conn,
@@ -1120,6 +1136,11 @@ mod store_tests {
                 (score, id)
             })
             .collect()
+        };
+        let got = |opts: &SearchOptions| -> Vec<(f64, i64)> {
+            let each = got_with(opts, false);
+            assert_eq!(got_with(opts, true), each, "{opts:?}: runs read up front");
+            each
         };
         // Every match, newest first, scored.
         let mut lengths = record_bytes::Reader::new(conn).expect("lengths");

@@ -18,8 +18,11 @@ use crate::store::{codec, record_bytes, runs};
 /// A search's screen of its candidates (see the module's notes).
 pub(crate) struct Screen<'c> {
     /// Whether the filters allow a record's session; `None` without a
-    /// filter on the session, or without the runs.
+    /// filter on the session, or without the runs, or when `ranges` say.
     runs: Option<runs::Runs<'c>>,
+    /// Every allowed run, read up front (for a narrow filter, whose scan
+    /// reads them anyway): a binary search per candidate instead.
+    ranges: Option<&'c runs::RunMap>,
     /// The role bytes the filters allow; `None` without a filter on roles.
     roles: Option<Vec<u8>>,
     /// True when the runs and the role bytes answer every filter: none is
@@ -28,21 +31,29 @@ pub(crate) struct Screen<'c> {
 }
 
 impl<'c> Screen<'c> {
-    /// The screen of `opts`'s filters on `conn`.
+    /// The screen of `opts`'s filters on `conn`; `ranges`, when given, are
+    /// every run, read up front with the filters' verdict on its session
+    /// (see `runs::RunMap`).
     pub(crate) fn new(
         conn: &'c rusqlite::Connection,
         opts: &SearchOptions,
+        ranges: Option<&'c runs::RunMap>,
     ) -> Result<Screen<'c>, SearchError> {
-        let runs = super::session_runs(conn, opts)?;
+        let runs = match ranges {
+            Some(_) => None,
+            None => super::session_runs(conn, opts)?,
+        };
         let roles = (!opts.roles.is_empty())
             .then(|| opts.roles.iter().map(|r| codec::role_code(*r)).collect());
         let beyond = SearchOptions {
             roles: Vec::new(),
             ..opts.on_record()
         };
-        let settles = super::unfiltered(&beyond) && (runs.is_some() || !super::by_session(opts));
+        let settles = super::unfiltered(&beyond)
+            && (runs.is_some() || ranges.is_some() || !super::by_session(opts));
         Ok(Screen {
             runs,
+            ranges,
             roles,
             settles,
         })
@@ -69,12 +80,15 @@ impl<'c> Screen<'c> {
         // the role first cost a project-filtered question at 10 GB 6 ms
         // more (a block read for each candidate the project rules out) and
         // saved `--role user --agent codex` 2 ms.
-        if let Some(runs) = &mut self.runs {
-            match runs.allows(id)? {
-                Some(false) => return Ok(Some(false)),
-                Some(true) => {}
-                None => known = false,
-            }
+        let session = match (self.ranges, &mut self.runs) {
+            (Some(map), _) => Some(map.allows(id)),
+            (None, Some(runs)) => Some(runs.allows(id)?),
+            (None, None) => None,
+        };
+        match session {
+            Some(Some(false)) => return Ok(Some(false)),
+            Some(None) => known = false,
+            _ => {}
         }
         // A role byte is known only for a record that exists.
         match bytes.role(id)? {

@@ -17,7 +17,7 @@ use super::id_set::IdSet;
 use super::screen::Screen;
 use super::{Query, SearchError, SearchOptions, rank::Ranked};
 use crate::embed::{Embedder, Scorer};
-use crate::store::{Store, codec, record_bytes, vector_file};
+use crate::store::{Store, codec, record_bytes, runs, vector_file};
 
 /// Records the vector scan hands to fusion.
 const VECTOR_RECORDS: usize = 200;
@@ -178,8 +178,10 @@ enum FileScan {
     NotTried,
     /// Not opened yet, for a filtered search found too narrow to check the
     /// file's nearest records first ([`check_nearest_first`], asked once
-    /// by [`prepare`]): the file is scanned for the ids the filters allow.
-    Narrow,
+    /// by [`prepare`]): the file is scanned for the ids the filters allow,
+    /// with the allowed sessions' runs when the search read them already
+    /// (see [`allowed_session_runs`]).
+    Narrow(Option<runs::RunMap>),
     /// Not usable (not trusted or unreadable): only the table is read.
     Unusable,
     /// Its best records, and the record id above which the table must be
@@ -372,7 +374,7 @@ fn checked(
     let conn = store.conn();
     let (sql, mut args) = super::row_check(opts);
     let mut stmt = conn.prepare_cached(&sql)?;
-    let mut screen = Screen::new(conn, opts)?;
+    let mut screen = Screen::new(conn, opts, None)?;
     let mut bytes = record_bytes::Reader::new(conn)?;
     let mut kept = TopRecords::new();
     // Sorted by `Top`'s order: the nearest first.
@@ -397,7 +399,8 @@ fn checked(
 /// A filtered search's best records from the vector file: those of
 /// `nearest` that pass the filters when enough do ([`checked`]), else
 /// those of a scan of every allowed record (also when `nearest` was not
-/// tried). `scan` is the file when open already.
+/// tried). `scan` is the file when open already; `pre`, the allowed
+/// sessions' runs when read already.
 fn narrowed_file(
     store: &Store,
     scan: Option<&vector_file::Scan>,
@@ -405,6 +408,7 @@ fn narrowed_file(
     dim: usize,
     nearest: FileScan,
     opts: &SearchOptions,
+    pre: Option<&runs::RunMap>,
 ) -> Result<FileScan, SearchError> {
     if let FileScan::Nearest(top, upto, complete) = nearest
         && let Some(found) = checked(store, top, upto, complete, opts)?
@@ -422,7 +426,7 @@ fn narrowed_file(
             None => return Ok(FileScan::Unusable),
         },
     };
-    let allowed = allowed(store, scan.upto, opts)?;
+    let allowed = allowed(store, scan.upto, opts, pre)?;
     let cap = VECTOR_RECORDS;
     let firsts = scan.block_firsts(store.conn())?;
     match scan.fold_wanted(
@@ -452,7 +456,12 @@ fn narrowed_file(
 /// conversation records only, and without a condition on the role a
 /// session filter is answered from the `records_session` index alone (0.1
 /// s instead of 0.4 s for an agent's 1.5 million records at 10 GB).
-fn allowed(store: &Store, upto: i64, opts: &SearchOptions) -> Result<IdSet, SearchError> {
+fn allowed(
+    store: &Store,
+    upto: i64,
+    opts: &SearchOptions,
+    pre: Option<&runs::RunMap>,
+) -> Result<IdSet, SearchError> {
     let beyond = SearchOptions {
         roles: Vec::new(),
         ..opts.on_record()
@@ -462,7 +471,7 @@ fn allowed(store: &Store, upto: i64, opts: &SearchOptions) -> Result<IdSet, Sear
         // when there is no such filter. The roles are read only where the
         // sessions allow (a project's runs: a twentieth of the bytes).
         let sessions = match super::by_session(opts) {
-            true => allowed_by_runs(store, upto, &opts.on_session())?.map(Some),
+            true => allowed_by_runs(store, upto, &opts.on_session(), pre)?.map(Some),
             false => Some(None),
         };
         let (sessions, within) = match sessions {
@@ -511,6 +520,29 @@ fn allowed_by_roles(
     Ok(done.map(|()| set))
 }
 
+/// Every run, each with whether a filter on the session allows its
+/// session (see `runs::RunMap`): one read of the sessions it allows and of
+/// the runs. `None` without such a filter or without the runs.
+pub(crate) fn allowed_session_runs(
+    store: &Store,
+    opts: &SearchOptions,
+) -> Result<Option<runs::RunMap>, SearchError> {
+    if !super::by_session(opts) {
+        return Ok(None);
+    }
+    let conn = store.conn();
+    let mut sql = String::from("SELECT se.id FROM sessions se WHERE 1");
+    let mut args: Vec<SqlValue> = Vec::new();
+    super::push_filters(&mut sql, &mut args, &opts.on_session());
+    let mut stmt = conn.prepare(&sql)?;
+    let mut rows = stmt.query(rusqlite::params_from_iter(args.iter()))?;
+    let mut sessions = rustc_hash::FxHashSet::default();
+    while let Some(r) = rows.next()? {
+        sessions.insert(r.get::<_, i64>(0)?);
+    }
+    Ok(runs::RunMap::read(conn, |s| sessions.contains(&s))?)
+}
+
 /// A set of allowed ids, and the ascending ranges of ids it lies in.
 type IdsIn = (IdSet, Vec<(i64, i64)>);
 
@@ -524,25 +556,16 @@ fn allowed_by_runs(
     store: &Store,
     upto: i64,
     opts: &SearchOptions,
+    pre: Option<&runs::RunMap>,
 ) -> Result<Option<IdsIn>, SearchError> {
-    if !super::by_session(opts) {
-        return Ok(None);
-    }
-    let conn = store.conn();
-    let mut sql = String::from("SELECT se.id FROM sessions se WHERE 1");
-    let mut args: Vec<SqlValue> = Vec::new();
-    super::push_filters(&mut sql, &mut args, opts);
-    let mut stmt = conn.prepare(&sql)?;
-    let mut rows = stmt.query(rusqlite::params_from_iter(args.iter()))?;
-    let mut sessions = rustc_hash::FxHashSet::default();
-    while let Some(r) = rows.next()? {
-        sessions.insert(r.get::<_, i64>(0)?);
-    }
-    let Some((ranges, covered)) =
-        crate::store::runs::allowed_ranges(conn, |s| sessions.contains(&s))?
-    else {
-        return Ok(None);
+    let (ranges, covered) = match pre {
+        Some(map) => map.allowed_ranges(),
+        None => match allowed_session_runs(store, opts)? {
+            Some(map) => map.allowed_ranges(),
+            None => return Ok(None),
+        },
     };
+    let conn = store.conn();
     let mut set = IdSet::upto(upto);
     let mut within = ranges;
     for &(first, last) in &within {
@@ -605,6 +628,14 @@ pub(crate) struct Prepared<'q> {
     filtered: bool,
     /// Filters too narrow to check the file's nearest records first.
     narrow: bool,
+}
+
+impl Prepared<'_> {
+    /// Whether the filters are too narrow to check the file's nearest
+    /// records first ([`check_nearest_first`]).
+    pub(crate) fn narrow(&self) -> bool {
+        self.narrow
+    }
 }
 
 /// What the meaning tier did beside the lexical tier.
@@ -730,9 +761,12 @@ fn nearest_with(
     let scorer = Scorer::new(qv);
     // A filter narrows the file scan to the records it allows.
     let narrowed = !super::unfiltered(opts);
-    let known_narrow = matches!(file, FileScan::Narrow);
+    let (file, known_narrow, pre) = match file {
+        FileScan::Narrow(pre) => (FileScan::NotTried, true, pre),
+        other => (other, false, None),
+    };
     let file = match file {
-        FileScan::NotTried | FileScan::Narrow => match store.vector_scan(qv.len())? {
+        FileScan::NotTried => match store.vector_scan(qv.len())? {
             Some(scan) if narrowed => {
                 // A role, time or machine filter alone would read the whole
                 // records table for the ids it allows, and a wide filter on
@@ -742,14 +776,22 @@ fn nearest_with(
                     true => file_nearest(&scan, &scorer, qv, WIDE),
                     false => FileScan::NotTried,
                 };
-                narrowed_file(store, Some(&scan), &scorer, qv.len(), nearest, opts)?
+                narrowed_file(
+                    store,
+                    Some(&scan),
+                    &scorer,
+                    qv.len(),
+                    nearest,
+                    opts,
+                    pre.as_ref(),
+                )?
             }
             Some(scan) => scan_file_unfiltered(&scan, &scorer, qv),
             None => FileScan::Unusable,
         },
         // Found beside the lexical tier, for a filtered search.
         nearest @ FileScan::Nearest(..) => {
-            narrowed_file(store, None, &scorer, qv.len(), nearest, opts)?
+            narrowed_file(store, None, &scorer, qv.len(), nearest, opts, None)?
         }
         other => other,
     };
@@ -847,6 +889,7 @@ pub(crate) fn blend(
     opts: &SearchOptions,
     lex: Vec<Ranked>,
     scanned: Option<Scanned>,
+    pre: Option<runs::RunMap>,
 ) -> Result<Vec<Ranked>, SearchError> {
     let Some(scanned) = scanned else {
         return Ok(lex);
@@ -860,7 +903,7 @@ pub(crate) fn blend(
         Beside::Found { qv, file } => (qv, file),
         Beside::NoVector => return Ok(lex),
         Beside::Later { narrow } => match opts.semantic.and_then(|e| e.embed_one(&q.text)) {
-            Some(qv) if narrow => (qv, FileScan::Narrow),
+            Some(qv) if narrow => (qv, FileScan::Narrow(pre)),
             Some(qv) => (qv, FileScan::NotTried),
             None => return Ok(lex),
         },
@@ -962,12 +1005,20 @@ mod tests {
                     let rows = allowed_by_rows(&store, bound, opts).expect("rows");
                     let how = format!("{what}: {opts:?} up to {bound}");
                     assert_eq!(
-                        allowed(&store, bound, opts).expect("allowed"),
+                        allowed(&store, bound, opts, None).expect("allowed"),
                         rows,
                         "{how}"
                     );
+                    // So with every run read up front, as a narrow filter's
+                    // search reads them.
+                    let map = allowed_session_runs(&store, opts).expect("map");
+                    assert_eq!(
+                        allowed(&store, bound, opts, map.as_ref()).expect("allowed"),
+                        rows,
+                        "{how}, read up front"
+                    );
                     if opts.roles.is_empty() {
-                        let runs = allowed_by_runs(&store, bound, opts).expect("runs");
+                        let runs = allowed_by_runs(&store, bound, opts, None).expect("runs");
                         assert_eq!(runs.expect("the table").0, rows, "{how}");
                     } else if !super::super::by_session(opts) {
                         let roles = allowed_by_roles(&store, &[(1, bound)], bound, &opts.roles)
@@ -1146,7 +1197,7 @@ mod tests {
         for q in &queries {
             let scorer = Scorer::new(q);
             for opts in &narrowed {
-                let ids = allowed(&store, scan.upto, opts).expect("allowed");
+                let ids = allowed(&store, scan.upto, opts, None).expect("allowed");
                 let FileScan::Found(want, _) = scan_file(&scan, &scorer, |id| ids.contains(id))
                 else {
                     panic!("the file is trusted");
@@ -1255,13 +1306,16 @@ mod tests {
                     // Known narrow already: scanned for the allowed ids.
                     assert!(narrow, "{opts:?}");
                     let qv = embedder.embed_one("slow terminal").expect("vector");
-                    let got: Vec<_> = nearest_with(&store, &qv, FileScan::Narrow, &opts)
-                        .expect("nearest")
-                        .into_iter()
-                        .map(|n| (n.record_id, n.session, n.role, n.sim))
-                        .collect();
-                    assert!(!got.is_empty(), "{opts:?}");
-                    assert_eq!(got, found(&twin, &qv, &opts), "{opts:?}");
+                    let map = allowed_session_runs(&store, &opts).expect("map");
+                    for pre in [None, map] {
+                        let got: Vec<_> = nearest_with(&store, &qv, FileScan::Narrow(pre), &opts)
+                            .expect("nearest")
+                            .into_iter()
+                            .map(|n| (n.record_id, n.session, n.role, n.sim))
+                            .collect();
+                        assert!(!got.is_empty(), "{opts:?}");
+                        assert_eq!(got, found(&twin, &qv, &opts), "{opts:?}");
+                    }
                     later += 1;
                 }
                 _ => panic!("{opts:?}: no vector"),
@@ -1282,7 +1336,7 @@ mod tests {
             role: "user".into(),
             answer: None,
         }];
-        let blended = blend(&store, &query, &with_tier, lex, scanned).expect("blend");
+        let blended = blend(&store, &query, &with_tier, lex, scanned, None).expect("blend");
         assert_eq!(blended.iter().map(|r| r.record_id).collect::<Vec<_>>(), [1]);
         // An exact look-up, or --lexical, leaves the tier out.
         assert!(

@@ -109,31 +109,60 @@ fn has_table(conn: &Connection) -> rusqlite::Result<bool> {
 }
 
 /// Runs as (first, last) record ids, and the last record id the runs
-/// cover (see [`allowed_ranges`]).
+/// cover (see [`RunMap::allowed_ranges`]).
 pub(crate) type Ranges = (Vec<(i64, i64)>, i64);
 
-/// Every run of a session `allowed` lets through, as (first, last) ids,
-/// and the last record id the runs cover: every record up to it lies in a
-/// run (runs are worked out in id order, and ids are never reused), and
-/// records after it are in none yet. `None` without the table.
-pub(crate) fn allowed_ranges(
-    conn: &Connection,
-    allowed: impl Fn(i64) -> bool,
-) -> Result<Option<Ranges>, StoreError> {
-    if !has_table(conn)? {
-        return Ok(None);
-    }
-    let mut stmt = conn.prepare_cached("SELECT first, last, session FROM record_runs")?;
-    let mut rows = stmt.query([])?;
-    let (mut ranges, mut covered) = (Vec::new(), 0);
-    while let Some(r) = rows.next()? {
-        let (first, last): (i64, i64) = (r.get(0)?, r.get(1)?);
-        covered = covered.max(last);
-        if allowed(r.get(2)?) {
-            ranges.push((first, last));
+/// Every run, read up front, each marked with whether a search's filters
+/// allow its session: for a search that would otherwise read most of them
+/// one at a time (a narrow filter's, whose scan reads them anyway).
+#[derive(Debug, Clone)]
+pub(crate) struct RunMap {
+    /// (first, last, allowed), by first id.
+    runs: Vec<(i64, i64, bool)>,
+}
+
+impl RunMap {
+    /// Every run of `conn`, each session judged by `allowed`; `None`
+    /// without the table.
+    pub(crate) fn read(
+        conn: &Connection,
+        allowed: impl Fn(i64) -> bool,
+    ) -> Result<Option<RunMap>, StoreError> {
+        if !has_table(conn)? {
+            return Ok(None);
         }
+        let mut stmt =
+            conn.prepare_cached("SELECT first, last, session FROM record_runs ORDER BY first")?;
+        let mut rows = stmt.query([])?;
+        let mut runs = Vec::new();
+        while let Some(r) = rows.next()? {
+            runs.push((r.get(0)?, r.get(1)?, allowed(r.get(2)?)));
+        }
+        Ok(Some(RunMap { runs }))
     }
-    Ok(Some((ranges, covered)))
+
+    /// The allowed runs as (first, last) ids, and the last record id the
+    /// runs cover: every record up to it lies in a run (runs are worked out
+    /// in id order, and ids are never reused), and records after it are in
+    /// none yet.
+    pub(crate) fn allowed_ranges(&self) -> Ranges {
+        let covered = self.runs.iter().map(|r| r.1).max().unwrap_or(0);
+        let ranges = self
+            .runs
+            .iter()
+            .filter(|r| r.2)
+            .map(|r| (r.0, r.1))
+            .collect();
+        (ranges, covered)
+    }
+
+    /// Whether the filters allow the session of record `id`, as
+    /// [`Runs::allows`] says it: `None` when no run holds the id. A binary
+    /// search.
+    pub(crate) fn allows(&self, id: i64) -> Option<bool> {
+        let at = self.runs.partition_point(|r| r.0 <= id);
+        (at > 0 && id <= self.runs[at - 1].1).then(|| self.runs[at - 1].2)
+    }
 }
 
 /// Deletes the runs of session row `session` (when a forget deletes it).
@@ -358,11 +387,7 @@ pub(crate) mod tests {
             .expect("drop");
         let none = Runs::new(store.conn(), "SELECT 1", Vec::new()).expect("reader");
         assert!(none.is_none());
-        assert!(
-            allowed_ranges(store.conn(), |_| true)
-                .expect("ranges")
-                .is_none()
-        );
+        assert!(RunMap::read(store.conn(), |_| true).expect("map").is_none());
     }
 
     #[test]
@@ -399,5 +424,29 @@ pub(crate) mod tests {
         // Ids no run holds: before the first and after the last.
         assert_eq!(runs.allows(0).expect("allows"), None);
         assert_eq!(runs.allows(ids[3] + 1).expect("allows"), None);
+        // Every run read up front says the same of every record, and of
+        // ids before the first and after the last.
+        let codex: rusqlite::types::Value = "codex".to_string().into();
+        let sessions: Vec<i64> = conn
+            .prepare("SELECT id FROM sessions WHERE agent = ?1")
+            .expect("prepare")
+            .query_map([codex], |r| r.get(0))
+            .expect("query")
+            .collect::<Result<_, _>>()
+            .expect("rows");
+        let map = RunMap::read(conn, |s| sessions.contains(&s))
+            .expect("map")
+            .expect("table");
+        for id in [0].iter().chain(&ids).chain([ids[3] + 1].iter()) {
+            assert_eq!(map.allows(*id), runs.allows(*id).expect("allows"), "{id}");
+        }
+        // A run missing (a damaged table): its records are not known, as
+        // the reader says too.
+        conn.execute("DELETE FROM record_runs WHERE first = ?1", [ids[2]])
+            .expect("delete");
+        let map = RunMap::read(conn, |s| sessions.contains(&s))
+            .expect("map")
+            .expect("table");
+        assert_eq!(map.allows(ids[2]), None);
     }
 }
