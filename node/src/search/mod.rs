@@ -527,10 +527,10 @@ fn scored(
 /// none is left. A record `known` to have passed (an earlier concept's
 /// candidate) is not looked up again, and comes without its columns; nor
 /// is one the search's [`Screen`] rules out (its session or role, read
-/// through `bytes`, whose blocks scoring read already). The look-ups go a batch at a time in id order, so that a
-/// page read for one is still cached for its neighbours; a batch is no
-/// larger than the records still needed (at least 64), so few more are
-/// read than pass.
+/// through `bytes`, whose blocks scoring read already). The look-ups go a
+/// batch at a time in id order, so that a page read for one is still
+/// cached for its neighbours; a batch is no larger than the records still
+/// needed (at least 64), so few more are read than pass.
 fn allowed_best(
     conn: &rusqlite::Connection,
     scored: Vec<Scored>,

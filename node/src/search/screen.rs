@@ -18,11 +18,12 @@ use crate::store::{codec, record_bytes, runs};
 /// A search's screen of its candidates (see the module's notes).
 pub(crate) struct Screen<'c> {
     /// Whether the filters allow a record's session; `None` without a
-    /// filter on the session, or without the runs, or when `ranges` say.
+    /// filter on the session, or without the runs, or when `map` says.
     runs: Option<runs::Runs<'c>>,
-    /// Every allowed run, read up front (for a narrow filter, whose scan
-    /// reads them anyway): a binary search per candidate instead.
-    ranges: Option<&'c runs::RunMap>,
+    /// Every run with the filters' verdict on its session, read up front
+    /// (for a narrow filter, whose scan reads them anyway): a binary search
+    /// per candidate instead.
+    map: Option<&'c runs::RunMap>,
     /// The role bytes the filters allow; `None` without a filter on roles.
     roles: Option<Vec<u8>>,
     /// True when the runs and the role bytes answer every filter: none is
@@ -31,15 +32,15 @@ pub(crate) struct Screen<'c> {
 }
 
 impl<'c> Screen<'c> {
-    /// The screen of `opts`'s filters on `conn`; `ranges`, when given, are
+    /// The screen of `opts`'s filters on `conn`; `map`, when given, holds
     /// every run, read up front with the filters' verdict on its session
     /// (see `runs::RunMap`).
     pub(crate) fn new(
         conn: &'c rusqlite::Connection,
         opts: &SearchOptions,
-        ranges: Option<&'c runs::RunMap>,
+        map: Option<&'c runs::RunMap>,
     ) -> Result<Screen<'c>, SearchError> {
-        let runs = match ranges {
+        let runs = match map {
             Some(_) => None,
             None => super::session_runs(conn, opts)?,
         };
@@ -50,10 +51,10 @@ impl<'c> Screen<'c> {
             ..opts.on_record()
         };
         let settles = super::unfiltered(&beyond)
-            && (runs.is_some() || ranges.is_some() || !super::by_session(opts));
+            && (runs.is_some() || map.is_some() || !super::by_session(opts));
         Ok(Screen {
             runs,
-            ranges,
+            map,
             roles,
             settles,
         })
@@ -80,7 +81,7 @@ impl<'c> Screen<'c> {
         // the role first cost a project-filtered question at 10 GB 6 ms
         // more (a block read for each candidate the project rules out) and
         // saved `--role user --agent codex` 2 ms.
-        let session = match (self.ranges, &mut self.runs) {
+        let session = match (self.map, &mut self.runs) {
             (Some(map), _) => Some(map.allows(id)),
             (None, Some(runs)) => Some(runs.allows(id)?),
             (None, None) => None,

@@ -466,32 +466,33 @@ fn allowed(
         roles: Vec::new(),
         ..opts.on_record()
     };
-    if super::unfiltered(&beyond) {
-        // Each part: `None` when it cannot be answered so, `Some(None)`
-        // when there is no such filter. The roles are read only where the
-        // sessions allow (a project's runs: a twentieth of the bytes).
-        let sessions = match super::by_session(opts) {
-            true => allowed_by_runs(store, upto, &opts.on_session(), pre)?.map(Some),
-            false => Some(None),
-        };
-        let (sessions, within) = match sessions {
-            Some(Some((set, within))) => (Some(Some(set)), within),
-            other => (other.map(|_| None), vec![(1, upto)]),
-        };
-        let roles = match opts.roles.is_empty() {
-            true => Some(None),
-            false => allowed_by_roles(store, &within, upto, &opts.roles)?.map(Some),
-        };
-        match (sessions, roles) {
-            (Some(Some(mut set)), Some(Some(roles))) => {
-                set.keep_only(&roles);
-                return Ok(set);
-            }
-            (Some(Some(set)), Some(None)) | (Some(None), Some(Some(set))) => return Ok(set),
-            _ => {}
-        }
+    if !super::unfiltered(&beyond) {
+        return allowed_by_rows(store, upto, opts);
     }
-    allowed_by_rows(store, upto, opts)
+    // The session's set from the runs, with the ranges it lies in, where
+    // the roles are then read (a project's runs: a twentieth of the bytes).
+    let (sessions, within) = match super::by_session(opts) {
+        true => match allowed_by_runs(store, upto, &opts.on_session(), pre)? {
+            Some((set, within)) => (Some(set), within),
+            None => return allowed_by_rows(store, upto, opts),
+        },
+        false => (None, vec![(1, upto)]),
+    };
+    let roles = match opts.roles.is_empty() {
+        true => None,
+        false => match allowed_by_roles(store, &within, upto, &opts.roles)? {
+            Some(set) => Some(set),
+            None => return allowed_by_rows(store, upto, opts),
+        },
+    };
+    match (sessions, roles) {
+        (Some(mut set), Some(roles)) => {
+            set.keep_only(&roles);
+            Ok(set)
+        }
+        (Some(set), None) | (None, Some(set)) => Ok(set),
+        (None, None) => allowed_by_rows(store, upto, opts),
+    }
 }
 
 /// [`allowed`] for a filter on roles, from the records' role bytes (see

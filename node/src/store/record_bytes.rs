@@ -306,11 +306,7 @@ pub(crate) struct Reader<'c> {
 /// True when `conn` holds the table (a database opened read-only may be
 /// older).
 fn has_table(conn: &Connection) -> rusqlite::Result<bool> {
-    conn.prepare_cached(
-        "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'record_bytes'",
-    )?
-    .query_row([], |r| r.get::<_, i64>(0))
-    .map(|n| n > 0)
+    super::schema::has_table(conn, "record_bytes")
 }
 
 impl<'c> Reader<'c> {

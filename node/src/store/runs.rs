@@ -102,10 +102,7 @@ pub(crate) fn backfill(conn: &mut Connection) -> Result<i64, StoreError> {
 /// Whether the database has the table (one opened read-only before its
 /// upgrade has not).
 fn has_table(conn: &Connection) -> rusqlite::Result<bool> {
-    conn.prepare_cached(
-        "SELECT EXISTS(SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'record_runs')",
-    )?
-    .query_row([], |r| r.get(0))
+    super::schema::has_table(conn, "record_runs")
 }
 
 /// Runs as (first, last) record ids, and the last record id the runs

@@ -365,6 +365,15 @@ pub(super) const MIGRATIONS: &[&str] = &[
     "#,
 ];
 
+/// Whether the database has table `name` (one opened read-only before an
+/// upgrade may lack the newer ones).
+pub(super) fn has_table(conn: &Connection, name: &str) -> rusqlite::Result<bool> {
+    conn.prepare_cached(
+        "SELECT EXISTS(SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?1)",
+    )?
+    .query_row([name], |r| r.get(0))
+}
+
 /// The version that rebuilt `records` (and `Store::open` compacts a
 /// database upgraded past it).
 pub(super) const REBUILT_RECORDS: u32 = 7;

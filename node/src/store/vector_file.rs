@@ -857,12 +857,7 @@ impl Scan {
     pub(crate) fn block_firsts(&self, conn: &Connection) -> Result<Vec<i64>, StoreError> {
         let blocks = self.count.div_ceil(SKIP_BLOCK);
         let mut firsts: Vec<Option<i64>> = vec![None; blocks as usize];
-        let has_table: bool = conn
-            .prepare_cached(
-                "SELECT count(*) > 0 FROM sqlite_master WHERE type = 'table' AND name = 'vector_blocks'",
-            )?
-            .query_row([], |r| r.get(0))?;
-        if has_table {
+        if super::schema::has_table(conn, "vector_blocks")? {
             let mut stmt = conn.prepare_cached(
                 "SELECT block, first FROM vector_blocks WHERE block < ?1 ORDER BY block",
             )?;
