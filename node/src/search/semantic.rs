@@ -151,7 +151,7 @@ impl TopRecords {
     }
 
     /// Scores `stored` and keeps it if it is among the best so far.
-    fn consider(&mut self, scorer: &Scorer<'_>, record_id: i64, stored: &[u8]) {
+    fn consider(&mut self, scorer: &Scorer, record_id: i64, stored: &[u8]) {
         if let Some(sim) = scorer.score(stored, self.floor()) {
             self.offer(sim, record_id);
         }
@@ -159,7 +159,7 @@ impl TopRecords {
 
     /// [`TopRecords::consider`] for a vector in offset binary whose
     /// inverse norm is known (as the vector file keeps it).
-    fn consider_offset(&mut self, scorer: &Scorer<'_>, record_id: i64, inv: f32, offset: &[u8]) {
+    fn consider_offset(&mut self, scorer: &Scorer, record_id: i64, inv: f32, offset: &[u8]) {
         if let Some(sim) = scorer.score_offset(offset, inv, self.floor()) {
             self.offer(sim, record_id);
         }
@@ -198,7 +198,7 @@ enum FileScan {
 /// among those `keep` allows.
 fn scan_file(
     scan: &vector_file::Scan,
-    scorer: &Scorer<'_>,
+    scorer: &Scorer,
     keep: impl Fn(i64) -> bool + Sync,
 ) -> FileScan {
     scan_file_keeping(scan, scorer, VECTOR_RECORDS, keep)
@@ -207,7 +207,7 @@ fn scan_file(
 /// [`scan_file`] keeping the best `cap` records.
 fn scan_file_keeping(
     scan: &vector_file::Scan,
-    scorer: &Scorer<'_>,
+    scorer: &Scorer,
     cap: usize,
     keep: impl Fn(i64) -> bool + Sync,
 ) -> FileScan {
@@ -235,7 +235,7 @@ fn scan_file_keeping(
 /// through the file's sketch when it has one (the exact scores of the
 /// entries the sketch puts nearest, see `store::sketch`), else by
 /// [`scan_file`] of every entry.
-fn scan_file_unfiltered(scan: &vector_file::Scan, scorer: &Scorer<'_>, qv: &[f32]) -> FileScan {
+fn scan_file_unfiltered(scan: &vector_file::Scan, scorer: &Scorer, qv: &[f32]) -> FileScan {
     match scan.fold_sketched(qv, TopRecords::new, |top, id, inv, v| {
         top.consider_offset(scorer, id, inv, v)
     }) {
@@ -317,12 +317,7 @@ fn nearest_first_within(
 /// by sketch, scored exactly), else by scoring every entry. They are
 /// every record that reached the floor when fewer than `wide` did and
 /// every entry was scored.
-fn file_nearest(
-    scan: &vector_file::Scan,
-    scorer: &Scorer<'_>,
-    qv: &[f32],
-    wide: usize,
-) -> FileScan {
+fn file_nearest(scan: &vector_file::Scan, scorer: &Scorer, qv: &[f32], wide: usize) -> FileScan {
     let sketched = scan.fold_sketched(
         qv,
         || TopRecords::keeping(wide),
@@ -404,7 +399,7 @@ fn checked(
 fn narrowed_file(
     store: &Store,
     scan: Option<&vector_file::Scan>,
-    scorer: &Scorer<'_>,
+    scorer: &Scorer,
     dim: usize,
     nearest: FileScan,
     opts: &SearchOptions,
