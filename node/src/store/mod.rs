@@ -9,6 +9,7 @@
 mod apply;
 mod backfill;
 mod browse;
+mod cells;
 pub mod codec;
 mod dict;
 mod flat_file;

@@ -31,6 +31,7 @@ use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
+use super::cells::{self, Cells};
 use super::flat_file::{self, read_at, write_at};
 use super::held::{self, Held, Which};
 
@@ -202,7 +203,7 @@ fn each_distance(
 /// `popcnt`, a slow sequence otherwise (so only such a caller uses it).
 #[cfg(any(target_arch = "x86_64", test))]
 #[inline(always)]
-fn distance_by_popcount(a: &[u8], b: &[u8]) -> u32 {
+pub(super) fn distance_by_popcount(a: &[u8], b: &[u8]) -> u32 {
     let (ac, bc) = (a.chunks_exact(8), b.chunks_exact(8));
     let tail: u32 = ac
         .remainder()
@@ -232,6 +233,8 @@ pub(crate) struct Reader {
     /// Entries it holds of those the vector file's trusted ones.
     pub(crate) count: u64,
     dim: usize,
+    /// Its coarse cells, when they cover [`cells::FROM`] entries or more.
+    cells: Option<Cells>,
 }
 
 /// The sketch of the vector file `of` names (its token, vector length and
@@ -257,12 +260,15 @@ pub(crate) fn open(db: &Path, of: held::Key, trusted: u64, held: Option<&Held>) 
         let len = count * sketch_len(dim) as u64;
         h.entries(Which::Sketch, key, &file, entries_at(dim), len)
     });
+    let cells = cells::open(db, &of.token, dim, &cells::mean_key(&mean), count)
+        .filter(|c| c.covered >= cells::FROM);
     Some(Reader {
         file,
         held,
         mean,
         count,
         dim,
+        cells,
     })
 }
 
@@ -309,14 +315,26 @@ impl Reader {
         self.held.is_some()
     }
 
+    /// Whether searches go through its coarse cells.
+    #[cfg(test)]
+    pub(crate) fn has_cells(&self) -> bool {
+        self.cells.is_some()
+    }
+
     /// The positions of the `k` entries nearest to `query` by sketch
-    /// distance (of equal ones, the later entries), ascending.
+    /// distance (of equal ones, the later entries), ascending: of every
+    /// entry, or, when the sketch has cells, of the entries in the cells
+    /// nearest to the query ([`cells::probed`] of them) and those the cells
+    /// do not cover yet.
     pub(crate) fn nearest(&self, query: &[u8], k: usize) -> std::io::Result<Vec<u64>> {
-        let size = sketch_len(self.dim);
         let n = self.count as usize;
         if k >= n {
             return Ok((0..self.count).collect());
         }
+        if let Some(cells) = &self.cells {
+            return self.nearest_in_cells(cells, query, k);
+        }
+        let size = sketch_len(self.dim);
         // Each thread reads its part and returns every entry's distance
         // (at most the number of bits, which fits u16) and a histogram.
         let threads = std::thread::available_parallelism()
@@ -329,46 +347,19 @@ impl Reader {
             let end = (first + per).min(n);
             let mut dist = Vec::with_capacity(end.saturating_sub(first));
             let mut hist = vec![0u32; bits + 1];
-            let mut count = |bytes: &[u8]| distances(query, bytes, &mut dist, &mut hist);
-            if let Some(held) = &self.held {
-                count(&held[first * size..end * size]);
-                return Ok((dist, hist));
-            }
-            // Sketches per read: 128 KiB, which stays in cache and costs
-            // a fresh process few page faults (1 MiB reads took 1.3–2.4 ms
-            // more of a question at 1 and at 10 GB; 64 KiB no less).
-            const CHUNK: usize = 1 << 12;
-            let mut buf = vec![0u8; CHUNK * size];
-            let mut at = first;
-            while at < end {
-                let m = (end - at).min(CHUNK);
-                let bytes = &mut buf[..m * size];
-                read_at(&self.file, bytes, entries_at(self.dim) + (at * size) as u64)?;
-                count(bytes);
-                at += m;
-            }
+            self.each_chunk(first, end, |bytes| {
+                distances(query, bytes, &mut dist, &mut hist)
+            })?;
             Ok((dist, hist))
         };
         let parts = flat_file::in_parts(threads, part)?;
-        // The distance within which lie at least `k` entries.
         let mut hist = vec![0u64; bits + 1];
         for (_, h) in &parts {
             for (t, c) in hist.iter_mut().zip(h) {
                 *t += u64::from(*c);
             }
         }
-        let mut within = 0u64;
-        let mut limit = bits;
-        for (d, c) in hist.iter().enumerate() {
-            within += c;
-            if within >= k as u64 {
-                limit = d;
-                break;
-            }
-        }
-        // All nearer than the limit; of those at it, the latest.
-        let below: u64 = hist[..limit].iter().sum();
-        let mut at_limit = (k as u64).saturating_sub(below);
+        let (limit, mut at_limit) = limit_of(&hist, k);
         let mut out = Vec::with_capacity(k);
         for (p, (dist, _)) in parts.iter().enumerate().rev() {
             let first = p * per;
@@ -385,6 +376,87 @@ impl Reader {
         out.reverse();
         Ok(out)
     }
+
+    /// [`Reader::nearest`] through the cells.
+    fn nearest_in_cells(&self, cells: &Cells, query: &[u8], k: usize) -> std::io::Result<Vec<u64>> {
+        let bits = 8 * sketch_len(self.dim);
+        let mut positions: Vec<u64> = Vec::new();
+        let mut dist = Vec::new();
+        let mut hist = vec![0u32; bits + 1];
+        cells.probe(query, cells::probed(cells.covered, k), |pos, sketches| {
+            distances(query, sketches, &mut dist, &mut hist);
+            positions.extend(pos.iter().map(|&p| u64::from(p)));
+        })?;
+        let (from, end) = (cells.covered as usize, self.count as usize);
+        self.each_chunk(from, end, |bytes| {
+            distances(query, bytes, &mut dist, &mut hist)
+        })?;
+        positions.extend(from as u64..end as u64);
+        let hist: Vec<u64> = hist.into_iter().map(u64::from).collect();
+        let (limit, at_limit) = limit_of(&hist, k);
+        let mut out = Vec::with_capacity(k);
+        let mut ties = Vec::new();
+        for (&p, &d) in positions.iter().zip(&dist) {
+            match usize::from(d).cmp(&limit) {
+                std::cmp::Ordering::Less => out.push(p),
+                std::cmp::Ordering::Equal => ties.push(p),
+                std::cmp::Ordering::Greater => {}
+            }
+        }
+        ties.sort_unstable_by(|a, b| b.cmp(a));
+        out.extend(ties.into_iter().take(at_limit as usize));
+        out.sort_unstable();
+        Ok(out)
+    }
+
+    /// Calls `count` with the sketches of entries `first..end`, a chunk
+    /// at a time.
+    fn each_chunk(
+        &self,
+        first: usize,
+        end: usize,
+        mut count: impl FnMut(&[u8]),
+    ) -> std::io::Result<()> {
+        let size = sketch_len(self.dim);
+        if first >= end {
+            return Ok(());
+        }
+        if let Some(held) = &self.held {
+            count(&held[first * size..end * size]);
+            return Ok(());
+        }
+        // Sketches per read: 128 KiB, which stays in cache and costs
+        // a fresh process few page faults (1 MiB reads took 1.3–2.4 ms
+        // more of a question at 1 and at 10 GB; 64 KiB no less).
+        const CHUNK: usize = 1 << 12;
+        let mut buf = vec![0u8; CHUNK.min(end - first) * size];
+        let mut at = first;
+        while at < end {
+            let m = (end - at).min(CHUNK);
+            let bytes = &mut buf[..m * size];
+            read_at(&self.file, bytes, entries_at(self.dim) + (at * size) as u64)?;
+            count(bytes);
+            at += m;
+        }
+        Ok(())
+    }
+}
+
+/// The distance within which lie at least `k` of the entries counted in
+/// `hist` (all of them, at its last, when fewer), and how many of those
+/// at that distance are needed to make `k`.
+fn limit_of(hist: &[u64], k: usize) -> (usize, u64) {
+    let mut within = 0u64;
+    let mut limit = hist.len() - 1;
+    for (d, c) in hist.iter().enumerate() {
+        within += c;
+        if within >= k as u64 {
+            limit = d;
+            break;
+        }
+    }
+    let below: u64 = hist[..limit].iter().sum();
+    (limit, (k as u64).saturating_sub(below))
 }
 
 /// Called with each entry of the vector file: its inverse norm and its
@@ -427,7 +499,7 @@ pub(crate) fn update(
                 write_sketches(entries, dim, n, trusted, &mean, &mut w)?;
                 w.flush()?;
             }
-            Ok(())
+            refresh_cells(db, token, dim, &mean, &file, trusted)
         }
         _ => {
             let mean = mean_of(entries, dim, trusted)?;
@@ -440,9 +512,32 @@ pub(crate) fn update(
             write_sketches(entries, dim, 0, trusted, &mean, &mut w)?;
             w.flush()?;
             drop(w);
-            std::fs::rename(&tmp, &path)
+            std::fs::rename(&tmp, &path)?;
+            // Written for writing only: read back through a new handle.
+            refresh_cells(db, token, dim, &mean, &File::open(&path)?, trusted)
         }
     }
+}
+
+/// Brings the cells of the sketch `file` (holding `count` entries, its
+/// mean `mean`) up to date (see `store::cells`), timed in the log.
+fn refresh_cells(
+    db: &Path,
+    token: &[u8; 16],
+    dim: usize,
+    mean: &[f32],
+    file: &File,
+    count: u64,
+) -> std::io::Result<()> {
+    let started = std::time::Instant::now();
+    if cells::refresh(db, token, dim, mean, file, entries_at(dim), count)? {
+        tracing::info!(
+            entries = count,
+            ms = started.elapsed().as_millis() as u64,
+            "wrote the sketch's cells"
+        );
+    }
+    Ok(())
 }
 
 /// Zeroes the sketches of the entries at `positions` (blanked in the
@@ -467,8 +562,15 @@ pub(crate) fn blank(
         return Ok(());
     };
     let zero = vec![0u8; sketch_len(dim)];
+    let mut blanked = false;
     for &p in positions.iter().filter(|&&p| p < n) {
         write_at(&file, &zero, entries_at(dim) + p * zero.len() as u64)?;
+        blanked = true;
+    }
+    // The cells hold copies of the sketches: written anew from the sketch
+    // by the update that follows, so no copy of a blanked one remains.
+    if blanked {
+        cells::remove(db);
     }
     Ok(())
 }
@@ -476,6 +578,7 @@ pub(crate) fn blank(
 /// Removes the sketch (when its vector file is lost).
 pub(crate) fn remove(db: &Path) {
     let _ = std::fs::remove_file(path_for(db));
+    cells::remove(db);
 }
 
 /// The mean of the unit vectors of entries `0..trusted` (blank ones left out).
@@ -519,6 +622,145 @@ mod tests {
     /// Bits that differ, one byte at a time.
     fn plain(a: &[u8], b: &[u8]) -> u32 {
         a.iter().zip(b).map(|(x, y)| (x ^ y).count_ones()).sum()
+    }
+
+    /// Synthetic vectors of 64 dimensions in a few clusters, as the
+    /// vector file hands them to `update` (offset binary, inverse norm).
+    fn vectors(n: usize) -> Vec<(f32, Vec<u8>)> {
+        let centres: Vec<Vec<u8>> = (0..6).map(|c| noise(c + 1, 64)).collect();
+        (0..n)
+            .map(|i| {
+                let mut v = centres[i % centres.len()].clone();
+                for (j, b) in noise(i as u64 + 100, 8).iter().enumerate() {
+                    v[(*b as usize + j * 8) % 64] ^= 0x55;
+                }
+                let stored: Vec<u8> = v.iter().map(|b| b ^ 0x80).collect();
+                (crate::embed::inverse_norm(&stored), v)
+            })
+            .collect()
+    }
+
+    fn sketch_all(db: &std::path::Path, token: &[u8; 16], all: &[(f32, Vec<u8>)]) {
+        super::update(db, token, 64, all.len() as u64, &mut |from, to, each| {
+            for (inv, v) in &all[from as usize..to as usize] {
+                each(*inv, v)?;
+            }
+            Ok(())
+        })
+        .expect("update");
+    }
+
+    fn open(db: &std::path::Path, token: &[u8; 16], n: usize) -> super::Reader {
+        let key = super::held::Key {
+            token: *token,
+            dim: 64,
+            blank: 0,
+            file: None,
+        };
+        super::open(db, key, n as u64, None).expect("sketch")
+    }
+
+    /// The `k` nearest of `among` (position, sketch) to `q`; of equal
+    /// ones, the later; ascending.
+    fn brute(q: &[u8], among: &[(u64, Vec<u8>)], k: usize) -> Vec<u64> {
+        let mut all: Vec<(u32, std::cmp::Reverse<u64>)> = among
+            .iter()
+            .map(|(p, s)| (plain(q, s), std::cmp::Reverse(*p)))
+            .collect();
+        all.sort();
+        let mut out: Vec<u64> = all.into_iter().take(k).map(|(_, p)| p.0).collect();
+        out.sort();
+        out
+    }
+
+    #[test]
+    fn a_sketch_with_cells_finds_the_nearest_in_the_cells_it_reads_and_all_past_them() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let db = dir.path().join("c.db");
+        let token = [3u8; 16];
+        let all = vectors(400);
+        sketch_all(&db, &token, &all);
+        let reader = open(&db, &token, all.len());
+        assert!(reader.has_cells());
+        let cells = reader.cells.as_ref().expect("cells");
+        assert_eq!(cells.covered, 400);
+        let size = 8;
+        let sketch_of = |p: usize| {
+            let mut out = vec![0u8; size];
+            super::of_offset(&all[p].1, all[p].0, &reader.mean, &mut out);
+            out
+        };
+        for (qi, k) in [(0usize, 3usize), (7, 10), (11, 40), (5, 150)] {
+            let q = sketch_of(qi);
+            let got = reader.nearest(&q, k).expect("nearest");
+            // What the probe reads: the nearest cells' entries.
+            let mut read = Vec::new();
+            cells
+                .probe(&q, super::cells::probed(cells.covered, k), |pos, sk| {
+                    for (p, s) in pos.iter().zip(sk.chunks_exact(size)) {
+                        assert_eq!(s, &sketch_of(*p as usize)[..]);
+                        read.push((u64::from(*p), s.to_vec()));
+                    }
+                })
+                .expect("probe");
+            assert!(read.len() as u64 >= (4 * k as u64).min(400));
+            assert_eq!(got, brute(&q, &read, k), "k = {k}");
+            // The query's own entry is at distance 0: that distance is
+            // found (by it, or by a later entry with the same sketch).
+            let nearest = got.iter().map(|&p| plain(&q, &sketch_of(p as usize))).min();
+            assert_eq!(nearest, Some(0), "k = {k}");
+        }
+        // Every entry read when the probe covers all: the full scan's.
+        let q = sketch_of(1);
+        let full: Vec<(u64, Vec<u8>)> = (0..400).map(|p| (p as u64, sketch_of(p))).collect();
+        assert_eq!(
+            reader.nearest(&q, 120).expect("nearest"),
+            brute(&q, &full, 120)
+        );
+
+        // More entries: the cells still cover three quarters and stay;
+        // the new ones are read past them.
+        let more = vectors(500);
+        sketch_all(&db, &token, &more);
+        let reader = open(&db, &token, more.len());
+        assert_eq!(reader.cells.as_ref().expect("cells").covered, 400);
+        let q = sketch_of(450 % 6);
+        let got = reader.nearest(&q, 5).expect("nearest");
+        let mut read = Vec::new();
+        let cells = reader.cells.as_ref().expect("cells");
+        cells
+            .probe(&q, super::cells::probed(400, 5), |pos, sk| {
+                for (p, s) in pos.iter().zip(sk.chunks_exact(size)) {
+                    read.push((u64::from(*p), s.to_vec()));
+                }
+            })
+            .expect("probe");
+        let mut sketch_of_more = vec![0u8; size];
+        for (p, (inv, v)) in more.iter().enumerate().skip(400) {
+            super::of_offset(v, *inv, &reader.mean, &mut sketch_of_more);
+            read.push((p as u64, sketch_of_more.clone()));
+        }
+        assert_eq!(got, brute(&q, &read, 5));
+        // Past a quarter more, they are written anew over everything.
+        let most = vectors(700);
+        sketch_all(&db, &token, &most);
+        let reader = open(&db, &token, most.len());
+        assert_eq!(reader.cells.as_ref().expect("cells").covered, 700);
+        // A blank removes them (the next update writes them anew).
+        super::blank(&db, &token, 64, &[3]).expect("blank");
+        assert!(!super::cells::path_for(&db).exists());
+        assert!(!open(&db, &token, most.len()).has_cells());
+        sketch_all(&db, &token, &most);
+        assert!(open(&db, &token, most.len()).has_cells());
+        // A sketch written anew (another mean) leaves them unused until
+        // they are written for it; a lost sketch takes them along.
+        let path = super::path_for(&db);
+        let mut bytes = std::fs::read(&path).expect("read");
+        bytes[40] ^= 0x10;
+        std::fs::write(&path, &bytes).expect("write");
+        assert!(!open(&db, &token, most.len()).has_cells());
+        super::remove(&db);
+        assert!(!super::cells::path_for(&db).exists());
     }
 
     #[test]
