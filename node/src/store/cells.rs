@@ -150,12 +150,19 @@ impl Cells {
     /// Calls `each` with the positions and the sketches of the entries of
     /// the cells nearest to `query`, nearest cell first, until `want`
     /// entries have been read (or every cell).
+    #[cfg(test)]
     pub(crate) fn probe(
         &self,
         query: &[u8],
         want: u64,
-        mut each: impl FnMut(&[u32], &[u8]),
+        each: impl FnMut(&[u32], &[u8]),
     ) -> std::io::Result<()> {
+        self.read(&self.nearest(query, want), each)
+    }
+
+    /// The cells nearest to `query`, nearest first, that hold `want`
+    /// entries between them (or every cell); empty cells left out.
+    pub(crate) fn nearest(&self, query: &[u8], want: u64) -> Vec<usize> {
         let mut order: Vec<(u32, usize)> = self
             .centroids
             .chunks_exact(self.size)
@@ -163,18 +170,33 @@ impl Cells {
             .map(|(c, centroid)| (super::sketch::distance(query, centroid), c))
             .collect();
         order.sort_unstable();
-        let mut read = 0u64;
-        let mut buf = Vec::new();
-        let mut positions = Vec::new();
+        let mut held = 0u64;
+        let mut out = Vec::new();
         for (_, c) in order {
-            if read >= want {
+            if held >= want {
                 break;
             }
+            let m = self.starts[c + 1] - self.starts[c];
+            if m > 0 {
+                out.push(c);
+                held += m;
+            }
+        }
+        out
+    }
+
+    /// Calls `each` with the positions and the sketches of the entries of
+    /// each of `cells`, in that order.
+    pub(crate) fn read(
+        &self,
+        cells: &[usize],
+        mut each: impl FnMut(&[u32], &[u8]),
+    ) -> std::io::Result<()> {
+        let mut buf = Vec::new();
+        let mut positions = Vec::new();
+        for &c in cells {
             let (first, end) = (self.starts[c], self.starts[c + 1]);
             let m = (end - first) as usize;
-            if m == 0 {
-                continue;
-            }
             buf.resize(m * (4 + self.size), 0);
             read_at(
                 &self.file,
@@ -188,7 +210,6 @@ impl Cells {
                     .map(|b| u32::from_le_bytes(b.try_into().expect("4 bytes"))),
             );
             each(&positions, sketches);
-            read += m as u64;
         }
         Ok(())
     }
