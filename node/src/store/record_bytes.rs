@@ -1,6 +1,7 @@
 //! Two bytes per record that search reads without the record's row, in
-//! blocks of [`BLOCK`] records by id (table `record_bytes`): its length,
-//! for ranking, and its role, for a filter on roles.
+//! blocks of [`BLOCK`] records by id: its length, for ranking (table
+//! `record_lens`), and its role, for a filter on roles (table
+//! `record_bytes`).
 //!
 //! Search scores a word's matches by BM25 with a term frequency of one,
 //! which needs each match's length against the others'. FTS5's `bm25()`
@@ -9,9 +10,13 @@
 //! history cost one page read per match (4 µs each at 10 GB, in a fresh
 //! process). Here a thousand records' lengths share a row of 1 KiB, so
 //! the matches of a word share pages, and one query's words share them
-//! too. A search filtered on roles reads the roles from the same rows: a
-//! candidate whose role the filter rules out needs no look-up in
-//! `records` (at 1 GB, `--role user` read thousands of rows a question).
+//! too. A search filtered on roles reads the roles from rows of their
+//! own, in the same blocks: a candidate whose role the filter rules out
+//! needs no look-up in `records` (at 1 GB, `--role user` read thousands
+//! of rows a question). The two were one row of 2 KiB until v17, which an
+//! unfiltered search read for the lengths alone: at 10 GB a question whose
+//! words match across the history read every one of its 1,731 pages,
+//! against the 742 of the lengths alone.
 //!
 //! A length byte holds the length's class: the length in bytes of the
 //! record's plain text on a scale of 10% steps (see [`class_of`]), which
@@ -30,7 +35,7 @@ use rusqlite::{Connection, OptionalExtension, params};
 
 use super::{StoreError, codec};
 
-/// Records per row of `record_bytes`.
+/// Records per row of `record_lens` and of `record_bytes`.
 pub(crate) const BLOCK: i64 = 1024;
 
 /// The ratio between the lengths of two neighbouring classes.
@@ -75,27 +80,16 @@ struct Block {
     roles: Vec<u8>,
 }
 
+/// One column of a block's row: [`BLOCK`] bytes, all unknown when it is
+/// missing or damaged.
+fn column_of(r: &rusqlite::Row<'_>, i: usize) -> rusqlite::Result<Vec<u8>> {
+    Ok(match r.get_ref(i)?.as_blob() {
+        Ok(b) if b.len() == BLOCK as usize => b.to_vec(),
+        _ => vec![0; BLOCK as usize],
+    })
+}
+
 impl Block {
-    /// The bytes of a row of `(lens, roles)`.
-    fn of_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Block> {
-        Block::of_row_at(r, 0)
-    }
-
-    /// The bytes of a row whose `lens` and `roles` are columns `i` and
-    /// `i + 1`.
-    fn of_row_at(r: &rusqlite::Row<'_>, i: usize) -> rusqlite::Result<Block> {
-        let column = |i| -> rusqlite::Result<Vec<u8>> {
-            Ok(match r.get_ref(i)?.as_blob() {
-                Ok(b) if b.len() == BLOCK as usize => b.to_vec(),
-                _ => vec![0; BLOCK as usize],
-            })
-        };
-        Ok(Block {
-            lens: column(i)?,
-            roles: column(i + 1)?,
-        })
-    }
-
     fn empty() -> Block {
         Block {
             lens: vec![0; BLOCK as usize],
@@ -105,7 +99,8 @@ impl Block {
 }
 
 /// Bytes of records inserted in the current transaction, written to
-/// `record_bytes` by [`Pending::write`] before it commits.
+/// `record_lens` and `record_bytes` by [`Pending::write`] before it
+/// commits.
 #[derive(Debug, Default)]
 pub(crate) struct Pending {
     /// By block: (place in it, length class, role byte); a byte left 0 is
@@ -157,26 +152,37 @@ impl Pending {
 
 /// Changes a block's bytes through `edit` (a damaged column starts all
 /// unknown). A block not stored yet is made, all unknown, only when
-/// `create` says so.
+/// `create` says so. Its lengths are a row of `record_lens`, its roles a
+/// row of `record_bytes`; both are written.
 fn patch(
     conn: &Connection,
     block: i64,
     create: bool,
     edit: impl FnOnce(&mut Block),
 ) -> Result<(), StoreError> {
-    let stored: Option<Block> = conn
-        .prepare_cached("SELECT lens, roles FROM record_bytes WHERE block = ?1")?
-        .query_row([block], Block::of_row)
+    let lens: Option<Vec<u8>> = conn
+        .prepare_cached("SELECT lens FROM record_lens WHERE block = ?1")?
+        .query_row([block], |r| column_of(r, 0))
         .optional()?;
-    if stored.is_none() && !create {
+    let roles: Option<Vec<u8>> = conn
+        .prepare_cached("SELECT roles FROM record_bytes WHERE block = ?1")?
+        .query_row([block], |r| column_of(r, 0))
+        .optional()?;
+    if lens.is_none() && roles.is_none() && !create {
         return Ok(());
     }
-    let mut b = stored.unwrap_or_else(Block::empty);
+    let empty = Block::empty();
+    let mut b = Block {
+        lens: lens.unwrap_or(empty.lens),
+        roles: roles.unwrap_or(empty.roles),
+    };
     edit(&mut b);
+    conn.prepare_cached("INSERT OR REPLACE INTO record_lens(block, lens) VALUES (?1, ?2)")?
+        .execute(params![block, b.lens])?;
     conn.prepare_cached(
-        "INSERT OR REPLACE INTO record_bytes(block, lens, roles) VALUES (?1, ?2, ?3)",
+        "INSERT OR REPLACE INTO record_bytes(block, lens, roles) VALUES (?1, x'', ?2)",
     )?
-    .execute(params![block, b.lens, b.roles])?;
+    .execute(params![block, b.roles])?;
     Ok(())
 }
 
@@ -294,51 +300,66 @@ const TYPICAL_BLOCKS: i64 = 64;
 /// Reads record bytes for one search, each block once.
 pub(crate) struct Reader<'c> {
     conn: &'c Connection,
-    /// A block's row; `None` on a database too old to have the table
-    /// (opened read-only).
-    block: Option<rusqlite::CachedStatement<'c>>,
-    /// The blocks read so far (`None`: no row).
-    blocks: rustc_hash::FxHashMap<i64, Option<Block>>,
+    lens: Column<'c>,
+    roles: Column<'c>,
     /// [`Reader::typical`], once read.
     typical: Option<Option<f64>>,
 }
 
-/// True when `conn` holds the table (a database opened read-only may be
-/// older).
+/// True when `conn` holds the roles' table (a database opened read-only
+/// may be older).
 fn has_table(conn: &Connection) -> rusqlite::Result<bool> {
     super::schema::has_table(conn, "record_bytes")
+}
+
+/// One column of the blocks, each block read once.
+struct Column<'c> {
+    /// A block's row; `None` on a database too old to have the table
+    /// (opened read-only).
+    row: Option<rusqlite::CachedStatement<'c>>,
+    /// The blocks read so far (`None`: no row).
+    blocks: rustc_hash::FxHashMap<i64, Option<Vec<u8>>>,
+}
+
+impl<'c> Column<'c> {
+    fn new(conn: &'c Connection, table: &str, column: &str) -> rusqlite::Result<Self> {
+        let row = match super::schema::has_table(conn, table)? {
+            true => Some(
+                conn.prepare_cached(&format!("SELECT {column} FROM {table} WHERE block = ?1"))?,
+            ),
+            false => None,
+        };
+        Ok(Column {
+            row,
+            blocks: Default::default(),
+        })
+    }
+
+    /// Record `id`'s byte; 0 when not known.
+    fn byte(&mut self, id: i64) -> rusqlite::Result<u8> {
+        let (block, at) = place(id);
+        let Some(stmt) = &mut self.row else {
+            return Ok(0);
+        };
+        let b = match self.blocks.entry(block) {
+            std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+            std::collections::hash_map::Entry::Vacant(e) => {
+                e.insert(stmt.query_row([block], |r| column_of(r, 0)).optional()?)
+            }
+        };
+        Ok(b.as_ref().map_or(0, |b| b[at]))
+    }
 }
 
 impl<'c> Reader<'c> {
     /// A reader of `conn`'s record bytes.
     pub(crate) fn new(conn: &'c Connection) -> rusqlite::Result<Self> {
-        let block = match has_table(conn)? {
-            true => {
-                Some(conn.prepare_cached("SELECT lens, roles FROM record_bytes WHERE block = ?1")?)
-            }
-            false => None,
-        };
         Ok(Reader {
             conn,
-            block,
-            blocks: Default::default(),
+            lens: Column::new(conn, "record_lens", "lens")?,
+            roles: Column::new(conn, "record_bytes", "roles")?,
             typical: None,
         })
-    }
-
-    /// The block holding record `id`, read once; `None` without one.
-    fn block_of(&mut self, id: i64) -> rusqlite::Result<(Option<&Block>, usize)> {
-        let (block, at) = place(id);
-        let Some(stmt) = &mut self.block else {
-            return Ok((None, at));
-        };
-        let b = match self.blocks.entry(block) {
-            std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
-            std::collections::hash_map::Entry::Vacant(e) => {
-                e.insert(stmt.query_row([block], Block::of_row).optional()?)
-            }
-        };
-        Ok((b.as_ref(), at))
     }
 
     /// The average length of the newest records (those of the last
@@ -351,13 +372,13 @@ impl<'c> Reader<'c> {
         }
         let mut sum = 0.0;
         let mut n = 0u64;
-        if self.block.is_some() {
-            let mut stmt = self.conn.prepare_cached(
-                "SELECT lens, roles FROM record_bytes ORDER BY block DESC LIMIT ?1",
-            )?;
+        if self.lens.row.is_some() {
+            let mut stmt = self
+                .conn
+                .prepare_cached("SELECT lens FROM record_lens ORDER BY block DESC LIMIT ?1")?;
             let mut rows = stmt.query([TYPICAL_BLOCKS])?;
             while let Some(r) = rows.next()? {
-                for len in Block::of_row(r)?.lens.iter().filter_map(|c| length_of(*c)) {
+                for len in column_of(r, 0)?.iter().filter_map(|c| length_of(*c)) {
                     sum += len;
                     n += 1;
                 }
@@ -372,8 +393,7 @@ impl<'c> Reader<'c> {
     /// block, else from the record itself; `None` if there is no such
     /// record.
     pub(crate) fn length(&mut self, id: i64) -> rusqlite::Result<Option<f64>> {
-        let (b, at) = self.block_of(id)?;
-        if let Some(known) = b.and_then(|b| length_of(b.lens[at])) {
+        if let Some(known) = length_of(self.lens.byte(id)?) {
             return Ok(Some(known));
         }
         let len = self
@@ -388,8 +408,7 @@ impl<'c> Reader<'c> {
     /// The role byte of record `id` when its block knows it; `None` when
     /// not known (the caller reads the record's row instead).
     pub(crate) fn role(&mut self, id: i64) -> rusqlite::Result<Option<u8>> {
-        let (b, at) = self.block_of(id)?;
-        Ok(b.map(|b| b.roles[at]).filter(|r| *r > 0))
+        Ok(Some(self.roles.byte(id)?).filter(|r| *r > 0))
     }
 }
 
@@ -533,15 +552,27 @@ impl<A: FnMut(i64, i64)> RoleRuns<'_, A> {
 /// id, for each id with a byte known.
 #[cfg(test)]
 pub(crate) fn held(conn: &Connection) -> Vec<(i64, u8, u8)> {
-    let mut stmt = conn
-        .prepare("SELECT block, lens, roles FROM record_bytes ORDER BY block")
-        .expect("bytes");
-    let rows = stmt
-        .query_map([], |r| Ok((r.get::<_, i64>(0)?, Block::of_row_at(r, 1)?)))
-        .expect("rows");
+    let mut blocks: BTreeMap<i64, Block> = BTreeMap::new();
+    for (table, column) in [("record_lens", "lens"), ("record_bytes", "roles")] {
+        let mut stmt = conn
+            .prepare(&format!(
+                "SELECT block, {column} FROM {table} ORDER BY block"
+            ))
+            .expect("bytes");
+        let rows = stmt
+            .query_map([], |r| Ok((r.get::<_, i64>(0)?, column_of(r, 1)?)))
+            .expect("rows");
+        for row in rows {
+            let (block, bytes) = row.expect("row");
+            let b = blocks.entry(block).or_insert_with(Block::empty);
+            match column {
+                "lens" => b.lens = bytes,
+                _ => b.roles = bytes,
+            }
+        }
+    }
     let mut out = Vec::new();
-    for row in rows {
-        let (block, b) = row.expect("row");
+    for (block, b) in blocks {
         for (at, (c, role)) in b.lens.iter().zip(&b.roles).enumerate() {
             if *c > 0 || *role > 0 {
                 out.push((block * BLOCK + at as i64, *c, *role));
@@ -701,16 +732,19 @@ mod tests {
 
         // Unknown bytes: lengths are read from the records instead, to the
         // same value; roles are not known, and `with_roles` reads the rows.
-        conn.execute("DELETE FROM record_bytes WHERE block = 1", [])
-            .expect("drop a block");
+        conn.execute_batch(
+            "DELETE FROM record_lens WHERE block = 1;
+             DELETE FROM record_bytes WHERE block = 1;",
+        )
+        .expect("drop a block");
         drop(reads_as(conn, &want, |id| id < BLOCK));
         finds_what_the_rows_hold(conn, "a block missing");
 
         // A damaged row (not a blob) counts as unknown, read from the
         // records too, and a later write starts it afresh.
-        conn.execute(
-            "UPDATE record_bytes SET lens = 7, roles = x'0102' WHERE block = 0",
-            [],
+        conn.execute_batch(
+            "UPDATE record_lens SET lens = 7 WHERE block = 0;
+             UPDATE record_bytes SET roles = x'0102' WHERE block = 0;",
         )
         .expect("damage a row");
         let mut reader = reads_as(conn, &want, |_| false);
@@ -721,7 +755,8 @@ mod tests {
         clear(conn, [want[0].0]).expect("clear into a damaged row");
         let rewritten: (Vec<u8>, Vec<u8>) = conn
             .query_row(
-                "SELECT lens, roles FROM record_bytes WHERE block = 0",
+                "SELECT l.lens, b.roles FROM record_lens l JOIN record_bytes b USING (block)
+                 WHERE block = 0",
                 [],
                 |r| Ok((r.get(0)?, r.get(1)?)),
             )
@@ -740,6 +775,7 @@ mod tests {
             "UPDATE records SET role = 'user' WHERE id = 5;
              UPDATE records SET role = 'reviewer' WHERE id = 6;
              DELETE FROM record_bytes;
+             DELETE FROM record_lens;
              INSERT INTO meta(key, value) VALUES ('lengths_backfill', '0'), ('roles_backfill', '0');",
         )
         .expect("older");
@@ -797,12 +833,12 @@ mod tests {
         assert_eq!(held(store.conn()), left, "a rewrite");
         finds_what_the_rows_hold(store.conn(), "a rewrite");
 
-        // A database from before the table, opened read-only (so never
+        // A database from before the tables, opened read-only (so never
         // migrated): every length comes from the records, no role is known.
         store
             .conn()
-            .execute("DROP TABLE record_bytes", [])
-            .expect("drop the table");
+            .execute_batch("DROP TABLE record_bytes; DROP TABLE record_lens;")
+            .expect("drop the tables");
         let mut reader = reads_as(store.conn(), &left, |_| false);
         assert_eq!(reader.typical().expect("typical"), None);
         assert_eq!(
@@ -830,8 +866,9 @@ mod tests {
             .conn()
             .execute_batch(
                 "CREATE TABLE record_lengths(block INTEGER PRIMARY KEY, lens BLOB NOT NULL);
-                 INSERT INTO record_lengths SELECT block, lens FROM record_bytes;
+                 INSERT INTO record_lengths SELECT block, lens FROM record_lens;
                  DROP TABLE record_bytes;
+                 DROP TABLE record_lens;
                  PRAGMA user_version = 14;",
             )
             .expect("v14");
@@ -848,6 +885,49 @@ mod tests {
             .expect("old table");
         assert_eq!(old, 0);
         finds_what_the_rows_hold(store.conn(), "upgraded");
+    }
+
+    #[test]
+    fn a_v16_database_moves_its_lengths_to_their_own_table() {
+        use crate::store::Store;
+        let dir = tempfile::tempdir().expect("tmp");
+        let path = dir.path().join("c.db");
+        let mut store = Store::open(&path).expect("open");
+        let mut ing = store.ingest("node").expect("ingest");
+        for i in 0..2_100 {
+            let text = "the queue ".repeat(i % 13);
+            let r = record(&format!("s{}", i % 7), Role::ALL[i % 5], &text);
+            ing.insert(&r, None).expect("insert");
+        }
+        ing.commit().expect("commit");
+        let want = expected(store.conn());
+        // As v16 left it: both bytes in one row.
+        store
+            .conn()
+            .execute_batch(
+                "UPDATE record_bytes
+                     SET lens = (SELECT lens FROM record_lens l WHERE l.block = record_bytes.block);
+                 DROP TABLE record_lens;
+                 PRAGMA user_version = 16;",
+            )
+            .expect("v16");
+        // Read as it is (a database opened read-only is not migrated):
+        // the roles from their column, the lengths from the records.
+        drop(reads_as(store.conn(), &want, |_| true));
+        drop(store);
+        let store = Store::open(&path).expect("upgrade");
+        assert_eq!(held(store.conn()), want);
+        let left: i64 = store
+            .conn()
+            .query_row(
+                "SELECT count(*) FROM record_bytes WHERE length(lens) > 0",
+                [],
+                |r| r.get(0),
+            )
+            .expect("lengths left behind");
+        assert_eq!(left, 0);
+        drop(reads_as(store.conn(), &want, |_| true));
+        finds_what_the_rows_hold(store.conn(), "upgraded from v16");
     }
 
     #[test]

@@ -363,6 +363,30 @@ pub(super) const MIGRATIONS: &[&str] = &[
     INSERT INTO meta(key, value) VALUES ('vector_blocks_backfill', '0')
         ON CONFLICT(key) DO UPDATE SET value = '0';
     "#,
+    // v17: the lengths move to a table of their own (see
+    // store::record_bytes). An unfiltered search reads the lengths of a
+    // word's matches across the whole history, and beside the roles a row
+    // was 2 KiB: at 10 GB a question with a few such words read all 1,731
+    // pages of the table; alone the lengths take 742. `record_bytes`
+    // keeps its `lens` column, empty, so its shape stays the one the
+    // migrations before this one write to; it is written anew, so the
+    // roles fill their pages too (emptying the column in place left the
+    // rows in half-empty pages).
+    r#"
+    CREATE TABLE IF NOT EXISTS record_lens(
+        block INTEGER PRIMARY KEY,
+        lens  BLOB NOT NULL
+    );
+    INSERT OR IGNORE INTO record_lens(block, lens) SELECT block, lens FROM record_bytes;
+    CREATE TABLE record_roles(
+        block INTEGER PRIMARY KEY,
+        lens  BLOB NOT NULL,
+        roles BLOB
+    );
+    INSERT INTO record_roles(block, lens, roles) SELECT block, x'', roles FROM record_bytes;
+    DROP TABLE record_bytes;
+    ALTER TABLE record_roles RENAME TO record_bytes;
+    "#,
 ];
 
 /// Whether the database has table `name` (one opened read-only before an
