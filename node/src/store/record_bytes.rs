@@ -847,20 +847,33 @@ mod tests {
         );
     }
 
+    /// A store at `path` with 2,100 records of every role in `sessions`
+    /// sessions, texts of `word` repeated up to `most - 1` times, and what
+    /// its bytes should be.
+    fn upgrade_store(
+        path: &std::path::Path,
+        word: &str,
+        sessions: usize,
+        most: usize,
+    ) -> (crate::store::Store, Vec<(i64, u8, u8)>) {
+        let mut store = crate::store::Store::open(path).expect("open");
+        let mut ing = store.ingest("node").expect("ingest");
+        for i in 0..2_100 {
+            let text = word.repeat(i % most);
+            let r = record(&format!("s{}", i % sessions), Role::ALL[i % 5], &text);
+            ing.insert(&r, None).expect("insert");
+        }
+        ing.commit().expect("commit");
+        let want = expected(store.conn());
+        (store, want)
+    }
+
     #[test]
     fn a_v14_database_keeps_its_lengths_and_gains_its_roles() {
         use crate::store::Store;
         let dir = tempfile::tempdir().expect("tmp");
         let path = dir.path().join("c.db");
-        let mut store = Store::open(&path).expect("open");
-        let mut ing = store.ingest("node").expect("ingest");
-        for i in 0..2_100 {
-            let text = "the cache ".repeat(i % 17);
-            let r = record(&format!("s{}", i % 9), Role::ALL[i % 5], &text);
-            ing.insert(&r, None).expect("insert");
-        }
-        ing.commit().expect("commit");
-        let want = expected(store.conn());
+        let (store, want) = upgrade_store(&path, "the cache ", 9, 17);
         // As v14 left it: lengths alone, in their own table.
         store
             .conn()
@@ -892,15 +905,7 @@ mod tests {
         use crate::store::Store;
         let dir = tempfile::tempdir().expect("tmp");
         let path = dir.path().join("c.db");
-        let mut store = Store::open(&path).expect("open");
-        let mut ing = store.ingest("node").expect("ingest");
-        for i in 0..2_100 {
-            let text = "the queue ".repeat(i % 13);
-            let r = record(&format!("s{}", i % 7), Role::ALL[i % 5], &text);
-            ing.insert(&r, None).expect("insert");
-        }
-        ing.commit().expect("commit");
-        let want = expected(store.conn());
+        let (store, want) = upgrade_store(&path, "the queue ", 7, 13);
         // As v16 left it: both bytes in one row.
         store
             .conn()
