@@ -526,8 +526,8 @@ fn scored(
 /// is looked up with the filters, the best first, until that many pass or
 /// none is left. A record `known` to have passed (an earlier concept's
 /// candidate) is not looked up again, and comes without its columns; nor
-/// is one the search's [`Screen`] rules out (its session or role, read
-/// through `bytes`, whose blocks scoring read already). The look-ups go a
+/// is one the search's [`Screen`] rules out (its session, and its role
+/// through `bytes` when a filter names roles). The look-ups go a
 /// batch at a time in id order, so that a page read for one is still
 /// cached for its neighbours; a batch is no larger than the records still
 /// needed (at least 64), so few more are read than pass.
@@ -553,7 +553,7 @@ fn allowed_best(
                 kept.push((score, id, None));
                 continue;
             }
-            if screen.verdict(bytes, id)? == Some(false) {
+            if screen.rules_out(bytes, id)? {
                 continue;
             }
             args[0] = SqlValue::Integer(id);
@@ -1111,6 +1111,20 @@ mod store_tests {
                 false => None,
             };
             let mut screen = Screen::new(conn, opts, map.as_ref()).expect("screen");
+            // What the look-ups skip is what the screen's verdict rules
+            // out, for every record and a few ids past them.
+            {
+                let mut twin = Screen::new(conn, opts, map.as_ref()).expect("screen");
+                let mut bytes = record_bytes::Reader::new(conn).expect("bytes");
+                let top: i64 = conn
+                    .query_row("SELECT max(id) FROM records", [], |r| r.get(0))
+                    .expect("top");
+                for id in 1..=top + 3 {
+                    let verdict = twin.verdict(&mut bytes, id).expect("verdict");
+                    let out = screen.rules_out(&mut bytes, id).expect("rules out");
+                    assert_eq!(out, verdict == Some(false), "{opts:?}: {id}");
+                }
+            }
             let filters = (&known as &dyn Fn(i64) -> bool, &mut screen);
             concept_candidates(
                 conn,

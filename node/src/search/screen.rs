@@ -66,6 +66,25 @@ impl<'c> Screen<'c> {
         self.settles
     }
 
+    /// Whether a filter rules record `id` out, as [`Screen::verdict`]
+    /// would say `Some(false)`, for a caller that reads the row of every
+    /// record not ruled out anyway: without a filter on roles, the role
+    /// byte, which would only say that the record exists, is not read.
+    pub(crate) fn rules_out(
+        &mut self,
+        bytes: &mut record_bytes::Reader<'_>,
+        id: i64,
+    ) -> Result<bool, SearchError> {
+        if self.roles.is_some() {
+            return Ok(self.verdict(bytes, id)? == Some(false));
+        }
+        Ok(match (self.map, &mut self.runs) {
+            (Some(map), _) => map.allows(id) == Some(false),
+            (None, Some(runs)) => runs.allows(id)? == Some(false),
+            (None, None) => false,
+        })
+    }
+
     /// What the screen says of record `id` (its bytes read through
     /// `bytes`): `Some(false)` when a filter rules it out, `Some(true)`
     /// when it exists and every filter allows it, `None` when only its row
