@@ -160,22 +160,14 @@ fn patch(
     create: bool,
     edit: impl FnOnce(&mut Block),
 ) -> Result<(), StoreError> {
-    let lens: Option<Vec<u8>> = conn
-        .prepare_cached("SELECT lens FROM record_lens WHERE block = ?1")?
-        .query_row([block], |r| column_of(r, 0))
-        .optional()?;
-    let roles: Option<Vec<u8>> = conn
-        .prepare_cached("SELECT roles FROM record_bytes WHERE block = ?1")?
-        .query_row([block], |r| column_of(r, 0))
-        .optional()?;
+    let lens = stored(conn, LENS, block)?;
+    let roles = stored(conn, ROLES, block)?;
     if lens.is_none() && roles.is_none() && !create {
         return Ok(());
     }
-    let empty = Block::empty();
-    let mut b = Block {
-        lens: lens.unwrap_or(empty.lens),
-        roles: roles.unwrap_or(empty.roles),
-    };
+    let mut b = Block::empty();
+    b.lens = lens.unwrap_or(b.lens);
+    b.roles = roles.unwrap_or(b.roles);
     edit(&mut b);
     conn.prepare_cached("INSERT OR REPLACE INTO record_lens(block, lens) VALUES (?1, ?2)")?
         .execute(params![block, b.lens])?;
@@ -184,6 +176,25 @@ fn patch(
     )?
     .execute(params![block, b.roles])?;
     Ok(())
+}
+
+/// Where a kind of byte is kept: its table and column.
+type Place = (&'static str, &'static str);
+/// The lengths' table and column.
+const LENS: Place = ("record_lens", "lens");
+/// The roles' table and column.
+const ROLES: Place = ("record_bytes", "roles");
+
+/// The query for one block's bytes of `place`.
+fn block_query((table, column): Place) -> String {
+    format!("SELECT {column} FROM {table} WHERE block = ?1")
+}
+
+/// The stored bytes of `place` for `block`; `None` without a row.
+fn stored(conn: &Connection, place: Place, block: i64) -> rusqlite::Result<Option<Vec<u8>>> {
+    conn.prepare_cached(&block_query(place))?
+        .query_row([block], |r| column_of(r, 0))
+        .optional()
 }
 
 /// Makes the bytes of records `ids` unknown again (a forget leaves no
@@ -322,11 +333,9 @@ struct Column<'c> {
 }
 
 impl<'c> Column<'c> {
-    fn new(conn: &'c Connection, table: &str, column: &str) -> rusqlite::Result<Self> {
-        let row = match super::schema::has_table(conn, table)? {
-            true => Some(
-                conn.prepare_cached(&format!("SELECT {column} FROM {table} WHERE block = ?1"))?,
-            ),
+    fn new(conn: &'c Connection, place: Place) -> rusqlite::Result<Self> {
+        let row = match super::schema::has_table(conn, place.0)? {
+            true => Some(conn.prepare_cached(&block_query(place))?),
             false => None,
         };
         Ok(Column {
@@ -356,8 +365,8 @@ impl<'c> Reader<'c> {
     pub(crate) fn new(conn: &'c Connection) -> rusqlite::Result<Self> {
         Ok(Reader {
             conn,
-            lens: Column::new(conn, "record_lens", "lens")?,
-            roles: Column::new(conn, "record_bytes", "roles")?,
+            lens: Column::new(conn, LENS)?,
+            roles: Column::new(conn, ROLES)?,
             typical: None,
         })
     }
