@@ -250,6 +250,11 @@ pub fn run(
     // Questions in a user's words: with the meaning tier on, each also
     // scans every record vector.
     let mut questions = searches_found(cairn, &s, &QUESTIONS, reps)?;
+    // The same questions filtered as an agent's own memory is (its agent)
+    // and as a search for what the user said (their role): the filters
+    // screen the candidates of both tiers.
+    let mut by_agent = searches_found_with(cairn, &s, &QUESTIONS, reps, &["--agent", "codex"])?;
+    let mut by_role = searches_found_with(cairn, &s, &QUESTIONS, reps, &["--role", "user"])?;
     // The same searches while `cairn serve` runs for the home (as the
     // installed service does): the daemon keeps the index fresh, so a
     // search makes no refresh of its own, and answers it from its warm
@@ -286,6 +291,16 @@ pub fn run(
     figures.push(Figure::timings(
         "search a question, cairn serve running",
         &mut questions_served,
+        "-",
+    ));
+    figures.push(Figure::timings(
+        "search a question --agent codex --no-refresh",
+        &mut by_agent,
+        "-",
+    ));
+    figures.push(Figure::timings(
+        "search a question --role user --no-refresh",
+        &mut by_role,
         "-",
     ));
     if let Some((rss, own)) = daemon_rss {
@@ -335,11 +350,28 @@ fn searches_found(
     queries: &[&str],
     reps: usize,
 ) -> anyhow::Result<Vec<f64>> {
+    searches_found_with(cairn, s, queries, reps, &[])
+}
+
+/// [`searches_found`] with the search flags `filters`.
+fn searches_found_with(
+    cairn: &Path,
+    s: &Setup,
+    queries: &[&str],
+    reps: usize,
+    filters: &[&str],
+) -> anyhow::Result<Vec<f64>> {
     let mut times = Vec::new();
     for i in 0..reps.max(1) {
         let q = queries[i % queries.len()];
-        let (ms, out) = time_cairn(cairn, s, &["search", "--json", "--no-refresh", "--", q])?;
-        anyhow::ensure!(!hit_sessions(&out)?.is_empty(), "{q:?} found nothing");
+        let mut args = vec!["search", "--json", "--no-refresh"];
+        args.extend(filters);
+        args.extend(["--", q]);
+        let (ms, out) = time_cairn(cairn, s, &args)?;
+        anyhow::ensure!(
+            !hit_sessions(&out)?.is_empty(),
+            "{q:?} {filters:?} found nothing"
+        );
         times.push(ms);
     }
     Ok(times)
