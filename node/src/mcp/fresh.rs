@@ -6,22 +6,46 @@
 //! The pass is incremental and bounded by a small deadline, like the one
 //! `cairn search` runs: a huge first run answers from what is indexed so
 //! far and the next call continues. When the survey shows nothing new on
-//! disk there is no pass, and a pass that finds nothing new leaves one. A failed pass is logged and the answer
-//! comes from the index as it is; freshness never turns into a tool error.
+//! disk there is no pass, and a pass that finds nothing new leaves one. A
+//! failed pass is logged and the answer comes from the index as it is;
+//! freshness never turns into a tool error.
+//!
+//! The survey still walks every store: one stat per file, 28 ms for the
+//! 31,000 files of 10 GB of history. So the server also watches the
+//! stores ([`Watched`]): when no file event came since its last pass, the
+//! watch misses nothing, and every event queued before the read has been
+//! handled (`Watch::settle`), nothing changed and there is no walk at all.
+//! Any doubt (no watch, a lost event, a barrier that did not come back in
+//! time, or [`BACKSTOP`] since the last pass) walks as before.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use tokio::sync::Notify;
+
+use crate::config::Config;
 use crate::node::Node;
 use crate::sync::daemon;
+use crate::sync::watch::Watch;
 
 /// The longest an MCP read waits for new history to be indexed.
 pub const REFRESH_BUDGET: Duration = Duration::from_millis(1500);
+
+/// How long the server trusts its watch alone: a read this long after the
+/// last pass walks the stores anyway, as the daemon's backstop does.
+pub const BACKSTOP: Duration = Duration::from_secs(30);
+
+/// The longest a read waits for the watch to handle the events queued
+/// before it (it takes well under a millisecond).
+const SETTLE: Duration = Duration::from_millis(200);
 
 /// What happened before an answer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Refresh {
     /// A daemon runs for this home and keeps the index fresh.
     DaemonServes,
+    /// The watch saw no change since the last pass: nothing was walked.
+    Quiet,
     /// This process read new history (`deferred` stores left for later).
     Read {
         /// New records stored.
@@ -33,16 +57,73 @@ pub enum Refresh {
     Failed,
 }
 
+/// What a server keeps between reads to tell that nothing changed: its
+/// watch on the agents' stores (set up on the first read) and when its
+/// last whole pass started.
+pub struct Watched {
+    watch: Option<Watch>,
+    dirty: Arc<Notify>,
+    last_pass: Option<Instant>,
+}
+
+impl Default for Watched {
+    fn default() -> Self {
+        Watched {
+            watch: None,
+            dirty: Arc::new(Notify::new()),
+            last_pass: None,
+        }
+    }
+}
+
+impl Watched {
+    /// True when nothing can have changed in `cfg`'s stores since the last
+    /// whole pass (see the module's notes). Either way any change reported
+    /// so far is taken: the pass that follows a false reads it, and a
+    /// change after this call is reported anew.
+    fn quiet(&mut self, cfg: &Config) -> bool {
+        let roots = crate::sources::watch_roots(&cfg.locations, &cfg.disabled);
+        let watch = match &mut self.watch {
+            Some(watch) => {
+                // New roots may hold history no event announced.
+                if watch.follow(roots) {
+                    self.last_pass = None;
+                }
+                watch
+            }
+            None => self.watch.insert(Watch::start_settling(
+                roots,
+                &cfg.home,
+                &cfg.locations.notes_file,
+                Arc::clone(&self.dirty),
+            )),
+        };
+        let trusted = self.last_pass.is_some_and(|t| t.elapsed() < BACKSTOP)
+            && watch.complete()
+            && watch.settle(SETTLE);
+        // A change reported since the last call left a permit: taken here.
+        let changed = std::pin::pin!(self.dirty.notified()).enable();
+        trusted && !changed
+    }
+}
+
 /// Reads new history into `node` within `budget`, unless a daemon serves
-/// its home.
-pub fn refresh(node: &mut Node, now_ms: i64, budget: Duration) -> Refresh {
+/// its home or `watched` shows that nothing changed since its last pass.
+pub fn refresh(node: &mut Node, now_ms: i64, budget: Duration, watched: &mut Watched) -> Refresh {
     if daemon::is_serving(&node.config().home) {
         return Refresh::DaemonServes;
     }
-    let deadline = Instant::now() + budget;
+    if watched.quiet(node.config()) {
+        return Refresh::Quiet;
+    }
+    let started = Instant::now();
+    let deadline = started + budget;
+    // A pass that is cut short or fails leaves the next read to walk.
+    watched.last_pass = None;
     // Nothing new by the survey: no pass (see `crate::survey`).
     let mut walk = Node::start_walk(node.config());
     if Node::unchanged_since_survey(node.config(), &mut walk).is_some() {
+        watched.last_pass = Some(started);
         return Refresh::Read {
             added: 0,
             deferred: 0,
@@ -51,6 +132,9 @@ pub fn refresh(node: &mut Node, now_ms: i64, budget: Duration) -> Refresh {
     let pass = node.index_walked(walk, now_ms, Some(deadline), &mut |_| {});
     match pass {
         Ok(rep) => {
+            if rep.deferred == 0 {
+                watched.last_pass = Some(started);
+            }
             if rep.nothing_new()
                 && let Err(e) = node.save_survey()
             {
@@ -72,5 +156,125 @@ pub fn refresh(node: &mut Node, now_ms: i64, budget: Duration) -> Refresh {
             tracing::warn!(error = %e, "could not read new history; answering from the index as it is");
             Refresh::Failed
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Env;
+    use std::path::Path;
+
+    /// A configuration with its home and the agents' folders in `home`,
+    /// the meaning tier off.
+    fn config(home: &Path) -> Config {
+        let env = Env {
+            home: Some(home.to_path_buf()),
+            hostname: Some("laptop".into()),
+            ..Env::default()
+        };
+        let mut cfg = Config::resolve(&env, None).expect("config");
+        cfg.semantic = false;
+        cfg
+    }
+
+    /// Appends Claude Code user line `i` of session `sid` to `path`.
+    fn append(path: &Path, sid: &str, i: usize) {
+        std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
+        let line = serde_json::json!({
+            "type": "user", "uuid": format!("{sid}-{i}"), "parentUuid": null,
+            "sessionId": sid, "timestamp": "2026-01-04T10:00:00.000Z", "cwd": "/p",
+            "message": {"role": "user", "content": format!("the heron count is {i}")}
+        });
+        let mut f = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .expect("open");
+        std::io::Write::write_all(&mut f, format!("{line}\n").as_bytes()).expect("append");
+    }
+
+    fn read(added: u64) -> Refresh {
+        Refresh::Read { added, deferred: 0 }
+    }
+
+    #[test]
+    fn a_read_walks_the_stores_only_when_something_changed_since_the_last_pass() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let cfg = config(dir.path());
+        let projects = cfg.locations.claude_dir.join("projects");
+        let first = projects.join("-p/s1.jsonl");
+        append(&first, "s1", 0);
+        let mut node = Node::open(cfg.clone()).expect("open");
+        let mut watched = Watched::default();
+        let mut refresh = |node: &mut Node| refresh(node, 0, REFRESH_BUDGET, &mut watched);
+        // The first read walks: the watch was not there before it.
+        assert_eq!(refresh(&mut node), read(1));
+        assert_eq!(refresh(&mut node), Refresh::Quiet);
+        assert_eq!(refresh(&mut node), Refresh::Quiet);
+        // A line appended just before a read is read by it, each time.
+        for i in 1..6 {
+            append(&first, "s1", i);
+            assert_eq!(refresh(&mut node), read(1), "line {i}");
+            assert_eq!(refresh(&mut node), Refresh::Quiet, "line {i}");
+        }
+        // A session in a project folder made just now.
+        append(&projects.join("-q/s2.jsonl"), "s2", 0);
+        assert_eq!(refresh(&mut node), read(1));
+        append(&projects.join("-q/s2.jsonl"), "s2", 1);
+        assert_eq!(refresh(&mut node), read(1));
+        assert_eq!(refresh(&mut node), Refresh::Quiet);
+        // A store removed whole: the read walks.
+        std::fs::remove_file(&first).expect("rm");
+        assert_ne!(refresh(&mut node), Refresh::Quiet);
+        assert_eq!(refresh(&mut node), Refresh::Quiet);
+        // A root that was not there when the watch started (another
+        // agent's folder) is watched from the next read, which walks.
+        let codex = cfg.locations.codex_home.join("sessions");
+        std::fs::create_dir_all(&codex).expect("codex");
+        assert_eq!(refresh(&mut node), read(0));
+        assert_eq!(refresh(&mut node), Refresh::Quiet);
+        let hits = node
+            .search(
+                "heron",
+                &crate::search::SearchOptions {
+                    limit: 10,
+                    ..Default::default()
+                },
+            )
+            .expect("search");
+        // Every line appended was read once (a removed file's history stays).
+        let matches: Vec<(&str, usize)> = hits
+            .iter()
+            .map(|h| (h.session_id.as_str(), h.matches))
+            .collect();
+        assert_eq!(matches, [("s1", 6), ("s2", 2)], "{hits:?}");
+    }
+
+    #[test]
+    fn past_the_backstop_a_read_walks_even_when_the_watch_saw_nothing() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let cfg = config(dir.path());
+        append(
+            &cfg.locations.claude_dir.join("projects/-p/s1.jsonl"),
+            "s1",
+            0,
+        );
+        let mut node = Node::open(cfg).expect("open");
+        let mut watched = Watched::default();
+        assert_eq!(refresh(&mut node, 0, REFRESH_BUDGET, &mut watched), read(1));
+        assert_eq!(
+            refresh(&mut node, 0, REFRESH_BUDGET, &mut watched),
+            Refresh::Quiet
+        );
+        let Some(past) = Instant::now().checked_sub(BACKSTOP) else {
+            return;
+        };
+        watched.last_pass = Some(past);
+        assert_eq!(refresh(&mut node, 0, REFRESH_BUDGET, &mut watched), read(0));
+        assert_eq!(
+            refresh(&mut node, 0, REFRESH_BUDGET, &mut watched),
+            Refresh::Quiet
+        );
     }
 }

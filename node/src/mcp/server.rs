@@ -53,15 +53,18 @@ pub fn system_clock() -> i64 {
 struct State {
     config: Config,
     node: Option<Node>,
+    /// The watch that tells a read whether anything changed.
+    watched: fresh::Watched,
 }
 
 impl State {
-    fn node(&mut self) -> Result<&mut Node, NodeError> {
+    /// The node (opened now if it is not yet) and the watch.
+    fn node(&mut self) -> Result<(&mut Node, &mut fresh::Watched), NodeError> {
         let node = match self.node.take() {
             Some(n) => n,
             None => Node::open(self.config.clone())?,
         };
-        Ok(self.node.insert(node))
+        Ok((self.node.insert(node), &mut self.watched))
     }
 }
 
@@ -76,7 +79,11 @@ impl CairnServer {
     /// A server over the node described by `config`; the node opens on first use.
     pub fn new(config: Config, clock: Clock) -> CairnServer {
         CairnServer {
-            state: Arc::new(Mutex::new(State { config, node: None })),
+            state: Arc::new(Mutex::new(State {
+                config,
+                node: None,
+                watched: fresh::Watched::default(),
+            })),
             clock,
         }
     }
@@ -91,27 +98,27 @@ impl CairnServer {
         let now = (self.clock)();
         let outcome = match name {
             tools::SEARCH => match tools::search_request(args, now) {
-                Ok(req) => self.with_node(|n| {
-                    fresh::refresh(n, now, fresh::REFRESH_BUDGET);
+                Ok(req) => self.with_node(|n, w| {
+                    fresh::refresh(n, now, fresh::REFRESH_BUDGET, w);
                     answer::search(n, &req, now)
                 }),
                 Err(e) => return Some(arg_error(e)),
             },
             tools::SESSION => match tools::session_request(args) {
-                Ok(req) => self.with_node(|n| {
-                    fresh::refresh(n, now, fresh::REFRESH_BUDGET);
+                Ok(req) => self.with_node(|n, w| {
+                    fresh::refresh(n, now, fresh::REFRESH_BUDGET, w);
                     answer::session(n, &req)
                 }),
                 Err(e) => return Some(arg_error(e)),
             },
             tools::REMEMBER => match tools::remember_request(args) {
                 Ok((text, project)) => {
-                    self.with_node(|n| answer::remember(n, &text, project.as_deref(), now))
+                    self.with_node(|n, _| answer::remember(n, &text, project.as_deref(), now))
                 }
                 Err(e) => return Some(arg_error(e)),
             },
             tools::STATUS => match tools::status_request(args) {
-                Ok(()) => self.with_node(|n| answer::status(n, now)),
+                Ok(()) => self.with_node(|n, _| answer::status(n, now)),
                 Err(e) => return Some(arg_error(e)),
             },
             _ => return None,
@@ -129,12 +136,12 @@ impl CairnServer {
 
     fn with_node(
         &self,
-        f: impl FnOnce(&mut Node) -> Result<String, ToolFailure>,
+        f: impl FnOnce(&mut Node, &mut fresh::Watched) -> Result<String, ToolFailure>,
     ) -> Result<String, ToolFailure> {
         // A panic in an earlier call poisons the lock; the state is still usable.
         let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        let node = st.node()?;
-        f(node)
+        let (node, watched) = st.node()?;
+        f(node, watched)
     }
 }
 

@@ -11,13 +11,20 @@
 //! after the daemon started (an agent installed since) is noticed at the
 //! next poll tick, watched, and read at once.
 //!
+//! An MCP server with no daemon beside it keeps a watch too, to skip its
+//! walk before a read when nothing changed. It must know that the events
+//! of every write made before the read have been handled, and a watch
+//! with a barrier can tell ([`Watch::settle`]): a file of its own, watched
+//! on the same queue as the stores, is written, and the kernel queues that
+//! write's event after every earlier one.
+//!
 //! [`DaemonConfig::backstop_interval`]: super::daemon::DaemonConfig::backstop_interval
 //! [`DaemonConfig::poll_interval`]: super::daemon::DaemonConfig::poll_interval
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
+use std::time::{Duration, Instant};
 
 use tokio::sync::Notify;
 
@@ -37,6 +44,24 @@ struct Signals {
     lost: AtomicBool,
 }
 
+/// A watch's barrier file (see [`Watch::settle`]).
+struct Barrier {
+    file: tempfile::NamedTempFile,
+    /// Writes of it since the current watcher started.
+    writes: u64,
+    /// The closings of those writes the current watcher's handler has
+    /// seen: new with each watcher, so a late event of an old one counts
+    /// for nothing.
+    seen: Arc<Seen>,
+}
+
+/// Closings of a barrier file's writes a handler has seen.
+#[derive(Default)]
+struct Seen {
+    count: Mutex<u64>,
+    moved: Condvar,
+}
+
 /// The watch on the roots, as set up now.
 pub struct Watch {
     /// Whether watching is on at all (`DaemonConfig::watch`).
@@ -50,6 +75,8 @@ pub struct Watch {
     /// Whether every one of `roots` is watched.
     all_watched: bool,
     signals: Arc<Signals>,
+    /// The barrier ([`Watch::settle`]), when the watch has one.
+    barrier: Option<Barrier>,
     _watcher: Option<notify::RecommendedWatcher>,
 }
 
@@ -64,7 +91,50 @@ impl Watch {
         notes_file: &Path,
         dirty: Arc<Notify>,
     ) -> Watch {
-        let mut w = Watch {
+        let mut w = Watch::unstarted(enabled, extra, (home, notes_file), dirty, None);
+        w.watch(stores);
+        w
+    }
+
+    /// A watch on `stores` with a barrier (see [`Watch::settle`]), for a
+    /// reader that must know whether anything changed before it reads. The
+    /// barrier is a temporary file of its own, removed with the watch; a
+    /// watch that cannot make one works as [`Watch::start`]'s, and never
+    /// settles.
+    pub fn start_settling(
+        stores: Vec<PathBuf>,
+        home: &Path,
+        notes_file: &Path,
+        dirty: Arc<Notify>,
+    ) -> Watch {
+        let barrier = tempfile::Builder::new()
+            .prefix("cairn-watch-")
+            .tempfile()
+            .map_err(|e| tracing::debug!(error = %e, "no barrier file; reads walk the stores"))
+            .ok()
+            .map(|file| Barrier {
+                file,
+                writes: 0,
+                seen: Arc::default(),
+            });
+        let extra = barrier
+            .iter()
+            .map(|b| b.file.path().to_path_buf())
+            .collect();
+        let mut w = Watch::unstarted(true, extra, (home, notes_file), dirty, barrier);
+        w.watch(stores);
+        w
+    }
+
+    /// A watch not set up yet (see [`Watch::watch`]).
+    fn unstarted(
+        enabled: bool,
+        extra: Vec<PathBuf>,
+        (home, notes_file): (&Path, &Path),
+        dirty: Arc<Notify>,
+        barrier: Option<Barrier>,
+    ) -> Watch {
+        Watch {
             enabled,
             home: home.to_path_buf(),
             notes_file: notes_file.to_path_buf(),
@@ -75,10 +145,40 @@ impl Watch {
                 dirty,
                 lost: AtomicBool::new(false),
             }),
+            barrier,
             _watcher: None,
+        }
+    }
+
+    /// Waits (at most `timeout`) until the handler has handled every event
+    /// the kernel queued before this call, by writing the barrier file and
+    /// waiting for that write's closing: one watcher reads one queue, in
+    /// order. False when the watch has no barrier or watcher, or the event
+    /// did not come in time (then the caller cannot know what changed).
+    pub fn settle(&mut self, timeout: Duration) -> bool {
+        let Some(barrier) = &mut self.barrier else {
+            return false;
         };
-        w.watch(stores);
-        w
+        if self._watcher.is_none() || std::fs::write(barrier.file.path(), b"").is_err() {
+            return false;
+        }
+        // Each write closes once: every write so far seen means this one is.
+        barrier.writes += 1;
+        let deadline = Instant::now() + timeout;
+        let seen = &barrier.seen;
+        let mut count = seen.count.lock().unwrap_or_else(PoisonError::into_inner);
+        while *count < barrier.writes {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return false;
+            }
+            count = seen
+                .moved
+                .wait_timeout(count, left)
+                .unwrap_or_else(PoisonError::into_inner)
+                .0;
+        }
+        true
     }
 
     /// Whether every root is watched and no event can have been missed:
@@ -113,10 +213,17 @@ impl Watch {
         }
         // Cleared before the new watch: anything lost from here on is seen.
         self.signals.lost.store(false, Ordering::Relaxed);
+        // A new watcher counts the barrier's writes anew.
+        let barrier = self.barrier.as_mut().map(|b| {
+            b.writes = 0;
+            b.seen = Arc::default();
+            (b.file.path().to_path_buf(), Arc::clone(&b.seen))
+        });
         let (watcher, all) = start_watcher(
             &self.roots,
             &self.home,
             &self.notes_file,
+            barrier,
             Arc::clone(&self.signals),
         );
         self._watcher = watcher;
@@ -138,8 +245,10 @@ fn start_watcher(
     roots: &[PathBuf],
     home: &Path,
     notes_file: &Path,
+    barrier: Option<(PathBuf, Arc<Seen>)>,
     signals: Arc<Signals>,
 ) -> (Option<notify::RecommendedWatcher>, bool) {
+    use notify::event::{AccessKind, AccessMode};
     use notify::{EventKind, RecursiveMode, Watcher};
     let home_dir = home.to_path_buf();
     let notes = notes_file.to_path_buf();
@@ -155,6 +264,17 @@ fn start_watcher(
                 return;
             }
         };
+        // The barrier's closing after a write (see `Watch::settle`): counted,
+        // never a change.
+        if let Some((path, seen)) = &barrier
+            && ev.paths.iter().any(|p| p == path)
+        {
+            if ev.kind == EventKind::Access(AccessKind::Close(AccessMode::Write)) {
+                *seen.count.lock().unwrap_or_else(PoisonError::into_inner) += 1;
+                seen.moved.notify_all();
+            }
+            return;
+        }
         // The queue overflowed, or a watched root itself went away: its
         // watch is gone with it.
         let root_gone =
@@ -215,6 +335,59 @@ mod tests {
         assert!(!pass_due(true, Duration::from_millis(29_999), backstop));
         assert!(pass_due(true, backstop, backstop));
         assert!(pass_due(true, Duration::from_secs(90), backstop));
+    }
+
+    /// Takes the wake-up a change left, if any.
+    fn taken(dirty: &Notify) -> bool {
+        std::pin::pin!(dirty.notified()).enable()
+    }
+
+    #[test]
+    fn a_settled_watch_has_handled_every_write_made_before_it() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let home = dir.path().join("home");
+        let root = dir.path().join("store");
+        std::fs::create_dir_all(&home).expect("home");
+        std::fs::create_dir_all(root.join("sub")).expect("root");
+        let notes = home.join("notes.jsonl");
+        let dirty = Arc::new(Notify::new());
+        let mut w = Watch::start_settling(vec![root.clone()], &home, &notes, Arc::clone(&dirty));
+        assert!(w.complete(), "the store and the barrier are watched");
+        let long = Duration::from_secs(10);
+        assert!(w.settle(long));
+        taken(&dirty);
+        // The barrier's own writes are never a change.
+        for _ in 0..3 {
+            assert!(w.settle(long));
+        }
+        assert!(!taken(&dirty), "the barrier counted as a change");
+        // Whatever is written just before, settling has seen it: a file
+        // made, one grown, one in a folder below.
+        let file = root.join("sub/s.jsonl");
+        for i in 0..20 {
+            let mut f = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&file)
+                .expect("open");
+            std::io::Write::write_all(&mut f, format!("{{\"n\":{i}}}\n").as_bytes())
+                .expect("append");
+            drop(f);
+            assert!(w.settle(long), "write {i}");
+            assert!(
+                taken(&dirty),
+                "write {i} not handled when the watch settled"
+            );
+            assert!(w.settle(long));
+            assert!(!taken(&dirty), "write {i} reported twice");
+        }
+        // A watch set up anew counts its barrier anew.
+        std::fs::create_dir_all(dir.path().join("other")).expect("other");
+        assert!(w.follow(vec![root.clone(), dir.path().join("other")]));
+        assert!(w.settle(long));
+        // A watch without a barrier never settles.
+        let mut plain = Watch::start(true, vec![root], Vec::new(), &home, &notes, dirty);
+        assert!(!plain.settle(Duration::from_millis(10)));
     }
 
     /// Waits (bounded) until `done`.
