@@ -159,7 +159,8 @@ pub fn refresh(node: &mut Node, now_ms: i64, budget: Duration, watched: &mut Wat
     }
 }
 
-#[cfg(test)]
+// The watch settles on Linux only (see `Watch::start_settling`).
+#[cfg(all(test, target_os = "linux"))]
 mod tests {
     use super::*;
     use crate::config::Env;

@@ -100,23 +100,28 @@ impl Watch {
     /// reader that must know whether anything changed before it reads. The
     /// barrier is a temporary file of its own, removed with the watch; a
     /// watch that cannot make one works as [`Watch::start`]'s, and never
-    /// settles.
+    /// settles. Linux only (inotify reports a file's closing after a
+    /// write, which the barrier waits for; other systems' watchers do
+    /// not): elsewhere it never settles either.
     pub fn start_settling(
         stores: Vec<PathBuf>,
         home: &Path,
         notes_file: &Path,
         dirty: Arc<Notify>,
     ) -> Watch {
-        let barrier = tempfile::Builder::new()
-            .prefix("cairn-watch-")
-            .tempfile()
-            .map_err(|e| tracing::debug!(error = %e, "no barrier file; reads walk the stores"))
-            .ok()
-            .map(|file| Barrier {
-                file,
-                writes: 0,
-                seen: Arc::default(),
-            });
+        let made = match cfg!(target_os = "linux") {
+            true => tempfile::Builder::new()
+                .prefix("cairn-watch-")
+                .tempfile()
+                .map_err(|e| tracing::debug!(error = %e, "no barrier file; reads walk the stores"))
+                .ok(),
+            false => None,
+        };
+        let barrier = made.map(|file| Barrier {
+            file,
+            writes: 0,
+            seen: Arc::default(),
+        });
         let extra = barrier
             .iter()
             .map(|b| b.file.path().to_path_buf())
@@ -154,7 +159,9 @@ impl Watch {
     /// the kernel queued before this call, by writing the barrier file and
     /// waiting for that write's closing: one watcher reads one queue, in
     /// order. False when the watch has no barrier or watcher, or the event
-    /// did not come in time (then the caller cannot know what changed).
+    /// did not come in time (then the caller cannot know what changed, and
+    /// the barrier is dropped: later calls say false at once instead of
+    /// waiting again).
     pub fn settle(&mut self, timeout: Duration) -> bool {
         let Some(barrier) = &mut self.barrier else {
             return false;
@@ -165,11 +172,13 @@ impl Watch {
         // Each write closes once: every write so far seen means this one is.
         barrier.writes += 1;
         let deadline = Instant::now() + timeout;
-        let seen = &barrier.seen;
+        let seen = Arc::clone(&barrier.seen);
         let mut count = seen.count.lock().unwrap_or_else(PoisonError::into_inner);
         while *count < barrier.writes {
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
+                tracing::debug!("the watch's barrier did not come back; reads walk the stores");
+                self.barrier = None;
                 return false;
             }
             count = seen
@@ -338,10 +347,12 @@ mod tests {
     }
 
     /// Takes the wake-up a change left, if any.
+    #[cfg(target_os = "linux")]
     fn taken(dirty: &Notify) -> bool {
         std::pin::pin!(dirty.notified()).enable()
     }
 
+    #[cfg(target_os = "linux")]
     #[test]
     fn a_settled_watch_has_handled_every_write_made_before_it() {
         let dir = tempfile::tempdir().expect("tmp");
