@@ -268,41 +268,38 @@ pub fn run(
             daemon.rss_mb(),
         )
     };
-    figures.push(Figure::timings(
-        "search rare word, cairn serve running",
-        &mut serving,
-        "-",
-    ));
-    figures.push(Figure::timings(
-        "search common word 'error' --no-refresh",
-        &mut common,
-        "<= 40",
-    ));
-    figures.push(Figure::timings(
-        "search common word 'error', cairn serve running",
-        &mut common_served,
-        "-",
-    ));
-    figures.push(Figure::timings(
-        "search a question --no-refresh",
-        &mut questions,
-        "-",
-    ));
-    figures.push(Figure::timings(
-        "search a question, cairn serve running",
-        &mut questions_served,
-        "-",
-    ));
-    figures.push(Figure::timings(
-        "search a question --agent codex --no-refresh",
-        &mut by_agent,
-        "-",
-    ));
-    figures.push(Figure::timings(
-        "search a question --role user --no-refresh",
-        &mut by_role,
-        "-",
-    ));
+    let searches = [
+        ("search rare word, cairn serve running", &mut serving, "-"),
+        (
+            "search common word 'error' --no-refresh",
+            &mut common,
+            "<= 40",
+        ),
+        (
+            "search common word 'error', cairn serve running",
+            &mut common_served,
+            "-",
+        ),
+        ("search a question --no-refresh", &mut questions, "-"),
+        (
+            "search a question, cairn serve running",
+            &mut questions_served,
+            "-",
+        ),
+        (
+            "search a question --agent codex --no-refresh",
+            &mut by_agent,
+            "-",
+        ),
+        (
+            "search a question --role user --no-refresh",
+            &mut by_role,
+            "-",
+        ),
+    ];
+    for (label, times, target) in searches {
+        figures.push(Figure::timings(label, times, target));
+    }
     if let Some((rss, own)) = daemon_rss {
         figures.push(Figure::new(
             "cairn serve RSS after those searches",

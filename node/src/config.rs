@@ -296,6 +296,21 @@ fn expand_tilde(p: &str, home: &Path) -> PathBuf {
     }
 }
 
+/// For tests: the configuration of a machine named "laptop" whose home
+/// (and so the agents' folders and the node's own) is `home`, with the
+/// meaning tier off.
+#[cfg(test)]
+pub(crate) fn lexical_for_tests(home: &Path) -> Config {
+    let env = Env {
+        home: Some(home.to_path_buf()),
+        hostname: Some("laptop".into()),
+        ..Env::default()
+    };
+    let mut cfg = Config::resolve(&env, None).expect("config");
+    cfg.semantic = false;
+    cfg
+}
+
 /// The machine's host name from the OS (`gethostname(2)` on Unix, so a
 /// Mac without `$HOSTNAME` in the environment is named too).
 fn read_hostname() -> Option<String> {

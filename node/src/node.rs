@@ -687,7 +687,6 @@ fn survey_key(config: &Config) -> [u8; 32] {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::Env;
     use std::path::Path;
 
     fn claude_line(session: &str, i: u32, text: &str) -> String {
@@ -712,19 +711,6 @@ mod tests {
             .open(path)
             .expect("open");
         std::io::Write::write_all(&mut f, text.as_bytes()).expect("write");
-    }
-
-    /// A configuration with its home (and the agents' folders) in `home`,
-    /// the meaning tier off.
-    fn lexical_config(home: &Path) -> Config {
-        let env = Env {
-            home: Some(home.to_path_buf()),
-            hostname: Some("laptop".into()),
-            ..Env::default()
-        };
-        let mut cfg = Config::resolve(&env, None).expect("config");
-        cfg.semantic = false;
-        cfg
     }
 
     /// Runs passes with nothing new until one can leave a survey (the
@@ -758,7 +744,7 @@ mod tests {
     #[test]
     fn a_walk_compares_alike_whoever_tallied_it() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let cfg = lexical_config(dir.path());
+        let cfg = crate::config::lexical_for_tests(dir.path());
         let mut node = Node::open(cfg.clone()).expect("open");
         let first = cfg.locations.claude_dir.join("projects/-p/s1.jsonl");
         append(&first, &claude_line("s1", 0, "a heron in the marsh"));
@@ -788,7 +774,7 @@ mod tests {
     #[test]
     fn the_survey_tells_a_pass_with_nothing_new_until_anything_changes() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let cfg = lexical_config(dir.path());
+        let cfg = crate::config::lexical_for_tests(dir.path());
         // No survey before the first pass.
         assert!(surveyed(&cfg).is_err());
         let mut node = Node::open(cfg.clone()).expect("open");
@@ -897,7 +883,7 @@ mod tests {
     #[test]
     fn a_refreshed_search_keeps_its_first_answer_only_when_nothing_changed() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let cfg = lexical_config(dir.path());
+        let cfg = crate::config::lexical_for_tests(dir.path());
         let mut node = Node::open(cfg).expect("open");
         let file = node
             .config()
@@ -948,7 +934,7 @@ mod tests {
     #[test]
     fn a_lost_vector_file_is_computed_again_by_the_next_pass() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let mut cfg = lexical_config(dir.path());
+        let mut cfg = crate::config::lexical_for_tests(dir.path());
         cfg.semantic = true;
         let mut node = Node::open(cfg.clone()).expect("open");
         let file = cfg.locations.claude_dir.join("projects/-p/s1.jsonl");

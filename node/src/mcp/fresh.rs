@@ -163,21 +163,7 @@ pub fn refresh(node: &mut Node, now_ms: i64, budget: Duration, watched: &mut Wat
 #[cfg(all(test, target_os = "linux"))]
 mod tests {
     use super::*;
-    use crate::config::Env;
     use std::path::Path;
-
-    /// A configuration with its home and the agents' folders in `home`,
-    /// the meaning tier off.
-    fn config(home: &Path) -> Config {
-        let env = Env {
-            home: Some(home.to_path_buf()),
-            hostname: Some("laptop".into()),
-            ..Env::default()
-        };
-        let mut cfg = Config::resolve(&env, None).expect("config");
-        cfg.semantic = false;
-        cfg
-    }
 
     /// Appends Claude Code user line `i` of session `sid` to `path`.
     fn append(path: &Path, sid: &str, i: usize) {
@@ -202,7 +188,7 @@ mod tests {
     #[test]
     fn a_read_walks_the_stores_only_when_something_changed_since_the_last_pass() {
         let dir = tempfile::tempdir().expect("tmp");
-        let cfg = config(dir.path());
+        let cfg = crate::config::lexical_for_tests(dir.path());
         let projects = cfg.locations.claude_dir.join("projects");
         let first = projects.join("-p/s1.jsonl");
         append(&first, "s1", 0);
@@ -255,7 +241,7 @@ mod tests {
     #[test]
     fn past_the_backstop_a_read_walks_even_when_the_watch_saw_nothing() {
         let dir = tempfile::tempdir().expect("tmp");
-        let cfg = config(dir.path());
+        let cfg = crate::config::lexical_for_tests(dir.path());
         append(
             &cfg.locations.claude_dir.join("projects/-p/s1.jsonl"),
             "s1",
