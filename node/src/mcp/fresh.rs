@@ -111,6 +111,9 @@ impl Watched {
 /// its home or `watched` shows that nothing changed since its last pass.
 pub fn refresh(node: &mut Node, now_ms: i64, budget: Duration, watched: &mut Watched) -> Refresh {
     if daemon::is_serving(&node.config().home) {
+        // The daemon watches the stores: this watch's inotify watches go
+        // back, and a read after the daemon stops walks.
+        *watched = Watched::default();
         return Refresh::DaemonServes;
     }
     if watched.quiet(node.config()) {
@@ -261,6 +264,46 @@ mod tests {
         assert_eq!(refresh(&mut node, 0, REFRESH_BUDGET, &mut watched), read(0));
         assert_eq!(
             refresh(&mut node, 0, REFRESH_BUDGET, &mut watched),
+            Refresh::Quiet
+        );
+    }
+
+    #[test]
+    fn beside_a_daemon_the_watch_is_given_up_and_a_read_after_it_walks() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let cfg = crate::config::lexical_for_tests(dir.path());
+        let file = cfg.locations.claude_dir.join("projects/-p/s1.jsonl");
+        append(&file, "s1", 0);
+        let mut node = Node::open(cfg.clone()).expect("open");
+        let mut w = Watched::default();
+        assert_eq!(refresh(&mut node, 0, REFRESH_BUDGET, &mut w), read(1));
+        assert_eq!(
+            refresh(&mut node, 0, REFRESH_BUDGET, &mut w),
+            Refresh::Quiet
+        );
+        // A daemon for this home, as `cairn serve` records it: a live
+        // process (this one) named in serve.json.
+        let state = cfg.home.join(crate::sync::instance::SERVE_STATE_FILE);
+        let serving = serde_json::json!({
+            "listen_addr": "127.0.0.1:9", "pid": std::process::id(), "started_ms": 1
+        });
+        std::fs::write(&state, serving.to_string()).expect("serve.json");
+        assert_eq!(
+            refresh(&mut node, 0, REFRESH_BUDGET, &mut w),
+            Refresh::DaemonServes
+        );
+        assert!(
+            w.watch.is_none() && w.last_pass.is_none(),
+            "the watch is given up"
+        );
+        // Once the daemon stops, the next read walks, and watches anew.
+        std::fs::remove_file(&state).expect("rm serve.json");
+        assert_eq!(refresh(&mut node, 0, REFRESH_BUDGET, &mut w), read(0));
+        assert!(w.watch.is_some());
+        append(&file, "s1", 1);
+        assert_eq!(refresh(&mut node, 0, REFRESH_BUDGET, &mut w), read(1));
+        assert_eq!(
+            refresh(&mut node, 0, REFRESH_BUDGET, &mut w),
             Refresh::Quiet
         );
     }
