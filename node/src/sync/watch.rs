@@ -373,7 +373,7 @@ mod tests {
         }
         assert!(!taken(&dirty), "the barrier counted as a change");
         // Whatever is written just before, settling has seen it: a file
-        // made, one grown, one in a folder below.
+        // made in a folder below the root, then grown, write after write.
         let file = root.join("sub/s.jsonl");
         for i in 0..20 {
             let mut f = std::fs::OpenOptions::new()
