@@ -26,14 +26,14 @@ use tokio::sync::Notify;
 use crate::config::Config;
 use crate::node::Node;
 use crate::sync::daemon;
-use crate::sync::watch::Watch;
+use crate::sync::watch::{self, Watch};
 
 /// The longest an MCP read waits for new history to be indexed.
 pub const REFRESH_BUDGET: Duration = Duration::from_millis(1500);
 
 /// How long the server trusts its watch alone: a read this long after the
-/// last pass walks the stores anyway, as the daemon's backstop does.
-pub const BACKSTOP: Duration = Duration::from_secs(30);
+/// last pass walks the stores anyway, as the daemon's poll does.
+pub use crate::sync::watch::BACKSTOP;
 
 /// The longest a read waits for the watch to handle the events queued
 /// before it (it takes well under a millisecond).
@@ -98,9 +98,12 @@ impl Watched {
                 Arc::clone(&self.dirty),
             )),
         };
-        let trusted = self.last_pass.is_some_and(|t| t.elapsed() < BACKSTOP)
-            && watch.complete()
-            && watch.settle(SETTLE);
+        // Walk when the daemon's poll would: a root unwatched or the
+        // backstop reached (or no pass yet).
+        let due = self
+            .last_pass
+            .is_none_or(|t| watch::pass_due(watch.complete(), t.elapsed(), BACKSTOP));
+        let trusted = !due && watch.settle(SETTLE);
         // A change reported since the last call left a permit: taken here.
         let changed = std::pin::pin!(self.dirty.notified()).enable();
         trusted && !changed

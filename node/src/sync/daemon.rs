@@ -99,7 +99,7 @@ impl Default for DaemonConfig {
             listen: SocketAddr::from(([0, 0, 0, 0], super::DEFAULT_PORT)),
             sync_interval: Duration::from_secs(30),
             poll_interval: Duration::from_secs(3),
-            backstop_interval: Duration::from_secs(30),
+            backstop_interval: super::watch::BACKSTOP,
             debounce: Duration::from_millis(150),
             peers_check: Duration::from_secs(1),
             backoff_min: Duration::from_secs(1),

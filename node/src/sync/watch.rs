@@ -28,6 +28,10 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::Notify;
 
+/// How long a fully watched reader goes without walking the stores when no
+/// event came: the daemon's default backstop, and the MCP server's.
+pub const BACKSTOP: Duration = Duration::from_secs(30);
+
 /// Whether a poll tick (no file event) should run a pass: always unless
 /// every root is watched (`complete`), and then only once `since_pass`
 /// reaches `backstop`.
