@@ -277,7 +277,16 @@ pub(crate) fn session_runs<'c>(
     let mut args = vec![SqlValue::Null];
     push_filters(&mut sql, &mut args, &opts.on_session());
     args.remove(0);
-    Ok(runs::Runs::new(conn, &sql, args)?)
+    Ok(runs::Runs::new(conn, &sql, args, agent_filter(opts))?)
+}
+
+/// The agent the options' filters name, and whether they name nothing
+/// else of the session (see `runs::AgentFilter`).
+pub(crate) fn agent_filter(opts: &SearchOptions) -> Option<runs::AgentFilter> {
+    opts.agent.as_ref().map(|a| runs::AgentFilter {
+        agent: a.clone(),
+        alone: opts.project.is_none() && opts.session.is_none(),
+    })
 }
 
 /// Whether no option narrows the search (no join, no clause).
@@ -1229,13 +1238,17 @@ mod store_tests {
         // the same: a record no run holds is looked up.
         // So with only some role bytes known, or none.
         let with_runs: Vec<_> = filters.iter().map(&got).collect();
+        // The packed runs follow the table (as every writer keeps them),
+        // and are then set aside (their packing pending).
         for cut in [
             "DELETE FROM record_runs WHERE first % 3 = 0",
+            "INSERT INTO meta(key, value) VALUES ('run_blocks_backfill', '0')",
             "UPDATE record_bytes SET roles = NULL WHERE block % 2 = 0",
             "DELETE FROM record_runs",
             "UPDATE record_bytes SET roles = NULL",
         ] {
             conn.execute(cut, []).expect("cut");
+            crate::store::packed_runs::repack_all(conn).expect("repack");
             for (opts, want) in filters.iter().zip(&with_runs) {
                 assert_eq!(&got(opts), want, "{cut} {opts:?}");
             }

@@ -527,6 +527,16 @@ pub(crate) fn allowed_session_runs(
         return Ok(None);
     }
     let conn = store.conn();
+    // A filter on the agent alone: the packed runs carry it.
+    if let Some(f) = super::agent_filter(opts).filter(|f| f.alone)
+        && let Some(packed) = runs::Packed::read(conn)?
+        && packed.agents_known()
+    {
+        let want = packed.agent_index(&f.agent);
+        return Ok(Some(runs::RunMap::of_packed(&packed, |r| {
+            want.is_some() && r.agent == want
+        })));
+    }
     let mut sql = String::from("SELECT se.id FROM sessions se WHERE 1");
     let mut args: Vec<SqlValue> = Vec::new();
     super::push_filters(&mut sql, &mut args, &opts.on_session());
@@ -1031,7 +1041,16 @@ mod tests {
             .conn()
             .execute("DELETE FROM record_runs WHERE first > ?1", [upto / 3])
             .expect("delete");
+        crate::store::packed_runs::repack_all(store.conn()).expect("repack");
         same("the newest records in no run");
+        store
+            .conn()
+            .execute(
+                "INSERT INTO meta(key, value) VALUES ('run_blocks_backfill', '0')",
+                [],
+            )
+            .expect("unpack");
+        same("the newest records in no run, the runs not packed");
         // Some records' bytes not known, then none.
         record_bytes::clear(store.conn(), 60..120).expect("clear");
         same("some role bytes not known");

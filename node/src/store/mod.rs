@@ -21,6 +21,7 @@ mod insert;
 mod log;
 #[cfg(test)]
 mod open_tests;
+pub(crate) mod packed_runs;
 mod read;
 pub(crate) mod record_bytes;
 pub(crate) mod runs;
@@ -262,6 +263,7 @@ impl Store {
         record_bytes::backfill_lengths(&mut conn).map_err(classified)?;
         record_bytes::backfill_roles(&mut conn).map_err(classified)?;
         runs::backfill(&mut conn).map_err(classified)?;
+        packed_runs::backfill(&mut conn).map_err(classified)?;
         vector_file::backfill_blocks(&mut conn, path).map_err(classified)?;
         let store = Store {
             conn,

@@ -8,10 +8,12 @@
 //! them. A session's records get consecutive ids (a file's new records are
 //! stored together), so the whole history fits in a few runs per session:
 //! one per session on the 1 GB benchmark history (3,151 runs for 541,758
-//! records). A search reads the run of each candidate it considers (one
-//! seek in a small table, once per run) and whether its filters allow
-//! that run's session (once per session), and then looks up only
-//! candidates that a run of an allowed session holds, or that no run holds.
+//! records). A search finds the run of each candidate it considers (in
+//! the packed copy of every run, `store::packed_runs`, or else one seek in
+//! this table, once per run) and whether its filters allow that run's
+//! session (once per session, or from the run's agent), and then looks up
+//! only candidates that a run of an allowed session holds, or that no run
+//! holds.
 //!
 //! A run claims only what is true: every id from `first` to `last` that is
 //! a record belongs to `session`. Runs are worked out from the rows
@@ -26,6 +28,8 @@
 use rusqlite::{Connection, OptionalExtension, params};
 
 use super::StoreError;
+use super::packed_runs;
+pub(crate) use super::packed_runs::Packed;
 
 /// Records read per batch when the runs of records stored before the
 /// table existed are filled in (see [`backfill`]).
@@ -76,6 +80,15 @@ fn extend_by(conn: &Connection, limit: Option<i64>) -> Result<i64, StoreError> {
             .execute(params![first, last, session])?;
         }
     }
+    if let (Some(head), Some(tail)) = (runs.first(), runs.last())
+        && covered > 0
+    {
+        packed_runs::repack(
+            conn,
+            packed_runs::block_of(head.0),
+            packed_runs::block_of(tail.0),
+        )?;
+    }
     Ok(covered)
 }
 
@@ -120,11 +133,15 @@ pub(crate) struct RunMap {
 
 impl RunMap {
     /// Every run of `conn`, each session judged by `allowed`; `None`
-    /// without the table.
+    /// without the table. From the packed runs when the database has
+    /// them (see `store::packed_runs`), else a row at a time.
     pub(crate) fn read(
         conn: &Connection,
         allowed: impl Fn(i64) -> bool,
     ) -> Result<Option<RunMap>, StoreError> {
+        if let Some(packed) = Packed::read(conn)? {
+            return Ok(Some(RunMap::of_packed(&packed, |r| allowed(r.session))));
+        }
         if !has_table(conn)? {
             return Ok(None);
         }
@@ -136,6 +153,19 @@ impl RunMap {
             runs.push((r.get(0)?, r.get(1)?, allowed(r.get(2)?)));
         }
         Ok(Some(RunMap { runs }))
+    }
+
+    /// Every run of `packed`, each judged by `allowed`.
+    pub(crate) fn of_packed(
+        packed: &Packed,
+        allowed: impl Fn(&packed_runs::Run) -> bool,
+    ) -> RunMap {
+        let runs = packed
+            .runs()
+            .iter()
+            .map(|r| (r.first, r.last, allowed(r)))
+            .collect();
+        RunMap { runs }
     }
 
     /// The allowed runs as (first, last) ids, and the last record id the
@@ -164,24 +194,49 @@ impl RunMap {
 
 /// Deletes the runs of session row `session` (when a forget deletes it).
 pub(crate) fn forget_session(conn: &Connection, session: i64) -> Result<(), StoreError> {
+    let firsts: Vec<i64> = conn
+        .prepare_cached("SELECT first FROM record_runs WHERE session = ?1 ORDER BY first")?
+        .query_map([session], |r| r.get(0))?
+        .collect::<Result<_, _>>()?;
     conn.prepare_cached("DELETE FROM record_runs WHERE session = ?1")?
         .execute([session])?;
+    let mut blocks: Vec<i64> = firsts.into_iter().map(packed_runs::block_of).collect();
+    blocks.dedup();
+    for b in blocks {
+        packed_runs::repack(conn, b, b)?;
+    }
     Ok(())
 }
 
+/// The agent a search's filters name, and whether they name nothing else
+/// of the session (then a run's agent alone judges it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct AgentFilter {
+    pub(crate) agent: String,
+    pub(crate) alone: bool,
+}
+
 /// Whether a search's filters on the session allow the session of a
-/// record, found through `record_runs` as records are asked about: each
-/// run and each session's verdict is read once per search, so a search
-/// reads only the runs and sessions its candidates lie in (loading all
-/// 31,074 runs of the 10 GB history took longer than the look-ups saved).
+/// record, by the run that holds it: from the packed runs when the
+/// database has them (every run read at once, a binary search per record,
+/// and a run's agent judges a filter on the agent without a look-up; see
+/// `store::packed_runs`), else from `record_runs` as records are asked
+/// about, each run read once per search. Either way each session the
+/// agent alone cannot judge is looked up once per search.
 pub(crate) struct Runs<'c> {
+    /// Every run, when packed.
+    packed: Option<Packed>,
+    /// The filter's agent as an index into `packed`'s names (`None` when
+    /// no run has it), and whether it alone judges; `None` without a
+    /// filter on the agent or without `packed`.
+    agent: Option<(Option<u16>, bool)>,
     /// The run starting at or before an id.
     run_at: rusqlite::CachedStatement<'c>,
     /// Whether session row `?1` is allowed (a row when it is).
     allowed: rusqlite::Statement<'c>,
     /// `allowed`'s arguments, the session row first.
     args: Vec<rusqlite::types::Value>,
-    /// Runs read so far: first id -> (last id, session).
+    /// Runs read so far without `packed`: first id -> (last id, session).
     runs: std::collections::BTreeMap<i64, (i64, i64)>,
     /// Sessions judged so far.
     sessions: rustc_hash::FxHashMap<i64, bool>,
@@ -190,19 +245,28 @@ pub(crate) struct Runs<'c> {
 impl<'c> Runs<'c> {
     /// A reader for one search. `allowed_session` selects a row when the
     /// session whose row id is `?1` is allowed; `args` are its other
-    /// arguments (`?2` on). `None` on a database without the table (opened
-    /// read-only before its upgrade).
+    /// arguments (`?2` on); `agent`, the agent the same filters name.
+    /// `None` on a database without the table (opened read-only before its
+    /// upgrade).
     pub(crate) fn new(
         conn: &'c Connection,
         allowed_session: &str,
         args: Vec<rusqlite::types::Value>,
+        agent: Option<AgentFilter>,
     ) -> Result<Option<Runs<'c>>, StoreError> {
         if !has_table(conn)? {
             return Ok(None);
         }
+        let packed = Packed::read(conn)?;
+        let agent = match (&packed, agent) {
+            (Some(p), Some(f)) => Some((p.agent_index(&f.agent), f.alone)),
+            _ => None,
+        };
         let mut all = vec![rusqlite::types::Value::Null];
         all.extend(args);
         Ok(Some(Runs {
+            packed,
+            agent,
             run_at: conn.prepare_cached(
                 "SELECT first, last, session FROM record_runs WHERE first <= ?1
                  ORDER BY first DESC LIMIT 1",
@@ -235,8 +299,25 @@ impl<'c> Runs<'c> {
     /// Whether the filters allow the session of record `id`: `None` when
     /// no run holds the id (then only the record's row can tell).
     pub(crate) fn allows(&mut self, id: i64) -> Result<Option<bool>, StoreError> {
-        let Some(session) = self.session_of(id)? else {
-            return Ok(None);
+        let session = match &self.packed {
+            Some(p) => {
+                let Some(run) = p.run_of(id) else {
+                    return Ok(None);
+                };
+                if let (Some((want, alone)), Some(agent)) = (self.agent, run.agent) {
+                    if want != Some(agent) {
+                        return Ok(Some(false));
+                    }
+                    if alone {
+                        return Ok(Some(true));
+                    }
+                }
+                run.session
+            }
+            None => match self.session_of(id)? {
+                Some(session) => session,
+                None => return Ok(None),
+            },
         };
         if let Some(&yes) = self.sessions.get(&session) {
             return Ok(Some(yes));
@@ -275,6 +356,7 @@ pub(crate) mod tests {
             )
             .expect("count");
         assert_eq!(orphans, 0, "{what}: runs of sessions that are gone");
+        packed_runs::tests::assert_packed_true_to(conn, what);
     }
 
     /// Every record's (id, session row), in id order.
@@ -346,11 +428,13 @@ pub(crate) mod tests {
         let conn = store.conn();
         assert_eq!(stored(conn), implied(conn));
         assert_eq!(stored(conn).len(), 3);
+        assert_true_to(conn, "stored");
         // The next commit's first record extends the run it follows.
         stores(&mut store, &[("codex", "a"), ("codex", "c")]);
         let conn = store.conn();
         assert_eq!(stored(conn), implied(conn));
         assert_eq!(stored(conn).len(), 4);
+        assert_true_to(conn, "extended");
         // Filled in from scratch, as for a database stored before the
         // table existed: the same runs, whatever the batch.
         let want = stored(conn);
@@ -376,13 +460,27 @@ pub(crate) mod tests {
         drop(store);
         let store = Store::open(&path).expect("reopen");
         assert_eq!(stored(store.conn()), want, "backfilled");
+        assert_true_to(store.conn(), "backfilled");
+        // A database stored before the runs were packed: none is trusted
+        // until the packing is done, which the next open does.
+        store
+            .conn()
+            .execute_batch(
+                "DELETE FROM run_blocks;
+                 INSERT INTO meta(key, value) VALUES ('run_blocks_backfill', '0');",
+            )
+            .expect("unpacked");
+        assert!(Packed::read(store.conn()).expect("read").is_none());
+        drop(store);
+        let store = Store::open(&path).expect("reopen");
+        assert_true_to(store.conn(), "packed on open");
         // Without the table (a database opened read-only before its
         // upgrade), a search reads no runs.
         store
             .conn()
-            .execute("DROP TABLE record_runs", [])
+            .execute_batch("DROP TABLE record_runs; DROP TABLE run_blocks;")
             .expect("drop");
-        let none = Runs::new(store.conn(), "SELECT 1", Vec::new()).expect("reader");
+        let none = Runs::new(store.conn(), "SELECT 1", Vec::new(), None).expect("reader");
         assert!(none.is_none());
         assert!(RunMap::read(store.conn(), |_| true).expect("map").is_none());
     }
@@ -393,14 +491,6 @@ pub(crate) mod tests {
         let mut store = Store::open(&dir.path().join("c.db")).expect("open");
         stores(&mut store, TURNS);
         let conn = store.conn();
-        let codex = rusqlite::types::Value::Text("codex".into());
-        let mut runs = Runs::new(
-            conn,
-            "SELECT 1 FROM sessions WHERE id = ?1 AND agent = ?2",
-            vec![codex],
-        )
-        .expect("reader")
-        .expect("table");
         let ids: Vec<i64> = conn
             .prepare("SELECT id FROM records ORDER BY id")
             .expect("prepare")
@@ -408,39 +498,100 @@ pub(crate) mod tests {
             .expect("query")
             .collect::<Result<_, _>>()
             .expect("rows");
-        // Asked twice, in any order: the second time from what was read.
-        for order in [ids.clone(), ids.iter().rev().copied().collect()] {
-            let mut verdicts: Vec<(i64, Option<bool>)> = order
-                .iter()
-                .map(|&id| (id, runs.allows(id).expect("allows")))
-                .collect();
-            verdicts.sort();
-            let verdicts: Vec<Option<bool>> = verdicts.into_iter().map(|v| v.1).collect();
-            assert_eq!(verdicts, [Some(true), Some(true), Some(false), Some(true)]);
-        }
-        // Ids no run holds: before the first and after the last.
-        assert_eq!(runs.allows(0).expect("allows"), None);
-        assert_eq!(runs.allows(ids[3] + 1).expect("allows"), None);
-        // Every run read up front says the same of every record, and of
-        // ids before the first and after the last.
         let codex: rusqlite::types::Value = "codex".to_string().into();
         let sessions: Vec<i64> = conn
             .prepare("SELECT id FROM sessions WHERE agent = ?1")
             .expect("prepare")
-            .query_map([codex], |r| r.get(0))
+            .query_map([codex.clone()], |r| r.get(0))
             .expect("query")
             .collect::<Result<_, _>>()
             .expect("rows");
+        let filter = |alone| {
+            Some(AgentFilter {
+                agent: "codex".into(),
+                alone,
+            })
+        };
+        let unpack = "INSERT OR REPLACE INTO meta(key, value) VALUES ('run_blocks_backfill', '0')";
+        // The packed runs with the agent judging alone, with the agent
+        // and a look-up, with a look-up only; then the runs read one by
+        // one (the packing pending): the same verdicts.
+        for (agent, packed) in [
+            (filter(true), true),
+            (filter(false), true),
+            (None, true),
+            (filter(true), false),
+        ] {
+            if !packed {
+                conn.execute(unpack, []).expect("unpack");
+            }
+            assert_eq!(Packed::read(conn).expect("read").is_some(), packed);
+            let mut runs = Runs::new(
+                conn,
+                "SELECT 1 FROM sessions WHERE id = ?1 AND agent = ?2",
+                vec![codex.clone()],
+                agent.clone(),
+            )
+            .expect("reader")
+            .expect("table");
+            let case = format!("{agent:?}, packed {packed}");
+            // Asked twice, in any order: the second time from what was read.
+            for order in [ids.clone(), ids.iter().rev().copied().collect()] {
+                let mut verdicts: Vec<(i64, Option<bool>)> = order
+                    .iter()
+                    .map(|&id| (id, runs.allows(id).expect("allows")))
+                    .collect();
+                verdicts.sort();
+                let verdicts: Vec<Option<bool>> = verdicts.into_iter().map(|v| v.1).collect();
+                assert_eq!(
+                    verdicts,
+                    [Some(true), Some(true), Some(false), Some(true)],
+                    "{case}"
+                );
+            }
+            // Ids no run holds: before the first and after the last.
+            assert_eq!(runs.allows(0).expect("allows"), None, "{case}");
+            assert_eq!(runs.allows(ids[3] + 1).expect("allows"), None, "{case}");
+            // Every run read up front says the same of every record, and of
+            // ids before the first and after the last.
+            let map = RunMap::read(conn, |s| sessions.contains(&s))
+                .expect("map")
+                .expect("table");
+            for id in [0].iter().chain(&ids).chain([ids[3] + 1].iter()) {
+                assert_eq!(
+                    map.allows(*id),
+                    runs.allows(*id).expect("allows"),
+                    "{id} {case}"
+                );
+            }
+        }
+        // A filter on an agent no run has allows none of them.
+        conn.execute("DELETE FROM meta WHERE key = 'run_blocks_backfill'", [])
+            .expect("packed again");
+        let mut none = Runs::new(
+            conn,
+            "SELECT 1 FROM sessions WHERE id = ?1 AND agent = ?2",
+            vec!["gemini".to_string().into()],
+            Some(AgentFilter {
+                agent: "gemini".into(),
+                alone: true,
+            }),
+        )
+        .expect("reader")
+        .expect("table");
+        for id in &ids {
+            assert_eq!(none.allows(*id).expect("allows"), Some(false));
+        }
+        // A run missing (a damaged table, its block packed again): its
+        // records are not known, packed or not.
+        conn.execute("DELETE FROM record_runs WHERE first = ?1", [ids[2]])
+            .expect("delete");
+        packed_runs::repack(conn, 0, packed_runs::block_of(ids[3])).expect("repack");
         let map = RunMap::read(conn, |s| sessions.contains(&s))
             .expect("map")
             .expect("table");
-        for id in [0].iter().chain(&ids).chain([ids[3] + 1].iter()) {
-            assert_eq!(map.allows(*id), runs.allows(*id).expect("allows"), "{id}");
-        }
-        // A run missing (a damaged table): its records are not known, as
-        // the reader says too.
-        conn.execute("DELETE FROM record_runs WHERE first = ?1", [ids[2]])
-            .expect("delete");
+        assert_eq!(map.allows(ids[2]), None);
+        conn.execute(unpack, []).expect("unpack");
         let map = RunMap::read(conn, |s| sessions.contains(&s))
             .expect("map")
             .expect("table");

@@ -387,6 +387,19 @@ pub(super) const MIGRATIONS: &[&str] = &[
     DROP TABLE record_bytes;
     ALTER TABLE record_roles RENAME TO record_bytes;
     "#,
+    // v18: the runs of record ids packed into a blob per block of ids,
+    // each with its session's agent (see store::packed_runs), so a
+    // filtered search reads them all in one small query.
+    // `packed_runs::backfill` packs the runs already stored; the meta row
+    // marks that work as pending.
+    r#"
+    CREATE TABLE IF NOT EXISTS run_blocks(
+        block INTEGER PRIMARY KEY,
+        runs  BLOB NOT NULL
+    );
+    INSERT INTO meta(key, value) VALUES ('run_blocks_backfill', '0')
+        ON CONFLICT(key) DO UPDATE SET value = '0';
+    "#,
 ];
 
 /// Whether the database has table `name` (one opened read-only before an
