@@ -323,13 +323,27 @@ fn has_table(conn: &Connection) -> rusqlite::Result<bool> {
     super::schema::has_table(conn, "record_bytes")
 }
 
-/// One column of the blocks, each block read once.
+/// Blocks a [`Column`] keeps at once. A search asks about a word's
+/// matches in id order, so a block is seldom wanted again once a few
+/// others were read; keeping every block it read (1 KiB each, thousands of
+/// them for a common word at 10 GB) cost a fresh process a page fault
+/// per four of them, more than reading a block again costs.
+const KEPT_BLOCKS: usize = 256;
+
+/// One column of the blocks, the last [`KEPT_BLOCKS`] read kept.
 struct Column<'c> {
     /// A block's row; `None` on a database too old to have the table
     /// (opened read-only).
     row: Option<rusqlite::CachedStatement<'c>>,
-    /// The blocks read so far (`None`: no row).
-    blocks: rustc_hash::FxHashMap<i64, Option<Vec<u8>>>,
+    /// Blocks read: the slot of `slots` that holds a kept one, `None` for
+    /// one without a row (which costs no slot and is never forgotten).
+    kept: rustc_hash::FxHashMap<i64, Option<usize>>,
+    /// The kept blocks' bytes, [`BLOCK`] each, and the block in each slot.
+    slots: Vec<(i64, Vec<u8>)>,
+    /// The slot to reuse next once every slot is taken (oldest first).
+    next: usize,
+    /// How many blocks it keeps ([`KEPT_BLOCKS`]).
+    cap: usize,
 }
 
 impl<'c> Column<'c> {
@@ -340,7 +354,10 @@ impl<'c> Column<'c> {
         };
         Ok(Column {
             row,
-            blocks: Default::default(),
+            kept: Default::default(),
+            slots: Vec::new(),
+            next: 0,
+            cap: KEPT_BLOCKS,
         })
     }
 
@@ -350,13 +367,43 @@ impl<'c> Column<'c> {
         let Some(stmt) = &mut self.row else {
             return Ok(0);
         };
-        let b = match self.blocks.entry(block) {
-            std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
-            std::collections::hash_map::Entry::Vacant(e) => {
-                e.insert(stmt.query_row([block], |r| column_of(r, 0)).optional()?)
+        if let Some(&slot) = self.kept.get(&block) {
+            return Ok(slot.map_or(0, |s| self.slots[s].1[at]));
+        }
+        let slot = if self.slots.len() < self.cap {
+            self.slots.push((block, vec![0; BLOCK as usize]));
+            self.slots.len() - 1
+        } else {
+            let s = self.next;
+            self.next = (s + 1) % self.cap;
+            self.kept.remove(&self.slots[s].0);
+            self.slots[s].0 = block;
+            s
+        };
+        let bytes = &mut self.slots[slot].1;
+        let found = stmt
+            .query_row([block], |r| {
+                match r.get_ref(0)?.as_blob() {
+                    Ok(b) if b.len() == BLOCK as usize => bytes.copy_from_slice(b),
+                    // A damaged column reads as all unknown.
+                    _ => bytes.fill(0),
+                }
+                Ok(())
+            })
+            .optional()?;
+        let b = match found {
+            Some(()) => {
+                self.kept.insert(block, Some(slot));
+                bytes[at]
+            }
+            None => {
+                // No row: the slot stays free for the next block.
+                self.kept.insert(block, None);
+                self.slots[slot].0 = i64::MIN;
+                0
             }
         };
-        Ok(b.as_ref().map_or(0, |b| b[at]))
+        Ok(b)
     }
 }
 
@@ -942,6 +989,58 @@ mod tests {
         assert_eq!(left, 0);
         drop(reads_as(store.conn(), &want, |_| true));
         finds_what_the_rows_hold(store.conn(), "upgraded from v16");
+    }
+
+    #[test]
+    fn a_column_keeping_few_blocks_reads_every_byte_as_stored() {
+        let conn = Connection::open_in_memory().expect("db");
+        conn.execute_batch(
+            "CREATE TABLE record_lens(block INTEGER PRIMARY KEY, lens BLOB NOT NULL)",
+        )
+        .expect("table");
+        // Block b's byte i is (b * 7 + i) % 251 + 1; block 4 has no row
+        // and block 6 a damaged one (too short), both read as unknown.
+        let byte_of = |b: i64, i: i64| -> u8 {
+            match b {
+                4 | 6 => 0,
+                _ => ((b * 7 + i) % 251 + 1) as u8,
+            }
+        };
+        for b in 0..10i64 {
+            let blob: Vec<u8> = match b {
+                4 => continue,
+                6 => vec![9; 10],
+                _ => (0..BLOCK).map(|i| byte_of(b, i)).collect(),
+            };
+            conn.execute(
+                "INSERT INTO record_lens(block, lens) VALUES (?1, ?2)",
+                params![b, blob],
+            )
+            .expect("insert");
+        }
+        let mut col = Column::new(&conn, LENS).expect("column");
+        col.cap = 3;
+        // Ascending, descending, back and forth across blocks, and past
+        // the last block: more blocks than it keeps, each asked again
+        // after it was let go.
+        let mut ids: Vec<i64> = (0..10 * BLOCK).step_by(97).collect();
+        ids.extend((0..10 * BLOCK).rev().step_by(131));
+        ids.extend([
+            5,
+            9 * BLOCK + 3,
+            6,
+            4 * BLOCK + 1,
+            7,
+            6 * BLOCK,
+            8,
+            12 * BLOCK,
+        ]);
+        for id in ids {
+            let (b, i) = (id.div_euclid(BLOCK), id.rem_euclid(BLOCK));
+            let want = if b < 10 { byte_of(b, i) } else { 0 };
+            assert_eq!(col.byte(id).expect("byte"), want, "record {id}");
+            assert!(col.slots.len() <= 3, "kept {}", col.slots.len());
+        }
     }
 
     #[test]
