@@ -323,25 +323,32 @@ fn has_table(conn: &Connection) -> rusqlite::Result<bool> {
     super::schema::has_table(conn, "record_bytes")
 }
 
-/// Blocks a [`Column`] keeps at once. A search asks about a word's
-/// matches in id order, so a block is seldom wanted again once a few
-/// others were read; keeping every block it read (1 KiB each, thousands of
-/// them for a common word at 10 GB) cost a fresh process a page fault
-/// per four of them, more than reading a block again costs.
-const KEPT_BLOCKS: usize = 256;
+/// Blocks a [`Column`] keeps at once (1 KiB each). A question's words
+/// each ask about their newest matches, newest first, so they share the
+/// newest blocks and seldom come back to an old one: the column keeps the
+/// newest blocks it read and lets the oldest go. Keeping every block read
+/// (5,180 a table at 10 GB) cost a fresh process a page fault per four of
+/// them; keeping only the last 256 read made a question whose words each
+/// reach back read the newest blocks again for every word.
+const KEPT_BLOCKS: usize = 1024;
 
-/// One column of the blocks, the last [`KEPT_BLOCKS`] read kept.
+/// One column of the blocks, the newest [`KEPT_BLOCKS`] read kept.
 struct Column<'c> {
     /// A block's row; `None` on a database too old to have the table
     /// (opened read-only).
     row: Option<rusqlite::CachedStatement<'c>>,
     /// Blocks read: the slot of `slots` that holds a kept one, `None` for
-    /// one without a row (which costs no slot and is never forgotten).
+    /// one without a row (which costs no slot and is never let go).
     kept: rustc_hash::FxHashMap<i64, Option<usize>>,
+    /// The blocks in slots, oldest first: the first is let go when a
+    /// block needs a slot and none is free.
+    order: std::collections::BTreeSet<i64>,
     /// The kept blocks' bytes, [`BLOCK`] each, and the block in each slot.
     slots: Vec<(i64, Vec<u8>)>,
-    /// The slot to reuse next once every slot is taken (oldest first).
-    next: usize,
+    /// Slots holding no block (one whose block had no row).
+    free: Vec<usize>,
+    /// The last block asked about and its slot (consecutive ids share it).
+    last: Option<(i64, usize)>,
     /// How many blocks it keeps ([`KEPT_BLOCKS`]).
     cap: usize,
 }
@@ -355,8 +362,10 @@ impl<'c> Column<'c> {
         Ok(Column {
             row,
             kept: Default::default(),
+            order: Default::default(),
             slots: Vec::new(),
-            next: 0,
+            free: Vec::new(),
+            last: None,
             cap: KEPT_BLOCKS,
         })
     }
@@ -364,21 +373,37 @@ impl<'c> Column<'c> {
     /// Record `id`'s byte; 0 when not known.
     fn byte(&mut self, id: i64) -> rusqlite::Result<u8> {
         let (block, at) = place(id);
+        if let Some((b, slot)) = self.last
+            && b == block
+        {
+            return Ok(self.slots[slot].1[at]);
+        }
         let Some(stmt) = &mut self.row else {
             return Ok(0);
         };
         if let Some(&slot) = self.kept.get(&block) {
-            return Ok(slot.map_or(0, |s| self.slots[s].1[at]));
+            let Some(slot) = slot else {
+                return Ok(0);
+            };
+            self.last = Some((block, slot));
+            return Ok(self.slots[slot].1[at]);
         }
-        let slot = if self.slots.len() < self.cap {
-            self.slots.push((block, vec![0; BLOCK as usize]));
-            self.slots.len() - 1
-        } else {
-            let s = self.next;
-            self.next = (s + 1) % self.cap;
-            self.kept.remove(&self.slots[s].0);
-            self.slots[s].0 = block;
-            s
+        // The slot `last` names may be given to this block.
+        self.last = None;
+        // Every slot taken: the oldest block's goes to this one.
+        let oldest = match self.free.is_empty() && self.slots.len() >= self.cap {
+            true => self.order.pop_first(),
+            false => None,
+        };
+        let slot = match (
+            self.free.pop(),
+            oldest.and_then(|o| self.kept.remove(&o).flatten()),
+        ) {
+            (Some(s), _) | (None, Some(s)) => s,
+            (None, None) => {
+                self.slots.push((block, vec![0; BLOCK as usize]));
+                self.slots.len() - 1
+            }
         };
         let bytes = &mut self.slots[slot].1;
         let found = stmt
@@ -391,19 +416,16 @@ impl<'c> Column<'c> {
                 Ok(())
             })
             .optional()?;
-        let b = match found {
-            Some(()) => {
-                self.kept.insert(block, Some(slot));
-                bytes[at]
-            }
-            None => {
-                // No row: the slot stays free for the next block.
-                self.kept.insert(block, None);
-                self.slots[slot].0 = i64::MIN;
-                0
-            }
-        };
-        Ok(b)
+        if found.is_none() {
+            self.free.push(slot);
+            self.kept.insert(block, None);
+            return Ok(0);
+        }
+        self.slots[slot].0 = block;
+        self.kept.insert(block, Some(slot));
+        self.order.insert(block);
+        self.last = Some((block, slot));
+        Ok(self.slots[slot].1[at])
     }
 }
 
@@ -1040,6 +1062,7 @@ mod tests {
             let want = if b < 10 { byte_of(b, i) } else { 0 };
             assert_eq!(col.byte(id).expect("byte"), want, "record {id}");
             assert!(col.slots.len() <= 3, "kept {}", col.slots.len());
+            assert_eq!(col.order.len() + col.free.len(), col.slots.len());
         }
     }
 
