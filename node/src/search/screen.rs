@@ -24,6 +24,8 @@ pub(crate) struct Screen<'c> {
     /// (for a narrow filter, whose scan reads them anyway): a binary search
     /// per candidate instead.
     map: Option<&'c runs::RunMap>,
+    /// The run of `map` found last (see `runs::RunMap::allows`).
+    hint: usize,
     /// The role bytes the filters allow; `None` without a filter on roles.
     roles: Option<Vec<u8>>,
     /// True when the runs and the role bytes answer every filter: none is
@@ -55,6 +57,7 @@ impl<'c> Screen<'c> {
         Ok(Screen {
             runs,
             map,
+            hint: 0,
             roles,
             settles,
         })
@@ -79,7 +82,7 @@ impl<'c> Screen<'c> {
             return Ok(self.verdict(bytes, id)? == Some(false));
         }
         Ok(match (self.map, &mut self.runs) {
-            (Some(map), _) => map.allows(id) == Some(false),
+            (Some(map), _) => map.allows(id, &mut self.hint) == Some(false),
             (None, Some(runs)) => runs.allows(id)? == Some(false),
             (None, None) => false,
         })
@@ -101,7 +104,7 @@ impl<'c> Screen<'c> {
         // more (a block read for each candidate the project rules out) and
         // saved `--role user --agent codex` 2 ms.
         let session = match (self.map, &mut self.runs) {
-            (Some(map), _) => Some(map.allows(id)),
+            (Some(map), _) => Some(map.allows(id, &mut self.hint)),
             (None, Some(runs)) => Some(runs.allows(id)?),
             (None, None) => None,
         };

@@ -49,6 +49,45 @@ pub(crate) struct Run {
     pub(crate) agent: Option<u16>,
 }
 
+/// The index of the run of `runs` (in id order, none overlapping another;
+/// `span` gives a run's first and last id) that holds record `id`, if any.
+///
+/// `hint` is the index this found last: a search asks about ids in order
+/// (a doclist newest first, a batch of look-ups oldest first), and a
+/// question's matches cluster in sessions, so the next id mostly lies in
+/// the same run or a near one. The search therefore gallops from the hint
+/// (1, 2, 4, ... runs away) before it halves, so a near run costs a few
+/// comparisons instead of a binary search over every run: a filtered
+/// question at 10 GB asked about 200,000 ids, and searching the 31,074
+/// runs from scratch was a sixth of its time.
+pub(crate) fn holding<T>(
+    runs: &[T],
+    id: i64,
+    hint: &mut usize,
+    span: impl Fn(&T) -> (i64, i64),
+) -> Option<usize> {
+    let first = |i: usize| span(&runs[i]).0;
+    let h = (*hint).min(runs.len().checked_sub(1)?);
+    // The runs starting at or before `id` are `runs[..p]`; bound `p`.
+    let (lo, hi) = if id < first(h) {
+        let mut step = 1;
+        while step <= h && first(h - step) > id {
+            step *= 2;
+        }
+        (h.saturating_sub(step), h - step / 2)
+    } else {
+        let mut step = 1;
+        while h + step < runs.len() && first(h + step) <= id {
+            step *= 2;
+        }
+        (h + step / 2 + 1, (h + step).min(runs.len()))
+    };
+    let p = lo + runs[lo..hi].partition_point(|r| span(r).0 <= id);
+    let at = p.checked_sub(1)?;
+    *hint = at;
+    (id <= span(&runs[at]).1).then_some(at)
+}
+
 /// A blob that does not decode: what is wrong, for the log.
 #[derive(Debug, thiserror::Error)]
 #[error("run block {block}: {what}")]
@@ -92,11 +131,10 @@ impl Packed {
         Ok(Some(packed))
     }
 
-    /// The run that holds record `id`, if any (a binary search).
-    pub(crate) fn run_of(&self, id: i64) -> Option<&Run> {
-        let at = self.runs.partition_point(|r| r.first <= id);
-        let run = self.runs.get(at.checked_sub(1)?)?;
-        (id <= run.last).then_some(run)
+    /// The run that holds record `id`, if any; `hint` as [`holding`]'s.
+    pub(crate) fn run_of(&self, id: i64, hint: &mut usize) -> Option<&Run> {
+        let at = holding(&self.runs, id, hint, |r| (r.first, r.last))?;
+        self.runs.get(at)
     }
 
     /// The name of agent index `i`.
@@ -413,11 +451,11 @@ pub(crate) mod tests {
             })
             .collect();
         assert_eq!(back, ok);
-        assert_eq!(p.run_of(3 * SPAN + 900).map(|r| r.session), Some(2));
-        assert_eq!(p.run_of(3 * SPAN + 901), None);
-        assert_eq!(p.run_of(3 * SPAN - 1), None);
+        assert_eq!(p.run_of(3 * SPAN + 900, &mut 0).map(|r| r.session), Some(2));
+        assert_eq!(p.run_of(3 * SPAN + 901, &mut 0), None);
+        assert_eq!(p.run_of(3 * SPAN - 1, &mut 0), None);
         assert_eq!(
-            p.run_of(4 * SPAN + 70_000).map(|r| r.session),
+            p.run_of(4 * SPAN + 70_000, &mut 0).map(|r| r.session),
             Some(1 << 40)
         );
         assert!(decoded(3, &encode(3, &runs)).is_err(), "overlap");
@@ -432,6 +470,50 @@ pub(crate) mod tests {
         assert_eq!(p.agent(p.runs()[1].agent.expect("agent")), Some("codex"));
         assert_eq!(zigzag(-3), 5);
         assert_eq!(unzigzag(zigzag(i64::MIN)), i64::MIN);
+    }
+
+    #[test]
+    fn the_run_found_near_the_last_is_the_one_a_binary_search_finds() {
+        // Runs of 1 to 9 ids with gaps of 0 to 3 between them.
+        let mut runs = Vec::new();
+        let mut next = 10_i64;
+        let mut x = 7_u64;
+        let mut roll = |n: u64| {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (x >> 33) % n
+        };
+        for _ in 0..300 {
+            let len = 1 + roll(9) as i64;
+            runs.push((next, next + len - 1));
+            next += len + roll(4) as i64;
+        }
+        let plain = |id: i64| {
+            let at = runs.partition_point(|r| r.0 <= id).checked_sub(1)?;
+            (id <= runs[at].1).then_some(at)
+        };
+        let all: Vec<i64> = (0..next + 5).collect();
+        let mut shuffled = all.clone();
+        for i in (1..shuffled.len()).rev() {
+            shuffled.swap(i, roll(i as u64 + 1) as usize);
+        }
+        let orders = [
+            all.clone(),
+            all.iter().rev().copied().collect::<Vec<_>>(),
+            all.iter().step_by(7).copied().collect(),
+            shuffled,
+        ];
+        for ids in orders {
+            // A hint left anywhere, even past the end, is only a guess.
+            for start in [0, 150, 299, 300, 10_000] {
+                let mut hint = start;
+                for &id in &ids {
+                    assert_eq!(holding(&runs, id, &mut hint, |r| *r), plain(id), "{id}");
+                }
+            }
+        }
+        assert_eq!(holding(&[] as &[(i64, i64)], 5, &mut 3, |r| *r), None);
     }
 
     #[test]

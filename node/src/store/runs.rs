@@ -184,11 +184,11 @@ impl RunMap {
     }
 
     /// Whether the filters allow the session of record `id`, as
-    /// [`Runs::allows`] says it: `None` when no run holds the id. A binary
-    /// search.
-    pub(crate) fn allows(&self, id: i64) -> Option<bool> {
-        let at = self.runs.partition_point(|r| r.0 <= id);
-        (at > 0 && id <= self.runs[at - 1].1).then(|| self.runs[at - 1].2)
+    /// [`Runs::allows`] says it: `None` when no run holds the id. `hint`
+    /// is the caller's, as `packed_runs::holding`'s (0 to start).
+    pub(crate) fn allows(&self, id: i64, hint: &mut usize) -> Option<bool> {
+        let at = packed_runs::holding(&self.runs, id, hint, |r| (r.0, r.1))?;
+        Some(self.runs[at].2)
     }
 }
 
@@ -240,6 +240,8 @@ pub(crate) struct Runs<'c> {
     runs: std::collections::BTreeMap<i64, (i64, i64)>,
     /// Sessions judged so far.
     sessions: rustc_hash::FxHashMap<i64, bool>,
+    /// The packed run found last (see `packed_runs::holding`).
+    hint: usize,
 }
 
 impl<'c> Runs<'c> {
@@ -275,6 +277,7 @@ impl<'c> Runs<'c> {
             args: all,
             runs: std::collections::BTreeMap::new(),
             sessions: rustc_hash::FxHashMap::default(),
+            hint: 0,
         }))
     }
 
@@ -301,7 +304,7 @@ impl<'c> Runs<'c> {
     pub(crate) fn allows(&mut self, id: i64) -> Result<Option<bool>, StoreError> {
         let session = match &self.packed {
             Some(p) => {
-                let Some(run) = p.run_of(id) else {
+                let Some(run) = p.run_of(id, &mut self.hint) else {
                     return Ok(None);
                 };
                 if let (Some((want, alone)), Some(agent)) = (self.agent, run.agent) {
@@ -559,7 +562,7 @@ pub(crate) mod tests {
                 .expect("table");
             for id in [0].iter().chain(&ids).chain([ids[3] + 1].iter()) {
                 assert_eq!(
-                    map.allows(*id),
+                    map.allows(*id, &mut 0),
                     runs.allows(*id).expect("allows"),
                     "{id} {case}"
                 );
@@ -590,11 +593,11 @@ pub(crate) mod tests {
         let map = RunMap::read(conn, |s| sessions.contains(&s))
             .expect("map")
             .expect("table");
-        assert_eq!(map.allows(ids[2]), None);
+        assert_eq!(map.allows(ids[2], &mut 0), None);
         conn.execute(unpack, []).expect("unpack");
         let map = RunMap::read(conn, |s| sessions.contains(&s))
             .expect("map")
             .expect("table");
-        assert_eq!(map.allows(ids[2]), None);
+        assert_eq!(map.allows(ids[2], &mut 0), None);
     }
 }
