@@ -537,7 +537,11 @@ pub(crate) fn allowed_session_runs(
             want.is_some() && r.agent == want
         })));
     }
-    let mut sql = String::from("SELECT se.id FROM sessions se WHERE 1");
+    // Read in table order (`NOT INDEXED`): through the index on the agent,
+    // the rows of its sessions lie one on a page apart, in the order of
+    // their session ids, and at 10 GB an agent and a project took 21 ms
+    // to list that way against 3 ms for reading every row.
+    let mut sql = String::from("SELECT se.id FROM sessions se NOT INDEXED WHERE 1");
     let mut args: Vec<SqlValue> = Vec::new();
     super::push_filters(&mut sql, &mut args, &opts.on_session());
     let mut stmt = conn.prepare(&sql)?;
