@@ -21,8 +21,8 @@ pub(crate) struct Screen<'c> {
     /// filter on the session, or without the runs, or when `map` says.
     runs: Option<runs::Runs<'c>>,
     /// Every run with the filters' verdict on its session, read up front
-    /// (for a narrow filter, whose scan reads them anyway): a binary search
-    /// per candidate instead.
+    /// (for a narrow filter, whose scan reads them anyway): a search from
+    /// the run found last per candidate instead.
     map: Option<&'c runs::RunMap>,
     /// The run of `map` found last (see `runs::RunMap::allows`).
     hint: usize,
