@@ -343,8 +343,8 @@ struct Column<'c> {
     /// The blocks in slots, oldest first: the first is let go when a
     /// block needs a slot and none is free.
     order: std::collections::BTreeSet<i64>,
-    /// The kept blocks' bytes, [`BLOCK`] each, and the block in each slot.
-    slots: Vec<(i64, Vec<u8>)>,
+    /// The kept blocks' bytes, [`BLOCK`] each.
+    slots: Vec<Vec<u8>>,
     /// Slots holding no block (one whose block had no row).
     free: Vec<usize>,
     /// The last block asked about and its slot (consecutive ids share it).
@@ -376,7 +376,7 @@ impl<'c> Column<'c> {
         if let Some((b, slot)) = self.last
             && b == block
         {
-            return Ok(self.slots[slot].1[at]);
+            return Ok(self.slots[slot][at]);
         }
         let Some(stmt) = &mut self.row else {
             return Ok(0);
@@ -386,7 +386,7 @@ impl<'c> Column<'c> {
                 return Ok(0);
             };
             self.last = Some((block, slot));
-            return Ok(self.slots[slot].1[at]);
+            return Ok(self.slots[slot][at]);
         }
         // The slot `last` names may be given to this block.
         self.last = None;
@@ -401,11 +401,11 @@ impl<'c> Column<'c> {
         ) {
             (Some(s), _) | (None, Some(s)) => s,
             (None, None) => {
-                self.slots.push((block, vec![0; BLOCK as usize]));
+                self.slots.push(vec![0; BLOCK as usize]);
                 self.slots.len() - 1
             }
         };
-        let bytes = &mut self.slots[slot].1;
+        let bytes = &mut self.slots[slot];
         let found = stmt
             .query_row([block], |r| {
                 match r.get_ref(0)?.as_blob() {
@@ -421,11 +421,10 @@ impl<'c> Column<'c> {
             self.kept.insert(block, None);
             return Ok(0);
         }
-        self.slots[slot].0 = block;
         self.kept.insert(block, Some(slot));
         self.order.insert(block);
         self.last = Some((block, slot));
-        Ok(self.slots[slot].1[at])
+        Ok(self.slots[slot][at])
     }
 }
 
