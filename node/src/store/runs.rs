@@ -218,11 +218,11 @@ pub(crate) struct AgentFilter {
 
 /// Whether a search's filters on the session allow the session of a
 /// record, by the run that holds it: from the packed runs when the
-/// database has them (every run read at once, each record's found near the last one,
-/// and a run's agent judges a filter on the agent without a look-up; see
-/// `store::packed_runs`), else from `record_runs` as records are asked
-/// about, each run read once per search. Either way each session the
-/// agent alone cannot judge is looked up once per search.
+/// database has them (every run read at once, each record's found near
+/// the one found last, and a run's agent judges a filter on the agent
+/// without a look-up; see `store::packed_runs`), else from `record_runs`
+/// as records are asked about, each run read once per search. Either way
+/// each session the agent alone cannot judge is looked up once per search.
 pub(crate) struct Runs<'c> {
     /// Every run, when packed.
     packed: Option<Packed>,
