@@ -239,13 +239,21 @@ fn read_range(
 /// Brings the sketch (see [`sketch`]) in line with the file after a
 /// committed change: blanks the sketches of `blanked` entries, then adds
 /// those of new entries. A failure is only logged: searches then scan
-/// what the sketch lacks exactly.
-fn follow(db: &Path, mark: &Mark, dim: usize, blanked: &[u64]) {
+/// what the sketch lacks exactly. The sketch's cells follow unless
+/// `cells` puts them off.
+fn follow(db: &Path, mark: &Mark, dim: usize, blanked: &[u64], cells: sketch::CellsWhen) {
     let done = sketch::blank(db, &mark.token, dim, blanked).and_then(|()| {
         let file = File::open(path_for(db))?;
-        sketch::update(db, &mark.token, dim, mark.count, &mut |from, to, each| {
-            read_range(&file, dim, from, to, &mut |_, inverse, v| each(inverse, v))
-        })
+        sketch::update(
+            db,
+            &mark.token,
+            dim,
+            mark.count,
+            &mut |from, to, each| {
+                read_range(&file, dim, from, to, &mut |_, inverse, v| each(inverse, v))
+            },
+            cells,
+        )
     });
     if let Err(e) = done {
         tracing::warn!(error = %e, "cannot update the vector sketch; searches scan every vector");
@@ -349,7 +357,7 @@ pub(crate) fn scrub(conn: &Connection, db: &Path) -> Result<(), StoreError> {
                 write_mark(&tx, &m)?;
                 tx.execute("DELETE FROM vectors_gone", [])?;
                 tx.commit()?;
-                follow(db, &m, dim, &blanked);
+                follow(db, &m, dim, &blanked, sketch::CellsWhen::Now);
                 return Ok(());
             }
         },
@@ -387,7 +395,14 @@ pub enum Synced {
 /// at `db`, in one write transaction on `conn`: appends them to the file
 /// and blanks the entries of deleted records, or, with no file yet,
 /// writes it from the table. The table keeps only what the file does not.
-pub(crate) fn sync(conn: &mut Connection, db: &Path, dim: usize) -> Result<Synced, StoreError> {
+/// The sketch follows the file; its cells too, unless `cells` puts them
+/// off until a later sync.
+pub(crate) fn sync(
+    conn: &mut Connection,
+    db: &Path,
+    dim: usize,
+    cells: sketch::CellsWhen,
+) -> Result<Synced, StoreError> {
     let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
     let newest = newest(&tx)?;
     let path = path_for(db);
@@ -410,7 +425,7 @@ pub(crate) fn sync(conn: &mut Connection, db: &Path, dim: usize) -> Result<Synce
             if m.upto >= newest && !any_gone(&tx)? {
                 tx.commit()?;
                 // A sketch missing or behind (a failed update) catches up.
-                follow(db, &m, dim, &[]);
+                follow(db, &m, dim, &[], cells);
                 return Ok(Synced::Current);
             }
             let blanked = blank(&file, &m, dim, &gone(&tx)?).map_err(io)?;
@@ -450,7 +465,7 @@ pub(crate) fn sync(conn: &mut Connection, db: &Path, dim: usize) -> Result<Synce
     tx.execute("DELETE FROM vectors WHERE id <= ?1", [mark.upto])?;
     tx.execute("DELETE FROM vectors_gone", [])?;
     tx.commit()?;
-    follow(db, &mark, dim, &blanked);
+    follow(db, &mark, dim, &blanked, cells);
     Ok(done)
 }
 
@@ -1612,6 +1627,58 @@ mod tests {
         }
     }
 
+    /// The entries the cells file beside `db` covers (its header's count),
+    /// if there is one.
+    fn cells_covered(db: &Path) -> Option<u64> {
+        let bytes = std::fs::read(sketch_cells_path(db)).ok()?;
+        assert_eq!(&bytes[..8], b"cairncl1");
+        Some(u64::from_le_bytes(
+            bytes[56..64].try_into().expect("8 bytes"),
+        ))
+    }
+
+    fn sketch_cells_path(db: &Path) -> PathBuf {
+        super::super::cells::path_for(db)
+    }
+
+    /// Moves made while more vectors wait leave the cells for the last
+    /// move, which writes them over every entry, also when it has nothing
+    /// left to move; moves that each bring the cells up to date write them
+    /// at every step that outgrows them and end covering fewer.
+    #[test]
+    fn a_long_vector_pass_writes_the_sketch_s_cells_once_at_its_last_move() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let steps = [64, 128, 192, 250];
+        let mut each = Store::open(&dir.path().join("each.db")).expect("open");
+        let mut covered = Vec::new();
+        let mut from = 0;
+        for to in steps {
+            add(&mut each, from, to);
+            each.sync_vector_file(3).expect("sync");
+            covered.push(cells_covered(each.path()));
+            from = to;
+        }
+        // Written at 64, 128 and 192; at 250 those still cover three quarters.
+        assert_eq!(covered, [Some(64), Some(128), Some(192), Some(192)]);
+
+        let mut once = Store::open(&dir.path().join("once.db")).expect("open");
+        let mut from = 0;
+        for to in steps {
+            add(&mut once, from, to);
+            once.sync_vector_file_step(3).expect("step");
+            assert_eq!(cells_covered(once.path()), None, "{to}");
+            from = to;
+        }
+        // The sketch followed every step: a search reads it all.
+        let key = read_mark(&once.conn).expect("mark").expect("a mark");
+        assert_eq!(key.count, 250);
+        assert!(sketch::path_for(once.path()).exists());
+        // The last move had nothing left to move: the cells are written.
+        assert_eq!(once.sync_vector_file(3).expect("sync"), Synced::Current);
+        assert_eq!(cells_covered(once.path()), Some(250));
+        assert_eq!(scanned(&once, 2), scanned(&each, 2));
+    }
+
     #[test]
     fn vectors_moved_in_chunks_and_computed_again_stay_whole_and_in_order() {
         let dir = tempfile::tempdir().expect("tmp");
@@ -1627,13 +1694,14 @@ mod tests {
             ing.insert(&r, None).expect("insert");
         }
         ing.commit().expect("commit");
-        let synced = embed_in_chunks(&mut store, 2_000);
+        // 2,048: a whole number of the tests' embedding transactions (32).
+        let synced = embed_in_chunks(&mut store, 2_048);
         assert_eq!(
             synced,
             [
-                Synced::Rebuilt(2_000),
-                Synced::Extended(2_000),
-                Synced::Extended(1_000)
+                Synced::Rebuilt(2_048),
+                Synced::Extended(2_048),
+                Synced::Extended(904)
             ]
         );
         assert!(table(&store).is_empty());
@@ -1649,7 +1717,7 @@ mod tests {
         assert_eq!(store.sync_vector_file(3).expect("sync"), Synced::Lost);
         assert!(table(&store).is_empty());
         assert_blocks_true(&store);
-        let synced = embed_in_chunks(&mut store, 2_000);
+        let synced = embed_in_chunks(&mut store, 2_048);
         assert_eq!(synced.len(), 3, "{synced:?}");
         assert_eq!(scanned(&store, 2).as_ref(), Some(&all));
         assert_blocks_true(&store);

@@ -24,8 +24,9 @@ use crate::record::Role;
 const UPTO: &str =
     "SELECT COALESCE((SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'vectors_upto'), 0)";
 
-/// Records embedded per transaction.
-const BATCH: i64 = 2_000;
+/// Records embedded per transaction (fewer in tests, so that a pass of a few
+/// hundred records takes several, as a large one does).
+const BATCH: i64 = if cfg!(test) { 32 } else { 2_000 };
 
 /// Texts below this many are embedded on the calling thread alone.
 const PARALLEL_FROM: usize = 16;
@@ -188,7 +189,24 @@ impl Store {
     /// [`Synced::Lost`] means the file could not be trusted and the vector
     /// pass starts again from the first record.
     pub fn sync_vector_file(&mut self, dim: usize) -> Result<Synced, StoreError> {
-        vector_file::sync(&mut self.conn, &self.path, dim)
+        vector_file::sync(
+            &mut self.conn,
+            &self.path,
+            dim,
+            super::sketch::CellsWhen::Now,
+        )
+    }
+
+    /// [`Store::sync_vector_file`] for a step of a long vector pass, with
+    /// more vectors to move after it: the sketch's cells wait for the last
+    /// step's sync (see [`sketch::CellsWhen::Later`](super::sketch::CellsWhen)).
+    pub fn sync_vector_file_step(&mut self, dim: usize) -> Result<Synced, StoreError> {
+        vector_file::sync(
+            &mut self.conn,
+            &self.path,
+            dim,
+            super::sketch::CellsWhen::Later,
+        )
     }
 
     /// Whether the flat file of vectors holds every vector (checked
