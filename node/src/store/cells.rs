@@ -245,6 +245,17 @@ pub(crate) fn refresh(
     Ok(true)
 }
 
+/// How many entries the cells file beside `db` says it covers, if there
+/// is one (its header alone is read).
+#[cfg(test)]
+pub(crate) fn covered_in_file(db: &Path) -> Option<u64> {
+    let file = File::open(path_for(db)).ok()?;
+    let mut fixed = [0u8; FIXED as usize];
+    read_at(&file, &mut fixed, 0).ok()?;
+    (fixed[..8] == MAGIC[..])
+        .then(|| u64::from_le_bytes(fixed[56..64].try_into().expect("8 bytes")))
+}
+
 /// Removes the cells (when the sketch they copy changes under them).
 pub(crate) fn remove(db: &Path) {
     let _ = std::fs::remove_file(path_for(db));

@@ -10,6 +10,8 @@ mod apply;
 mod backfill;
 mod browse;
 mod cells;
+#[cfg(test)]
+pub(crate) use cells::covered_in_file as cells_covered;
 pub mod codec;
 mod dict;
 mod flat_file;

@@ -557,7 +557,7 @@ pub(crate) enum CellsWhen {
     /// would soon cover too little and be written again. Each writing
     /// compares every entry with about twice the square root of their
     /// number of centroids, so writing them at each step of a first pass
-    /// over 10 GB (at 400,000, 533,000, 711,000 and 948,000 entries)
+    /// over 10 GB (at 402,000, 537,000, 719,000 and 963,000 entries)
     /// cost more than writing them once at the end. Until then searches
     /// read every entry the cells do not cover from the sketch, as below
     /// the cells' threshold: more bytes per question, never a worse

@@ -1627,20 +1627,6 @@ mod tests {
         }
     }
 
-    /// The entries the cells file beside `db` covers (its header's count),
-    /// if there is one.
-    fn cells_covered(db: &Path) -> Option<u64> {
-        let bytes = std::fs::read(sketch_cells_path(db)).ok()?;
-        assert_eq!(&bytes[..8], b"cairncl1");
-        Some(u64::from_le_bytes(
-            bytes[56..64].try_into().expect("8 bytes"),
-        ))
-    }
-
-    fn sketch_cells_path(db: &Path) -> PathBuf {
-        super::super::cells::path_for(db)
-    }
-
     /// Moves made while more vectors wait leave the cells for the last
     /// move, which writes them over every entry, also when it has nothing
     /// left to move; moves that each bring the cells up to date write them
@@ -1655,7 +1641,7 @@ mod tests {
         for to in steps {
             add(&mut each, from, to);
             each.sync_vector_file(3).expect("sync");
-            covered.push(cells_covered(each.path()));
+            covered.push(crate::store::cells_covered(each.path()));
             from = to;
         }
         // Written at 64, 128 and 192; at 250 those still cover three quarters.
@@ -1666,16 +1652,16 @@ mod tests {
         for to in steps {
             add(&mut once, from, to);
             once.sync_vector_file_step(3).expect("step");
-            assert_eq!(cells_covered(once.path()), None, "{to}");
+            assert_eq!(crate::store::cells_covered(once.path()), None, "{to}");
             from = to;
         }
         // The sketch followed every step: a search reads it all.
-        let key = read_mark(&once.conn).expect("mark").expect("a mark");
-        assert_eq!(key.count, 250);
+        let mark = read_mark(&once.conn).expect("mark").expect("a mark");
+        assert_eq!(mark.count, 250);
         assert!(sketch::path_for(once.path()).exists());
         // The last move had nothing left to move: the cells are written.
         assert_eq!(once.sync_vector_file(3).expect("sync"), Synced::Current);
-        assert_eq!(cells_covered(once.path()), Some(250));
+        assert_eq!(crate::store::cells_covered(once.path()), Some(250));
         assert_eq!(scanned(&once, 2), scanned(&each, 2));
     }
 
