@@ -323,116 +323,110 @@ fn has_table(conn: &Connection) -> rusqlite::Result<bool> {
     super::schema::has_table(conn, "record_bytes")
 }
 
-/// One column of the blocks, each block read at most once per search and
-/// kept at its own place in one anonymous mapping of every block the
-/// table had when the column was made (`arena`), huge pages advised.
-///
-/// A question's words each ask about their newest matches, and at 10 GB
-/// those of a common word reach thousands of blocks back: a reader that
-/// kept only the newest 1,024 blocks read 5,184 blocks for 3,339
-/// distinct ones in one question, and 9,558 for 4,027 in the same
-/// question filtered on a role. Kept in blocks of their own, every block
-/// read cost a fresh process a page fault per four of them; the mapping
-/// takes a few huge pages where the kernel grants them (else a fault per
-/// four blocks touched, as before) and needs no table of where a block is.
+/// Blocks a [`Column`] keeps at once (1 KiB each). A question's words
+/// each ask about their newest matches, newest first, so they share the
+/// newest blocks and seldom come back to an old one: the column keeps the
+/// newest blocks it read and lets the oldest go. Keeping every block read
+/// (5,180 a table at 10 GB) cost a fresh process a page fault per four of
+/// them; keeping only the last 256 read made a question whose words each
+/// reach back read the newest blocks again for every word.
+const KEPT_BLOCKS: usize = 1024;
+
+/// One column of the blocks, the newest [`KEPT_BLOCKS`] read kept.
 struct Column<'c> {
     /// A block's row; `None` on a database too old to have the table
     /// (opened read-only).
     row: Option<rusqlite::CachedStatement<'c>>,
-    /// The bytes of blocks `0..state.len()`, each at `block * BLOCK`;
-    /// `None` when the table was empty or the mapping failed.
-    arena: Option<memmap2::MmapMut>,
-    /// Per block of the arena: [`UNREAD`], [`READ`] or [`NO_ROW`].
-    state: Vec<u8>,
-    /// Blocks past the arena (stored after the column was made, or all of
-    /// them without an arena): their bytes, `None` for one without a row.
-    beyond: rustc_hash::FxHashMap<i64, Option<Box<[u8]>>>,
-}
-
-/// A block of a [`Column`]'s arena not read yet.
-const UNREAD: u8 = 0;
-/// A block read: its bytes are in the arena.
-const READ: u8 = 1;
-/// A block found to have no row: its bytes are all unknown.
-const NO_ROW: u8 = 2;
-
-/// The bytes of one block from its row (`r`'s column 0) into `bytes`;
-/// a damaged column reads as all unknown.
-fn copy_block(r: &rusqlite::Row<'_>, bytes: &mut [u8]) -> rusqlite::Result<()> {
-    match r.get_ref(0)?.as_blob() {
-        Ok(b) if b.len() == bytes.len() => bytes.copy_from_slice(b),
-        _ => bytes.fill(0),
-    }
-    Ok(())
+    /// Blocks read: the slot of `slots` that holds a kept one, `None` for
+    /// one without a row (which costs no slot and is never let go).
+    kept: rustc_hash::FxHashMap<i64, Option<usize>>,
+    /// The blocks in slots, oldest first: the first is let go when a
+    /// block needs a slot and none is free.
+    order: std::collections::BTreeSet<i64>,
+    /// The kept blocks' bytes, [`BLOCK`] each.
+    slots: Vec<Vec<u8>>,
+    /// Slots holding no block (one whose block had no row).
+    free: Vec<usize>,
+    /// The last block asked about and its slot (consecutive ids share it).
+    last: Option<(i64, usize)>,
+    /// How many blocks it keeps ([`KEPT_BLOCKS`]).
+    cap: usize,
 }
 
 impl<'c> Column<'c> {
     fn new(conn: &'c Connection, place: Place) -> rusqlite::Result<Self> {
-        let mut column = Column {
-            row: None,
-            arena: None,
-            state: Vec::new(),
-            beyond: Default::default(),
+        let row = match super::schema::has_table(conn, place.0)? {
+            true => Some(conn.prepare_cached(&block_query(place))?),
+            false => None,
         };
-        if !super::schema::has_table(conn, place.0)? {
-            return Ok(column);
-        }
-        column.row = Some(conn.prepare_cached(&block_query(place))?);
-        let last: Option<i64> = conn
-            .prepare_cached(&format!("SELECT max(block) FROM {}", place.0))?
-            .query_row([], |r| r.get(0))?;
-        let blocks = last.map_or(0, |b| usize::try_from(b.saturating_add(1)).unwrap_or(0));
-        // A corrupt block number must not ask for a huge mapping: such a
-        // table is read through `beyond`.
-        if (1..=MAX_ARENA_BLOCKS).contains(&blocks)
-            && let Ok(arena) = memmap2::MmapMut::map_anon(blocks * BLOCK as usize)
-        {
-            #[cfg(target_os = "linux")]
-            let _ = arena.advise(memmap2::Advice::HugePage);
-            column.arena = Some(arena);
-            column.state = vec![UNREAD; blocks];
-        }
-        Ok(column)
+        Ok(Column {
+            row,
+            kept: Default::default(),
+            order: Default::default(),
+            slots: Vec::new(),
+            free: Vec::new(),
+            last: None,
+            cap: KEPT_BLOCKS,
+        })
     }
 
     /// Record `id`'s byte; 0 when not known.
     fn byte(&mut self, id: i64) -> rusqlite::Result<u8> {
         let (block, at) = place(id);
+        if let Some((b, slot)) = self.last
+            && b == block
+        {
+            return Ok(self.slots[slot][at]);
+        }
         let Some(stmt) = &mut self.row else {
             return Ok(0);
         };
-        if let (Some(arena), Ok(b)) = (&mut self.arena, usize::try_from(block))
-            && b < self.state.len()
-        {
-            let start = b * BLOCK as usize;
-            match self.state[b] {
-                READ => return Ok(arena[start + at]),
-                NO_ROW => return Ok(0),
-                _ => {}
+        if let Some(&slot) = self.kept.get(&block) {
+            let Some(slot) = slot else {
+                return Ok(0);
+            };
+            self.last = Some((block, slot));
+            return Ok(self.slots[slot][at]);
+        }
+        // The slot `last` names may be given to this block.
+        self.last = None;
+        // Every slot taken: the oldest block's goes to this one.
+        let oldest = match self.free.is_empty() && self.slots.len() >= self.cap {
+            true => self.order.pop_first(),
+            false => None,
+        };
+        let slot = match (
+            self.free.pop(),
+            oldest.and_then(|o| self.kept.remove(&o).flatten()),
+        ) {
+            (Some(s), _) | (None, Some(s)) => s,
+            (None, None) => {
+                self.slots.push(vec![0; BLOCK as usize]);
+                self.slots.len() - 1
             }
-            let bytes = &mut arena[start..start + BLOCK as usize];
-            let found = stmt
-                .query_row([block], |r| copy_block(r, bytes))
-                .optional()?;
-            self.state[b] = if found.is_some() { READ } else { NO_ROW };
-            return Ok(found.map_or(0, |()| arena[start + at]));
-        }
-        if let Some(kept) = self.beyond.get(&block) {
-            return Ok(kept.as_ref().map_or(0, |bytes| bytes[at]));
-        }
-        let mut bytes = vec![0u8; BLOCK as usize].into_boxed_slice();
+        };
+        let bytes = &mut self.slots[slot];
         let found = stmt
-            .query_row([block], |r| copy_block(r, &mut bytes))
+            .query_row([block], |r| {
+                match r.get_ref(0)?.as_blob() {
+                    Ok(b) if b.len() == BLOCK as usize => bytes.copy_from_slice(b),
+                    // A damaged column reads as all unknown.
+                    _ => bytes.fill(0),
+                }
+                Ok(())
+            })
             .optional()?;
-        let byte = found.map_or(0, |()| bytes[at]);
-        self.beyond.insert(block, found.map(|()| bytes));
-        Ok(byte)
+        if found.is_none() {
+            self.free.push(slot);
+            self.kept.insert(block, None);
+            return Ok(0);
+        }
+        self.kept.insert(block, Some(slot));
+        self.order.insert(block);
+        self.last = Some((block, slot));
+        Ok(self.slots[slot][at])
     }
 }
-
-/// Blocks a [`Column`]'s arena covers at most: 4 GiB of records' bytes,
-/// four billion records.
-const MAX_ARENA_BLOCKS: usize = 1 << 22;
 
 impl<'c> Reader<'c> {
     /// A reader of `conn`'s record bytes.
@@ -1019,7 +1013,7 @@ mod tests {
     }
 
     #[test]
-    fn a_column_reads_every_byte_as_stored_each_block_once() {
+    fn a_column_keeping_few_blocks_reads_every_byte_as_stored() {
         let conn = Connection::open_in_memory().expect("db");
         conn.execute_batch(
             "CREATE TABLE record_lens(block INTEGER PRIMARY KEY, lens BLOB NOT NULL)",
@@ -1033,9 +1027,9 @@ mod tests {
                 _ => ((b * 7 + i) % 251 + 1) as u8,
             }
         };
-        let insert = |b: i64| {
+        for b in 0..10i64 {
             let blob: Vec<u8> = match b {
-                4 => return,
+                4 => continue,
                 6 => vec![9; 10],
                 _ => (0..BLOCK).map(|i| byte_of(b, i)).collect(),
             };
@@ -1044,18 +1038,14 @@ mod tests {
                 params![b, blob],
             )
             .expect("insert");
-        };
-        (0..10).for_each(insert);
+        }
         let mut col = Column::new(&conn, LENS).expect("column");
-        assert_eq!(col.state.len(), 10, "the arena covers blocks 0 to 9");
-        // Blocks 10 and 12 stored after the column was made: past its
-        // arena, read all the same.
-        insert(10);
-        insert(12);
+        col.cap = 3;
         // Ascending, descending, back and forth across blocks, and past
-        // the last block.
-        let mut ids: Vec<i64> = (0..13 * BLOCK).step_by(97).collect();
-        ids.extend((0..13 * BLOCK).rev().step_by(131));
+        // the last block: more blocks than it keeps, each asked again
+        // after it was let go.
+        let mut ids: Vec<i64> = (0..10 * BLOCK).step_by(97).collect();
+        ids.extend((0..10 * BLOCK).rev().step_by(131));
         ids.extend([
             5,
             9 * BLOCK + 3,
@@ -1065,56 +1055,14 @@ mod tests {
             6 * BLOCK,
             8,
             12 * BLOCK,
-            11 * BLOCK + 5,
-            20 * BLOCK,
         ]);
-        let rows = || -> i64 {
-            conn.query_row("SELECT count(*) FROM record_lens", [], |r| r.get(0))
-                .expect("count")
-        };
-        for (n, id) in ids.into_iter().enumerate() {
+        for id in ids {
             let (b, i) = (id.div_euclid(BLOCK), id.rem_euclid(BLOCK));
-            let want = if b < 11 || b == 12 { byte_of(b, i) } else { 0 };
+            let want = if b < 10 { byte_of(b, i) } else { 0 };
             assert_eq!(col.byte(id).expect("byte"), want, "record {id}");
-            if n == 0 {
-                // Once read, a block is not read again: its row changed,
-                // the column still reads what it read.
-                conn.execute(
-                    "UPDATE record_lens SET lens = ?1 WHERE block = 0",
-                    [vec![0xeeu8; BLOCK as usize]],
-                )
-                .expect("update");
-                assert_eq!(rows(), 11);
-            }
+            assert!(col.slots.len() <= 3, "kept {}", col.slots.len());
+            assert_eq!(col.order.len() + col.free.len(), col.slots.len());
         }
-        assert_eq!(col.state[4], NO_ROW);
-        assert_eq!(col.state[6], READ, "a damaged row is read as unknown bytes");
-        assert_eq!(col.state[5], READ);
-        assert!(col.beyond.get(&11).is_some_and(Option::is_none));
-        assert!(col.beyond.get(&12).is_some_and(Option::is_some));
-    }
-
-    #[test]
-    fn an_empty_or_missing_table_has_no_arena_and_reads_unknown() {
-        let conn = Connection::open_in_memory().expect("db");
-        let mut missing = Column::new(&conn, LENS).expect("no table");
-        assert_eq!(missing.byte(5).expect("byte"), 0);
-        conn.execute_batch(
-            "CREATE TABLE record_lens(block INTEGER PRIMARY KEY, lens BLOB NOT NULL)",
-        )
-        .expect("table");
-        let mut empty = Column::new(&conn, LENS).expect("empty");
-        assert!(empty.arena.is_none());
-        assert_eq!(empty.byte(5).expect("byte"), 0);
-        // A block number no history reaches gets no arena either.
-        conn.execute(
-            "INSERT INTO record_lens(block, lens) VALUES (?1, ?2)",
-            params![i64::MAX / BLOCK, vec![3u8; BLOCK as usize]],
-        )
-        .expect("insert");
-        let mut huge = Column::new(&conn, LENS).expect("huge");
-        assert!(huge.arena.is_none());
-        assert_eq!(huge.byte(i64::MAX - 1).expect("byte"), 3);
     }
 
     #[test]
