@@ -144,8 +144,25 @@ pub async fn connect(
 /// How long a probe waits after the handshake for the peer to refuse us.
 const PROBE_LINGER: Duration = Duration::from_millis(300);
 
+/// Whether `addr` is only a guess at where `peer`'s daemon may be: the
+/// default port on a host it was known at ([`dial_candidates`]), not an
+/// address it was paired or last seen at, nor one its host names name.
+fn guessed(peer: &Peer, addr: SocketAddr) -> bool {
+    let named = |h: &String| {
+        h.rsplit_once(':')
+            .is_some_and(|(_, port)| port.parse() == Ok(DEFAULT_PORT))
+    };
+    addr.port() == DEFAULT_PORT
+        && !peer.addresses.contains(&addr)
+        && peer.last_addr != Some(addr)
+        && !peer.hosts.iter().any(named)
+}
+
 /// Turns the failures of every dial into one error: `Refused` when some
-/// host answered with a refusal or another key, else `Unreachable`.
+/// host answered with a refusal or another key, else `Unreachable`. A
+/// stranger at a guessed address (another node, or not cairn, on the
+/// default port of a host the peer was known at) says nothing of the
+/// peer: it counts as no answer there.
 pub(super) fn dial_failure(
     peer: &Peer,
     tried: Vec<SocketAddr>,
@@ -154,7 +171,10 @@ pub(super) fn dial_failure(
     for e in &failures {
         tracing::debug!(peer = %peer.node_id, error = %e, "dial failed");
     }
-    if let Some(i) = failures.iter().position(EndpointError::is_auth_failure) {
+    let telling = |e: &EndpointError| {
+        e.is_auth_failure() && !(e.is_stranger() && e.addr().is_some_and(|a| guessed(peer, a)))
+    };
+    if let Some(i) = failures.iter().position(telling) {
         let source = failures.swap_remove(i);
         let addr = source.addr().unwrap_or(SocketAddr::from(([0, 0, 0, 0], 0)));
         return SyncError::Refused {
@@ -196,5 +216,68 @@ mod tests {
         );
         let v6: SocketAddr = "[::]:0".parse().expect("addr");
         assert_eq!(dial_candidates(&p, v6).len(), 2);
+    }
+
+    /// A handshake this side ended: the key that answered is not the peer's.
+    fn stranger(addr: &str) -> EndpointError {
+        EndpointError::Handshake {
+            addr: addr.parse().expect("addr"),
+            source: quinn::ConnectionError::TransportError(
+                quinn::TransportErrorCode::crypto(42).into(),
+            ),
+        }
+    }
+
+    /// A handshake the other side ended: it refused this node's key.
+    fn refusal(addr: &str) -> EndpointError {
+        EndpointError::Handshake {
+            addr: addr.parse().expect("addr"),
+            source: quinn::ConnectionError::ConnectionClosed(quinn::ConnectionClose {
+                error_code: quinn::TransportErrorCode::crypto(42),
+                frame_type: None,
+                reason: Default::default(),
+            }),
+        }
+    }
+
+    fn silence(addr: &str) -> EndpointError {
+        EndpointError::HandshakeTimeout {
+            addr: addr.parse().expect("addr"),
+            after: Duration::from_secs(3),
+        }
+    }
+
+    fn verdict(peer: &Peer, failures: Vec<EndpointError>) -> &'static str {
+        match dial_failure(peer, Vec::new(), failures) {
+            SyncError::Refused { .. } => "refused",
+            SyncError::Unreachable { .. } => "unreachable",
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_stranger_on_a_guessed_default_port_is_no_answer_from_the_peer() {
+        let fp = [7u8; 32];
+        let mut p = Peer::new(&fp, "x", vec!["127.0.0.1:4000".parse().expect("addr")], 0);
+        p.last_addr = Some("127.0.0.1:5000".parse().expect("addr"));
+        // Another node on the default port of the peer's host, nothing
+        // where the peer was: the peer is unreachable.
+        let guess = "127.0.0.1:7878";
+        let quiet = || vec![silence("127.0.0.1:4000"), silence("127.0.0.1:5000")];
+        let with = |e: EndpointError| quiet().into_iter().chain([e]).collect::<Vec<_>>();
+        assert_eq!(verdict(&p, with(stranger(guess))), "unreachable");
+        // The peer itself refusing this node there, or anyone answering
+        // at an address the peer was paired or last seen at, still tells.
+        assert_eq!(verdict(&p, with(refusal(guess))), "refused");
+        assert_eq!(verdict(&p, with(stranger("127.0.0.1:4000"))), "refused");
+        assert_eq!(verdict(&p, with(stranger("127.0.0.1:5000"))), "refused");
+        // Paired at the default port, or named by a host name on it: not a guess.
+        let mut at_default = p.clone();
+        at_default.addresses.push(guess.parse().expect("addr"));
+        assert_eq!(verdict(&at_default, with(stranger(guess))), "refused");
+        let mut named = p.clone();
+        named.hosts.push("box.local:7878".to_owned());
+        assert_eq!(verdict(&named, with(stranger(guess))), "refused");
+        assert_eq!(verdict(&p, quiet()), "unreachable");
     }
 }

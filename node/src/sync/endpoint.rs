@@ -125,6 +125,20 @@ impl EndpointError {
         }
     }
 
+    /// Whether what answered is not the peer at all: this side of the
+    /// handshake ended it (a key other than the pinned one, or something
+    /// that is not a cairn node). A peer that refuses this node's key does
+    /// so after its own was accepted, and closes the connection itself.
+    pub fn is_stranger(&self) -> bool {
+        matches!(
+            self,
+            EndpointError::Handshake {
+                source: quinn::ConnectionError::TransportError(_),
+                ..
+            }
+        )
+    }
+
     /// Whether the failure says the peer presented a key we do not accept,
     /// or refused ours (a TLS certificate alert), as opposed to the network.
     pub fn is_auth_failure(&self) -> bool {
