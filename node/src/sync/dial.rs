@@ -146,7 +146,9 @@ const PROBE_LINGER: Duration = Duration::from_millis(300);
 
 /// Whether `addr` is only a guess at where `peer`'s daemon may be: the
 /// default port on a host it was known at ([`dial_candidates`]), not an
-/// address it was paired or last seen at, nor one its host names name.
+/// address it was paired or last seen at. When one of its host names is
+/// on the default port, no address on that port is taken for a guess:
+/// what the names resolved to is known only while dialing.
 fn guessed(peer: &Peer, addr: SocketAddr) -> bool {
     let named = |h: &String| {
         h.rsplit_once(':')
