@@ -405,6 +405,51 @@ fn cairn_sync_with_a_peer_offline_answers_quickly_and_says_what_it_tried() {
 }
 
 #[test]
+fn another_machine_at_a_peers_address_is_named_a_stranger_not_the_peer() {
+    let a = Machine::new(TestHome::empty(), "alpha");
+    let b = Machine::new(TestHome::empty(), "beta");
+    let c = Machine::new(TestHome::empty(), "gamma");
+    // B keeps the port A's daemon listens on as A's address.
+    let (a_serve, a_addr) = a.serve("127.0.0.1:0");
+    pair(&a, &b, &format!("127.0.0.1:{}", free_port()));
+    // A goes away; another machine's daemon now answers at that address.
+    drop(a_serve);
+    let (_c_serve, c_addr) = c.serve(&a_addr);
+    assert_eq!(c_addr, a_addr);
+    let out = b.cmd(&["sync", "--json"]).output().expect("run cairn sync");
+    assert!(!out.status.success(), "no peer could be synced");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("sync JSON");
+    let p = &v["peers"][0];
+    assert_eq!(p["status"], "refused", "{v}");
+    let error = p["error"].as_str().expect("error");
+    assert!(
+        error.starts_with(&format!(
+            "alpha is not at {a_addr}: a machine with another key"
+        )),
+        "{v}"
+    );
+    let out = b
+        .cmd(&["doctor", "--json"])
+        .output()
+        .expect("run cairn doctor");
+    let r: serde_json::Value = serde_json::from_slice(&out.stdout).expect("doctor JSON");
+    let peer: Vec<&serde_json::Value> = r["checks"]
+        .as_array()
+        .expect("checks")
+        .iter()
+        .filter(|c| c["area"] == "peer")
+        .collect();
+    let summary = peer[0]["summary"].as_str().expect("summary");
+    assert!(summary.contains(&format!("is not at {a_addr}")), "{r}");
+    assert!(
+        peer[0]["fix"]
+            .as_str()
+            .is_some_and(|f| f.contains("set up again")),
+        "{r}"
+    );
+}
+
+#[test]
 fn a_pairing_code_may_name_a_host_and_the_peer_is_then_dialed_by_name() {
     let a = Machine::new(TestHome::empty(), "alpha");
     let b = Machine::new(TestHome::empty(), "beta");

@@ -414,6 +414,19 @@ fn peer_checks(node: &cairn_node::node::Node, home: &Path) -> anyhow::Result<Vec
                     )),
                 )
             }
+            Err(SyncError::Refused {
+                addr,
+                stranger: true,
+                ..
+            }) => check(
+                "peer",
+                Level::Problem,
+                format!("{who} is not at {addr}: a machine with another key answers there"),
+                Some(format!(
+                    "if {name} was set up again (a new key), `cairn unpair {name}` here and pair the two machines again; if it moved, it is found again when it dials this machine",
+                    name = p.name
+                )),
+            ),
             Err(SyncError::Refused { addr, .. }) => check(
                 "peer",
                 Level::Problem,

@@ -110,9 +110,11 @@ pub async fn probe(endpoint: &Endpoint, peer: &Peer) -> Result<SocketAddr, SyncE
             source: reason,
         };
         if not_paired || source.is_auth_failure() {
+            // Its key was the pinned one: the handshake completed.
             return Err(SyncError::Refused {
                 name: peer.name.clone(),
                 addr,
+                stranger: false,
                 source: Box::new(source),
             });
         }
@@ -182,6 +184,7 @@ pub(super) fn dial_failure(
         return SyncError::Refused {
             name: peer.name.clone(),
             addr,
+            stranger: source.is_stranger(),
             source: Box::new(source),
         };
     }
@@ -251,6 +254,7 @@ mod tests {
 
     fn verdict(peer: &Peer, failures: Vec<EndpointError>) -> &'static str {
         match dial_failure(peer, Vec::new(), failures) {
+            SyncError::Refused { stranger: true, .. } => "a stranger",
             SyncError::Refused { .. } => "refused",
             SyncError::Unreachable { .. } => "unreachable",
             other => panic!("{other:?}"),
@@ -270,16 +274,38 @@ mod tests {
         assert_eq!(verdict(&p, with(stranger(guess))), "unreachable");
         // The peer itself refusing this node there, or anyone answering
         // at an address the peer was paired or last seen at, still tells.
+        // (said as a stranger when its key was not the peer's).
         assert_eq!(verdict(&p, with(refusal(guess))), "refused");
-        assert_eq!(verdict(&p, with(stranger("127.0.0.1:4000"))), "refused");
-        assert_eq!(verdict(&p, with(stranger("127.0.0.1:5000"))), "refused");
+        assert_eq!(verdict(&p, with(stranger("127.0.0.1:4000"))), "a stranger");
+        assert_eq!(verdict(&p, with(stranger("127.0.0.1:5000"))), "a stranger");
         // Paired at the default port, or named by a host name on it: not a guess.
         let mut at_default = p.clone();
         at_default.addresses.push(guess.parse().expect("addr"));
-        assert_eq!(verdict(&at_default, with(stranger(guess))), "refused");
+        assert_eq!(verdict(&at_default, with(stranger(guess))), "a stranger");
         let mut named = p.clone();
         named.hosts.push("box.local:7878".to_owned());
-        assert_eq!(verdict(&named, with(stranger(guess))), "refused");
+        assert_eq!(verdict(&named, with(stranger(guess))), "a stranger");
         assert_eq!(verdict(&p, quiet()), "unreachable");
+    }
+
+    #[test]
+    fn a_refusal_and_a_stranger_are_told_apart_in_words() {
+        let fp = [7u8; 32];
+        let p = Peer::new(
+            &fp,
+            "laptop",
+            vec!["10.0.0.2:4000".parse().expect("addr")],
+            0,
+        );
+        let said = |e: EndpointError| dial_failure(&p, Vec::new(), vec![e]).to_string();
+        assert_eq!(
+            said(refusal("10.0.0.2:4000")),
+            "laptop refused the connection at 10.0.0.2:4000 (not paired there any more?)"
+        );
+        assert_eq!(
+            said(stranger("10.0.0.2:4000")),
+            "laptop is not at 10.0.0.2:4000: a machine with another key answered there \
+             (laptop moved, or was set up again with a new key?)"
+        );
     }
 }

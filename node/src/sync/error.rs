@@ -84,19 +84,34 @@ pub enum SyncError {
         #[source]
         last: Option<Box<EndpointError>>,
     },
-    /// The peer answered but refused this node's key or showed another
-    /// key than the pinned one (it unpaired us, or another machine took
-    /// over its address).
-    #[error("{name} refused the connection at {addr} (not paired there any more?)")]
+    /// The peer answered but refused this node's key, or a machine with
+    /// another key than the pinned one answered at one of the peer's
+    /// addresses (`stranger`: another machine took over the address, or
+    /// the peer was set up again with a new key).
+    #[error("{}", refused_text(name, addr, *stranger))]
     Refused {
         /// The peer's name.
         name: String,
         /// The address that answered.
         addr: SocketAddr,
+        /// Whether what answered showed another key than the peer's
+        /// (rather than the peer refusing this node's).
+        stranger: bool,
         /// What the handshake or the closed connection said.
         #[source]
         source: Box<dyn std::error::Error + Send + Sync>,
     },
+}
+
+/// What [`SyncError::Refused`] says.
+fn refused_text(name: &str, addr: &SocketAddr, stranger: bool) -> String {
+    match stranger {
+        false => format!("{name} refused the connection at {addr} (not paired there any more?)"),
+        true => format!(
+            "{name} is not at {addr}: a machine with another key answered there \
+             ({name} moved, or was set up again with a new key?)"
+        ),
+    }
 }
 
 /// `a, b and c` (at most five, then `and N more`), or `no known address`.

@@ -471,6 +471,7 @@ pub async fn sync_with(
         Err(SyncError::Session(e)) if e.is_refusal() => Err(SyncError::Refused {
             name: peer.name.clone(),
             addr,
+            stranger: false,
             source: Box::new(e),
         }),
         Err(e) => Err(e),
