@@ -428,6 +428,13 @@ fn another_machine_at_a_peers_address_is_named_a_stranger_not_the_peer() {
         )),
         "{v}"
     );
+    // The text form does not call it alpha's refusal.
+    let out = b.cmd(&["sync"]).output().expect("run cairn sync");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains(&format!("alpha is not at {a_addr}")) && !text.contains("refused"),
+        "{text}"
+    );
     let out = b
         .cmd(&["doctor", "--json"])
         .output()

@@ -50,6 +50,11 @@ struct PeerResult {
     report: Option<SessionReport>,
     #[serde(skip_serializing_if = "Option::is_none")]
     error: Option<String>,
+    /// A refusal by a machine with another key at one of the peer's
+    /// addresses (the error says so): the text form does not call it the
+    /// peer's refusal.
+    #[serde(skip)]
+    stranger: bool,
 }
 
 #[derive(Serialize)]
@@ -96,10 +101,12 @@ fn result_of(o: PeerOutcome) -> PeerResult {
         last_seen_ms: p.last_seen_ms,
         report: None,
         error: None,
+        stranger: false,
     };
     match o.result {
         Ok(rep) => res.report = Some(rep),
         Err(e) => {
+            res.stranger = matches!(e, SyncError::Refused { stranger: true, .. });
             res.status = match &e {
                 SyncError::Unreachable { .. } => State::Unreachable,
                 SyncError::Refused { .. } => State::Refused,
@@ -156,6 +163,10 @@ fn show(results: &[PeerResult]) -> anyhow::Result<()> {
                         r.tried.join(", ")
                     },
                     output::ago(r.last_seen_ms, super::now_ms())
+                ),
+                State::Refused if r.stranger => format!(
+                    "{who}: {}",
+                    r.error.as_deref().unwrap_or("another machine answered")
                 ),
                 State::Refused => format!(
                     "{who}: refused: {}",
