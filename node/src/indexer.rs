@@ -234,9 +234,29 @@ pub fn index_walked_noting(
     progress: &mut dyn FnMut(Progress),
     compared: &mut Option<Compared>,
 ) -> Result<IndexReport, IndexError> {
+    index_walked_keeping(store, ctx, walk, progress, compared, None)
+}
+
+/// [`index_walked_noting`] that also leaves in `stores`, when given, every
+/// store a whole walk found (a partial walk leaves it as it was).
+pub fn index_walked_keeping(
+    store: &mut Store,
+    ctx: &IndexContext<'_>,
+    walk: Walk,
+    progress: &mut dyn FnMut(Progress),
+    compared: &mut Option<Compared>,
+    stores: Option<&mut Stores>,
+) -> Result<IndexReport, IndexError> {
     *compared = None;
+    if walk.partial {
+        return index_some(store, ctx, walk, progress);
+    }
     let mut report = IndexReport::default();
     let mut plans = Vec::new();
+    let mut kept = stores;
+    if let Some(k) = kept.as_deref_mut() {
+        k.by_path.clear();
+    }
     // One light query for every known store; the disk is then compared in
     // memory, so a pass with nothing new costs one stat per store (taken by
     // the walk that found it) and no per-file database round trip. Only a
@@ -247,6 +267,9 @@ pub fn index_walked_noting(
     let known = Known::new(store.source_stamps()?);
     let mut present = vec![false; known.rows.len()];
     walk.each(|f| {
+        if let Some(kept) = kept.as_deref_mut() {
+            kept.add(&f);
+        }
         let key = f.file.path.to_string_lossy();
         let stamp = known.find(&key);
         report.stores += 1;
@@ -277,6 +300,52 @@ pub fn index_walked_noting(
         return Ok(report);
     }
     drop(known);
+    read_planned(store, ctx, plans, progress, report)
+}
+
+/// The pass over a partial walk: each store it names compared with its
+/// own row (no other store is read, and none is marked gone).
+fn index_some(
+    store: &mut Store,
+    ctx: &IndexContext<'_>,
+    walk: Walk,
+    progress: &mut dyn FnMut(Progress),
+) -> Result<IndexReport, IndexError> {
+    let mut report = IndexReport::default();
+    let mut plans = Vec::new();
+    walk.each(|f| {
+        report.stores += 1;
+        let state = store.source_state(&f.file.path.to_string_lossy())?;
+        let unchanged = state.as_ref().is_some_and(|s| {
+            s.size == f.size && s.mtime_ns == f.mtime_ns && s.last_error.is_none()
+        });
+        if !unchanged {
+            plans.push(Plan {
+                agent: f.agent,
+                file: f.file,
+                state,
+                size: f.size,
+                mtime_ns: f.mtime_ns,
+            });
+        }
+        Ok(())
+    })?;
+    if plans.is_empty() {
+        progress(Progress::Start { total_bytes: 0 });
+        return Ok(report);
+    }
+    read_planned(store, ctx, plans, progress, report)
+}
+
+/// Reads the stores `plans` names (changed since the last pass, or new)
+/// into `store`, adding to `report`.
+fn read_planned(
+    store: &mut Store,
+    ctx: &IndexContext<'_>,
+    mut plans: Vec<Plan>,
+    progress: &mut dyn FnMut(Progress),
+    report: IndexReport,
+) -> Result<IndexReport, IndexError> {
     let total: u64 = plans
         .iter()
         .map(|p| match (&p.file.reader, &p.state) {
@@ -695,6 +764,9 @@ pub struct Walk {
     /// What to walk, when no thread could be had.
     locations: Locations,
     disabled: Vec<String>,
+    /// The walk holds some stores only, named by their paths (see
+    /// [`Stores::walk_of`]): a store it lacks is not gone.
+    partial: bool,
 }
 
 impl std::fmt::Debug for Walk {
@@ -703,6 +775,7 @@ impl std::fmt::Debug for Walk {
             .field("taken", &self.taken.iter().map(Vec::len).sum::<usize>())
             .field("walking", &self.walker.is_some())
             .field("done", &self.done)
+            .field("partial", &self.partial)
             .finish()
     }
 }
@@ -737,6 +810,7 @@ impl Walk {
             keys,
             locations: locations.clone(),
             disabled: disabled.to_vec(),
+            partial: false,
         }
     }
 
@@ -766,6 +840,92 @@ impl Walk {
             .join()
             .unwrap_or_else(|p| std::panic::resume_unwind(p));
         Ok(())
+    }
+}
+
+/// Every store the last whole walk found, by path, with the source that
+/// found it and how to read it: what a pass over a few stores named by
+/// their paths (file events) needs instead of a walk of all of them.
+#[derive(Default)]
+pub struct Stores {
+    by_path: std::collections::HashMap<std::path::PathBuf, (&'static str, Reader)>,
+}
+
+impl std::fmt::Debug for Stores {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Stores")
+            .field("stores", &self.by_path.len())
+            .finish()
+    }
+}
+
+/// Suffixes of the files SQLite keeps beside a database: a write to one
+/// of them is a write to the database store it belongs to.
+const DB_SIDE_FILES: [&str; 3] = ["-wal", "-shm", "-journal"];
+
+impl Stores {
+    fn add(&mut self, f: &Found) {
+        self.by_path
+            .insert(f.file.path.clone(), (f.agent, f.file.reader));
+    }
+
+    /// How many stores.
+    pub fn len(&self) -> usize {
+        self.by_path.len()
+    }
+
+    /// True when no walk filled it yet, or it found nothing.
+    pub fn is_empty(&self) -> bool {
+        self.by_path.is_empty()
+    }
+
+    /// The store a write to `path` changed: `path` itself, or the database
+    /// whose side file (`-wal`, ...) it is.
+    fn store_of(&self, path: &Path) -> Option<(&Path, &'static str, Reader)> {
+        if let Some((p, (agent, reader))) = self.by_path.get_key_value(path) {
+            return Some((p, agent, *reader));
+        }
+        // A path that is not UTF-8 maps to no database (a walk reads it).
+        let name = path.to_str()?;
+        DB_SIDE_FILES.iter().find_map(|side| {
+            let db = Path::new(name.strip_suffix(side)?);
+            match self.by_path.get_key_value(db) {
+                Some((p, (agent, r @ Reader::Database(_)))) => Some((p.as_path(), *agent, *r)),
+                _ => None,
+            }
+        })
+    }
+
+    /// A walk of just the stores the writes to `paths` changed, each
+    /// stat'ed now, for a pass that reads those alone; `None` when a path
+    /// is no known store (a new store, or a file that is none: only a walk
+    /// of everything can tell) or cannot be stat'ed (gone since).
+    pub fn walk_of(&self, paths: &[std::path::PathBuf]) -> Option<Walk> {
+        let mut found: Vec<Found> = Vec::new();
+        for p in paths {
+            let (path, agent, reader) = self.store_of(p)?;
+            if found.iter().any(|f| f.file.path == path) {
+                continue;
+            }
+            let file = SourceFile::new(path.to_path_buf(), reader);
+            std::fs::symlink_metadata(&file.path).ok()?;
+            let stat = fingerprint_meta(&file);
+            found.push(Found {
+                agent,
+                file,
+                size: stat.size,
+                mtime_ns: stat.mtime_ns,
+            });
+        }
+        Some(Walk {
+            taken: vec![found],
+            walker: None,
+            keys: None,
+            done: true,
+            locations: Locations::default(),
+            disabled: Vec::new(),
+            partial: true,
+        })
     }
 }
 
@@ -1410,6 +1570,147 @@ mod tests {
         assert_eq!(missing.len(), 1);
         assert!(missing[0].ends_with("s00.jsonl"), "{missing:?}");
         assert_eq!(store.stats().expect("stats").records, 39);
+    }
+
+    #[test]
+    fn a_pass_over_named_stores_reads_them_alone_and_marks_no_other_gone() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let loc = Locations::under_home(dir.path());
+        let projects = loc.claude_dir.join("projects");
+        let append = |rel: &str, text: &str| {
+            let p = projects.join(rel);
+            std::fs::create_dir_all(p.parent().expect("parent")).expect("mkdir");
+            let s = rel
+                .trim_end_matches(".jsonl")
+                .rsplit('/')
+                .next()
+                .expect("name");
+            let line = format!(
+                concat!(
+                    r#"{{"type":"user","uuid":"{s}-{t}","sessionId":"{s}","#,
+                    r#""timestamp":"2025-11-24T10:00:00.000Z","cwd":"/p","#,
+                    r#""message":{{"role":"user","content":"{t}"}}}}"#,
+                    "\n"
+                ),
+                s = s,
+                t = text
+            );
+            let mut f = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&p)
+                .expect("open");
+            std::io::Write::write_all(&mut f, line.as_bytes()).expect("write");
+            p
+        };
+        let a = append("-p/a.jsonl", "alpha one");
+        let b = append("-p/b.jsonl", "bravo one");
+        let mut store = Store::open(&dir.path().join("cairn.db")).expect("open");
+        let redactor = Redactor::new();
+        let c = ctx(&loc, &redactor, None);
+        // A whole walk lists every store it found.
+        let mut known = Stores::default();
+        let walk = Walk::start(&loc, &[], None);
+        let r = index_walked_keeping(
+            &mut store,
+            &c,
+            walk,
+            &mut |_| {},
+            &mut None,
+            Some(&mut known),
+        )
+        .expect("index");
+        assert_eq!((r.stores, r.added, known.len()), (2, 2, 2));
+        // A write to `a`: a pass over `a` alone reads its new line.
+        append("-p/a.jsonl", "alpha two");
+        let walk = known.walk_of(std::slice::from_ref(&a)).expect("a is known");
+        let r = index_walked_noting(&mut store, &c, walk, &mut |_| {}, &mut None).expect("index");
+        assert_eq!((r.stores, r.changed, r.added), (1, 1, 1));
+        // Again: nothing new in it now.
+        let walk = known.walk_of(&[a.clone(), a.clone()]).expect("a is known");
+        let r = index_walked_noting(&mut store, &c, walk, &mut |_| {}, &mut None).expect("index");
+        assert_eq!((r.stores, r.changed, r.added), (1, 0, 0));
+        // `b`, not named, is neither read nor marked gone, though it grew.
+        append("-p/b.jsonl", "bravo two");
+        let walk = known.walk_of(std::slice::from_ref(&a)).expect("a is known");
+        index_walked_noting(&mut store, &c, walk, &mut |_| {}, &mut None).expect("index");
+        let rows = store.list_sources().expect("sources");
+        assert!(
+            rows.iter().all(|r| !r.missing),
+            "a store not named was marked gone"
+        );
+        assert_eq!(store.stats().expect("stats").records, 3);
+        // A path that is no store, a new file and a store gone since: only
+        // a whole walk can tell, so no pass over named stores is offered.
+        let other = projects.join("-p/notes.txt");
+        std::fs::write(&other, "x").expect("write");
+        assert!(known.walk_of(&[a.clone(), other]).is_none());
+        let new = append("-p/c.jsonl", "charlie one");
+        assert!(known.walk_of(std::slice::from_ref(&new)).is_none());
+        let away = dir.path().join("b.away");
+        std::fs::rename(&b, &away).expect("move away");
+        assert!(known.walk_of(std::slice::from_ref(&b)).is_none());
+        std::fs::rename(&away, &b).expect("move back");
+        // The whole walk reads what the named passes left (`b`'s line and
+        // the new file), and the list follows the disk.
+        let walk = Walk::start(&loc, &[], None);
+        let r = index_walked_keeping(
+            &mut store,
+            &c,
+            walk,
+            &mut |_| {},
+            &mut None,
+            Some(&mut known),
+        )
+        .expect("index");
+        assert_eq!((r.stores, r.added, known.len()), (3, 2, 3));
+        assert!(known.walk_of(std::slice::from_ref(&new)).is_some());
+        assert_eq!(store.stats().expect("stats").records, 5);
+    }
+
+    #[test]
+    fn a_write_to_a_databases_side_file_names_the_database() {
+        fn read(
+            _: &Path,
+            _: &sources::Watermark,
+        ) -> Result<sources::DbBatch, sources::SourceError> {
+            Ok(sources::DbBatch::default())
+        }
+        fn whole(_: &Path, _: &[u8]) -> sources::Parsed {
+            sources::Parsed::default()
+        }
+        let dir = tempfile::tempdir().expect("tempdir");
+        let db = dir.path().join("state.vscdb");
+        let doc = dir.path().join("chat.json");
+        std::fs::write(&db, "db").expect("db");
+        std::fs::write(dir.path().join("state.vscdb-wal"), "wal").expect("wal");
+        std::fs::write(&doc, "{}").expect("doc");
+        std::fs::write(dir.path().join("chat.json-wal"), "x").expect("not a wal");
+        let mut known = Stores::default();
+        for (path, reader) in [(&db, Reader::Database(read)), (&doc, Reader::Whole(whole))] {
+            known.add(&Found {
+                agent: "cursor",
+                file: SourceFile::new(path.clone(), reader),
+                size: 0,
+                mtime_ns: 0,
+            });
+        }
+        let named = |p: &str| {
+            let walk = known.walk_of(&[dir.path().join(p)])?;
+            let mut paths = Vec::new();
+            walk.each(|f| {
+                // The database's size counts its log too.
+                paths.push((f.file.path.clone(), f.size));
+                Ok(())
+            })
+            .expect("each");
+            Some(paths)
+        };
+        assert_eq!(named("state.vscdb-wal"), Some(vec![(db.clone(), 5)]));
+        assert_eq!(named("state.vscdb-shm"), Some(vec![(db.clone(), 5)]));
+        assert_eq!(named("chat.json"), Some(vec![(doc.clone(), 2)]));
+        // Only a database has side files.
+        assert_eq!(named("chat.json-wal"), None);
     }
 
     fn copy_dir(from: &Path, to: &Path) {

@@ -285,14 +285,39 @@ impl Node {
         }
     }
 
+    /// [`Node::index_until`] that leaves in `stores` every store its walk
+    /// found, for later passes over a few of them ([`indexer::Stores::walk_of`],
+    /// given to [`Node::index_walked`]).
+    pub fn index_keeping(
+        &mut self,
+        now_ms: i64,
+        deadline: Option<std::time::Instant>,
+        stores: &mut indexer::Stores,
+    ) -> Result<IndexReport, NodeError> {
+        let walk = indexer::Walk::start(&self.config.locations, &self.config.disabled, None);
+        self.index_walked_keeping(walk, now_ms, deadline, &mut |_| {}, Some(stores))
+    }
+
     /// [`Node::index_until`] with a walk from [`Node::start_walk`] for this
-    /// node's configuration.
+    /// node's configuration, or with a walk of some stores from
+    /// [`indexer::Stores::walk_of`].
     pub fn index_walked(
         &mut self,
         walk: indexer::Walk,
         now_ms: i64,
         deadline: Option<std::time::Instant>,
         progress: &mut dyn FnMut(Progress),
+    ) -> Result<IndexReport, NodeError> {
+        self.index_walked_keeping(walk, now_ms, deadline, progress, None)
+    }
+
+    fn index_walked_keeping(
+        &mut self,
+        walk: indexer::Walk,
+        now_ms: i64,
+        deadline: Option<std::time::Instant>,
+        progress: &mut dyn FnMut(Progress),
+        stores: Option<&mut indexer::Stores>,
     ) -> Result<IndexReport, NodeError> {
         let origin = self.identity.id().to_string();
         let ctx = IndexContext {
@@ -303,12 +328,13 @@ impl Node {
             now_ms,
             deadline,
         };
-        let report = indexer::index_walked_noting(
+        let report = indexer::index_walked_keeping(
             &mut self.store,
             &ctx,
             walk,
             progress,
             &mut self.compared,
+            stores,
         )?;
         self.embed_pending()?;
         match self.store.trim_free_pages() {

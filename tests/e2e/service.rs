@@ -185,3 +185,53 @@ fn doctor_reports_an_offline_peer_as_unreachable_within_seconds() {
         "{r}"
     );
 }
+
+/// The last pass `cairn serve` recorded: its report, when it added records.
+fn last_pass_adding(home: &TestHome) -> Option<serde_json::Value> {
+    let text = std::fs::read_to_string(home.cairn_home().join("index-pass.json")).ok()?;
+    let pass: serde_json::Value = serde_json::from_str(&text).ok()?;
+    (pass["report"]["added"].as_u64()? > 0).then(|| pass["report"].clone())
+}
+
+/// A line appended to a transcript while the daemon runs is read by a pass
+/// over that transcript alone: the file event names it, so the daemon does
+/// not walk every store (at 10 GB of history, 31,000 stats and as many
+/// rows compared per write an agent makes).
+#[test]
+fn the_daemon_reads_an_appended_transcript_without_walking_every_store() {
+    use crate::sync::{Reap, wait_for};
+    use std::time::Duration;
+
+    let home = TestHome::seeded();
+    let _daemon = Reap(home.spawn_serve());
+    // Its first pass walks and reads every store.
+    let first = wait_for(Duration::from_secs(60), || last_pass_adding(&home))
+        .unwrap_or_else(|| panic!("the daemon's first pass never came"));
+    let stores = first["stores"].as_u64().expect("stores");
+    assert!(stores > 3, "{first}");
+    std::fs::remove_file(home.cairn_home().join("index-pass.json")).expect("rm");
+    append_line(&home, "the kestrel cache is warmed at boot");
+    let pass = wait_for(Duration::from_secs(30), || last_pass_adding(&home))
+        .unwrap_or_else(|| panic!("the appended line was never read"));
+    assert_eq!(
+        (pass["stores"].as_u64(), pass["added"].as_u64()),
+        (Some(1), Some(1)),
+        "{pass}"
+    );
+    let hits = home.search("kestrel", &[]);
+    assert_eq!(hits.len(), 1, "{hits:?}");
+    // A new transcript is found by a walk of every store.
+    std::fs::remove_file(home.cairn_home().join("index-pass.json")).expect("rm");
+    let sid = "0b7e4f2a-9c1d-4e3b-8a6f-5d2c1b0a9e88";
+    let dir = home.path().join(".claude/projects/-home-dev-widgets");
+    let line = serde_json::json!({
+        "type": "user", "uuid": "u-new-1", "parentUuid": null, "sessionId": sid,
+        "timestamp": "2026-01-05T10:00:00.000Z", "cwd": "/home/dev/widgets",
+        "message": {"role": "user", "content": "the osprey queue replays at noon"}
+    });
+    std::fs::write(dir.join(format!("{sid}.jsonl")), format!("{line}\n")).expect("new");
+    let pass = wait_for(Duration::from_secs(30), || last_pass_adding(&home))
+        .unwrap_or_else(|| panic!("the new transcript was never read"));
+    assert_eq!(pass["stores"].as_u64(), Some(stores + 1), "{pass}");
+    assert_eq!(home.search("osprey", &[]).len(), 1);
+}

@@ -53,6 +53,7 @@ use super::session::{
 use super::tls::AllowList;
 use super::watch::{self, Watch};
 use crate::clock::now_ms;
+use crate::indexer;
 use crate::node::Node;
 
 /// Inbound sessions served at once.
@@ -437,10 +438,14 @@ async fn index_loop(
 ) {
     // Runs until aborted; each iteration waits for a change or the poll
     // timer. A tick walks the stores only when one is not watched, a root
-    // appeared, or the backstop is due (see `sync::watch`).
+    // appeared, or the backstop is due (see `sync::watch`). Writes to
+    // stores the last walk found are read without a walk (see
+    // `next_walk`).
     let mut first = true;
     let mut last_mark = None;
-    let mut last_pass = std::time::Instant::now();
+    let mut last_walk = std::time::Instant::now();
+    let mut known = Some(indexer::Stores::default());
+    let mut walk_next = true;
     loop {
         if !first {
             tokio::select! {
@@ -450,25 +455,48 @@ async fn index_loop(
                 _ = tokio::time::sleep(cfg.poll_interval) => {
                     let rewatched = watch.follow(stores.existing());
                     if !rewatched
-                        && !watch::pass_due(watch.complete(), last_pass.elapsed(), cfg.backstop_interval)
+                        && !watch::pass_due(watch.complete(), last_walk.elapsed(), cfg.backstop_interval)
                     {
                         continue;
                     }
+                    walk_next = true;
                 }
             }
         }
         first = false;
-        last_pass = std::time::Instant::now();
+        // Taken before the pass: a write after this is in the next one.
+        let changed = watch.take_changed();
+        let some = match (&known, walk_next) {
+            (Some(k), false) => next_walk(k, &changed, watch.complete()),
+            _ => None,
+        };
+        // A walk of every store refreshes the list of stores.
+        let mut keep = match some {
+            Some(_) => None,
+            None => {
+                last_walk = std::time::Instant::now();
+                Some(known.take().unwrap_or_default())
+            }
+        };
         let started = std::time::Instant::now();
         let started_ms = now_ms();
         let r = with_node(&node, move |n| {
-            let deadline = started + Duration::from_secs(5);
-            let rep = n.index_until(now_ms(), Some(deadline), &mut |_| {});
-            (rep, own_mark(n))
+            let deadline = Some(started + Duration::from_secs(5));
+            let rep = match (some, &mut keep) {
+                (Some(walk), _) => n.index_walked(walk, now_ms(), deadline, &mut |_| {}),
+                (None, Some(k)) => n.index_keeping(now_ms(), deadline, k),
+                (None, None) => n.index_until(now_ms(), deadline, &mut |_| {}),
+            };
+            (rep, own_mark(n), keep)
         })
         .await;
+        // What a pass that failed left of the list cannot be trusted.
+        walk_next = !matches!(r, Ok((Ok(_), _, _)));
         match r {
-            Ok((Ok(rep), mark)) => {
+            Ok((Ok(rep), mark, kept)) => {
+                if let Some(k) = kept {
+                    known = Some(k);
+                }
                 // For `cairn index` beside the daemon, which shows this
                 // instead of running a pass of its own.
                 let pass = LastPass {
@@ -491,14 +519,32 @@ async fn index_loop(
                     let _ = control.send(Control::Changed);
                 }
                 if rep.deferred > 0 {
-                    // More to read: come back at once.
+                    // More to read: come back at once, with a walk (the
+                    // stores left are not named by any event).
+                    walk_next = true;
                     dirty.notify_one();
                 }
             }
-            Ok((Err(e), _)) => tracing::warn!(error = %e, "indexing failed"),
+            Ok((Err(e), _, _)) => tracing::warn!(error = %e, "indexing failed"),
             Err(e) => tracing::warn!(error = %e, "indexing task failed"),
         }
     }
+}
+
+/// The walk of the next pass when it can skip walking every store: when
+/// every root is watched (`complete`) and all that changed since the last
+/// pass is the contents of stores the last walk found (`known`). `None`
+/// means a walk of every store (a file made, removed or renamed, events
+/// lost, a file that is no known store, or no event at all).
+fn next_walk(
+    known: &indexer::Stores,
+    changed: &watch::Changed,
+    complete: bool,
+) -> Option<indexer::Walk> {
+    if !complete || changed.anything || changed.paths.is_empty() || known.is_empty() {
+        return None;
+    }
+    known.walk_of(&changed.paths)
 }
 
 /// This node's own log position (epoch, seq).

@@ -46,6 +46,47 @@ struct Signals {
     /// Events may have been missed: a watched root went away, the queue
     /// overflowed, or the watcher failed. Cleared by a new watch.
     lost: AtomicBool,
+    /// What changed since a reader last took it ([`Watch::take_changed`]).
+    changed: Mutex<Changed>,
+}
+
+impl Signals {
+    fn note(&self, f: impl FnOnce(&mut Changed)) {
+        f(&mut self.changed.lock().unwrap_or_else(PoisonError::into_inner));
+        self.dirty.notify_one();
+    }
+}
+
+/// Files written to that [`Changed`] names at most; more make it
+/// [`Changed::anything`].
+pub const MAX_CHANGED: usize = 64;
+
+/// What the watch saw change since it was last asked.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Changed {
+    /// Files whose contents were written to (in the order first seen, each
+    /// once), when nothing else changed.
+    pub paths: Vec<PathBuf>,
+    /// Something else changed too (a file or folder made, removed or
+    /// renamed, the node's notes or a pass asked for, more than
+    /// [`MAX_CHANGED`] files, events lost): only a walk of every store can
+    /// tell what.
+    pub anything: bool,
+}
+
+impl Changed {
+    fn wrote(&mut self, paths: &[PathBuf]) {
+        for p in paths {
+            if self.paths.contains(p) {
+                continue;
+            }
+            if self.paths.len() == MAX_CHANGED {
+                self.anything = true;
+                return;
+            }
+            self.paths.push(p.clone());
+        }
+    }
 }
 
 /// A watch's barrier file (see [`Watch::settle`]).
@@ -153,6 +194,7 @@ impl Watch {
             signals: Arc::new(Signals {
                 dirty,
                 lost: AtomicBool::new(false),
+                changed: Mutex::default(),
             }),
             barrier,
             _watcher: None,
@@ -192,6 +234,20 @@ impl Watch {
                 .0;
         }
         true
+    }
+
+    /// What changed since the last call (nothing named, and not
+    /// `anything`, when no event came). A reader that takes it before it
+    /// walks or reads has those changes covered; an event handled after
+    /// it is in the next.
+    pub fn take_changed(&self) -> Changed {
+        std::mem::take(
+            &mut self
+                .signals
+                .changed
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner),
+        )
     }
 
     /// Whether every root is watched and no event can have been missed:
@@ -273,7 +329,7 @@ fn start_watcher(
             Err(e) => {
                 tracing::debug!(error = %e, "file watching failed; polling until watched anew");
                 signals.lost.store(true, Ordering::Relaxed);
-                signals.dirty.notify_one();
+                signals.note(|c| c.anything = true);
                 return;
             }
         };
@@ -294,7 +350,7 @@ fn start_watcher(
             matches!(ev.kind, EventKind::Remove(_)) && ev.paths.iter().any(|p| watched.contains(p));
         if ev.need_rescan() || root_gone {
             signals.lost.store(true, Ordering::Relaxed);
-            signals.dirty.notify_one();
+            signals.note(|c| c.anything = true);
             return;
         }
         let relevant = matches!(
@@ -311,7 +367,18 @@ fn start_watcher(
             .iter()
             .any(|p| !p.starts_with(&home_dir) || p == &notes || p == &request);
         if relevant && ours {
-            signals.dirty.notify_one();
+            // A write to the contents of files in the agents' stores names
+            // them; anything else (the home's own files included) asks
+            // for a walk.
+            let written = matches!(
+                ev.kind,
+                EventKind::Modify(notify::event::ModifyKind::Data(_))
+            ) && !ev.paths.is_empty()
+                && ev.paths.iter().all(|p| !p.starts_with(&home_dir));
+            signals.note(|c| match written {
+                true => c.wrote(&ev.paths),
+                false => c.anything = true,
+            });
         }
     };
     let mut w = match notify::recommended_watcher(handler) {
@@ -478,5 +545,66 @@ mod tests {
         let mut off = Watch::start(false, vec![b.clone()], Vec::new(), &home, &notes, dirty);
         assert!(!off.complete());
         assert!(!off.follow(vec![a, b]));
+    }
+}
+
+#[cfg(all(test, target_os = "linux"))]
+mod changed_tests {
+    use super::*;
+
+    #[test]
+    fn writes_to_files_are_named_and_anything_else_asks_for_a_walk() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let home = dir.path().join("home");
+        let root = dir.path().join("store");
+        std::fs::create_dir_all(&home).expect("home");
+        std::fs::create_dir_all(root.join("p")).expect("root");
+        let (a, b) = (root.join("p/a.jsonl"), root.join("p/b.jsonl"));
+        std::fs::write(&a, b"").expect("a");
+        std::fs::write(&b, b"").expect("b");
+        let notes = home.join("notes.jsonl");
+        let dirty = Arc::new(Notify::new());
+        let mut w = Watch::start_settling(vec![root.clone()], &home, &notes, dirty);
+        let long = Duration::from_secs(10);
+        assert!(w.settle(long));
+        w.take_changed();
+        let append = |p: &Path, text: &str| {
+            let mut f = std::fs::OpenOptions::new()
+                .append(true)
+                .open(p)
+                .expect("open");
+            std::io::Write::write_all(&mut f, text.as_bytes()).expect("append");
+        };
+        // Writes to existing files: each named once, in order.
+        append(&b, "one\n");
+        append(&a, "one\n");
+        append(&b, "two\n");
+        assert!(w.settle(long));
+        let c = w.take_changed();
+        assert_eq!((c.paths, c.anything), (vec![b.clone(), a.clone()], false));
+        // Taken: nothing is left.
+        assert_eq!(w.take_changed(), Changed::default());
+        // A file made: only a walk finds what it is.
+        std::fs::write(root.join("p/c.jsonl"), b"x\n").expect("c");
+        assert!(w.settle(long));
+        assert!(w.take_changed().anything);
+        // Removed or renamed: the same.
+        std::fs::rename(&a, root.join("p/a2.jsonl")).expect("rename");
+        assert!(w.settle(long));
+        assert!(w.take_changed().anything);
+        // More files than are named: a walk.
+        for i in 0..=MAX_CHANGED {
+            let p = root.join(format!("p/f{i}"));
+            std::fs::write(&p, b"").expect("make");
+        }
+        assert!(w.settle(long));
+        w.take_changed();
+        for i in 0..=MAX_CHANGED {
+            append(&root.join(format!("p/f{i}")), "x");
+        }
+        assert!(w.settle(long));
+        let c = w.take_changed();
+        assert!(c.anything);
+        assert_eq!(c.paths.len(), MAX_CHANGED);
     }
 }
