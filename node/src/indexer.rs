@@ -869,6 +869,19 @@ impl Stores {
             .insert(f.file.path.clone(), (f.agent, f.file.reader));
     }
 
+    /// Lists the stores of `walk` when it is a whole walk that is over (as
+    /// one a survey matched is); false, and left empty, otherwise.
+    pub fn fill_from(&mut self, walk: &Walk) -> bool {
+        self.by_path.clear();
+        if !walk.done || walk.partial {
+            return false;
+        }
+        for f in walk.taken.iter().flatten() {
+            self.add(f);
+        }
+        true
+    }
+
     /// How many stores.
     pub fn len(&self) -> usize {
         self.by_path.len()
@@ -899,8 +912,12 @@ impl Stores {
     /// A walk of just the stores the writes to `paths` changed, each
     /// stat'ed now, for a pass that reads those alone; `None` when a path
     /// is no known store (a new store, or a file that is none: only a walk
-    /// of everything can tell) or cannot be stat'ed (gone since).
+    /// of everything can tell) or cannot be stat'ed (gone since), and
+    /// when `paths` is empty.
     pub fn walk_of(&self, paths: &[std::path::PathBuf]) -> Option<Walk> {
+        if paths.is_empty() {
+            return None;
+        }
         let mut found: Vec<Found> = Vec::new();
         for p in paths {
             let (path, agent, reader) = self.store_of(p)?;

@@ -311,7 +311,9 @@ impl Node {
         self.index_walked_keeping(walk, now_ms, deadline, progress, None)
     }
 
-    fn index_walked_keeping(
+    /// [`Node::index_walked`] that leaves in `stores`, when given, every
+    /// store a whole walk found (see [`Node::index_keeping`]).
+    pub fn index_walked_keeping(
         &mut self,
         walk: indexer::Walk,
         now_ms: i64,

@@ -16,7 +16,10 @@
 //! watch misses nothing, and every event queued before the read has been
 //! handled (`Watch::settle`), nothing changed and there is no walk at all.
 //! Any doubt (no watch, a lost event, a barrier that did not come back in
-//! time, or [`BACKSTOP`] since the last pass) walks as before.
+//! time, or [`BACKSTOP`] since the last pass) walks as before. When all
+//! that changed is writes to stores the last whole pass found (an agent
+//! adding to its transcript), the read reads those alone, as the daemon
+//! does (`indexer::Stores`).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -24,6 +27,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::Notify;
 
 use crate::config::Config;
+use crate::indexer::Stores;
 use crate::node::Node;
 use crate::sync::daemon;
 use crate::sync::watch::{self, Watch};
@@ -53,8 +57,26 @@ pub enum Refresh {
         /// Stores cut short by the deadline.
         deferred: u64,
     },
+    /// The watch named the stores written to since the last pass, all
+    /// known: this process read them alone, without a walk.
+    Named {
+        /// New records stored.
+        added: u64,
+        /// Stores cut short by the deadline.
+        deferred: u64,
+    },
     /// The pass failed; the answer uses the index as it is.
     Failed,
+}
+
+/// What the watch tells of the stores since the last whole pass.
+enum Since {
+    /// Nothing changed.
+    Quiet,
+    /// Only these files were written to.
+    Wrote(Vec<std::path::PathBuf>),
+    /// Anything may have changed: a walk tells.
+    Unknown,
 }
 
 /// What a server keeps between reads to tell that nothing changed: its
@@ -64,6 +86,8 @@ pub struct Watched {
     watch: Option<Watch>,
     dirty: Arc<Notify>,
     last_pass: Option<Instant>,
+    /// The stores the last whole pass found, when it succeeded.
+    known: Option<Stores>,
 }
 
 impl Default for Watched {
@@ -72,16 +96,17 @@ impl Default for Watched {
             watch: None,
             dirty: Arc::new(Notify::new()),
             last_pass: None,
+            known: None,
         }
     }
 }
 
 impl Watched {
-    /// True when nothing can have changed in `cfg`'s stores since the last
-    /// whole pass (see the module's notes). Either way any change reported
-    /// so far is taken: the pass that follows a false reads it, and a
-    /// change after this call is reported anew.
-    fn quiet(&mut self, cfg: &Config) -> bool {
+    /// What can have changed in `cfg`'s stores since the last whole pass
+    /// (see the module's notes). Either way any change reported so far is
+    /// taken: the pass that follows reads it, and a change after this call
+    /// is reported anew.
+    fn since(&mut self, cfg: &Config) -> Since {
         let roots = crate::sources::watch_roots(&cfg.locations, &cfg.disabled);
         let watch = match &mut self.watch {
             Some(watch) => {
@@ -104,9 +129,16 @@ impl Watched {
             .last_pass
             .is_none_or(|t| watch::pass_due(watch.complete(), t.elapsed(), BACKSTOP));
         let trusted = !due && watch.settle(SETTLE);
-        // A change reported since the last call left a permit: taken here.
+        // A change reported since the last call left a permit: taken here,
+        // with what the change was.
         let changed = std::pin::pin!(self.dirty.notified()).enable();
-        trusted && !changed
+        let what = watch.take_changed();
+        match (trusted, changed) {
+            (false, _) => Since::Unknown,
+            (true, false) => Since::Quiet,
+            (true, true) if what.anything || what.paths.is_empty() => Since::Unknown,
+            (true, true) => Since::Wrote(what.paths),
+        }
     }
 }
 
@@ -119,25 +151,49 @@ pub fn refresh(node: &mut Node, now_ms: i64, budget: Duration, watched: &mut Wat
         *watched = Watched::default();
         return Refresh::DaemonServes;
     }
-    if watched.quiet(node.config()) {
-        return Refresh::Quiet;
-    }
     let started = Instant::now();
     let deadline = started + budget;
+    let wrote = match watched.since(node.config()) {
+        Since::Quiet => return Refresh::Quiet,
+        Since::Wrote(paths) => paths,
+        Since::Unknown => Vec::new(),
+    };
     // A pass that is cut short or fails leaves the next read to walk.
-    watched.last_pass = None;
+    let last = watched.last_pass.take();
+    if let Some(walk) = watched.known.as_ref().and_then(|k| k.walk_of(&wrote)) {
+        return match node.index_walked(walk, now_ms, Some(deadline), &mut |_| {}) {
+            Ok(rep) => {
+                if rep.deferred == 0 {
+                    watched.last_pass = last;
+                }
+                Refresh::Named {
+                    added: rep.added,
+                    deferred: rep.deferred,
+                }
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "could not read new history; answering from the index as it is");
+                Refresh::Failed
+            }
+        };
+    }
+    // A whole pass lists the stores anew; one that fails leaves none.
+    let mut known = watched.known.take().unwrap_or_default();
     // Nothing new by the survey: no pass (see `crate::survey`).
     let mut walk = Node::start_walk(node.config());
     if Node::unchanged_since_survey(node.config(), &mut walk).is_some() {
         watched.last_pass = Some(started);
+        watched.known = known.fill_from(&walk).then_some(known);
         return Refresh::Read {
             added: 0,
             deferred: 0,
         };
     }
-    let pass = node.index_walked(walk, now_ms, Some(deadline), &mut |_| {});
+    let pass =
+        node.index_walked_keeping(walk, now_ms, Some(deadline), &mut |_| {}, Some(&mut known));
     match pass {
         Ok(rep) => {
+            watched.known = Some(known);
             if rep.deferred == 0 {
                 watched.last_pass = Some(started);
             }
@@ -191,6 +247,10 @@ mod tests {
         Refresh::Read { added, deferred: 0 }
     }
 
+    fn named(added: u64) -> Refresh {
+        Refresh::Named { added, deferred: 0 }
+    }
+
     #[test]
     fn a_read_walks_the_stores_only_when_something_changed_since_the_last_pass() {
         let dir = tempfile::tempdir().expect("tmp");
@@ -205,18 +265,25 @@ mod tests {
         assert_eq!(refresh(&mut node), read(1));
         assert_eq!(refresh(&mut node), Refresh::Quiet);
         assert_eq!(refresh(&mut node), Refresh::Quiet);
-        // A line appended just before a read is read by it, each time.
+        // A line appended just before a read is read by it, each time,
+        // from that store alone: the watch named it.
         for i in 1..6 {
             append(&first, "s1", i);
-            assert_eq!(refresh(&mut node), read(1), "line {i}");
+            assert_eq!(refresh(&mut node), named(1), "line {i}");
             assert_eq!(refresh(&mut node), Refresh::Quiet, "line {i}");
         }
-        // A session in a project folder made just now.
+        // A session in a project folder made just now: a walk finds it,
+        // and a write to it after that is read alone.
         append(&projects.join("-q/s2.jsonl"), "s2", 0);
         assert_eq!(refresh(&mut node), read(1));
         append(&projects.join("-q/s2.jsonl"), "s2", 1);
-        assert_eq!(refresh(&mut node), read(1));
+        assert_eq!(refresh(&mut node), named(1));
         assert_eq!(refresh(&mut node), Refresh::Quiet);
+        // A file below a root that is no store: a walk.
+        std::fs::write(projects.join("-q/notes.txt"), "x").expect("write");
+        assert_eq!(refresh(&mut node), read(0));
+        std::fs::write(projects.join("-q/notes.txt"), "xy").expect("write");
+        assert_eq!(refresh(&mut node), read(0));
         // A store removed whole: the read walks.
         std::fs::remove_file(&first).expect("rm");
         assert_ne!(refresh(&mut node), Refresh::Quiet);
@@ -304,7 +371,7 @@ mod tests {
         assert_eq!(refresh(&mut node, 0, REFRESH_BUDGET, &mut w), read(0));
         assert!(w.watch.is_some());
         append(&file, "s1", 1);
-        assert_eq!(refresh(&mut node, 0, REFRESH_BUDGET, &mut w), read(1));
+        assert_eq!(refresh(&mut node, 0, REFRESH_BUDGET, &mut w), named(1));
         assert_eq!(
             refresh(&mut node, 0, REFRESH_BUDGET, &mut w),
             Refresh::Quiet
