@@ -1626,31 +1626,33 @@ mod tests {
         let redactor = Redactor::new();
         let c = ctx(&loc, &redactor, None);
         // A whole walk lists every store it found.
+        let whole = |store: &mut Store, known: &mut Stores| {
+            let walk = Walk::start(&loc, &[], None);
+            let r = index_walked_keeping(store, &c, walk, &mut |_| {}, &mut None, Some(known))
+                .expect("index");
+            (r.stores, r.added, known.len())
+        };
+        let named = |store: &mut Store, known: &Stores, paths: &[std::path::PathBuf]| {
+            let walk = known.walk_of(paths).expect("every path is known");
+            let r = index_walked_noting(store, &c, walk, &mut |_| {}, &mut None).expect("index");
+            (r.stores, r.changed, r.added)
+        };
         let mut known = Stores::default();
-        let walk = Walk::start(&loc, &[], None);
-        let r = index_walked_keeping(
-            &mut store,
-            &c,
-            walk,
-            &mut |_| {},
-            &mut None,
-            Some(&mut known),
-        )
-        .expect("index");
-        assert_eq!((r.stores, r.added, known.len()), (2, 2, 2));
+        assert_eq!(whole(&mut store, &mut known), (2, 2, 2));
         // A write to `a`: a pass over `a` alone reads its new line.
         append("-p/a.jsonl", "alpha two");
-        let walk = known.walk_of(std::slice::from_ref(&a)).expect("a is known");
-        let r = index_walked_noting(&mut store, &c, walk, &mut |_| {}, &mut None).expect("index");
-        assert_eq!((r.stores, r.changed, r.added), (1, 1, 1));
+        assert_eq!(
+            named(&mut store, &known, std::slice::from_ref(&a)),
+            (1, 1, 1)
+        );
         // Again: nothing new in it now.
-        let walk = known.walk_of(&[a.clone(), a.clone()]).expect("a is known");
-        let r = index_walked_noting(&mut store, &c, walk, &mut |_| {}, &mut None).expect("index");
-        assert_eq!((r.stores, r.changed, r.added), (1, 0, 0));
+        assert_eq!(
+            named(&mut store, &known, &[a.clone(), a.clone()]),
+            (1, 0, 0)
+        );
         // `b`, not named, is neither read nor marked gone, though it grew.
         append("-p/b.jsonl", "bravo two");
-        let walk = known.walk_of(std::slice::from_ref(&a)).expect("a is known");
-        index_walked_noting(&mut store, &c, walk, &mut |_| {}, &mut None).expect("index");
+        named(&mut store, &known, std::slice::from_ref(&a));
         let rows = store.list_sources().expect("sources");
         assert!(
             rows.iter().all(|r| !r.missing),
@@ -1670,17 +1672,7 @@ mod tests {
         std::fs::rename(&away, &b).expect("move back");
         // The whole walk reads what the named passes left (`b`'s line and
         // the new file), and the list follows the disk.
-        let walk = Walk::start(&loc, &[], None);
-        let r = index_walked_keeping(
-            &mut store,
-            &c,
-            walk,
-            &mut |_| {},
-            &mut None,
-            Some(&mut known),
-        )
-        .expect("index");
-        assert_eq!((r.stores, r.added, known.len()), (3, 2, 3));
+        assert_eq!(whole(&mut store, &mut known), (3, 2, 3));
         assert!(known.walk_of(std::slice::from_ref(&new)).is_some());
         assert_eq!(store.stats().expect("stats").records, 5);
     }
