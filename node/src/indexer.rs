@@ -195,6 +195,19 @@ struct Plan {
     mtime_ns: i64,
 }
 
+impl Plan {
+    /// Reading store `f`, whose row (when the index knows it) is `state`.
+    fn of(f: Found, state: Option<SourceState>) -> Plan {
+        Plan {
+            agent: f.agent,
+            file: f.file,
+            state,
+            size: f.size,
+            mtime_ns: f.mtime_ns,
+        }
+    }
+}
+
 /// Runs one indexing pass over every enabled source.
 pub fn index_all(
     store: &mut Store,
@@ -282,13 +295,7 @@ pub fn index_walked_keeping(
                 Some(_) => store.source_state(&key)?,
                 None => None,
             };
-            plans.push(Plan {
-                agent: f.agent,
-                file: f.file,
-                state,
-                size: f.size,
-                mtime_ns: f.mtime_ns,
-            });
+            plans.push(Plan::of(f, state));
         }
         Ok(())
     })?;
@@ -320,13 +327,7 @@ fn index_some(
             s.size == f.size && s.mtime_ns == f.mtime_ns && s.last_error.is_none()
         });
         if !unchanged {
-            plans.push(Plan {
-                agent: f.agent,
-                file: f.file,
-                state,
-                size: f.size,
-                mtime_ns: f.mtime_ns,
-            });
+            plans.push(Plan::of(f, state));
         }
         Ok(())
     })?;
