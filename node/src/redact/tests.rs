@@ -760,3 +760,133 @@ fn real_histories_idempotent() {
         assert!(counts.is_empty(), "{}: {counts:?}", f.display());
     }
 }
+
+/// What redaction gave before rules were skipped by their starting
+/// literals: every rule compiled, each searched from the start of the text.
+fn eager(text: &str) -> (String, RedactionCounts) {
+    static RULES: OnceLock<Vec<super::Compiled>> = OnceLock::new();
+    let rules = RULES.get_or_init(super::builtin);
+    let mut counts = RedactionCounts::new();
+    let mut cur = text.to_string();
+    for rule in rules {
+        if let Some(next) = super::apply(rule, &cur, 0, &mut counts) {
+            cur = next;
+        }
+    }
+    (cur, counts)
+}
+
+/// The redactor as it runs, with its counts.
+fn lazy(text: &str) -> (String, RedactionCounts) {
+    let mut counts = RedactionCounts::new();
+    let out = redactor().redact(text, &mut counts).into_owned();
+    (out, counts)
+}
+
+#[test]
+fn nearly_every_rule_has_literals_its_matches_start_with() {
+    let rules = super::builtin();
+    let without: Vec<&str> = rules
+        .iter()
+        .filter(|r| r.starts.is_none())
+        .map(|r| r.pattern)
+        .collect();
+    assert!(without.len() <= 2, "{without:?}");
+}
+
+#[test]
+fn a_rule_is_compiled_only_when_a_text_holds_what_its_matches_start_with() {
+    let rules = super::builtin();
+    let compiled =
+        |rules: &[super::Compiled]| rules.iter().filter(|r| r.re.get().is_some()).count();
+    let always = rules.iter().filter(|r| r.starts.is_none()).count();
+    let mut counts = RedactionCounts::new();
+    let plain = "we moved the queue to sqlite and the flaky test is green now";
+    assert_eq!(super::redact_with(&rules, plain, &mut counts), plain);
+    assert_eq!(compiled(&rules), always);
+    let out = super::redact_with(
+        &rules,
+        "ghp_abcdefghijklmnopqrstuvwxyz0123456789AB",
+        &mut counts,
+    );
+    assert_eq!(out, "[REDACTED:github-token]");
+    assert!(compiled(&rules) < rules.len() / 2, "{}", compiled(&rules));
+    // Every planted secret is still found, whichever rules compile.
+    for (planted, distinctive) in PLANTED {
+        let text = format!("see {planted} here");
+        let out = super::redact_with(&rules, &text, &mut counts);
+        assert!(
+            !out.contains(distinctive),
+            "{distinctive} survived in {out}"
+        );
+    }
+}
+
+#[test]
+fn skipping_rules_by_their_literals_changes_no_output_on_the_planted_and_real_texts() {
+    let mut texts: Vec<String> = PLANTED
+        .iter()
+        .flat_map(|(p, _)| {
+            [
+                p.to_string(),
+                format!("before {p} after"),
+                format!("export TOKEN={p}\nnext line [REDACTED:custom] {p}"),
+            ]
+        })
+        .collect();
+    let fixtures = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../fixtures/planted-secrets.txt"
+    );
+    if let Ok(t) = std::fs::read_to_string(fixtures) {
+        texts.push(t.clone());
+        texts.extend(t.lines().map(str::to_owned));
+    }
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/real-histories");
+    fn walk(p: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
+        if let Ok(rd) = std::fs::read_dir(p) {
+            for e in rd.flatten() {
+                let q = e.path();
+                if q.is_dir() {
+                    walk(&q, out)
+                } else {
+                    out.push(q)
+                }
+            }
+        }
+    }
+    let mut files = Vec::new();
+    walk(std::path::Path::new(root), &mut files);
+    for f in files {
+        let Ok(bytes) = std::fs::read(&f) else {
+            continue;
+        };
+        let text = String::from_utf8_lossy(&bytes).into_owned();
+        texts.extend(text.lines().map(str::to_owned));
+        texts.push(text);
+    }
+    for t in &texts {
+        assert_eq!(lazy(t), eager(t), "{t:?}");
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig {
+        cases: 512,
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    })]
+
+    #[test]
+    fn skipping_rules_by_their_literals_changes_no_output(
+        s in fragment_strategy(),
+        t in "\\PC{0,120}",
+        before in prose_strategy(),
+        idx in 0..PLANTED.len(),
+    ) {
+        prop_assert_eq!(lazy(&s), eager(&s));
+        prop_assert_eq!(lazy(&t), eager(&t));
+        let planted = format!("{before} {} {s}", PLANTED[idx].0);
+        prop_assert_eq!(lazy(&planted), eager(&planted));
+    }
+}
