@@ -142,6 +142,22 @@ pub(crate) fn proc_status_mb(pid: u32, field: &str) -> Option<f64> {
     Some(kb / 1024.0)
 }
 
+/// CPU time (user + system, ms) process `pid` has used so far (Linux
+/// only: read from `/proc`).
+pub(crate) fn proc_cpu_ms(pid: u32) -> Option<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The fields after the command name, which is in parentheses.
+    let rest = stat.get(stat.rfind(')')? + 2..)?;
+    let fields: Vec<&str> = rest.split(' ').collect();
+    // utime and stime: fields 14 and 15 of the line, in clock ticks.
+    let ticks: f64 = fields.get(11)?.parse::<f64>().ok()? + fields.get(12)?.parse::<f64>().ok()?;
+    Some(ticks * 1000.0 / USER_HZ)
+}
+
+/// Clock ticks per second of the times in `/proc` (`USER_HZ`, which the
+/// kernel's ABI fixes at 100 on x86-64 and arm64).
+const USER_HZ: f64 = 100.0;
+
 pub(super) fn median(v: &mut [f64]) -> f64 {
     v.sort_by(|a, b| a.total_cmp(b));
     if v.is_empty() { 0.0 } else { v[v.len() / 2] }

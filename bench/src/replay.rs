@@ -246,6 +246,16 @@ pub fn run(
         &mut without,
         "-",
     ));
+    // A search right after an agent wrote to its transcript (what a
+    // search sees while an agent works and no daemon runs): the refresh
+    // reads that line, and the answer must be its session.
+    let mut grown = Grown::new(&s.home)?;
+    let mut after_write = searches_after_writes(cairn, &s, &mut grown, reps)?;
+    figures.push(Figure::timings(
+        "search right after a transcript grew (default refresh)",
+        &mut after_write,
+        "-",
+    ));
     let mut common = searches_found(cairn, &s, &["error"], reps)?;
     // Questions in a user's words: with the meaning tier on, each also
     // scans every record vector.
@@ -259,15 +269,31 @@ pub fn run(
     // installed service does): the daemon keeps the index fresh, so a
     // search makes no refresh of its own, and answers it from its warm
     // connection (still a fresh `cairn search` process each time).
-    let (mut serving, mut common_served, mut questions_served, daemon_rss) = {
-        let daemon = Daemon::start(cairn, &s)?;
+    let (mut serving, mut common_served, mut questions_served, daemon_rss, per_write) = {
+        let mut daemon = Daemon::start(cairn, &s)?;
         (
             rare_searches(cairn, &s, &needles, reps, &[])?,
             searches_found(cairn, &s, &["error"], reps)?,
             searches_found(cairn, &s, &QUESTIONS, reps)?,
             daemon.rss_mb(),
+            daemon.writes(&s, &mut grown, 4 * reps.max(1))?,
         )
     };
+    let (mut pass_ms, cpu_per_write) = per_write;
+    figures.push(Figure::timings(
+        "cairn serve pass after a transcript write",
+        &mut pass_ms,
+        "-",
+    ));
+    if let Some(ms) = cpu_per_write {
+        figures.push(Figure::new(
+            "cairn serve CPU per transcript write (mean)",
+            ms,
+            None,
+            "ms",
+            "-",
+        ));
+    }
     let searches = [
         ("search rare word, cairn serve running", &mut serving, "-"),
         (
@@ -403,6 +429,70 @@ fn rare_searches(
     Ok(ms)
 }
 
+/// A transcript of the scratch home's own that the bench grows, outside
+/// the corpus (which is only read): a Copilot CLI session, which cairn
+/// reads line by line from `~/.copilot/session-state/<id>/events.jsonl`.
+struct Grown {
+    path: PathBuf,
+    lines: usize,
+}
+
+/// The grown transcript's session id.
+const GROWN_SESSION: &str = "b3c4d5e6-0000-4000-8000-00000000beef";
+
+impl Grown {
+    fn new(home: &Path) -> anyhow::Result<Grown> {
+        let dir = home.join(".copilot/session-state").join(GROWN_SESSION);
+        std::fs::create_dir_all(&dir)?;
+        let path = dir.join("events.jsonl");
+        let start = serde_json::json!({
+            "type": "session.start", "id": "ev-0", "timestamp": "2026-01-01T00:00:00.000Z",
+            "data": {"sessionId": GROWN_SESSION, "context": {"cwd": "/bench"}}
+        });
+        std::fs::write(&path, format!("{start}\n"))?;
+        Ok(Grown { path, lines: 0 })
+    }
+
+    /// Appends a user message holding a word no other line holds, and
+    /// returns that word.
+    fn append(&mut self) -> anyhow::Result<String> {
+        use std::io::Write;
+        self.lines += 1;
+        let word = format!("benchgrowth{}q{}", std::process::id(), self.lines);
+        let line = serde_json::json!({
+            "type": "user.message", "id": format!("ev-{}", self.lines),
+            "timestamp": "2026-01-01T00:00:01.000Z",
+            "data": {"content": format!("note {word} for the bench")}
+        });
+        let mut f = std::fs::OpenOptions::new().append(true).open(&self.path)?;
+        writeln!(f, "{line}")?;
+        Ok(word)
+    }
+}
+
+/// `reps` fresh `cairn search --json` runs (ms), each right after a line
+/// was appended to `grown`, for the word only that line holds: each
+/// answer must be the grown session, so the refresh did read the line.
+fn searches_after_writes(
+    cairn: &Path,
+    s: &Setup,
+    grown: &mut Grown,
+    reps: usize,
+) -> anyhow::Result<Vec<f64>> {
+    let mut ms = Vec::new();
+    for _ in 0..reps.max(1) {
+        let word = grown.append()?;
+        let (t, out) = time_cairn(cairn, s, &["search", "--json", "--", &word])?;
+        let got = hit_sessions(&out)?;
+        anyhow::ensure!(
+            got.iter().any(|g| g == GROWN_SESSION),
+            "the line just written ({word}) was not found: {got:?}"
+        );
+        ms.push(t);
+    }
+    Ok(ms)
+}
+
 /// A `cairn serve` for the scratch home, on a loopback port the system
 /// picks and without LAN discovery; stopped when dropped.
 struct Daemon(std::process::Child);
@@ -439,6 +529,45 @@ impl Daemon {
     fn rss_mb(&self) -> Option<(f64, Option<f64>)> {
         let rss = crate::measure::proc_status_mb(self.0.id(), "VmRSS:")?;
         Some((rss, crate::measure::proc_status_mb(self.0.id(), "RssAnon:")))
+    }
+
+    /// What `writes` lines an agent appends to a transcript (`grown`) cost
+    /// the daemon, each waited for (at most ten seconds) until a pass of
+    /// the daemon added it: each such pass's time (ms), and the daemon's
+    /// CPU time over all of them divided by `writes` (`None` where `/proc`
+    /// cannot tell; `/proc` counts in 10 ms ticks, hence the mean over
+    /// many). What a user's daemon also does now and then falls in that
+    /// window as it would for them: a full-text segment merge (about a
+    /// second of CPU at 1 GB), a backstop walk of every store (every 30 s).
+    fn writes(
+        &mut self,
+        s: &Setup,
+        grown: &mut Grown,
+        writes: usize,
+    ) -> anyhow::Result<(Vec<f64>, Option<f64>)> {
+        let pid = self.0.id();
+        let home = s.cairn_home.clone();
+        let last = || {
+            cairn_node::sync::daemon::running_state(&home)
+                .and_then(|st| cairn_node::sync::daemon::last_pass(&home, &st))
+        };
+        let before = crate::measure::proc_cpu_ms(pid);
+        let mut passes = Vec::new();
+        for _ in 0..writes {
+            let seen = last().map_or(0, |p| p.finished_ms);
+            grown.append()?;
+            self.wait_until(10, "read an appended line", || {
+                last().is_some_and(|p| p.finished_ms > seen && p.report.added > 0)
+            })?;
+            if let Some(p) = last() {
+                passes.push(p.took_ms as f64);
+            }
+        }
+        let after = crate::measure::proc_cpu_ms(pid);
+        let cpu = before
+            .zip(after)
+            .map(|(b, a)| (a - b) / writes.max(1) as f64);
+        Ok((passes, cpu))
     }
 
     /// Waits (at most `secs` seconds) until `done`; fails if the daemon
