@@ -509,8 +509,23 @@ fn write_all(
 ) -> Result<IndexReport, IndexError> {
     store.set_cache_kib(cache_kib)?;
     let written = write_steps(store, ctx, inbox, progress, report, limits);
+    let large = limits.bytes > TX_CATCH_UP.bytes;
+    // A large pass that read everything (a cold index, not one of the
+    // deadline-bound passes a daemon or a search makes through a large
+    // backlog) leaves the full-text indexes merged, with its large cache:
+    // the small writes after it then merge only each other's segments.
+    if written.as_ref().is_ok_and(|r| merges_after(large, r)) {
+        let started = Instant::now();
+        match store.merge_text_indexes() {
+            Ok(()) => tracing::info!(
+                ms = started.elapsed().as_millis() as u64,
+                "merged the full-text indexes after a large pass"
+            ),
+            Err(e) => tracing::warn!(error = %e, "full-text indexes not merged after a large pass"),
+        }
+    }
     store.set_cache_kib(DEFAULT_CACHE_KIB)?;
-    if written.is_ok() && limits.bytes > TX_CATCH_UP.bytes {
+    if written.is_ok() && large {
         // Large commits grow the WAL file (~90 MB at 1 GB), and SQLite
         // keeps it at that size while a connection stays open (a daemon):
         // give the space back once. A reader in the way only defers it,
@@ -520,6 +535,12 @@ fn write_all(
         }
     }
     written
+}
+
+/// Whether a pass that `report`s this leaves the full-text indexes merged:
+/// a `large` one that read all it had to and stored something.
+fn merges_after(large: bool, report: &IndexReport) -> bool {
+    large && report.deferred == 0 && report.added > 0
 }
 
 fn write_steps(
@@ -1399,6 +1420,21 @@ mod tests {
             now_ms: 1_800_000_000_000,
             deadline,
         }
+    }
+
+    #[test]
+    fn only_a_large_pass_that_read_everything_merges_the_full_text_indexes() {
+        let report = |added, deferred| IndexReport {
+            added,
+            deferred,
+            ..IndexReport::default()
+        };
+        assert!(merges_after(true, &report(10, 0)));
+        // A daemon's or a search's pass through a large backlog, cut short
+        // by its deadline: the pass that finishes it decides.
+        assert!(!merges_after(true, &report(10, 3)));
+        assert!(!merges_after(true, &report(0, 0)));
+        assert!(!merges_after(false, &report(10, 0)));
     }
 
     #[test]
