@@ -689,6 +689,19 @@ proptest! {
     })]
 
     #[test]
+    fn skipping_rules_by_their_literals_changes_no_output(
+        s in fragment_strategy(),
+        t in "\\PC{0,120}",
+        before in prose_strategy(),
+        idx in 0..PLANTED.len(),
+    ) {
+        prop_assert_eq!(lazy(&s), eager(&s));
+        prop_assert_eq!(lazy(&t), eager(&t));
+        let planted = format!("{before} {} {s}", PLANTED[idx].0);
+        prop_assert_eq!(lazy(&planted), eager(&planted));
+    }
+
+    #[test]
     fn idempotent_on_fragments(s in fragment_strategy()) {
         let once = red(&s);
         let twice = red(&once);
@@ -725,16 +738,8 @@ proptest! {
     }
 }
 
-#[test]
-fn real_histories_idempotent() {
-    // Runs the redactor over every real history file (raw bytes, lossily
-    // decoded) and checks idempotence; skipped when ../shared is absent.
-    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/real-histories");
-    let root = std::path::Path::new(root);
-    if !root.is_dir() {
-        eprintln!("skipping: {} not found", root.display());
-        return;
-    }
+/// Every file below `../shared/real-histories`; `None` when it is absent.
+fn real_history_files() -> Option<Vec<std::path::PathBuf>> {
     fn walk(p: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
         if let Ok(rd) = std::fs::read_dir(p) {
             for e in rd.flatten() {
@@ -747,8 +752,24 @@ fn real_histories_idempotent() {
             }
         }
     }
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/real-histories");
+    let root = std::path::Path::new(root);
+    if !root.is_dir() {
+        return None;
+    }
     let mut files = Vec::new();
     walk(root, &mut files);
+    Some(files)
+}
+
+#[test]
+fn real_histories_idempotent() {
+    // Runs the redactor over every real history file (raw bytes, lossily
+    // decoded) and checks idempotence; skipped when ../shared is absent.
+    let Some(files) = real_history_files() else {
+        eprintln!("skipping: ../shared/real-histories not found");
+        return;
+    };
     assert!(!files.is_empty());
     for f in files {
         let bytes = std::fs::read(&f).unwrap();
@@ -842,22 +863,7 @@ fn skipping_rules_by_their_literals_changes_no_output_on_the_planted_and_real_te
         texts.push(t.clone());
         texts.extend(t.lines().map(str::to_owned));
     }
-    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/real-histories");
-    fn walk(p: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
-        if let Ok(rd) = std::fs::read_dir(p) {
-            for e in rd.flatten() {
-                let q = e.path();
-                if q.is_dir() {
-                    walk(&q, out)
-                } else {
-                    out.push(q)
-                }
-            }
-        }
-    }
-    let mut files = Vec::new();
-    walk(std::path::Path::new(root), &mut files);
-    for f in files {
+    for f in real_history_files().unwrap_or_default() {
         let Ok(bytes) = std::fs::read(&f) else {
             continue;
         };
@@ -867,26 +873,5 @@ fn skipping_rules_by_their_literals_changes_no_output_on_the_planted_and_real_te
     }
     for t in &texts {
         assert_eq!(lazy(t), eager(t), "{t:?}");
-    }
-}
-
-proptest! {
-    #![proptest_config(ProptestConfig {
-        cases: 512,
-        failure_persistence: None,
-        ..ProptestConfig::default()
-    })]
-
-    #[test]
-    fn skipping_rules_by_their_literals_changes_no_output(
-        s in fragment_strategy(),
-        t in "\\PC{0,120}",
-        before in prose_strategy(),
-        idx in 0..PLANTED.len(),
-    ) {
-        prop_assert_eq!(lazy(&s), eager(&s));
-        prop_assert_eq!(lazy(&t), eager(&t));
-        let planted = format!("{before} {} {s}", PLANTED[idx].0);
-        prop_assert_eq!(lazy(&planted), eager(&planted));
     }
 }
