@@ -324,7 +324,11 @@ fn index_some(
         report.stores += 1;
         let state = store.source_state(&f.file.path.to_string_lossy())?;
         let unchanged = state.as_ref().is_some_and(|s| {
-            s.size == f.size && s.mtime_ns == f.mtime_ns && s.last_error.is_none()
+            read_whole_at(
+                (s.size, s.mtime_ns, s.last_error.is_some()),
+                f.size,
+                f.mtime_ns,
+            )
         });
         if !unchanged {
             plans.push(Plan::of(f, state));
@@ -1067,7 +1071,17 @@ fn discover_all(
 /// Whether a store's size and mtime are what the last pass read, and that
 /// pass succeeded: such a store has nothing new.
 fn is_unchanged(s: &SourceStamp, size: u64, mtime_ns: i64) -> bool {
-    s.size == size && s.mtime_ns == mtime_ns && !s.failed
+    read_whole_at((s.size, s.mtime_ns, s.failed), size, mtime_ns)
+}
+
+/// Whether a store whose row says it was read at (`size`, `mtime_ns`),
+/// `failed` or not, is unchanged at `size` and `mtime_ns` now.
+fn read_whole_at(
+    (size, mtime_ns, failed): (u64, i64, bool),
+    now_size: u64,
+    now_mtime: i64,
+) -> bool {
+    size == now_size && mtime_ns == now_mtime && !failed
 }
 
 enum FileError {

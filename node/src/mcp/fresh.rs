@@ -136,8 +136,9 @@ impl Watched {
         match (trusted, changed) {
             (false, _) => Since::Unknown,
             (true, false) => Since::Quiet,
-            (true, true) if what.anything || what.paths.is_empty() => Since::Unknown,
-            (true, true) => Since::Wrote(what.paths),
+            (true, true) => what
+                .written_only()
+                .map_or(Since::Unknown, |paths| Since::Wrote(paths.to_vec())),
         }
     }
 }

@@ -257,15 +257,6 @@ impl Store {
         self.truncate_wal()
     }
 
-    /// Merges each full-text index into one segment. A large pass ends
-    /// with it: the segments it leaves on the lowest level would otherwise
-    /// be merged by whichever small write later fills that level, a
-    /// search's refresh or a daemon's pass (1.2 s of one search at 1 GB),
-    /// where here it costs 0.9 s at 1 GB and 10 s at 10 GB once.
-    pub(crate) fn merge_text_indexes(&self) -> Result<(), StoreError> {
-        super::fts::optimize(&self.conn)
-    }
-
     /// Checkpoints the WAL into the database file and truncates it to zero
     /// bytes. Returns false when a reader kept it from completing.
     pub(crate) fn truncate_wal(&self) -> Result<bool, StoreError> {

@@ -397,6 +397,15 @@ impl Store {
         Ok(())
     }
 
+    /// Merges each full-text index into one segment. A large pass ends
+    /// with it: the segments it leaves on the lowest level would otherwise
+    /// be merged by whichever small write later fills that level, a
+    /// search's refresh or a daemon's pass (1.2 s of one search at 1 GB),
+    /// where here it costs 0.9 s at 1 GB and 10 s at 10 GB once.
+    pub(crate) fn merge_text_indexes(&self) -> Result<(), StoreError> {
+        fts::optimize(&self.conn)
+    }
+
     /// Records a node id and its human name so hits can say which machine they came from.
     pub fn upsert_node(&self, id: &str, name: &str) -> Result<(), StoreError> {
         // Skip the write when nothing changed: this runs on every command.

@@ -484,8 +484,7 @@ async fn index_loop(
             let deadline = Some(started + Duration::from_secs(5));
             let rep = match (some, &mut keep) {
                 (Some(walk), _) => n.index_walked(walk, now_ms(), deadline, &mut |_| {}),
-                (None, Some(k)) => n.index_keeping(now_ms(), deadline, k),
-                (None, None) => n.index_until(now_ms(), deadline, &mut |_| {}),
+                (None, k) => n.index_keeping(now_ms(), deadline, k.get_or_insert_default()),
             };
             (rep, own_mark(n), keep)
         })
@@ -541,10 +540,8 @@ fn next_walk(
     changed: &watch::Changed,
     complete: bool,
 ) -> Option<indexer::Walk> {
-    if !complete || changed.anything || changed.paths.is_empty() || known.is_empty() {
-        return None;
-    }
-    known.walk_of(&changed.paths)
+    let written = changed.written_only().filter(|_| complete)?;
+    known.walk_of(written)
 }
 
 /// This node's own log position (epoch, seq).

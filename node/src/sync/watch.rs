@@ -75,6 +75,12 @@ pub struct Changed {
 }
 
 impl Changed {
+    /// The files written to, when that is all that changed (possibly
+    /// none); `None` when anything else did.
+    pub fn written_only(&self) -> Option<&[PathBuf]> {
+        (!self.anything).then_some(self.paths.as_slice())
+    }
+
     fn wrote(&mut self, paths: &[PathBuf]) {
         for p in paths {
             if self.paths.contains(p) {
@@ -546,12 +552,8 @@ mod tests {
         assert!(!off.complete());
         assert!(!off.follow(vec![a, b]));
     }
-}
 
-#[cfg(all(test, target_os = "linux"))]
-mod changed_tests {
-    use super::*;
-
+    #[cfg(target_os = "linux")]
     #[test]
     fn writes_to_files_are_named_and_anything_else_asks_for_a_walk() {
         let dir = tempfile::tempdir().expect("tmp");
