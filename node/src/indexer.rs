@@ -514,19 +514,8 @@ fn write_all(
     store.set_cache_kib(cache_kib)?;
     let written = write_steps(store, ctx, inbox, progress, report, limits);
     let large = limits.bytes > TX_CATCH_UP.bytes;
-    // A large pass that read everything (a cold index, not one of the
-    // deadline-bound passes a daemon or a search makes through a large
-    // backlog) leaves the full-text indexes merged, with its large cache:
-    // the small writes after it then merge only each other's segments.
-    if written.as_ref().is_ok_and(|r| merges_after(large, r)) {
-        let started = Instant::now();
-        match store.merge_text_indexes() {
-            Ok(()) => tracing::info!(
-                ms = started.elapsed().as_millis() as u64,
-                "merged the full-text indexes after a large pass"
-            ),
-            Err(e) => tracing::warn!(error = %e, "full-text indexes not merged after a large pass"),
-        }
+    if let Ok(report) = &written {
+        merge_when_due(store, large, report);
     }
     store.set_cache_kib(DEFAULT_CACHE_KIB)?;
     if written.is_ok() && large {
@@ -541,10 +530,69 @@ fn write_all(
     written
 }
 
-/// Whether a pass that `report`s this leaves the full-text indexes merged:
-/// a `large` one that read all it had to and stored something.
-fn merges_after(large: bool, report: &IndexReport) -> bool {
-    large && report.deferred == 0 && report.added > 0
+/// Merges the full-text indexes after a pass that `report`s this, when
+/// [`merge_step`] says so, or notes the merge as due. A failure is only
+/// logged: the pass is done whatever happens here.
+fn merge_when_due(store: &mut Store, large: bool, report: &IndexReport) {
+    let due = match store.merge_due() {
+        Ok(due) => due,
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot tell whether a full-text merge is due");
+            return;
+        }
+    };
+    match merge_step(large, report, due) {
+        MergeStep::Now => {
+            let started = Instant::now();
+            match store.merge_text_indexes() {
+                Ok(()) => tracing::info!(
+                    ms = started.elapsed().as_millis() as u64,
+                    "merged the full-text indexes after a large backlog"
+                ),
+                Err(e) => {
+                    tracing::warn!(error = %e, "full-text indexes not merged after a large backlog")
+                }
+            }
+        }
+        MergeStep::Due => {
+            if let Err(e) = store.note_merge_due() {
+                tracing::warn!(error = %e, "cannot note a full-text merge as due");
+            }
+        }
+        MergeStep::Nothing => {}
+    }
+}
+
+/// What a pass does about merging the full-text indexes.
+#[derive(Debug, PartialEq, Eq)]
+enum MergeStep {
+    /// Merge each into one segment now.
+    Now,
+    /// Note the merge as due, for the pass that finishes the backlog.
+    Due,
+    Nothing,
+}
+
+/// What a pass that `report`s this does about the merge, `large` when it
+/// had a large backlog to read, `due` when an earlier pass noted it.
+///
+/// A large backlog read to its end leaves each full-text index merged into
+/// one segment: the large segments its commits leave on the lowest level
+/// would otherwise be merged by whichever small write later fills that
+/// level, inside a search's refresh or a daemon's pass (1.2 s at 1 GB).
+/// Read in one pass (a cold `cairn index`), that pass merges. Read in
+/// passes cut short by their deadline (a daemon's, a search's, such as the
+/// first ones after `cairn install`), the first to store something notes
+/// the merge as due, and the pass that reads the rest (small or not, with
+/// something to store or not) merges.
+fn merge_step(large: bool, report: &IndexReport, due: bool) -> MergeStep {
+    let stored_much = large && report.added > 0;
+    match (report.deferred == 0, due) {
+        (true, true) => MergeStep::Now,
+        (true, false) if stored_much => MergeStep::Now,
+        (false, false) if stored_much => MergeStep::Due,
+        _ => MergeStep::Nothing,
+    }
 }
 
 fn write_steps(
@@ -1436,19 +1484,80 @@ mod tests {
         }
     }
 
-    #[test]
-    fn only_a_large_pass_that_read_everything_merges_the_full_text_indexes() {
-        let report = |added, deferred| IndexReport {
+    fn report(added: u64, deferred: u64) -> IndexReport {
+        IndexReport {
             added,
             deferred,
             ..IndexReport::default()
+        }
+    }
+
+    #[test]
+    fn a_large_backlog_is_merged_by_the_pass_that_finishes_it() {
+        use MergeStep::{Due, Nothing, Now};
+        // Read in one pass (a cold index).
+        assert_eq!(merge_step(true, &report(10, 0), false), Now);
+        // Read by passes cut short by their deadline (a daemon's, a
+        // search's): the first that stores something notes the merge, the
+        // one that reads the rest merges, large or not, with something to
+        // store or not.
+        assert_eq!(merge_step(true, &report(10, 3), false), Due);
+        assert_eq!(merge_step(true, &report(10, 2), true), Nothing);
+        assert_eq!(merge_step(false, &report(0, 1), true), Nothing);
+        assert_eq!(merge_step(false, &report(4, 0), true), Now);
+        assert_eq!(merge_step(false, &report(0, 0), true), Now);
+        // Nothing large stored: the small writes' own merging suffices.
+        assert_eq!(merge_step(true, &report(0, 0), false), Nothing);
+        assert_eq!(merge_step(true, &report(0, 3), false), Nothing);
+        assert_eq!(merge_step(false, &report(10, 0), false), Nothing);
+        assert_eq!(merge_step(false, &report(10, 3), false), Nothing);
+    }
+
+    #[test]
+    fn a_merge_noted_as_due_is_done_by_the_pass_that_finishes_and_then_forgotten() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let mut store = Store::open(&dir.path().join("cairn.db")).expect("open");
+        // One commit per record: a segment each, as a backlog's commits leave.
+        let add = |store: &Store, from: i64| {
+            for i in from..from + 6 {
+                let text = format!("heron number {i} landed");
+                store
+                    .conn()
+                    .execute(
+                        "INSERT INTO fts(rowid, body, files) VALUES (?1, ?2, '')",
+                        (i, &text),
+                    )
+                    .expect("fts");
+                store
+                    .conn()
+                    .execute(
+                        "INSERT INTO fts_stem(rowid, body) VALUES (?1, ?2)",
+                        (i, &text),
+                    )
+                    .expect("stem");
+            }
         };
-        assert!(merges_after(true, &report(10, 0)));
-        // A daemon's or a search's pass through a large backlog, cut short
-        // by its deadline: the pass that finishes it decides.
-        assert!(!merges_after(true, &report(10, 3)));
-        assert!(!merges_after(true, &report(0, 0)));
-        assert!(!merges_after(false, &report(10, 0)));
+        add(&store, 0);
+        // A large pass cut short: noted, not merged.
+        merge_when_due(&mut store, true, &report(6, 40));
+        assert!(store.merge_due().expect("due"));
+        assert_eq!(store.text_index_segments(), (6, 6));
+        // The note outlives the store being opened again (a daemon restarted).
+        drop(store);
+        let mut store = Store::open(&dir.path().join("cairn.db")).expect("reopen");
+        add(&store, 6);
+        merge_when_due(&mut store, true, &report(6, 20));
+        assert!(store.merge_due().expect("due"));
+        assert_eq!(store.text_index_segments(), (12, 12));
+        // The small pass that reads the rest merges, and the note goes.
+        merge_when_due(&mut store, false, &report(1, 0));
+        assert!(!store.merge_due().expect("due"));
+        assert_eq!(store.text_index_segments(), (1, 1));
+        // Later small passes leave their segments to FTS5's own merging.
+        add(&store, 12);
+        merge_when_due(&mut store, false, &report(6, 0));
+        assert_eq!(store.text_index_segments(), (7, 7));
+        assert!(!store.merge_due().expect("due"));
     }
 
     #[test]

@@ -91,44 +91,45 @@ pub(crate) fn backfill_stems(conn: &mut Connection) -> Result<u64, StoreError> {
 }
 
 #[cfg(test)]
+/// Segments in the full-text index `table`, from its structure record
+/// (row 10 of `<table>_data`: a 4-byte cookie, FTS5's 4-byte mark of
+/// its second structure format when present, then the number of
+/// levels and of segments as varints).
+pub(crate) fn segments(conn: &Connection, table: &str) -> u64 {
+    let block: Vec<u8> = conn
+        .query_row(
+            &format!("SELECT block FROM {table}_data WHERE id = 10"),
+            [],
+            |r| r.get(0),
+        )
+        .expect("structure record");
+    let mut at = 4;
+    if block.get(4..8) == Some(&[0xff, 0x00, 0x00, 0x01][..]) {
+        at = 8;
+    }
+    let mut varint = || {
+        let mut v = 0u64;
+        loop {
+            let b = block[at];
+            at += 1;
+            v = (v << 7) | u64::from(b & 0x7f);
+            if b & 0x80 == 0 {
+                return v;
+            }
+        }
+    };
+    let _levels = varint();
+    varint()
+}
+
+#[cfg(test)]
 mod tests {
     use super::*;
-
-    /// Segments in the full-text index `table`, from its structure record
-    /// (row 10 of `<table>_data`: a 4-byte cookie, FTS5's 4-byte mark of
-    /// its second structure format when present, then the number of
-    /// levels and of segments as varints).
-    fn segments(conn: &Connection, table: &str) -> u64 {
-        let block: Vec<u8> = conn
-            .query_row(
-                &format!("SELECT block FROM {table}_data WHERE id = 10"),
-                [],
-                |r| r.get(0),
-            )
-            .expect("structure record");
-        let mut at = 4;
-        if block.get(4..8) == Some(&[0xff, 0x00, 0x00, 0x01][..]) {
-            at = 8;
-        }
-        let mut varint = || {
-            let mut v = 0u64;
-            loop {
-                let b = block[at];
-                at += 1;
-                v = (v << 7) | u64::from(b & 0x7f);
-                if b & 0x80 == 0 {
-                    return v;
-                }
-            }
-        };
-        let _levels = varint();
-        varint()
-    }
 
     #[test]
     fn a_merge_leaves_each_index_one_segment_that_still_finds_every_record() {
         let dir = tempfile::tempdir().expect("tmp");
-        let store = crate::store::Store::open(&dir.path().join("cairn.db")).expect("open");
+        let mut store = crate::store::Store::open(&dir.path().join("cairn.db")).expect("open");
         let conn = store.conn();
         // One commit per record: a segment each.
         for i in 0..12 {
@@ -146,6 +147,7 @@ mod tests {
         assert_eq!(segments(conn, "fts"), 12);
         assert_eq!(segments(conn, "fts_stem"), 12);
         store.merge_text_indexes().expect("merge");
+        let conn = store.conn();
         assert_eq!(segments(conn, "fts"), 1);
         assert_eq!(segments(conn, "fts_stem"), 1);
         let found = |table: &str, q: &str| -> i64 {

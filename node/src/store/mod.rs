@@ -182,6 +182,10 @@ fn retry_busy<T>(mut f: impl FnMut() -> rusqlite::Result<T>) -> rusqlite::Result
 /// reuse (4 MiB of 8 KiB pages).
 const TRIM_MIN_PAGES: i64 = 512;
 
+/// The meta key present while a merge of the full-text indexes is due
+/// (see [`Store::note_merge_due`]).
+const MERGE_DUE: &str = "fts_merge_due";
+
 /// An open cairn database.
 pub struct Store {
     conn: Connection,
@@ -402,8 +406,34 @@ impl Store {
     /// be merged by whichever small write later fills that level, a
     /// search's refresh or a daemon's pass (1.2 s of one search at 1 GB),
     /// where here it costs 0.9 s at 1 GB and 10 s at 10 GB once.
-    pub(crate) fn merge_text_indexes(&self) -> Result<(), StoreError> {
-        fts::optimize(&self.conn)
+    /// A merge noted as due ([`Store::note_merge_due`]) is done with it.
+    pub(crate) fn merge_text_indexes(&mut self) -> Result<(), StoreError> {
+        let tx = self.conn.transaction()?;
+        fts::optimize(&tx)?;
+        tx.execute("DELETE FROM meta WHERE key = ?1", [MERGE_DUE])?;
+        tx.commit()?;
+        Ok(())
+    }
+
+    /// Notes that the full-text indexes hold the segments of a large
+    /// backlog that passes cut short by their deadline (a daemon's, a
+    /// search's) stored, for the pass that finishes it to merge.
+    pub(crate) fn note_merge_due(&self) -> Result<(), StoreError> {
+        self.set_meta(MERGE_DUE, "1")
+    }
+
+    /// Segments in the full-text index and in the stemmed one.
+    #[cfg(test)]
+    pub(crate) fn text_index_segments(&self) -> (u64, u64) {
+        (
+            fts::segments(&self.conn, "fts"),
+            fts::segments(&self.conn, "fts_stem"),
+        )
+    }
+
+    /// Whether a merge was noted as due and not done since.
+    pub(crate) fn merge_due(&self) -> Result<bool, StoreError> {
+        Ok(self.meta(MERGE_DUE)?.is_some())
     }
 
     /// Records a node id and its human name so hits can say which machine they came from.
