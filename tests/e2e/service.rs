@@ -188,21 +188,29 @@ fn doctor_reports_an_offline_peer_as_unreachable_within_seconds() {
 
 /// The last pass `cairn serve` recorded: its report, when it added records.
 fn last_pass_adding(home: &TestHome) -> Option<serde_json::Value> {
-    let text = std::fs::read_to_string(home.cairn_home().join("index-pass.json")).ok()?;
-    let pass: serde_json::Value = serde_json::from_str(&text).ok()?;
-    (pass["report"]["added"].as_u64()? > 0).then(|| pass["report"].clone())
+    last_pass(home).filter(|r| r["added"].as_u64().is_some_and(|a| a > 0))
 }
 
-/// A line appended to a transcript while the daemon runs is read by a pass
-/// over that transcript alone: the file event names it, so the daemon does
-/// not walk every store (at 10 GB of history, 31,000 stats and as many
-/// rows compared per write an agent makes).
+/// The report of the daemon's last pass, if it wrote one.
+fn last_pass(home: &TestHome) -> Option<serde_json::Value> {
+    let text = std::fs::read_to_string(home.cairn_home().join("index-pass.json")).ok()?;
+    let pass: serde_json::Value = serde_json::from_str(&text).ok()?;
+    Some(pass["report"].clone())
+}
+
+/// A line appended to a transcript while the daemon runs (or a note to the
+/// notes file) is read by a pass over that file alone: the file event
+/// names it, so the daemon does not walk every store (at 10 GB of history,
+/// 31,000 stats and as many rows compared per write an agent makes).
 #[test]
 fn the_daemon_reads_an_appended_transcript_without_walking_every_store() {
     use crate::sync::{Reap, wait_for};
     use std::time::Duration;
 
     let home = TestHome::seeded();
+    // The notes file is there from the start (a file made later is
+    // watched from a tick after, which walks).
+    home.ok(&["remember", "the heron build pins clang 17"]);
     let _daemon = Reap(home.spawn_serve());
     // Its first pass walks and reads every store.
     let first = wait_for(Duration::from_secs(60), || last_pass_adding(&home))
@@ -220,6 +228,23 @@ fn the_daemon_reads_an_appended_transcript_without_walking_every_store() {
     );
     let hits = home.search("kestrel", &[]);
     assert_eq!(hits.len(), 1, "{hits:?}");
+    // So is a note appended to the notes file in the node's home (written
+    // here as `remember` writes one, so that the daemon is the reader).
+    std::fs::remove_file(home.cairn_home().join("index-pass.json")).expect("rm");
+    let note = serde_json::json!({"time_ms": 1_767_600_000_000i64, "text": "the heron build also pins lld 17"});
+    let mut notes = std::fs::OpenOptions::new()
+        .append(true)
+        .open(home.cairn_home().join("notes.jsonl"))
+        .expect("notes file");
+    std::io::Write::write_all(&mut notes, format!("{note}\n").as_bytes()).expect("note");
+    let pass = wait_for(Duration::from_secs(30), || last_pass_adding(&home))
+        .unwrap_or_else(|| panic!("the appended note was never read"));
+    assert_eq!(
+        (pass["stores"].as_u64(), pass["added"].as_u64()),
+        (Some(1), Some(1)),
+        "{pass}"
+    );
+    assert_eq!(home.search("lld", &[]).len(), 1);
     // A new transcript is found by a walk of every store.
     std::fs::remove_file(home.cairn_home().join("index-pass.json")).expect("rm");
     let sid = "0b7e4f2a-9c1d-4e3b-8a6f-5d2c1b0a9e88";

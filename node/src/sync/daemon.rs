@@ -466,6 +466,9 @@ async fn index_loop(
         first = false;
         // Taken before the pass: a write after this is in the next one.
         let changed = watch.take_changed();
+        if woken_for_nothing(walk_next, &changed, watch.complete()) {
+            continue;
+        }
         let some = match (&known, walk_next) {
             (Some(k), false) => next_walk(k, &changed, watch.complete()),
             _ => None,
@@ -530,11 +533,23 @@ async fn index_loop(
     }
 }
 
+/// Whether the loop was woken by events the last pass already took: no
+/// walk is due (`walk_next`: not the first pass, nor one after a failure
+/// or a deferral, nor a tick's), every root is watched, and nothing
+/// changed since. An event that comes while the loop waits out its
+/// debounce is taken with the ones before it, yet leaves the loop a
+/// wake-up (a line written in two parts, a file made and then written):
+/// that pass would have walked every store to find nothing.
+fn woken_for_nothing(walk_next: bool, changed: &watch::Changed, complete: bool) -> bool {
+    !walk_next && complete && changed.written_only().is_some_and(<[_]>::is_empty)
+}
+
 /// The walk of the next pass when it can skip walking every store: when
 /// every root is watched (`complete`) and all that changed since the last
 /// pass is the contents of stores the last walk found (`known`). `None`
 /// means a walk of every store (a file made, removed or renamed, events
-/// lost, a file that is no known store, or no event at all).
+/// lost, a file that is no known store; with no event at all the loop
+/// makes no pass, see [`woken_for_nothing`]).
 fn next_walk(
     known: &indexer::Stores,
     changed: &watch::Changed,
@@ -897,6 +912,28 @@ impl StoreRoots {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_wake_up_with_nothing_changed_and_no_walk_due_makes_no_pass() {
+        let nothing = watch::Changed::default();
+        assert!(woken_for_nothing(false, &nothing, true));
+        // A walk is due (the first pass, after a failure or a deferral, a
+        // tick's): it is made.
+        assert!(!woken_for_nothing(true, &nothing, true));
+        // A root not watched: events may be missing, so the pass walks.
+        assert!(!woken_for_nothing(false, &nothing, false));
+        // Something changed: a pass.
+        let wrote = watch::Changed {
+            paths: vec![PathBuf::from("/s/a.jsonl")],
+            anything: false,
+        };
+        assert!(!woken_for_nothing(false, &wrote, true));
+        let anything = watch::Changed {
+            paths: Vec::new(),
+            anything: true,
+        };
+        assert!(!woken_for_nothing(false, &anything, true));
+    }
 
     #[test]
     fn state_file_round_trips_and_a_dead_pid_is_not_running() {

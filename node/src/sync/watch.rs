@@ -373,14 +373,18 @@ fn start_watcher(
             .iter()
             .any(|p| !p.starts_with(&home_dir) || p == &notes || p == &request);
         if relevant && ours {
-            // A write to the contents of files in the agents' stores names
-            // them; anything else (the home's own files included) asks
-            // for a walk.
+            // A write to the contents of files in the agents' stores, or
+            // of the notes file (a note appended), names them; anything
+            // else (the home's other files, a pass asked for) asks for a
+            // walk.
             let written = matches!(
                 ev.kind,
                 EventKind::Modify(notify::event::ModifyKind::Data(_))
             ) && !ev.paths.is_empty()
-                && ev.paths.iter().all(|p| !p.starts_with(&home_dir));
+                && ev
+                    .paths
+                    .iter()
+                    .all(|p| !p.starts_with(&home_dir) || p == &notes);
             signals.note(|c| match written {
                 true => c.wrote(&ev.paths),
                 false => c.anything = true,
@@ -566,7 +570,7 @@ mod tests {
         std::fs::write(&b, b"").expect("b");
         let notes = home.join("notes.jsonl");
         let dirty = Arc::new(Notify::new());
-        let mut w = Watch::start_settling(vec![root.clone()], &home, &notes, dirty);
+        let mut w = Watch::start_settling(vec![root.clone(), home.clone()], &home, &notes, dirty);
         let long = Duration::from_secs(10);
         assert!(w.settle(long));
         w.take_changed();
@@ -608,5 +612,27 @@ mod tests {
         let c = w.take_changed();
         assert!(c.anything);
         assert_eq!(c.paths.len(), MAX_CHANGED);
+        // A note appended to the notes file in the home is named like a
+        // store written to; the notes file made is not (a walk finds it).
+        std::fs::write(&notes, b"").expect("notes");
+        assert!(w.settle(long));
+        assert!(w.take_changed().anything);
+        append(&notes, "{}\n");
+        assert!(w.settle(long));
+        let c = w.take_changed();
+        assert_eq!((c.paths, c.anything), (vec![notes.clone()], false));
+        // A pass asked for through the home's request file: a walk.
+        let request = home.join(super::super::instance::PASS_REQUEST_FILE);
+        std::fs::write(&request, b"").expect("request");
+        assert!(w.settle(long));
+        w.take_changed();
+        append(&request, "x");
+        assert!(w.settle(long));
+        assert!(w.take_changed().anything);
+        // The home's other files (the database among them) are not looked at.
+        std::fs::write(home.join("cairn.db"), b"").expect("db");
+        append(&home.join("cairn.db"), "x");
+        assert!(w.settle(long));
+        assert_eq!(w.take_changed(), Changed::default());
     }
 }
