@@ -133,12 +133,13 @@ impl Watched {
         // with what the change was.
         let changed = std::pin::pin!(self.dirty.notified()).enable();
         let what = watch.take_changed();
-        match (trusted, changed) {
-            (false, _) => Since::Unknown,
-            (true, false) => Since::Quiet,
-            (true, true) => what
-                .written_only()
-                .map_or(Since::Unknown, |paths| Since::Wrote(paths.to_vec())),
+        match (trusted, changed, what.written_only()) {
+            (false, _, _) => Since::Unknown,
+            // A permit with nothing noted: the change behind it came just
+            // as the last call took what had changed, and was taken then.
+            (true, false, _) | (true, true, Some([])) => Since::Quiet,
+            (true, true, Some(paths)) => Since::Wrote(paths.to_vec()),
+            (true, true, None) => Since::Unknown,
         }
     }
 }
@@ -310,6 +311,34 @@ mod tests {
             .map(|h| (h.session_id.as_str(), h.matches))
             .collect();
         assert_eq!(matches, [("s1", 6), ("s2", 2)], "{hits:?}");
+    }
+
+    #[test]
+    fn a_wake_up_left_by_a_change_already_read_makes_no_walk() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let cfg = crate::config::lexical_for_tests(dir.path());
+        let first = cfg.locations.claude_dir.join("projects/-p/s1.jsonl");
+        append(&first, "s1", 0);
+        let mut node = Node::open(cfg.clone()).expect("open");
+        let mut watched = Watched::default();
+        assert_eq!(refresh(&mut node, 0, REFRESH_BUDGET, &mut watched), read(1));
+        append(&first, "s1", 1);
+        assert_eq!(
+            refresh(&mut node, 0, REFRESH_BUDGET, &mut watched),
+            named(1)
+        );
+        // What a change that came as that call took the changes leaves:
+        // a wake-up, and nothing noted.
+        watched.dirty.notify_one();
+        assert_eq!(
+            refresh(&mut node, 0, REFRESH_BUDGET, &mut watched),
+            Refresh::Quiet
+        );
+        append(&first, "s1", 2);
+        assert_eq!(
+            refresh(&mut node, 0, REFRESH_BUDGET, &mut watched),
+            named(1)
+        );
     }
 
     #[test]
