@@ -34,6 +34,7 @@ use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
 use super::flat_file::{self, read_at};
+use super::held::{self, Held, Which};
 
 const MAGIC: &[u8; 8] = b"cairncl1";
 /// Sketched entries from which searches go through the cells (about 3.5
@@ -95,6 +96,9 @@ pub(crate) struct Cells {
     starts: Vec<u64>,
     /// Where the cells' entries start.
     body: u64,
+    /// The cells' entries mapped by a long-lived reader (see
+    /// [`Cells::held_in`]), read there instead of from the file.
+    held: Option<held::Entries>,
 }
 
 /// The cells of the sketch whose entries are `size` bytes, made for the
@@ -143,6 +147,7 @@ pub(crate) fn open(
         centroids: centroids.to_vec(),
         starts,
         body,
+        held: None,
     })
 }
 
@@ -185,6 +190,31 @@ impl Cells {
         out
     }
 
+    /// These cells with their entries read from `held`'s mapping of the
+    /// file (kept under `of`, the vector file's key, with this file's
+    /// identity), for a reader that answers many searches: each question
+    /// then reads its quarter of the entries where they lie instead of
+    /// copying them out of the page cache. Unchanged when the file cannot
+    /// be mapped.
+    pub(crate) fn held_in(mut self, held: &Held, of: held::Key) -> Cells {
+        let Some(identity) = flat_file::identity(&self.file) else {
+            return self;
+        };
+        let key = held::Key {
+            file: Some(identity),
+            ..of
+        };
+        let len = self.covered * (4 + self.size as u64);
+        self.held = held.entries(Which::Cells, key, &self.file, self.body, len);
+        self
+    }
+
+    /// Whether the entries are read from a mapping.
+    #[cfg(test)]
+    pub(crate) fn held(&self) -> bool {
+        self.held.is_some()
+    }
+
     /// Calls `each` with the positions and the sketches of the entries of
     /// each of `cells`, in that order.
     pub(crate) fn read(
@@ -194,16 +224,20 @@ impl Cells {
     ) -> std::io::Result<()> {
         let mut buf = Vec::new();
         let mut positions = Vec::new();
+        let entry = 4 + self.size;
         for &c in cells {
             let (first, end) = (self.starts[c], self.starts[c + 1]);
             let m = (end - first) as usize;
-            buf.resize(m * (4 + self.size), 0);
-            read_at(
-                &self.file,
-                &mut buf,
-                self.body + first * (4 + self.size) as u64,
-            )?;
-            let (raw, sketches) = buf.split_at(4 * m);
+            let at = first as usize * entry;
+            let bytes: &[u8] = match &self.held {
+                Some(held) => &held[at..at + m * entry],
+                None => {
+                    buf.resize(m * entry, 0);
+                    read_at(&self.file, &mut buf, self.body + at as u64)?;
+                    &buf
+                }
+            };
+            let (raw, sketches) = bytes.split_at(4 * m);
             positions.clear();
             positions.extend(
                 raw.chunks_exact(4)

@@ -32,6 +32,20 @@ pub(super) fn header(magic: &[u8; 8], dim: usize, token: &[u8; 16]) -> [u8; HEAD
     h
 }
 
+/// The device and inode of `file`, which a flat file written anew (and
+/// renamed over the old one) changes.
+#[cfg(unix)]
+pub(super) fn identity(file: &File) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    file.metadata().ok().map(|m| (m.dev(), m.ino()))
+}
+
+/// Elsewhere no identity: a file that needs one is not held.
+#[cfg(not(unix))]
+pub(super) fn identity(_file: &File) -> Option<(u64, u64)> {
+    None
+}
+
 #[cfg(unix)]
 pub(super) fn read_at(file: &File, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
     std::os::unix::fs::FileExt::read_exact_at(file, buf, offset)

@@ -1,5 +1,5 @@
-//! Copies in memory of the flat files' entries (`store::vector_file` and
-//! `store::sketch`), kept by a long-lived reader (the daemon's search
+//! Copies in memory of the flat files' entries (`store::vector_file`,
+//! `store::sketch` and its `store::cells`), kept by a long-lived reader (the daemon's search
 //! socket) so that each search scores vectors where they lie instead of
 //! copying the whole file out of the page cache again: at 1 GB of history
 //! that copy was a quarter of the CPU the daemon spent on a question.
@@ -98,6 +98,13 @@ struct Copy {
 pub(crate) enum Which {
     Vectors,
     Sketch,
+    /// The sketch's coarse cells (`store::cells`): always mapped, never
+    /// copied, since a question reads a quarter of them (a copy would
+    /// cost the daemon 41 MB at 10 GB of history for what the page cache
+    /// holds anyway). The file is only ever replaced whole, and a mapping
+    /// keeps the old file, so its identity cannot be taken by another
+    /// while the mapping lives.
+    Cells,
 }
 
 /// The copies a store keeps, at most `budget` bytes each; larger files
@@ -107,6 +114,7 @@ pub(crate) struct Held {
     budget: u64,
     vectors: Mutex<Option<Copy>>,
     sketch: Mutex<Option<Copy>>,
+    cells: Mutex<Option<Copy>>,
 }
 
 impl Held {
@@ -116,6 +124,7 @@ impl Held {
             budget,
             vectors: Mutex::new(None),
             sketch: Mutex::new(None),
+            cells: Mutex::new(None),
         }
     }
 
@@ -138,7 +147,7 @@ impl Held {
             // Another file, or entries blanked since: read it all again.
             _ => None,
         };
-        let got = if len > self.budget {
+        let got = if len > self.budget || matches!(which, Which::Cells) {
             map(have, file, start, len)
         } else {
             extend(have, file, start, len)
@@ -157,6 +166,7 @@ impl Held {
         match which {
             Which::Vectors => &self.vectors,
             Which::Sketch => &self.sketch,
+            Which::Cells => &self.cells,
         }
         .lock()
         .unwrap_or_else(PoisonError::into_inner)

@@ -251,9 +251,9 @@ pub(crate) fn open(db: &Path, of: held::Key, trusted: u64, held: Option<&Held>) 
     if count < FROM {
         return None;
     }
-    let held = held.and_then(|h| {
+    let entries = held.and_then(|h| {
         let key = held::Key {
-            file: file_identity(&file),
+            file: flat_file::identity(&file),
             ..of
         };
         key.file?;
@@ -261,28 +261,19 @@ pub(crate) fn open(db: &Path, of: held::Key, trusted: u64, held: Option<&Held>) 
         h.entries(Which::Sketch, key, &file, entries_at(dim), len)
     });
     let cells = cells::open(db, &of.token, dim, &cells::mean_key(&mean), count)
-        .filter(|c| c.covered >= cells::FROM);
+        .filter(|c| c.covered >= cells::FROM)
+        .map(|c| match held {
+            Some(h) => c.held_in(h, of),
+            None => c,
+        });
     Some(Reader {
         file,
-        held,
+        held: entries,
         mean,
         count,
         dim,
         cells,
     })
-}
-
-/// The device and inode of `file`, which a sketch written anew changes.
-#[cfg(unix)]
-fn file_identity(file: &File) -> Option<(u64, u64)> {
-    use std::os::unix::fs::MetadataExt;
-    file.metadata().ok().map(|m| (m.dev(), m.ino()))
-}
-
-/// Elsewhere no identity: the sketch is not held.
-#[cfg(not(unix))]
-fn file_identity(_file: &File) -> Option<(u64, u64)> {
-    None
 }
 
 /// The mean and entry count of a sketch file made for `token` and `dim`.
@@ -924,6 +915,48 @@ mod tests {
         assert!(!open(&db, &token, most.len()).has_cells());
         super::remove(&db);
         assert!(!super::cells::path_for(&db).exists());
+    }
+
+    #[test]
+    fn held_cells_answer_as_the_file_does_and_follow_the_file_written_anew() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let db = dir.path().join("c.db");
+        let token = [5u8; 16];
+        let held = super::Held::new(1 << 20);
+        let key = super::held::Key {
+            token,
+            dim: 64,
+            blank: 0,
+            file: None,
+        };
+        let open_held = |n: usize| super::open(&db, key, n as u64, Some(&held)).expect("sketch");
+        let same_answers = |n: usize| {
+            let (plain, mapped) = (open(&db, &token, n), open_held(n));
+            assert!(mapped.cells.as_ref().expect("cells").held());
+            assert!(!plain.cells.as_ref().expect("cells").held());
+            for qi in [0usize, 7, 11, 5, 123] {
+                let mut q = vec![0u8; 8];
+                let all = vectors(n);
+                super::of_offset(&all[qi].1, all[qi].0, &plain.mean, &mut q);
+                for k in [3usize, 40, 150] {
+                    assert_eq!(
+                        mapped.nearest(&q, k).expect("mapped"),
+                        plain.nearest(&q, k).expect("read"),
+                        "{n} entries, query {qi}, k {k}"
+                    );
+                }
+            }
+        };
+        sketch_all(&db, &token, &vectors(400));
+        same_answers(400);
+        // Written anew over more entries (a new file renamed over the
+        // old): the mapping of the old one is not used for it.
+        sketch_all(&db, &token, &vectors(700));
+        assert_eq!(open_held(700).cells.as_ref().expect("cells").covered, 700);
+        same_answers(700);
+        // Removed by a blank: no cells, held or not.
+        super::blank(&db, &token, 64, &[3]).expect("blank");
+        assert!(!open_held(700).has_cells());
     }
 
     #[test]
