@@ -42,6 +42,7 @@ mod entropy;
 pub mod recalled;
 mod rules;
 pub mod scope;
+mod starts;
 mod value;
 
 #[cfg(test)]
@@ -103,12 +104,21 @@ struct Compiled {
 }
 
 impl Compiled {
-    /// A built-in rule, to be compiled when first needed.
-    fn lazy(pattern: &'static str, action: Action) -> Compiled {
+    /// A built-in rule, to be compiled when first needed, with the
+    /// literals its matches start with from the table worked out ahead of
+    /// time (`redact::starts`), or from the pattern itself when the table
+    /// was not written for this very pattern.
+    fn lazy(pattern: &'static str, table: Option<&starts::Entry>, action: Action) -> Compiled {
+        let starts = match table {
+            Some(&(hash, lits)) if hash == starts::pattern_hash(pattern) => {
+                lits.and_then(|lits| Prefilter::new(regex_automata::MatchKind::LeftmostFirst, lits))
+            }
+            _ => starts_of(pattern),
+        };
         Compiled {
             pattern,
             re: OnceLock::new(),
-            starts: starts_of(pattern),
+            starts,
             action,
         }
     }
@@ -140,7 +150,8 @@ impl Compiled {
 
 /// A search for the literals every match of `pattern` starts with, when
 /// the regex parser can tell them (the prefilter the regex engine builds
-/// from the same literals).
+/// from the same literals), worked out now: for a rule the table of
+/// `redact::starts` was not written for.
 fn starts_of(pattern: &str) -> Option<Prefilter> {
     // The parser's defaults are the regex crate's (Unicode, UTF-8).
     let hir = regex_syntax::Parser::new().parse(pattern).ok()?;
@@ -169,11 +180,17 @@ fn builtin_rules() -> &'static [Compiled] {
     B.get_or_init(|| builtin().into())
 }
 
-/// The built-in rules, none compiled yet.
+/// The built-in rules, none compiled yet, with the literals their
+/// matches start with from the table worked out ahead of time
+/// (`redact::starts`).
 fn builtin() -> Vec<Compiled> {
     rules::RULES
         .iter()
-        .map(|def| Compiled::lazy(def.pattern, Action::Builtin(def.handler)))
+        .enumerate()
+        .map(|(i, def)| {
+            let table = starts::STARTS.get(i);
+            Compiled::lazy(def.pattern, table, Action::Builtin(def.handler))
+        })
         .collect()
 }
 
