@@ -233,6 +233,36 @@ mod tests {
     }
 
     #[test]
+    fn an_entry_written_for_another_pattern_is_not_used() {
+        use super::super::{Action, Compiled, rules};
+        let def = rules::RULES
+            .iter()
+            .find(|d| d.pattern.starts_with("gh[pousr]_"))
+            .expect("the GitHub token rule");
+        let text = "token ghp_sMehGAkWvj7FAc9QeWJKY40uvSwMFLZDe1f8 here";
+        // An entry for another pattern, naming literals this rule's
+        // matches do not start with: the rule's own literals are used.
+        let stale: super::Entry = (super::pattern_hash("gh_old"), Some(&[b"zzz"]));
+        let rule = Compiled::lazy(def.pattern, Some(&stale), Action::Builtin(def.handler));
+        assert_eq!(rule.first_start(text), Some(6));
+        // No entry at all: the same.
+        let rule = Compiled::lazy(def.pattern, None, Action::Builtin(def.handler));
+        assert_eq!(rule.first_start(text), Some(6));
+        // The entry written for it.
+        let i = rules::RULES
+            .iter()
+            .position(|d| d.pattern == def.pattern)
+            .expect("index");
+        let rule = Compiled::lazy(
+            def.pattern,
+            super::STARTS.get(i),
+            Action::Builtin(def.handler),
+        );
+        assert_eq!(rule.first_start(text), Some(6));
+        assert_eq!(rule.first_start("no token"), None);
+    }
+
+    #[test]
     fn the_table_holds_what_the_regex_engine_extracts_from_each_rule() {
         let rules = super::super::rules::RULES;
         let want: Vec<Option<Vec<Vec<u8>>>> = rules.iter().map(|d| extracted(d.pattern)).collect();
