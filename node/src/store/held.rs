@@ -1,8 +1,9 @@
 //! Copies in memory of the flat files' entries (`store::vector_file`,
-//! `store::sketch` and its `store::cells`), kept by a long-lived reader (the daemon's search
-//! socket) so that each search scores vectors where they lie instead of
-//! copying the whole file out of the page cache again: at 1 GB of history
-//! that copy was a quarter of the CPU the daemon spent on a question.
+//! `store::sketch` and its `store::cells`), kept by a long-lived reader
+//! (the daemon's search socket) so that each search scores vectors where
+//! they lie instead of copying the whole file out of the page cache
+//! again: at 1 GB of history that copy was a quarter of the CPU the daemon
+//! spent on a question.
 //!
 //! A copy is tied to a [`Key`]: the vector file's token, the vector length,
 //! how many entries the database says are blanked, and for the sketch the
