@@ -183,6 +183,12 @@ impl Node {
         &self.store
     }
 
+    /// Makes this node's searches read the flat vector files from memory
+    /// (see [`Store::hold_flat_files`]), for a process that answers many.
+    pub fn hold_flat_files(&mut self, budget: u64) {
+        self.store.hold_flat_files(budget);
+    }
+
     /// Runs one incremental indexing pass.
     pub fn index(
         &mut self,

@@ -62,7 +62,16 @@ impl State {
     fn node(&mut self) -> Result<(&mut Node, &mut fresh::Watched), NodeError> {
         let node = match self.node.take() {
             Some(n) => n,
-            None => Node::open(self.config.clone())?,
+            None => {
+                let mut n = Node::open(self.config.clone())?;
+                // A server lives as long as its agent's session and
+                // answers search after search when no daemon serves the
+                // home: the flat files are mapped, not read anew each
+                // time. Mapped, never copied: one server runs per agent
+                // session, and mappings share the page cache.
+                n.hold_flat_files(0);
+                n
+            }
         };
         Ok((self.node.insert(node), &mut self.watched))
     }
@@ -219,4 +228,25 @@ pub fn serve_stdio(config: Config) -> Result<(), ServeError> {
         tokio::io::stdout(),
     ))?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_servers_node_maps_the_flat_files_and_keeps_them() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let mut state = State {
+            config: crate::config::lexical_for_tests(dir.path()),
+            node: None,
+            watched: fresh::Watched::default(),
+        };
+        let (node, _) = state.node().expect("node");
+        assert!(node.store().holds_flat_files());
+        // The same node answers the next call.
+        let first: *const Node = node;
+        let (again, _) = state.node().expect("node");
+        assert!(std::ptr::eq(first, again));
+    }
 }

@@ -1383,6 +1383,13 @@ mod tests {
         store.scrub().expect("scrub");
         same(&small, &store, "blanked, mapped");
         assert!(small.held.as_ref().expect("held").mapped(Which::Vectors));
+        // No budget: both files mapped, nothing copied.
+        let none = reader(0);
+        assert_eq!(scanned(&none, 2), scanned(&store, 1));
+        assert_eq!(sketched_scan(&none, &q), sketched_scan(&store, &q));
+        let maps = none.held.as_ref().expect("held");
+        assert!(maps.mapped(Which::Vectors) && maps.mapped(Which::Sketch));
+        assert_eq!((maps.len(Which::Vectors), maps.len(Which::Sketch)), (0, 0));
     }
 
     #[test]

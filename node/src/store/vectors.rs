@@ -223,12 +223,19 @@ impl Store {
 
     /// Makes this store's searches read the vector file's entries, and its
     /// sketch's, from copies kept in memory (each at most `budget` bytes;
-    /// a larger file is read per search as before), brought up to date
-    /// with what the database trusts as each search opens them. For a
-    /// long-lived reader such as the daemon's search socket: a search then
-    /// no longer copies the whole file out of the page cache.
+    /// a larger file is mapped instead, and the sketch's cells always
+    /// are), brought up to date with what the database trusts as each
+    /// search opens them. For a long-lived reader such as the daemon's
+    /// search socket: a search then no longer copies the files out of the
+    /// page cache. A budget of 0 maps every file and copies none.
     pub fn hold_flat_files(&mut self, budget: u64) {
         self.held = Some(super::held::Held::new(budget));
+    }
+
+    /// Whether this store holds its flat files (see
+    /// [`Store::hold_flat_files`]).
+    pub fn holds_flat_files(&self) -> bool {
+        self.held.is_some()
     }
 
     /// The stored vector of one record (int8), if it has one: in the
