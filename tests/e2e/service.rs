@@ -188,14 +188,22 @@ fn doctor_reports_an_offline_peer_as_unreachable_within_seconds() {
 
 /// The last pass `cairn serve` recorded: its report, when it added records.
 fn last_pass_adding(home: &TestHome) -> Option<serde_json::Value> {
-    last_pass(home).filter(|r| r["added"].as_u64().is_some_and(|a| a > 0))
-}
-
-/// The report of the daemon's last pass, if it wrote one.
-fn last_pass(home: &TestHome) -> Option<serde_json::Value> {
     let text = std::fs::read_to_string(home.cairn_home().join("index-pass.json")).ok()?;
     let pass: serde_json::Value = serde_json::from_str(&text).ok()?;
-    Some(pass["report"].clone())
+    (pass["report"]["added"].as_u64()? > 0).then(|| pass["report"].clone())
+}
+
+/// Waits for the daemon's next pass that adds something and asserts it
+/// read one store and added one record (`what` was written).
+fn assert_read_alone(home: &TestHome, what: &str) {
+    use std::time::Duration;
+    let pass = crate::sync::wait_for(Duration::from_secs(30), || last_pass_adding(home))
+        .unwrap_or_else(|| panic!("{what} was never read"));
+    assert_eq!(
+        (pass["stores"].as_u64(), pass["added"].as_u64()),
+        (Some(1), Some(1)),
+        "{what}: {pass}"
+    );
 }
 
 /// A line appended to a transcript while the daemon runs (or a note to the
@@ -219,13 +227,7 @@ fn the_daemon_reads_an_appended_transcript_without_walking_every_store() {
     assert!(stores > 3, "{first}");
     std::fs::remove_file(home.cairn_home().join("index-pass.json")).expect("rm");
     append_line(&home, "the kestrel cache is warmed at boot");
-    let pass = wait_for(Duration::from_secs(30), || last_pass_adding(&home))
-        .unwrap_or_else(|| panic!("the appended line was never read"));
-    assert_eq!(
-        (pass["stores"].as_u64(), pass["added"].as_u64()),
-        (Some(1), Some(1)),
-        "{pass}"
-    );
+    assert_read_alone(&home, "the appended line");
     let hits = home.search("kestrel", &[]);
     assert_eq!(hits.len(), 1, "{hits:?}");
     // So is a note appended to the notes file in the node's home (written
@@ -237,13 +239,7 @@ fn the_daemon_reads_an_appended_transcript_without_walking_every_store() {
         .open(home.cairn_home().join("notes.jsonl"))
         .expect("notes file");
     std::io::Write::write_all(&mut notes, format!("{note}\n").as_bytes()).expect("note");
-    let pass = wait_for(Duration::from_secs(30), || last_pass_adding(&home))
-        .unwrap_or_else(|| panic!("the appended note was never read"));
-    assert_eq!(
-        (pass["stores"].as_u64(), pass["added"].as_u64()),
-        (Some(1), Some(1)),
-        "{pass}"
-    );
+    assert_read_alone(&home, "the appended note");
     assert_eq!(home.search("lld", &[]).len(), 1);
     // A new transcript is found by a walk of every store.
     std::fs::remove_file(home.cairn_home().join("index-pass.json")).expect("rm");

@@ -133,13 +133,12 @@ impl Watched {
         // with what the change was.
         let changed = std::pin::pin!(self.dirty.notified()).enable();
         let what = watch.take_changed();
-        match (trusted, changed, what.written_only()) {
-            (false, _, _) => Since::Unknown,
-            // A permit with nothing noted: the change behind it came just
-            // as the last call took what had changed, and was taken then.
-            (true, false, _) | (true, true, Some([])) => Since::Quiet,
-            (true, true, Some(paths)) => Since::Wrote(paths.to_vec()),
-            (true, true, None) => Since::Unknown,
+        match (trusted, changed && !what.is_empty()) {
+            (false, _) => Since::Unknown,
+            (true, false) => Since::Quiet,
+            (true, true) => what
+                .written_only()
+                .map_or(Since::Unknown, |paths| Since::Wrote(paths.to_vec())),
         }
     }
 }

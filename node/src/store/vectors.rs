@@ -234,7 +234,8 @@ impl Store {
 
     /// Whether this store holds its flat files (see
     /// [`Store::hold_flat_files`]).
-    pub fn holds_flat_files(&self) -> bool {
+    #[cfg(test)]
+    pub(crate) fn holds_flat_files(&self) -> bool {
         self.held.is_some()
     }
 

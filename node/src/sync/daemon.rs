@@ -541,7 +541,7 @@ async fn index_loop(
 /// wake-up (a line written in two parts, a file made and then written):
 /// that pass would have walked every store to find nothing.
 fn woken_for_nothing(walk_next: bool, changed: &watch::Changed, complete: bool) -> bool {
-    !walk_next && complete && changed.written_only().is_some_and(<[_]>::is_empty)
+    !walk_next && complete && changed.is_empty()
 }
 
 /// The walk of the next pass when it can skip walking every store: when

@@ -81,6 +81,13 @@ impl Changed {
         (!self.anything).then_some(self.paths.as_slice())
     }
 
+    /// Nothing changed: a wake-up that finds this came for changes an
+    /// earlier take already had (an event that arrived as they were
+    /// taken still leaves its wake-up behind).
+    pub fn is_empty(&self) -> bool {
+        !self.anything && self.paths.is_empty()
+    }
+
     fn wrote(&mut self, paths: &[PathBuf]) {
         for p in paths {
             if self.paths.contains(p) {
