@@ -33,7 +33,10 @@ use std::time::{Duration, Instant};
 
 mod backlog;
 mod in_order;
+pub(crate) mod surveyed;
+
 use backlog::{Backlog, CloseOnDrop};
+pub use surveyed::Resurvey;
 
 use cairn_protocol::Hash32;
 
@@ -233,10 +236,17 @@ pub fn index_walked(
     index_walked_noting(store, ctx, walk, progress, &mut None)
 }
 
-/// The `sources` rows a pass with nothing to read compared the disk with,
-/// and the store's [`Store::change_stamp`] from before it read them: while
-/// the stamp has not moved they are still the rows (for a survey).
-pub type Compared = ((i64, u64), Vec<SourceStamp>);
+/// What a pass compared the disk with, for a survey made after it.
+#[derive(Debug)]
+pub enum Compared {
+    /// The `sources` rows a pass with nothing to read compared the disk
+    /// with, and the store's [`Store::change_stamp`] from before it read
+    /// them: while the stamp has not moved they are still the rows.
+    Rows((i64, u64), Vec<SourceStamp>),
+    /// A survey that held for the database, and the stores the pass read
+    /// because they differed from it.
+    Surveyed(Resurvey),
+}
 
 /// [`index_walked`] that also leaves in `compared` the rows of a pass that
 /// had nothing to read (and nothing when it read or marked anything).
@@ -264,6 +274,44 @@ pub fn index_walked_keeping(
     if walk.partial {
         return index_some(store, ctx, walk, progress);
     }
+    let mut walk = walk;
+    if let Some(survey) = walk.survey.take() {
+        // The stores the survey holds as they are on disk need no row
+        // read; it tells when some other store is gone (or back).
+        let mut kept = stores;
+        match surveyed::compare(store, walk, survey, kept.as_deref_mut())? {
+            surveyed::FromSurvey::Plans {
+                plans,
+                report,
+                resurvey,
+            } => {
+                let report = if plans.is_empty() {
+                    progress(Progress::Start { total_bytes: 0 });
+                    report
+                } else {
+                    read_planned(store, ctx, plans, progress, report)?
+                };
+                *compared = Some(Compared::Surveyed(resurvey));
+                return Ok(report);
+            }
+            surveyed::FromSurvey::Compare(w) => {
+                return index_compared(store, ctx, *w, progress, compared, kept);
+            }
+        }
+    }
+    index_compared(store, ctx, walk, progress, compared, stores)
+}
+
+/// The pass over a whole walk compared with every `sources` row (see
+/// [`index_walked_keeping`]).
+fn index_compared(
+    store: &mut Store,
+    ctx: &IndexContext<'_>,
+    walk: Walk,
+    progress: &mut dyn FnMut(Progress),
+    compared: &mut Option<Compared>,
+    stores: Option<&mut Stores>,
+) -> Result<IndexReport, IndexError> {
     let mut report = IndexReport::default();
     let mut plans = Vec::new();
     let mut kept = stores;
@@ -302,7 +350,7 @@ pub fn index_walked_keeping(
     let enabled = sources::enabled_agents(ctx.disabled);
     store.mark_missing(&known.rows, &present, &enabled)?;
     if plans.is_empty() {
-        *compared = Some((before, known.rows));
+        *compared = Some(Compared::Rows(before, known.rows));
         progress(Progress::Start { total_bytes: 0 });
         return Ok(report);
     }
@@ -800,6 +848,24 @@ struct Found {
     file: SourceFile,
     size: u64,
     mtime_ns: i64,
+    /// Its [`crate::survey::store_hash`] with the keys of the walk that
+    /// found it, when it was given some.
+    hash: Option<u128>,
+}
+
+impl Found {
+    /// Its [`crate::survey::store_hash`] with `keys`.
+    fn hash(&self, walked_with: Option<crate::survey::Keys>, keys: crate::survey::Keys) -> u128 {
+        match self.hash {
+            Some(h) if walked_with == Some(keys) => h,
+            _ => crate::survey::store_hash(
+                keys,
+                self.file.path.as_os_str().as_encoded_bytes(),
+                self.size,
+                self.mtime_ns,
+            ),
+        }
+    }
 }
 
 /// The stores the index knows, and where each path is among them.
@@ -841,6 +907,9 @@ pub struct Walk {
     /// The walk holds some stores only, named by their paths (see
     /// [`Stores::walk_of`]): a store it lacks is not gone.
     partial: bool,
+    /// A survey that held for the database when [`unchanged_since`] found
+    /// a store that differs from it: the pass compares with it first.
+    survey: Option<Box<crate::survey::Survey>>,
 }
 
 impl std::fmt::Debug for Walk {
@@ -885,6 +954,43 @@ impl Walk {
             locations: locations.clone(),
             disabled: disabled.to_vec(),
             partial: false,
+            survey: None,
+        }
+    }
+
+    /// Everything the walk finds, one source's stores to a batch, once it
+    /// is over.
+    fn into_batches(self) -> Vec<Vec<Found>> {
+        let mut out = self.taken;
+        if self.done {
+            return out;
+        }
+        match self.walker {
+            Some((walker, rx)) => {
+                out.extend(rx.into_iter().map(|b| b.found));
+                walker
+                    .join()
+                    .unwrap_or_else(|p| std::panic::resume_unwind(p));
+            }
+            None => discover_all(&self.locations, &self.disabled, None, &mut |b| {
+                out.push(b.found);
+                true
+            }),
+        }
+        out
+    }
+
+    /// A whole walk that is over and found `batches` (hashed with `keys`).
+    fn over(batches: Vec<Vec<Found>>, keys: Option<crate::survey::Keys>) -> Walk {
+        Walk {
+            taken: batches,
+            walker: None,
+            keys,
+            done: true,
+            locations: Locations::default(),
+            disabled: Vec::new(),
+            partial: false,
+            survey: None,
         }
     }
 
@@ -1006,6 +1112,7 @@ impl Stores {
                 file,
                 size: stat.size,
                 mtime_ns: stat.mtime_ns,
+                hash: None,
             });
         }
         Some(Walk {
@@ -1016,18 +1123,28 @@ impl Stores {
             locations: Locations::default(),
             disabled: Vec::new(),
             partial: true,
+            survey: None,
         })
     }
 }
 
-/// Whether the walk finds exactly the stores of `survey`, each at the size
-/// and mtime the index read it whole: then a pass has nothing to do, and
-/// this returns how many stores there are. Otherwise (or with no walking
-/// thread) `None`, and the walk keeps what it found so far for the pass;
-/// it stops comparing at the first source that differs, so the pass can
-/// start while the walk goes on.
-pub fn unchanged_since(walk: &mut Walk, survey: &crate::survey::Survey) -> Option<u64> {
-    let (walker, rx) = walk.walker.take()?;
+/// Whether the walk finds exactly the stores of `survey` (trusted by its
+/// files), each at the size and mtime the index read it whole: then a
+/// pass has nothing to do, and this returns how many stores there are. Otherwise (or with no walking
+/// thread) `None`, and the walk keeps what it found so far, and the
+/// survey, for the pass; it stops comparing at the first source that
+/// differs, so the pass can start while the walk goes on.
+pub fn unchanged_since(walk: &mut Walk, survey: crate::survey::Survey) -> Option<u64> {
+    // A survey its files do not vouch for is for the pass, which asks the
+    // database for its generation.
+    if !survey.by_files() {
+        walk.survey = Some(Box::new(survey));
+        return None;
+    }
+    let Some((walker, rx)) = walk.walker.take() else {
+        walk.survey = Some(Box::new(survey));
+        return None;
+    };
     let mut found = 0usize;
     let mut sources = 0usize;
     let keys = survey.keys();
@@ -1037,7 +1154,7 @@ pub fn unchanged_since(walk: &mut Walk, survey: &crate::survey::Survey) -> Optio
         // the walk when it was given the survey's keys.
         let tally = match batch.tally {
             Some(tally) if walk.keys == Some(keys) => tally,
-            _ => tally_of(&batch.found, keys),
+            _ => tally_of(&batch.found, walk.keys, keys),
         };
         let same = batch
             .found
@@ -1046,6 +1163,7 @@ pub fn unchanged_since(walk: &mut Walk, survey: &crate::survey::Survey) -> Optio
         walk.taken.push(batch.found);
         if !same {
             walk.walker = Some((walker, rx));
+            walk.survey = Some(Box::new(survey));
             return None;
         }
         sources += 1;
@@ -1056,15 +1174,23 @@ pub fn unchanged_since(walk: &mut Walk, survey: &crate::survey::Survey) -> Optio
     walk.done = true;
     // Fewer: every store of a source the survey has is gone, and the pass
     // marks them missing.
-    (sources == survey.sources()).then_some(found as u64)
+    if sources == survey.sources() {
+        return Some(found as u64);
+    }
+    walk.survey = Some(Box::new(survey));
+    None
 }
 
-/// The survey's tally of `found` (see [`crate::survey::Tally`]).
-fn tally_of(found: &[Found], keys: crate::survey::Keys) -> crate::survey::Tally {
+/// The survey's tally of `found` (see [`crate::survey::Tally`]), hashed
+/// by a walk with `walked_with`.
+fn tally_of(
+    found: &[Found],
+    walked_with: Option<crate::survey::Keys>,
+    keys: crate::survey::Keys,
+) -> crate::survey::Tally {
     let mut tally = crate::survey::Tally::default();
     for f in found {
-        let path = f.file.path.as_os_str().as_encoded_bytes();
-        tally.add(keys, path, f.size, f.mtime_ns);
+        tally.add_hash(f.hash(walked_with, keys));
     }
     tally
 }
@@ -1095,20 +1221,27 @@ fn discover_all(
         .collect();
     let walk_one = |i: usize| {
         let source = &enabled[i];
+        let mut tally = keys.map(|_| crate::survey::Tally::default());
         let found = source
             .discover(locations)
             .into_iter()
             .map(|file| {
                 let stat = fingerprint_meta(&file);
-                Found {
+                let mut f = Found {
                     agent: source.agent(),
                     file,
                     size: stat.size,
                     mtime_ns: stat.mtime_ns,
+                    hash: None,
+                };
+                if let (Some(keys), Some(tally)) = (keys, tally.as_mut()) {
+                    let h = f.hash(None, keys);
+                    tally.add_hash(h);
+                    f.hash = Some(h);
                 }
+                f
             })
             .collect::<Vec<Found>>();
-        let tally = keys.map(|keys| tally_of(&found, keys));
         Batch { found, tally }
     };
     in_order::in_order(enabled.len(), DISCOVER_THREADS, &walk_one, &mut |batch| {
@@ -1862,6 +1995,7 @@ mod tests {
                 file: SourceFile::new(path.clone(), reader),
                 size: 0,
                 mtime_ns: 0,
+                hash: None,
             });
         }
         let named = |p: &str| {

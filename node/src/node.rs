@@ -231,7 +231,7 @@ impl Node {
     ) -> Option<IndexReport> {
         let key = survey_key(config);
         let known = survey::Survey::load(&config.home, &key, &config.db_path)?;
-        let stores = indexer::unchanged_since(walk, &known)?;
+        let stores = indexer::unchanged_since(walk, known)?;
         Some(IndexReport {
             stores,
             ..IndexReport::default()
@@ -253,21 +253,41 @@ impl Node {
         // otherwise they are read again with the stat inside the read.
         // The clock is read for the file system the database is on.
         let db_dir = self.config.db_path.parent().unwrap_or(&self.config.home);
-        let compared = self.compared.take().and_then(|(before, stamps)| {
-            let reading = survey::Reading::take(db_dir);
-            let files = survey::DbFiles::of(&self.config.db_path);
-            let current = self.store.change_stamp().ok()? == before;
-            current.then_some((stamps, reading, files))
-        });
+        let compared = match self.compared.take() {
+            Some(indexer::Compared::Rows(before, stamps)) => {
+                let reading = survey::Reading::take(db_dir);
+                let files = survey::DbFiles::of(&self.config.db_path);
+                let generation = self.store.sources_gen()?;
+                let current = self.store.change_stamp().ok() == Some(before);
+                current.then_some((
+                    stamps,
+                    survey::Taken {
+                        reading,
+                        files,
+                        generation,
+                    },
+                ))
+            }
+            _ => None,
+        };
         let snapshot = match compared {
             Some(s) => Some(s),
             None => self.store.read_consistent(|s| {
                 let stamps = s.source_stamps()?;
+                let generation = s.sources_gen()?;
                 let reading = survey::Reading::take(db_dir);
-                Ok((stamps, reading, survey::DbFiles::of(&self.config.db_path)))
+                let files = survey::DbFiles::of(&self.config.db_path);
+                Ok((
+                    stamps,
+                    survey::Taken {
+                        reading,
+                        files,
+                        generation,
+                    },
+                ))
             })?,
         };
-        let Some((stamps, reading, files)) = snapshot else {
+        let Some((stamps, taken)) = snapshot else {
             return Ok(false);
         };
         let key = survey_key(&self.config);
@@ -282,13 +302,52 @@ impl Node {
                 failed: s.failed,
                 missing: s.missing,
             });
-        match survey::save(&self.config.home, &key, reading, files, known) {
-            Ok(saved) => Ok(saved.is_ok()),
-            Err(e) => {
-                tracing::debug!(error = %e, "cannot write the survey");
-                Ok(false)
+        Ok(written(survey::save(&self.config.home, &key, taken, known)))
+    }
+
+    /// Leaves a survey for the next pass after the pass that made `report`,
+    /// when one can be had cheaply: after a pass that found nothing new
+    /// (see [`Node::save_survey`]), and after one that compared the disk
+    /// with a survey that held for the database and read the stores that
+    /// differed from it, from that survey and those stores' rows now (when
+    /// no other process committed since, and the database files are
+    /// settled). Returns whether it was written; failing to write it is
+    /// only logged.
+    pub fn leave_survey(&mut self, report: &IndexReport) -> Result<bool, NodeError> {
+        let resurvey = match self.compared.take() {
+            Some(indexer::Compared::Surveyed(r)) => r,
+            other => {
+                self.compared = other;
+                return if report.nothing_new() {
+                    self.save_survey()
+                } else {
+                    Ok(false)
+                };
             }
-        }
+        };
+        let db_dir = self.config.db_path.parent().unwrap_or(&self.config.home);
+        let snapshot = self.store.read_consistent(|s| {
+            let Some((sources, generation)) = resurvey.sources(s)? else {
+                return Ok(None);
+            };
+            let reading = survey::Reading::take(db_dir);
+            let taken = survey::Taken {
+                reading,
+                files: survey::DbFiles::of(&self.config.db_path),
+                generation,
+            };
+            Ok(Some((sources, taken)))
+        })?;
+        let Some((sources, taken)) = snapshot.flatten() else {
+            return Ok(false);
+        };
+        let key = survey_key(&self.config);
+        Ok(written(survey::save_tallied(
+            &self.config.home,
+            &key,
+            taken,
+            sources,
+        )))
     }
 
     /// [`Node::index_until`] that leaves in `stores` every store its walk
@@ -500,16 +559,19 @@ impl Node {
             && report.removed == 0
             && report.deferred == 0
             && self.store.change_stamp()? == before;
-        if untouched && report.nothing_new() {
-            // No survey held, and none would have been wrong: leave one
-            // for the next search or `cairn index`.
-            self.save_survey()?;
-        }
         let (page, reran) = if untouched {
             (first, false)
         } else {
             (self.search_page(query, opts, offset)?, true)
         };
+        // Leave a survey for the next search or `cairn index`: none held,
+        // and none would have been wrong, or one held for the database and
+        // the pass read what differed. The second is left after the query
+        // ran again, so the database files have had time to settle (see
+        // `crate::survey`). After another process's commit, none.
+        if untouched || !report.nothing_new() {
+            self.leave_survey(&report)?;
+        }
         Ok(RefreshedPage {
             page,
             report,
@@ -724,6 +786,18 @@ fn covers(target: &ForgetTarget, r: &crate::record::Record) -> bool {
     }
 }
 
+/// Whether a survey was written that a walk trusts before the database is
+/// opened (see [`survey::Trust`]); failing to write one is only logged.
+fn written(saved: std::io::Result<Result<survey::Trust, survey::NotSaved>>) -> bool {
+    match saved {
+        Ok(trust) => trust == Ok(survey::Trust::Files),
+        Err(e) => {
+            tracing::debug!(error = %e, "cannot write the survey");
+            false
+        }
+    }
+}
+
 /// The survey's key for `config`: everything a pass depends on is in it.
 fn survey_key(config: &Config) -> [u8; 32] {
     survey::config_key(&format!("{config:?}"), crate::store::SCHEMA_VERSION)
@@ -796,7 +870,7 @@ mod tests {
         node.index(0, &mut |_| {}).expect("first pass");
         settle(&mut node);
         let key = survey_key(&cfg);
-        let known = survey::Survey::load(&cfg.home, &key, &cfg.db_path).expect("a survey");
+        let known = || survey::Survey::load(&cfg.home, &key, &cfg.db_path).expect("a survey");
         let tallies = [
             Some(survey::Keys::of(&key)),
             Some(survey::Keys::of(&[7; 32])),
@@ -804,7 +878,7 @@ mod tests {
         ];
         let compare = |keys| {
             let mut walk = indexer::Walk::start(&cfg.locations, &cfg.disabled, keys);
-            indexer::unchanged_since(&mut walk, &known)
+            indexer::unchanged_since(&mut walk, known())
         };
         for keys in tallies {
             assert_eq!(compare(keys), Some(1), "{keys:?}");
@@ -923,6 +997,267 @@ mod tests {
             .index_walked(*walk, 0, None, &mut |_| {})
             .expect("pass");
         assert_eq!(r.changed, 1, "the store is read again: {r:?}");
+    }
+
+    /// Waits (bounded) until the database files are older than a clock
+    /// reading, so that a survey of them can be written.
+    fn await_settled(cfg: &Config) {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while !survey::settled(&cfg.home, &cfg.db_path) {
+            assert!(std::time::Instant::now() < deadline, "never settled");
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
+    }
+
+    /// A survey's sources, in one order, for comparing two surveys.
+    fn sources_of(s: &survey::Survey) -> Vec<survey::Tallied> {
+        let mut v = s.after(std::iter::empty()).expect("sources");
+        v.sort_by(|a, b| a.agent.cmp(&b.agent));
+        v
+    }
+
+    fn loaded(cfg: &Config) -> survey::Survey {
+        survey::Survey::load(&cfg.home, &survey_key(cfg), &cfg.db_path).expect("a survey")
+    }
+
+    fn missing(node: &Node, path: &Path) -> bool {
+        node.store
+            .source_stamp(&path.to_string_lossy())
+            .expect("row")
+            .expect("known")
+            .missing
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_pass_a_survey_held_for_reads_what_differs_and_leaves_the_survey_a_full_compare_would() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let cfg = crate::config::lexical_for_tests(dir.path());
+        let mut node = Node::open(cfg.clone()).expect("open");
+        let projects = cfg.locations.claude_dir.join("projects");
+        let path = |i: u32| projects.join(format!("-p{i}/s{i}.jsonl"));
+        for i in 1..=3 {
+            append(&path(i), &claude_line(&format!("s{i}"), 0, "a heron"));
+        }
+        let codex = cfg
+            .locations
+            .codex_home
+            .join("sessions/2025/11/24/rollout-2025-11-24T10-00-00-x.jsonl");
+        append(
+            &codex,
+            concat!(
+                r#"{"timestamp":"2025-11-24T10:00:00.000Z","type":"session_meta","#,
+                r#""payload":{"id":"x","cwd":"/p"}}"#,
+                "\n"
+            ),
+        );
+        node.index(0, &mut |_| {}).expect("first pass");
+        settle(&mut node);
+        let codex_known = node
+            .store
+            .source_stamp(&codex.to_string_lossy())
+            .expect("row")
+            .is_some();
+
+        // One store grew and one is new: the pass reads those two, tells
+        // no store is gone without reading the others' rows, and lists
+        // every store it found for later passes.
+        append(&path(1), &claude_line("s1", 1, "an egret"));
+        append(&path(4), &claude_line("s4", 0, "a grebe"));
+        let walk = surveyed(&cfg).expect_err("two stores differ");
+        let mut kept = indexer::Stores::default();
+        let r = node
+            .index_walked_keeping(*walk, 0, None, &mut |_| {}, Some(&mut kept))
+            .expect("pass");
+        assert_eq!(
+            (r.stores, r.changed, r.added),
+            (4 + u64::from(codex_known), 2, 2)
+        );
+        assert!(
+            matches!(node.compared, Some(indexer::Compared::Surveyed(_))),
+            "{:?}",
+            node.compared
+        );
+        assert_eq!(kept.len() as u64, r.stores);
+        // The survey it leaves says nothing is new, and is the one a
+        // compare of every row leaves.
+        await_settled(&cfg);
+        assert!(node.leave_survey(&r).expect("leave"));
+        assert_eq!(surveyed(&cfg).expect("nothing new").stores, r.stores);
+        let left = sources_of(&loaded(&cfg));
+        assert!(node.save_survey().expect("save"));
+        assert_eq!(left, sources_of(&loaded(&cfg)));
+
+        // A store gone: the survey cannot tell which, so every row is
+        // compared, and the store is marked gone.
+        std::fs::remove_file(path(2)).expect("rm");
+        append(&path(3), &claude_line("s3", 1, "a stork"));
+        let walk = surveyed(&cfg).expect_err("a store is gone");
+        let r = node
+            .index_walked(*walk, 0, None, &mut |_| {})
+            .expect("pass");
+        assert_eq!((r.changed, r.added), (1, 1));
+        assert!(!matches!(
+            node.compared,
+            Some(indexer::Compared::Surveyed(_))
+        ));
+        assert!(
+            !node.leave_survey(&r).expect("leave"),
+            "no survey to make it from"
+        );
+        assert!(missing(&node, &path(2)));
+        settle(&mut node);
+
+        // The store back: its row is marked gone, so again every row.
+        append(&path(2), &claude_line("s2", 0, "a heron"));
+        let walk = surveyed(&cfg).expect_err("a store is back");
+        let r = node
+            .index_walked(*walk, 0, None, &mut |_| {})
+            .expect("pass");
+        assert!(!matches!(
+            node.compared,
+            Some(indexer::Compared::Surveyed(_))
+        ));
+        assert!(!missing(&node, &path(2)), "{r:?}");
+        settle(&mut node);
+
+        // Another process commits after the survey was loaded, leaving
+        // the stores' rows as they were (a checkpoint, a count): the
+        // survey no longer describes the files, but the rows' generation
+        // says it still holds.
+        append(&path(1), &claude_line("s1", 2, "a crane"));
+        let walk = surveyed(&cfg).expect_err("a store grew");
+        let raw = rusqlite::Connection::open(&cfg.db_path).expect("raw");
+        raw.execute("UPDATE sources SET skipped = skipped + 1", [])
+            .expect("update");
+        let _: (i64, i64, i64) = raw
+            .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| {
+                Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+            })
+            .expect("checkpoint");
+        let r = node
+            .index_walked(*walk, 0, None, &mut |_| {})
+            .expect("pass");
+        assert_eq!((r.changed, r.added), (1, 1));
+        assert!(matches!(
+            node.compared,
+            Some(indexer::Compared::Surveyed(_))
+        ));
+        // The survey it leaves is trusted by the generation alone until
+        // the files settle; a pass with nothing new then reads no row.
+        await_settled(&cfg);
+        assert!(node.leave_survey(&r).expect("leave"));
+        raw.execute("UPDATE sources SET skipped = skipped + 1", [])
+            .expect("update");
+        let walk = surveyed(&cfg).expect_err("the files changed");
+        let r = node
+            .index_walked(*walk, 0, None, &mut |_| {})
+            .expect("pass");
+        assert!(r.nothing_new(), "{r:?}");
+        assert!(matches!(
+            node.compared,
+            Some(indexer::Compared::Surveyed(_))
+        ));
+
+        // One that touches what the survey describes (even to write the
+        // same values) moves the generation: every row is compared.
+        append(&path(1), &claude_line("s1", 3, "an ibis"));
+        raw.execute("UPDATE sources SET size = size", [])
+            .expect("update");
+        let walk = surveyed(&cfg).expect_err("a store grew");
+        let r = node
+            .index_walked(*walk, 0, None, &mut |_| {})
+            .expect("pass");
+        assert_eq!((r.changed, r.added), (1, 1));
+        assert!(!matches!(
+            node.compared,
+            Some(indexer::Compared::Surveyed(_))
+        ));
+
+        // A commit by another process after the pass: no survey from it.
+        settle(&mut node);
+        append(&path(1), &claude_line("s1", 4, "a spoonbill"));
+        let walk = surveyed(&cfg).expect_err("a store grew");
+        let r = node
+            .index_walked(*walk, 0, None, &mut |_| {})
+            .expect("pass");
+        assert!(matches!(
+            node.compared,
+            Some(indexer::Compared::Surveyed(_))
+        ));
+        raw.execute("UPDATE sources SET skipped = skipped + 1", [])
+            .expect("update");
+        await_settled(&cfg);
+        assert!(!node.leave_survey(&r).expect("leave"));
+        assert!(surveyed(&cfg).is_err());
+    }
+
+    /// Many stores new at once (a source turned on): their rows are not
+    /// looked up one at a time, every row is compared, and all are read.
+    #[cfg(unix)]
+    #[test]
+    fn a_pass_with_many_new_stores_compares_every_row_and_reads_them_all() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let cfg = crate::config::lexical_for_tests(dir.path());
+        let mut node = Node::open(cfg.clone()).expect("open");
+        let projects = cfg.locations.claude_dir.join("projects");
+        append(
+            &projects.join("-p/s0.jsonl"),
+            &claude_line("s0", 0, "a heron"),
+        );
+        node.index(0, &mut |_| {}).expect("first pass");
+        settle(&mut node);
+        let many = indexer::surveyed::MAX_LOOKUPS as u32 + 1;
+        for i in 1..=many {
+            append(
+                &projects.join(format!("-p/s{i}.jsonl")),
+                &claude_line(&format!("s{i}"), 0, "an egret"),
+            );
+        }
+        let walk = surveyed(&cfg).expect_err("new stores");
+        let r = node
+            .index_walked(*walk, 0, None, &mut |_| {})
+            .expect("pass");
+        assert_eq!(
+            (r.stores, r.changed, r.added),
+            (u64::from(many) + 1, u64::from(many), u64::from(many))
+        );
+        assert!(!matches!(
+            node.compared,
+            Some(indexer::Compared::Surveyed(_))
+        ));
+    }
+
+    /// A search that reads an append leaves a survey under which the next
+    /// search has nothing to read, when the database has settled by then.
+    #[cfg(unix)]
+    #[test]
+    fn a_search_that_read_an_append_leaves_a_survey_for_the_next() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let cfg = crate::config::lexical_for_tests(dir.path());
+        let mut node = Node::open(cfg.clone()).expect("open");
+        let file = cfg.locations.claude_dir.join("projects/-p/s1.jsonl");
+        append(&file, &claude_line("s1", 0, "a heron"));
+        node.index(0, &mut |_| {}).expect("first pass");
+        let opts = SearchOptions {
+            limit: 10,
+            ..SearchOptions::default()
+        };
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        for i in 1u32.. {
+            assert!(std::time::Instant::now() < deadline, "no survey was left");
+            settle(&mut node);
+            append(&file, &claude_line("s1", i, &format!("bird{i}")));
+            let walk = Node::start_walk(&cfg);
+            let r = node
+                .search_page_refreshed(&format!("bird{i}"), &opts, 0, walk, 0, None, &mut |_| {})
+                .expect("search");
+            assert_eq!((r.page.hits.len(), r.reran, r.report.added), (1, true, 1));
+            if let Ok(next) = surveyed(&cfg) {
+                assert_eq!((next.stores, next.changed), (1, 0));
+                break;
+            }
+        }
     }
 
     #[test]

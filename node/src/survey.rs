@@ -4,20 +4,31 @@
 //! compares the walk of the agents' folders with it and never opens the
 //! database.
 //!
-//! It holds no list of stores: per source, the number of stores that were
-//! on disk and read whole and a [`Tally`] of them, the sum of a keyed
-//! 128-bit SipHash of each one's path, size and mtime. A walk tallies what
-//! it finds the same way, a source at a time, and the pass has nothing to
-//! do when every source's tally is the survey's. Loading it is one small
-//! read, and comparing costs a hash per store found, where a list of paths
-//! had to be read, checked and put in a table first (a millisecond and a
-//! half of a no-op pass at 3,000 stores). A store that is new, grown,
-//! touched, gone, or was not read whole (its last read failed) moves its
-//! source's sum; two different sets of stores tally alike only by a
-//! collision of the sums, with odds of about one in 2^128.
+//! Per source it holds the number of stores that were on disk and read
+//! whole, a [`Tally`] of them (the sum of a keyed 128-bit SipHash of each
+//! one's path, size and mtime) and those hashes, sorted. A walk tallies
+//! what it finds the same way, a source at a time, and the pass has
+//! nothing to do when every source's tally is the survey's. Loading it is
+//! one read (16 bytes a store), and comparing costs a hash per store
+//! found, where a list of paths had to be read, checked and put in a
+//! table first. A
+//! store that is new, grown, touched, gone, or was not read whole (its
+//! last read failed) moves its source's sum; two different sets of stores
+//! tally alike only by a collision of the sums, with odds of about one in
+//! 2^128.
 //!
-//! A survey is written only by a pass that read nothing and wrote nothing,
-//! from the `sources` rows read in one transaction, and it is trusted only
+//! When a source's tally differs, its hashes tell which of the stores
+//! found are as the survey has them, so that a pass reads the rows of the
+//! others alone and not the rows of every store (see
+//! `indexer::index_walked_keeping`); and a pass that read some stores
+//! leaves a survey made from this one and those stores' new rows.
+//!
+//! A survey is written from the `sources` rows read in one transaction
+//! (by a pass that read nothing and wrote nothing), or from a survey that
+//! held and the rows of the stores a pass read since, when no other
+//! process committed in between. It records the database files and the
+//! generation of the `sources` rows it was taken with, and it is trusted
+//! in either of two ways. By its files, without opening the database,
 //! while the database is provably the one it was taken from:
 //!
 //! - the same configuration (a hash of the resolved configuration and of
@@ -32,6 +43,11 @@
 //!   a file system not known to stamp that way (network, FAT), and other
 //!   systems, need the files to be two seconds older than the reading.
 //!
+//! Or, with the database open, by the generation of its `sources` rows
+//! (the same configuration still): triggers set it to a new random value
+//! with every change to what a survey holds of a row, so while it is the
+//! survey's the rows are, whatever else was committed or checkpointed.
+//!
 //! Any doubt (no file, another version, a torn or damaged file, a changed
 //! database, a store that differs) means the ordinary pass, which is never
 //! wrong, only slower. Unix only: elsewhere there is never a survey.
@@ -45,18 +61,20 @@ use siphasher::sip128::{Hasher128, SipHasher13};
 /// The survey's file name in the node's home.
 pub const FILE: &str = "survey.bin";
 
-const MAGIC: &[u8; 8] = b"cairnsv2";
+const MAGIC: &[u8; 8] = b"cairnsv3";
 
 /// Bytes before the source count: the magic, the configuration key, the
-/// two file identities (a presence byte and five u64 each) and the reading.
-const HEADER_LEN: usize = 8 + 32 + 2 * (1 + 5 * 8) + 2 * 8;
+/// two file identities (a presence byte and five u64 each), the reading
+/// and the generation of the `sources` rows (a presence byte and an i64).
+const HEADER_LEN: usize = 8 + 32 + 2 * (1 + 5 * 8) + 2 * 8 + 1 + 8;
 
 /// How much older than the clock reading the database files must be on a
 /// file system whose timestamps may be coarse or set by another machine.
 const SLOW_CLOCK_MARGIN_NS: i64 = 2_000_000_000;
 
-/// Bytes of a source's entry after its name: the count and the sum.
-const TALLY_LEN: usize = 8 + 16;
+/// Bytes of a source's entry after its name and before its hashes: the
+/// count of its stores and the count of its hashes.
+const COUNTS_LEN: usize = 8 + 8;
 
 /// One file as stat'ed: enough to tell that it was written since.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -242,100 +260,252 @@ impl Keys {
     }
 }
 
+/// The hash a survey keeps of the store at `path`, read whole at `size`
+/// and `mtime_ns`.
+pub fn store_hash(keys: Keys, path: &[u8], size: u64, mtime_ns: i64) -> u128 {
+    let mut h = SipHasher13::new_with_keys(keys.0, keys.1);
+    // The length first, so that no two (path, size, mtime) hash the same
+    // bytes.
+    h.write(&(path.len() as u64).to_le_bytes());
+    h.write(path);
+    h.write(&size.to_le_bytes());
+    h.write(&mtime_ns.to_le_bytes());
+    u128::from(h.finish128())
+}
+
 impl Tally {
     /// Adds the store at `path` with `size` and `mtime_ns`.
     pub fn add(&mut self, keys: Keys, path: &[u8], size: u64, mtime_ns: i64) {
-        let mut h = SipHasher13::new_with_keys(keys.0, keys.1);
-        // The length first, so that no two (path, size, mtime) hash the
-        // same bytes.
-        h.write(&(path.len() as u64).to_le_bytes());
-        h.write(path);
-        h.write(&size.to_le_bytes());
-        h.write(&mtime_ns.to_le_bytes());
+        self.add_hash(store_hash(keys, path, size, mtime_ns));
+    }
+
+    /// Adds a store by its [`store_hash`].
+    pub fn add_hash(&mut self, hash: u128) {
         self.count += 1;
-        self.sum = self.sum.wrapping_add(u128::from(h.finish128()));
+        self.sum = self.sum.wrapping_add(hash);
     }
 }
 
-/// A loaded survey that was found trustworthy for the database as it is now.
+/// A source's stores by their hashes, sorted, with where each range of
+/// leading bits starts (the hashes are uniform, so a range holds a few).
+struct Hashes {
+    sorted: Vec<u128>,
+    /// `starts[b]..starts[b + 1]` holds the hashes whose top `bits` bits are `b`.
+    starts: Vec<u32>,
+    bits: u32,
+}
+
+impl Hashes {
+    fn new(sorted: Vec<u128>) -> Hashes {
+        // About four hashes to a range; at most a million ranges.
+        let bits = (usize::BITS - sorted.len().leading_zeros())
+            .saturating_sub(2)
+            .min(20);
+        let mut starts = vec![0u32; (1 << bits) + 1];
+        for &h in &sorted {
+            starts[Self::range(h, bits) + 1] += 1;
+        }
+        for i in 1..starts.len() {
+            starts[i] += starts[i - 1];
+        }
+        Hashes {
+            sorted,
+            starts,
+            bits,
+        }
+    }
+
+    fn range(hash: u128, bits: u32) -> usize {
+        hash.checked_shr(128 - bits).unwrap_or(0) as usize
+    }
+
+    fn holds(&self, hash: u128) -> bool {
+        let r = Self::range(hash, self.bits);
+        let (from, to) = (self.starts[r] as usize, self.starts[r + 1] as usize);
+        self.sorted[from..to].contains(&hash)
+    }
+}
+
+/// One source as surveyed.
+struct Source {
+    agent: String,
+    /// Its stores on disk (those whose last read failed too) and the sum
+    /// of the hashes of those read whole.
+    tally: Tally,
+    /// The hashes of the stores read whole.
+    stores: Hashes,
+}
+
+/// A loaded survey, for this configuration, whole. Whether it describes
+/// the database as it is now is told by its files ([`Survey::by_files`]),
+/// or, with the database open, by the generation of its `sources` rows
+/// ([`Survey::describes_generation`]).
 pub struct Survey {
     keys: Keys,
-    /// Per source with stores on disk that were read whole, its agent id
-    /// and their tally.
-    sources: Vec<(String, Tally)>,
+    /// The database files it describes, and where they are.
+    files: DbFiles,
+    db_path: std::path::PathBuf,
+    /// The database files had settled before it was taken, and are still
+    /// as it was taken with.
+    by_files: bool,
+    /// The generation of the `sources` rows it was taken from.
+    generation: Option<i64>,
+    /// Per source with stores on disk, its agent id, tally and hashes.
+    sources: Vec<Source>,
+}
+
+/// A source's stores as a survey to be written holds them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Tallied {
+    /// The agent id of the source.
+    pub agent: String,
+    /// Its stores on disk, those whose last read failed included.
+    pub count: u64,
+    /// The [`store_hash`] of each store read whole, in any order.
+    pub hashes: Vec<u128>,
+}
+
+/// What a store a pass read was in a survey taken before it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Was {
+    /// Not among its stores (new, or back after being gone).
+    Absent,
+    /// Counted, but its last read had failed (no hash).
+    Failed,
+    /// Read whole, with this hash.
+    Read(u128),
 }
 
 /// Why a survey was not written (not an error: the next pass just opens
 /// the database).
 #[derive(Debug, PartialEq, Eq)]
 pub enum NotSaved {
-    /// The database files changed too recently to be trusted.
+    /// The database files changed too recently to be trusted, and there
+    /// is no generation to trust it by.
     Unsettled,
     /// There is no database to describe.
     NoDatabase,
 }
 
-/// Writes a survey of `known` for the database at `db_path`, taken with
-/// `files` (stat'ed after `reading`) inside the transaction that read
-/// `known`. Replaces the file atomically. Returns why nothing was written.
-pub fn save<'a>(
-    home: &Path,
-    key: &[u8; 32],
-    reading: Reading,
-    files: Option<DbFiles>,
-    known: impl IntoIterator<Item = Known<'a>>,
-) -> std::io::Result<Result<(), NotSaved>> {
-    let Some(files) = files else {
-        return Ok(Err(NotSaved::NoDatabase));
-    };
-    if !reading.settled(files.newest_ns()) {
-        return Ok(Err(NotSaved::Unsettled));
-    }
-    let keys = Keys::of(key);
-    let mut sources: Vec<(&str, Tally)> = Vec::new();
+/// How a survey that was written will be trusted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Trust {
+    /// By its database files, before the database is opened (and by its
+    /// generation too, when it has one).
+    Files,
+    /// Only by the generation of the `sources` rows, once the database is
+    /// open: the files changed too recently to be trusted.
+    Generation,
+}
+
+/// The sources of a survey of the `sources` rows `known`.
+pub fn tallied<'a>(keys: Keys, known: impl IntoIterator<Item = Known<'a>>) -> Vec<Tallied> {
+    let mut sources: Vec<Tallied> = Vec::new();
     for k in known {
         if k.missing {
             continue;
         }
-        let at = match sources.iter().position(|(a, _)| *a == k.agent) {
+        let at = match sources.iter().position(|s| s.agent == k.agent) {
             Some(at) => at,
             None => {
-                sources.push((k.agent, Tally::default()));
+                sources.push(Tallied {
+                    agent: k.agent.to_owned(),
+                    count: 0,
+                    hashes: Vec::new(),
+                });
                 sources.len() - 1
             }
         };
-        if k.failed {
-            // Never matched by a walk, which finds the store and tallies
-            // it: the next pass reads it again.
-            sources[at].1.count += 1;
-        } else {
+        // A store whose last read failed is counted with no hash: a walk,
+        // which finds the store and hashes it, never matches it, and the
+        // next pass reads it again.
+        sources[at].count += 1;
+        if !k.failed {
             sources[at]
-                .1
-                .add(keys, k.path.as_bytes(), k.size, k.mtime_ns);
+                .hashes
+                .push(store_hash(keys, k.path.as_bytes(), k.size, k.mtime_ns));
         }
     }
-    let mut out = Vec::with_capacity(HEADER_LEN + 8 + sources.len() * 64 + 32);
+    sources
+}
+
+/// What a survey is taken with, beside its stores: the database files
+/// (stat'ed after `reading`) and the generation of the `sources` rows,
+/// both inside the transaction that read the rows.
+#[derive(Debug, Clone, Copy)]
+pub struct Taken {
+    /// The clock reading before the files were stat'ed.
+    pub reading: Reading,
+    /// The database files; `None` when there is no database.
+    pub files: Option<DbFiles>,
+    /// The generation of the `sources` rows, when the database has one.
+    pub generation: Option<i64>,
+}
+
+/// Writes a survey of `known`, the rows read with `taken`. Replaces the
+/// file atomically. Returns how it will be trusted, or why nothing was
+/// written.
+pub fn save<'a>(
+    home: &Path,
+    key: &[u8; 32],
+    taken: Taken,
+    known: impl IntoIterator<Item = Known<'a>>,
+) -> std::io::Result<Result<Trust, NotSaved>> {
+    save_tallied(home, key, taken, tallied(Keys::of(key), known))
+}
+
+/// Writes a survey whose sources are `sources` (see [`save`]).
+pub fn save_tallied(
+    home: &Path,
+    key: &[u8; 32],
+    taken: Taken,
+    mut sources: Vec<Tallied>,
+) -> std::io::Result<Result<Trust, NotSaved>> {
+    let Taken {
+        reading,
+        files,
+        generation,
+    } = taken;
+    let Some(files) = files else {
+        return Ok(Err(NotSaved::NoDatabase));
+    };
+    let trust = if reading.settled(files.newest_ns()) {
+        Trust::Files
+    } else if generation.is_some() {
+        Trust::Generation
+    } else {
+        return Ok(Err(NotSaved::Unsettled));
+    };
+    // Agent ids are short; a longer one is left out, so its stores never
+    // match and always take the ordinary pass. So is a source with no
+    // stores.
+    sources.retain(|s| s.agent.len() <= usize::from(u8::MAX) && s.count > 0);
+    let hashes: usize = sources.iter().map(|s| s.hashes.len()).sum();
+    let mut out = Vec::with_capacity(HEADER_LEN + 8 + sources.len() * 64 + hashes * 16 + 32);
     out.extend_from_slice(MAGIC);
     out.extend_from_slice(key);
     put_files(&mut out, &files);
     out.extend_from_slice(&reading.now_ns.to_le_bytes());
     out.extend_from_slice(&reading.margin_ns.to_le_bytes());
-    // Agent ids are short; a longer one is left out, so its stores never
-    // match and always take the ordinary pass.
-    sources.retain(|(agent, _)| agent.len() <= usize::from(u8::MAX));
+    out.push(u8::from(generation.is_some()));
+    out.extend_from_slice(&generation.unwrap_or(0).to_le_bytes());
     out.extend_from_slice(&(sources.len() as u64).to_le_bytes());
-    for (agent, tally) in &sources {
-        out.push(agent.len() as u8);
-        out.extend_from_slice(agent.as_bytes());
-        out.extend_from_slice(&tally.count.to_le_bytes());
-        out.extend_from_slice(&tally.sum.to_le_bytes());
+    for s in &mut sources {
+        s.hashes.sort_unstable();
+        out.push(s.agent.len() as u8);
+        out.extend_from_slice(s.agent.as_bytes());
+        out.extend_from_slice(&s.count.to_le_bytes());
+        out.extend_from_slice(&(s.hashes.len() as u64).to_le_bytes());
+        for h in &s.hashes {
+            out.extend_from_slice(&h.to_le_bytes());
+        }
     }
     let sum = blake3::hash(&out);
     out.extend_from_slice(sum.as_bytes());
     let mut tmp = tempfile::NamedTempFile::new_in(home)?;
     tmp.write_all(&out)?;
     tmp.persist(home.join(FILE)).map_err(|e| e.error)?;
-    Ok(Ok(()))
+    Ok(Ok(trust))
 }
 
 /// Removes the survey (a pass that found it stale writes it again).
@@ -396,8 +566,9 @@ impl<'a> Cursor<'a> {
 
 impl Survey {
     /// The survey in `home`, if there is one for this configuration and it
-    /// still describes the database at `db_path` (see the module
-    /// documentation); `None` otherwise.
+    /// is whole. Whether it still describes the database at `db_path` is
+    /// [`Survey::by_files`] (see the module documentation) or
+    /// [`Survey::describes_generation`].
     pub fn load(home: &Path, key: &[u8; 32], db_path: &Path) -> Option<Survey> {
         use std::io::Read;
         // The header first: a survey for another configuration or an older
@@ -417,7 +588,11 @@ impl Survey {
             now_ns: c.u64()? as i64,
             margin_ns: c.u64()? as i64,
         };
-        if !reading.settled(files.newest_ns()) || DbFiles::of(db_path) != Some(files) {
+        let has_generation = c.u8()? == 1;
+        let generation = has_generation.then_some(c.u64()? as i64);
+        let by_files = reading.settled(files.newest_ns()) && DbFiles::of(db_path) == Some(files);
+        // Neither can tell: not worth reading the rest.
+        if !by_files && generation.is_none() {
             return None;
         }
         file.read_to_end(&mut bytes).ok()?;
@@ -431,21 +606,43 @@ impl Survey {
         for _ in 0..count {
             let len = usize::from(c.u8()?);
             let agent = std::str::from_utf8(c.take(len)?).ok()?.to_owned();
-            let tally = c.take(TALLY_LEN)?;
-            let (n, sum) = tally.split_at(8);
-            sources.push((
+            let counts = c.take(COUNTS_LEN)?;
+            let (n, h) = counts.split_at(8);
+            let stores = u64::from_le_bytes(n.try_into().ok()?);
+            let hashed = u64::from_le_bytes(h.try_into().ok()?);
+            // A source's hashes are of some of its stores, and they are
+            // all in the file.
+            if hashed > stores || (hashed as usize).checked_mul(16)? > c.0.len() {
+                return None;
+            }
+            let mut tally = Tally {
+                count: stores - hashed,
+                sum: 0,
+            };
+            let mut sorted = Vec::with_capacity(hashed as usize);
+            for chunk in c.take(hashed as usize * 16)?.chunks_exact(16) {
+                let h = u128::from_le_bytes(chunk.try_into().ok()?);
+                tally.add_hash(h);
+                sorted.push(h);
+            }
+            if !sorted.is_sorted() {
+                return None;
+            }
+            sources.push(Source {
                 agent,
-                Tally {
-                    count: u64::from_le_bytes(n.try_into().ok()?),
-                    sum: u128::from_le_bytes(sum.try_into().ok()?),
-                },
-            ));
+                tally,
+                stores: Hashes::new(sorted),
+            });
         }
         if !c.0.is_empty() {
             return None;
         }
         Some(Survey {
             keys: Keys::of(key),
+            files,
+            db_path: db_path.to_path_buf(),
+            by_files,
+            generation,
             sources,
         })
     }
@@ -459,13 +656,105 @@ impl Survey {
     /// (each with its size and mtime), is the survey's for that source: the
     /// same stores, each read whole at that size and mtime.
     pub fn same(&self, agent: &str, tally: Tally) -> bool {
-        self.sources.iter().any(|(a, t)| a == agent && *t == tally)
+        self.source(agent).is_some_and(|s| s.tally == tally)
+    }
+
+    /// Whether the store with [`store_hash`] `hash` is one of the stores
+    /// of the source of `agent` read whole, as the survey has it.
+    pub fn holds(&self, agent: &str, hash: u128) -> bool {
+        self.source(agent).is_some_and(|s| s.stores.holds(hash))
+    }
+
+    /// How many stores of the source of `agent` were on disk, those whose
+    /// last read failed included.
+    pub fn count(&self, agent: &str) -> u64 {
+        self.source(agent).map_or(0, |s| s.tally.count)
+    }
+
+    /// The agent ids of the sources that had stores on disk.
+    pub fn agents(&self) -> impl Iterator<Item = &str> {
+        self.sources.iter().map(|s| s.agent.as_str())
+    }
+
+    fn source(&self, agent: &str) -> Option<&Source> {
+        self.sources.iter().find(|s| s.agent == agent)
     }
 
     /// How many sources had stores on disk when the survey was taken: a
     /// walk with nothing new finds stores for exactly these.
     pub fn sources(&self) -> usize {
         self.sources.len()
+    }
+
+    /// Whether the database files had settled when the survey was taken
+    /// and were still those it was taken with when it was loaded: then it
+    /// describes the database without opening it.
+    pub fn by_files(&self) -> bool {
+        self.by_files
+    }
+
+    /// Whether the survey is trusted by its files and they are still those
+    /// it was taken with: nothing was committed since it was loaded.
+    pub fn still_describes_database(&self) -> bool {
+        self.by_files && DbFiles::of(&self.db_path) == Some(self.files)
+    }
+
+    /// Whether the survey was taken from `sources` rows at `generation`
+    /// (a database's [`crate::store::Store::sources_gen`]): then it
+    /// describes that database's rows, whatever else was written since.
+    pub fn describes_generation(&self, generation: Option<i64>) -> bool {
+        generation.is_some() && generation == self.generation
+    }
+
+    /// The sources of a survey of the database after a pass read the
+    /// stores of `read` and nothing else changed: each store's agent,
+    /// what it was in this survey, and its `sources` row now (`None` when
+    /// it has none or is marked gone: then no survey can be made this way).
+    pub fn after<'a>(
+        &self,
+        read: impl IntoIterator<Item = (&'a str, Was, Option<Known<'a>>)>,
+    ) -> Option<Vec<Tallied>> {
+        let mut sources: Vec<Tallied> = self
+            .sources
+            .iter()
+            .map(|s| Tallied {
+                agent: s.agent.clone(),
+                count: s.tally.count,
+                hashes: s.stores.sorted.clone(),
+            })
+            .collect();
+        for (agent, was, now) in read {
+            let now = now.filter(|k| !k.missing && k.agent == agent)?;
+            let at = match sources.iter().position(|s| s.agent == agent) {
+                Some(at) => at,
+                None => {
+                    sources.push(Tallied {
+                        agent: agent.to_owned(),
+                        count: 0,
+                        hashes: Vec::new(),
+                    });
+                    sources.len() - 1
+                }
+            };
+            let s = &mut sources[at];
+            match was {
+                Was::Absent => s.count += 1,
+                Was::Failed => {}
+                Was::Read(h) => {
+                    let i = s.hashes.iter().position(|&x| x == h)?;
+                    s.hashes.swap_remove(i);
+                }
+            }
+            if !now.failed {
+                s.hashes.push(store_hash(
+                    self.keys,
+                    now.path.as_bytes(),
+                    now.size,
+                    now.mtime_ns,
+                ));
+            }
+        }
+        Some(sources)
     }
 }
 
@@ -513,9 +802,18 @@ mod tests {
         ]
     }
 
+    /// What a survey of `db` is taken with, at `reading`.
+    fn taken(reading: Reading, db: &Path, generation: Option<i64>) -> Taken {
+        Taken {
+            reading,
+            files: DbFiles::of(db),
+            generation,
+        }
+    }
+
     /// Saves a survey of [`rows`] for `db` with `key`; returns its path.
     fn saved(dir: &Path, db: &Path, later: Reading, key: &[u8; 32]) -> std::path::PathBuf {
-        save(dir, key, later, DbFiles::of(db), rows())
+        save(dir, key, taken(later, db, None), rows())
             .expect("save")
             .expect("saved");
         dir.join(FILE)
@@ -534,8 +832,8 @@ mod tests {
     fn a_saved_survey_matches_a_source_only_when_it_finds_the_same_stores() {
         let (dir, db, later) = setup();
         let key = [1u8; 32];
-        let saved = save(dir.path(), &key, later, DbFiles::of(&db), rows()).expect("save");
-        assert_eq!(saved, Ok(()));
+        let saved = save(dir.path(), &key, taken(later, &db, None), rows()).expect("save");
+        assert_eq!(saved, Ok(Trust::Files));
         let s = Survey::load(dir.path(), &key, &db).expect("trusted");
         let claude = [("/a/one.jsonl", 10, 7), ("/a/three.jsonl", 30, 7)];
         // In any order: the walk's order is not the database's.
@@ -571,6 +869,174 @@ mod tests {
         assert_eq!(s.sources(), 3);
         // Another configuration does not use it.
         assert!(Survey::load(dir.path(), &[2u8; 32], &db).is_none());
+    }
+
+    #[test]
+    fn a_survey_holds_the_stores_read_whole_and_counts_those_that_failed() {
+        let (dir, db, later) = setup();
+        let key = [1u8; 32];
+        saved(dir.path(), &db, later, &key);
+        let s = Survey::load(dir.path(), &key, &db).expect("trusted");
+        let h = |path: &str, size: u64| store_hash(s.keys(), path.as_bytes(), size, 7);
+        assert!(s.holds("claude-code", h("/a/one.jsonl", 10)));
+        assert!(s.holds("claude-code", h("/a/three.jsonl", 30)));
+        assert!(s.holds("codex", h("/b/x.jsonl", 5)));
+        // Grown, another source's, gone, failed.
+        assert!(!s.holds("claude-code", h("/a/one.jsonl", 11)));
+        assert!(!s.holds("codex", h("/a/one.jsonl", 10)));
+        assert!(!s.holds("claude-code", h("/a/gone.jsonl", 40)));
+        assert!(!s.holds("gemini", h("/c/failed.json", 50)));
+        assert_eq!(
+            [
+                s.count("claude-code"),
+                s.count("codex"),
+                s.count("gemini"),
+                s.count("aider")
+            ],
+            [2, 1, 1, 0]
+        );
+        let mut agents: Vec<&str> = s.agents().collect();
+        agents.sort_unstable();
+        assert_eq!(agents, ["claude-code", "codex", "gemini"]);
+    }
+
+    #[test]
+    fn a_source_with_many_stores_finds_each_of_them_and_no_other() {
+        let keys = Keys(3, 4);
+        for n in [0usize, 1, 2, 3, 5, 64, 1000, 5000] {
+            let mut sorted: Vec<u128> = (0..n)
+                .map(|i| store_hash(keys, format!("/s/{i}").as_bytes(), 1, 2))
+                .collect();
+            sorted.sort_unstable();
+            let hashes = Hashes::new(sorted.clone());
+            assert!(sorted.iter().all(|&h| hashes.holds(h)), "{n}");
+            let others = (0..n.max(50))
+                .filter(|i| hashes.holds(store_hash(keys, format!("/s/{i}").as_bytes(), 1, 3)));
+            assert_eq!(others.count(), 0, "{n}");
+            // The extremes of the hash space land in the first and last range.
+            assert!(!hashes.holds(0) && !hashes.holds(u128::MAX));
+        }
+    }
+
+    #[test]
+    fn a_survey_made_from_another_and_the_rows_read_is_the_survey_of_all_rows() {
+        let (dir, db, later) = setup();
+        let key = [1u8; 32];
+        saved(dir.path(), &db, later, &key);
+        let s = Survey::load(dir.path(), &key, &db).expect("trusted");
+        let keys = s.keys();
+        let was = |path: &str, size: u64| Was::Read(store_hash(keys, path.as_bytes(), size, 7));
+        let now = |agent, path, size, failed| Some(known(agent, path, size, failed, false));
+        let read = [
+            // Grown.
+            (
+                "claude-code",
+                was("/a/one.jsonl", 10),
+                now("claude-code", "/a/one.jsonl", 12, false),
+            ),
+            // Failed before, read now.
+            (
+                "gemini",
+                Was::Failed,
+                now("gemini", "/c/failed.json", 51, false),
+            ),
+            // Read before, failed now.
+            (
+                "codex",
+                was("/b/x.jsonl", 5),
+                now("codex", "/b/x.jsonl", 6, true),
+            ),
+            // New, in a source the survey did not have.
+            ("aider", Was::Absent, now("aider", "/d/new.md", 3, false)),
+            // Back after being gone.
+            (
+                "claude-code",
+                Was::Absent,
+                now("claude-code", "/a/gone.jsonl", 41, false),
+            ),
+        ];
+        let mut after = s.after(read).expect("made");
+        let rows = [
+            known("claude-code", "/a/one.jsonl", 12, false, false),
+            known("codex", "/b/x.jsonl", 6, true, false),
+            known("claude-code", "/a/three.jsonl", 30, false, false),
+            known("claude-code", "/a/gone.jsonl", 41, false, false),
+            known("gemini", "/c/failed.json", 51, false, false),
+            known("aider", "/d/gone.md", 60, false, true),
+            known("aider", "/d/new.md", 3, false, false),
+        ];
+        let mut all = tallied(keys, rows);
+        for v in [&mut after, &mut all] {
+            v.sort_by(|a, b| a.agent.cmp(&b.agent));
+            v.iter_mut().for_each(|t| t.hashes.sort_unstable());
+        }
+        assert_eq!(after, all);
+
+        // A row gone or marked gone, a hash the survey does not have, or
+        // a row of another source: no survey this way.
+        for bad in [
+            ("claude-code", was("/a/one.jsonl", 10), None),
+            (
+                "claude-code",
+                was("/a/one.jsonl", 10),
+                Some(known("claude-code", "/a/one.jsonl", 12, false, true)),
+            ),
+            (
+                "claude-code",
+                was("/a/one.jsonl", 99),
+                now("claude-code", "/a/one.jsonl", 12, false),
+            ),
+            (
+                "claude-code",
+                was("/a/one.jsonl", 10),
+                now("codex", "/a/one.jsonl", 12, false),
+            ),
+        ] {
+            assert_eq!(s.after([bad]), None, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn a_survey_whose_hashes_do_not_add_up_is_not_used() {
+        let (dir, db, later) = setup();
+        let key = [1u8; 32];
+        let one = |count: u64, hashes: Vec<u128>| Tallied {
+            agent: "claude-code".into(),
+            count,
+            hashes,
+        };
+        // More hashes than stores.
+        save_tallied(
+            dir.path(),
+            &key,
+            taken(later, &db, None),
+            vec![one(1, vec![1, 2])],
+        )
+        .expect("save")
+        .expect("saved");
+        assert!(Survey::load(dir.path(), &key, &db).is_none());
+        save_tallied(
+            dir.path(),
+            &key,
+            taken(later, &db, None),
+            vec![one(2, vec![2, 1])],
+        )
+        .expect("save")
+        .expect("saved");
+        let s = Survey::load(dir.path(), &key, &db).expect("sorted when written");
+        assert!(s.holds("claude-code", 1) && s.holds("claude-code", 2));
+        // Hashes out of order, with a sum that checks out.
+        let path = dir.path().join(FILE);
+        let mut bytes = std::fs::read(&path).expect("read");
+        let end = bytes.len() - 32;
+        let (a, b) = (end - 32, end - 16);
+        let first: Vec<u8> = bytes[a..b].to_vec();
+        bytes.copy_within(b..end, a);
+        bytes[b..end].copy_from_slice(&first);
+        let sum = *blake3::hash(&bytes[..end]).as_bytes();
+        bytes[end..].copy_from_slice(&sum);
+        std::fs::write(&path, &bytes).expect("write");
+        assert!(Survey::load(dir.path(), &key, &db).is_none());
     }
 
     #[test]
@@ -614,11 +1080,13 @@ mod tests {
                 margin_ns: SLOW_CLOCK_MARGIN_NS,
             },
         ] {
-            let saved = save(dir.path(), &key, reading, DbFiles::of(&db), rows()).expect("save");
+            let saved = save(dir.path(), &key, taken(reading, &db, None), rows()).expect("save");
             assert_eq!(saved, Err(NotSaved::Unsettled));
             assert!(!dir.path().join(FILE).exists());
         }
-        let none = save(dir.path(), &key, later, None, rows()).expect("save");
+        let mut no_database = taken(later, &db, Some(5));
+        no_database.files = None;
+        let none = save(dir.path(), &key, no_database, rows()).expect("save");
         assert_eq!(none, Err(NotSaved::NoDatabase));
     }
 

@@ -52,9 +52,7 @@ pub fn run(global: &GlobalArgs, args: &IndexArgs) -> anyhow::Result<()> {
             let mut node = Node::open(cfg)
                 .with_context(|| format!("cannot open the cairn node in {}", home.display()))?;
             let report = super::refresh_walked(&mut node, walk, !args.quiet && !args.json, None)?;
-            if report.nothing_new() {
-                node.save_survey()?;
-            }
+            node.leave_survey(&report)?;
             report
         }
     };

@@ -198,9 +198,7 @@ pub fn refresh(node: &mut Node, now_ms: i64, budget: Duration, watched: &mut Wat
             if rep.deferred == 0 {
                 watched.last_pass = Some(started);
             }
-            if rep.nothing_new()
-                && let Err(e) = node.save_survey()
-            {
+            if let Err(e) = node.leave_survey(&rep) {
                 tracing::debug!(error = %e, "cannot leave a survey");
             }
             if rep.added > 0 || rep.deferred > 0 {

@@ -67,6 +67,21 @@ pub struct SourceStamp {
 const STATE_COLUMNS: &str = "id, agent, path, kind, size, mtime_ns, offset, head_hash, tail_hash,
      watermark, skipped, last_error, missing";
 
+/// The columns of a [`SourceStamp`], in the order [`stamp_row`] reads.
+const STAMP_COLUMNS: &str = "id, agent, path, size, mtime_ns, last_error IS NOT NULL, missing";
+
+fn stamp_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<SourceStamp> {
+    Ok(SourceStamp {
+        id: r.get(0)?,
+        agent: r.get(1)?,
+        path: r.get(2)?,
+        size: r.get::<_, i64>(3)? as u64,
+        mtime_ns: r.get(4)?,
+        failed: r.get(5)?,
+        missing: r.get(6)?,
+    })
+}
+
 fn state_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<SourceState> {
     Ok(SourceState {
         id: r.get(0)?,
@@ -118,6 +133,31 @@ impl Store {
             .optional()?)
     }
 
+    /// The generation of the `sources` rows: a new random value after any
+    /// change to a store's agent, path, size, mtime, error or missing mark
+    /// (see the schema's v19). `None` before the database has one.
+    pub fn sources_gen(&self) -> Result<Option<i64>, StoreError> {
+        if !super::schema::has_table(&self.conn, "sources_gen")? {
+            return Ok(None);
+        }
+        Ok(self
+            .conn
+            .query_row("SELECT gen FROM sources_gen WHERE id = 0", [], |r| r.get(0))
+            .optional()?)
+    }
+
+    /// The light row of the store at `path`, when the index knows it.
+    pub fn source_stamp(&self, path: &str) -> Result<Option<SourceStamp>, StoreError> {
+        Ok(self
+            .conn
+            .query_row(
+                &format!("SELECT {STAMP_COLUMNS} FROM sources WHERE path = ?1"),
+                [path],
+                stamp_row,
+            )
+            .optional()?)
+    }
+
     /// Every store the index knows, by path, in one query: an indexing pass
     /// compares them with the disk in memory instead of asking per file.
     pub fn source_states(&self) -> Result<HashMap<String, SourceState>, StoreError> {
@@ -137,20 +177,10 @@ impl Store {
     /// needs (one light row each; the whole state of a changed store is
     /// read with [`Store::source_state`]).
     pub fn source_stamps(&self) -> Result<Vec<SourceStamp>, StoreError> {
-        let mut stmt = self.conn.prepare(
-            "SELECT id, agent, path, size, mtime_ns, last_error IS NOT NULL, missing FROM sources",
-        )?;
-        let rows = stmt.query_map([], |r| {
-            Ok(SourceStamp {
-                id: r.get(0)?,
-                agent: r.get(1)?,
-                path: r.get(2)?,
-                size: r.get::<_, i64>(3)? as u64,
-                mtime_ns: r.get(4)?,
-                failed: r.get(5)?,
-                missing: r.get(6)?,
-            })
-        })?;
+        let mut stmt = self
+            .conn
+            .prepare(&format!("SELECT {STAMP_COLUMNS} FROM sources"))?;
+        let rows = stmt.query_map([], stamp_row)?;
         Ok(rows.collect::<Result<_, _>>()?)
     }
 

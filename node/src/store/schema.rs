@@ -400,6 +400,33 @@ pub(super) const MIGRATIONS: &[&str] = &[
     INSERT INTO meta(key, value) VALUES ('run_blocks_backfill', '0')
         ON CONFLICT(key) DO UPDATE SET value = '0';
     "#,
+    // v19: a generation of the `sources` rows, set to a new random value
+    // by every change to what a survey describes of them (see
+    // crate::survey), in the same transaction: a survey made at one
+    // generation holds while the database is at it, whatever else was
+    // written or checkpointed since. Random rather than counted, so a
+    // database put back from a copy is at no generation it had before.
+    r#"
+    CREATE TABLE IF NOT EXISTS sources_gen(
+        id  INTEGER PRIMARY KEY CHECK (id = 0),
+        gen INTEGER NOT NULL
+    );
+    INSERT INTO sources_gen(id, gen) VALUES (0, random())
+        ON CONFLICT(id) DO UPDATE SET gen = excluded.gen;
+    CREATE TRIGGER IF NOT EXISTS sources_gen_insert AFTER INSERT ON sources
+    BEGIN
+        UPDATE sources_gen SET gen = random();
+    END;
+    CREATE TRIGGER IF NOT EXISTS sources_gen_update
+    AFTER UPDATE OF agent, path, size, mtime_ns, last_error, missing ON sources
+    BEGIN
+        UPDATE sources_gen SET gen = random();
+    END;
+    CREATE TRIGGER IF NOT EXISTS sources_gen_delete AFTER DELETE ON sources
+    BEGIN
+        UPDATE sources_gen SET gen = random();
+    END;
+    "#,
 ];
 
 /// Whether the database has table `name` (one opened read-only before an
@@ -469,6 +496,51 @@ mod tests {
             .expect("query")
             .collect::<Result<_, _>>()
             .expect("rows")
+    }
+
+    #[test]
+    fn v19_moves_the_sources_generation_on_every_change_a_survey_describes() {
+        let mut conn = Connection::open_in_memory().expect("open");
+        migrate(&mut conn).expect("migrate");
+        let generation = |c: &Connection| -> i64 {
+            c.query_row("SELECT gen FROM sources_gen", [], |r| r.get(0))
+                .expect("generation")
+        };
+        let mut seen = vec![generation(&conn)];
+        let mut moved = |c: &Connection, sql: &str| {
+            c.execute(sql, []).expect(sql);
+            let g = generation(c);
+            let new = !seen.contains(&g);
+            seen.push(g);
+            new
+        };
+        assert!(moved(
+            &conn,
+            "INSERT INTO sources(agent, path, kind) VALUES ('codex', '/a', 'lines')"
+        ));
+        for sql in [
+            "UPDATE sources SET size = 5",
+            "UPDATE sources SET mtime_ns = 7",
+            "UPDATE sources SET last_error = 'unreadable'",
+            "UPDATE sources SET last_error = NULL",
+            "UPDATE sources SET missing = 1",
+            "UPDATE sources SET agent = 'aider'",
+            "UPDATE sources SET path = '/b'",
+            // Written, though to the same value.
+            "UPDATE sources SET size = size",
+        ] {
+            assert!(moved(&conn, sql), "{sql}");
+        }
+        // What a survey does not hold leaves the generation as it is.
+        for sql in [
+            "UPDATE sources SET offset = 3",
+            "UPDATE sources SET skipped = 2",
+            "UPDATE sources SET watermark = 'w', indexed_ms = 9",
+            "UPDATE sources SET head_hash = x'00', tail_hash = x'01'",
+        ] {
+            assert!(!moved(&conn, sql), "{sql}");
+        }
+        assert!(moved(&conn, "DELETE FROM sources"));
     }
 
     #[test]
