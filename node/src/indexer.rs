@@ -563,7 +563,7 @@ fn write_all(
     let written = write_steps(store, ctx, inbox, progress, report, limits);
     let large = limits.bytes > TX_CATCH_UP.bytes;
     if let Ok(report) = &written {
-        merge_when_due(store, large, report);
+        merge_when_due(store, large, report, ctx.deadline);
     }
     store.set_cache_kib(DEFAULT_CACHE_KIB)?;
     if written.is_ok() && large {
@@ -581,7 +581,7 @@ fn write_all(
 /// Merges the full-text indexes after a pass that `report`s this, when
 /// [`merge_step`] says so, or notes the merge as due. A failure is only
 /// logged: the pass is done whatever happens here.
-fn merge_when_due(store: &mut Store, large: bool, report: &IndexReport) {
+fn merge_when_due(store: &mut Store, large: bool, report: &IndexReport, until: Option<Instant>) {
     let due = match store.merge_due() {
         Ok(due) => due,
         Err(e) => {
@@ -592,10 +592,14 @@ fn merge_when_due(store: &mut Store, large: bool, report: &IndexReport) {
     match merge_step(large, report, due) {
         MergeStep::Now => {
             let started = Instant::now();
-            match store.merge_text_indexes() {
-                Ok(()) => tracing::info!(
+            match store.merge_text_indexes(until, crate::store::MERGE_PAGES) {
+                Ok(true) => tracing::info!(
                     ms = started.elapsed().as_millis() as u64,
                     "merged the full-text indexes after a large backlog"
+                ),
+                Ok(false) => tracing::info!(
+                    ms = started.elapsed().as_millis() as u64,
+                    "merged part of the full-text indexes; a later pass goes on"
                 ),
                 Err(e) => {
                     tracing::warn!(error = %e, "full-text indexes not merged after a large backlog")
@@ -1672,25 +1676,81 @@ mod tests {
         };
         add(&store, 0);
         // A large pass cut short: noted, not merged.
-        merge_when_due(&mut store, true, &report(6, 40));
+        merge_when_due(&mut store, true, &report(6, 40), None);
         assert!(store.merge_due().expect("due"));
         assert_eq!(store.text_index_segments(), (6, 6));
         // The note outlives the store being opened again (a daemon restarted).
         drop(store);
         let mut store = Store::open(&dir.path().join("cairn.db")).expect("reopen");
         add(&store, 6);
-        merge_when_due(&mut store, true, &report(6, 20));
+        merge_when_due(&mut store, true, &report(6, 20), None);
         assert!(store.merge_due().expect("due"));
         assert_eq!(store.text_index_segments(), (12, 12));
         // The small pass that reads the rest merges, and the note goes.
-        merge_when_due(&mut store, false, &report(1, 0));
+        merge_when_due(&mut store, false, &report(1, 0), None);
         assert!(!store.merge_due().expect("due"));
         assert_eq!(store.text_index_segments(), (1, 1));
         // Later small passes leave their segments to FTS5's own merging.
         add(&store, 12);
-        merge_when_due(&mut store, false, &report(6, 0));
+        merge_when_due(&mut store, false, &report(6, 0), None);
         assert_eq!(store.text_index_segments(), (7, 7));
         assert!(!store.merge_due().expect("due"));
+    }
+
+    #[test]
+    fn a_merge_cut_short_by_its_deadline_is_noted_and_a_later_pass_finishes_it() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let mut store = Store::open(&dir.path().join("cairn.db")).expect("open");
+        for i in 0..40i64 {
+            // Many words a record: each segment spans several pages.
+            let words: Vec<String> = (0..600).map(|j| format!("w{}", i * 600 + j)).collect();
+            let text = format!("heron number {i} {}", words.join(" "));
+            store
+                .conn()
+                .execute(
+                    "INSERT INTO fts(rowid, body, files) VALUES (?1, ?2, '')",
+                    (i, &text),
+                )
+                .expect("fts");
+            store
+                .conn()
+                .execute(
+                    "INSERT INTO fts_stem(rowid, body) VALUES (?1, ?2)",
+                    (i, &text),
+                )
+                .expect("stem");
+        }
+        // One commit a record: segments FTS5's own merging leaves many of.
+        let (words, stems) = store.text_index_segments();
+        assert!(words > 4 && stems > 4, "{words} {stems}");
+        // A deadline already past: one step of one page, then noted as due.
+        let past = Some(Instant::now());
+        assert!(!store.merge_text_indexes(past, 1).expect("step"));
+        assert!(store.merge_due().expect("due"));
+        assert_ne!(store.text_index_segments(), (1, 1));
+        // Each later pass goes on where the last stopped, until one step
+        // finds nothing left: one segment each, as an optimize leaves,
+        // and the note gone with it.
+        let mut steps = 1;
+        while !store
+            .merge_text_indexes(Some(Instant::now()), 1)
+            .expect("step")
+        {
+            steps += 1;
+            assert!(steps < 1_000, "the merge never ends");
+        }
+        assert!(steps > 1, "one page of work did it all");
+        assert!(!store.merge_due().expect("due"));
+        assert_eq!(store.text_index_segments(), (1, 1));
+        let hits: i64 = store
+            .conn()
+            .query_row(
+                "SELECT count(*) FROM fts WHERE fts MATCH 'heron'",
+                [],
+                |r| r.get(0),
+            )
+            .expect("query");
+        assert_eq!(hits, 40);
     }
 
     #[test]

@@ -52,6 +52,27 @@ pub(crate) fn delete(conn: &Connection, rowid: i64) -> Result<(), StoreError> {
     Ok(())
 }
 
+/// Does one step of merging each index into one segment: about `pages`
+/// leaf pages of merge work each (FTS5's `merge` command with a negative
+/// page count, which first gathers every segment onto one level as
+/// `optimize` does, so steps repeated until one does nothing leave a
+/// single segment, as `optimize` would). Returns whether either index had
+/// anything left to merge.
+pub(crate) fn merge_step(conn: &Connection, pages: u32) -> Result<bool, StoreError> {
+    let mut worked = false;
+    for sql in [
+        "INSERT INTO fts(fts, rank) VALUES ('merge', ?1)",
+        "INSERT INTO fts_stem(fts_stem, rank) VALUES ('merge', ?1)",
+    ] {
+        let before = conn.total_changes();
+        conn.execute(sql, [-i64::from(pages.max(1))])?;
+        // FTS5 counts the command itself as one change; any merge work
+        // writes more.
+        worked |= conn.total_changes() - before >= 2;
+    }
+    Ok(worked)
+}
+
 /// Merges both indexes so no term of a deleted row stays in their segments.
 pub(crate) fn optimize(conn: &Connection) -> Result<(), StoreError> {
     conn.execute("INSERT INTO fts(fts) VALUES ('optimize')", [])?;
@@ -146,7 +167,9 @@ mod tests {
         }
         assert_eq!(segments(conn, "fts"), 12);
         assert_eq!(segments(conn, "fts_stem"), 12);
-        store.merge_text_indexes().expect("merge");
+        store
+            .merge_text_indexes(None, crate::store::MERGE_PAGES)
+            .expect("merge");
         let conn = store.conn();
         assert_eq!(segments(conn, "fts"), 1);
         assert_eq!(segments(conn, "fts_stem"), 1);

@@ -186,6 +186,18 @@ const TRIM_MIN_PAGES: i64 = 512;
 /// (see [`Store::note_merge_due`]).
 const MERGE_DUE: &str = "fts_merge_due";
 
+/// Leaf pages of full-text merge work per transaction: about 50 ms of it.
+pub(crate) const MERGE_PAGES: u32 = 2_000;
+
+/// How long a stepped merge lets go of the write lock between steps, for
+/// a writer waiting on it to take it (SQLite's busy handler retries every
+/// few milliseconds at first, then every 25 to 100).
+const MERGE_PAUSE: std::time::Duration = std::time::Duration::from_millis(25);
+
+/// Steps of one stepped merge at most: far more than any history needs
+/// (10 GB takes a few hundred), a bound on the loop.
+const MAX_MERGE_STEPS: u32 = 100_000;
+
 /// An open cairn database.
 pub struct Store {
     conn: Connection,
@@ -401,18 +413,46 @@ impl Store {
         Ok(())
     }
 
-    /// Merges each full-text index into one segment. A large pass ends
-    /// with it: the segments it leaves on the lowest level would otherwise
-    /// be merged by whichever small write later fills that level, a
-    /// search's refresh or a daemon's pass (1.2 s of one search at 1 GB),
-    /// where here it costs 0.9 s at 1 GB and 10 s at 10 GB once.
-    /// A merge noted as due ([`Store::note_merge_due`]) is done with it.
-    pub(crate) fn merge_text_indexes(&mut self) -> Result<(), StoreError> {
-        let tx = self.conn.transaction()?;
-        fts::optimize(&tx)?;
-        tx.execute("DELETE FROM meta WHERE key = ?1", [MERGE_DUE])?;
-        tx.commit()?;
-        Ok(())
+    /// Merges each full-text index into one segment, a step of about
+    /// `pages` leaf pages per transaction, until nothing is left to merge
+    /// or `until` has passed (one step at least). A large pass ends with
+    /// it: the segments it leaves on the lowest level would otherwise be
+    /// merged by whichever small write later fills that level, a search's
+    /// refresh or a daemon's pass (1.2 s of one search at 1 GB), where here
+    /// it costs 0.9 s at 1 GB and 10 s at 10 GB once. In steps, so that
+    /// another writer (a note remembered, a daemon's received batch) waits
+    /// a step, not the whole merge: after each step the lock is let go for
+    /// [`MERGE_PAUSE`]. The merge noted as due ([`Store::note_merge_due`])
+    /// is forgotten with the last step, in its transaction; a merge cut
+    /// short is noted as due, for a later pass to go on with it. Returns
+    /// whether it finished.
+    pub(crate) fn merge_text_indexes(
+        &mut self,
+        until: Option<std::time::Instant>,
+        pages: u32,
+    ) -> Result<bool, StoreError> {
+        for step in 0..MAX_MERGE_STEPS {
+            if step > 0 {
+                if until.is_some_and(|t| std::time::Instant::now() >= t) {
+                    self.note_merge_due()?;
+                    return Ok(false);
+                }
+                std::thread::sleep(MERGE_PAUSE);
+            }
+            let tx = self
+                .conn
+                .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+            let worked = fts::merge_step(&tx, pages)?;
+            if !worked {
+                tx.execute("DELETE FROM meta WHERE key = ?1", [MERGE_DUE])?;
+            }
+            tx.commit()?;
+            if !worked {
+                return Ok(true);
+            }
+        }
+        self.note_merge_due()?;
+        Ok(false)
     }
 
     /// Notes that the full-text indexes hold the segments of a large
