@@ -1159,11 +1159,17 @@ mod tests {
             Some(indexer::Compared::Surveyed(_))
         ));
 
-        // One that touches what the survey describes (even to write the
+        // Another cairn that writes what the survey describes (even the
         // same values) moves the generation: every row is compared.
         append(&path(1), &claude_line("s1", 3, "an ibis"));
-        raw.execute("UPDATE sources SET size = size", [])
-            .expect("update");
+        let mut other = crate::store::Store::open(&cfg.db_path).expect("other");
+        let same = other
+            .source_state(&path(3).to_string_lossy())
+            .expect("state")
+            .expect("known");
+        let mut ing = other.ingest("elsewhere").expect("ingest");
+        ing.save_state(&same, 0).expect("save");
+        ing.commit().expect("commit");
         let walk = surveyed(&cfg).expect_err("a store grew");
         let r = node
             .index_walked(*walk, 0, None, &mut |_| {})

@@ -44,9 +44,9 @@
 //!   systems, need the files to be two seconds older than the reading.
 //!
 //! Or, with the database open, by the generation of its `sources` rows
-//! (the same configuration still): triggers set it to a new random value
-//! with every change to what a survey holds of a row, so while it is the
-//! survey's the rows are, whatever else was committed or checkpointed.
+//! (the same configuration still): every write to the rows sets it to a
+//! new random value, so while it is the survey's the rows are, whatever
+//! else was committed or checkpointed.
 //!
 //! Any doubt (no file, another version, a torn or damaged file, a changed
 //! database, a store that differs) means the ordinary pass, which is never

@@ -67,6 +67,17 @@ pub struct SourceStamp {
 const STATE_COLUMNS: &str = "id, agent, path, kind, size, mtime_ns, offset, head_hash, tail_hash,
      watermark, skipped, last_error, missing";
 
+/// Sets the generation of the `sources` rows anew (see the schema's v19
+/// and [`Store::sources_gen`]). Every write to what a survey holds of a
+/// row (its agent, path, size, mtime, error or missing mark) calls it, in
+/// the write's transaction. One row by its key: no statement savepoint,
+/// which would make FTS5 write out the terms it holds in memory.
+fn new_sources_gen(conn: &Connection) -> rusqlite::Result<()> {
+    conn.prepare_cached("UPDATE sources_gen SET gen = random() WHERE id = 0")?
+        .execute([])?;
+    Ok(())
+}
+
 /// The columns of a [`SourceStamp`], in the order [`stamp_row`] reads.
 const STAMP_COLUMNS: &str = "id, agent, path, size, mtime_ns, last_error IS NOT NULL, missing";
 
@@ -135,7 +146,8 @@ impl Store {
 
     /// The generation of the `sources` rows: a new random value after any
     /// change to a store's agent, path, size, mtime, error or missing mark
-    /// (see the schema's v19). `None` before the database has one.
+    /// (see the schema's v19; `new_sources_gen`). `None` before the
+    /// database has one.
     pub fn sources_gen(&self) -> Result<Option<i64>, StoreError> {
         if !super::schema::has_table(&self.conn, "sources_gen")? {
             return Ok(None);
@@ -230,6 +242,7 @@ impl Store {
                  AND NOT EXISTS (SELECT 1 FROM records WHERE source = ?1)",
             )?;
             let mut drop_counts = tx.prepare("DELETE FROM redactions WHERE source = ?1")?;
+            new_sources_gen(&tx)?;
             for change in changes {
                 match change {
                     Change::Mark(id, gone) => {
@@ -317,6 +330,7 @@ impl Ingest<'_> {
              ON CONFLICT(path) DO UPDATE SET missing = 0",
             (agent, path, kind),
         )?;
+        new_sources_gen(self.conn)?;
         let id: i64 =
             self.conn
                 .query_row("SELECT id FROM sources WHERE path = ?1", [path], |r| {
@@ -352,6 +366,7 @@ impl Ingest<'_> {
                 now_ms
             ],
         )?;
+        new_sources_gen(self.conn)?;
         Ok(())
     }
 
@@ -562,4 +577,83 @@ pub(super) fn session_row(
     };
     ids.last_session = Some((cache_key.0, cache_key.1, id));
     Ok(id)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_write_to_what_a_survey_holds_of_a_store_moves_the_sources_generation() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let mut store = Store::open(&dir.path().join("cairn.db")).expect("open");
+        let mut seen = vec![store.sources_gen().expect("gen").expect("has one")];
+        let mut moved = |store: &Store| {
+            let g = store.sources_gen().expect("gen").expect("has one");
+            let new = !seen.contains(&g);
+            seen.push(g);
+            new
+        };
+        // A store first read: its row made.
+        let mut ing = store.ingest("origin").expect("ingest");
+        let mut state = ing.source("codex", "/a.jsonl", "lines").expect("row");
+        ing.commit().expect("commit");
+        assert!(moved(&store), "a new row");
+        // Read again: its size, mtime and offset saved, then an error.
+        for change in [
+            |s: &mut SourceState| s.size = 5,
+            |s: &mut SourceState| s.mtime_ns = 7,
+            |s: &mut SourceState| s.last_error = Some("unreadable".into()),
+            |s: &mut SourceState| s.last_error = None,
+        ] {
+            change(&mut state);
+            let mut ing = store.ingest("origin").expect("ingest");
+            ing.save_state(&state, 0).expect("save");
+            ing.commit().expect("commit");
+            assert!(moved(&store), "{state:?}");
+        }
+        // Gone from disk, marked so, and marked again for nothing.
+        let stamps = store.source_stamps().expect("stamps");
+        store
+            .mark_missing(&stamps, &[false], &["codex"])
+            .expect("mark");
+        assert!(moved(&store), "marked gone");
+        let stamps = store.source_stamps().expect("stamps");
+        store
+            .mark_missing(&stamps, &[false], &["codex"])
+            .expect("mark");
+        assert!(!moved(&store), "nothing written");
+        // Back: the row found again.
+        let mut ing = store.ingest("origin").expect("ingest");
+        ing.source("codex", "/a.jsonl", "lines").expect("row");
+        ing.commit().expect("commit");
+        assert!(moved(&store), "back");
+        // Reads leave it.
+        store.source_state("/a.jsonl").expect("state");
+        store.source_stamp("/a.jsonl").expect("stamp");
+        assert!(!moved(&store), "reads");
+    }
+
+    #[test]
+    fn saving_a_stores_state_leaves_the_full_text_terms_pending() {
+        // Each write inside one transaction: the full-text index holds
+        // its new terms in memory across the saves (a savepoint per save
+        // would write them out as a segment each).
+        let dir = tempfile::tempdir().expect("tmp");
+        let mut store = Store::open(&dir.path().join("cairn.db")).expect("open");
+        let mut ing = store.ingest("origin").expect("ingest");
+        let mut state = ing.source("codex", "/a.jsonl", "lines").expect("row");
+        for i in 0..20i64 {
+            ing.conn
+                .execute(
+                    "INSERT INTO fts(rowid, body, files) VALUES (?1, 'a heron', '')",
+                    [i],
+                )
+                .expect("fts");
+            state.size = i as u64;
+            ing.save_state(&state, 0).expect("save");
+        }
+        ing.commit().expect("commit");
+        assert_eq!(store.text_index_segments().0, 1);
+    }
 }
