@@ -1650,6 +1650,25 @@ mod tests {
         assert_eq!(merge_step(false, &report(10, 3), false), Nothing);
     }
 
+    /// Adds `text` to both full-text indexes as record `rowid`, in a
+    /// commit of its own.
+    fn index_text(store: &Store, rowid: i64, text: &str) {
+        store
+            .conn()
+            .execute(
+                "INSERT INTO fts(rowid, body, files) VALUES (?1, ?2, '')",
+                (rowid, text),
+            )
+            .expect("fts");
+        store
+            .conn()
+            .execute(
+                "INSERT INTO fts_stem(rowid, body) VALUES (?1, ?2)",
+                (rowid, text),
+            )
+            .expect("stem");
+    }
+
     #[test]
     fn a_merge_noted_as_due_is_done_by_the_pass_that_finishes_and_then_forgotten() {
         let dir = tempfile::tempdir().expect("tmp");
@@ -1657,21 +1676,7 @@ mod tests {
         // One commit per record: a segment each, as a backlog's commits leave.
         let add = |store: &Store, from: i64| {
             for i in from..from + 6 {
-                let text = format!("heron number {i} landed");
-                store
-                    .conn()
-                    .execute(
-                        "INSERT INTO fts(rowid, body, files) VALUES (?1, ?2, '')",
-                        (i, &text),
-                    )
-                    .expect("fts");
-                store
-                    .conn()
-                    .execute(
-                        "INSERT INTO fts_stem(rowid, body) VALUES (?1, ?2)",
-                        (i, &text),
-                    )
-                    .expect("stem");
+                index_text(store, i, &format!("heron number {i} landed"));
             }
         };
         add(&store, 0);
@@ -1704,21 +1709,7 @@ mod tests {
         for i in 0..40i64 {
             // Many words a record: each segment spans several pages.
             let words: Vec<String> = (0..600).map(|j| format!("w{}", i * 600 + j)).collect();
-            let text = format!("heron number {i} {}", words.join(" "));
-            store
-                .conn()
-                .execute(
-                    "INSERT INTO fts(rowid, body, files) VALUES (?1, ?2, '')",
-                    (i, &text),
-                )
-                .expect("fts");
-            store
-                .conn()
-                .execute(
-                    "INSERT INTO fts_stem(rowid, body) VALUES (?1, ?2)",
-                    (i, &text),
-                )
-                .expect("stem");
+            index_text(&store, i, &format!("heron number {i} {}", words.join(" ")));
         }
         // One commit a record: segments FTS5's own merging leaves many of.
         let (words, stems) = store.text_index_segments();

@@ -850,6 +850,31 @@ mod tests {
         }
     }
 
+    /// A home whose one Claude Code transcript (`projects/-p/s1.jsonl`)
+    /// holds `text` and was indexed once.
+    fn indexed_home(text: &str) -> (tempfile::TempDir, Config, Node, std::path::PathBuf) {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let cfg = crate::config::lexical_for_tests(dir.path());
+        let mut node = Node::open(cfg.clone()).expect("open");
+        let file = cfg.locations.claude_dir.join("projects/-p/s1.jsonl");
+        append(&file, &claude_line("s1", 0, text));
+        node.index(0, &mut |_| {}).expect("first pass");
+        (dir, cfg, node, file)
+    }
+
+    /// A pass over the walk the survey hands back (it must, `why`).
+    fn pass_after_walk(cfg: &Config, node: &mut Node, why: &str) -> IndexReport {
+        let walk = surveyed(cfg).expect_err(why);
+        node.index_walked(*walk, 0, None, &mut |_| {})
+            .expect("pass")
+    }
+
+    /// Whether the last pass compared the disk with a survey (not with
+    /// every row).
+    fn by_survey(node: &Node) -> bool {
+        matches!(node.compared, Some(indexer::Compared::Surveyed(_)))
+    }
+
     /// The survey's answer, or the walk it hands back.
     fn surveyed(cfg: &Config) -> Result<IndexReport, Box<indexer::Walk>> {
         let mut walk = Node::start_walk(cfg);
@@ -862,12 +887,7 @@ mod tests {
     #[cfg(unix)]
     #[test]
     fn a_walk_compares_alike_whoever_tallied_it() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let cfg = crate::config::lexical_for_tests(dir.path());
-        let mut node = Node::open(cfg.clone()).expect("open");
-        let first = cfg.locations.claude_dir.join("projects/-p/s1.jsonl");
-        append(&first, &claude_line("s1", 0, "a heron in the marsh"));
-        node.index(0, &mut |_| {}).expect("first pass");
+        let (_dir, cfg, mut node, first) = indexed_home("a heron in the marsh");
         settle(&mut node);
         let key = survey_key(&cfg);
         let known = || survey::Survey::load(&cfg.home, &key, &cfg.db_path).expect("a survey");
@@ -910,10 +930,7 @@ mod tests {
 
         // An append: the walk comes back whole and the pass reads the line.
         append(&first, &claude_line("s1", 1, "a kingfisher dove for fish"));
-        let walk = surveyed(&cfg).expect_err("the store grew");
-        let r = node
-            .index_walked(*walk, 0, None, &mut |_| {})
-            .expect("pass");
+        let r = pass_after_walk(&cfg, &mut node, "the store grew");
         assert_eq!((r.stores, r.changed, r.added), (1, 1, 1));
         // That pass wrote the database: the survey no longer holds, though
         // the disk is now what the index has.
@@ -924,18 +941,12 @@ mod tests {
         // A new store, then that store gone: each takes a pass.
         let second = projects.join("-q/s2.jsonl");
         append(&second, &claude_line("s2", 0, "an egret in the reeds"));
-        let walk = surveyed(&cfg).expect_err("a new store");
-        let r = node
-            .index_walked(*walk, 0, None, &mut |_| {})
-            .expect("pass");
+        let r = pass_after_walk(&cfg, &mut node, "a new store");
         assert_eq!((r.stores, r.added), (2, 1));
         settle(&mut node);
         assert_eq!(surveyed(&cfg).expect("nothing new").stores, 2);
         std::fs::remove_file(&second).expect("rm");
-        let walk = surveyed(&cfg).expect_err("a store is gone");
-        let r = node
-            .index_walked(*walk, 0, None, &mut |_| {})
-            .expect("pass");
+        let r = pass_after_walk(&cfg, &mut node, "a store is gone");
         assert_eq!(r.stores, 1);
         settle(&mut node);
         assert_eq!(surveyed(&cfg).expect("nothing new").stores, 1);
@@ -992,10 +1003,7 @@ mod tests {
             node.save_survey().expect("save"),
             "written from rows read again"
         );
-        let walk = surveyed(&cfg).expect_err("the database changed");
-        let r = node
-            .index_walked(*walk, 0, None, &mut |_| {})
-            .expect("pass");
+        let r = pass_after_walk(&cfg, &mut node, "the database changed");
         assert_eq!(r.changed, 1, "the store is read again: {r:?}");
     }
 
@@ -1073,11 +1081,7 @@ mod tests {
             (r.stores, r.changed, r.added),
             (4 + u64::from(codex_known), 2, 2)
         );
-        assert!(
-            matches!(node.compared, Some(indexer::Compared::Surveyed(_))),
-            "{:?}",
-            node.compared
-        );
+        assert!(by_survey(&node), "{:?}", node.compared);
         assert_eq!(kept.len() as u64, r.stores);
         // The survey it leaves says nothing is new, and is the one a
         // compare of every row leaves.
@@ -1092,15 +1096,9 @@ mod tests {
         // compared, and the store is marked gone.
         std::fs::remove_file(path(2)).expect("rm");
         append(&path(3), &claude_line("s3", 1, "a stork"));
-        let walk = surveyed(&cfg).expect_err("a store is gone");
-        let r = node
-            .index_walked(*walk, 0, None, &mut |_| {})
-            .expect("pass");
+        let r = pass_after_walk(&cfg, &mut node, "a store is gone");
         assert_eq!((r.changed, r.added), (1, 1));
-        assert!(!matches!(
-            node.compared,
-            Some(indexer::Compared::Surveyed(_))
-        ));
+        assert!(!by_survey(&node));
         assert!(
             !node.leave_survey(&r).expect("leave"),
             "no survey to make it from"
@@ -1110,14 +1108,8 @@ mod tests {
 
         // The store back: its row is marked gone, so again every row.
         append(&path(2), &claude_line("s2", 0, "a heron"));
-        let walk = surveyed(&cfg).expect_err("a store is back");
-        let r = node
-            .index_walked(*walk, 0, None, &mut |_| {})
-            .expect("pass");
-        assert!(!matches!(
-            node.compared,
-            Some(indexer::Compared::Surveyed(_))
-        ));
+        let r = pass_after_walk(&cfg, &mut node, "a store is back");
+        assert!(!by_survey(&node));
         assert!(!missing(&node, &path(2)), "{r:?}");
         settle(&mut node);
 
@@ -1139,25 +1131,16 @@ mod tests {
             .index_walked(*walk, 0, None, &mut |_| {})
             .expect("pass");
         assert_eq!((r.changed, r.added), (1, 1));
-        assert!(matches!(
-            node.compared,
-            Some(indexer::Compared::Surveyed(_))
-        ));
+        assert!(by_survey(&node));
         // The survey it leaves is trusted by the generation alone until
         // the files settle; a pass with nothing new then reads no row.
         await_settled(&cfg);
         assert!(node.leave_survey(&r).expect("leave"));
         raw.execute("UPDATE sources SET skipped = skipped + 1", [])
             .expect("update");
-        let walk = surveyed(&cfg).expect_err("the files changed");
-        let r = node
-            .index_walked(*walk, 0, None, &mut |_| {})
-            .expect("pass");
+        let r = pass_after_walk(&cfg, &mut node, "the files changed");
         assert!(r.nothing_new(), "{r:?}");
-        assert!(matches!(
-            node.compared,
-            Some(indexer::Compared::Surveyed(_))
-        ));
+        assert!(by_survey(&node));
 
         // Another cairn that writes what the survey describes (even the
         // same values) moves the generation: every row is compared.
@@ -1170,27 +1153,15 @@ mod tests {
         let mut ing = other.ingest("elsewhere").expect("ingest");
         ing.save_state(&same, 0).expect("save");
         ing.commit().expect("commit");
-        let walk = surveyed(&cfg).expect_err("a store grew");
-        let r = node
-            .index_walked(*walk, 0, None, &mut |_| {})
-            .expect("pass");
+        let r = pass_after_walk(&cfg, &mut node, "a store grew");
         assert_eq!((r.changed, r.added), (1, 1));
-        assert!(!matches!(
-            node.compared,
-            Some(indexer::Compared::Surveyed(_))
-        ));
+        assert!(!by_survey(&node));
 
         // A commit by another process after the pass: no survey from it.
         settle(&mut node);
         append(&path(1), &claude_line("s1", 4, "a spoonbill"));
-        let walk = surveyed(&cfg).expect_err("a store grew");
-        let r = node
-            .index_walked(*walk, 0, None, &mut |_| {})
-            .expect("pass");
-        assert!(matches!(
-            node.compared,
-            Some(indexer::Compared::Surveyed(_))
-        ));
+        let r = pass_after_walk(&cfg, &mut node, "a store grew");
+        assert!(by_survey(&node));
         raw.execute("UPDATE sources SET skipped = skipped + 1", [])
             .expect("update");
         await_settled(&cfg);
@@ -1203,35 +1174,22 @@ mod tests {
     #[cfg(unix)]
     #[test]
     fn a_pass_with_many_new_stores_compares_every_row_and_reads_them_all() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let cfg = crate::config::lexical_for_tests(dir.path());
-        let mut node = Node::open(cfg.clone()).expect("open");
+        let (_dir, cfg, mut node, _) = indexed_home("a heron");
         let projects = cfg.locations.claude_dir.join("projects");
-        append(
-            &projects.join("-p/s0.jsonl"),
-            &claude_line("s0", 0, "a heron"),
-        );
-        node.index(0, &mut |_| {}).expect("first pass");
         settle(&mut node);
         let many = indexer::surveyed::MAX_LOOKUPS as u32 + 1;
-        for i in 1..=many {
+        for i in 2..=many + 1 {
             append(
                 &projects.join(format!("-p/s{i}.jsonl")),
                 &claude_line(&format!("s{i}"), 0, "an egret"),
             );
         }
-        let walk = surveyed(&cfg).expect_err("new stores");
-        let r = node
-            .index_walked(*walk, 0, None, &mut |_| {})
-            .expect("pass");
+        let r = pass_after_walk(&cfg, &mut node, "new stores");
         assert_eq!(
             (r.stores, r.changed, r.added),
             (u64::from(many) + 1, u64::from(many), u64::from(many))
         );
-        assert!(!matches!(
-            node.compared,
-            Some(indexer::Compared::Surveyed(_))
-        ));
+        assert!(!by_survey(&node));
     }
 
     /// A search that reads an append leaves a survey under which the next
@@ -1239,12 +1197,7 @@ mod tests {
     #[cfg(unix)]
     #[test]
     fn a_search_that_read_an_append_leaves_a_survey_for_the_next() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let cfg = crate::config::lexical_for_tests(dir.path());
-        let mut node = Node::open(cfg.clone()).expect("open");
-        let file = cfg.locations.claude_dir.join("projects/-p/s1.jsonl");
-        append(&file, &claude_line("s1", 0, "a heron"));
-        node.index(0, &mut |_| {}).expect("first pass");
+        let (_dir, cfg, mut node, file) = indexed_home("a heron");
         let opts = SearchOptions {
             limit: 10,
             ..SearchOptions::default()
