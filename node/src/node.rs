@@ -244,8 +244,11 @@ impl Node {
     /// since before it read them until after the database files are
     /// stat'ed; otherwise they are read again and the files stat'ed in one
     /// read transaction, and nothing is written when another process
-    /// committed meanwhile or the files changed too recently to be trusted.
-    /// Returns whether it was written; failing to write it is only logged.
+    /// committed meanwhile. When the files changed too recently to be
+    /// trusted, it is written for a pass to trust by the rows' generation
+    /// (see [`crate::survey`]). Returns whether one that a walk trusts
+    /// before the database is opened was written; failing to write it is
+    /// only logged.
     pub fn save_survey(&mut self) -> Result<bool, NodeError> {
         let enabled = crate::sources::enabled_agents(&self.config.disabled);
         // The rows the last pass compared with stand while nothing was
@@ -310,9 +313,8 @@ impl Node {
     /// (see [`Node::save_survey`]), and after one that compared the disk
     /// with a survey that held for the database and read the stores that
     /// differed from it, from that survey and those stores' rows now (when
-    /// no other process committed since, and the database files are
-    /// settled). Returns whether it was written; failing to write it is
-    /// only logged.
+    /// no other process committed since). Returns what
+    /// [`Node::save_survey`] returns.
     pub fn leave_survey(&mut self, report: &IndexReport) -> Result<bool, NodeError> {
         let resurvey = match self.compared.take() {
             Some(indexer::Compared::Surveyed(r)) => r,
