@@ -233,7 +233,7 @@ pub fn index_walked(
     walk: Walk,
     progress: &mut dyn FnMut(Progress),
 ) -> Result<IndexReport, IndexError> {
-    index_walked_noting(store, ctx, walk, progress, &mut None)
+    index_walked_keeping(store, ctx, walk, progress, &mut None, None)
 }
 
 /// What a pass compared the disk with, for a survey made after it.
@@ -248,20 +248,11 @@ pub enum Compared {
     Surveyed(Resurvey),
 }
 
-/// [`index_walked`] that also leaves in `compared` the rows of a pass that
-/// had nothing to read (and nothing when it read or marked anything).
-pub fn index_walked_noting(
-    store: &mut Store,
-    ctx: &IndexContext<'_>,
-    walk: Walk,
-    progress: &mut dyn FnMut(Progress),
-    compared: &mut Option<Compared>,
-) -> Result<IndexReport, IndexError> {
-    index_walked_keeping(store, ctx, walk, progress, compared, None)
-}
-
-/// [`index_walked_noting`] that also leaves in `stores`, when given, every
-/// store a whole walk found (a partial walk leaves it as it was).
+/// [`index_walked`] that also leaves in `compared` what a whole walk's pass
+/// compared the disk with, when a survey can be made after it (the rows
+/// of a pass that had nothing to read, or the survey a pass compared with
+/// and what it read; nothing otherwise), and in `stores`, when given,
+/// every store a whole walk found (a partial walk leaves it as it was).
 pub fn index_walked_keeping(
     store: &mut Store,
     ctx: &IndexContext<'_>,
@@ -1978,7 +1969,7 @@ mod tests {
         };
         let named = |store: &mut Store, known: &Stores, paths: &[std::path::PathBuf]| {
             let walk = known.walk_of(paths).expect("every path is known");
-            let r = index_walked_noting(store, &c, walk, &mut |_| {}, &mut None).expect("index");
+            let r = index_walked(store, &c, walk, &mut |_| {}).expect("index");
             (r.stores, r.changed, r.added)
         };
         let mut known = Stores::default();
