@@ -146,6 +146,33 @@ const CANDIDATES: usize = 600;
 /// memory grows, and very common words cannot stall it. (Each one costs a
 /// length look-up that its neighbours mostly share: see `store::record_bytes`.)
 const SCAN_LIMIT: i64 = 8_000;
+/// How many of a concept's newest matches a filtered search reaches back
+/// through for those its filters allow (when the newest [`SCAN_LIMIT`]
+/// gave too few): the reach-back stops there however few it found. A
+/// rare filter (`--role user`, a small project, a recent `--since`) over a
+/// word matching 136,000 records at 10 GB read every match, 139,000 of
+/// them for 1,800 allowed (22 ms of a question), where the same word at
+/// 1 GB has 13,600. Below the share at which a word counts as common
+/// ([`COMMON_SHARE`]) of 1 GB's 530,000 records, so a question at 1 GB
+/// reaches back as far as it did. Not for a filter on the time (see
+/// [`reach_of`]).
+pub(crate) const REACH_LIMIT: usize = 32_000;
+
+/// How far a search with `opts` reaches back through a concept's matches
+/// ([`REACH_LIMIT`]). A filter on the time reaches back through all of
+/// them: record ids follow the order in which histories were read, which
+/// for a history read whole at once (a first index, a peer's first sync)
+/// need not be the order of the records' times, so the newest matches by
+/// id can all be older than the filter's time while older ids hold the
+/// answer. Its screen rules out the sessions that ended before the time
+/// without their rows (at 10 GB, `--since` over the last four months with
+/// a word matching 136,000 records: 117 ms before it did, 9 ms after).
+fn reach_of(opts: &SearchOptions) -> usize {
+    match opts.since_ms {
+        Some(_) => usize::MAX,
+        None => REACH_LIMIT,
+    }
+}
 /// A word in more than this share of all records is a stop word for this
 /// corpus: dropped when the query has rarer words.
 const COMMON_SHARE: f64 = 0.05;
@@ -269,15 +296,28 @@ pub(crate) fn session_runs<'c>(
     conn: &'c rusqlite::Connection,
     opts: &SearchOptions,
 ) -> Result<Option<runs::Runs<'c>>, SearchError> {
-    if !by_session(opts) {
+    if !by_session(opts) && opts.since_ms.is_none() {
         return Ok(None);
     }
     let mut sql = String::from("SELECT 1 FROM sessions se WHERE se.id = ?1");
     // Numbered after the session row.
     let mut args = vec![SqlValue::Null];
     push_filters(&mut sql, &mut args, &opts.on_session());
+    let mut agent = agent_filter(opts);
+    if let Some(t) = opts.since_ms {
+        // A session whose newest dated record is older than the filter
+        // holds none it allows (an undated record never passes it). One
+        // with no dated record at all (`last_ms` unset) is left to the
+        // rows. The run's agent alone no longer judges the session.
+        args.push(SqlValue::Integer(t));
+        let n = args.len();
+        sql.push_str(&format!(" AND (se.last_ms IS NULL OR se.last_ms >= ?{n})"));
+        if let Some(f) = agent.as_mut() {
+            f.alone = false;
+        }
+    }
     args.remove(0);
-    Ok(runs::Runs::new(conn, &sql, args, agent_filter(opts))?)
+    Ok(runs::Runs::new(conn, &sql, args, agent)?)
 }
 
 /// The agent the options' filters name, and whether they name nothing
@@ -350,8 +390,9 @@ fn candidates(
 /// an agent filter made a question three times slower when they were).
 /// Only when fewer pass and the concept has older matches than those does
 /// it reach back: then its candidates are the best of the newest
-/// [`SCAN_LIMIT`] matches the filters allow, found through the search's
-/// [`Screen`] for filters on the session and roles alone
+/// [`SCAN_LIMIT`] matches the filters allow among its newest `reach`
+/// ([`REACH_LIMIT`] in a search), found through the search's [`Screen`]
+/// where it can rule records out by their session, time or role
 /// ([`newest_allowed`]), else each read through a join.
 ///
 /// FTS5's own `bm25()` read each match's row of `fts_docsize`: one page
@@ -367,6 +408,7 @@ fn concept_candidates(
     (df, docs): (i64, i64),
     opts: &SearchOptions,
     (known, screen): (&dyn Fn(i64) -> bool, &mut Screen<'_>),
+    reach: usize,
 ) -> Result<Vec<Scored>, SearchError> {
     let Concept {
         index,
@@ -403,11 +445,12 @@ fn concept_candidates(
     if kept.len() >= CANDIDATES || !older {
         return Ok(kept);
     }
-    // Reaching back: the newest matches the filters allow. With filters on
-    // the session and roles alone, the screen tells which (see
+    // Reaching back: the newest matches the filters allow, among the
+    // newest `reach`. Where the screen can rule records out (by session,
+    // time or role), it tells which without their rows (see
     // `newest_allowed`).
-    if screen.settles() {
-        let found = newest_allowed(conn, table, &expr, (screen, lengths), opts)?;
+    if screen.prunes() {
+        let found = newest_allowed(conn, table, &expr, (screen, lengths), opts, reach)?;
         return Ok(best_of(scored(lengths, found, weight)?, CANDIDATES));
     }
     // Else with the records' columns the join reads.
@@ -415,29 +458,35 @@ fn concept_candidates(
     candidates(
         conn,
         "0",
-        &format!("{table} JOIN records r ON r.id = {table}.rowid"),
-        &format!("{table} MATCH ?1"),
+        &format!(
+            "(SELECT rowid AS id FROM {table} WHERE {table} MATCH ?1 \
+             ORDER BY rowid DESC LIMIT {}) m JOIN records r ON r.id = m.id",
+            i64::try_from(reach).unwrap_or(i64::MAX)
+        ),
+        "1",
         vec![SqlValue::Text(expr)],
-        &newest,
+        &format!("ORDER BY r.id DESC LIMIT {SCAN_LIMIT}"),
         opts,
         |id, _, role, ts, se, fl| found.push((id, Some((role, ts, se, fl)))),
     )?;
     Ok(best_of(scored(lengths, found, weight)?, CANDIDATES))
 }
 
-/// The newest [`SCAN_LIMIT`] matches of `expr` on `table` that filters on
-/// the session and roles alone allow, newest first: those the `screen`
-/// finds allowed, and those it cannot judge whose rows pass. The same
-/// records as the join of every match with `records` (which at 10 GB took
-/// 150 ms of a question for a project holding 4% of the records, reading a
-/// row per match until 8,000 passed), without reading a row for most. Only
-/// records whose rows were read come with their columns.
+/// The newest [`SCAN_LIMIT`] matches of `expr` on `table` that the
+/// filters allow, among its newest `reach` matches, newest first: those
+/// the `screen` finds allowed, and those it neither allows nor rules out
+/// whose rows pass. The same records as the join of those matches with
+/// `records` (which at 10 GB took 150 ms of a question for a project
+/// holding 4% of the records, reading a row per match until 8,000 passed),
+/// without reading a row for most. Only records whose rows were read come
+/// with their columns.
 fn newest_allowed(
     conn: &rusqlite::Connection,
     table: &str,
     expr: &str,
     (screen, bytes): (&mut Screen<'_>, &mut record_bytes::Reader<'_>),
     opts: &SearchOptions,
+    reach: usize,
 ) -> Result<Vec<(i64, Option<Columns>)>, SearchError> {
     let (sql, mut args) = row_check(opts);
     let mut check = conn.prepare_cached(&sql)?;
@@ -446,9 +495,12 @@ fn newest_allowed(
     ))?;
     let mut rows = stmt.query([expr])?;
     let mut found = Vec::new();
+    let mut seen = 0;
     while found.len() < SCAN_LIMIT as usize
+        && seen < reach
         && let Some(r) = rows.next()?
     {
+        seen += 1;
         let id: i64 = r.get(0)?;
         match screen.verdict(bytes, id)? {
             Some(true) => found.push((id, None)),
@@ -794,14 +846,21 @@ fn lexical(
     };
     // A concept's candidates, found and added to the ranker's (as the
     // `k`th concept, its planned frequency `df`, scores times `weight`).
-    let mut look_up = |by_id: &mut ById,
-                       concept: Concept<'_>,
-                       (k, df, weight): (usize, i64, f64)| {
-        let known = |id| by_id.contains_key(&id);
-        let filters = (&known as &dyn Fn(i64) -> bool, &mut screen);
-        let scored = concept_candidates(conn, &mut lengths, concept, (df, docs), opts, filters)?;
-        add(by_id, scored, k, weight)
-    };
+    let mut look_up =
+        |by_id: &mut ById, concept: Concept<'_>, (k, df, weight): (usize, i64, f64)| {
+            let known = |id| by_id.contains_key(&id);
+            let filters = (&known as &dyn Fn(i64) -> bool, &mut screen);
+            let scored = concept_candidates(
+                conn,
+                &mut lengths,
+                concept,
+                (df, docs),
+                opts,
+                filters,
+                reach_of(opts),
+            )?;
+            add(by_id, scored, k, weight)
+        };
     for (k, (exact, stem, df)) in concepts.iter().enumerate() {
         if let Some(t) = exact {
             let one = Query {
@@ -1055,14 +1114,15 @@ mod store_tests {
 
     /// A filtered search looks up a concept's matches best first until
     /// enough pass, and reaches back past the newest matches only when
-    /// too few of them do.
+    /// too few of them do, through no more than its reach of them.
     #[test]
     fn a_filtered_concept_keeps_the_best_matches_it_allows() {
         // More matches than the scan limit: the 1,400 oldest from goose
         // and codex in turn (most older than the newest SCAN_LIMIT), the
         // rest from codex (every third) and claude-code; codex's oldest are
         // tool calls, the others the user's and the assistant's turns in
-        // turn; texts of many lengths, so scores differ and tie.
+        // turn; texts of many lengths, so scores differ and tie. The 800
+        // oldest came from another machine, "peer".
         let n = SCAN_LIMIT + 400;
         let recs: Vec<Record> = (0..n)
             .map(|i| {
@@ -1082,7 +1142,15 @@ mod store_tests {
                 r
             })
             .collect();
-        let (_d, store) = store_with(&recs);
+        let dir = tempfile::tempdir().expect("tmp");
+        let mut store = Store::open(&dir.path().join("c.db")).expect("open");
+        for (origin, part) in [("peer", &recs[..800]), ("node", &recs[800..])] {
+            let mut ing = store.ingest(origin).expect("ingest");
+            for r in part {
+                ing.insert(r, None).expect("insert");
+            }
+            ing.commit().expect("commit");
+        }
         let conn = store.conn();
         let mut freq = df::Frequencies::new(conn).expect("frequencies");
         let df = freq.token(df::Index::Exact, "gadget").expect("df");
@@ -1103,7 +1171,7 @@ mod store_tests {
                 .collect::<Result<_, _>>()
                 .expect("rows")
         };
-        let got_with = |opts: &SearchOptions, up_front: bool| -> Vec<(f64, i64)> {
+        let got_with = |opts: &SearchOptions, up_front: bool, reach: usize| -> Vec<(f64, i64)> {
             // Some records an earlier concept found, so known to pass.
             let passing = allowed(opts);
             let known = |id| id % 7 == 0 && passing.contains(&id);
@@ -1142,6 +1210,7 @@ mod store_tests {
                 (df, freq.docs()),
                 opts,
                 filters,
+                reach,
             )
             .expect("candidates")
             .into_iter()
@@ -1160,11 +1229,16 @@ mod store_tests {
             })
             .collect()
         };
-        let got = |opts: &SearchOptions| -> Vec<(f64, i64)> {
-            let each = got_with(opts, false);
-            assert_eq!(got_with(opts, true), each, "{opts:?}: runs read up front");
+        let got_within = |opts: &SearchOptions, reach: usize| -> Vec<(f64, i64)> {
+            let each = got_with(opts, false, reach);
+            assert_eq!(
+                got_with(opts, true, reach),
+                each,
+                "{opts:?}: runs read up front"
+            );
             each
         };
+        let got = |opts: &SearchOptions| got_within(opts, REACH_LIMIT);
         // Every match, newest first, scored.
         let mut lengths = record_bytes::Reader::new(conn).expect("lengths");
         let all: Vec<i64> = conn
@@ -1181,7 +1255,7 @@ mod store_tests {
             weight,
         )
         .expect("scored");
-        let want = |opts: &SearchOptions| -> Vec<(f64, i64)> {
+        let want_within = |opts: &SearchOptions, reach: usize| -> Vec<(f64, i64)> {
             let allowed = allowed(opts);
             let pick = |from: Vec<&Scored>| -> Vec<(f64, i64)> {
                 let kept = from.into_iter().filter(|s| allowed.contains(&s.1)).cloned();
@@ -1194,13 +1268,15 @@ mod store_tests {
             let among_newest = pick(newest);
             match among_newest.len() >= CANDIDATES {
                 true => among_newest,
-                // The newest SCAN_LIMIT matches it allows.
+                // The newest SCAN_LIMIT matches it allows, of the
+                // newest `reach`.
                 false => {
-                    let allowed_newest = all.iter().filter(|s| allowed.contains(&s.1));
+                    let allowed_newest = all.iter().take(reach).filter(|s| allowed.contains(&s.1));
                     pick(allowed_newest.take(SCAN_LIMIT as usize).collect())
                 }
             }
         };
+        let want = |opts: &SearchOptions| want_within(opts, REACH_LIMIT);
         let agent = |a: &str| SearchOptions {
             agent: Some(a.into()),
             ..SearchOptions::default()
@@ -1261,6 +1337,155 @@ mod store_tests {
         }
         // A filter that allows everything keeps what no filter keeps.
         assert_eq!(got(&filters[4]), got(&SearchOptions::default()));
+        // Filters the screen cannot settle, where fewer may pass: the time
+        // (which rules out a session that ended before it, and leaves the
+        // others to the rows), and the machine, which only the rows tell
+        // (a reach back joins them with the matches), alone or with others.
+        let since = |i: i64| Some(NOW - DAY + i);
+        let unsettled = [
+            SearchOptions {
+                since_ms: since(2_000),
+                ..SearchOptions::default()
+            },
+            SearchOptions {
+                since_ms: since(500),
+                ..agent("goose")
+            },
+            SearchOptions {
+                since_ms: since(300),
+                roles: vec![Role::ToolCall],
+                ..SearchOptions::default()
+            },
+            SearchOptions {
+                machine: Some("peer".into()),
+                ..SearchOptions::default()
+            },
+            SearchOptions {
+                machine: Some("peer".into()),
+                roles: vec![Role::User],
+                ..SearchOptions::default()
+            },
+            SearchOptions {
+                machine: Some("node".into()),
+                since_ms: since(1_200),
+                ..agent("goose")
+            },
+        ];
+        assert_eq!(allowed(&unsettled[3]).len(), 800);
+        // Within a reach short of every match, the oldest are not seen.
+        for opts in filters.iter().chain(&unsettled) {
+            for reach in [REACH_LIMIT, 8_300, 8_100] {
+                let got = got_within(opts, reach);
+                assert!(!got.is_empty(), "{opts:?} within {reach}");
+                assert_eq!(got, want_within(opts, reach), "{opts:?} within {reach}");
+            }
+        }
+        for reached in [&filters[1], &unsettled[3]] {
+            assert_ne!(
+                want_within(reached, 8_100),
+                want_within(reached, REACH_LIMIT)
+            );
+        }
+    }
+
+    /// A filter on the time rules out, without their rows, the records of
+    /// every session whose newest dated record is older than it (with a
+    /// filter on the agent too, whose runs alone would have allowed them),
+    /// and allows none without its row: its own time decides.
+    #[test]
+    fn a_time_filter_rules_out_the_sessions_that_ended_before_it() {
+        const HOUR: i64 = 3_600_000;
+        // Ten sessions of ten records an hour apart, their records a
+        // minute apart, codex's and claude-code's in turn; session 9's
+        // records are undated, and so is one of session 6's.
+        let recs: Vec<Record> = (0..100i64)
+            .map(|i| {
+                let (s, k) = (i / 10, i % 10);
+                let agent = if s % 2 == 0 { "codex" } else { "claude-code" };
+                let mut r = Record::new(agent, &format!("s{s}"), Role::User, "widget talk");
+                r.time_ms = match (s, k) {
+                    (9, _) | (6, 4) => None,
+                    _ => Some(NOW - 20 * HOUR + s * HOUR + k * 60_000),
+                };
+                r
+            })
+            .collect();
+        let (_d, store) = store_with(&recs);
+        let conn = store.conn();
+        let top: i64 = conn
+            .query_row("SELECT max(id) FROM records", [], |r| r.get(0))
+            .expect("top");
+        // Each record's time and its session's newest.
+        let of = |id: i64| -> Option<(Option<i64>, Option<i64>, String)> {
+            conn.query_row(
+                "SELECT r.ts, se.last_ms, se.agent FROM records r
+                 JOIN sessions se ON se.id = r.session WHERE r.id = ?1",
+                [id],
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+            )
+            .optional()
+            .expect("row")
+        };
+        for cut in [0, 3, 5, 8, 9, 20] {
+            let since = NOW - 20 * HOUR + cut * HOUR + 5 * 60_000;
+            for agent in [None, Some("codex")] {
+                let opts = SearchOptions {
+                    since_ms: Some(since),
+                    agent: agent.map(Into::into),
+                    ..SearchOptions::default()
+                };
+                let mut screen = Screen::new(conn, &opts, None).expect("screen");
+                assert!(screen.prunes());
+                let mut bytes = record_bytes::Reader::new(conn).expect("bytes");
+                let mut out = 0;
+                for id in 1..=top + 2 {
+                    let verdict = screen.verdict(&mut bytes, id).expect("verdict");
+                    assert_ne!(verdict, Some(true), "{opts:?}: {id}");
+                    let Some((ts, last, a)) = of(id) else {
+                        assert_eq!(verdict, None, "{opts:?}: {id}");
+                        continue;
+                    };
+                    let ended = last.is_some_and(|l| l < since);
+                    let other = agent.is_some_and(|want| want != a);
+                    assert_eq!(verdict == Some(false), ended || other, "{opts:?}: {id}");
+                    if verdict == Some(false) {
+                        assert!(other || ts.is_none_or(|t| t < since), "{opts:?}: {id}");
+                        out += 1;
+                    }
+                }
+                // Sessions 0..cut ended before it (all of them at 20, but
+                // the undated one).
+                let ended = cut.min(9) * 10;
+                if agent.is_none() {
+                    assert_eq!(out, ended, "{opts:?}");
+                }
+                // What a search finds: the records at or after the time.
+                let hits = search(
+                    &store,
+                    &Query::parse("widget"),
+                    &SearchOptions {
+                        limit: 20,
+                        now_ms: NOW,
+                        ..opts.clone()
+                    },
+                )
+                .expect("search");
+                let mut found: Vec<String> = hits.into_iter().map(|h| h.session_id).collect();
+                found.sort();
+                let want: Vec<String> = (0..10i64)
+                    .filter(|s| {
+                        let a = if s % 2 == 0 { "codex" } else { "claude-code" };
+                        agent.is_none_or(|want| want == a)
+                            && (0..10).any(|k| {
+                                !matches!((*s, k), (9, _) | (6, 4))
+                                    && NOW - 20 * HOUR + s * HOUR + k * 60_000 >= since
+                            })
+                    })
+                    .map(|s| format!("s{s}"))
+                    .collect();
+                assert_eq!(found, want, "{opts:?}");
+            }
+        }
     }
 
     #[test]

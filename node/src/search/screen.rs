@@ -1,7 +1,10 @@
 //! What a filtered search can tell of a candidate without reading its row
 //! in `records`: whether the filters allow its session, from the run of
 //! record ids that holds it (`store::runs`), and whether they allow its
-//! role, from its role byte (`store::record_bytes`).
+//! role, from its role byte (`store::record_bytes`). A filter on the time
+//! (`--since`) rules out the sessions whose newest dated record is older
+//! than it; it cannot allow a record without its row (the record's own
+//! time, or none, decides).
 //!
 //! A look-up in `records` reads a leaf page of the table that holds the
 //! records' text, one per candidate spread over the history; the runs and
@@ -63,10 +66,12 @@ impl<'c> Screen<'c> {
         })
     }
 
-    /// True when a verdict of the screen can be "allowed" (see
-    /// [`Screen::verdict`]).
-    pub(crate) fn settles(&self) -> bool {
-        self.settles
+    /// True when the screen can rule records out without their rows (and,
+    /// with filters on the session and roles alone, allow them): by
+    /// their session (a filter on the session, or on the time, which rules
+    /// out every session that ended before it), or by their role.
+    pub(crate) fn prunes(&self) -> bool {
+        self.settles || self.runs.is_some() || self.map.is_some() || self.roles.is_some()
     }
 
     /// Whether a filter rules record `id` out, as [`Screen::verdict`]
