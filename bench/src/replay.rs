@@ -265,6 +265,11 @@ pub fn run(
     // screen the candidates of both tiers.
     let mut by_agent = searches_found_with(cairn, &s, &QUESTIONS, reps, &["--agent", "codex"])?;
     let mut by_role = searches_found_with(cairn, &s, &QUESTIONS, reps, &["--role", "user"])?;
+    // And as a question about the last two weeks of the history (`--since`
+    // its newest session's last day less 14): how fast a time filter
+    // finds the matches of its period, wherever their records lie.
+    let since = recent_date(&s, 14)?;
+    let mut by_time = searches_found_with(cairn, &s, &QUESTIONS, reps, &["--since", &since])?;
     // The same searches while `cairn serve` runs for the home (as the
     // installed service does): the daemon keeps the index fresh, so a
     // search makes no refresh of its own, and answers it from its warm
@@ -320,6 +325,11 @@ pub fn run(
         (
             "search a question --role user --no-refresh",
             &mut by_role,
+            "-",
+        ),
+        (
+            "search a question --since (last 14 days) --no-refresh",
+            &mut by_time,
             "-",
         ),
     ];
@@ -398,6 +408,25 @@ fn searches_found_with(
         times.push(ms);
     }
     Ok(times)
+}
+
+/// The day `days` before the last day of the scratch home's history (its
+/// most recently active session's), as `--since` takes it.
+fn recent_date(s: &Setup, days: i64) -> anyhow::Result<String> {
+    let db = s.cairn_home.join("cairn.db");
+    let store = cairn_node::store::Store::open_read_only(&db)
+        .with_context(|| format!("opening {}", db.display()))?;
+    let newest = store
+        .recent_sessions(&cairn_node::store::RecentFilter {
+            limit: 1,
+            ..Default::default()
+        })?
+        .first()
+        .and_then(|s| s.last_ms)
+        .context("the scratch home holds no dated session")?;
+    let day = chrono::DateTime::from_timestamp_millis(newest - days * 86_400_000)
+        .context("a session's time out of range")?;
+    Ok(day.format("%Y-%m-%d").to_string())
 }
 
 /// `reps` fresh `cairn search --json` runs (ms), each for another needle
