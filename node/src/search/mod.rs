@@ -149,14 +149,13 @@ const SCAN_LIMIT: i64 = 8_000;
 /// How many of a concept's newest matches a filtered search reaches back
 /// through for those its filters allow (when the newest [`SCAN_LIMIT`]
 /// gave too few): the reach-back stops there however few it found. A
-/// rare filter (`--role user`, a small project, a recent `--since`) over a
-/// word matching 136,000 records at 10 GB read every match, 139,000 of
-/// them for 1,800 allowed (22 ms of a question), where the same word at
-/// 1 GB has 13,600. Below the share at which a word counts as common
-/// ([`COMMON_SHARE`]) of 1 GB's 530,000 records, so a question at 1 GB
-/// reaches back as far as it did. Not for a filter on the time (see
-/// [`reach_of`]).
-pub(crate) const REACH_LIMIT: usize = 32_000;
+/// rare filter (`--role user`, a small project) over a word matching
+/// 136,000 records at 10 GB read every match, 139,000 of them for 1,800
+/// allowed (22 ms of a question), where the same word at 1 GB has 13,600.
+/// Below the share at which a word counts as common ([`COMMON_SHARE`]) of
+/// 1 GB's 530,000 records, so a question at 1 GB reaches back as far as it
+/// did. Not for a filter on the time (see [`reach_of`]).
+const REACH_LIMIT: usize = 32_000;
 
 /// How far a search with `opts` reaches back through a concept's matches
 /// ([`REACH_LIMIT`]). A filter on the time reaches back through all of
@@ -166,13 +165,14 @@ pub(crate) const REACH_LIMIT: usize = 32_000;
 /// id can all be older than the filter's time while older ids hold the
 /// answer. Its screen rules out the sessions that ended before the time
 /// without their rows (at 10 GB, `--since` over the last four months with
-/// a word matching 136,000 records: 117 ms before it did, 9 ms after).
+/// a word matching 136,000 records: 117 ms before it did, 30 ms after).
 fn reach_of(opts: &SearchOptions) -> usize {
     match opts.since_ms {
         Some(_) => usize::MAX,
         None => REACH_LIMIT,
     }
 }
+
 /// A word in more than this share of all records is a stop word for this
 /// corpus: dropped when the query has rarer words.
 const COMMON_SHARE: f64 = 0.05;

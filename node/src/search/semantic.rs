@@ -938,6 +938,14 @@ pub(crate) fn blend(
 mod tests {
     use super::*;
 
+    /// The id of the newest record `store` holds.
+    fn last_id(store: &Store) -> i64 {
+        store
+            .conn()
+            .query_row("SELECT max(id) FROM records", [], |r| r.get(0))
+            .expect("max")
+    }
+
     #[test]
     fn exact_lookups_are_recognised() {
         for q in [
@@ -987,10 +995,7 @@ mod tests {
             }
             ing.commit().expect("commit");
         }
-        let upto: i64 = store
-            .conn()
-            .query_row("SELECT max(id) FROM records", [], |r| r.get(0))
-            .expect("max");
+        let upto = last_id(&store);
         let filters = [
             SearchOptions {
                 agent: Some("codex".into()),
@@ -1107,10 +1112,7 @@ mod tests {
             }
         }
         ing.commit().expect("commit");
-        let upto: i64 = store
-            .conn()
-            .query_row("SELECT max(id) FROM records", [], |r| r.get(0))
-            .expect("max");
+        let upto = last_id(&store);
         // Every row read with the filters, records first.
         let every_row = |opts: &SearchOptions| -> IdSet {
             let mut sql = String::from("SELECT r.id FROM records r");
