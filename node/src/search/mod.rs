@@ -288,6 +288,28 @@ pub(crate) fn push_filters(sql: &mut String, args: &mut Vec<SqlValue>, opts: &Se
     }
 }
 
+/// With a filter on the time, adds to a query over sessions `se` the
+/// clause that passes over a session whose newest dated record is older
+/// than it: such a session holds no record the filter allows (an undated
+/// record never passes it). One with no dated record at all (`last_ms`
+/// unset) is kept, for the records' rows to decide. Returns whether it
+/// added the clause.
+pub(crate) fn push_session_time(
+    sql: &mut String,
+    args: &mut Vec<SqlValue>,
+    opts: &SearchOptions,
+) -> bool {
+    let Some(t) = opts.since_ms else {
+        return false;
+    };
+    args.push(SqlValue::Integer(t));
+    sql.push_str(&format!(
+        " AND (se.last_ms IS NULL OR se.last_ms >= ?{})",
+        args.len()
+    ));
+    true
+}
+
 /// For a search filtered on the session (agent, project, session), a
 /// reader of whether it allows the session of a record, by the record's
 /// run of ids (see `store::runs`); `None` without such a filter, or
@@ -304,17 +326,11 @@ pub(crate) fn session_runs<'c>(
     let mut args = vec![SqlValue::Null];
     push_filters(&mut sql, &mut args, &opts.on_session());
     let mut agent = agent_filter(opts);
-    if let Some(t) = opts.since_ms {
-        // A session whose newest dated record is older than the filter
-        // holds none it allows (an undated record never passes it). One
-        // with no dated record at all (`last_ms` unset) is left to the
-        // rows. The run's agent alone no longer judges the session.
-        args.push(SqlValue::Integer(t));
-        let n = args.len();
-        sql.push_str(&format!(" AND (se.last_ms IS NULL OR se.last_ms >= ?{n})"));
-        if let Some(f) = agent.as_mut() {
-            f.alone = false;
-        }
+    if push_session_time(&mut sql, &mut args, opts)
+        && let Some(f) = agent.as_mut()
+    {
+        // The run's agent alone no longer judges the session.
+        f.alone = false;
     }
     args.remove(0);
     Ok(runs::Runs::new(conn, &sql, args, agent)?)

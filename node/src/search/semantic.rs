@@ -622,13 +622,7 @@ fn allowed_by_rows(store: &Store, upto: i64, opts: &SearchOptions) -> Result<IdS
     sql.push_str(" WHERE +r.id <= ?1");
     let mut args: Vec<SqlValue> = vec![SqlValue::Integer(upto)];
     super::push_filters(&mut sql, &mut args, opts);
-    if let Some(t) = opts.since_ms {
-        // None of a session's records is as new as the time when its
-        // newest dated one is not (one with none is sought all the same).
-        args.push(SqlValue::Integer(t));
-        let n = args.len();
-        sql.push_str(&format!(" AND (se.last_ms IS NULL OR se.last_ms >= ?{n})"));
-    }
+    super::push_session_time(&mut sql, &mut args, opts);
     let mut stmt = store.conn().prepare(&sql)?;
     let mut rows = stmt.query(rusqlite::params_from_iter(args.iter()))?;
     let mut set = IdSet::upto(upto);
