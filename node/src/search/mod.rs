@@ -310,10 +310,12 @@ pub(crate) fn push_session_time(
     true
 }
 
-/// For a search filtered on the session (agent, project, session), a
-/// reader of whether it allows the session of a record, by the record's
-/// run of ids (see `store::runs`); `None` without such a filter, or
-/// without the table (a database opened read-only before its upgrade).
+/// For a search filtered on the session (agent, project, session) or the
+/// time, a reader of whether it allows the session of a record (for the
+/// time, whether the session may hold a record it allows: see
+/// [`push_session_time`]), by the record's run of ids (see `store::runs`);
+/// `None` without such a filter, or without the table (a database opened
+/// read-only before its upgrade).
 pub(crate) fn session_runs<'c>(
     conn: &'c rusqlite::Connection,
     opts: &SearchOptions,
