@@ -335,7 +335,15 @@ pub(crate) fn session_runs<'c>(
         f.alone = false;
     }
     args.remove(0);
-    Ok(runs::Runs::new(conn, &sql, args, agent)?)
+    let every = sql.replacen(
+        "SELECT 1 FROM sessions se WHERE se.id = ?1",
+        "SELECT se.id FROM sessions se WHERE ?1 IS NULL",
+        1,
+    );
+    Ok(match runs::Runs::new(conn, &sql, args, agent)? {
+        Some(r) => Some(r.with_every(conn, &every)?),
+        None => None,
+    })
 }
 
 /// The agent the options' filters name, and whether they name nothing
@@ -1411,7 +1419,7 @@ mod store_tests {
     /// filter on the agent too, whose runs alone would have allowed them),
     /// and allows none without its row: its own time decides.
     #[test]
-    fn a_time_filter_rules_out_the_sessions_that_ended_before_it() {
+    fn a_time_filter_is_judged_by_the_runs_and_the_stamps() {
         const HOUR: i64 = 3_600_000;
         // Ten sessions of ten records an hour apart, their records a
         // minute apart, codex's and claude-code's in turn; session 9's
@@ -1444,64 +1452,84 @@ mod store_tests {
             .optional()
             .expect("row")
         };
-        for cut in [0, 3, 5, 8, 9, 20] {
-            let since = NOW - 20 * HOUR + cut * HOUR + 5 * 60_000;
-            for agent in [None, Some("codex")] {
-                let opts = SearchOptions {
-                    since_ms: Some(since),
-                    agent: agent.map(Into::into),
-                    ..SearchOptions::default()
-                };
-                let mut screen = Screen::new(conn, &opts, None).expect("screen");
-                assert!(screen.prunes());
-                let mut bytes = record_bytes::Reader::new(conn).expect("bytes");
-                let mut out = 0;
-                for id in 1..=top + 2 {
-                    let verdict = screen.verdict(&mut bytes, id).expect("verdict");
-                    assert_ne!(verdict, Some(true), "{opts:?}: {id}");
-                    let Some((ts, last, a)) = of(id) else {
-                        assert_eq!(verdict, None, "{opts:?}: {id}");
-                        continue;
+        // With the records' stamps, and then without (a database whose
+        // stamps are not filled in yet): then only the rows can allow.
+        for stamps in [true, false] {
+            if !stamps {
+                conn.execute("DELETE FROM record_times", [])
+                    .expect("no stamps");
+            }
+            for cut in [0, 3, 5, 8, 9, 20] {
+                let since = NOW - 20 * HOUR + cut * HOUR + 5 * 60_000;
+                for agent in [None, Some("codex")] {
+                    let opts = SearchOptions {
+                        since_ms: Some(since),
+                        agent: agent.map(Into::into),
+                        ..SearchOptions::default()
                     };
-                    let ended = last.is_some_and(|l| l < since);
-                    let other = agent.is_some_and(|want| want != a);
-                    assert_eq!(verdict == Some(false), ended || other, "{opts:?}: {id}");
-                    if verdict == Some(false) {
-                        assert!(other || ts.is_none_or(|t| t < since), "{opts:?}: {id}");
-                        out += 1;
+                    let mut screen = Screen::new(conn, &opts, None).expect("screen");
+                    assert!(screen.prunes());
+                    let mut bytes = record_bytes::Reader::new(conn).expect("bytes");
+                    let mut out = 0;
+                    for id in 1..=top + 2 {
+                        let verdict = screen.verdict(&mut bytes, id).expect("verdict");
+                        let Some((ts, last, a)) = of(id) else {
+                            assert_eq!(verdict, None, "{opts:?}: {id}");
+                            continue;
+                        };
+                        let ended = last.is_some_and(|l| l < since);
+                        let other = agent.is_some_and(|want| want != a);
+                        let early = ts.is_none_or(|t| t < since);
+                        if stamps {
+                            // Exactly what the row says.
+                            assert_eq!(verdict, Some(!(other || early)), "{opts:?}: {id}");
+                        } else {
+                            assert_ne!(verdict, Some(true), "{opts:?}: {id}");
+                            assert_eq!(verdict == Some(false), ended || other, "{opts:?}: {id}");
+                        }
+                        if verdict == Some(false) {
+                            assert!(other || early, "{opts:?}: {id}");
+                            out += 1;
+                        }
                     }
+                    // Without stamps, sessions 0..cut ended before it (all of
+                    // them at 20, but the undated one); with them, every
+                    // record before it and every undated one is out too.
+                    let ended = match stamps {
+                        false => cut.min(9) * 10,
+                        true => (1..=top)
+                            .filter(|&id| of(id).is_some_and(|o| o.0.is_none_or(|t| t < since)))
+                            .count() as i64,
+                    };
+                    if agent.is_none() {
+                        assert_eq!(out, ended, "{opts:?}");
+                    }
+                    // What a search finds: the records at or after the time.
+                    let hits = search(
+                        &store,
+                        &Query::parse("widget"),
+                        &SearchOptions {
+                            limit: 20,
+                            now_ms: NOW,
+                            ..opts.clone()
+                        },
+                    )
+                    .expect("search");
+                    let mut found: Vec<String> = hits.into_iter().map(|h| h.session_id).collect();
+                    found.sort();
+                    let want: Vec<String> = (0..10i64)
+                        .filter(|s| {
+                            let a = if s % 2 == 0 { "codex" } else { "claude-code" };
+                            agent.is_none_or(|want| want == a)
+                                && (0..10).any(|k| {
+                                    !matches!((*s, k), (9, _) | (6, 4))
+                                        && NOW - 20 * HOUR + s * HOUR + k * 60_000 >= since
+                                })
+                        })
+                        .map(|s| format!("s{s}"))
+                        .collect();
+                    assert_eq!(found, want, "{opts:?}");
                 }
-                // Sessions 0..cut ended before it (all of them at 20, but
-                // the undated one).
-                let ended = cut.min(9) * 10;
-                if agent.is_none() {
-                    assert_eq!(out, ended, "{opts:?}");
-                }
-                // What a search finds: the records at or after the time.
-                let hits = search(
-                    &store,
-                    &Query::parse("widget"),
-                    &SearchOptions {
-                        limit: 20,
-                        now_ms: NOW,
-                        ..opts.clone()
-                    },
-                )
-                .expect("search");
-                let mut found: Vec<String> = hits.into_iter().map(|h| h.session_id).collect();
-                found.sort();
-                let want: Vec<String> = (0..10i64)
-                    .filter(|s| {
-                        let a = if s % 2 == 0 { "codex" } else { "claude-code" };
-                        agent.is_none_or(|want| want == a)
-                            && (0..10).any(|k| {
-                                !matches!((*s, k), (9, _) | (6, 4))
-                                    && NOW - 20 * HOUR + s * HOUR + k * 60_000 >= since
-                            })
-                    })
-                    .map(|s| format!("s{s}"))
-                    .collect();
-                assert_eq!(found, want, "{opts:?}");
             }
         }
     }

@@ -1,19 +1,19 @@
 //! What a filtered search can tell of a candidate without reading its row
 //! in `records`: whether the filters allow its session, from the run of
-//! record ids that holds it (`store::runs`), and whether they allow its
-//! role, from its role byte (`store::record_bytes`). A filter on the time
-//! (`--since`) rules out the sessions whose newest dated record is older
-//! than it; it cannot allow a record without its row (the record's own
-//! time, or none, decides).
+//! record ids that holds it (`store::runs`), whether they allow its role,
+//! from its role byte (`store::record_bytes`), and whether a filter on the
+//! time (`--since`) allows it, from its stamp (`store::record_times`).
+//! The runs rule out first the sessions whose newest dated record is
+//! older than the time, so the stamps of their records are never read.
 //!
 //! A look-up in `records` reads a leaf page of the table that holds the
 //! records' text, one per candidate spread over the history; the runs and
 //! the bytes are small tables whose rows a search's candidates share. A
 //! candidate the screen rules out is never looked up. One it finds
 //! allowed by every filter needs no look-up either when nothing else
-//! filters (no machine, no time) and its role byte is known: a record's
-//! bytes are cleared whenever the record is deleted, so a known byte also
-//! says that the record exists.
+//! filters (no machine) and its role byte (and, with a filter on the
+//! time, its stamp) is known: both are cleared whenever the record is
+//! deleted, so a known one also says that the record exists.
 
 use super::{SearchError, SearchOptions};
 use crate::store::{codec, record_bytes, runs};
@@ -31,8 +31,10 @@ pub(crate) struct Screen<'c> {
     hint: usize,
     /// The role bytes the filters allow; `None` without a filter on roles.
     roles: Option<Vec<u8>>,
-    /// True when the runs and the role bytes answer every filter: none is
-    /// on the machine or the time, and a filter on the session has runs.
+    /// The filter on the time (Unix ms), judged from each record's stamp.
+    since: Option<i64>,
+    /// True when the runs, the role bytes and the stamps answer every
+    /// filter: none is on the machine, and a filter on the session has runs.
     settles: bool,
 }
 
@@ -53,6 +55,7 @@ impl<'c> Screen<'c> {
             .then(|| opts.roles.iter().map(|r| codec::role_code(*r)).collect());
         let beyond = SearchOptions {
             roles: Vec::new(),
+            since_ms: None,
             ..opts.on_record()
         };
         let settles = super::unfiltered(&beyond)
@@ -62,28 +65,34 @@ impl<'c> Screen<'c> {
             map,
             hint: 0,
             roles,
+            since: opts.since_ms,
             settles,
         })
     }
 
     /// True when the screen can rule records out without their rows (and,
-    /// with filters on the session and roles alone, allow them): by
-    /// their session (a filter on the session, or on the time, which rules
-    /// out every session that ended before it), or by their role.
+    /// without a filter on the machine, allow them): by their session (a
+    /// filter on the session, or on the time, which rules out every
+    /// session that ended before it), their role or their time.
     pub(crate) fn prunes(&self) -> bool {
-        self.settles || self.runs.is_some() || self.map.is_some() || self.roles.is_some()
+        self.settles
+            || self.runs.is_some()
+            || self.map.is_some()
+            || self.roles.is_some()
+            || self.since.is_some()
     }
 
     /// Whether a filter rules record `id` out, as [`Screen::verdict`]
     /// would say `Some(false)`, for a caller that reads the row of every
-    /// record not ruled out anyway: without a filter on roles, the role
-    /// byte, which would only say that the record exists, is not read.
+    /// record not ruled out anyway: without a filter on roles or the time,
+    /// the role byte, which would only say that the record exists, is not
+    /// read.
     pub(crate) fn rules_out(
         &mut self,
         bytes: &mut record_bytes::Reader<'_>,
         id: i64,
     ) -> Result<bool, SearchError> {
-        if self.roles.is_some() {
+        if self.roles.is_some() || self.since.is_some() {
             return Ok(self.verdict(bytes, id)? == Some(false));
         }
         Ok(match (self.map, &mut self.runs) {
@@ -125,6 +134,15 @@ impl<'c> Screen<'c> {
             }
             Some(_) => {}
             None => known = false,
+        }
+        // The time last: the runs have ruled out the sessions that ended
+        // before it, so only the records of the others are read here.
+        if let Some(since) = self.since {
+            match bytes.stamp(id)? {
+                Some(s) if s.ts.is_some_and(|ts| ts >= since) => {}
+                Some(_) => return Ok(Some(false)),
+                None => known = false,
+            }
         }
         Ok(known.then_some(true))
     }

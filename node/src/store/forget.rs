@@ -346,6 +346,7 @@ pub(crate) fn purge(conn: &Connection, target: &ForgetTarget) -> Result<(u64, u6
         rows.collect::<Result<_, _>>()?
     };
     super::record_bytes::clear(conn, doomed.iter().map(|d| d.0))?;
+    super::record_times::clear(conn, doomed.iter().map(|d| d.0))?;
     let mut sessions = BTreeSet::new();
     for (id, session, hash) in &doomed {
         super::fts::delete(conn, *id)?;

@@ -490,6 +490,7 @@ impl Ingest<'_> {
         // A known role byte says that its record exists (`search::screen`):
         // neither a stored byte nor one still to be written may outlive it.
         super::record_bytes::clear(self.conn, [id])?;
+        super::record_times::clear(self.conn, [id])?;
         if let Some(stmts) = &mut self.statements {
             stmts.forget_bytes(id);
         }

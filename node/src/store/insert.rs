@@ -207,6 +207,8 @@ pub(crate) struct RecordStatements<'c> {
     /// The new records' bytes (length, role), written by
     /// [`RecordStatements::finish`].
     bytes: super::record_bytes::Pending,
+    /// The new records' times and decision marks, written with `bytes`.
+    times: super::record_times::Pending,
 }
 
 impl<'c> RecordStatements<'c> {
@@ -229,6 +231,7 @@ impl<'c> RecordStatements<'c> {
             )?,
             fts: super::fts::Inserts::prepare(conn)?,
             bytes: super::record_bytes::Pending::default(),
+            times: super::record_times::Pending::default(),
         })
     }
 
@@ -241,10 +244,12 @@ impl<'c> RecordStatements<'c> {
     /// the transaction that stored it).
     pub(crate) fn forget_bytes(&mut self, id: i64) {
         self.bytes.forget(id);
+        self.times.forget(id);
     }
 
     pub(crate) fn finish(&mut self, conn: &Connection) -> Result<(), StoreError> {
         self.bytes.write(conn)?;
+        self.times.write(conn)?;
         super::runs::extend(conn)
     }
 }
@@ -343,6 +348,10 @@ pub(crate) fn insert(
     let rowid = conn.last_insert_rowid();
     let role = super::record_bytes::role_byte(rusqlite::types::ValueRef::from(&role_value));
     stmts.bytes.add(rowid, rec.text.len(), role);
+    stmts.times.add(
+        rowid,
+        super::record_times::Stamp::of(rec.time_ms, rec.flags),
+    );
     stmts.fts.add(
         rowid,
         rec.stemmed(),

@@ -26,6 +26,7 @@ mod open_tests;
 pub(crate) mod packed_runs;
 mod read;
 pub(crate) mod record_bytes;
+pub(crate) mod record_times;
 pub(crate) mod runs;
 mod schema;
 pub(crate) mod sketch;
@@ -280,6 +281,7 @@ impl Store {
         fts::backfill_stems(&mut conn).map_err(classified)?;
         record_bytes::backfill_lengths(&mut conn).map_err(classified)?;
         record_bytes::backfill_roles(&mut conn).map_err(classified)?;
+        record_times::backfill(&mut conn).map_err(classified)?;
         runs::backfill(&mut conn).map_err(classified)?;
         packed_runs::backfill(&mut conn).map_err(classified)?;
         vector_file::backfill_blocks(&mut conn, path).map_err(classified)?;

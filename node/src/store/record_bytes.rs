@@ -313,6 +313,8 @@ pub(crate) struct Reader<'c> {
     conn: &'c Connection,
     lens: Column<'c>,
     roles: Column<'c>,
+    /// The records' times and decision marks (`store::record_times`).
+    times: super::record_times::Reader<'c>,
     /// [`Reader::typical`], once read.
     typical: Option<Option<f64>>,
 }
@@ -439,6 +441,7 @@ impl<'c> Reader<'c> {
             conn,
             lens: Column::new(conn, LENS)?,
             roles: Column::new(conn, ROLES)?,
+            times: super::record_times::Reader::new(conn)?,
             typical: None,
         })
     }
@@ -490,6 +493,15 @@ impl<'c> Reader<'c> {
     /// not known (the caller reads the record's row instead).
     pub(crate) fn role(&mut self, id: i64) -> rusqlite::Result<Option<u8>> {
         Ok(Some(self.roles.byte(id)?).filter(|r| *r > 0))
+    }
+
+    /// The time and decision mark of record `id` when its block knows
+    /// them (see `store::record_times`); `None` when not known.
+    pub(crate) fn stamp(
+        &mut self,
+        id: i64,
+    ) -> rusqlite::Result<Option<super::record_times::Stamp>> {
+        self.times.stamp(id)
     }
 }
 

@@ -426,6 +426,20 @@ pub(super) const MIGRATIONS: &[&str] = &[
     DROP TRIGGER IF EXISTS sources_gen_delete;
     UPDATE sources_gen SET gen = random() WHERE id = 0;
     "#,
+    // v21: each record's time and decision mark, eight bytes a record in
+    // rows of 256 (see store::record_times), so a search filtered on the
+    // time judges a candidate without its row, and the ranker reads its
+    // candidates' columns without the records' table.
+    // `record_times::backfill` fills them in for the records already
+    // stored; the meta row marks that work as pending.
+    r#"
+    CREATE TABLE IF NOT EXISTS record_times(
+        block INTEGER PRIMARY KEY,
+        times BLOB NOT NULL
+    );
+    INSERT INTO meta(key, value) VALUES ('times_backfill', '0')
+        ON CONFLICT(key) DO UPDATE SET value = '0';
+    "#,
 ];
 
 /// Whether the database has table `name` (one opened read-only before an

@@ -189,6 +189,10 @@ fn line_topology_relays_with_origin_and_no_echo() {
             super::record_bytes::held(conn),
             super::record_bytes::expected(conn)
         );
+        assert_eq!(
+            super::record_times::held(conn),
+            super::record_times::expected(conn)
+        );
         super::runs::tests::assert_true_to(conn, "received");
     }
 }
@@ -439,6 +443,11 @@ fn forget_propagates_refuses_resurrection_and_leaves_no_bytes() {
             super::record_bytes::held(conn),
             super::record_bytes::expected(conn),
             "{name} keeps the lengths of the records it holds, and no others"
+        );
+        assert_eq!(
+            super::record_times::held(conn),
+            super::record_times::expected(conn),
+            "{name} keeps the times of the records it holds, and no others"
         );
         super::runs::tests::assert_true_to(conn, &format!("{name} after the forget"));
     }
