@@ -114,8 +114,6 @@ const WRITER_CACHE_KIB: u32 = 32 * 1024;
 const WRITER_CACHE_SHARE: u64 = 16;
 /// The most a large pass's writer cache grows to (KiB).
 const MAX_WRITER_CACHE_KIB: u32 = 128 * 1024;
-/// SQLite's default page cache (KiB), restored afterwards.
-const DEFAULT_CACHE_KIB: u32 = 2000;
 /// Longest line read; a longer one is skipped and counted.
 const MAX_LINE: usize = 64 * 1024 * 1024;
 
@@ -550,13 +548,16 @@ fn write_all(
     limits: TxLimits,
     cache_kib: u32,
 ) -> Result<IndexReport, IndexError> {
+    // The connection's own size (SQLite's default, or a search's) is put
+    // back afterwards.
+    let before = store.cache_kib()?;
     store.set_cache_kib(cache_kib)?;
     let written = write_steps(store, ctx, inbox, progress, report, limits);
     let large = limits.bytes > TX_CATCH_UP.bytes;
     if let Ok(report) = &written {
         merge_when_due(store, large, report, ctx.deadline);
     }
-    store.set_cache_kib(DEFAULT_CACHE_KIB)?;
+    store.set_cache_kib(before)?;
     if written.is_ok() && large {
         // Large commits grow the WAL file (~90 MB at 1 GB), and SQLite
         // keeps it at that size while a connection stays open (a daemon):

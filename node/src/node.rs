@@ -183,6 +183,13 @@ impl Node {
         &self.store
     }
 
+    /// Sizes the database's page cache for a process that answers one
+    /// search and exits (see [`Store::ONE_SEARCH_CACHE_KIB`]). An index
+    /// pass the search makes sets its own while it runs.
+    pub fn for_one_search(&self) -> Result<(), NodeError> {
+        Ok(self.store.set_cache_kib(Store::ONE_SEARCH_CACHE_KIB)?)
+    }
+
     /// Makes this node's searches read the flat vector files from memory
     /// (see [`Store::hold_flat_files`]), for a process that answers many.
     pub fn hold_flat_files(&mut self, budget: u64) {
@@ -1255,7 +1262,14 @@ mod tests {
         // A line appended since: the first answer (no hit) is stale, so the
         // query runs again and finds it.
         append(&file, &claude_line("s1", 1, "a kingfisher dove for fish"));
+        // Sized for one search, as `cairn search` sizes it: the pass the
+        // search makes sets its own page cache and puts this one back.
+        node.for_one_search().expect("cache");
         let r = search(&mut node, "kingfisher");
+        assert_eq!(
+            node.store().cache_kib().expect("cache"),
+            Store::ONE_SEARCH_CACHE_KIB
+        );
         assert!(r.reran);
         assert_eq!((r.report.changed, r.report.added), (1, 1));
         assert_eq!(r.page.hits.len(), 1, "the appended line is found");

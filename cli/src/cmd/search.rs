@@ -102,6 +102,7 @@ fn search_here(
     let home = cfg.home.clone();
     let mut node = Node::open(cfg)
         .with_context(|| format!("cannot open the cairn node in {}", home.display()))?;
+    node.for_one_search()?;
     let page = match walk {
         Some(walk) => {
             // The query runs while the walk surveys the agents' folders; it

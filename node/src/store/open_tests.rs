@@ -182,3 +182,21 @@ fn statements_are_not_compiled_again_when_their_bindings_change() {
         }
     }
 }
+
+#[test]
+fn the_page_cache_reads_back_as_set_in_kib_or_in_pages() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let store = Store::open(&dir.path().join("c.db")).expect("open");
+    // SQLite's default.
+    assert_eq!(store.cache_kib().expect("default"), 2000);
+    store
+        .set_cache_kib(Store::ONE_SEARCH_CACHE_KIB)
+        .expect("set");
+    assert_eq!(store.cache_kib().expect("set"), Store::ONE_SEARCH_CACHE_KIB);
+    // Set in pages (a positive size): 100 pages of 8 KiB.
+    store
+        .conn()
+        .execute_batch("PRAGMA cache_size = 100")
+        .expect("pages");
+    assert_eq!(store.cache_kib().expect("pages"), 800);
+}
