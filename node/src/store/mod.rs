@@ -12,6 +12,7 @@ mod browse;
 mod cells;
 #[cfg(test)]
 pub(crate) use cells::covered_in_file as cells_covered;
+mod blocks;
 pub mod codec;
 mod dict;
 mod flat_file;

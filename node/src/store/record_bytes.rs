@@ -29,8 +29,6 @@
 //! same transaction as their record (see [`Pending`]) and never change,
 //! since a record's text and role never do.
 
-use std::collections::BTreeMap;
-
 use rusqlite::{Connection, OptionalExtension, params};
 
 use super::{StoreError, codec};
@@ -69,7 +67,7 @@ pub(crate) fn role_byte(value: rusqlite::types::ValueRef<'_>) -> u8 {
 
 /// The block of record `id` and its byte within it.
 fn place(id: i64) -> (i64, usize) {
-    (id.div_euclid(BLOCK), id.rem_euclid(BLOCK) as usize)
+    super::blocks::place::<BLOCK>(id)
 }
 
 /// One block's bytes, each [`BLOCK`] long: what a damaged or missing
@@ -103,9 +101,8 @@ impl Block {
 /// commits.
 #[derive(Debug, Default)]
 pub(crate) struct Pending {
-    /// By block: (place in it, length class, role byte); a byte left 0 is
-    /// not written.
-    by_block: BTreeMap<i64, Vec<(usize, u8, u8)>>,
+    /// (length class, role byte) by record; a byte left 0 is not written.
+    noted: super::blocks::Noted<(u8, u8), BLOCK>,
 }
 
 impl Pending {
@@ -116,27 +113,20 @@ impl Pending {
     }
 
     fn note(&mut self, id: i64, class: u8, role: u8) {
-        let (block, at) = place(id);
-        self.by_block
-            .entry(block)
-            .or_default()
-            .push((at, class, role));
+        self.noted.note(id, (class, role));
     }
 
     /// Drops what was noted of record `id`.
     pub(crate) fn forget(&mut self, id: i64) {
-        let (block, at) = place(id);
-        if let Some(bytes) = self.by_block.get_mut(&block) {
-            bytes.retain(|b| b.0 != at);
-        }
+        self.noted.forget(id);
     }
 
     /// Writes what was noted (one read and one write per block touched)
     /// and forgets it.
     pub(crate) fn write(&mut self, conn: &Connection) -> Result<(), StoreError> {
-        for (block, bytes) in std::mem::take(&mut self.by_block) {
+        for (block, bytes) in self.noted.take() {
             patch(conn, block, true, |b| {
-                for (at, class, role) in bytes {
+                for (at, (class, role)) in bytes {
                     if class > 0 {
                         b.lens[at] = class;
                     }
@@ -203,12 +193,7 @@ pub(crate) fn clear(
     conn: &Connection,
     ids: impl IntoIterator<Item = i64>,
 ) -> Result<(), StoreError> {
-    let mut by_block: BTreeMap<i64, Vec<usize>> = BTreeMap::new();
-    for id in ids {
-        let (block, at) = place(id);
-        by_block.entry(block).or_default().push(at);
-    }
-    for (block, ats) in by_block {
+    for (block, ats) in super::blocks::by_block::<BLOCK>(ids) {
         patch(conn, block, false, |b| {
             for at in ats {
                 b.lens[at] = 0;
@@ -645,7 +630,7 @@ impl<A: FnMut(i64, i64)> RoleRuns<'_, A> {
 /// id, for each id with a byte known.
 #[cfg(test)]
 pub(crate) fn held(conn: &Connection) -> Vec<(i64, u8, u8)> {
-    let mut blocks: BTreeMap<i64, Block> = BTreeMap::new();
+    let mut blocks: std::collections::BTreeMap<i64, Block> = Default::default();
     for (table, column) in [("record_lens", "lens"), ("record_bytes", "roles")] {
         let mut stmt = conn
             .prepare(&format!(
@@ -1079,13 +1064,5 @@ mod tests {
             assert!(col.slots.len() <= 3, "kept {}", col.slots.len());
             assert_eq!(col.order.len() + col.free.len(), col.slots.len());
         }
-    }
-
-    #[test]
-    fn places_split_ids_into_blocks() {
-        assert_eq!(place(0), (0, 0));
-        assert_eq!(place(1023), (0, 1023));
-        assert_eq!(place(1024), (1, 0));
-        assert_eq!(place(5_000_001), (4882, 5_000_001 - 4882 * 1024));
     }
 }

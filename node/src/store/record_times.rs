@@ -23,8 +23,6 @@
 //! ([`Pending`]) and cleared whenever it is deleted ([`clear`]); a
 //! record's time and flags never change.
 
-use std::collections::BTreeMap;
-
 use rusqlite::{Connection, OptionalExtension, params};
 
 use super::{StoreError, codec};
@@ -97,7 +95,7 @@ impl Stamp {
 
 /// The block of record `id` and its place within it.
 fn place(id: i64) -> (i64, usize) {
-    (id.div_euclid(BLOCK), id.rem_euclid(BLOCK) as usize)
+    super::blocks::place::<BLOCK>(id)
 }
 
 /// Word `at` of a row.
@@ -147,8 +145,8 @@ fn patch(
 /// [`Pending::write`] before it commits.
 #[derive(Debug, Default)]
 pub(crate) struct Pending {
-    /// By block: (place in it, word).
-    by_block: BTreeMap<i64, Vec<(usize, u64)>>,
+    /// The word of each record.
+    noted: super::blocks::Noted<u64, BLOCK>,
 }
 
 impl Pending {
@@ -158,22 +156,18 @@ impl Pending {
         if w == 0 {
             return;
         }
-        let (block, at) = place(id);
-        self.by_block.entry(block).or_default().push((at, w));
+        self.noted.note(id, w);
     }
 
     /// Drops what was noted of record `id`.
     pub(crate) fn forget(&mut self, id: i64) {
-        let (block, at) = place(id);
-        if let Some(words) = self.by_block.get_mut(&block) {
-            words.retain(|w| w.0 != at);
-        }
+        self.noted.forget(id);
     }
 
     /// Writes what was noted (one read and one write per block touched)
     /// and forgets it.
     pub(crate) fn write(&mut self, conn: &Connection) -> Result<(), StoreError> {
-        for (block, words) in std::mem::take(&mut self.by_block) {
+        for (block, words) in self.noted.take() {
             patch(conn, block, true, |row| {
                 for (at, w) in words {
                     set_word(row, at, w);
@@ -190,12 +184,7 @@ pub(crate) fn clear(
     conn: &Connection,
     ids: impl IntoIterator<Item = i64>,
 ) -> Result<(), StoreError> {
-    let mut by_block: BTreeMap<i64, Vec<usize>> = BTreeMap::new();
-    for id in ids {
-        let (block, at) = place(id);
-        by_block.entry(block).or_default().push(at);
-    }
-    for (block, ats) in by_block {
+    for (block, ats) in super::blocks::by_block::<BLOCK>(ids) {
         patch(conn, block, false, |row| {
             for at in ats {
                 set_word(row, at, 0);
