@@ -323,24 +323,21 @@ pub(crate) fn session_runs<'c>(
     if !by_session(opts) && opts.since_ms.is_none() {
         return Ok(None);
     }
-    let mut sql = String::from("SELECT 1 FROM sessions se WHERE se.id = ?1");
-    // Numbered after the session row.
+    let mut clauses = String::new();
+    // Numbered after the session row, `?1`.
     let mut args = vec![SqlValue::Null];
-    push_filters(&mut sql, &mut args, &opts.on_session());
+    push_filters(&mut clauses, &mut args, &opts.on_session());
     let mut agent = agent_filter(opts);
-    if push_session_time(&mut sql, &mut args, opts)
+    if push_session_time(&mut clauses, &mut args, opts)
         && let Some(f) = agent.as_mut()
     {
         // The run's agent alone no longer judges the session.
         f.alone = false;
     }
     args.remove(0);
-    let every = sql.replacen(
-        "SELECT 1 FROM sessions se WHERE se.id = ?1",
-        "SELECT se.id FROM sessions se WHERE ?1 IS NULL",
-        1,
-    );
-    Ok(match runs::Runs::new(conn, &sql, args, agent)? {
+    let one = format!("SELECT 1 FROM sessions se WHERE se.id = ?1{clauses}");
+    let every = format!("SELECT se.id FROM sessions se WHERE ?1 IS NULL{clauses}");
+    Ok(match runs::Runs::new(conn, &one, args, agent)? {
         Some(r) => Some(r.with_every(conn, &every)?),
         None => None,
     })
