@@ -298,8 +298,9 @@ pub(crate) struct Reader<'c> {
     conn: &'c Connection,
     lens: Column<'c>,
     roles: Column<'c>,
-    /// The records' times and decision marks (`store::record_times`).
-    times: super::record_times::Reader<'c>,
+    /// The records' times and decision marks (`store::record_times`),
+    /// made on first use: most searches never ask.
+    times: Option<super::record_times::Reader<'c>>,
     /// [`Reader::typical`], once read.
     typical: Option<Option<f64>>,
 }
@@ -426,7 +427,7 @@ impl<'c> Reader<'c> {
             conn,
             lens: Column::new(conn, LENS)?,
             roles: Column::new(conn, ROLES)?,
-            times: super::record_times::Reader::new(conn)?,
+            times: None,
             typical: None,
         })
     }
@@ -486,7 +487,13 @@ impl<'c> Reader<'c> {
         &mut self,
         id: i64,
     ) -> rusqlite::Result<Option<super::record_times::Stamp>> {
-        self.times.stamp(id)
+        let times = match &mut self.times {
+            Some(t) => t,
+            None => self
+                .times
+                .insert(super::record_times::Reader::new(self.conn)?),
+        };
+        times.stamp(id)
     }
 }
 
