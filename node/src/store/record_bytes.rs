@@ -519,118 +519,19 @@ pub(crate) fn with_roles(
     for (b, w) in wants.iter_mut().enumerate() {
         *w = wanted(b as u8);
     }
-    let mut runs = RoleRuns {
-        wants,
+    super::blocks::wanted_within::<BLOCK>(
+        conn,
+        within,
+        super::blocks::Sides {
+            blocks: "SELECT block, roles FROM record_bytes WHERE block BETWEEN ?1 AND ?2 ORDER BY block",
+            width: 1,
+            rows: "SELECT id, role FROM records WHERE id BETWEEN ?1 AND ?2 ORDER BY id",
+        },
+        |b| (b[0] != 0).then(|| wants[usize::from(b[0])]),
+        |r| Ok(wants[usize::from(role_byte(r.get_ref(1)?))]),
         add,
-        rows: conn.prepare_cached(
-            "SELECT id, role FROM records WHERE id BETWEEN ?1 AND ?2 ORDER BY id",
-        )?,
-        last: None,
-        run: None,
-        unknown: None,
-    };
-    let mut blocks = conn.prepare_cached(
-        "SELECT block, roles FROM record_bytes WHERE block BETWEEN ?1 AND ?2 ORDER BY block",
     )?;
-    for &(first, last) in within {
-        let first = first.max(1);
-        if first > last {
-            continue;
-        }
-        // The next id of the range not yet fed.
-        let mut next = first;
-        let mut rows = blocks.query(params![first.div_euclid(BLOCK), last.div_euclid(BLOCK)])?;
-        while let Some(r) = rows.next()? {
-            let start = r.get::<_, i64>(0)? * BLOCK;
-            // Ids of blocks with no row: not known.
-            while next < start.min(last + 1) {
-                runs.feed(next, 0)?;
-                next += 1;
-            }
-            let roles = match r.get_ref(1)?.as_blob() {
-                Ok(b) if b.len() == BLOCK as usize => Some(b),
-                _ => None,
-            };
-            let end = (start + BLOCK - 1).min(last);
-            while next <= end {
-                let byte = roles.map_or(0, |b| b[(next - start) as usize]);
-                runs.feed(next, byte)?;
-                next += 1;
-            }
-        }
-        while next <= last {
-            runs.feed(next, 0)?;
-            next += 1;
-        }
-    }
-    runs.close()?;
     Ok(Some(()))
-}
-
-/// The state of [`with_roles`]: the wanted ids found so far, handed on a
-/// range at a time, and the stretch of ids whose bytes cannot say.
-struct RoleRuns<'c, A> {
-    /// Whether each role byte is wanted.
-    wants: [bool; 256],
-    add: A,
-    /// The records of a stretch of ids, with their roles.
-    rows: rusqlite::CachedStatement<'c>,
-    /// The last id fed.
-    last: Option<i64>,
-    /// The wanted ids just before it, not yet handed on.
-    run: Option<(i64, i64)>,
-    /// The ids just before it whose bytes were not known.
-    unknown: Option<(i64, i64)>,
-}
-
-impl<A: FnMut(i64, i64)> RoleRuns<'_, A> {
-    /// Takes id `id`'s role byte (0: not known). Ids come in ascending
-    /// order; a gap ends the stretches before it.
-    fn feed(&mut self, id: i64, byte: u8) -> Result<(), StoreError> {
-        if self.last.is_some_and(|l| l + 1 != id) {
-            self.close()?;
-        }
-        self.last = Some(id);
-        if byte == 0 {
-            self.hand_on_run();
-            self.unknown = Some(self.unknown.map_or((id, id), |(a, _)| (a, id)));
-            return Ok(());
-        }
-        self.read_unknown()?;
-        if self.wants[usize::from(byte)] {
-            self.run = Some(self.run.map_or((id, id), |(a, _)| (a, id)));
-        } else {
-            self.hand_on_run();
-        }
-        Ok(())
-    }
-
-    /// Ends every stretch: hands on the wanted ids, reads the unknown ones.
-    fn close(&mut self) -> Result<(), StoreError> {
-        self.hand_on_run();
-        self.read_unknown()
-    }
-
-    fn hand_on_run(&mut self) {
-        if let Some((a, b)) = self.run.take() {
-            (self.add)(a, b);
-        }
-    }
-
-    /// Reads the records of the unknown stretch from their rows.
-    fn read_unknown(&mut self) -> Result<(), StoreError> {
-        let Some((a, b)) = self.unknown.take() else {
-            return Ok(());
-        };
-        let mut rows = self.rows.query(params![a, b])?;
-        while let Some(r) = rows.next()? {
-            let id: i64 = r.get(0)?;
-            if self.wants[usize::from(role_byte(r.get_ref(1)?))] {
-                (self.add)(id, id);
-            }
-        }
-        Ok(())
-    }
 }
 
 /// Every record's known bytes: (record id, length class, role byte), by

@@ -226,6 +226,42 @@ pub(crate) fn backfill(conn: &mut Connection) -> Result<u64, StoreError> {
     Ok(filled)
 }
 
+/// Every record within `within` (ascending, disjoint ranges of ids) dated
+/// at or after `since` (Unix ms), as ranges of ids handed to `add` in
+/// ascending order; `None` while the stamps are being filled in or the
+/// table is missing (the caller then reads the rows). Where a stamp is not
+/// known, the records of that stretch are read from `records` (see
+/// `blocks::wanted_within`).
+pub(crate) fn dated_since(
+    conn: &Connection,
+    within: &[(i64, i64)],
+    since: i64,
+    add: impl FnMut(i64, i64),
+) -> Result<Option<()>, StoreError> {
+    let ready: bool = conn
+        .prepare_cached(
+            "SELECT EXISTS(SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'record_times')
+             AND NOT EXISTS(SELECT 1 FROM meta WHERE key = ?1)",
+        )?
+        .query_row([PENDING], |r| r.get(0))?;
+    if !ready {
+        return Ok(None);
+    }
+    super::blocks::wanted_within::<BLOCK>(
+        conn,
+        within,
+        super::blocks::Sides {
+            blocks: "SELECT block, times FROM record_times WHERE block BETWEEN ?1 AND ?2 ORDER BY block",
+            width: WORD,
+            rows: "SELECT id, ts FROM records WHERE id BETWEEN ?1 AND ?2 ORDER BY id",
+        },
+        |w| Stamp::from_word(word_at(w, 0)).map(|s| s.ts.is_some_and(|ts| ts >= since)),
+        |r| Ok(r.get::<_, Option<i64>>(1)?.is_some_and(|ts| ts >= since)),
+        add,
+    )?;
+    Ok(Some(()))
+}
+
 /// Blocks a [`Reader`] keeps (2 KiB each): 8 MiB at most, however many a
 /// search reads.
 const KEPT_BLOCKS: usize = 4096;
@@ -377,6 +413,40 @@ mod tests {
         }
     }
 
+    /// Asserts that [`dated_since`] finds, for several times and ranges of
+    /// ids, the records their rows date at or after the time, in ascending
+    /// ranges.
+    fn dates_what_the_rows_hold(conn: &Connection, what: &str) {
+        let rows = expected(conn);
+        let top = rows.last().map_or(0, |r| r.0);
+        // Stretches that start and end inside blocks, touch, span block
+        // boundaries and the end of the records.
+        let within = [
+            vec![(1, top + 100)],
+            vec![(3, 40), (41, 41), (200, 700), (1_000, top + 10)],
+        ];
+        let times = [i64::MIN, 0, 1_767_225_600_000 + 61_000 * 700, i64::MAX];
+        for within in &within {
+            for since in times {
+                let mut got: Vec<i64> = Vec::new();
+                let done = dated_since(conn, within, since, |first, last| {
+                    assert!(first <= last, "{what}: {first}..={last}");
+                    assert!(got.last().is_none_or(|&l| l < first), "{what}: order");
+                    got.extend(first..=last);
+                })
+                .expect("dated since");
+                assert_eq!(done, Some(()), "{what}");
+                let want: Vec<i64> = rows
+                    .iter()
+                    .filter(|r| within.iter().any(|w| w.0 <= r.0 && r.0 <= w.1))
+                    .filter(|r| r.1.ts.is_some_and(|ts| ts >= since))
+                    .map(|r| r.0)
+                    .collect();
+                assert_eq!(got, want, "{what}: since {since} within {within:?}");
+            }
+        }
+    }
+
     #[test]
     fn stamps_follow_inserts_backfills_and_deletes() {
         use crate::store::Store;
@@ -409,6 +479,7 @@ mod tests {
         assert!(want.iter().any(|w| w.1.ts.is_none()), "undated");
         assert_eq!(held(conn), want, "written with their records");
         reads_as(conn, &want, |_| true, "written");
+        dates_what_the_rows_hold(conn, "written");
         // An id past the last record: nothing.
         let top = want.last().expect("records").0;
         assert_eq!(
@@ -425,6 +496,7 @@ mod tests {
         .expect("damage");
         let block = |id: i64| id.div_euclid(BLOCK);
         reads_as(conn, &want, |id| !matches!(block(id), 1 | 2), "damaged");
+        dates_what_the_rows_hold(conn, "damaged");
         clear(conn, [2 * BLOCK]).expect("clear into a damaged row");
         let row: Vec<u8> = conn
             .query_row("SELECT times FROM record_times WHERE block = 2", [], |r| {
@@ -440,6 +512,8 @@ mod tests {
         )
         .expect("older");
         reads_as(conn, &want, |_| false, "before the backfill");
+        let pending = dated_since(conn, &[(1, 100)], 0, |_, _| {}).expect("pending");
+        assert_eq!(pending, None, "while the stamps are filled in");
         drop(store);
         let mut store = Store::open(&path).expect("reopen");
         assert_eq!(held(store.conn()), want, "backfilled");
@@ -463,6 +537,7 @@ mod tests {
         let left = expected(store.conn());
         assert_eq!(left.len(), 1_300 - report.records as usize);
         assert_eq!(held(store.conn()), left, "forgotten");
+        dates_what_the_rows_hold(store.conn(), "forgotten");
 
         // Nor does one a rewritten file no longer holds, including one
         // deleted in the transaction that stored it.
