@@ -108,13 +108,7 @@ impl Packed {
     /// to trust (a database opened read-only before its upgrade, the
     /// packing of older runs not done, a block that does not decode).
     pub(crate) fn read(conn: &Connection) -> Result<Option<Packed>, StoreError> {
-        let ready: bool = conn
-            .prepare_cached(
-                "SELECT EXISTS(SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'run_blocks')
-                 AND NOT EXISTS(SELECT 1 FROM meta WHERE key = ?1)",
-            )?
-            .query_row([PENDING], |r| r.get(0))?;
-        if !ready {
+        if !super::backfill::done(conn, "run_blocks", PENDING)? {
             return Ok(None);
         }
         let mut stmt = conn.prepare_cached("SELECT block, runs FROM run_blocks ORDER BY block")?;

@@ -282,13 +282,6 @@ fn backfill(
     Ok(filled)
 }
 
-/// True while the roles of records stored before v15 are being filled in:
-/// a zero role byte may then stand for a record.
-fn roles_pending(conn: &Connection) -> rusqlite::Result<bool> {
-    conn.prepare_cached("SELECT EXISTS(SELECT 1 FROM meta WHERE key = 'roles_backfill')")?
-        .query_row([], |r| r.get(0))
-}
-
 /// Blocks whose lengths [`Reader::typical`] averages: the newest 65,536
 /// records.
 const TYPICAL_BLOCKS: i64 = 64;
@@ -303,12 +296,6 @@ pub(crate) struct Reader<'c> {
     times: Option<super::record_times::Reader<'c>>,
     /// [`Reader::typical`], once read.
     typical: Option<Option<f64>>,
-}
-
-/// True when `conn` holds the roles' table (a database opened read-only
-/// may be older).
-fn has_table(conn: &Connection) -> rusqlite::Result<bool> {
-    super::schema::has_table(conn, "record_bytes")
 }
 
 /// Blocks a [`Column`] keeps at once (1 KiB each). A question's words
@@ -512,7 +499,7 @@ pub(crate) fn with_roles(
     wanted: impl Fn(u8) -> bool,
     add: impl FnMut(i64, i64),
 ) -> Result<Option<()>, StoreError> {
-    if !has_table(conn)? || roles_pending(conn)? {
+    if !super::backfill::done(conn, "record_bytes", "roles_backfill")? {
         return Ok(None);
     }
     let mut wants = [false; 256];

@@ -238,13 +238,7 @@ pub(crate) fn dated_since(
     since: i64,
     add: impl FnMut(i64, i64),
 ) -> Result<Option<()>, StoreError> {
-    let ready: bool = conn
-        .prepare_cached(
-            "SELECT EXISTS(SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'record_times')
-             AND NOT EXISTS(SELECT 1 FROM meta WHERE key = ?1)",
-        )?
-        .query_row([PENDING], |r| r.get(0))?;
-    if !ready {
+    if !super::backfill::done(conn, "record_times", PENDING)? {
         return Ok(None);
     }
     super::blocks::wanted_within::<BLOCK>(
