@@ -260,12 +260,16 @@ fn scan_file_unfiltered(scan: &vector_file::Scan, scorer: &Scorer, qv: &[f32]) -
 const WIDE: usize = 8_000;
 
 /// Whether checking the file's nearest records one by one is worth trying
-/// first: always for filters on the record alone (role, time, machine),
-/// whose allowed ids would take a read of the whole records table; for a
-/// filter on the session (agent, project, session) only when the sessions
-/// it allows hold a tenth of the records or more. A narrower one's ids come
-/// quickly from the runs (`allowed_by_runs`), and [`WIDE`] nearest records
-/// would seldom hold [`VECTOR_RECORDS`] of them.
+/// first: always for filters on the record alone (role, machine), whose
+/// allowed ids would take a read of the whole records table; for a filter
+/// on the session (agent, project, session) or the time only when the
+/// sessions it allows (for the time, those that may hold a record it
+/// allows: see `search::push_session_time`) hold a tenth of the records
+/// or more. A narrower one's ids come quickly from the runs
+/// (`allowed_by_runs`, and the stamps for the time), and [`WIDE`] nearest
+/// records would seldom hold [`VECTOR_RECORDS`] of them: at 10 GB, the
+/// last two weeks' sessions hold 1.7% of the records, and the check before
+/// the scan was wasted.
 ///
 /// The share is measured on the newest [`SHARE_SESSIONS`] sessions, so its
 /// cost stays the same at any size of history: summing every session's
@@ -284,6 +288,26 @@ fn check_nearest_first(
 /// filter's share on.
 const SHARE_SESSIONS: i64 = 2_000;
 
+/// [`check_nearest_first`] for a filter on the time alone: whether the
+/// sessions that started at or after it are a tenth of all or more,
+/// counted through `sessions_first_ms` without reading a session's row.
+/// The newest sessions by id would not do: ids follow the order in which
+/// histories were first read, so after a first index of a long history
+/// they are no sample of its times (at 10 GB they judged a filter on the
+/// last two years narrow, and its question took 46 -> 68 ms). A session
+/// that started before the time and ended after it is not counted, so a
+/// filter may be judged narrow that is not: that costs speed (the scan of
+/// the ids it allows), never a different answer.
+fn time_share_wide(conn: &rusqlite::Connection, since: i64) -> rusqlite::Result<bool> {
+    let (after, all): (f64, f64) = conn
+        .prepare_cached(
+            "SELECT (SELECT count(*) FROM sessions WHERE first_ms >= ?1),
+                    (SELECT count(*) FROM sessions)",
+        )?
+        .query_row([since], |r| Ok((r.get(0)?, r.get(1)?)))?;
+    Ok(after / all.max(1.0) * WIDE as f64 >= 4.0 * VECTOR_RECORDS as f64)
+}
+
 /// [`check_nearest_first`] measured on the newest `sessions` sessions.
 fn nearest_first_within(
     conn: &rusqlite::Connection,
@@ -291,7 +315,10 @@ fn nearest_first_within(
     sessions: i64,
 ) -> rusqlite::Result<bool> {
     if !super::by_session(opts) {
-        return Ok(true);
+        return match opts.since_ms {
+            Some(since) => time_share_wide(conn, since),
+            None => Ok(true),
+        };
     }
     let on_session = opts.on_session();
     let mut sql = String::from("SELECT total(se.records) FILTER (WHERE true");
@@ -1243,6 +1270,8 @@ mod tests {
         for i in 0..200 {
             let agent = if i % 20 == 0 { "codex" } else { "claude-code" };
             let mut r = Record::new(agent, &format!("s{}", i % 40), Role::User, format!("r{i}"));
+            // Session k's records from k · 100 s on.
+            r.time_ms = Some(i64::from(i % 40) * 100_000 + i64::from(i));
             r.project = Some(
                 if i % 40 < 20 {
                     "/work/wide"
@@ -1289,6 +1318,23 @@ mod tests {
         assert!(first(SearchOptions {
             session: Some("s1".into()),
             ..SearchOptions::default()
+        }));
+        // A filter on the time alone: the sessions that started at or after
+        // it, all, s35 to s39 (12.5%), s37 to s39 (7.5%), none; and a
+        // session that started before it but ended after is not counted.
+        let since = |t: i64| SearchOptions {
+            since_ms: Some(t),
+            ..SearchOptions::default()
+        };
+        assert!(first(since(0)));
+        assert!(first(since(3_500_000)));
+        assert!(!first(since(3_700_000)));
+        assert!(!first(since(4_000_000)));
+        assert!(first(since(3_600_000)), "s36 to s39: 10%");
+        assert!(!first(since(3_600_100)), "s36 started just before");
+        assert!(!first(SearchOptions {
+            since_ms: Some(0),
+            ..agent("codex")
         }));
         // The share is measured on the newest sessions: the wide project's
         // are the older half (s0 to s19).
