@@ -262,14 +262,14 @@ const WIDE: usize = 8_000;
 /// Whether checking the file's nearest records one by one is worth trying
 /// first: always for filters on the record alone (role, machine), whose
 /// allowed ids would take a read of the whole records table; for a filter
-/// on the session (agent, project, session) or the time only when the
-/// sessions it allows (for the time, those that may hold a record it
-/// allows: see `search::push_session_time`) hold a tenth of the records
-/// or more. A narrower one's ids come quickly from the runs
-/// (`allowed_by_runs`, and the stamps for the time), and [`WIDE`] nearest
-/// records would seldom hold [`VECTOR_RECORDS`] of them: at 10 GB, the
-/// last two weeks' sessions hold 1.7% of the records, and the check before
-/// the scan was wasted.
+/// on the session (agent, project, session) only when the sessions it
+/// allows hold a tenth of the records or more; for a filter on the time
+/// (without one on the session) only when the sessions that started at or
+/// after it are a tenth of all ([`time_share_wide`]). A narrower one's ids
+/// come quickly from the runs (`allowed_by_runs`, and the stamps for the
+/// time), and [`WIDE`] nearest records would seldom hold
+/// [`VECTOR_RECORDS`] of them: at 10 GB the last two weeks' sessions hold
+/// 1.7% of the records, and the check before the scan was wasted.
 ///
 /// The share is measured on the newest [`SHARE_SESSIONS`] sessions, so its
 /// cost stays the same at any size of history: summing every session's
