@@ -413,6 +413,7 @@ impl Node {
             stores,
         )?;
         self.embed_pending()?;
+        self.write_columns();
         match self.store.trim_free_pages() {
             Ok(0) => {}
             Ok(pages) => tracing::debug!(pages, "free pages given back"),
@@ -489,6 +490,17 @@ impl Node {
             if !more {
                 return Ok(done);
             }
+        }
+    }
+
+    /// Writes the columns file's entries of the records stored since the
+    /// last pass (see `store::columns_file`). A failure is logged, not
+    /// returned: searches read those records' rows instead.
+    fn write_columns(&mut self) {
+        match self.store.write_columns() {
+            Ok(0) => {}
+            Ok(n) => tracing::debug!(records = n, "columns file"),
+            Err(e) => tracing::warn!(error = %e, "could not write the columns file"),
         }
     }
 
@@ -630,6 +642,7 @@ impl Node {
         };
         indexer::index_all(&mut self.store, &ctx, &mut |_| {})?;
         self.embed_pending()?;
+        self.write_columns();
         Ok(counts)
     }
 
@@ -674,6 +687,7 @@ impl Node {
         }
         // Received records get their vectors here; vectors never travel.
         self.embed_pending()?;
+        self.write_columns();
         Ok(report)
     }
 

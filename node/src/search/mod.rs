@@ -22,7 +22,7 @@ use rusqlite::types::Value as SqlValue;
 use serde::{Deserialize, Serialize};
 
 use crate::record::Role;
-use crate::store::{Store, StoreError, codec, record_bytes, runs};
+use crate::store::{Store, StoreError, codec, columns_file, record_bytes, runs};
 use crate::text;
 pub use query::Query;
 use query::Term;
@@ -582,10 +582,8 @@ fn scored(
     found: Vec<(i64, Option<Columns>)>,
     weight: f64,
 ) -> Result<Vec<Scored>, SearchError> {
-    let mut lens = Vec::with_capacity(found.len());
-    for (id, _) in &found {
-        lens.push(lengths.length(*id)?);
-    }
+    let ids: Vec<i64> = found.iter().map(|f| f.0).collect();
+    let lens = lengths.lengths(&ids)?;
     let mean = match lengths.typical()? {
         Some(t) => t,
         // No length is known (a database too old to hold them): the
@@ -699,6 +697,16 @@ struct Concept<'a> {
     index: df::Index,
     expr: String,
     counted: Option<&'a [i64]>,
+}
+
+/// The ranker's columns of a record from the columns file (the flags
+/// hold only the decision mark, the one flag the ranker reads).
+fn ranker_columns(c: columns_file::Columns) -> Columns {
+    let flags = match c.stamp.decision {
+        true => codec::DECISION,
+        false => 0,
+    };
+    (c.role.as_str().to_owned(), c.stamp.ts, c.session, flags)
 }
 
 /// What the ranker needs of a record: role, time, session row, flags.
@@ -841,7 +849,10 @@ fn lexical(
     concepts.sort_by_key(|c| c.2);
     concepts.truncate(rank::MAX_CONCEPTS);
     let weights: Vec<f64> = concepts.iter().map(|c| idf(c.2)).collect();
-    let mut lengths = record_bytes::Reader::new(conn)?;
+    let mut lengths = record_bytes::Reader::new(conn)?.with_many(
+        columns_file::Lengths::open(conn, store.path())
+            .map(|l| Box::new(l) as Box<dyn record_bytes::Classes>),
+    );
     let mut screen = Screen::new(conn, opts, pre)?;
     // Keyed by record id, never by input: the fast hash is safe here.
     let mut by_id = ById::default();
@@ -849,6 +860,9 @@ fn lexical(
     // word's) is not looked up again.
     let mut columns =
         conn.prepare_cached("SELECT role, ts, session, flags FROM records WHERE id = ?1")?;
+    // The same columns from the flat file, where it has them: one small
+    // read each instead of a look-up in the table.
+    let mut flat = columns_file::Reader::open(conn, store.path());
     let mut add = |by_id: &mut ById, mut scored: Vec<Scored>, k: usize, weight: f64| {
         // In id order, the look-ups walk the records' table from one end
         // to the other, and one whose page an earlier look-up read finds
@@ -856,13 +870,18 @@ fn lexical(
         // 10 GB). The order offered in changes nothing else.
         scored.sort_unstable_by_key(|s| s.1);
         for (score, id, cols) in scored {
-            offer(by_id, id, Some((k, score * weight)), || match cols {
-                Some(c) => Ok(Some(c)),
-                None => Ok(columns
+            offer(by_id, id, Some((k, score * weight)), || {
+                if cols.is_some() {
+                    return Ok(cols);
+                }
+                if let Some(c) = flat.as_mut().and_then(|f| f.columns(id)) {
+                    return Ok(Some(ranker_columns(c)));
+                }
+                Ok(columns
                     .query_row([id], |r| {
                         Ok((codec::role_at(r, 0)?, r.get(1)?, r.get(2)?, r.get(3)?))
                     })
-                    .optional()?),
+                    .optional()?)
             })?;
         }
         Ok::<(), SearchError>(())
@@ -1812,5 +1831,89 @@ mod store_tests {
         let store = Store::open(&path).expect("reopen");
         assert_eq!(first(&store, "pin").session_id, "s");
         assert_eq!(store.meta("fts_stem_backfill").expect("meta"), None);
+    }
+
+    /// A search ranks from the columns files exactly as from the tables,
+    /// and does read them: entries changed under it change its scores.
+    #[test]
+    fn a_search_ranks_from_the_columns_files_as_from_the_tables() {
+        let recs: Vec<Record> = (0..600i64)
+            .map(|i| {
+                let role = Role::ALL[i as usize % Role::ALL.len()];
+                let ts = (i % 9 != 0).then_some(NOW - (600 - i) * DAY / 10);
+                let text = match i % 3 {
+                    0 => format!(
+                        "we pinned hyper because the queue retried {i} {}",
+                        "x ".repeat((i % 17) as usize)
+                    ),
+                    1 => format!("the queue worker retries a flaky test, run {i}"),
+                    _ => format!(
+                        "decided: cache the embeddings per session {i} {}",
+                        "y ".repeat((i % 11) as usize)
+                    ),
+                };
+                rec(&format!("s{}", i % 23), role, ts, &text)
+            })
+            .collect();
+        let (_d, store) = store_with(&recs);
+        let opts = SearchOptions {
+            limit: 10,
+            now_ms: NOW,
+            ..SearchOptions::default()
+        };
+        let questions = [
+            "why did we pin hyper",
+            "queue retries",
+            "cache embeddings",
+            "flaky",
+        ];
+        let pages = |store: &Store| -> Vec<Vec<(String, i64, f64)>> {
+            questions
+                .iter()
+                .map(|q| {
+                    search_page(store, &Query::parse(q), &opts, 0)
+                        .expect("search")
+                        .hits
+                        .into_iter()
+                        .map(|h| (h.session_id, h.record_id, h.score))
+                        .collect()
+                })
+                .collect()
+        };
+        let from_tables = pages(&store);
+        assert!(from_tables.iter().all(|p| p.len() >= 3), "{from_tables:?}");
+        assert_eq!(store.write_columns().expect("write"), 600);
+        assert_eq!(pages(&store), from_tables, "from the files");
+
+        // Every length read as the longest class: the word tier's scores
+        // move, so it read them.
+        let lengths = columns_file::lengths_path_for(store.path());
+        let mut bytes = std::fs::read(&lengths).expect("read");
+        bytes[32..].fill(200);
+        std::fs::write(&lengths, &bytes).expect("tamper");
+        assert_ne!(pages(&store), from_tables, "lengths from the file");
+        std::fs::remove_file(&lengths).expect("remove");
+
+        // Every record dated a year earlier in the columns file: recency
+        // moves the scores, so it read them.
+        let columns = columns_file::path_for(store.path());
+        let mut bytes = std::fs::read(&columns).expect("read");
+        for e in bytes[32..].chunks_mut(16) {
+            let w = u64::from_le_bytes(e[..8].try_into().expect("word"));
+            if let Some(s) = crate::store::record_times::Stamp::from_word(w) {
+                let older = crate::store::record_times::Stamp {
+                    ts: s.ts.map(|t| t - 365 * DAY),
+                    ..s
+                };
+                e[..8].copy_from_slice(&older.word().to_le_bytes());
+            }
+        }
+        std::fs::write(&columns, &bytes).expect("tamper");
+        assert_ne!(pages(&store), from_tables, "columns from the file");
+        // Without the files, the tables again; a write makes them anew.
+        std::fs::remove_file(&columns).expect("remove");
+        assert_eq!(pages(&store), from_tables, "from the tables again");
+        assert_eq!(store.write_columns().expect("anew"), 600);
+        assert_eq!(pages(&store), from_tables, "from the files anew");
     }
 }

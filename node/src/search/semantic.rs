@@ -17,7 +17,7 @@ use super::id_set::IdSet;
 use super::screen::Screen;
 use super::{Query, SearchError, SearchOptions, rank::Ranked};
 use crate::embed::{Embedder, Scorer};
-use crate::store::{Store, codec, record_bytes, record_times, runs, vector_file};
+use crate::store::{Store, codec, columns_file, record_bytes, record_times, runs, vector_file};
 
 /// Records the vector scan hands to fusion.
 const VECTOR_RECORDS: usize = 200;
@@ -900,13 +900,21 @@ fn nearest_with(
         top.consider(&scorer, r.get(0)?, v);
     }
     let mut owner = conn.prepare_cached("SELECT session, role FROM records WHERE id = ?1")?;
+    // Where the columns file has an entry, it says the record is still
+    // there (a delete zeroes it before it commits), and whose it is.
+    let mut flat = columns_file::Reader::open(conn, store.path());
+    let mut tops = top.heap.into_vec();
+    tops.sort_unstable_by_key(|t| t.1);
     let mut best: HashMap<i64, Near> = HashMap::new();
-    for Top(sim, record_id) in top.heap.into_vec() {
+    for Top(sim, record_id) in tops {
+        let from_file = flat.as_mut().and_then(|f| f.columns(record_id));
         // A record deleted since the file was read is left out.
-        let Some((session, role)) = owner
-            .query_row([record_id], |r| Ok((r.get(0)?, codec::role_at(r, 1)?)))
-            .optional()?
-        else {
+        let Some((session, role)) = (match from_file {
+            Some(c) => Some((c.session, c.role.as_str().to_owned())),
+            None => owner
+                .query_row([record_id], |r| Ok((r.get(0)?, codec::role_at(r, 1)?)))
+                .optional()?,
+        }) else {
             continue;
         };
         let near = Near {

@@ -19,6 +19,22 @@ pub(super) fn create_beside(path: &std::path::Path) -> std::io::Result<(File, st
     Ok((file, tmp))
 }
 
+/// A token no other file of this database has had: `what` the file is,
+/// the clock, the process and the database's path, hashed.
+pub(super) fn new_token(what: &[u8], db: &std::path::Path) -> [u8; 16] {
+    let mut h = blake3::Hasher::new();
+    h.update(what);
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    h.update(&now.to_le_bytes());
+    h.update(&std::process::id().to_le_bytes());
+    h.update(db.as_os_str().as_encoded_bytes());
+    let mut t = [0u8; 16];
+    t.copy_from_slice(&h.finalize().as_bytes()[..16]);
+    t
+}
+
 /// Bytes of the header.
 pub(super) const HEADER_LEN: usize = 32;
 

@@ -347,6 +347,8 @@ pub(crate) fn purge(conn: &Connection, target: &ForgetTarget) -> Result<(u64, u6
     };
     super::record_bytes::clear(conn, doomed.iter().map(|d| d.0))?;
     super::record_times::clear(conn, doomed.iter().map(|d| d.0))?;
+    let ids: Vec<i64> = doomed.iter().map(|d| d.0).collect();
+    super::columns_file::zero(conn, &ids)?;
     let mut sessions = BTreeSet::new();
     for (id, session, hash) in &doomed {
         super::fts::delete(conn, *id)?;

@@ -480,6 +480,9 @@ impl Ingest<'_> {
         for (id, session) in &doomed {
             self.delete_record(*id, *session)?;
         }
+        // Nor may their entries in the columns file (`store::columns_file`).
+        let ids: Vec<i64> = doomed.iter().map(|d| d.0).collect();
+        super::columns_file::zero(self.conn, &ids)?;
         // Their slots now name their hashes (trigger `logs_follow_records`).
         self.unheld |= !doomed.is_empty();
         Ok(doomed.len() as u64)

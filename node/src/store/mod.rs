@@ -14,6 +14,7 @@ mod cells;
 pub(crate) use cells::covered_in_file as cells_covered;
 mod blocks;
 pub mod codec;
+pub(crate) mod columns_file;
 mod dict;
 mod flat_file;
 mod forget;

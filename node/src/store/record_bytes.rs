@@ -296,6 +296,16 @@ pub(crate) struct Reader<'c> {
     times: Option<super::record_times::Reader<'c>>,
     /// [`Reader::typical`], once read.
     typical: Option<Option<f64>>,
+    /// Where many lengths are read at once from, when the search has one
+    /// (`store::columns_file::Lengths`).
+    many: Option<Box<dyn Classes + 'c>>,
+}
+
+/// A source of many records' length classes at once, each 0 where it
+/// cannot say.
+pub(crate) trait Classes {
+    /// The classes of `ids`, in their order.
+    fn classes(&mut self, ids: &[i64]) -> Vec<u8>;
 }
 
 /// Blocks a [`Column`] keeps at once (1 KiB each). A question's words
@@ -416,7 +426,32 @@ impl<'c> Reader<'c> {
             roles: Column::new(conn, ROLES)?,
             times: None,
             typical: None,
+            many: None,
         })
+    }
+
+    /// Reads many lengths at once from `many` where it knows them
+    /// ([`Reader::lengths`]).
+    pub(crate) fn with_many(mut self, many: Option<Box<dyn Classes + 'c>>) -> Self {
+        self.many = many;
+        self
+    }
+
+    /// The lengths of `ids`, each as [`Reader::length`] gives it: from the
+    /// source of many when the reader has one and it knows, else one at a
+    /// time.
+    pub(crate) fn lengths(&mut self, ids: &[i64]) -> rusqlite::Result<Vec<Option<f64>>> {
+        let many = match &mut self.many {
+            Some(m) => m.classes(ids),
+            None => Vec::new(),
+        };
+        ids.iter()
+            .enumerate()
+            .map(|(i, &id)| match many.get(i).and_then(|&c| length_of(c)) {
+                Some(len) => Ok(Some(len)),
+                None => self.length(id),
+            })
+            .collect()
     }
 
     /// The average length of the newest records (those of the last

@@ -447,7 +447,7 @@ pub(crate) fn sync(
             (mark, Synced::Extended(added), blanked)
         }
         None => {
-            let token = new_token(db);
+            let token = flat_file::new_token(b"cairn vector file", db);
             let (file, tmp) = flat_file::create_beside(&path).map_err(io)?;
             tx.execute("DELETE FROM vector_blocks", [])?;
             let (added, upto) = fill(&tx, &file, Start::Header(&token), (0, 0), dim, &path)?;
@@ -643,22 +643,6 @@ fn write_entries(
         n += 1;
     }
     Ok((n, upto))
-}
-
-/// A token no other file of this database has had: the clock, the
-/// process and the path, hashed.
-fn new_token(db: &Path) -> [u8; 16] {
-    let mut h = blake3::Hasher::new();
-    h.update(b"cairn vector file");
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos());
-    h.update(&now.to_le_bytes());
-    h.update(&std::process::id().to_le_bytes());
-    h.update(db.as_os_str().as_encoded_bytes());
-    let mut t = [0u8; 16];
-    t.copy_from_slice(&h.finalize().as_bytes()[..16]);
-    t
 }
 
 /// The trusted part of the file, open for a scan.

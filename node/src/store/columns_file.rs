@@ -1,0 +1,875 @@
+//! What the ranker needs of every record in two flat files beside the
+//! database, so a search reads a candidate's with a small read instead of
+//! look-ups in SQLite tables.
+//!
+//! - `cairn.db-columns`: its role, time, decision mark and session, 16
+//!   bytes a record, for the ranker's candidates: in `records` that
+//!   look-up reads two pages at 10 GB (an inner page of the table, about
+//!   800 of them, and the leaf), and a question makes about two thousand.
+//! - `cairn.db-lengths`: its length class (`record_bytes::class_of`), a
+//!   byte a record, for scoring a word's newest matches: up to 8,000 a
+//!   concept, spread over the history, which in `record_lens` cost a row
+//!   look-up per block of 1,024 records met; here the bytes of the
+//!   stretches that hold them are read in a few large reads
+//!   ([`Lengths::classes`]).
+//!
+//! Both start with the 32-byte header of [`super::flat_file`] (the magic,
+//! `cairnrc1` or `cairnrl1`, the entry length, 16 or 1, where the vector
+//! files put their vector length, and the token both share), then one
+//! entry per record id, at `32 + entry * id`. A columns entry is the
+//! record's stamp word ([`Stamp::word`], u64 LE), its session row (u32 LE),
+//! its role code ([`codec::role_code`]) and three zero bytes; an entry
+//! whose word, session or role is zero says nothing (a session row past
+//! u32, a role with no code, a deleted record), and so does a length of 0.
+//!
+//! What the database vouches for: `meta.columns_file` holds the token and
+//! `upto`, and the two files with that token hold the entries of every
+//! record with an id up to `upto` that existed when they were written.
+//! Record ids are never reused (`AUTOINCREMENT`) and a record's columns
+//! never change, so an entry stays right while its record exists; a
+//! search reads only entries up to the mark its snapshot reads, and asks
+//! the tables about anything else. What lies past the mark may be anything
+//! (a write that never reached its mark, or files written for a newer copy
+//! of the database).
+//!
+//! Written by [`Store::write_columns`] (after an index pass and a batch
+//! applied, beside the vector pass), under the write lock, in steps of
+//! [`STEP`] records, each step's entries made durable before its mark is
+//! committed, the lengths copied from `record_lens`; files that are missing
+//! or do not match the mark are written anew under a new token. Every path
+//! that deletes records (a forget, a peer's tombstone, a rewritten file's
+//! vanished records) zeroes their columns entries in its own transaction
+//! ([`zero`]): the write lock it holds keeps any write of the files out
+//! until it commits, after which those records are gone from every
+//! snapshot that could write them, and a zero left by a rollback only
+//! sends searches to `records`. So a columns entry that is not zero also
+//! says that its record exists in the snapshot of a search that reads it
+//! (which the meaning tier relies on), and nothing of a forgotten record's
+//! columns stays. Derived: losing the files costs speed only.
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+
+use rusqlite::{Connection, OptionalExtension};
+
+use super::flat_file::{self, HEADER_LEN};
+use super::record_times::Stamp;
+use super::{StoreError, codec, record_bytes};
+use crate::record::Role;
+
+/// The columns file's magic.
+const MAGIC: &[u8; 8] = b"cairnrc1";
+
+/// The lengths file's magic.
+const LENGTHS_MAGIC: &[u8; 8] = b"cairnrl1";
+
+/// Bytes per record in the columns file.
+const ENTRY: usize = 16;
+
+/// The `meta` key of the mark.
+const MARK_KEY: &str = "columns_file";
+
+/// Records written per transaction.
+pub(crate) const STEP: i64 = 65_536;
+
+/// Columns entries read at once: a question's candidates come in id order
+/// and at times close together (a session's records are consecutive).
+const WINDOW: usize = 4;
+
+/// Bytes of the lengths file between two wanted ones that are read
+/// through rather than skipped with another read: a read costs about what
+/// copying a few pages does.
+const LENGTHS_GAP: u64 = 4096;
+
+/// Bytes of the lengths file read at a time (the buffer stays small, so
+/// it costs no fresh pages, and stays in cache).
+const LENGTHS_CHUNK: usize = 128 * 1024;
+
+/// The columns file beside the database at `db`.
+pub(crate) fn path_for(db: &Path) -> PathBuf {
+    beside(db, "-columns")
+}
+
+/// The lengths file beside the database at `db`.
+pub(crate) fn lengths_path_for(db: &Path) -> PathBuf {
+    beside(db, "-lengths")
+}
+
+fn beside(db: &Path, suffix: &str) -> PathBuf {
+    let mut p = db.as_os_str().to_owned();
+    p.push(suffix);
+    PathBuf::from(p)
+}
+
+/// What the ranker needs of a record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Columns {
+    pub(crate) role: Role,
+    pub(crate) stamp: Stamp,
+    pub(crate) session: i64,
+}
+
+impl Columns {
+    /// The entry of a record's `role`, `ts`, `session` and `flags`
+    /// columns; zeros when it cannot hold them.
+    fn entry(role: rusqlite::types::ValueRef<'_>, stamp: Stamp, session: i64) -> [u8; ENTRY] {
+        let mut e = [0u8; ENTRY];
+        let (Some(role), Ok(session), word) = (
+            codec::role_code_in(role),
+            u32::try_from(session),
+            stamp.word(),
+        ) else {
+            return e;
+        };
+        if session == 0 || word == 0 {
+            return e;
+        }
+        e[..8].copy_from_slice(&word.to_le_bytes());
+        e[8..12].copy_from_slice(&session.to_le_bytes());
+        e[12] = role;
+        e
+    }
+
+    /// What an entry holds; `None` when it says nothing.
+    fn of(e: &[u8]) -> Option<Columns> {
+        let word = u64::from_le_bytes(e[..8].try_into().ok()?);
+        let session = u32::from_le_bytes(e[8..12].try_into().ok()?);
+        let role = Role::ALL
+            .into_iter()
+            .find(|r| codec::role_code(*r) == e[12])?;
+        if session == 0 || e[13..].iter().any(|&b| b != 0) {
+            return None;
+        }
+        Some(Columns {
+            role,
+            stamp: Stamp::from_word(word)?,
+            session: i64::from(session),
+        })
+    }
+}
+
+/// The file the database vouches for and how far.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Mark {
+    token: [u8; 16],
+    upto: i64,
+}
+
+impl Mark {
+    fn encode(&self) -> String {
+        format!("{} {}", crate::hex::encode(&self.token), self.upto)
+    }
+
+    fn decode(s: &str) -> Option<Mark> {
+        let (token, upto) = s.split_once(' ')?;
+        let token = data_encoding::HEXLOWER_PERMISSIVE
+            .decode(token.as_bytes())
+            .ok()?
+            .try_into()
+            .ok()?;
+        Some(Mark {
+            token,
+            upto: upto.parse().ok().filter(|u| *u >= 0)?,
+        })
+    }
+}
+
+fn read_mark(conn: &Connection) -> rusqlite::Result<Option<Mark>> {
+    let v: Option<String> = conn
+        .query_row("SELECT value FROM meta WHERE key = ?1", [MARK_KEY], |r| {
+            r.get(0)
+        })
+        .optional()?;
+    Ok(v.as_deref().and_then(Mark::decode))
+}
+
+fn write_mark(conn: &Connection, mark: &Mark) -> rusqlite::Result<()> {
+    conn.execute(
+        "INSERT INTO meta(key, value) VALUES (?1, ?2)
+         ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+        (MARK_KEY, mark.encode()),
+    )?;
+    Ok(())
+}
+
+/// One of the two files: its suffix, magic and entry length.
+#[derive(Debug, Clone, Copy)]
+struct Kind {
+    path: fn(&Path) -> PathBuf,
+    magic: &'static [u8; 8],
+    entry: usize,
+}
+
+const COLUMNS: Kind = Kind {
+    path: path_for,
+    magic: MAGIC,
+    entry: ENTRY,
+};
+
+const LENGTHS: Kind = Kind {
+    path: lengths_path_for,
+    magic: LENGTHS_MAGIC,
+    entry: 1,
+};
+
+impl Kind {
+    fn header(&self, token: &[u8; 16]) -> [u8; HEADER_LEN] {
+        flat_file::header(self.magic, self.entry, token)
+    }
+
+    /// The file of the database at `db` when its header names `mark`'s token.
+    fn open_marked(&self, db: &Path, mark: &Mark, write: bool) -> Option<File> {
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(write)
+            .open((self.path)(db))
+            .ok()?;
+        let mut h = [0u8; HEADER_LEN];
+        flat_file::read_at(&file, &mut h, 0).ok()?;
+        (h == self.header(&mark.token)).then_some(file)
+    }
+
+    /// A new file for the database at `db`, with the header for `token`,
+    /// put in place of any other.
+    fn create(&self, db: &Path, token: &[u8; 16]) -> Result<File, StoreError> {
+        let path = (self.path)(db);
+        let (file, tmp) = flat_file::create_beside(&path).map_err(io(&path))?;
+        flat_file::write_at(&file, &self.header(token), 0).map_err(io(&tmp))?;
+        file.sync_data().map_err(io(&tmp))?;
+        std::fs::rename(&tmp, &path).map_err(io(&path))?;
+        Ok(file)
+    }
+
+    fn offset(&self, id: i64) -> u64 {
+        HEADER_LEN as u64 + id as u64 * self.entry as u64
+    }
+}
+
+fn offset(id: i64) -> u64 {
+    COLUMNS.offset(id)
+}
+
+/// A search's reader of the file, as far as its snapshot's mark vouches.
+pub(crate) struct Reader {
+    file: File,
+    upto: i64,
+    /// Entries read last, from record id `first`.
+    buf: Vec<u8>,
+    first: i64,
+}
+
+impl Reader {
+    /// The file of the database at `db`, read as `conn`'s snapshot vouches;
+    /// `None` when there is none it vouches for.
+    pub(crate) fn open(conn: &Connection, db: &Path) -> Option<Reader> {
+        let mark = read_mark(conn).ok()??;
+        let file = COLUMNS.open_marked(db, &mark, false)?;
+        Some(Reader {
+            file,
+            upto: mark.upto,
+            buf: Vec::with_capacity(WINDOW * ENTRY),
+            first: 0,
+        })
+    }
+
+    /// Record `id`'s columns; `None` when the file cannot say (past the
+    /// mark, an entry that says nothing, a failed read): ask `records`.
+    pub(crate) fn columns(&mut self, id: i64) -> Option<Columns> {
+        if id < 1 || id > self.upto {
+            return None;
+        }
+        let held = self.buf.len() / ENTRY;
+        let at = match id.checked_sub(self.first) {
+            Some(d) if d >= 0 && (d as usize) < held => d as usize,
+            _ => {
+                let n = (self.upto - id + 1).min(WINDOW as i64) as usize;
+                self.buf.resize(n * ENTRY, 0);
+                if flat_file::read_at(&self.file, &mut self.buf, offset(id)).is_err() {
+                    self.buf.clear();
+                    return None;
+                }
+                self.first = id;
+                0
+            }
+        };
+        Columns::of(&self.buf[at * ENTRY..(at + 1) * ENTRY])
+    }
+}
+
+fn io(path: &Path) -> impl Fn(std::io::Error) -> StoreError + '_ {
+    move |source| StoreError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// A search's reader of the lengths file, as far as its snapshot's mark
+/// vouches.
+pub(crate) struct Lengths {
+    file: File,
+    upto: i64,
+    buf: Vec<u8>,
+}
+
+impl Lengths {
+    /// The lengths file of the database at `db`, read as `conn`'s snapshot
+    /// vouches; `None` when there is none it vouches for.
+    pub(crate) fn open(conn: &Connection, db: &Path) -> Option<Lengths> {
+        let mark = read_mark(conn).ok()??;
+        let file = LENGTHS.open_marked(db, &mark, false)?;
+        Some(Lengths {
+            file,
+            upto: mark.upto,
+            buf: Vec::new(),
+        })
+    }
+
+    /// The length classes of `ids` (in any order), each 0 where the file
+    /// cannot say (past the mark, a length not known, a failed read). The
+    /// stretches holding them are read in order, a gap of up to
+    /// [`LENGTHS_GAP`] bytes read through, at most [`LENGTHS_CHUNK`] at a
+    /// time.
+    pub(crate) fn classes(&mut self, ids: &[i64]) -> Vec<u8> {
+        let mut out = vec![0u8; ids.len()];
+        let mut order: Vec<usize> = (0..ids.len())
+            .filter(|&i| ids[i] >= 1 && ids[i] <= self.upto)
+            .collect();
+        order.sort_unstable_by_key(|&i| ids[i]);
+        let mut i = 0;
+        while i < order.len() {
+            // A chunk from the first id left: every wanted id within it,
+            // up to a gap too wide to read through.
+            let from = LENGTHS.offset(ids[order[i]]);
+            let mut to = from + 1;
+            let mut j = i + 1;
+            while j < order.len() {
+                let at = LENGTHS.offset(ids[order[j]]);
+                if at >= from + LENGTHS_CHUNK as u64 || at > to + LENGTHS_GAP {
+                    break;
+                }
+                to = to.max(at + 1);
+                j += 1;
+            }
+            self.buf.resize((to - from) as usize, 0);
+            if flat_file::read_at(&self.file, &mut self.buf, from).is_ok() {
+                for &k in &order[i..j] {
+                    out[k] = self.buf[(LENGTHS.offset(ids[k]) - from) as usize];
+                }
+            }
+            i = j;
+        }
+        out
+    }
+}
+
+impl record_bytes::Classes for Lengths {
+    fn classes(&mut self, ids: &[i64]) -> Vec<u8> {
+        Lengths::classes(self, ids)
+    }
+}
+
+/// Writes the entries of up to [`STEP`] records the files lack, in one
+/// transaction; returns how many (0: the files are complete).
+pub(crate) fn write_step(conn: &Connection, db: &Path) -> Result<u64, StoreError> {
+    let tx = rusqlite::Transaction::new_unchecked(conn, rusqlite::TransactionBehavior::Immediate)?;
+    let newest: Option<i64> = tx.query_row("SELECT max(id) FROM records", [], |r| r.get(0))?;
+    let Some(newest) = newest else {
+        return Ok(0);
+    };
+    let found = read_mark(&tx)?.and_then(|m| {
+        Some((
+            COLUMNS.open_marked(db, &m, true)?,
+            LENGTHS.open_marked(db, &m, true)?,
+            m,
+        ))
+    });
+    let (columns, lengths, mut mark) = match found {
+        Some((_, _, m)) if m.upto >= newest => return Ok(0),
+        Some(found) => found,
+        None => {
+            let token = flat_file::new_token(b"cairn columns files", db);
+            let columns = COLUMNS.create(db, &token)?;
+            let lengths = LENGTHS.create(db, &token)?;
+            (columns, lengths, Mark { token, upto: 0 })
+        }
+    };
+    let (cpath, lpath) = (path_for(db), lengths_path_for(db));
+    let mut stmt = tx.prepare_cached(
+        "SELECT id, role, ts, session, flags FROM records WHERE id > ?1 ORDER BY id LIMIT ?2",
+    )?;
+    let mut rows = stmt.query((mark.upto, STEP))?;
+    let mut classes = Classes::new(&tx)?;
+    // Consecutive ids are written together; a gap (a deleted record) is left.
+    let mut run: Vec<u8> = Vec::new();
+    let mut run_lens: Vec<u8> = Vec::new();
+    let mut run_first = 0i64;
+    let flush = |first: i64, run: &[u8], lens: &[u8]| -> Result<(), StoreError> {
+        if !run.is_empty() {
+            flat_file::write_at(&columns, run, COLUMNS.offset(first)).map_err(io(&cpath))?;
+            flat_file::write_at(&lengths, lens, LENGTHS.offset(first)).map_err(io(&lpath))?;
+        }
+        Ok(())
+    };
+    let mut written = 0u64;
+    while let Some(r) = rows.next()? {
+        let id: i64 = r.get(0)?;
+        let stamp = Stamp::of(r.get(2)?, r.get(4)?);
+        let e = Columns::entry(r.get_ref(1)?, stamp, r.get(3)?);
+        if run_lens.is_empty() || run_first + run_lens.len() as i64 != id {
+            flush(run_first, &run, &run_lens)?;
+            run.clear();
+            run_lens.clear();
+            run_first = id;
+        }
+        run.extend_from_slice(&e);
+        run_lens.push(classes.of(id)?);
+        mark.upto = id;
+        written += 1;
+    }
+    flush(run_first, &run, &run_lens)?;
+    drop((rows, classes));
+    drop(stmt);
+    columns.sync_data().map_err(io(&cpath))?;
+    lengths.sync_data().map_err(io(&lpath))?;
+    write_mark(&tx, &mark)?;
+    tx.commit()?;
+    Ok(written)
+}
+
+/// The length classes `record_lens` holds, a block at a time.
+struct Classes<'c> {
+    stmt: rusqlite::CachedStatement<'c>,
+    block: Option<(i64, Vec<u8>)>,
+}
+
+impl<'c> Classes<'c> {
+    fn new(conn: &'c Connection) -> rusqlite::Result<Self> {
+        let stmt = match super::schema::has_table(conn, "record_lens")? {
+            true => "SELECT lens FROM record_lens WHERE block = ?1",
+            // A database from before the table: every length unknown.
+            false => "SELECT NULL WHERE ?1 IS NULL",
+        };
+        Ok(Classes {
+            stmt: conn.prepare_cached(stmt)?,
+            block: None,
+        })
+    }
+
+    /// Record `id`'s class; 0 when not known.
+    fn of(&mut self, id: i64) -> rusqlite::Result<u8> {
+        let (block, at) = super::blocks::place::<{ record_bytes::BLOCK }>(id);
+        if self.block.as_ref().is_none_or(|b| b.0 != block) {
+            let bytes: Option<Vec<u8>> = self
+                .stmt
+                .query_row([block], |r| r.get::<_, Option<Vec<u8>>>(0))
+                .optional()?
+                .flatten();
+            self.block = Some((block, bytes.unwrap_or_default()));
+        }
+        Ok(self
+            .block
+            .as_ref()
+            .and_then(|b| b.1.get(at).copied())
+            .unwrap_or(0))
+    }
+}
+
+/// Zeroes the entries of `ids` the files of `conn`'s database hold (the
+/// records a delete removes, in its transaction).
+pub(crate) fn zero(conn: &Connection, ids: &[i64]) -> Result<(), StoreError> {
+    if ids.is_empty() {
+        return Ok(());
+    }
+    let Some(db) = conn.path().filter(|p| !p.is_empty()) else {
+        return Ok(());
+    };
+    let Some(mark) = read_mark(conn)? else {
+        return Ok(());
+    };
+    let held: Vec<i64> = ids
+        .iter()
+        .copied()
+        .filter(|&id| id >= 1 && id <= mark.upto)
+        .collect();
+    if held.is_empty() {
+        return Ok(());
+    }
+    let db = Path::new(db);
+    for kind in [COLUMNS, LENGTHS] {
+        let path = (kind.path)(db);
+        let Some(file) = kind.open_marked(db, &mark, true) else {
+            continue;
+        };
+        let blank = vec![0u8; kind.entry];
+        for &id in &held {
+            flat_file::write_at(&file, &blank, kind.offset(id)).map_err(io(&path))?;
+        }
+        file.sync_data().map_err(io(&path))?;
+    }
+    Ok(())
+}
+
+impl super::Store {
+    /// Writes the columns file's entries of every record it lacks, a
+    /// [`STEP`] at a time; returns how many it wrote.
+    pub fn write_columns(&self) -> Result<u64, StoreError> {
+        let mut written = 0;
+        loop {
+            match write_step(&self.conn, &self.path)? {
+                0 => return Ok(written),
+                n => written += n,
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::Store;
+
+    fn record(session: &str, role: Role, ts: Option<i64>, text: &str) -> crate::record::Record {
+        let mut r = crate::record::Record::new("claude-code", session, role, text);
+        r.time_ms = ts;
+        r
+    }
+
+    /// Every record's columns as its row holds them, by id.
+    fn rows(conn: &Connection) -> Vec<(i64, Columns)> {
+        let mut stmt = conn
+            .prepare("SELECT id, role, ts, session, flags FROM records ORDER BY id")
+            .expect("prepare");
+        let rows = stmt
+            .query_map([], |r| {
+                let role = codec::role_at(r, 1)?;
+                Ok((
+                    r.get(0)?,
+                    Columns {
+                        role: Role::ALL
+                            .into_iter()
+                            .find(|k| k.as_str() == role)
+                            .expect("a known role"),
+                        stamp: Stamp::of(r.get(2)?, r.get(4)?),
+                        session: r.get(3)?,
+                    },
+                ))
+            })
+            .expect("query");
+        rows.collect::<Result<_, _>>().expect("rows")
+    }
+
+    /// Asserts that a reader opened now gives each record of `want` its
+    /// columns where `held` says the file holds them, and nothing else for
+    /// any id from 0 to past the last.
+    fn reads_as(store: &Store, want: &[(i64, Columns)], held: impl Fn(i64) -> bool, what: &str) {
+        let reader = Reader::open(store.conn(), store.path());
+        let mut reader = match reader {
+            Some(r) => r,
+            None => {
+                assert!(want.iter().all(|w| !held(w.0)), "{what}: no file");
+                return;
+            }
+        };
+        let top = want.last().map_or(0, |w| w.0);
+        for id in -1..top + 40 {
+            let row = want.iter().find(|w| w.0 == id).map(|w| w.1);
+            let got = reader.columns(id);
+            match row {
+                Some(c) if held(id) => assert_eq!(got, Some(c), "{what}: record {id}"),
+                _ => assert_eq!(got, None, "{what}: record {id}"),
+            }
+        }
+    }
+
+    /// Asserts that the lengths file gives every record of `want` its
+    /// class from `record_lens` where `held` says the file holds it, and 0
+    /// for every other id, asked in shuffled order.
+    fn lengths_as(store: &Store, want: &[(i64, Columns)], held: impl Fn(i64) -> bool, what: &str) {
+        let classes: std::collections::HashMap<i64, u8> = record_bytes::held(store.conn())
+            .into_iter()
+            .map(|(id, c, _)| (id, c))
+            .collect();
+        let top = want.last().map_or(0, |w| w.0);
+        let mut ids: Vec<i64> = (-1..top + 40).collect();
+        // A fixed shuffle: the reader sorts what it is asked.
+        ids.sort_by_key(|id| (id * 7_919) % 1_013);
+        let got = match Lengths::open(store.conn(), store.path()) {
+            Some(mut l) => l.classes(&ids),
+            None => vec![0; ids.len()],
+        };
+        for (id, got) in ids.iter().zip(got) {
+            let live = want.iter().any(|w| w.0 == *id);
+            let class = classes.get(id).copied().unwrap_or(0);
+            let expect = match live && held(*id) {
+                true => class,
+                false => 0,
+            };
+            if live && held(*id) {
+                assert_ne!(class, 0, "{what}: record {id} has a length");
+            }
+            assert_eq!(got, expect, "{what}: record {id}");
+        }
+    }
+
+    fn entry_bytes(store: &Store, id: i64) -> Vec<u8> {
+        let file = File::open(path_for(store.path())).expect("file");
+        let mut e = vec![0u8; ENTRY];
+        flat_file::read_at(&file, &mut e, offset(id)).expect("read");
+        e
+    }
+
+    #[test]
+    fn entries_follow_writes_forgets_rewrites_and_a_lost_file() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let mut store = Store::open(&dir.path().join("c.db")).expect("open");
+        let origin = cairn_protocol::NodeId([7; 20]).to_string();
+        store.ensure_log(&origin, 1_000).expect("own log");
+        let insert = |store: &mut Store, from: i64, to: i64| {
+            let mut ing = store.ingest(&origin).expect("ingest");
+            for i in from..to {
+                // Undated ones, old ones, and decisions among them.
+                let ts = match i % 5 {
+                    0 => None,
+                    1 => Some(-86_400_000 * i),
+                    _ => Some(1_767_225_600_000 + 61_000 * i),
+                };
+                let text = match i % 4 {
+                    0 => format!("we decided to pin hyper to 0.14, note {i}"),
+                    _ => format!("the queue worker retries the job, line {i}"),
+                };
+                let role = Role::ALL[i as usize % Role::ALL.len()];
+                ing.insert(&record(&format!("s{}", i % 7), role, ts, &text), None)
+                    .expect("insert");
+            }
+            ing.commit().expect("commit");
+        };
+        insert(&mut store, 0, 1_300);
+        let want = rows(store.conn());
+        assert_eq!(want.len(), 1_300);
+        assert!(want.iter().any(|w| w.1.stamp.decision), "decisions");
+        assert!(want.iter().any(|w| w.1.stamp.ts.is_none()), "undated");
+        assert!(want.iter().any(|w| w.1.role == Role::Note), "every role");
+
+        // Nothing before the first write.
+        assert!(Reader::open(store.conn(), store.path()).is_none());
+        assert_eq!(store.write_columns().expect("write"), 1_300);
+        reads_as(&store, &want, |_| true, "written");
+        lengths_as(&store, &want, |_| true, "written");
+        assert_eq!(store.write_columns().expect("again"), 0, "nothing new");
+
+        // Records stored since are past the mark: read from their rows
+        // until the next write, whatever the file holds there.
+        insert(&mut store, 1_300, 1_400);
+        let top = want.last().expect("records").0;
+        let file = std::fs::OpenOptions::new()
+            .write(true)
+            .open(path_for(store.path()))
+            .expect("open");
+        flat_file::write_at(&file, &[0x55; ENTRY * 10], offset(top + 1)).expect("junk");
+        let want = rows(store.conn());
+        reads_as(&store, &want, |id| id <= top, "stored since");
+        lengths_as(&store, &want, |id| id <= top, "stored since");
+        assert_eq!(store.write_columns().expect("write"), 100);
+        reads_as(&store, &want, |_| true, "caught up");
+        lengths_as(&store, &want, |_| true, "caught up");
+
+        // A snapshot taken before a write keeps the mark it read.
+        let old_mark = read_mark(store.conn()).expect("mark").expect("a mark");
+        assert_eq!(old_mark.upto, want.last().expect("records").0);
+
+        // A forgotten record leaves no entry behind.
+        let target = cairn_protocol::ForgetTarget::Session {
+            agent: "claude-code".into(),
+            session_id: "s3".into(),
+        };
+        let gone: Vec<i64> = want
+            .iter()
+            .filter(|w| {
+                store
+                    .conn()
+                    .query_row(
+                        "SELECT session_id = 's3' FROM sessions WHERE id = ?1",
+                        [w.1.session],
+                        |r| r.get::<_, bool>(0),
+                    )
+                    .expect("session")
+            })
+            .map(|w| w.0)
+            .collect();
+        let report = store.forget(&[target], 2_000).expect("forget");
+        assert_eq!(report.records as usize, gone.len());
+        let lengths = File::open(lengths_path_for(store.path())).expect("lengths");
+        for id in &gone {
+            assert_eq!(entry_bytes(&store, *id), vec![0; ENTRY], "forgotten {id}");
+            let mut b = [9u8];
+            flat_file::read_at(&lengths, &mut b, LENGTHS.offset(*id)).expect("read");
+            assert_eq!(b, [0], "forgotten {id}'s length");
+        }
+        let left = rows(store.conn());
+        reads_as(&store, &left, |_| true, "forgotten");
+
+        // Nor does a record a rewritten file no longer holds.
+        {
+            let mut ing = store.ingest(&origin).expect("ingest");
+            let src = ing
+                .source("claude-code", "/tmp/x.jsonl", "lines")
+                .expect("source");
+            for i in 0..3 {
+                let r = record(
+                    "rewritten",
+                    Role::User,
+                    Some(5_000 + i),
+                    &format!("line {i}"),
+                );
+                ing.insert(&r, Some(src.id)).expect("insert");
+            }
+            ing.commit().expect("commit");
+        }
+        assert_eq!(store.write_columns().expect("write"), 3);
+        let before = rows(store.conn());
+        {
+            let mut ing = store.ingest(&origin).expect("ingest");
+            let src = ing
+                .source("claude-code", "/tmp/x.jsonl", "lines")
+                .expect("source");
+            let keep = [record("rewritten", Role::User, Some(5_000), "line 0").content_hash()]
+                .into_iter()
+                .collect();
+            assert_eq!(ing.retain_source_records(src.id, &keep).expect("retain"), 2);
+            ing.commit().expect("commit");
+        }
+        let left = rows(store.conn());
+        for (id, _) in before.iter().filter(|b| !left.iter().any(|l| l.0 == b.0)) {
+            assert_eq!(entry_bytes(&store, *id), vec![0; ENTRY], "rewritten {id}");
+        }
+        reads_as(&store, &left, |_| true, "a rewrite");
+        lengths_as(&store, &left, |_| true, "a rewrite");
+
+        // A file another token names, or none, is not read, and the next
+        // write makes it anew under a new token.
+        let path = path_for(store.path());
+        let file = std::fs::OpenOptions::new()
+            .write(true)
+            .open(&path)
+            .expect("open");
+        flat_file::write_at(&file, &[0xAB; 16], 16).expect("another token");
+        reads_as(&store, &left, |_| false, "another token");
+        lengths_as(&store, &left, |_| true, "the lengths file still matches");
+        assert_eq!(store.write_columns().expect("anew"), left.len() as u64);
+        reads_as(&store, &left, |_| true, "written anew");
+        assert_ne!(
+            read_mark(store.conn())
+                .expect("mark")
+                .expect("a mark")
+                .token,
+            old_mark.token
+        );
+        std::fs::remove_file(&path).expect("remove");
+        reads_as(&store, &left, |_| false, "no file");
+        assert_eq!(store.write_columns().expect("anew"), left.len() as u64);
+        reads_as(&store, &left, |_| true, "written again");
+        lengths_as(&store, &left, |_| true, "written again");
+        std::fs::remove_file(lengths_path_for(store.path())).expect("remove");
+        lengths_as(&store, &left, |_| false, "no lengths file");
+        reads_as(&store, &left, |_| true, "the columns file still matches");
+        assert_eq!(store.write_columns().expect("anew"), left.len() as u64);
+        reads_as(&store, &left, |_| true, "both anew");
+        lengths_as(&store, &left, |_| true, "both anew");
+    }
+
+    #[test]
+    fn lengths_are_read_in_stretches_wherever_they_lie() {
+        // A file of 600 KB whose byte at each id is a pattern, and ids
+        // asked for close together, far apart (past a chunk), at the
+        // chunk's edge, twice, and past the mark.
+        let dir = tempfile::tempdir().expect("tmp");
+        let path = dir.path().join("l");
+        let n: i64 = 600_000;
+        let pattern = |id: i64| (id % 251) as u8 + 1;
+        let mut bytes = vec![0u8; HEADER_LEN];
+        bytes.extend((0..n).map(pattern));
+        std::fs::write(&path, &bytes).expect("write");
+        let upto = n - 1_000;
+        let mut l = Lengths {
+            file: File::open(&path).expect("open"),
+            upto,
+            buf: Vec::new(),
+        };
+        let chunk = LENGTHS_CHUNK as i64;
+        let gap = LENGTHS_GAP as i64;
+        let mut ids: Vec<i64> = vec![
+            5,
+            6,
+            6,
+            7 + gap,
+            8 + 2 * gap + 1,
+            chunk - 1,
+            chunk,
+            chunk + 1,
+            3 * chunk + 17,
+            upto,
+            upto + 1,
+            n - 1,
+            0,
+            -4,
+        ];
+        ids.extend((0..2_000).map(|i| 1 + i * 271));
+        ids.reverse();
+        let got = l.classes(&ids);
+        for (id, got) in ids.iter().zip(got) {
+            let expect = match (1..=upto).contains(id) {
+                true => pattern(*id),
+                false => 0,
+            };
+            assert_eq!(got, expect, "id {id}");
+        }
+        assert!(l.buf.capacity() <= 2 * LENGTHS_CHUNK, "bounded buffer");
+        assert_eq!(l.classes(&[]), Vec::<u8>::new());
+    }
+
+    #[test]
+    fn an_entry_says_nothing_unless_whole() {
+        let stamp = Stamp::of(Some(1_767_225_600_123), codec::DECISION);
+        let e = Columns::entry(rusqlite::types::ValueRef::Text(b"user"), stamp, 42);
+        let c = Columns::of(&e).expect("whole");
+        assert_eq!((c.role, c.stamp, c.session), (Role::User, stamp, 42));
+        // A role with no code, a session row past u32, none, a time too far
+        // out for a word: zeros.
+        for e in [
+            Columns::entry(rusqlite::types::ValueRef::Text(b"robot"), stamp, 42),
+            Columns::entry(rusqlite::types::ValueRef::Text(b"user"), stamp, 1 << 32),
+            Columns::entry(rusqlite::types::ValueRef::Text(b"user"), stamp, 0),
+            Columns::entry(
+                rusqlite::types::ValueRef::Text(b"user"),
+                Stamp::of(Some(i64::MAX), 0),
+                42,
+            ),
+        ] {
+            assert_eq!(e, [0; ENTRY]);
+            assert_eq!(Columns::of(&e), None);
+        }
+        // Bytes no writer makes: an unknown role code, reserved bytes set.
+        let mut bad = Columns::entry(rusqlite::types::ValueRef::Text(b"user"), stamp, 42);
+        bad[12] = 0xee;
+        assert_eq!(Columns::of(&bad), None);
+        let mut bad = Columns::entry(rusqlite::types::ValueRef::Text(b"user"), stamp, 42);
+        bad[15] = 1;
+        assert_eq!(Columns::of(&bad), None);
+        assert_eq!(
+            Mark::decode(
+                &Mark {
+                    token: [3; 16],
+                    upto: 9
+                }
+                .encode()
+            )
+            .map(|m| m.upto),
+            Some(9)
+        );
+        assert_eq!(Mark::decode("zz 9"), None);
+        assert_eq!(
+            Mark::decode(&format!("{} -1", crate::hex::encode(&[3; 16]))),
+            None
+        );
+    }
+}
