@@ -113,6 +113,14 @@ pub struct RefreshedPage {
     pub reran: bool,
 }
 
+/// Records stored since the columns files were last written before a pass
+/// writes them again (`Node::write_columns`): a daemon's pass after an
+/// agent wrote a few lines need not wait on two `fdatasync`s, and a search
+/// reads the rows of those few records, the newest, whose pages lie
+/// together at the table's end. In tests every pass writes them, so the
+/// sync and node tests go through the files.
+const COLUMNS_DUE: i64 = if cfg!(test) { 1 } else { 1_024 };
+
 /// Records a vector pass examines between moves of their vectors into the
 /// vector file: the `vectors` table, and the free pages it leaves in the
 /// database once emptied, stay a few megabytes even on a first pass over
@@ -493,11 +501,12 @@ impl Node {
         }
     }
 
-    /// Writes the columns file's entries of the records stored since the
-    /// last pass (see `store::columns_file`). A failure is logged, not
-    /// returned: searches read those records' rows instead.
+    /// Writes the columns files' entries of the records stored since they
+    /// were last written, once [`COLUMNS_DUE`] of them wait (see
+    /// `store::columns_file`). A failure is logged, not returned: searches
+    /// read those records' rows instead.
     fn write_columns(&mut self) {
-        match self.store.write_columns() {
+        match self.store.write_columns_due(COLUMNS_DUE) {
             Ok(0) => {}
             Ok(n) => tracing::debug!(records = n, "columns file"),
             Err(e) => tracing::warn!(error = %e, "could not write the columns file"),

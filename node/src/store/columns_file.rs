@@ -509,7 +509,38 @@ pub(crate) fn zero(conn: &Connection, ids: &[i64]) -> Result<(), StoreError> {
     Ok(())
 }
 
+/// How many records past the mark wait for their entries, read without
+/// the write lock; `i64::MAX` when the files are missing or do not match
+/// the mark, so that they are written anew however few records there are.
+fn pending(conn: &Connection, db: &Path) -> Result<i64, StoreError> {
+    let newest: Option<i64> = conn.query_row("SELECT max(id) FROM records", [], |r| r.get(0))?;
+    let Some(newest) = newest else {
+        return Ok(0);
+    };
+    let upto = match read_mark(conn)? {
+        Some(m)
+            if COLUMNS.open_marked(db, &m, false).is_some()
+                && LENGTHS.open_marked(db, &m, false).is_some() =>
+        {
+            m.upto
+        }
+        _ => return Ok(i64::MAX),
+    };
+    Ok((newest - upto).max(0))
+}
+
 impl super::Store {
+    /// [`Store::write_columns`] once at least `at_least` records wait for
+    /// their entries (or the files must be written anew); else nothing, and
+    /// searches read those few records' rows. Returns how many it wrote.
+    pub fn write_columns_due(&self, at_least: i64) -> Result<u64, StoreError> {
+        match pending(&self.conn, &self.path)? {
+            0 => Ok(0),
+            n if n < at_least => Ok(0),
+            _ => self.write_columns(),
+        }
+    }
+
     /// Writes the columns file's entries of every record it lacks, a
     /// [`STEP`] at a time; returns how many it wrote.
     pub fn write_columns(&self) -> Result<u64, StoreError> {
@@ -524,9 +555,42 @@ impl super::Store {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::store::Store;
+
+    /// Asserts that `store`'s columns files, as far as their mark, give
+    /// every record its row's columns and `record_lens`' length, and hold
+    /// nothing for an id no record has (a record deleted after they were
+    /// written included).
+    pub(crate) fn assert_true_to(store: &Store, what: &str) {
+        let conn = store.conn();
+        let mark = read_mark(conn).expect("mark").expect("a mark");
+        let live = rows(conn);
+        let classes: std::collections::HashMap<i64, u8> = record_bytes::held(conn)
+            .into_iter()
+            .map(|(id, c, _)| (id, c))
+            .collect();
+        let mut reader = Reader::open(conn, store.path()).expect("columns");
+        let ids: Vec<i64> = (1..=mark.upto).collect();
+        let lengths = Lengths::open(conn, store.path())
+            .expect("lengths")
+            .classes(&ids);
+        for id in 1..=mark.upto {
+            let row = live.iter().find(|l| l.0 == id).map(|l| l.1);
+            match row {
+                Some(c) => {
+                    assert_eq!(reader.columns(id), Some(c), "{what}: record {id}");
+                    let class = classes.get(&id).copied().unwrap_or(0);
+                    assert_eq!(lengths[id as usize - 1], class, "{what}: record {id}");
+                }
+                None => {
+                    assert_eq!(entry_bytes(store, id), vec![0; ENTRY], "{what}: gone {id}");
+                    assert_eq!(lengths[id as usize - 1], 0, "{what}: gone {id}");
+                }
+            }
+        }
+    }
 
     fn record(session: &str, role: Role, ts: Option<i64>, text: &str) -> crate::record::Record {
         let mut r = crate::record::Record::new("claude-code", session, role, text);
@@ -658,8 +722,11 @@ mod tests {
         assert_eq!(store.write_columns().expect("again"), 0, "nothing new");
 
         // Records stored since are past the mark: read from their rows
-        // until the next write, whatever the file holds there.
+        // until the next write, whatever the file holds there. A write
+        // that is due only from more of them waits.
         insert(&mut store, 1_300, 1_400);
+        assert_eq!(pending(store.conn(), store.path()).expect("pending"), 100);
+        assert_eq!(store.write_columns_due(101).expect("not due"), 0);
         let top = want.last().expect("records").0;
         let file = std::fs::OpenOptions::new()
             .write(true)
@@ -669,7 +736,8 @@ mod tests {
         let want = rows(store.conn());
         reads_as(&store, &want, |id| id <= top, "stored since");
         lengths_as(&store, &want, |id| id <= top, "stored since");
-        assert_eq!(store.write_columns().expect("write"), 100);
+        assert_eq!(store.write_columns_due(100).expect("due"), 100);
+        assert_eq!(pending(store.conn(), store.path()).expect("pending"), 0);
         reads_as(&store, &want, |_| true, "caught up");
         lengths_as(&store, &want, |_| true, "caught up");
 
@@ -766,7 +834,11 @@ mod tests {
         );
         std::fs::remove_file(&path).expect("remove");
         reads_as(&store, &left, |_| false, "no file");
-        assert_eq!(store.write_columns().expect("anew"), left.len() as u64);
+        // Due however few records came since: every one waits.
+        assert_eq!(
+            store.write_columns_due(10_000).expect("anew"),
+            left.len() as u64
+        );
         reads_as(&store, &left, |_| true, "written again");
         lengths_as(&store, &left, |_| true, "written again");
         std::fs::remove_file(lengths_path_for(store.path())).expect("remove");

@@ -194,6 +194,8 @@ fn line_topology_relays_with_origin_and_no_echo() {
             super::record_times::expected(conn)
         );
         super::runs::tests::assert_true_to(conn, "received");
+        assert_eq!(node.store.write_columns().expect("columns"), 55);
+        super::columns_file::tests::assert_true_to(&node.store, "received");
     }
 }
 
@@ -400,6 +402,11 @@ fn forget_propagates_refuses_resurrection_and_leaves_no_bytes() {
     pull_all(&a, &mut b, None, all());
     pull_all(&b, &mut c, None, all());
     assert_eq!(c.records(), 13);
+    // Every node's columns files hold the doomed records before the forget.
+    for node in [&a, &b, &c] {
+        assert_eq!(node.store.write_columns().expect("columns"), 13);
+        super::columns_file::tests::assert_true_to(&node.store, "before the forget");
+    }
 
     let target = ForgetTarget::Session {
         agent: "claude-code".into(),
@@ -450,6 +457,10 @@ fn forget_propagates_refuses_resurrection_and_leaves_no_bytes() {
             "{name} keeps the times of the records it holds, and no others"
         );
         super::runs::tests::assert_true_to(conn, &format!("{name} after the forget"));
+        super::columns_file::tests::assert_true_to(
+            &node.store,
+            &format!("{name} after the forget"),
+        );
     }
     // A fresh node behind B never sees the session: B's slots are stubs now.
     let mut d = TestNode::new(4);
