@@ -36,6 +36,10 @@ pub(crate) struct Screen<'c> {
     /// True when the runs, the role bytes and the stamps answer every
     /// filter: none is on the machine, and a filter on the session has runs.
     settles: bool,
+    /// The ranker's columns of a record it allows come without its row
+    /// (`store::columns_file`): then a record is worth the read of its role
+    /// byte, so that the screen may allow it and spare the row.
+    columns_elsewhere: bool,
 }
 
 impl<'c> Screen<'c> {
@@ -67,7 +71,33 @@ impl<'c> Screen<'c> {
             roles,
             since: opts.since_ms,
             settles,
+            columns_elsewhere: false,
         })
+    }
+
+    /// Tells the screen that the ranker's columns of a record it allows
+    /// are read without the record's row (see [`Screen::judge`]).
+    pub(crate) fn columns_elsewhere(&mut self, yes: bool) {
+        self.columns_elsewhere = yes;
+    }
+
+    /// What a caller that reads the row of every record the screen neither
+    /// rules out nor allows makes of record `id`: [`Screen::verdict`] when
+    /// the columns of a record it allows come without its row, else only
+    /// whether it rules the record out ([`Screen::rules_out`]: `Some(false)`
+    /// or `None`), which spares the role byte when the row is read anyway.
+    pub(crate) fn judge(
+        &mut self,
+        bytes: &mut record_bytes::Reader<'_>,
+        id: i64,
+    ) -> Result<Option<bool>, SearchError> {
+        match self.columns_elsewhere {
+            true => self.verdict(bytes, id),
+            false => Ok(match self.rules_out(bytes, id)? {
+                true => Some(false),
+                false => None,
+            }),
+        }
     }
 
     /// True when the screen can rule records out without their rows (and,
