@@ -229,6 +229,14 @@ impl Kind {
         (h == self.header(&mark.token)).then_some(file)
     }
 
+    /// The file of the database at `db`, open for reading, and the record
+    /// id up to which the mark `conn`'s snapshot reads vouches for it;
+    /// `None` when there is no such mark or the file is not its.
+    fn vouched(&self, conn: &Connection, db: &Path) -> Option<(File, i64)> {
+        let mark = read_mark(conn).ok()??;
+        Some((self.open_marked(db, &mark, false)?, mark.upto))
+    }
+
     /// A new file for the database at `db`, with the header for `token`,
     /// put in place of any other.
     fn create(&self, db: &Path, token: &[u8; 16]) -> Result<File, StoreError> {
@@ -262,11 +270,10 @@ impl Reader {
     /// The file of the database at `db`, read as `conn`'s snapshot vouches;
     /// `None` when there is none it vouches for.
     pub(crate) fn open(conn: &Connection, db: &Path) -> Option<Reader> {
-        let mark = read_mark(conn).ok()??;
-        let file = COLUMNS.open_marked(db, &mark, false)?;
+        let (file, upto) = COLUMNS.vouched(conn, db)?;
         Some(Reader {
             file,
-            upto: mark.upto,
+            upto,
             buf: Vec::with_capacity(WINDOW * ENTRY),
             first: 0,
         })
@@ -315,11 +322,10 @@ impl Lengths {
     /// The lengths file of the database at `db`, read as `conn`'s snapshot
     /// vouches; `None` when there is none it vouches for.
     pub(crate) fn open(conn: &Connection, db: &Path) -> Option<Lengths> {
-        let mark = read_mark(conn).ok()??;
-        let file = LENGTHS.open_marked(db, &mark, false)?;
+        let (file, upto) = LENGTHS.vouched(conn, db)?;
         Some(Lengths {
             file,
-            upto: mark.upto,
+            upto,
             buf: Vec::new(),
         })
     }
@@ -592,11 +598,7 @@ pub(crate) mod tests {
         }
     }
 
-    fn record(session: &str, role: Role, ts: Option<i64>, text: &str) -> crate::record::Record {
-        let mut r = crate::record::Record::new("claude-code", session, role, text);
-        r.time_ms = ts;
-        r
-    }
+    use crate::store::record_times::tests::{three_lines_of_a_file, varied};
 
     /// Every record's columns as its row holds them, by id.
     fn rows(conn: &Connection) -> Vec<(i64, Columns)> {
@@ -691,18 +693,7 @@ pub(crate) mod tests {
         let insert = |store: &mut Store, from: i64, to: i64| {
             let mut ing = store.ingest(&origin).expect("ingest");
             for i in from..to {
-                // Undated ones, old ones, and decisions among them.
-                let ts = match i % 5 {
-                    0 => None,
-                    1 => Some(-86_400_000 * i),
-                    _ => Some(1_767_225_600_000 + 61_000 * i),
-                };
-                let text = match i % 4 {
-                    0 => format!("we decided to pin hyper to 0.14, note {i}"),
-                    _ => format!("the queue worker retries the job, line {i}"),
-                };
-                let role = Role::ALL[i as usize % Role::ALL.len()];
-                ing.insert(&record(&format!("s{}", i % 7), role, ts, &text), None)
+                ing.insert(&varied(i, Role::ALL.len()), None)
                     .expect("insert");
             }
             ing.commit().expect("commit");
@@ -777,35 +768,14 @@ pub(crate) mod tests {
         reads_as(&store, &left, |_| true, "forgotten");
 
         // Nor does a record a rewritten file no longer holds.
-        {
-            let mut ing = store.ingest(&origin).expect("ingest");
-            let src = ing
-                .source("claude-code", "/tmp/x.jsonl", "lines")
-                .expect("source");
-            for i in 0..3 {
-                let r = record(
-                    "rewritten",
-                    Role::User,
-                    Some(5_000 + i),
-                    &format!("line {i}"),
-                );
-                ing.insert(&r, Some(src.id)).expect("insert");
-            }
-            ing.commit().expect("commit");
-        }
+        let mut ing = store.ingest(&origin).expect("ingest");
+        let (src, keep) = three_lines_of_a_file(&mut ing);
+        ing.commit().expect("commit");
         assert_eq!(store.write_columns().expect("write"), 3);
         let before = rows(store.conn());
-        {
-            let mut ing = store.ingest(&origin).expect("ingest");
-            let src = ing
-                .source("claude-code", "/tmp/x.jsonl", "lines")
-                .expect("source");
-            let keep = [record("rewritten", Role::User, Some(5_000), "line 0").content_hash()]
-                .into_iter()
-                .collect();
-            assert_eq!(ing.retain_source_records(src.id, &keep).expect("retain"), 2);
-            ing.commit().expect("commit");
-        }
+        let mut ing = store.ingest(&origin).expect("ingest");
+        assert_eq!(ing.retain_source_records(src, &keep).expect("retain"), 2);
+        ing.commit().expect("commit");
         let left = rows(store.conn());
         for (id, _) in before.iter().filter(|b| !left.iter().any(|l| l.0 == b.0)) {
             assert_eq!(entry_bytes(&store, *id), vec![0; ENTRY], "rewritten {id}");

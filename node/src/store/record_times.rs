@@ -351,7 +351,7 @@ pub(crate) fn expected(conn: &Connection) -> Vec<(i64, Stamp)> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::record::Role;
 
@@ -391,10 +391,60 @@ mod tests {
         );
     }
 
-    fn record(session: &str, role: Role, ts: Option<i64>, text: &str) -> crate::record::Record {
+    /// A Claude Code record of `session` with `role`, time `ts` and `text`.
+    pub(crate) fn record(
+        session: &str,
+        role: Role,
+        ts: Option<i64>,
+        text: &str,
+    ) -> crate::record::Record {
         let mut r = crate::record::Record::new("claude-code", session, role, text);
         r.time_ms = ts;
         r
+    }
+
+    /// The `i`th of a run of records in seven sessions, undated ones, old
+    /// ones and decisions among them, in the first `roles` roles in turn.
+    pub(crate) fn varied(i: i64, roles: usize) -> crate::record::Record {
+        let ts = match i % 5 {
+            0 => None,
+            1 => Some(-86_400_000 * i),
+            _ => Some(1_767_225_600_000 + 61_000 * i),
+        };
+        let text = match i % 4 {
+            0 => format!("we decided to pin hyper to 0.14, note {i}"),
+            _ => format!("the queue worker retries the job, line {i}"),
+        };
+        record(
+            &format!("s{}", i % 7),
+            Role::ALL[i as usize % roles],
+            ts,
+            &text,
+        )
+    }
+
+    /// Stores three lines of one file (`/tmp/x.jsonl`) through `ing`;
+    /// returns the file's source id and the hashes a rewrite keeps (the
+    /// first line's), for `retain_source_records` to delete the other two.
+    pub(crate) fn three_lines_of_a_file(
+        ing: &mut crate::store::Ingest<'_>,
+    ) -> (i64, std::collections::HashSet<[u8; 32]>) {
+        let src = ing
+            .source("claude-code", "/tmp/x.jsonl", "lines")
+            .expect("source");
+        for i in 0..3 {
+            let r = record(
+                "rewritten",
+                Role::User,
+                Some(5_000 + i),
+                &format!("line {i}"),
+            );
+            ing.insert(&r, Some(src.id)).expect("insert");
+        }
+        let keep = [record("rewritten", Role::User, Some(5_000), "line 0").content_hash()]
+            .into_iter()
+            .collect();
+        (src.id, keep)
     }
 
     /// Asserts that a fresh reader gives every record of `want` its stamp
@@ -451,18 +501,7 @@ mod tests {
         store.ensure_log(&origin, 1_000).expect("own log");
         let mut ing = store.ingest(&origin).expect("ingest");
         for i in 0..1_300i64 {
-            // Undated ones, old ones, and decisions among them.
-            let ts = match i % 5 {
-                0 => None,
-                1 => Some(-86_400_000 * i),
-                _ => Some(1_767_225_600_000 + 61_000 * i),
-            };
-            let text = match i % 4 {
-                0 => format!("we decided to pin hyper to 0.14, note {i}"),
-                _ => format!("the queue worker retries the job, line {i}"),
-            };
-            let r = record(&format!("s{}", i % 7), Role::ALL[i as usize % 4], ts, &text);
-            ing.insert(&r, None).expect("insert");
+            ing.insert(&varied(i, 4), None).expect("insert");
         }
         ing.commit().expect("commit");
         let conn = store.conn();
@@ -537,22 +576,8 @@ mod tests {
         // deleted in the transaction that stored it.
         {
             let mut ing = store.ingest(&origin).expect("ingest");
-            let src = ing
-                .source("claude-code", "/tmp/x.jsonl", "lines")
-                .expect("source");
-            for i in 0..3 {
-                let r = record(
-                    "rewritten",
-                    Role::User,
-                    Some(5_000 + i),
-                    &format!("line {i}"),
-                );
-                ing.insert(&r, Some(src.id)).expect("insert");
-            }
-            let keep = [record("rewritten", Role::User, Some(5_000), "line 0").content_hash()]
-                .into_iter()
-                .collect();
-            assert_eq!(ing.retain_source_records(src.id, &keep).expect("retain"), 2);
+            let (src, keep) = three_lines_of_a_file(&mut ing);
+            assert_eq!(ing.retain_source_records(src, &keep).expect("retain"), 2);
             ing.commit().expect("commit");
         }
         let left = expected(store.conn());
