@@ -45,7 +45,10 @@
 //! sends searches to `records`. So a columns entry that is not zero also
 //! says that its record exists in the snapshot of a search that reads it
 //! (which the meaning tier relies on), and nothing of a forgotten record's
-//! columns stays. Derived: losing the files costs speed only.
+//! columns stays; were an id ever given again, its entry would be the zero
+//! its delete left, and its row would be read. A migration that gave
+//! records other ids would have to delete `meta.columns_file`. Derived:
+//! losing the files costs speed only.
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
