@@ -824,17 +824,8 @@ mod tests {
         // Nor does one a rewritten file no longer holds.
         {
             let mut ing = store.ingest(&origin).expect("ingest");
-            let src = ing
-                .source("claude-code", "/tmp/x.jsonl", "lines")
-                .expect("source");
-            for i in 0..3 {
-                let r = record("rewritten", Role::User, &format!("line {i}"));
-                ing.insert(&r, Some(src.id)).expect("insert");
-            }
-            let keep = [record("rewritten", Role::User, "line 0").content_hash()]
-                .into_iter()
-                .collect();
-            assert_eq!(ing.retain_source_records(src.id, &keep).expect("retain"), 2);
+            let (src, keep) = crate::store::record_times::tests::three_lines_of_a_file(&mut ing);
+            assert_eq!(ing.retain_source_records(src, &keep).expect("retain"), 2);
             ing.commit().expect("commit");
         }
         let left = expected(store.conn());
