@@ -39,7 +39,8 @@
 //! or do not match the mark are written anew under a new token. Every path
 //! that deletes records (a forget, a peer's tombstone, a rewritten file's
 //! vanished records) zeroes their columns entries in its own transaction
-//! ([`zero`]): the write lock it holds keeps any write of the files out
+//! ([`zero`]; files it cannot zero lose their mark in that transaction
+//! instead): the write lock it holds keeps any write of the files out
 //! until it commits, after which those records are gone from every
 //! snapshot that could write them, and a zero left by a rollback only
 //! sends searches to `records`. So a columns entry that is not zero also
@@ -484,7 +485,9 @@ impl<'c> Classes<'c> {
 }
 
 /// Zeroes the entries of `ids` the files of `conn`'s database hold (the
-/// records a delete removes, in its transaction).
+/// records a delete removes, in its transaction). Files that cannot be
+/// zeroed lose their mark in that transaction instead, so the delete is
+/// never stopped by them.
 pub(crate) fn zero(conn: &Connection, ids: &[i64]) -> Result<(), StoreError> {
     if ids.is_empty() {
         return Ok(());
@@ -504,16 +507,25 @@ pub(crate) fn zero(conn: &Connection, ids: &[i64]) -> Result<(), StoreError> {
         return Ok(());
     }
     let db = Path::new(db);
-    for kind in [COLUMNS, LENGTHS] {
-        let path = (kind.path)(db);
-        let Some(file) = kind.open_marked(db, &mark, true) else {
-            continue;
-        };
+    let zeroed = |kind: Kind| -> std::io::Result<()> {
+        let file = kind
+            .open_marked(db, &mark, true)
+            .ok_or(std::io::ErrorKind::NotFound)?;
         let blank = vec![0u8; kind.entry];
         for &id in &held {
-            flat_file::write_at(&file, &blank, kind.offset(id)).map_err(io(&path))?;
+            flat_file::write_at(&file, &blank, kind.offset(id))?;
         }
-        file.sync_data().map_err(io(&path))?;
+        file.sync_data()
+    };
+    for kind in [COLUMNS, LENGTHS] {
+        if let Err(e) = zeroed(kind) {
+            // Files that cannot be zeroed are vouched for no more (in this
+            // same transaction): the delete goes on, and the next write
+            // makes them anew.
+            tracing::warn!(error = %e, path = %(kind.path)(db).display(), "could not zero deleted records' columns; the columns files are given up");
+            conn.execute("DELETE FROM meta WHERE key = ?1", [MARK_KEY])?;
+            return Ok(());
+        }
     }
     Ok(())
 }
@@ -820,6 +832,38 @@ pub(crate) mod tests {
         assert_eq!(store.write_columns().expect("anew"), left.len() as u64);
         reads_as(&store, &left, |_| true, "both anew");
         lengths_as(&store, &left, |_| true, "both anew");
+    }
+
+    #[test]
+    fn files_that_cannot_be_zeroed_are_given_up_and_the_delete_goes_on() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let mut store = Store::open(&dir.path().join("c.db")).expect("open");
+        let origin = cairn_protocol::NodeId([7; 20]).to_string();
+        store.ensure_log(&origin, 1_000).expect("own log");
+        let mut ing = store.ingest(&origin).expect("ingest");
+        for i in 0..70 {
+            ing.insert(&varied(i, Role::ALL.len()), None)
+                .expect("insert");
+        }
+        ing.commit().expect("commit");
+        assert_eq!(store.write_columns().expect("write"), 70);
+        // The lengths file cannot be opened for writing: a folder now.
+        let lengths = lengths_path_for(store.path());
+        std::fs::remove_file(&lengths).expect("remove");
+        std::fs::create_dir(&lengths).expect("a folder");
+        let target = cairn_protocol::ForgetTarget::Session {
+            agent: "claude-code".into(),
+            session_id: "s3".into(),
+        };
+        let report = store.forget(&[target], 2_000).expect("forget");
+        assert_eq!(report.records, 10);
+        assert_eq!(read_mark(store.conn()).expect("mark"), None, "given up");
+        assert!(Reader::open(store.conn(), store.path()).is_none());
+        // Written anew once they can be.
+        assert!(store.write_columns().is_err(), "the folder is in the way");
+        std::fs::remove_dir(&lengths).expect("remove the folder");
+        assert_eq!(store.write_columns().expect("anew"), 60);
+        assert_true_to(&store, "anew");
     }
 
     #[test]
