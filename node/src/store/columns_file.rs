@@ -408,7 +408,8 @@ pub(crate) fn write_step(conn: &Connection, db: &Path) -> Result<u64, StoreError
         "SELECT id, role, ts, session, flags FROM records WHERE id > ?1 ORDER BY id LIMIT ?2",
     )?;
     let mut rows = stmt.query((mark.upto, STEP))?;
-    let mut classes = Classes::new(&tx)?;
+    // The lengths as `record_lens` holds them, a block at a time.
+    let mut classes = record_bytes::Reader::new(&tx)?;
     // Consecutive ids are written together; a gap (a deleted record) is left.
     let mut run: Vec<u8> = Vec::new();
     let mut run_lens: Vec<u8> = Vec::new();
@@ -432,7 +433,7 @@ pub(crate) fn write_step(conn: &Connection, db: &Path) -> Result<u64, StoreError
             run_first = id;
         }
         run.extend_from_slice(&e);
-        run_lens.push(classes.of(id)?);
+        run_lens.push(classes.class(id)?);
         mark.upto = id;
         written += 1;
     }
@@ -444,44 +445,6 @@ pub(crate) fn write_step(conn: &Connection, db: &Path) -> Result<u64, StoreError
     write_mark(&tx, &mark)?;
     tx.commit()?;
     Ok(written)
-}
-
-/// The length classes `record_lens` holds, a block at a time.
-struct Classes<'c> {
-    stmt: rusqlite::CachedStatement<'c>,
-    block: Option<(i64, Vec<u8>)>,
-}
-
-impl<'c> Classes<'c> {
-    fn new(conn: &'c Connection) -> rusqlite::Result<Self> {
-        let stmt = match super::schema::has_table(conn, "record_lens")? {
-            true => "SELECT lens FROM record_lens WHERE block = ?1",
-            // A database from before the table: every length unknown.
-            false => "SELECT NULL WHERE ?1 IS NULL",
-        };
-        Ok(Classes {
-            stmt: conn.prepare_cached(stmt)?,
-            block: None,
-        })
-    }
-
-    /// Record `id`'s class; 0 when not known.
-    fn of(&mut self, id: i64) -> rusqlite::Result<u8> {
-        let (block, at) = super::blocks::place::<{ record_bytes::BLOCK }>(id);
-        if self.block.as_ref().is_none_or(|b| b.0 != block) {
-            let bytes: Option<Vec<u8>> = self
-                .stmt
-                .query_row([block], |r| r.get::<_, Option<Vec<u8>>>(0))
-                .optional()?
-                .flatten();
-            self.block = Some((block, bytes.unwrap_or_default()));
-        }
-        Ok(self
-            .block
-            .as_ref()
-            .and_then(|b| b.1.get(at).copied())
-            .unwrap_or(0))
-    }
 }
 
 /// Zeroes the entries of `ids` the files of `conn`'s database hold (the
@@ -699,21 +662,30 @@ pub(crate) mod tests {
         e
     }
 
-    #[test]
-    fn entries_follow_writes_forgets_rewrites_and_a_lost_file() {
+    /// Stores the varied records `from..to` as this node's own.
+    fn insert(store: &mut Store, origin: &str, from: i64, to: i64) {
+        let mut ing = store.ingest(origin).expect("ingest");
+        for i in from..to {
+            ing.insert(&varied(i, Role::ALL.len()), None)
+                .expect("insert");
+        }
+        ing.commit().expect("commit");
+    }
+
+    /// A store in a temporary folder with its own log and the varied
+    /// records `0..n`; returns the folder, the store and its origin.
+    fn store_of(n: i64) -> (tempfile::TempDir, Store, String) {
         let dir = tempfile::tempdir().expect("tmp");
         let mut store = Store::open(&dir.path().join("c.db")).expect("open");
         let origin = cairn_protocol::NodeId([7; 20]).to_string();
         store.ensure_log(&origin, 1_000).expect("own log");
-        let insert = |store: &mut Store, from: i64, to: i64| {
-            let mut ing = store.ingest(&origin).expect("ingest");
-            for i in from..to {
-                ing.insert(&varied(i, Role::ALL.len()), None)
-                    .expect("insert");
-            }
-            ing.commit().expect("commit");
-        };
-        insert(&mut store, 0, 1_300);
+        insert(&mut store, &origin, 0, n);
+        (dir, store, origin)
+    }
+
+    #[test]
+    fn entries_follow_writes_forgets_rewrites_and_a_lost_file() {
+        let (_dir, mut store, origin) = store_of(1_300);
         let want = rows(store.conn());
         assert_eq!(want.len(), 1_300);
         assert!(want.iter().any(|w| w.1.stamp.decision), "decisions");
@@ -730,7 +702,7 @@ pub(crate) mod tests {
         // Records stored since are past the mark: read from their rows
         // until the next write, whatever the file holds there. A write
         // that is due only from more of them waits.
-        insert(&mut store, 1_300, 1_400);
+        insert(&mut store, &origin, 1_300, 1_400);
         assert_eq!(pending(store.conn(), store.path()).expect("pending"), 100);
         assert_eq!(store.write_columns_due(101).expect("not due"), 0);
         let top = want.last().expect("records").0;
@@ -836,16 +808,7 @@ pub(crate) mod tests {
 
     #[test]
     fn files_that_cannot_be_zeroed_are_given_up_and_the_delete_goes_on() {
-        let dir = tempfile::tempdir().expect("tmp");
-        let mut store = Store::open(&dir.path().join("c.db")).expect("open");
-        let origin = cairn_protocol::NodeId([7; 20]).to_string();
-        store.ensure_log(&origin, 1_000).expect("own log");
-        let mut ing = store.ingest(&origin).expect("ingest");
-        for i in 0..70 {
-            ing.insert(&varied(i, Role::ALL.len()), None)
-                .expect("insert");
-        }
-        ing.commit().expect("commit");
+        let (_dir, mut store, _) = store_of(70);
         assert_eq!(store.write_columns().expect("write"), 70);
         // The lengths file cannot be opened for writing: a folder now.
         let lengths = lengths_path_for(store.path());

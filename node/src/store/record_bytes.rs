@@ -497,6 +497,12 @@ impl<'c> Reader<'c> {
         Ok(len.and_then(|n| length_of(class_of(n))))
     }
 
+    /// The length class of record `id` as its block holds it; 0 when not
+    /// known (no block, or a database from before the table).
+    pub(crate) fn class(&mut self, id: i64) -> rusqlite::Result<u8> {
+        self.lens.byte(id)
+    }
+
     /// The role byte of record `id` when its block knows it; `None` when
     /// not known (the caller reads the record's row instead).
     pub(crate) fn role(&mut self, id: i64) -> rusqlite::Result<Option<u8>> {
