@@ -860,8 +860,7 @@ fn lexical(
     concepts.truncate(rank::MAX_CONCEPTS);
     let weights: Vec<f64> = concepts.iter().map(|c| idf(c.2)).collect();
     let mut lengths = record_bytes::Reader::new(conn)?.with_many(
-        columns_file::Lengths::open(conn, store.path())
-            .map(|l| Box::new(l) as Box<dyn record_bytes::Classes>),
+        columns_file::Lengths::open(store).map(|l| Box::new(l) as Box<dyn record_bytes::Classes>),
     );
     let mut screen = Screen::new(conn, opts, pre)?;
     // Keyed by record id, never by input: the fast hash is safe here.
@@ -872,7 +871,7 @@ fn lexical(
         conn.prepare_cached("SELECT role, ts, session, flags FROM records WHERE id = ?1")?;
     // The same columns from the flat file, where it has them: one small
     // read each instead of a look-up in the table.
-    let mut flat = columns_file::Reader::open(conn, store.path());
+    let mut flat = columns_file::Reader::open(store);
     screen.columns_elsewhere(flat.is_some());
     let mut add = |by_id: &mut ById, mut scored: Vec<Scored>, k: usize, weight: f64| {
         // In id order, the look-ups walk the records' table from one end
@@ -1929,6 +1928,10 @@ mod store_tests {
         assert!(from_tables.iter().all(|p| p.len() >= 2), "{from_tables:?}");
         assert_eq!(store.write_columns().expect("write"), 600);
         assert_eq!(pages(&store), from_tables, "from the files");
+        // A daemon's reader maps the files (store::held): the same pages.
+        let mut held = Store::open_read_only(store.path()).expect("read-only");
+        held.hold_flat_files(1 << 30);
+        assert_eq!(pages(&held), from_tables, "from the files mapped");
 
         // Every length read as the longest class: the word tier's scores
         // move, so it read them.
@@ -1937,6 +1940,7 @@ mod store_tests {
         bytes[32..].fill(200);
         std::fs::write(&lengths, &bytes).expect("tamper");
         assert_ne!(pages(&store), from_tables, "lengths from the file");
+        assert_eq!(pages(&held), pages(&store), "lengths from the mapping");
         std::fs::remove_file(&lengths).expect("remove");
 
         // Every record dated a year earlier in the columns file: recency

@@ -902,7 +902,7 @@ fn nearest_with(
     let mut owner = conn.prepare_cached("SELECT session, role FROM records WHERE id = ?1")?;
     // Where the columns file has an entry, it says the record is still
     // there (a delete zeroes it before it commits), and whose it is.
-    let mut flat = columns_file::Reader::open(conn, store.path());
+    let mut flat = columns_file::Reader::open(store);
     let mut tops = top.heap.into_vec();
     tops.sort_unstable_by_key(|t| t.1);
     let mut best: HashMap<i64, Near> = HashMap::new();

@@ -28,7 +28,10 @@
 //! Record ids are never reused (`AUTOINCREMENT`) and a record's columns
 //! never change, so an entry stays right while its record exists; a
 //! search reads only entries up to the mark its snapshot reads, and asks
-//! the tables about anything else. What lies past the mark may be anything
+//! the tables about anything else (a store that holds its flat files,
+//! the daemon's, reads both through mappings kept under the token and
+//! each file's identity, `store::held`; any other reads them a little at a
+//! time with `pread`). What lies past the mark may be anything
 //! (a write that never reached its mark, or files written for a newer copy
 //! of the database).
 //!
@@ -57,8 +60,9 @@ use std::path::{Path, PathBuf};
 use rusqlite::{Connection, OptionalExtension};
 
 use super::flat_file::{self, HEADER_LEN};
+use super::held::{self, Which};
 use super::record_times::Stamp;
-use super::{StoreError, codec, record_bytes};
+use super::{Store, StoreError, codec, record_bytes};
 use crate::record::Role;
 
 /// The columns file's magic.
@@ -233,12 +237,30 @@ impl Kind {
         (h == self.header(&mark.token)).then_some(file)
     }
 
-    /// The file of the database at `db`, open for reading, and the record
-    /// id up to which the mark `conn`'s snapshot reads vouches for it;
-    /// `None` when there is no such mark or the file is not its.
-    fn vouched(&self, conn: &Connection, db: &Path) -> Option<(File, i64)> {
-        let mark = read_mark(conn).ok()??;
-        Some((self.open_marked(db, &mark, false)?, mark.upto))
+    /// Where `store`'s searches read this file, and the record id up to
+    /// which the mark its snapshot reads vouches for it; `None` when there
+    /// is no such mark or the file is not its. A store that holds its flat
+    /// files (a daemon's) reads its mapping of the file, kept under the
+    /// mark's token and the file's identity (`store::held`); any other
+    /// reads the file.
+    fn vouched(&self, store: &Store, which: Which) -> Option<(Source, i64)> {
+        let mark = read_mark(store.conn()).ok()??;
+        let file = self.open_marked(store.path(), &mark, false)?;
+        let mapped = store.held.as_ref().and_then(|held| {
+            let key = held::Key {
+                token: mark.token,
+                dim: self.entry,
+                blank: 0,
+                file: Some(flat_file::identity(&file)?),
+            };
+            let len = (u64::try_from(mark.upto).ok()? + 1).checked_mul(self.entry as u64)?;
+            held.entries(which, key, &file, HEADER_LEN as u64, len)
+        });
+        let source = match mapped {
+            Some(entries) => Source::Mapped(entries),
+            None => Source::File(file),
+        };
+        Some((source, mark.upto))
     }
 
     /// A new file for the database at `db`, with the header for `token`,
@@ -261,9 +283,17 @@ fn offset(id: i64) -> u64 {
     COLUMNS.offset(id)
 }
 
+/// Where a reader takes its entries from.
+enum Source {
+    /// The file, a read at a time.
+    File(File),
+    /// The store's mapping of the file's entries, from record id 0's on.
+    Mapped(held::Entries),
+}
+
 /// A search's reader of the file, as far as its snapshot's mark vouches.
 pub(crate) struct Reader {
-    file: File,
+    source: Source,
     upto: i64,
     /// Entries read last, from record id `first`.
     buf: Vec<u8>,
@@ -271,12 +301,12 @@ pub(crate) struct Reader {
 }
 
 impl Reader {
-    /// The file of the database at `db`, read as `conn`'s snapshot vouches;
+    /// The file of `store`'s database, read as its snapshot vouches;
     /// `None` when there is none it vouches for.
-    pub(crate) fn open(conn: &Connection, db: &Path) -> Option<Reader> {
-        let (file, upto) = COLUMNS.vouched(conn, db)?;
+    pub(crate) fn open(store: &Store) -> Option<Reader> {
+        let (source, upto) = COLUMNS.vouched(store, Which::Columns)?;
         Some(Reader {
-            file,
+            source,
             upto,
             buf: Vec::with_capacity(WINDOW * ENTRY),
             first: 0,
@@ -289,13 +319,20 @@ impl Reader {
         if id < 1 || id > self.upto {
             return None;
         }
+        let file = match &self.source {
+            Source::File(file) => file,
+            Source::Mapped(entries) => {
+                let at = usize::try_from(id).ok()? * ENTRY;
+                return Columns::of(entries.get(at..at + ENTRY)?);
+            }
+        };
         let held = self.buf.len() / ENTRY;
         let at = match id.checked_sub(self.first) {
             Some(d) if d >= 0 && (d as usize) < held => d as usize,
             _ => {
                 let n = (self.upto - id + 1).min(WINDOW as i64) as usize;
                 self.buf.resize(n * ENTRY, 0);
-                if flat_file::read_at(&self.file, &mut self.buf, offset(id)).is_err() {
+                if flat_file::read_at(file, &mut self.buf, offset(id)).is_err() {
                     self.buf.clear();
                     return None;
                 }
@@ -317,18 +354,18 @@ fn io(path: &Path) -> impl Fn(std::io::Error) -> StoreError + '_ {
 /// A search's reader of the lengths file, as far as its snapshot's mark
 /// vouches.
 pub(crate) struct Lengths {
-    file: File,
+    source: Source,
     upto: i64,
     buf: Vec<u8>,
 }
 
 impl Lengths {
-    /// The lengths file of the database at `db`, read as `conn`'s snapshot
+    /// The lengths file of `store`'s database, read as its snapshot
     /// vouches; `None` when there is none it vouches for.
-    pub(crate) fn open(conn: &Connection, db: &Path) -> Option<Lengths> {
-        let (file, upto) = LENGTHS.vouched(conn, db)?;
+    pub(crate) fn open(store: &Store) -> Option<Lengths> {
+        let (source, upto) = LENGTHS.vouched(store, Which::Lengths)?;
         Some(Lengths {
-            file,
+            source,
             upto,
             buf: Vec::new(),
         })
@@ -341,9 +378,19 @@ impl Lengths {
     /// time.
     pub(crate) fn classes(&mut self, ids: &[i64]) -> Vec<u8> {
         let mut out = vec![0u8; ids.len()];
-        let mut order: Vec<usize> = (0..ids.len())
-            .filter(|&i| ids[i] >= 1 && ids[i] <= self.upto)
-            .collect();
+        let wanted = |id: i64| id >= 1 && id <= self.upto;
+        let file = match &self.source {
+            Source::File(file) => file,
+            Source::Mapped(entries) => {
+                for (o, &id) in out.iter_mut().zip(ids) {
+                    if wanted(id) {
+                        *o = entries.get(id as usize).copied().unwrap_or(0);
+                    }
+                }
+                return out;
+            }
+        };
+        let mut order: Vec<usize> = (0..ids.len()).filter(|&i| wanted(ids[i])).collect();
         order.sort_unstable_by_key(|&i| ids[i]);
         let mut i = 0;
         while i < order.len() {
@@ -361,7 +408,7 @@ impl Lengths {
                 j += 1;
             }
             self.buf.resize((to - from) as usize, 0);
-            if flat_file::read_at(&self.file, &mut self.buf, from).is_ok() {
+            if flat_file::read_at(file, &mut self.buf, from).is_ok() {
                 for &k in &order[i..j] {
                     out[k] = self.buf[(LENGTHS.offset(ids[k]) - from) as usize];
                 }
@@ -555,11 +602,9 @@ pub(crate) mod tests {
             .into_iter()
             .map(|(id, c, _)| (id, c))
             .collect();
-        let mut reader = Reader::open(conn, store.path()).expect("columns");
+        let mut reader = Reader::open(store).expect("columns");
         let ids: Vec<i64> = (1..=mark.upto).collect();
-        let lengths = Lengths::open(conn, store.path())
-            .expect("lengths")
-            .classes(&ids);
+        let lengths = Lengths::open(store).expect("lengths").classes(&ids);
         for id in 1..=mark.upto {
             let row = live.iter().find(|l| l.0 == id).map(|l| l.1);
             match row {
@@ -606,7 +651,7 @@ pub(crate) mod tests {
     /// columns where `held` says the file holds them, and nothing else for
     /// any id from 0 to past the last.
     fn reads_as(store: &Store, want: &[(i64, Columns)], held: impl Fn(i64) -> bool, what: &str) {
-        let reader = Reader::open(store.conn(), store.path());
+        let reader = Reader::open(store);
         let mut reader = match reader {
             Some(r) => r,
             None => {
@@ -637,7 +682,7 @@ pub(crate) mod tests {
         let mut ids: Vec<i64> = (-1..top + 40).collect();
         // A fixed shuffle: the reader sorts what it is asked.
         ids.sort_by_key(|id| (id * 7_919) % 1_013);
-        let got = match Lengths::open(store.conn(), store.path()) {
+        let got = match Lengths::open(store) {
             Some(mut l) => l.classes(&ids),
             None => vec![0; ids.len()],
         };
@@ -693,10 +738,19 @@ pub(crate) mod tests {
         assert!(want.iter().any(|w| w.1.role == Role::Note), "every role");
 
         // Nothing before the first write.
-        assert!(Reader::open(store.conn(), store.path()).is_none());
+        assert!(Reader::open(&store).is_none());
         assert_eq!(store.write_columns().expect("write"), 1_300);
+        // A daemon's reader of the same database, which maps the files
+        // (store::held): it reads what the files' own readers read at
+        // every step below, its mappings kept, grown and replaced.
+        let mut held = Store::open_read_only(store.path()).expect("read-only");
+        held.hold_flat_files(1 << 30);
         reads_as(&store, &want, |_| true, "written");
+        reads_as(&held, &want, |_| true, "written");
         lengths_as(&store, &want, |_| true, "written");
+        lengths_as(&held, &want, |_| true, "written");
+        let holds = held.held.as_ref().expect("holds");
+        assert!(holds.mapped(Which::Columns) && holds.mapped(Which::Lengths));
         assert_eq!(store.write_columns().expect("again"), 0, "nothing new");
 
         // Records stored since are past the mark: read from their rows
@@ -713,11 +767,15 @@ pub(crate) mod tests {
         flat_file::write_at(&file, &[0x55; ENTRY * 10], offset(top + 1)).expect("junk");
         let want = rows(store.conn());
         reads_as(&store, &want, |id| id <= top, "stored since");
+        reads_as(&held, &want, |id| id <= top, "stored since");
         lengths_as(&store, &want, |id| id <= top, "stored since");
+        lengths_as(&held, &want, |id| id <= top, "stored since");
         assert_eq!(store.write_columns_due(100).expect("due"), 100);
         assert_eq!(pending(store.conn(), store.path()).expect("pending"), 0);
         reads_as(&store, &want, |_| true, "caught up");
+        reads_as(&held, &want, |_| true, "caught up");
         lengths_as(&store, &want, |_| true, "caught up");
+        lengths_as(&held, &want, |_| true, "caught up");
 
         // A snapshot taken before a write keeps the mark it read.
         let old_mark = read_mark(store.conn()).expect("mark").expect("a mark");
@@ -753,6 +811,7 @@ pub(crate) mod tests {
         }
         let left = rows(store.conn());
         reads_as(&store, &left, |_| true, "forgotten");
+        reads_as(&held, &left, |_| true, "forgotten");
 
         // Nor does a record a rewritten file no longer holds.
         let mut ing = store.ingest(&origin).expect("ingest");
@@ -768,7 +827,9 @@ pub(crate) mod tests {
             assert_eq!(entry_bytes(&store, *id), vec![0; ENTRY], "rewritten {id}");
         }
         reads_as(&store, &left, |_| true, "a rewrite");
+        reads_as(&held, &left, |_| true, "a rewrite");
         lengths_as(&store, &left, |_| true, "a rewrite");
+        lengths_as(&held, &left, |_| true, "a rewrite");
 
         // A file another token names, or none, is not read, and the next
         // write makes it anew under a new token.
@@ -779,9 +840,12 @@ pub(crate) mod tests {
             .expect("open");
         flat_file::write_at(&file, &[0xAB; 16], 16).expect("another token");
         reads_as(&store, &left, |_| false, "another token");
+        reads_as(&held, &left, |_| false, "another token");
         lengths_as(&store, &left, |_| true, "the lengths file still matches");
+        lengths_as(&held, &left, |_| true, "the lengths file still matches");
         assert_eq!(store.write_columns().expect("anew"), left.len() as u64);
         reads_as(&store, &left, |_| true, "written anew");
+        reads_as(&held, &left, |_| true, "written anew");
         assert_ne!(
             read_mark(store.conn())
                 .expect("mark")
@@ -791,19 +855,26 @@ pub(crate) mod tests {
         );
         std::fs::remove_file(&path).expect("remove");
         reads_as(&store, &left, |_| false, "no file");
+        reads_as(&held, &left, |_| false, "no file");
         // Due however few records came since: every one waits.
         assert_eq!(
             store.write_columns_due(10_000).expect("anew"),
             left.len() as u64
         );
         reads_as(&store, &left, |_| true, "written again");
+        reads_as(&held, &left, |_| true, "written again");
         lengths_as(&store, &left, |_| true, "written again");
+        lengths_as(&held, &left, |_| true, "written again");
         std::fs::remove_file(lengths_path_for(store.path())).expect("remove");
         lengths_as(&store, &left, |_| false, "no lengths file");
+        lengths_as(&held, &left, |_| false, "no lengths file");
         reads_as(&store, &left, |_| true, "the columns file still matches");
+        reads_as(&held, &left, |_| true, "the columns file still matches");
         assert_eq!(store.write_columns().expect("anew"), left.len() as u64);
         reads_as(&store, &left, |_| true, "both anew");
+        reads_as(&held, &left, |_| true, "both anew");
         lengths_as(&store, &left, |_| true, "both anew");
+        lengths_as(&held, &left, |_| true, "both anew");
     }
 
     #[test]
@@ -821,7 +892,7 @@ pub(crate) mod tests {
         let report = store.forget(&[target], 2_000).expect("forget");
         assert_eq!(report.records, 10);
         assert_eq!(read_mark(store.conn()).expect("mark"), None, "given up");
-        assert!(Reader::open(store.conn(), store.path()).is_none());
+        assert!(Reader::open(&store).is_none());
         // Written anew once they can be.
         assert!(store.write_columns().is_err(), "the folder is in the way");
         std::fs::remove_dir(&lengths).expect("remove the folder");
@@ -842,8 +913,9 @@ pub(crate) mod tests {
         bytes.extend((0..n).map(pattern));
         std::fs::write(&path, &bytes).expect("write");
         let upto = n - 1_000;
+        let file = File::open(&path).expect("open");
         let mut l = Lengths {
-            file: File::open(&path).expect("open"),
+            source: Source::File(file.try_clone().expect("clone")),
             upto,
             buf: Vec::new(),
         };
@@ -867,8 +939,8 @@ pub(crate) mod tests {
         ];
         ids.extend((0..2_000).map(|i| 1 + i * 271));
         ids.reverse();
-        let got = l.classes(&ids);
-        for (id, got) in ids.iter().zip(got) {
+        let got_by_reads = l.classes(&ids);
+        for (id, got) in ids.iter().zip(got_by_reads.iter().copied()) {
             let expect = match (1..=upto).contains(id) {
                 true => pattern(*id),
                 false => 0,
@@ -877,6 +949,29 @@ pub(crate) mod tests {
         }
         assert!(l.buf.capacity() <= 2 * LENGTHS_CHUNK, "bounded buffer");
         assert_eq!(l.classes(&[]), Vec::<u8>::new());
+        // The same from a mapping of the file, as a daemon reads it.
+        let key = held::Key {
+            token: [3; 16],
+            dim: 1,
+            blank: 0,
+            file: flat_file::identity(&file),
+        };
+        let mapped = held::Held::new(1 << 30)
+            .entries(
+                Which::Lengths,
+                key,
+                &file,
+                HEADER_LEN as u64,
+                upto as u64 + 1,
+            )
+            .expect("mapped");
+        let mut m = Lengths {
+            source: Source::Mapped(mapped),
+            upto,
+            buf: Vec::new(),
+        };
+        assert_eq!(m.classes(&ids), got_by_reads);
+        assert!(m.buf.is_empty(), "nothing read into the buffer");
     }
 
     #[test]
