@@ -5,6 +5,7 @@
 
 mod corpus;
 mod floor;
+mod machine;
 mod measure;
 pub mod recall;
 mod replay;

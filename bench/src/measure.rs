@@ -384,6 +384,14 @@ pub fn run(cairn: &Path, home: &Path, corpus_bytes: u64, args: &BenchArgs) -> an
         "the rare term should match exactly one session"
     );
 
+    // How this machine starts a thread beside a busy one (see `machine`).
+    let mut waits = super::machine::spawn_waits(21);
+    figures.push(Figure::timings(
+        "machine: wait of a thread started beside a busy one",
+        &mut waits,
+        "-",
+    ));
+
     println!(
         "corpus: {mb:.0} MB ({big_mb:.0} MB largest transcript), {} cold runs, {} reps; medians on this machine",
         args.runs, args.reps

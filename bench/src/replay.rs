@@ -357,6 +357,14 @@ pub fn run(
         }
     }
 
+    // How this machine starts a thread beside a busy one (see `machine`).
+    let mut waits = super::machine::spawn_waits(21);
+    figures.push(Figure::timings(
+        "machine: wait of a thread started beside a busy one",
+        &mut waits,
+        "-",
+    ));
+
     println!(
         "corpus: {} ({mb:.0} MB in {files} files), {runs} cold runs, {reps} reps, meaning tier {}",
         corpus.display(),
