@@ -89,6 +89,16 @@ impl Command {
             Command::Search(_) | Command::Show(_) | Command::Hook(_)
         )
     }
+
+    /// How the process's heap is set up for this command (see
+    /// [`crate::heap`]).
+    pub fn heap_use(&self) -> crate::heap::Use {
+        match self {
+            Command::Serve(_) => crate::heap::Use::Serve,
+            c if c.is_short_read() => crate::heap::Use::ShortRead,
+            _ => crate::heap::Use::LongOrLarge,
+        }
+    }
 }
 
 /// Just `--json`.
@@ -386,6 +396,21 @@ mod tests {
         }
         for args in [&["index"][..], &["serve"], &["sync"], &["mcp"], &["status"]] {
             assert!(!command(args).is_short_read(), "{args:?}");
+        }
+    }
+
+    #[test]
+    fn each_command_sets_its_heap_up_for_what_it_does() {
+        use crate::heap::Use;
+        for (args, want) in [
+            (&["search", "why"][..], Use::ShortRead),
+            (&["show", "abc123"], Use::ShortRead),
+            (&["serve"], Use::Serve),
+            (&["serve", "--listen", "127.0.0.1:0"], Use::Serve),
+            (&["index"], Use::LongOrLarge),
+            (&["mcp"], Use::LongOrLarge),
+        ] {
+            assert_eq!(command(args).heap_use(), want, "{args:?}");
         }
     }
 }

@@ -4,6 +4,7 @@
 
 pub mod args;
 pub mod cmd;
+pub mod heap;
 pub mod install;
 pub mod output;
 

@@ -2,8 +2,6 @@
 
 use std::process::ExitCode;
 
-mod heap;
-
 fn main() -> ExitCode {
     // Parsing starts no thread, so the heap can still be set up after it,
     // for the command at hand.
@@ -11,10 +9,6 @@ fn main() -> ExitCode {
         Ok(cli) => cli,
         Err(code) => return code,
     };
-    heap::settle(if cli.command.is_short_read() {
-        heap::Use::ShortRead
-    } else {
-        heap::Use::LongOrLarge
-    });
+    cairn::heap::settle(cli.command.heap_use());
     cairn::run_parsed(cli)
 }

@@ -20,6 +20,8 @@ pub fn run(global: &GlobalArgs, args: &ServeArgs) -> anyhow::Result<()> {
     let cfg = DaemonConfig {
         listen: args.listen,
         discovery,
+        // Its heap keeps freed memory for the next search (crate::heap).
+        after_backlog: Some(crate::heap::release),
         ..DaemonConfig::default()
     };
     rt.block_on(daemon::serve(

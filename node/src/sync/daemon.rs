@@ -92,6 +92,12 @@ pub struct DaemonConfig {
     pub watch: bool,
     /// Announce this node and find paired peers on the LAN (mDNS).
     pub discovery: bool,
+    /// Called once the passes have read at least [`RELEASE_AFTER`] bytes
+    /// of history since it was last called and have caught up (no store
+    /// left for later), on a blocking thread: a binary whose heap keeps
+    /// what it frees for the next search (`cairn serve`'s) gives memory a
+    /// backlog took back to the system here. `None`: nothing to call.
+    pub after_backlog: Option<fn()>,
 }
 
 impl Default for DaemonConfig {
@@ -110,8 +116,21 @@ impl Default for DaemonConfig {
             session: SessionConfig::default(),
             watch: true,
             discovery: true,
+            after_backlog: None,
         }
     }
+}
+
+/// Bytes of history the passes read before [`DaemonConfig::after_backlog`]
+/// is due (once they catch up): an agent's day of writing stays below it,
+/// a first index of a history or a long time away does not.
+pub const RELEASE_AFTER: u64 = 64 << 20;
+
+/// Whether [`DaemonConfig::after_backlog`] is due after a pass that left
+/// `deferred` stores for later, `read` bytes having been read by the
+/// passes since it was last called.
+fn backlog_done(read: u64, deferred: u64) -> bool {
+    deferred == 0 && read >= RELEASE_AFTER
 }
 
 impl DaemonConfig {
@@ -446,6 +465,8 @@ async fn index_loop(
     let mut last_walk = std::time::Instant::now();
     let mut known = Some(indexer::Stores::default());
     let mut walk_next = true;
+    // Bytes read since `after_backlog` was last called.
+    let mut read_since = 0u64;
     loop {
         if !first {
             tokio::select! {
@@ -525,6 +546,13 @@ async fn index_loop(
                     // stores left are not named by any event).
                     walk_next = true;
                     dirty.notify_one();
+                }
+                read_since = read_since.saturating_add(rep.bytes_read);
+                if let Some(release) = cfg.after_backlog
+                    && backlog_done(read_since, rep.deferred)
+                {
+                    read_since = 0;
+                    let _ = tokio::task::spawn_blocking(release).await;
                 }
             }
             Ok((Err(e), _, _)) => tracing::warn!(error = %e, "indexing failed"),
@@ -912,6 +940,18 @@ impl StoreRoots {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn memory_is_given_back_once_a_backlog_is_read_and_not_before() {
+        // A backlog read in passes cut short: not while stores are left,
+        // then at the pass that catches up.
+        assert!(!backlog_done(10 * RELEASE_AFTER, 3));
+        assert!(backlog_done(10 * RELEASE_AFTER, 0));
+        assert!(backlog_done(RELEASE_AFTER, 0));
+        // An agent's writes, read a few lines at a time: never.
+        assert!(!backlog_done(RELEASE_AFTER - 1, 0));
+        assert!(!backlog_done(0, 0));
+    }
 
     #[test]
     fn a_wake_up_with_nothing_changed_and_no_walk_due_makes_no_pass() {
