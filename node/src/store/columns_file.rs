@@ -647,10 +647,21 @@ pub(crate) mod tests {
         rows.collect::<Result<_, _>>().expect("rows")
     }
 
-    /// Asserts that a reader opened now gives each record of `want` its
-    /// columns where `held` says the file holds them, and nothing else for
-    /// any id from 0 to past the last.
-    fn reads_as(store: &Store, want: &[(i64, Columns)], held: impl Fn(i64) -> bool, what: &str) {
+    /// Asserts that a reader opened now on each of `stores` gives each
+    /// record of `want` its columns where `held` says the file holds them,
+    /// and nothing else for any id from 0 to past the last.
+    fn reads_as(
+        stores: &[&Store],
+        want: &[(i64, Columns)],
+        held: impl Fn(i64) -> bool,
+        what: &str,
+    ) {
+        for store in stores {
+            reads_one(store, want, &held, what);
+        }
+    }
+
+    fn reads_one(store: &Store, want: &[(i64, Columns)], held: &dyn Fn(i64) -> bool, what: &str) {
         let reader = Reader::open(store);
         let mut reader = match reader {
             Some(r) => r,
@@ -670,10 +681,22 @@ pub(crate) mod tests {
         }
     }
 
-    /// Asserts that the lengths file gives every record of `want` its
-    /// class from `record_lens` where `held` says the file holds it, and 0
-    /// for every other id, asked in shuffled order.
-    fn lengths_as(store: &Store, want: &[(i64, Columns)], held: impl Fn(i64) -> bool, what: &str) {
+    /// Asserts that the lengths file, read through each of `stores`, gives
+    /// every record of `want` its class from `record_lens` where `held`
+    /// says the file holds it, and 0 for every other id, asked in shuffled
+    /// order.
+    fn lengths_as(
+        stores: &[&Store],
+        want: &[(i64, Columns)],
+        held: impl Fn(i64) -> bool,
+        what: &str,
+    ) {
+        for store in stores {
+            lengths_one(store, want, &held, what);
+        }
+    }
+
+    fn lengths_one(store: &Store, want: &[(i64, Columns)], held: &dyn Fn(i64) -> bool, what: &str) {
         let classes: std::collections::HashMap<i64, u8> = record_bytes::held(store.conn())
             .into_iter()
             .map(|(id, c, _)| (id, c))
@@ -745,10 +768,8 @@ pub(crate) mod tests {
         // every step below, its mappings kept, grown and replaced.
         let mut held = Store::open_read_only(store.path()).expect("read-only");
         held.hold_flat_files(1 << 30);
-        reads_as(&store, &want, |_| true, "written");
-        reads_as(&held, &want, |_| true, "written");
-        lengths_as(&store, &want, |_| true, "written");
-        lengths_as(&held, &want, |_| true, "written");
+        reads_as(&[&store, &held], &want, |_| true, "written");
+        lengths_as(&[&store, &held], &want, |_| true, "written");
         let holds = held.held.as_ref().expect("holds");
         assert!(holds.mapped(Which::Columns) && holds.mapped(Which::Lengths));
         assert_eq!(store.write_columns().expect("again"), 0, "nothing new");
@@ -766,16 +787,12 @@ pub(crate) mod tests {
             .expect("open");
         flat_file::write_at(&file, &[0x55; ENTRY * 10], offset(top + 1)).expect("junk");
         let want = rows(store.conn());
-        reads_as(&store, &want, |id| id <= top, "stored since");
-        reads_as(&held, &want, |id| id <= top, "stored since");
-        lengths_as(&store, &want, |id| id <= top, "stored since");
-        lengths_as(&held, &want, |id| id <= top, "stored since");
+        reads_as(&[&store, &held], &want, |id| id <= top, "stored since");
+        lengths_as(&[&store, &held], &want, |id| id <= top, "stored since");
         assert_eq!(store.write_columns_due(100).expect("due"), 100);
         assert_eq!(pending(store.conn(), store.path()).expect("pending"), 0);
-        reads_as(&store, &want, |_| true, "caught up");
-        reads_as(&held, &want, |_| true, "caught up");
-        lengths_as(&store, &want, |_| true, "caught up");
-        lengths_as(&held, &want, |_| true, "caught up");
+        reads_as(&[&store, &held], &want, |_| true, "caught up");
+        lengths_as(&[&store, &held], &want, |_| true, "caught up");
 
         // A snapshot taken before a write keeps the mark it read.
         let old_mark = read_mark(store.conn()).expect("mark").expect("a mark");
@@ -810,8 +827,7 @@ pub(crate) mod tests {
             assert_eq!(b, [0], "forgotten {id}'s length");
         }
         let left = rows(store.conn());
-        reads_as(&store, &left, |_| true, "forgotten");
-        reads_as(&held, &left, |_| true, "forgotten");
+        reads_as(&[&store, &held], &left, |_| true, "forgotten");
 
         // Nor does a record a rewritten file no longer holds.
         let mut ing = store.ingest(&origin).expect("ingest");
@@ -826,10 +842,8 @@ pub(crate) mod tests {
         for (id, _) in before.iter().filter(|b| !left.iter().any(|l| l.0 == b.0)) {
             assert_eq!(entry_bytes(&store, *id), vec![0; ENTRY], "rewritten {id}");
         }
-        reads_as(&store, &left, |_| true, "a rewrite");
-        reads_as(&held, &left, |_| true, "a rewrite");
-        lengths_as(&store, &left, |_| true, "a rewrite");
-        lengths_as(&held, &left, |_| true, "a rewrite");
+        reads_as(&[&store, &held], &left, |_| true, "a rewrite");
+        lengths_as(&[&store, &held], &left, |_| true, "a rewrite");
 
         // A file another token names, or none, is not read, and the next
         // write makes it anew under a new token.
@@ -839,13 +853,15 @@ pub(crate) mod tests {
             .open(&path)
             .expect("open");
         flat_file::write_at(&file, &[0xAB; 16], 16).expect("another token");
-        reads_as(&store, &left, |_| false, "another token");
-        reads_as(&held, &left, |_| false, "another token");
-        lengths_as(&store, &left, |_| true, "the lengths file still matches");
-        lengths_as(&held, &left, |_| true, "the lengths file still matches");
+        reads_as(&[&store, &held], &left, |_| false, "another token");
+        lengths_as(
+            &[&store, &held],
+            &left,
+            |_| true,
+            "the lengths file still matches",
+        );
         assert_eq!(store.write_columns().expect("anew"), left.len() as u64);
-        reads_as(&store, &left, |_| true, "written anew");
-        reads_as(&held, &left, |_| true, "written anew");
+        reads_as(&[&store, &held], &left, |_| true, "written anew");
         assert_ne!(
             read_mark(store.conn())
                 .expect("mark")
@@ -854,27 +870,25 @@ pub(crate) mod tests {
             old_mark.token
         );
         std::fs::remove_file(&path).expect("remove");
-        reads_as(&store, &left, |_| false, "no file");
-        reads_as(&held, &left, |_| false, "no file");
+        reads_as(&[&store, &held], &left, |_| false, "no file");
         // Due however few records came since: every one waits.
         assert_eq!(
             store.write_columns_due(10_000).expect("anew"),
             left.len() as u64
         );
-        reads_as(&store, &left, |_| true, "written again");
-        reads_as(&held, &left, |_| true, "written again");
-        lengths_as(&store, &left, |_| true, "written again");
-        lengths_as(&held, &left, |_| true, "written again");
+        reads_as(&[&store, &held], &left, |_| true, "written again");
+        lengths_as(&[&store, &held], &left, |_| true, "written again");
         std::fs::remove_file(lengths_path_for(store.path())).expect("remove");
-        lengths_as(&store, &left, |_| false, "no lengths file");
-        lengths_as(&held, &left, |_| false, "no lengths file");
-        reads_as(&store, &left, |_| true, "the columns file still matches");
-        reads_as(&held, &left, |_| true, "the columns file still matches");
+        lengths_as(&[&store, &held], &left, |_| false, "no lengths file");
+        reads_as(
+            &[&store, &held],
+            &left,
+            |_| true,
+            "the columns file still matches",
+        );
         assert_eq!(store.write_columns().expect("anew"), left.len() as u64);
-        reads_as(&store, &left, |_| true, "both anew");
-        reads_as(&held, &left, |_| true, "both anew");
-        lengths_as(&store, &left, |_| true, "both anew");
-        lengths_as(&held, &left, |_| true, "both anew");
+        reads_as(&[&store, &held], &left, |_| true, "both anew");
+        lengths_as(&[&store, &held], &left, |_| true, "both anew");
     }
 
     #[test]
