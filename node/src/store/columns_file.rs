@@ -657,26 +657,22 @@ pub(crate) mod tests {
         what: &str,
     ) {
         for store in stores {
-            reads_one(store, want, &held, what);
-        }
-    }
-
-    fn reads_one(store: &Store, want: &[(i64, Columns)], held: &dyn Fn(i64) -> bool, what: &str) {
-        let reader = Reader::open(store);
-        let mut reader = match reader {
-            Some(r) => r,
-            None => {
-                assert!(want.iter().all(|w| !held(w.0)), "{what}: no file");
-                return;
-            }
-        };
-        let top = want.last().map_or(0, |w| w.0);
-        for id in -1..top + 40 {
-            let row = want.iter().find(|w| w.0 == id).map(|w| w.1);
-            let got = reader.columns(id);
-            match row {
-                Some(c) if held(id) => assert_eq!(got, Some(c), "{what}: record {id}"),
-                _ => assert_eq!(got, None, "{what}: record {id}"),
+            let reader = Reader::open(store);
+            let mut reader = match reader {
+                Some(r) => r,
+                None => {
+                    assert!(want.iter().all(|w| !held(w.0)), "{what}: no file");
+                    continue;
+                }
+            };
+            let top = want.last().map_or(0, |w| w.0);
+            for id in -1..top + 40 {
+                let row = want.iter().find(|w| w.0 == id).map(|w| w.1);
+                let got = reader.columns(id);
+                match row {
+                    Some(c) if held(id) => assert_eq!(got, Some(c), "{what}: record {id}"),
+                    _ => assert_eq!(got, None, "{what}: record {id}"),
+                }
             }
         }
     }
@@ -692,34 +688,30 @@ pub(crate) mod tests {
         what: &str,
     ) {
         for store in stores {
-            lengths_one(store, want, &held, what);
-        }
-    }
-
-    fn lengths_one(store: &Store, want: &[(i64, Columns)], held: &dyn Fn(i64) -> bool, what: &str) {
-        let classes: std::collections::HashMap<i64, u8> = record_bytes::held(store.conn())
-            .into_iter()
-            .map(|(id, c, _)| (id, c))
-            .collect();
-        let top = want.last().map_or(0, |w| w.0);
-        let mut ids: Vec<i64> = (-1..top + 40).collect();
-        // A fixed shuffle: the reader sorts what it is asked.
-        ids.sort_by_key(|id| (id * 7_919) % 1_013);
-        let got = match Lengths::open(store) {
-            Some(mut l) => l.classes(&ids),
-            None => vec![0; ids.len()],
-        };
-        for (id, got) in ids.iter().zip(got) {
-            let live = want.iter().any(|w| w.0 == *id);
-            let class = classes.get(id).copied().unwrap_or(0);
-            let expect = match live && held(*id) {
-                true => class,
-                false => 0,
+            let classes: std::collections::HashMap<i64, u8> = record_bytes::held(store.conn())
+                .into_iter()
+                .map(|(id, c, _)| (id, c))
+                .collect();
+            let top = want.last().map_or(0, |w| w.0);
+            let mut ids: Vec<i64> = (-1..top + 40).collect();
+            // A fixed shuffle: the reader sorts what it is asked.
+            ids.sort_by_key(|id| (id * 7_919) % 1_013);
+            let got = match Lengths::open(store) {
+                Some(mut l) => l.classes(&ids),
+                None => vec![0; ids.len()],
             };
-            if live && held(*id) {
-                assert_ne!(class, 0, "{what}: record {id} has a length");
+            for (id, got) in ids.iter().zip(got) {
+                let live = want.iter().any(|w| w.0 == *id);
+                let class = classes.get(id).copied().unwrap_or(0);
+                let expect = match live && held(*id) {
+                    true => class,
+                    false => 0,
+                };
+                if live && held(*id) {
+                    assert_ne!(class, 0, "{what}: record {id} has a length");
+                }
+                assert_eq!(got, expect, "{what}: record {id}");
             }
-            assert_eq!(got, expect, "{what}: record {id}");
         }
     }
 
