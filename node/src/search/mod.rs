@@ -15,6 +15,7 @@ pub mod rank;
 mod screen;
 pub mod semantic;
 pub mod snippet;
+mod spans;
 pub mod when;
 
 use rusqlite::OptionalExtension;
@@ -513,30 +514,53 @@ fn newest_allowed(
 ) -> Result<Vec<(i64, Option<Columns>)>, SearchError> {
     let (sql, mut args) = row_check(opts);
     let mut check = conn.prepare_cached(&sql)?;
-    let mut stmt = conn.prepare_cached(&format!(
-        "SELECT rowid FROM {table} WHERE {table} MATCH ?1 ORDER BY rowid DESC"
-    ))?;
-    let mut rows = stmt.query([expr])?;
+    // Reaching back through every match, only the stretches of ids that
+    // may hold an allowed record are read, newest first: the same matches
+    // in the same order, less those the screen would rule out by their
+    // session. With a bounded reach every match counts toward it, so all
+    // are read.
+    let stretches = match reach {
+        usize::MAX => screen.stretches(),
+        _ => None,
+    };
+    let bounded = stretches.is_some();
+    let mut stmt = conn.prepare_cached(&match bounded {
+        true => format!(
+            "SELECT rowid FROM {table} WHERE {table} MATCH ?1 \
+             AND rowid >= ?2 AND rowid <= ?3 ORDER BY rowid DESC"
+        ),
+        false => format!("SELECT rowid FROM {table} WHERE {table} MATCH ?1 ORDER BY rowid DESC"),
+    })?;
+    let stretches = stretches.unwrap_or_else(|| vec![(i64::MIN, i64::MAX)]);
     let mut found = Vec::new();
     let mut seen = 0;
-    while found.len() < SCAN_LIMIT as usize
-        && seen < reach
-        && let Some(r) = rows.next()?
-    {
-        seen += 1;
-        let id: i64 = r.get(0)?;
-        match screen.verdict(bytes, id)? {
-            Some(true) => found.push((id, None)),
-            Some(false) => {}
-            None => {
-                args[0] = SqlValue::Integer(id);
-                if let Some(cols) = check
-                    .query_row(rusqlite::params_from_iter(args.iter()), columns_of)
-                    .optional()?
-                {
-                    found.push((id, Some(cols)));
+    for &(first, last) in stretches.iter().rev() {
+        let mut rows = match bounded {
+            true => stmt.query(rusqlite::params![expr, first, last])?,
+            false => stmt.query([expr])?,
+        };
+        while found.len() < SCAN_LIMIT as usize
+            && seen < reach
+            && let Some(r) = rows.next()?
+        {
+            seen += 1;
+            let id: i64 = r.get(0)?;
+            match screen.verdict(bytes, id)? {
+                Some(true) => found.push((id, None)),
+                Some(false) => {}
+                None => {
+                    args[0] = SqlValue::Integer(id);
+                    if let Some(cols) = check
+                        .query_row(rusqlite::params_from_iter(args.iter()), columns_of)
+                        .optional()?
+                    {
+                        found.push((id, Some(cols)));
+                    }
                 }
             }
+        }
+        if found.len() >= SCAN_LIMIT as usize || seen >= reach {
+            break;
         }
     }
     Ok(found)
@@ -1444,8 +1468,11 @@ mod store_tests {
         ];
         assert_eq!(allowed(&unsettled[3]).len(), 800);
         // Within a reach short of every match, the oldest are not seen.
+        // And reaching back through every match (as a filter on the time
+        // does): with every run read up front, only the stretches of ids
+        // the runs do not rule out are read (`Screen::stretches`).
         for opts in filters.iter().chain(&unsettled) {
-            for reach in [REACH_LIMIT, 8_300, 8_100] {
+            for reach in [REACH_LIMIT, 8_300, 8_100, usize::MAX] {
                 let got = got_within(opts, reach);
                 assert!(!got.is_empty(), "{opts:?} within {reach}");
                 assert_eq!(got, want_within(opts, reach), "{opts:?} within {reach}");
@@ -1456,6 +1483,188 @@ mod store_tests {
                 want_within(reached, 8_100),
                 want_within(reached, REACH_LIMIT)
             );
+        }
+    }
+
+    /// A filter on the time reaches back through every match of a concept
+    /// but reads only the stretches of ids the runs do not rule out
+    /// (`Screen::stretches`), newest first: the same candidates as reading
+    /// every match, with ids that run against the sessions' times (a first
+    /// index of a long history), a resumed old session, more allowed runs
+    /// than stretches, and ids that no run holds (runs still being worked
+    /// out, or past their end).
+    #[test]
+    fn a_time_filter_reaches_back_through_the_stretches_the_runs_leave_open() {
+        const MIN: i64 = 60_000;
+        // 70 sessions of 150 records, read newest first: session s began
+        // s days ago. Every word matches, more than SCAN_LIMIT in all.
+        let sessions = 70i64;
+        let agent = |s: i64| if s % 2 == 0 { "codex" } else { "claude-code" };
+        let recs: Vec<Record> = (0..sessions * 150)
+            .map(|i| {
+                let (s, k) = (i / 150, i % 150);
+                let text = format!("gadget {}", "word ".repeat((i % 17) as usize));
+                let mut r = Record::new(agent(s), &format!("s{s}"), Role::User, &text);
+                r.time_ms = Some(NOW - s * DAY + k * MIN);
+                r
+            })
+            .collect();
+        let dir = tempfile::tempdir().expect("tmp");
+        let mut store = Store::open(&dir.path().join("c.db")).expect("open");
+        let mut ing = store.ingest("node").expect("ingest");
+        for r in &recs {
+            ing.insert(r, None).expect("insert");
+        }
+        ing.commit().expect("commit");
+        // Session 60, two months old, resumed today: its old records lie
+        // among the oldest ids, its session now ends after any filter.
+        let mut ing = store.ingest("node").expect("ingest");
+        let mut resumed = Record::new(agent(60), "s60", Role::User, "gadget again");
+        resumed.time_ms = Some(NOW + MIN);
+        ing.insert(&resumed, None).expect("insert");
+        ing.commit().expect("commit");
+        let conn = store.conn();
+        let mut freq = df::Frequencies::new(conn).expect("frequencies");
+        let df = freq.token(df::Index::Exact, "gadget").expect("df");
+        assert!(df > SCAN_LIMIT);
+        let weight = rank::bm25_idf(freq.docs(), df);
+        let expr = df::token_expr("gadget");
+        let got = |opts: &SearchOptions, up_front: bool| -> (Vec<(f64, i64)>, usize) {
+            let mut lengths = record_bytes::Reader::new(conn).expect("lengths");
+            let map = match up_front {
+                true => semantic::allowed_session_runs(&store, opts).expect("map"),
+                false => None,
+            };
+            assert_eq!(map.is_some(), up_front, "{opts:?}");
+            let mut screen = Screen::new(conn, opts, map.as_ref()).expect("screen");
+            let stretches = screen.stretches().map_or(0, |s| s.len());
+            let known = |_| false;
+            let concept = Concept {
+                index: df::Index::Exact,
+                expr: expr.clone(),
+                counted: None,
+            };
+            let found = concept_candidates(
+                conn,
+                &mut lengths,
+                concept,
+                (df, freq.docs()),
+                opts,
+                (&known, &mut screen),
+                reach_of(opts),
+            )
+            .expect("candidates");
+            (
+                found.into_iter().map(|(sc, id, _)| (sc, id)).collect(),
+                stretches,
+            )
+        };
+        // Every match newest first, and those the filter allows by rows.
+        let mut lengths = record_bytes::Reader::new(conn).expect("lengths");
+        let all: Vec<i64> = conn
+            .prepare("SELECT rowid FROM fts WHERE fts MATCH ?1 ORDER BY rowid DESC")
+            .expect("prepare")
+            .query_map([&expr], |r| r.get(0))
+            .expect("query")
+            .collect::<Result<_, _>>()
+            .expect("rows");
+        let all = scored(
+            &mut lengths,
+            all.into_iter().map(|id| (id, None)).collect(),
+            weight,
+        )
+        .expect("scored");
+        let want = |opts: &SearchOptions| -> Vec<(f64, i64)> {
+            let mut sql = String::from("SELECT r.id FROM records r");
+            push_joins(&mut sql, opts);
+            sql.push_str(" WHERE 1");
+            let mut args = Vec::new();
+            push_filters(&mut sql, &mut args, opts);
+            let allowed: std::collections::HashSet<i64> = conn
+                .prepare(&sql)
+                .expect("prepare")
+                .query_map(rusqlite::params_from_iter(args.iter()), |r| r.get(0))
+                .expect("query")
+                .collect::<Result<_, _>>()
+                .expect("rows");
+            let pick = |from: Vec<&Scored>| -> Vec<(f64, i64)> {
+                let kept = from.into_iter().filter(|s| allowed.contains(&s.1)).cloned();
+                best_of(kept.collect(), CANDIDATES)
+                    .into_iter()
+                    .map(|s| (s.0, s.1))
+                    .collect()
+            };
+            let among_newest = pick(all.iter().take(SCAN_LIMIT as usize).collect());
+            match among_newest.len() >= CANDIDATES {
+                true => among_newest,
+                false => pick(
+                    all.iter()
+                        .filter(|s| allowed.contains(&s.1))
+                        .take(SCAN_LIMIT as usize)
+                        .collect(),
+                ),
+            }
+        };
+        let since = |days: i64| SearchOptions {
+            since_ms: Some(NOW - days * DAY + 75 * MIN),
+            ..SearchOptions::default()
+        };
+        let filters = [
+            // The last eight days (the newest sessions, the lowest ids, and
+            // the resumed one): three stretches and the ids past the runs.
+            since(8),
+            // With the agent too: every other session of the last 40 days.
+            SearchOptions {
+                agent: Some("codex".into()),
+                ..since(40)
+            },
+            // The other agent's of the last 65 days: more allowed runs
+            // than stretches.
+            SearchOptions {
+                agent: Some("claude-code".into()),
+                ..since(65)
+            },
+        ];
+        let mut stretches = Vec::new();
+        for opts in &filters {
+            let (each, none) = got(opts, false);
+            assert_eq!(none, 0, "{opts:?}");
+            assert!(!each.is_empty(), "{opts:?}");
+            assert_eq!(each, want(opts), "{opts:?}: every match read");
+            let (read, n) = got(opts, true);
+            assert_eq!(read, each, "{opts:?}: through the stretches");
+            stretches.push(n);
+        }
+        // Newest by time lie lowest by id (sessions 0 to 8), but for the
+        // resumed session's new record: the reach back was needed.
+        let found = want(&filters[0]);
+        let resumed_id = sessions * 150 + 1;
+        assert!(found.iter().any(|s| s.1 == resumed_id));
+        assert_eq!(
+            found
+                .iter()
+                .filter(|s| s.1 > 9 * 150 && s.1 != resumed_id)
+                .count(),
+            0
+        );
+        assert_eq!(stretches[0], 3, "{stretches:?}");
+        assert!(
+            stretches[1] > 3 && stretches[1] <= spans::MOST,
+            "{stretches:?}"
+        );
+        assert_eq!(stretches[2], spans::MOST, "{stretches:?}");
+        // Runs still being worked out, or lost: the ids no run holds, and
+        // those past the runs' end, are read too.
+        for cut in [
+            "DELETE FROM record_runs WHERE session % 4 = 1",
+            "DELETE FROM record_runs WHERE first > 5000",
+        ] {
+            conn.execute(cut, []).expect("cut");
+            crate::store::packed_runs::repack_all(conn).expect("repack");
+            for opts in &filters {
+                let (read, _) = got(opts, true);
+                assert_eq!(read, want(opts), "{cut} {opts:?}");
+            }
         }
     }
 

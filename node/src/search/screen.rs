@@ -100,6 +100,17 @@ impl<'c> Screen<'c> {
         }
     }
 
+    /// The stretches of ids, ascending, that hold every record the screen
+    /// does not rule out by its session, when every run was read up front
+    /// (see `search::spans`): the allowed runs and the ids no run holds
+    /// (`runs::RunMap::open_ranges`), joined into at most
+    /// [`spans::MOST`](super::spans::MOST) stretches, and every id past the
+    /// runs' end. `None` when the runs are read as candidates come.
+    pub(crate) fn stretches(&self) -> Option<Vec<(i64, i64)>> {
+        let (ranges, covered) = self.map?.open_ranges();
+        Some(super::spans::joined(&ranges, covered, super::spans::MOST))
+    }
+
     /// True when the screen can rule records out without their rows (and,
     /// without a filter on the machine, allow them): by their session (a
     /// filter on the session, or on the time, which rules out every

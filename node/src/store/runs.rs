@@ -183,6 +183,28 @@ impl RunMap {
         (ranges, covered)
     }
 
+    /// The ids the map does not rule out, as ascending (first, last)
+    /// ranges: the allowed runs, and the ids between runs that no run
+    /// holds (a forgotten session's, or runs still being worked out, which
+    /// only a record's row can judge); with the last id the runs cover.
+    pub(crate) fn open_ranges(&self) -> Ranges {
+        // By first id already, as read; sorted again in case.
+        let mut runs: Vec<&(i64, i64, bool)> = self.runs.iter().collect();
+        runs.sort_unstable_by_key(|r| r.0);
+        let mut open: Vec<(i64, i64)> = Vec::new();
+        let mut next = 1i64;
+        for &&(first, last, allowed) in &runs {
+            if first > next {
+                open.push((next, first - 1));
+            }
+            if allowed {
+                open.push((first, last));
+            }
+            next = next.max(last.saturating_add(1));
+        }
+        (open, next - 1)
+    }
+
     /// Whether the filters allow the session of record `id`, as
     /// [`Runs::allows`] says it: `None` when no run holds the id. `hint`
     /// is the caller's, as `packed_runs::holding`'s (0 to start).
