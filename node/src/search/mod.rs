@@ -534,37 +534,57 @@ fn newest_allowed(
     let stretches = stretches.unwrap_or_else(|| vec![(i64::MIN, i64::MAX)]);
     let mut found = Vec::new();
     let mut seen = 0;
-    for &(first, last) in stretches.iter().rev() {
+    // The matches a batch at a time, so the screen reads their role bytes
+    // at once (`Screen::roles_ahead`).
+    let mut batch: Vec<i64> = Vec::with_capacity(SCREEN_BATCH);
+    'stretches: for &(first, last) in stretches.iter().rev() {
         let mut rows = match bounded {
             true => stmt.query(rusqlite::params![expr, first, last])?,
             false => stmt.query([expr])?,
         };
-        while found.len() < SCAN_LIMIT as usize
-            && seen < reach
-            && let Some(r) = rows.next()?
-        {
-            seen += 1;
-            let id: i64 = r.get(0)?;
-            match screen.verdict(bytes, id)? {
-                Some(true) => found.push((id, None)),
-                Some(false) => {}
-                None => {
-                    args[0] = SqlValue::Integer(id);
-                    if let Some(cols) = check
-                        .query_row(rusqlite::params_from_iter(args.iter()), columns_of)
-                        .optional()?
-                    {
-                        found.push((id, Some(cols)));
+        let mut more = true;
+        while more {
+            batch.clear();
+            while batch.len() < SCREEN_BATCH.min(reach - seen) {
+                match rows.next()? {
+                    Some(r) => batch.push(r.get(0)?),
+                    None => {
+                        more = false;
+                        break;
                     }
                 }
             }
-        }
-        if found.len() >= SCAN_LIMIT as usize || seen >= reach {
-            break;
+            let roles = screen.roles_ahead(&batch);
+            for (&id, role) in batch.iter().zip(roles) {
+                if found.len() >= SCAN_LIMIT as usize || seen >= reach {
+                    break 'stretches;
+                }
+                seen += 1;
+                match screen.verdict(bytes, id, role)? {
+                    Some(true) => found.push((id, None)),
+                    Some(false) => {}
+                    None => {
+                        args[0] = SqlValue::Integer(id);
+                        if let Some(cols) = check
+                            .query_row(rusqlite::params_from_iter(args.iter()), columns_of)
+                            .optional()?
+                        {
+                            found.push((id, Some(cols)));
+                        }
+                    }
+                }
+            }
+            if found.len() >= SCAN_LIMIT as usize || seen >= reach {
+                break 'stretches;
+            }
         }
     }
     Ok(found)
 }
+
+/// Matches a reach back reads before the screen judges them, their role
+/// bytes read at once from the roles file.
+const SCREEN_BATCH: usize = 1_024;
 
 /// A query for the ranker's columns of record `?1` (the first argument,
 /// to be set) when the options' filters allow it, with its arguments.
@@ -658,12 +678,14 @@ fn allowed_best(
             .take((CANDIDATES - kept.len()).max(64))
             .collect();
         batch.sort_unstable_by_key(|s| s.1);
-        for (score, id, _) in batch {
+        let ids: Vec<i64> = batch.iter().map(|s| s.1).collect();
+        let roles = screen.roles_ahead(&ids);
+        for ((score, id, _), role) in batch.into_iter().zip(roles) {
             if known(id) {
                 kept.push((score, id, None));
                 continue;
             }
-            match screen.judge(bytes, id)? {
+            match screen.judge(bytes, id, role)? {
                 Some(false) => continue,
                 // Its columns come with the other candidates' (`offer`).
                 Some(true) => {
@@ -884,9 +906,10 @@ fn lexical(
     concepts.truncate(rank::MAX_CONCEPTS);
     let weights: Vec<f64> = concepts.iter().map(|c| idf(c.2)).collect();
     let mut lengths = record_bytes::Reader::new(conn)?.with_many(
-        columns_file::Lengths::open(store).map(|l| Box::new(l) as Box<dyn record_bytes::Classes>),
+        columns_file::Bytes::lengths(store).map(|l| Box::new(l) as Box<dyn record_bytes::Classes>),
     );
     let mut screen = Screen::new(conn, opts, pre)?;
+    screen.read_roles(columns_file::Bytes::roles(store));
     // Keyed by record id, never by input: the fast hash is safe here.
     let mut by_id = ById::default();
     // A record a concept found before (its stem's matches hold most of its
@@ -1227,6 +1250,9 @@ mod store_tests {
             }
             ing.commit().expect("commit");
         }
+        // The flat files, whose roles file the screen reads ahead from
+        // when the ranker's columns come from the columns file.
+        assert_eq!(store.write_columns().expect("columns files"), n as u64);
         let conn = store.conn();
         let mut freq = df::Frequencies::new(conn).expect("frequencies");
         let df = freq.token(df::Index::Exact, "gadget").expect("df");
@@ -1268,8 +1294,12 @@ mod store_tests {
             };
             let mut screen = Screen::new(conn, opts, map.as_ref()).expect("screen");
             // Whether a record the screen allows is taken without its row
-            // (as when the columns files hold the ranker's columns).
+            // (as when the columns files hold the ranker's columns), and
+            // its role byte read ahead from the roles file beside them.
             screen.columns_elsewhere(elsewhere);
+            if elsewhere {
+                screen.read_roles(columns_file::Bytes::roles(&store));
+            }
             // What the look-ups skip is what the screen's verdict rules
             // out, for every record and a few ids past them; what they
             // take without the row, what it allows.
@@ -1277,18 +1307,32 @@ mod store_tests {
                 let mut twin = Screen::new(conn, opts, map.as_ref()).expect("screen");
                 let mut judge = Screen::new(conn, opts, map.as_ref()).expect("screen");
                 judge.columns_elsewhere(elsewhere);
+                let mut ahead = Screen::new(conn, opts, map.as_ref()).expect("screen");
+                ahead.read_roles(columns_file::Bytes::roles(&store));
                 let mut bytes = record_bytes::Reader::new(conn).expect("bytes");
                 let top: i64 = conn
                     .query_row("SELECT max(id) FROM records", [], |r| r.get(0))
                     .expect("top");
-                for id in 1..=top + 3 {
-                    let verdict = twin.verdict(&mut bytes, id).expect("verdict");
-                    let out = screen.rules_out(&mut bytes, id).expect("rules out");
+                let ids: Vec<i64> = (1..=top + 3).collect();
+                let roles = ahead.roles_ahead(&ids);
+                for (&id, role) in ids.iter().zip(roles) {
+                    let verdict = twin.verdict(&mut bytes, id, 0).expect("verdict");
+                    let out = screen.rules_out(&mut bytes, id, 0).expect("rules out");
                     assert_eq!(out, verdict == Some(false), "{opts:?}: {id}");
-                    let judged = judge.judge(&mut bytes, id).expect("judge");
+                    let judged = judge.judge(&mut bytes, id, 0).expect("judge");
                     match elsewhere {
                         true => assert_eq!(judged, verdict, "{opts:?}: {id}"),
                         false => assert_eq!(judged, (out).then_some(false), "{opts:?}: {id}"),
+                    }
+                    // With the role byte read ahead: the same, or, where the
+                    // role bytes were cleared, what the record's row says.
+                    let read_ahead = ahead.verdict(&mut bytes, id, role).expect("ahead");
+                    match verdict {
+                        Some(_) => assert_eq!(read_ahead, verdict, "{opts:?}: {id}"),
+                        None => assert!(
+                            read_ahead.is_none() || read_ahead == Some(passing.contains(&id)),
+                            "{opts:?}: {id}"
+                        ),
                     }
                 }
             }
@@ -1726,7 +1770,7 @@ mod store_tests {
                     let mut bytes = record_bytes::Reader::new(conn).expect("bytes");
                     let mut out = 0;
                     for id in 1..=top + 2 {
-                        let verdict = screen.verdict(&mut bytes, id).expect("verdict");
+                        let verdict = screen.verdict(&mut bytes, id, 0).expect("verdict");
                         let Some((ts, last, a)) = of(id) else {
                             assert_eq!(verdict, None, "{opts:?}: {id}");
                             continue;
@@ -2151,6 +2195,24 @@ mod store_tests {
         assert_ne!(pages(&store), from_tables, "lengths from the file");
         assert_eq!(pages(&held), pages(&store), "lengths from the mapping");
         std::fs::remove_file(&lengths).expect("remove");
+
+        // Every role byte read as a tool's output: the search filtered on
+        // the user's and the assistant's words finds none of them, so its
+        // screen read the roles file; the others do not read it.
+        let by_tables = pages(&store);
+        let roles = columns_file::roles_path_for(store.path());
+        let mut bytes = std::fs::read(&roles).expect("read");
+        bytes[32..].fill(codec::role_code(Role::ToolOutput));
+        std::fs::write(&roles, &bytes).expect("tamper");
+        let tampered = pages(&store);
+        let n = questions.len();
+        assert!(by_tables[n..2 * n].iter().all(|p| !p.is_empty()));
+        assert!(tampered[n..2 * n].iter().all(Vec::is_empty), "{tampered:?}");
+        assert_eq!(tampered[..n], by_tables[..n], "unfiltered");
+        assert_eq!(tampered[2 * n..], by_tables[2 * n..], "on the time");
+        assert_eq!(pages(&held), tampered, "roles from the mapping");
+        std::fs::remove_file(&roles).expect("remove");
+        assert_eq!(pages(&store), by_tables, "roles from the tables again");
 
         // Every record dated a year earlier in the columns file: recency
         // moves the scores, so it read them.

@@ -16,7 +16,7 @@
 //! deleted, so a known one also says that the record exists.
 
 use super::{SearchError, SearchOptions};
-use crate::store::{codec, record_bytes, runs};
+use crate::store::{codec, columns_file, record_bytes, runs};
 
 /// A search's screen of its candidates (see the module's notes).
 pub(crate) struct Screen<'c> {
@@ -40,6 +40,11 @@ pub(crate) struct Screen<'c> {
     /// (`store::columns_file`): then a record is worth the read of its role
     /// byte, so that the screen may allow it and spare the row.
     columns_elsewhere: bool,
+    /// The roles file (`store::columns_file`), where the search has it:
+    /// the role bytes of a batch of candidates read at once, in a few
+    /// reads of the stretches that hold them ([`Screen::roles_ahead`]),
+    /// instead of a row of `record_bytes` per block of 1,024 records met.
+    roles_file: Option<columns_file::Bytes>,
 }
 
 impl<'c> Screen<'c> {
@@ -72,7 +77,25 @@ impl<'c> Screen<'c> {
             since: opts.since_ms,
             settles,
             columns_elsewhere: false,
+            roles_file: None,
         })
+    }
+
+    /// Gives the screen the roles file to read candidates' role bytes
+    /// ahead from (`None`: every role byte from `record_bytes`).
+    pub(crate) fn read_roles(&mut self, file: Option<columns_file::Bytes>) {
+        self.roles_file = file;
+    }
+
+    /// The role bytes of `ids`, in their order, from the roles file: 0
+    /// where it cannot say (past its mark, a deleted record) and for every
+    /// id without the file. For [`Screen::verdict`], which asks
+    /// `record_bytes` about those.
+    pub(crate) fn roles_ahead(&mut self, ids: &[i64]) -> Vec<u8> {
+        match &mut self.roles_file {
+            Some(file) => file.of(ids),
+            None => vec![0; ids.len()],
+        }
     }
 
     /// Tells the screen that the ranker's columns of a record it allows
@@ -86,14 +109,17 @@ impl<'c> Screen<'c> {
     /// the columns of a record it allows come without its row, else only
     /// whether it rules the record out ([`Screen::rules_out`]: `Some(false)`
     /// or `None`), which spares the role byte when the row is read anyway.
+    /// `ahead` is its role byte read ahead ([`Screen::roles_ahead`]), 0
+    /// when not known.
     pub(crate) fn judge(
         &mut self,
         bytes: &mut record_bytes::Reader<'_>,
         id: i64,
+        ahead: u8,
     ) -> Result<Option<bool>, SearchError> {
         match self.columns_elsewhere {
-            true => self.verdict(bytes, id),
-            false => Ok(match self.rules_out(bytes, id)? {
+            true => self.verdict(bytes, id, ahead),
+            false => Ok(match self.rules_out(bytes, id, ahead)? {
                 true => Some(false),
                 false => None,
             }),
@@ -127,14 +153,15 @@ impl<'c> Screen<'c> {
     /// would say `Some(false)`, for a caller that reads the row of every
     /// record not ruled out anyway: without a filter on roles or the time,
     /// the role byte, which would only say that the record exists, is not
-    /// read.
+    /// read. `ahead` as for [`Screen::judge`].
     pub(crate) fn rules_out(
         &mut self,
         bytes: &mut record_bytes::Reader<'_>,
         id: i64,
+        ahead: u8,
     ) -> Result<bool, SearchError> {
         if self.roles.is_some() || self.since.is_some() {
-            return Ok(self.verdict(bytes, id)? == Some(false));
+            return Ok(self.verdict(bytes, id, ahead)? == Some(false));
         }
         Ok(match (self.map, &mut self.runs) {
             (Some(map), _) => map.allows(id, &mut self.hint) == Some(false),
@@ -146,11 +173,13 @@ impl<'c> Screen<'c> {
     /// What the screen says of record `id` (its bytes read through
     /// `bytes`): `Some(false)` when a filter rules it out, `Some(true)`
     /// when it exists and every filter allows it, `None` when only its row
-    /// can tell.
+    /// can tell. `ahead` is its role byte read ahead
+    /// ([`Screen::roles_ahead`]); when 0, it is read from `bytes`.
     pub(crate) fn verdict(
         &mut self,
         bytes: &mut record_bytes::Reader<'_>,
         id: i64,
+        ahead: u8,
     ) -> Result<Option<bool>, SearchError> {
         let mut known = self.settles;
         // The session first: the runs are a small table whose pages a
@@ -169,7 +198,11 @@ impl<'c> Screen<'c> {
             _ => {}
         }
         // A role byte is known only for a record that exists.
-        match bytes.role(id)? {
+        let role = match ahead {
+            0 => bytes.role(id)?,
+            b => Some(b),
+        };
+        match role {
             Some(b) if self.roles.as_ref().is_some_and(|r| !r.contains(&b)) => {
                 return Ok(Some(false));
             }

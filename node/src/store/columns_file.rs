@@ -11,19 +11,26 @@
 //!   concept, spread over the history, which in `record_lens` cost a row
 //!   look-up per block of 1,024 records met; here the bytes of the
 //!   stretches that hold them are read in a few large reads
-//!   ([`Lengths::classes`]).
+//!   ([`Bytes::of`]).
+//! - `cairn.db-roles`: its role byte (`record_bytes::role_byte`), a byte a
+//!   record, for a filtered search's screen: a reach back through a word's
+//!   newest 32,000 matches, or the meaning tier's 8,000 nearest records,
+//!   asks each one's role (and, with a filter on the session, whether it
+//!   exists), which in `record_bytes` cost a row read per block of 1,024
+//!   records met (10 GB, `--role user`: a sixth of a question's CPU).
 //!
-//! Both start with the 32-byte header of [`super::flat_file`] (the magic,
-//! `cairnrc1` or `cairnrl1`, the entry length, 16 or 1, where the vector
-//! files put their vector length, and the token both share), then one
-//! entry per record id, at `32 + entry * id`. A columns entry is the
+//! All three start with the 32-byte header of [`super::flat_file`] (the
+//! magic, `cairnrc1`, `cairnrl1` or `cairnro1`, the entry length, 16 or 1,
+//! where the vector files put their vector length, and the token they
+//! share), then one entry per record id, at `32 + entry * id`. A columns entry is the
 //! record's stamp word ([`Stamp::word`], u64 LE), its session row (u32 LE),
 //! its role code ([`codec::role_code`]) and three zero bytes; an entry
 //! whose word, session or role is zero says nothing (a session row past
-//! u32, a role with no code, a deleted record), and so does a length of 0.
+//! u32, a role with no code, a deleted record), and so does a length or
+//! a role byte of 0.
 //!
 //! What the database vouches for: `meta.columns_file` holds the token and
-//! `upto`, and the two files with that token hold the entries of every
+//! `upto`, and the three files with that token hold the entries of every
 //! record with an id up to `upto` that existed when they were written.
 //! Record ids are never reused (`AUTOINCREMENT`) and a record's columns
 //! never change, so an entry stays right while its record exists; a
@@ -71,6 +78,9 @@ const MAGIC: &[u8; 8] = b"cairnrc1";
 /// The lengths file's magic.
 const LENGTHS_MAGIC: &[u8; 8] = b"cairnrl1";
 
+/// The roles file's magic.
+const ROLES_MAGIC: &[u8; 8] = b"cairnro1";
+
 /// Bytes per record in the columns file.
 const ENTRY: usize = 16;
 
@@ -101,6 +111,11 @@ pub(crate) fn path_for(db: &Path) -> PathBuf {
 /// The lengths file beside the database at `db`.
 pub(crate) fn lengths_path_for(db: &Path) -> PathBuf {
     beside(db, "-lengths")
+}
+
+/// The roles file beside the database at `db`.
+pub(crate) fn roles_path_for(db: &Path) -> PathBuf {
+    beside(db, "-roles")
 }
 
 fn beside(db: &Path, suffix: &str) -> PathBuf {
@@ -200,7 +215,7 @@ fn write_mark(conn: &Connection, mark: &Mark) -> rusqlite::Result<()> {
     Ok(())
 }
 
-/// One of the two files: its suffix, magic and entry length.
+/// One of the three files: its suffix, magic and entry length.
 #[derive(Debug, Clone, Copy)]
 struct Kind {
     path: fn(&Path) -> PathBuf,
@@ -217,6 +232,12 @@ const COLUMNS: Kind = Kind {
 const LENGTHS: Kind = Kind {
     path: lengths_path_for,
     magic: LENGTHS_MAGIC,
+    entry: 1,
+};
+
+const ROLES: Kind = Kind {
+    path: roles_path_for,
+    magic: ROLES_MAGIC,
     entry: 1,
 };
 
@@ -351,32 +372,43 @@ fn io(path: &Path) -> impl Fn(std::io::Error) -> StoreError + '_ {
     }
 }
 
-/// A search's reader of the lengths file, as far as its snapshot's mark
-/// vouches.
-pub(crate) struct Lengths {
+/// A search's reader of a file of a byte a record (the lengths or the
+/// roles), as far as its snapshot's mark vouches.
+pub(crate) struct Bytes {
     source: Source,
     upto: i64,
     buf: Vec<u8>,
+    kind: Kind,
 }
 
-impl Lengths {
+impl Bytes {
     /// The lengths file of `store`'s database, read as its snapshot
     /// vouches; `None` when there is none it vouches for.
-    pub(crate) fn open(store: &Store) -> Option<Lengths> {
-        let (source, upto) = LENGTHS.vouched(store, Which::Lengths)?;
-        Some(Lengths {
+    pub(crate) fn lengths(store: &Store) -> Option<Bytes> {
+        Self::open(store, LENGTHS, Which::Lengths)
+    }
+
+    /// The roles file of `store`'s database, as [`Bytes::lengths`].
+    pub(crate) fn roles(store: &Store) -> Option<Bytes> {
+        Self::open(store, ROLES, Which::Roles)
+    }
+
+    fn open(store: &Store, kind: Kind, which: Which) -> Option<Bytes> {
+        let (source, upto) = kind.vouched(store, which)?;
+        Some(Bytes {
             source,
             upto,
             buf: Vec::new(),
+            kind,
         })
     }
 
-    /// The length classes of `ids` (in any order), each 0 where the file
-    /// cannot say (past the mark, a length not known, a failed read). The
-    /// stretches holding them are read in order, a gap of up to
-    /// [`LENGTHS_GAP`] bytes read through, at most [`LENGTHS_CHUNK`] at a
-    /// time.
-    pub(crate) fn classes(&mut self, ids: &[i64]) -> Vec<u8> {
+    /// The bytes of `ids` (in any order), each 0 where the file cannot
+    /// say (past the mark, a length or role not known, a deleted record, a
+    /// failed read). The stretches holding them are read in order, a gap
+    /// of up to [`LENGTHS_GAP`] bytes read through, at most
+    /// [`LENGTHS_CHUNK`] at a time.
+    pub(crate) fn of(&mut self, ids: &[i64]) -> Vec<u8> {
         let mut out = vec![0u8; ids.len()];
         let wanted = |id: i64| id >= 1 && id <= self.upto;
         let file = match &self.source {
@@ -396,11 +428,11 @@ impl Lengths {
         while i < order.len() {
             // A chunk from the first id left: every wanted id within it,
             // up to a gap too wide to read through.
-            let from = LENGTHS.offset(ids[order[i]]);
+            let from = self.kind.offset(ids[order[i]]);
             let mut to = from + 1;
             let mut j = i + 1;
             while j < order.len() {
-                let at = LENGTHS.offset(ids[order[j]]);
+                let at = self.kind.offset(ids[order[j]]);
                 if at >= from + LENGTHS_CHUNK as u64 || at > to + LENGTHS_GAP {
                     break;
                 }
@@ -410,7 +442,7 @@ impl Lengths {
             self.buf.resize((to - from) as usize, 0);
             if flat_file::read_at(file, &mut self.buf, from).is_ok() {
                 for &k in &order[i..j] {
-                    out[k] = self.buf[(LENGTHS.offset(ids[k]) - from) as usize];
+                    out[k] = self.buf[(self.kind.offset(ids[k]) - from) as usize];
                 }
             }
             i = j;
@@ -419,9 +451,9 @@ impl Lengths {
     }
 }
 
-impl record_bytes::Classes for Lengths {
+impl record_bytes::Classes for Bytes {
     fn classes(&mut self, ids: &[i64]) -> Vec<u8> {
-        Lengths::classes(self, ids)
+        self.of(ids)
     }
 }
 
@@ -435,22 +467,28 @@ pub(crate) fn write_step(conn: &Connection, db: &Path) -> Result<u64, StoreError
     };
     let found = read_mark(&tx)?.and_then(|m| {
         Some((
-            COLUMNS.open_marked(db, &m, true)?,
-            LENGTHS.open_marked(db, &m, true)?,
+            [
+                COLUMNS.open_marked(db, &m, true)?,
+                LENGTHS.open_marked(db, &m, true)?,
+                ROLES.open_marked(db, &m, true)?,
+            ],
             m,
         ))
     });
-    let (columns, lengths, mut mark) = match found {
-        Some((_, _, m)) if m.upto >= newest => return Ok(0),
+    let ([columns, lengths, roles], mut mark) = match found {
+        Some((_, m)) if m.upto >= newest => return Ok(0),
         Some(found) => found,
         None => {
             let token = flat_file::new_token(b"cairn columns files", db);
-            let columns = COLUMNS.create(db, &token)?;
-            let lengths = LENGTHS.create(db, &token)?;
-            (columns, lengths, Mark { token, upto: 0 })
+            let files = [
+                COLUMNS.create(db, &token)?,
+                LENGTHS.create(db, &token)?,
+                ROLES.create(db, &token)?,
+            ];
+            (files, Mark { token, upto: 0 })
         }
     };
-    let (cpath, lpath) = (path_for(db), lengths_path_for(db));
+    let (cpath, lpath, rpath) = (path_for(db), lengths_path_for(db), roles_path_for(db));
     let mut stmt = tx.prepare_cached(
         "SELECT id, role, ts, session, flags FROM records WHERE id > ?1 ORDER BY id LIMIT ?2",
     )?;
@@ -460,13 +498,15 @@ pub(crate) fn write_step(conn: &Connection, db: &Path) -> Result<u64, StoreError
     // Consecutive ids are written together; a gap (a deleted record) is left.
     let mut run: Vec<u8> = Vec::new();
     let mut run_lens: Vec<u8> = Vec::new();
+    let mut run_roles: Vec<u8> = Vec::new();
     let mut run_first = 0i64;
-    let flush = |first: i64, run: &[u8], lens: &[u8]| -> Result<(), StoreError> {
+    let flush = |first: i64, run: &[u8], lens: &[u8], roles_of: &[u8]| {
         if !run.is_empty() {
             flat_file::write_at(&columns, run, COLUMNS.offset(first)).map_err(io(&cpath))?;
             flat_file::write_at(&lengths, lens, LENGTHS.offset(first)).map_err(io(&lpath))?;
+            flat_file::write_at(&roles, roles_of, ROLES.offset(first)).map_err(io(&rpath))?;
         }
-        Ok(())
+        Ok::<(), StoreError>(())
     };
     let mut written = 0u64;
     while let Some(r) = rows.next()? {
@@ -474,21 +514,24 @@ pub(crate) fn write_step(conn: &Connection, db: &Path) -> Result<u64, StoreError
         let stamp = Stamp::of(r.get(2)?, r.get(4)?);
         let e = Columns::entry(r.get_ref(1)?, stamp, r.get(3)?);
         if run_lens.is_empty() || run_first + run_lens.len() as i64 != id {
-            flush(run_first, &run, &run_lens)?;
+            flush(run_first, &run, &run_lens, &run_roles)?;
             run.clear();
             run_lens.clear();
+            run_roles.clear();
             run_first = id;
         }
         run.extend_from_slice(&e);
         run_lens.push(classes.class(id)?);
+        run_roles.push(record_bytes::role_byte(r.get_ref(1)?));
         mark.upto = id;
         written += 1;
     }
-    flush(run_first, &run, &run_lens)?;
+    flush(run_first, &run, &run_lens, &run_roles)?;
     drop((rows, classes));
     drop(stmt);
     columns.sync_data().map_err(io(&cpath))?;
     lengths.sync_data().map_err(io(&lpath))?;
+    roles.sync_data().map_err(io(&rpath))?;
     write_mark(&tx, &mark)?;
     tx.commit()?;
     Ok(written)
@@ -527,7 +570,7 @@ pub(crate) fn zero(conn: &Connection, ids: &[i64]) -> Result<(), StoreError> {
         }
         file.sync_data()
     };
-    for kind in [COLUMNS, LENGTHS] {
+    for kind in [COLUMNS, LENGTHS, ROLES] {
         if let Err(e) = zeroed(kind) {
             // Files that cannot be zeroed are vouched for no more (in this
             // same transaction): the delete goes on, and the next write
@@ -550,8 +593,9 @@ fn pending(conn: &Connection, db: &Path) -> Result<i64, StoreError> {
     };
     let upto = match read_mark(conn)? {
         Some(m)
-            if COLUMNS.open_marked(db, &m, false).is_some()
-                && LENGTHS.open_marked(db, &m, false).is_some() =>
+            if [COLUMNS, LENGTHS, ROLES]
+                .iter()
+                .all(|k| k.open_marked(db, &m, false).is_some()) =>
         {
             m.upto
         }
@@ -598,24 +642,27 @@ pub(crate) mod tests {
         let conn = store.conn();
         let mark = read_mark(conn).expect("mark").expect("a mark");
         let live = rows(conn);
-        let classes: std::collections::HashMap<i64, u8> = record_bytes::held(conn)
+        let bytes: std::collections::HashMap<i64, (u8, u8)> = record_bytes::held(conn)
             .into_iter()
-            .map(|(id, c, _)| (id, c))
+            .map(|(id, c, r)| (id, (c, r)))
             .collect();
         let mut reader = Reader::open(store).expect("columns");
         let ids: Vec<i64> = (1..=mark.upto).collect();
-        let lengths = Lengths::open(store).expect("lengths").classes(&ids);
+        let lengths = Bytes::lengths(store).expect("lengths").of(&ids);
+        let roles = Bytes::roles(store).expect("roles").of(&ids);
         for id in 1..=mark.upto {
             let row = live.iter().find(|l| l.0 == id).map(|l| l.1);
+            let got = (lengths[id as usize - 1], roles[id as usize - 1]);
             match row {
                 Some(c) => {
                     assert_eq!(reader.columns(id), Some(c), "{what}: record {id}");
-                    let class = classes.get(&id).copied().unwrap_or(0);
-                    assert_eq!(lengths[id as usize - 1], class, "{what}: record {id}");
+                    let want = bytes.get(&id).copied().unwrap_or((0, 0));
+                    assert_eq!(got, want, "{what}: record {id}");
+                    assert_eq!(got.1, codec::role_code(c.role), "{what}: record {id}");
                 }
                 None => {
                     assert_eq!(entry_bytes(store, id), vec![0; ENTRY], "{what}: gone {id}");
-                    assert_eq!(lengths[id as usize - 1], 0, "{what}: gone {id}");
+                    assert_eq!(got, (0, 0), "{what}: gone {id}");
                 }
             }
         }
@@ -677,10 +724,10 @@ pub(crate) mod tests {
         }
     }
 
-    /// Asserts that the lengths file, read through each of `stores`, gives
-    /// every record of `want` its class from `record_lens` where `held`
-    /// says the file holds it, and 0 for every other id, asked in shuffled
-    /// order.
+    /// Asserts that the lengths and the roles files, read through each of
+    /// `stores`, give every record of `want` its class from `record_lens`
+    /// and its role byte from `record_bytes` where `held` says the files
+    /// hold it, and 0 for every other id, asked in shuffled order.
     fn lengths_as(
         stores: &[&Store],
         want: &[(i64, Columns)],
@@ -688,29 +735,31 @@ pub(crate) mod tests {
         what: &str,
     ) {
         for store in stores {
-            let classes: std::collections::HashMap<i64, u8> = record_bytes::held(store.conn())
+            let bytes: std::collections::HashMap<i64, (u8, u8)> = record_bytes::held(store.conn())
                 .into_iter()
-                .map(|(id, c, _)| (id, c))
+                .map(|(id, c, r)| (id, (c, r)))
                 .collect();
             let top = want.last().map_or(0, |w| w.0);
             let mut ids: Vec<i64> = (-1..top + 40).collect();
             // A fixed shuffle: the reader sorts what it is asked.
             ids.sort_by_key(|id| (id * 7_919) % 1_013);
-            let got = match Lengths::open(store) {
-                Some(mut l) => l.classes(&ids),
+            let read = |file: Option<Bytes>| match file {
+                Some(mut f) => f.of(&ids),
                 None => vec![0; ids.len()],
             };
-            for (id, got) in ids.iter().zip(got) {
-                let live = want.iter().any(|w| w.0 == *id);
-                let class = classes.get(id).copied().unwrap_or(0);
-                let expect = match live && held(*id) {
-                    true => class,
-                    false => 0,
+            let (lengths, roles) = (read(Bytes::lengths(store)), read(Bytes::roles(store)));
+            for (i, id) in ids.iter().enumerate() {
+                let live = want.iter().find(|w| w.0 == *id);
+                let expect = match live.filter(|_| held(*id)) {
+                    Some(w) => {
+                        let known = bytes.get(id).copied().unwrap_or((0, 0));
+                        assert_ne!(known.0, 0, "{what}: record {id} has a length");
+                        assert_eq!(known.1, codec::role_code(w.1.role), "{what}: record {id}");
+                        known
+                    }
+                    None => (0, 0),
                 };
-                if live && held(*id) {
-                    assert_ne!(class, 0, "{what}: record {id} has a length");
-                }
-                assert_eq!(got, expect, "{what}: record {id}");
+                assert_eq!((lengths[i], roles[i]), expect, "{what}: record {id}");
             }
         }
     }
@@ -764,6 +813,7 @@ pub(crate) mod tests {
         lengths_as(&[&store, &held], &want, |_| true, "written");
         let holds = held.held.as_ref().expect("holds");
         assert!(holds.mapped(Which::Columns) && holds.mapped(Which::Lengths));
+        assert!(holds.mapped(Which::Roles));
         assert_eq!(store.write_columns().expect("again"), 0, "nothing new");
 
         // Records stored since are past the mark: read from their rows
@@ -812,14 +862,18 @@ pub(crate) mod tests {
         let report = store.forget(&[target], 2_000).expect("forget");
         assert_eq!(report.records as usize, gone.len());
         let lengths = File::open(lengths_path_for(store.path())).expect("lengths");
+        let roles = File::open(roles_path_for(store.path())).expect("roles");
         for id in &gone {
             assert_eq!(entry_bytes(&store, *id), vec![0; ENTRY], "forgotten {id}");
-            let mut b = [9u8];
-            flat_file::read_at(&lengths, &mut b, LENGTHS.offset(*id)).expect("read");
-            assert_eq!(b, [0], "forgotten {id}'s length");
+            for (file, kind) in [(&lengths, LENGTHS), (&roles, ROLES)] {
+                let mut b = [9u8];
+                flat_file::read_at(file, &mut b, kind.offset(*id)).expect("read");
+                assert_eq!(b, [0], "forgotten {id}'s byte in {:?}", kind.magic);
+            }
         }
         let left = rows(store.conn());
         reads_as(&[&store, &held], &left, |_| true, "forgotten");
+        lengths_as(&[&store, &held], &left, |_| true, "forgotten");
 
         // Nor does a record a rewritten file no longer holds.
         let mut ing = store.ingest(&origin).expect("ingest");
@@ -871,7 +925,13 @@ pub(crate) mod tests {
         reads_as(&[&store, &held], &left, |_| true, "written again");
         lengths_as(&[&store, &held], &left, |_| true, "written again");
         std::fs::remove_file(lengths_path_for(store.path())).expect("remove");
-        lengths_as(&[&store, &held], &left, |_| false, "no lengths file");
+        std::fs::remove_file(roles_path_for(store.path())).expect("remove");
+        lengths_as(
+            &[&store, &held],
+            &left,
+            |_| false,
+            "no lengths or roles file",
+        );
         reads_as(
             &[&store, &held],
             &left,
@@ -879,8 +939,18 @@ pub(crate) mod tests {
             "the columns file still matches",
         );
         assert_eq!(store.write_columns().expect("anew"), left.len() as u64);
-        reads_as(&[&store, &held], &left, |_| true, "both anew");
-        lengths_as(&[&store, &held], &left, |_| true, "both anew");
+        reads_as(&[&store, &held], &left, |_| true, "all anew");
+        lengths_as(&[&store, &held], &left, |_| true, "all anew");
+        // A database whose files came before the roles file (an older
+        // cairn's) writes all three anew.
+        std::fs::remove_file(roles_path_for(store.path())).expect("remove");
+        assert_eq!(
+            pending(store.conn(), store.path()).expect("pending"),
+            i64::MAX
+        );
+        assert!(Bytes::roles(&store).is_none());
+        assert_eq!(store.write_columns().expect("anew"), left.len() as u64);
+        lengths_as(&[&store, &held], &left, |_| true, "roles anew");
     }
 
     #[test]
@@ -920,10 +990,11 @@ pub(crate) mod tests {
         std::fs::write(&path, &bytes).expect("write");
         let upto = n - 1_000;
         let file = File::open(&path).expect("open");
-        let mut l = Lengths {
+        let mut l = Bytes {
             source: Source::File(file.try_clone().expect("clone")),
             upto,
             buf: Vec::new(),
+            kind: LENGTHS,
         };
         let chunk = LENGTHS_CHUNK as i64;
         let gap = LENGTHS_GAP as i64;
@@ -945,7 +1016,7 @@ pub(crate) mod tests {
         ];
         ids.extend((0..2_000).map(|i| 1 + i * 271));
         ids.reverse();
-        let got_by_reads = l.classes(&ids);
+        let got_by_reads = l.of(&ids);
         for (id, got) in ids.iter().zip(got_by_reads.iter().copied()) {
             let expect = match (1..=upto).contains(id) {
                 true => pattern(*id),
@@ -954,7 +1025,7 @@ pub(crate) mod tests {
             assert_eq!(got, expect, "id {id}");
         }
         assert!(l.buf.capacity() <= 2 * LENGTHS_CHUNK, "bounded buffer");
-        assert_eq!(l.classes(&[]), Vec::<u8>::new());
+        assert_eq!(l.of(&[]), Vec::<u8>::new());
         // The same from a mapping of the file, as a daemon reads it.
         let key = held::Key {
             token: [3; 16],
@@ -971,12 +1042,13 @@ pub(crate) mod tests {
                 upto as u64 + 1,
             )
             .expect("mapped");
-        let mut m = Lengths {
+        let mut m = Bytes {
             source: Source::Mapped(mapped),
             upto,
             buf: Vec::new(),
+            kind: LENGTHS,
         };
-        assert_eq!(m.classes(&ids), got_by_reads);
+        assert_eq!(m.of(&ids), got_by_reads);
         assert!(m.buf.is_empty(), "nothing read into the buffer");
     }
 

@@ -118,13 +118,18 @@ pub(crate) enum Which {
     Columns,
     /// The records' length classes (`store::columns_file`): always mapped.
     Lengths,
+    /// The records' role bytes (`store::columns_file`): always mapped.
+    Roles,
 }
 
 impl Which {
     /// Whether this file is mapped whatever its size: read a little here
     /// and there by each question, never scanned whole.
     fn mapped_always(self) -> bool {
-        matches!(self, Which::Cells | Which::Columns | Which::Lengths)
+        matches!(
+            self,
+            Which::Cells | Which::Columns | Which::Lengths | Which::Roles
+        )
     }
 }
 
@@ -138,6 +143,7 @@ pub(crate) struct Held {
     cells: Mutex<Option<Copy>>,
     columns: Mutex<Option<Copy>>,
     lengths: Mutex<Option<Copy>>,
+    roles: Mutex<Option<Copy>>,
 }
 
 impl Held {
@@ -150,6 +156,7 @@ impl Held {
             cells: Mutex::new(None),
             columns: Mutex::new(None),
             lengths: Mutex::new(None),
+            roles: Mutex::new(None),
         }
     }
 
@@ -194,6 +201,7 @@ impl Held {
             Which::Cells => &self.cells,
             Which::Columns => &self.columns,
             Which::Lengths => &self.lengths,
+            Which::Roles => &self.roles,
         }
         .lock()
         .unwrap_or_else(PoisonError::into_inner)

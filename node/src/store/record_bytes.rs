@@ -297,7 +297,7 @@ pub(crate) struct Reader<'c> {
     /// [`Reader::typical`], once read.
     typical: Option<Option<f64>>,
     /// Where many lengths are read at once from, when the search has one
-    /// (`store::columns_file::Lengths`).
+    /// (`store::columns_file::Bytes::lengths`).
     many: Option<Box<dyn Classes + 'c>>,
 }
 
