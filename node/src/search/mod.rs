@@ -1142,6 +1142,82 @@ mod store_tests {
         r
     }
 
+    /// Every record `opts` allows, read from the rows.
+    fn allowed_by_rows(
+        conn: &rusqlite::Connection,
+        opts: &SearchOptions,
+    ) -> std::collections::HashSet<i64> {
+        let mut sql = String::from("SELECT r.id FROM records r");
+        push_joins(&mut sql, opts);
+        sql.push_str(" WHERE 1");
+        let mut args = Vec::new();
+        push_filters(&mut sql, &mut args, opts);
+        conn.prepare(&sql)
+            .expect("prepare")
+            .query_map(rusqlite::params_from_iter(args.iter()), |r| r.get(0))
+            .expect("query")
+            .collect::<Result<_, _>>()
+            .expect("rows")
+    }
+
+    /// Every match of `expr` on `fts`, newest first, scored with `weight`.
+    fn every_match_scored(conn: &rusqlite::Connection, expr: &str, weight: f64) -> Vec<Scored> {
+        let mut lengths = record_bytes::Reader::new(conn).expect("lengths");
+        let all: Vec<i64> = conn
+            .prepare("SELECT rowid FROM fts WHERE fts MATCH ?1 ORDER BY rowid DESC")
+            .expect("prepare")
+            .query_map([expr], |r| r.get(0))
+            .expect("query")
+            .collect::<Result<_, _>>()
+            .expect("rows");
+        scored(
+            &mut lengths,
+            all.into_iter().map(|id| (id, None)).collect(),
+            weight,
+        )
+        .expect("scored")
+    }
+
+    /// What a filtered concept keeps of `all` (its matches, newest first,
+    /// scored) when the records `allowed` pass: the best of the newest
+    /// SCAN_LIMIT matches that pass, or, when fewer than CANDIDATES do,
+    /// of the newest SCAN_LIMIT that pass among the newest `reach`.
+    fn kept_by_rows(
+        all: &[Scored],
+        allowed: &std::collections::HashSet<i64>,
+        reach: usize,
+    ) -> Vec<(f64, i64)> {
+        let pick = |from: Vec<&Scored>| -> Vec<(f64, i64)> {
+            let kept = from.into_iter().filter(|s| allowed.contains(&s.1)).cloned();
+            best_of(kept.collect(), CANDIDATES)
+                .into_iter()
+                .map(|s| (s.0, s.1))
+                .collect()
+        };
+        let among_newest = pick(all.iter().take(SCAN_LIMIT as usize).collect());
+        match among_newest.len() >= CANDIDATES {
+            true => among_newest,
+            false => pick(
+                all.iter()
+                    .take(reach)
+                    .filter(|s| allowed.contains(&s.1))
+                    .take(SCAN_LIMIT as usize)
+                    .collect(),
+            ),
+        }
+    }
+
+    /// The word "gadget" as a concept of `conn`'s history, where it has
+    /// more matches than SCAN_LIMIT: its planned frequency, the records
+    /// the planner counts, its weight and its expression.
+    fn common_gadget(conn: &rusqlite::Connection) -> (i64, i64, f64, String) {
+        let mut freq = df::Frequencies::new(conn).expect("frequencies");
+        let df = freq.token(df::Index::Exact, "gadget").expect("df");
+        assert!(df > SCAN_LIMIT);
+        let weight = rank::bm25_idf(freq.docs(), df);
+        (df, freq.docs(), weight, df::token_expr("gadget"))
+    }
+
     fn store_with(recs: &[Record]) -> (tempfile::TempDir, Store) {
         let dir = tempfile::tempdir().expect("tmp");
         let mut store = Store::open(&dir.path().join("c.db")).expect("open");
@@ -1254,25 +1330,9 @@ mod store_tests {
         // when the ranker's columns come from the columns file.
         assert_eq!(store.write_columns().expect("columns files"), n as u64);
         let conn = store.conn();
-        let mut freq = df::Frequencies::new(conn).expect("frequencies");
-        let df = freq.token(df::Index::Exact, "gadget").expect("df");
-        assert!(df > SCAN_LIMIT);
-        let weight = rank::bm25_idf(freq.docs(), df);
-        let expr = df::token_expr("gadget");
+        let (df, docs, weight, expr) = common_gadget(conn);
         // The records a filter allows, read on their own.
-        let allowed = |opts: &SearchOptions| -> std::collections::HashSet<i64> {
-            let mut sql = String::from("SELECT r.id FROM records r");
-            push_joins(&mut sql, opts);
-            sql.push_str(" WHERE 1");
-            let mut args = Vec::new();
-            push_filters(&mut sql, &mut args, opts);
-            conn.prepare(&sql)
-                .expect("prepare")
-                .query_map(rusqlite::params_from_iter(args.iter()), |r| r.get(0))
-                .expect("query")
-                .collect::<Result<_, _>>()
-                .expect("rows")
-        };
+        let allowed = |opts: &SearchOptions| allowed_by_rows(conn, opts);
         let got_with = |opts: &SearchOptions,
                         (up_front, elsewhere): (bool, bool),
                         reach: usize|
@@ -1341,7 +1401,7 @@ mod store_tests {
                 conn,
                 &mut lengths,
                 concept,
-                (df, freq.docs()),
+                (df, docs),
                 opts,
                 filters,
                 reach,
@@ -1379,42 +1439,10 @@ mod store_tests {
         };
         let got = |opts: &SearchOptions| got_within(opts, REACH_LIMIT);
         // Every match, newest first, scored.
-        let mut lengths = record_bytes::Reader::new(conn).expect("lengths");
-        let all: Vec<i64> = conn
-            .prepare("SELECT rowid FROM fts WHERE fts MATCH ?1 ORDER BY rowid DESC")
-            .expect("prepare")
-            .query_map([&expr], |r| r.get(0))
-            .expect("query")
-            .collect::<Result<_, _>>()
-            .expect("rows");
+        let all = every_match_scored(conn, &expr, weight);
         assert_eq!(all.len() as i64, n);
-        let all = scored(
-            &mut lengths,
-            all.into_iter().map(|id| (id, None)).collect(),
-            weight,
-        )
-        .expect("scored");
-        let want_within = |opts: &SearchOptions, reach: usize| -> Vec<(f64, i64)> {
-            let allowed = allowed(opts);
-            let pick = |from: Vec<&Scored>| -> Vec<(f64, i64)> {
-                let kept = from.into_iter().filter(|s| allowed.contains(&s.1)).cloned();
-                best_of(kept.collect(), CANDIDATES)
-                    .into_iter()
-                    .map(|s| (s.0, s.1))
-                    .collect()
-            };
-            let newest = all.iter().take(SCAN_LIMIT as usize).collect();
-            let among_newest = pick(newest);
-            match among_newest.len() >= CANDIDATES {
-                true => among_newest,
-                // The newest SCAN_LIMIT matches it allows, of the
-                // newest `reach`.
-                false => {
-                    let allowed_newest = all.iter().take(reach).filter(|s| allowed.contains(&s.1));
-                    pick(allowed_newest.take(SCAN_LIMIT as usize).collect())
-                }
-            }
-        };
+        let want_within =
+            |opts: &SearchOptions, reach: usize| kept_by_rows(&all, &allowed(opts), reach);
         let want = |opts: &SearchOptions| want_within(opts, REACH_LIMIT);
         let agent = |a: &str| SearchOptions {
             agent: Some(a.into()),
@@ -1568,11 +1596,7 @@ mod store_tests {
         ing.insert(&resumed, None).expect("insert");
         ing.commit().expect("commit");
         let conn = store.conn();
-        let mut freq = df::Frequencies::new(conn).expect("frequencies");
-        let df = freq.token(df::Index::Exact, "gadget").expect("df");
-        assert!(df > SCAN_LIMIT);
-        let weight = rank::bm25_idf(freq.docs(), df);
-        let expr = df::token_expr("gadget");
+        let (df, docs, weight, expr) = common_gadget(conn);
         let got = |opts: &SearchOptions, up_front: bool| -> (Vec<(f64, i64)>, usize) {
             let mut lengths = record_bytes::Reader::new(conn).expect("lengths");
             let map = match up_front {
@@ -1592,7 +1616,7 @@ mod store_tests {
                 conn,
                 &mut lengths,
                 concept,
-                (df, freq.docs()),
+                (df, docs),
                 opts,
                 (&known, &mut screen),
                 reach_of(opts),
@@ -1603,52 +1627,10 @@ mod store_tests {
                 stretches,
             )
         };
-        // Every match newest first, and those the filter allows by rows.
-        let mut lengths = record_bytes::Reader::new(conn).expect("lengths");
-        let all: Vec<i64> = conn
-            .prepare("SELECT rowid FROM fts WHERE fts MATCH ?1 ORDER BY rowid DESC")
-            .expect("prepare")
-            .query_map([&expr], |r| r.get(0))
-            .expect("query")
-            .collect::<Result<_, _>>()
-            .expect("rows");
-        let all = scored(
-            &mut lengths,
-            all.into_iter().map(|id| (id, None)).collect(),
-            weight,
-        )
-        .expect("scored");
-        let want = |opts: &SearchOptions| -> Vec<(f64, i64)> {
-            let mut sql = String::from("SELECT r.id FROM records r");
-            push_joins(&mut sql, opts);
-            sql.push_str(" WHERE 1");
-            let mut args = Vec::new();
-            push_filters(&mut sql, &mut args, opts);
-            let allowed: std::collections::HashSet<i64> = conn
-                .prepare(&sql)
-                .expect("prepare")
-                .query_map(rusqlite::params_from_iter(args.iter()), |r| r.get(0))
-                .expect("query")
-                .collect::<Result<_, _>>()
-                .expect("rows");
-            let pick = |from: Vec<&Scored>| -> Vec<(f64, i64)> {
-                let kept = from.into_iter().filter(|s| allowed.contains(&s.1)).cloned();
-                best_of(kept.collect(), CANDIDATES)
-                    .into_iter()
-                    .map(|s| (s.0, s.1))
-                    .collect()
-            };
-            let among_newest = pick(all.iter().take(SCAN_LIMIT as usize).collect());
-            match among_newest.len() >= CANDIDATES {
-                true => among_newest,
-                false => pick(
-                    all.iter()
-                        .filter(|s| allowed.contains(&s.1))
-                        .take(SCAN_LIMIT as usize)
-                        .collect(),
-                ),
-            }
-        };
+        // Every match newest first, and what the rows say a concept keeps.
+        let all = every_match_scored(conn, &expr, weight);
+        let want =
+            |opts: &SearchOptions| kept_by_rows(&all, &allowed_by_rows(conn, opts), usize::MAX);
         let since = |days: i64| SearchOptions {
             since_ms: Some(NOW - days * DAY + 75 * MIN),
             ..SearchOptions::default()
