@@ -394,14 +394,14 @@ fn file_nearest(scan: &vector_file::Scan, scorer: &Scorer, qv: &[f32], wide: usi
 fn checked(
     store: &Store,
     nearest: TopRecords,
-    upto: i64,
-    complete: bool,
+    (upto, complete): (i64, bool),
     opts: &SearchOptions,
+    pre: Option<&runs::RunMap>,
 ) -> Result<Option<FileScan>, SearchError> {
     let conn = store.conn();
     let (sql, mut args) = super::row_check(opts);
     let mut stmt = conn.prepare_cached(&sql)?;
-    let mut screen = Screen::new(conn, opts, None)?;
+    let mut screen = Screen::new(conn, opts, pre)?;
     screen.read_roles(columns_file::Bytes::roles(store));
     let mut bytes = record_bytes::Reader::new(conn)?;
     let mut kept = TopRecords::new();
@@ -448,7 +448,7 @@ fn narrowed_file(
     pre: Option<&runs::RunMap>,
 ) -> Result<FileScan, SearchError> {
     if let FileScan::Nearest(top, upto, complete) = nearest
-        && let Some(found) = checked(store, top, upto, complete, opts)?
+        && let Some(found) = checked(store, top, (upto, complete), opts, pre)?
     {
         return Ok(found);
     }
@@ -846,15 +846,18 @@ pub(crate) fn alongside<T>(
 /// search filters.
 #[cfg(test)]
 fn nearest(store: &Store, qv: &[f32], opts: &SearchOptions) -> Result<Vec<Near>, SearchError> {
-    nearest_with(store, qv, FileScan::NotTried, opts)
+    nearest_with(store, qv, FileScan::NotTried, opts, None)
 }
 
-/// [`nearest`] with what the vector file gave already (see [`alongside`]).
+/// [`nearest`] with what the vector file gave already (see [`alongside`]),
+/// and the run map the search read up front, if it did (see
+/// `search::search_page`), for the checks of the file's nearest records.
 fn nearest_with(
     store: &Store,
     qv: &[f32],
     file: FileScan,
     opts: &SearchOptions,
+    given: Option<&runs::RunMap>,
 ) -> Result<Vec<Near>, SearchError> {
     let conn = store.conn();
     let scorer = Scorer::new(qv);
@@ -882,7 +885,7 @@ fn nearest_with(
                     qv.len(),
                     nearest,
                     opts,
-                    pre.as_ref(),
+                    pre.as_ref().or(given),
                 )?
             }
             Some(scan) => scan_file_unfiltered(&scan, &scorer, qv),
@@ -890,7 +893,7 @@ fn nearest_with(
         },
         // Found beside the lexical tier, for a filtered search.
         nearest @ FileScan::Nearest(..) => {
-            narrowed_file(store, None, &scorer, qv.len(), nearest, opts, None)?
+            narrowed_file(store, None, &scorer, qv.len(), nearest, opts, given)?
         }
         other => other,
     };
@@ -1006,16 +1009,19 @@ pub(crate) fn blend(
     if !lex.is_empty() && super::when::period(&q.text, opts.now_ms).is_some() {
         return Ok(lex);
     }
-    let (qv, file) = match scanned.0 {
-        Beside::Found { qv, file } => (qv, file),
+    let (qv, file, pre) = match scanned.0 {
+        Beside::Found { qv, file } => (qv, file, pre),
         Beside::NoVector => return Ok(lex),
         Beside::Later { narrow } => match opts.semantic.and_then(|e| e.embed_one(&q.text)) {
-            Some(qv) if narrow => (qv, FileScan::Narrow(pre)),
-            Some(qv) => (qv, FileScan::NotTried),
+            Some(qv) if narrow => (qv, FileScan::Narrow(pre), None),
+            Some(qv) => (qv, FileScan::NotTried, pre),
             None => return Ok(lex),
         },
     };
-    Ok(fuse(lex, nearest_with(store, &qv, file, opts)?))
+    Ok(fuse(
+        lex,
+        nearest_with(store, &qv, file, opts, pre.as_ref())?,
+    ))
 }
 
 #[cfg(test)]
@@ -1457,13 +1463,25 @@ mod tests {
                     panic!("the file is trusted");
                 };
                 let want = want.heap.into_sorted_vec();
+                // Checked with the runs read up front (for a filter on the
+                // session) and without: the same.
+                let map = allowed_session_runs(&store, opts).expect("map");
+                assert_eq!(map.is_some(), opts.roles.is_empty(), "{opts:?}");
                 for wide in [VECTOR_RECORDS, 400, 5_000] {
-                    let FileScan::Nearest(top, upto, complete) =
-                        file_nearest(&scan, &scorer, q, wide)
-                    else {
-                        panic!("the file is trusted");
+                    let nearest = || match file_nearest(&scan, &scorer, q, wide) {
+                        FileScan::Nearest(top, upto, complete) => (top, (upto, complete)),
+                        _ => panic!("the file is trusted"),
                     };
-                    match checked(&store, top, upto, complete, opts).expect("checked") {
+                    let (top, at) = nearest();
+                    let with_map = checked(&store, top, at, opts, map.as_ref()).expect("checked");
+                    let (top, at) = nearest();
+                    let got = checked(&store, top, at, opts, None).expect("checked");
+                    let heap = |f: &Option<FileScan>| match f {
+                        Some(FileScan::Found(t, _)) => Some(t.heap.clone().into_sorted_vec()),
+                        _ => None,
+                    };
+                    assert_eq!(heap(&with_map), heap(&got), "{wide} {opts:?}");
+                    match got {
                         Some(FileScan::Found(got, _)) => {
                             assert_eq!(got.heap.into_sorted_vec(), want, "{wide} {opts:?}");
                             match want.len() == VECTOR_RECORDS {
@@ -1522,7 +1540,7 @@ mod tests {
                 panic!("{text}: not scanned beside");
             };
             assert!(matches!(file, FileScan::Found(..)), "{text}");
-            let got: Vec<_> = nearest_with(&store, &qv, file, &all)
+            let got: Vec<_> = nearest_with(&store, &qv, file, &all, None)
                 .expect("nearest")
                 .into_iter()
                 .map(|n| (n.record_id, n.session, n.role, n.sim))
@@ -1546,7 +1564,10 @@ mod tests {
             match alongside(Some(prepared), || ()).1 {
                 Some(Scanned(Beside::Found { qv, file })) => {
                     assert!(matches!(file, FileScan::Nearest(..)), "{opts:?}");
-                    let got: Vec<_> = nearest_with(&store, &qv, file, &opts)
+                    // The nearest records checked with the runs read up
+                    // front (as for a filter on the time) or as they come.
+                    let map = allowed_session_runs(&store, &opts).expect("map");
+                    let got: Vec<_> = nearest_with(&store, &qv, file, &opts, map.as_ref())
                         .expect("nearest")
                         .into_iter()
                         .map(|n| (n.record_id, n.session, n.role, n.sim))
@@ -1562,11 +1583,12 @@ mod tests {
                     let qv = embedder.embed_one("slow terminal").expect("vector");
                     let map = allowed_session_runs(&store, &opts).expect("map");
                     for pre in [None, map] {
-                        let got: Vec<_> = nearest_with(&store, &qv, FileScan::Narrow(pre), &opts)
-                            .expect("nearest")
-                            .into_iter()
-                            .map(|n| (n.record_id, n.session, n.role, n.sim))
-                            .collect();
+                        let got: Vec<_> =
+                            nearest_with(&store, &qv, FileScan::Narrow(pre), &opts, None)
+                                .expect("nearest")
+                                .into_iter()
+                                .map(|n| (n.record_id, n.session, n.role, n.sim))
+                                .collect();
                         assert!(!got.is_empty(), "{opts:?}");
                         assert_eq!(got, found(&twin, &qv, &opts), "{opts:?}");
                     }
