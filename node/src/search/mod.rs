@@ -825,7 +825,7 @@ pub fn search_page(
     let (lexical, scanned) =
         semantic::alongside(prepared, || lexical(store, q, opts, pre.as_ref()));
     let (lexical, words) = lexical?;
-    let ranked = semantic::blend(store, q, opts, lexical, scanned, pre)?;
+    let ranked = semantic::blend(store, q, opts, lexical, scanned, pre.as_ref())?;
     let total = ranked.len();
     let mut hits = Vec::new();
     for top in ranked.into_iter().skip(offset).take(opts.limit.max(1)) {

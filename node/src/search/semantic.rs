@@ -178,10 +178,10 @@ enum FileScan {
     NotTried,
     /// Not opened yet, for a filtered search found too narrow to check the
     /// file's nearest records first ([`check_nearest_first`], asked once
-    /// by [`prepare`]): the file is scanned for the ids the filters allow,
-    /// with the allowed sessions' runs when the search read them already
-    /// (see [`allowed_session_runs`]).
-    Narrow(Option<runs::RunMap>),
+    /// by [`prepare`]): the file is scanned for the ids the filters allow
+    /// (with the allowed sessions' runs when the search read them already:
+    /// see [`allowed_session_runs`] and [`nearest_with`]).
+    Narrow,
     /// Not usable (not trusted or unreadable): only the table is read.
     Unusable,
     /// Its best records, and the record id above which the table must be
@@ -863,9 +863,9 @@ fn nearest_with(
     let scorer = Scorer::new(qv);
     // A filter narrows the file scan to the records it allows.
     let narrowed = !super::unfiltered(opts);
-    let (file, known_narrow, pre) = match file {
-        FileScan::Narrow(pre) => (FileScan::NotTried, true, pre),
-        other => (other, false, None),
+    let (file, known_narrow) = match file {
+        FileScan::Narrow => (FileScan::NotTried, true),
+        other => (other, false),
     };
     let file = match file {
         FileScan::NotTried => match store.vector_scan(qv.len())? {
@@ -878,15 +878,7 @@ fn nearest_with(
                     true => file_nearest(&scan, &scorer, qv, WIDE),
                     false => FileScan::NotTried,
                 };
-                narrowed_file(
-                    store,
-                    Some(&scan),
-                    &scorer,
-                    qv.len(),
-                    nearest,
-                    opts,
-                    pre.as_ref().or(given),
-                )?
+                narrowed_file(store, Some(&scan), &scorer, qv.len(), nearest, opts, given)?
             }
             Some(scan) => scan_file_unfiltered(&scan, &scorer, qv),
             None => FileScan::Unusable,
@@ -999,7 +991,7 @@ pub(crate) fn blend(
     opts: &SearchOptions,
     lex: Vec<Ranked>,
     scanned: Option<Scanned>,
-    pre: Option<runs::RunMap>,
+    pre: Option<&runs::RunMap>,
 ) -> Result<Vec<Ranked>, SearchError> {
     let Some(scanned) = scanned else {
         return Ok(lex);
@@ -1009,19 +1001,16 @@ pub(crate) fn blend(
     if !lex.is_empty() && super::when::period(&q.text, opts.now_ms).is_some() {
         return Ok(lex);
     }
-    let (qv, file, pre) = match scanned.0 {
-        Beside::Found { qv, file } => (qv, file, pre),
+    let (qv, file) = match scanned.0 {
+        Beside::Found { qv, file } => (qv, file),
         Beside::NoVector => return Ok(lex),
         Beside::Later { narrow } => match opts.semantic.and_then(|e| e.embed_one(&q.text)) {
-            Some(qv) if narrow => (qv, FileScan::Narrow(pre), None),
-            Some(qv) => (qv, FileScan::NotTried, pre),
+            Some(qv) if narrow => (qv, FileScan::Narrow),
+            Some(qv) => (qv, FileScan::NotTried),
             None => return Ok(lex),
         },
     };
-    Ok(fuse(
-        lex,
-        nearest_with(store, &qv, file, opts, pre.as_ref())?,
-    ))
+    Ok(fuse(lex, nearest_with(store, &qv, file, opts, pre)?))
 }
 
 #[cfg(test)]
@@ -1584,7 +1573,7 @@ mod tests {
                     let map = allowed_session_runs(&store, &opts).expect("map");
                     for pre in [None, map] {
                         let got: Vec<_> =
-                            nearest_with(&store, &qv, FileScan::Narrow(pre), &opts, None)
+                            nearest_with(&store, &qv, FileScan::Narrow, &opts, pre.as_ref())
                                 .expect("nearest")
                                 .into_iter()
                                 .map(|n| (n.record_id, n.session, n.role, n.sim))
