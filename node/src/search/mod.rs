@@ -924,7 +924,11 @@ fn lexical(
         columns_file::Bytes::lengths(store).map(|l| Box::new(l) as Box<dyn record_bytes::Classes>),
     );
     let mut screen = Screen::new(conn, opts, pre)?;
-    screen.read_roles(columns_file::Bytes::roles(store));
+    // Only a filtered concept asks the screen (an unfiltered search would
+    // open and map the file for nothing).
+    if !unfiltered(opts) {
+        screen.read_roles(columns_file::Bytes::roles(store));
+    }
     // Keyed by record id, never by input: the fast hash is safe here.
     let mut by_id = ById::default();
     // A record a concept found before (its stem's matches hold most of its

@@ -242,6 +242,9 @@ const ROLES: Kind = Kind {
     entry: 1,
 };
 
+/// The three files, in the order `write_step` takes them.
+const KINDS: [Kind; 3] = [COLUMNS, LENGTHS, ROLES];
+
 impl Kind {
     fn header(&self, token: &[u8; 16]) -> [u8; HEADER_LEN] {
         flat_file::header(self.magic, self.entry, token)
@@ -481,26 +484,16 @@ pub(crate) fn write_step(conn: &Connection, db: &Path) -> Result<u64, StoreError
         return Ok(0);
     };
     let found = read_mark(&tx)?.and_then(|m| {
-        Some((
-            [
-                COLUMNS.open_marked(db, &m, true)?,
-                LENGTHS.open_marked(db, &m, true)?,
-                ROLES.open_marked(db, &m, true)?,
-            ],
-            m,
-        ))
+        let [c, l, r] = KINDS.map(|k| k.open_marked(db, &m, true));
+        Some(([c?, l?, r?], m))
     });
     let ([columns, lengths, roles], mut mark) = match found {
         Some((_, m)) if m.upto >= newest => return Ok(0),
         Some(found) => found,
         None => {
             let token = flat_file::new_token(b"cairn columns files", db);
-            let files = [
-                COLUMNS.create(db, &token)?,
-                LENGTHS.create(db, &token)?,
-                ROLES.create(db, &token)?,
-            ];
-            (files, Mark { token, upto: 0 })
+            let [c, l, r] = KINDS.map(|k| k.create(db, &token));
+            ([c?, l?, r?], Mark { token, upto: 0 })
         }
     };
     let (cpath, lpath, rpath) = (path_for(db), lengths_path_for(db), roles_path_for(db));
@@ -585,7 +578,7 @@ pub(crate) fn zero(conn: &Connection, ids: &[i64]) -> Result<(), StoreError> {
         }
         file.sync_data()
     };
-    for kind in [COLUMNS, LENGTHS, ROLES] {
+    for kind in KINDS {
         if let Err(e) = zeroed(kind) {
             // Files that cannot be zeroed are vouched for no more (in this
             // same transaction): the delete goes on, and the next write
@@ -607,13 +600,7 @@ fn pending(conn: &Connection, db: &Path) -> Result<i64, StoreError> {
         return Ok(0);
     };
     let upto = match read_mark(conn)? {
-        Some(m)
-            if [COLUMNS, LENGTHS, ROLES]
-                .iter()
-                .all(|k| k.open_marked(db, &m, false).is_some()) =>
-        {
-            m.upto
-        }
+        Some(m) if KINDS.iter().all(|k| k.open_marked(db, &m, false).is_some()) => m.upto,
         _ => return Ok(i64::MAX),
     };
     Ok((newest - upto).max(0))
