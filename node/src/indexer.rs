@@ -552,8 +552,14 @@ fn write_all(
     // back afterwards.
     let before = store.cache_kib()?;
     store.set_cache_kib(cache_kib)?;
-    let written = write_steps(store, ctx, inbox, progress, report, limits);
     let large = limits.bytes > TX_CATCH_UP.bytes;
+    // A large pass ends with one merge of what its commits wrote (or the
+    // pass that finishes its backlog does: see `merge_step`), so FTS5's
+    // own merging along the way would only write the same entries twice.
+    if large && let Err(e) = store.pause_text_merging() {
+        tracing::warn!(error = %e, "full-text merging not paused for a large pass");
+    }
+    let written = write_steps(store, ctx, inbox, progress, report, limits);
     if let Ok(report) = &written {
         merge_when_due(store, large, report, ctx.deadline);
     }
@@ -628,7 +634,9 @@ enum MergeStep {
 /// passes cut short by their deadline (a daemon's, a search's, such as the
 /// first ones after `cairn install`), the first to store something notes
 /// the merge as due, and the pass that reads the rest (small or not, with
-/// something to store or not) merges.
+/// something to store or not) merges. (A large pass also notes it as due
+/// when it starts, with FTS5's own merging paused until that merge:
+/// `Store::pause_text_merging`.)
 fn merge_step(large: bool, report: &IndexReport, due: bool) -> MergeStep {
     let stored_much = large && report.added > 0;
     match (report.deferred == 0, due) {
@@ -1692,6 +1700,76 @@ mod tests {
         merge_when_due(&mut store, false, &report(6, 0), None);
         assert_eq!(store.text_index_segments(), (7, 7));
         assert!(!store.merge_due().expect("due"));
+    }
+
+    #[test]
+    fn a_large_pass_pauses_fts5_merging_until_the_merge_that_ends_its_backlog() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let path = dir.path().join("cairn.db");
+        let mut store = Store::open(&path).expect("open");
+        // One commit per record: a segment each, as a pass's commits leave.
+        let add = |store: &Store, from: i64, n: i64| {
+            for i in from..from + n {
+                index_text(store, i, &format!("heron number {i} landed"));
+            }
+        };
+        // Merging on its own, FTS5 merges sixteen segments of a level into one.
+        assert!(store.text_merging());
+        add(&store, 0, 20);
+        let (words, stems) = store.text_index_segments();
+        assert!(words < 20 && stems < 20, "{words} {stems}");
+        // A large pass starts: merging stops, and the merge is due.
+        store.pause_text_merging().expect("pause");
+        assert!(!store.text_merging());
+        assert!(store.merge_due().expect("due"));
+        add(&store, 20, 20);
+        assert_eq!(store.text_index_segments(), (words + 20, stems + 20));
+        // Cut short (by its deadline, or killed): paused and due still,
+        // after the store is opened again.
+        merge_when_due(&mut store, true, &report(20, 5), None);
+        drop(store);
+        let mut store = Store::open(&path).expect("reopen");
+        assert!(!store.text_merging());
+        assert!(store.merge_due().expect("due"));
+        // The pass that reads the rest merges it all, and merging resumes.
+        merge_when_due(&mut store, false, &report(0, 0), None);
+        assert_eq!(store.text_index_segments(), (1, 1));
+        assert!(!store.merge_due().expect("due"));
+        assert!(store.text_merging());
+        add(&store, 40, 20);
+        let (words, stems) = store.text_index_segments();
+        assert!(words < 20 && stems < 20, "{words} {stems}");
+        // Paused, a level's segments are still merged from 64 on (a crisis
+        // merge), and a merge in steps resumes merging too.
+        // (FTS5 left fewer than sixteen of them on the lowest level.)
+        store.pause_text_merging().expect("pause");
+        add(&store, 60, 40);
+        assert_eq!(store.text_index_segments(), (words + 40, stems + 40));
+        add(&store, 100, 30);
+        let (more_words, more_stems) = store.text_index_segments();
+        assert!(
+            more_words < words + 70 && more_stems < stems + 70,
+            "{more_words} {more_stems}"
+        );
+        let mut steps = 0;
+        while !store
+            .merge_text_indexes(Some(Instant::now()), crate::store::MERGE_PAGES)
+            .expect("step")
+        {
+            steps += 1;
+            assert!(steps < 1_000, "the merge never ends");
+        }
+        assert_eq!(store.text_index_segments(), (1, 1));
+        assert!(store.text_merging());
+        let hits: i64 = store
+            .conn()
+            .query_row(
+                "SELECT count(*) FROM fts WHERE fts MATCH 'heron'",
+                [],
+                |r| r.get(0),
+            )
+            .expect("count");
+        assert_eq!(hits, 130);
     }
 
     #[test]

@@ -189,6 +189,14 @@ const TRIM_MIN_PAGES: i64 = 512;
 /// (see [`Store::note_merge_due`]).
 const MERGE_DUE: &str = "fts_merge_due";
 
+/// Ends a merge of the full-text indexes in its last transaction `tx`: the
+/// note that it was due goes, and FTS5 merges on its own again (a large
+/// pass paused it: see [`Store::pause_text_merging`]).
+fn merged(tx: &rusqlite::Transaction<'_>) -> Result<(), StoreError> {
+    tx.execute("DELETE FROM meta WHERE key = ?1", [MERGE_DUE])?;
+    fts::resume_merging(tx)
+}
+
 /// Leaf pages of full-text merge work per transaction: about 50 ms of it.
 pub(crate) const MERGE_PAGES: u32 = 2_000;
 
@@ -467,7 +475,7 @@ impl Store {
             // and leaves fewer free pages than steps.
             let tx = self.conn.transaction()?;
             fts::optimize(&tx)?;
-            tx.execute("DELETE FROM meta WHERE key = ?1", [MERGE_DUE])?;
+            merged(&tx)?;
             tx.commit()?;
             return Ok(true);
         };
@@ -484,7 +492,7 @@ impl Store {
                 .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
             let worked = fts::merge_step(&tx, pages)?;
             if !worked {
-                tx.execute("DELETE FROM meta WHERE key = ?1", [MERGE_DUE])?;
+                merged(&tx)?;
             }
             tx.commit()?;
             if !worked {
@@ -502,6 +510,23 @@ impl Store {
         self.set_meta(MERGE_DUE, "1")
     }
 
+    /// Stops FTS5's own merging of the full-text indexes for a large pass
+    /// (see `fts::pause_merging`) and notes the merge as due, in one
+    /// transaction: whatever becomes of the pass, merging resumes with the
+    /// merge of everything its commits left, by the pass that finishes the
+    /// backlog ([`Store::merge_text_indexes`]), never before it.
+    pub(crate) fn pause_text_merging(&mut self) -> Result<(), StoreError> {
+        let tx = self.conn.transaction()?;
+        fts::pause_merging(&tx)?;
+        tx.execute(
+            "INSERT INTO meta(key, value) VALUES (?1, '1')
+             ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+            [MERGE_DUE],
+        )?;
+        tx.commit()?;
+        Ok(())
+    }
+
     /// Segments in the full-text index and in the stemmed one.
     #[cfg(test)]
     pub(crate) fn text_index_segments(&self) -> (u64, u64) {
@@ -509,6 +534,13 @@ impl Store {
             fts::segments(&self.conn, "fts"),
             fts::segments(&self.conn, "fts_stem"),
         )
+    }
+
+    /// Whether FTS5 merges the full-text indexes on its own, as the schema
+    /// has it (not paused by [`Store::pause_text_merging`]).
+    #[cfg(test)]
+    pub(crate) fn text_merging(&self) -> bool {
+        fts::merging(&self.conn)
     }
 
     /// Whether a merge was noted as due and not done since.
