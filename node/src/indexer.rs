@@ -1669,6 +1669,18 @@ mod tests {
             .expect("stem");
     }
 
+    /// Records the exact index finds for "heron".
+    fn heron_hits(store: &Store) -> i64 {
+        store
+            .conn()
+            .query_row(
+                "SELECT count(*) FROM fts WHERE fts MATCH 'heron'",
+                [],
+                |r| r.get(0),
+            )
+            .expect("count")
+    }
+
     #[test]
     fn a_merge_noted_as_due_is_done_by_the_pass_that_finishes_and_then_forgotten() {
         let dir = tempfile::tempdir().expect("tmp");
@@ -1761,15 +1773,7 @@ mod tests {
         }
         assert_eq!(store.text_index_segments(), (1, 1));
         assert!(store.text_merging());
-        let hits: i64 = store
-            .conn()
-            .query_row(
-                "SELECT count(*) FROM fts WHERE fts MATCH 'heron'",
-                [],
-                |r| r.get(0),
-            )
-            .expect("count");
-        assert_eq!(hits, 130);
+        assert_eq!(heron_hits(&store), 130);
     }
 
     #[test]
@@ -1803,15 +1807,7 @@ mod tests {
         assert!(steps > 1, "one page of work did it all");
         assert!(!store.merge_due().expect("due"));
         assert_eq!(store.text_index_segments(), (1, 1));
-        let hits: i64 = store
-            .conn()
-            .query_row(
-                "SELECT count(*) FROM fts WHERE fts MATCH 'heron'",
-                [],
-                |r| r.get(0),
-            )
-            .expect("query");
-        assert_eq!(hits, 40);
+        assert_eq!(heron_hits(&store), 40);
     }
 
     #[test]
