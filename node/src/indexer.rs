@@ -402,6 +402,20 @@ fn read_planned(
         0
     };
     let (limits, cache_kib) = writer_policy(total, db_bytes);
+    let defer_hash_index = ctx.deadline.is_none() && defers_hash_index(total, db_bytes);
+    let writer = Writer {
+        limits,
+        // The cache grows with the database for the hash index's random
+        // inserts; a pass that defers the index has none to make, and its
+        // map and the index's build at the end need the memory instead
+        // (10 GB: peak RSS 451 MB with both).
+        cache_kib: if defer_hash_index {
+            WRITER_CACHE_KIB
+        } else {
+            cache_kib
+        },
+        defer_hash_index,
+    };
     // Newest first, so a pass cut short by its deadline has read what people ask about.
     plans.sort_by_key(|p| std::cmp::Reverse(p.mtime_ns));
     let (tx, rx) = sync_channel(IN_FLIGHT);
@@ -427,8 +441,28 @@ fn read_planned(
         // However the writer ends, a reader waiting for room wakes.
         let _close = CloseOnDrop(backlog);
         let inbox = Inbox { rx, backlog };
-        write_all(store, ctx, inbox, progress, report, limits, cache_kib)
+        write_all(store, ctx, inbox, progress, report, writer)
     })
+}
+
+/// How the writer of one pass works.
+#[derive(Debug, Clone, Copy)]
+struct Writer {
+    limits: TxLimits,
+    /// Its page cache (KiB).
+    cache_kib: u32,
+    /// Whether it builds the records' hash index at its end instead of at
+    /// every commit (see `store::hash_index`).
+    defer_hash_index: bool,
+}
+
+/// Whether a pass with `total` bytes to read into a database of
+/// `db_bytes`, run to its end, defers the records' hash index: a large
+/// pass into a database small beside it (a first index, above all), where
+/// building the index once at the end costs far less than writing it
+/// again at every commit, and loading the hashes already stored is quick.
+fn defers_hash_index(total: u64, db_bytes: u64) -> bool {
+    total >= LARGE_PASS && db_bytes.saturating_mul(4) <= total
 }
 
 /// How the writer commits, and its page cache (KiB), for a pass with
@@ -545,9 +579,11 @@ fn write_all(
     inbox: Inbox<'_>,
     progress: &mut dyn FnMut(Progress),
     report: IndexReport,
-    limits: TxLimits,
-    cache_kib: u32,
+    writer: Writer,
 ) -> Result<IndexReport, IndexError> {
+    let Writer {
+        limits, cache_kib, ..
+    } = writer;
     // The connection's own size (SQLite's default, or a search's) is put
     // back afterwards.
     let before = store.cache_kib()?;
@@ -559,7 +595,14 @@ fn write_all(
     if large && let Err(e) = store.pause_text_merging() {
         tracing::warn!(error = %e, "full-text merging not paused for a large pass");
     }
-    let written = write_steps(store, ctx, inbox, progress, report, limits);
+    let written = write_steps(store, ctx, inbox, progress, report, writer);
+    if written.is_err()
+        && writer.defer_hash_index
+        && let Err(e) = store.ensure_hash_index()
+    {
+        // The next writer that looks a record up by hash builds it.
+        tracing::warn!(error = %e, "the records' hash index not built after a failed pass");
+    }
     if let Ok(report) = &written {
         merge_when_due(store, large, report, ctx.deadline);
     }
@@ -653,9 +696,13 @@ fn write_steps(
     inbox: Inbox<'_>,
     progress: &mut dyn FnMut(Progress),
     mut report: IndexReport,
-    limits: TxLimits,
+    writer: Writer,
 ) -> Result<IndexReport, IndexError> {
+    let limits = writer.limits;
     let mut ing = store.ingest(ctx.origin)?;
+    if writer.defer_hash_index && !ing.defer_hash_index()? {
+        tracing::debug!("the records' hash index stays: another pass defers it");
+    }
     let mut cur: Option<Current> = None;
     let mut tx_bytes = 0u64;
     let mut tx_started = Instant::now();
@@ -1836,6 +1883,12 @@ mod tests {
             (256 * MIB, Duration::from_secs(6), 128 * 1024)
         );
         assert_eq!(writer_policy(3072 * MIB, 0).0.time, Duration::from_secs(3));
+        // The records' hash index is built at the end of a large pass into
+        // a database small beside it, and kept up along the way otherwise.
+        assert!(defers_hash_index(1024 * MIB, 0));
+        assert!(defers_hash_index(1024 * MIB, 256 * MIB));
+        assert!(!defers_hash_index(1024 * MIB, 257 * MIB));
+        assert!(!defers_hash_index(100 * MIB, 0));
         assert_eq!(
             writer_policy(1024 * MIB, 2048 * MIB).0.time,
             Duration::from_secs(6)

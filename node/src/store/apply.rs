@@ -127,6 +127,8 @@ impl Store {
         let tx = self
             .conn
             .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        // Records are looked up by hash below: a pass's deferral ends.
+        super::hash_index::ensure(&tx)?;
         let report = apply_checked(&tx, batch, redactor)?;
         tx.commit()?;
         if report.purged > 0 {
@@ -267,5 +269,5 @@ fn insert_record(
     ids: &mut super::insert::RowIds,
 ) -> Result<Option<i64>, StoreError> {
     let new = super::insert::NewRecord::from_stored(rec);
-    super::insert::insert(conn, stmts, &new, origin, None, ids)
+    super::insert::insert(conn, stmts, &new, origin, None, ids, None)
 }

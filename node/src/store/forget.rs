@@ -124,6 +124,8 @@ impl Store {
         let tx = self
             .conn
             .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        // Records are looked up by hash below: a pass's deferral ends.
+        super::hash_index::ensure(&tx)?;
         let mut report = ForgetReport::default();
         let mut app = Appender::open(&tx, &own.origin)?.ok_or(ForgetError::NoLog)?;
         let mut seen = BTreeSet::new();

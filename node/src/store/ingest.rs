@@ -8,6 +8,7 @@ use std::collections::{HashMap, HashSet};
 
 use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior, params};
 
+use super::hash_index::{self, HashIds};
 use super::insert::{NewRecord, RecordStatements, RowIds, insert};
 use super::{Store, StoreError};
 use crate::record::Record;
@@ -127,6 +128,8 @@ impl Store {
             log: None,
             tombstones: false,
             unheld: false,
+            deferral: None,
+            hash_ready: false,
         };
         ing.begin()?;
         Ok(ing)
@@ -278,6 +281,19 @@ pub struct Ingest<'a> {
     tombstones: bool,
     /// Whether a record slot names a record not held (see `log::revive`).
     unheld: bool,
+    /// While this pass defers the records' hash index: the map that
+    /// stands in for it (see `store::hash_index`).
+    deferral: Option<Deferral>,
+    /// Whether this transaction made sure the hash index exists.
+    hash_ready: bool,
+}
+
+/// A pass's hold on the deferred hash index.
+#[derive(Debug)]
+struct Deferral {
+    ids: HashIds,
+    /// The value of the `meta` note while the pass holds it.
+    token: String,
 }
 
 impl Ingest<'_> {
@@ -294,7 +310,79 @@ impl Ingest<'_> {
         self.tombstones = super::log::any_tombstones(self.conn)?;
         self.unheld = super::log::any_unheld(self.conn)?;
         self.ids.clear();
+        // Another writer that looked a record up by hash since the last
+        // commit built the index again: it serves from now on.
+        if let Some(d) = &self.deferral
+            && !hash_index::holds(self.conn, &d.token)?
+        {
+            tracing::info!("the records' hash index was built by another writer");
+            self.deferral = None;
+        }
+        self.hash_ready = false;
         Ok(())
+    }
+
+    /// Drops the records' hash index until this pass ends, looking records
+    /// up in memory instead (see `store::hash_index`): for a pass that will
+    /// store much into a small database. Returns whether it did (not when
+    /// another pass holds it deferred).
+    pub fn defer_hash_index(&mut self) -> Result<bool, StoreError> {
+        if self.deferral.is_some() {
+            return Ok(true);
+        }
+        let token = hash_index::new_token();
+        let Some(ids) = hash_index::defer(self.conn, &token)? else {
+            return Ok(false);
+        };
+        tracing::info!(
+            records = ids.len(),
+            "the records' hash index is built at the end of this pass"
+        );
+        self.deferral = Some(Deferral { ids, token });
+        self.hash_ready = true;
+        Ok(true)
+    }
+
+    /// Commits and opens no new transaction, so a test can write from
+    /// another connection between a pass's transactions.
+    #[cfg(test)]
+    pub(crate) fn pause(&mut self) -> Result<(), StoreError> {
+        self.finish()
+    }
+
+    /// Opens the next transaction after [`Ingest::pause`].
+    #[cfg(test)]
+    pub(crate) fn resume(&mut self) -> Result<(), StoreError> {
+        self.begin()
+    }
+
+    /// Whether this pass holds the records' hash index deferred.
+    pub fn defers_hash_index(&self) -> bool {
+        self.deferral.is_some()
+    }
+
+    /// Builds the records' hash index now if this pass deferred it.
+    fn end_deferral(&mut self) -> Result<(), StoreError> {
+        if let Some(d) = self.deferral.take() {
+            tracing::debug!(
+                records = d.ids.len(),
+                map_bytes = d.ids.held_bytes(),
+                "the pass's map of record hashes"
+            );
+            // Its memory goes before the index build's sorter takes some.
+            drop(d);
+            hash_index::ensure(self.conn)?;
+        }
+        self.hash_ready = true;
+        Ok(())
+    }
+
+    /// The row id of the stored record with `hash`.
+    fn record_id(&self, hash: &[u8; 32]) -> Result<Option<i64>, StoreError> {
+        match &self.deferral {
+            Some(d) => d.ids.find(self.conn, hash),
+            None => super::log::record_id(self.conn, hash),
+        }
     }
 
     /// Commits what was written so far and opens a new transaction, so a
@@ -421,23 +509,44 @@ impl Ingest<'_> {
         {
             return Ok(false);
         }
+        if !self.hash_ready && self.deferral.is_none() {
+            hash_index::ensure(self.conn)?;
+            self.hash_ready = true;
+        }
         let stmts = match &mut self.statements {
             Some(s) => s,
             None => self
                 .statements
                 .insert(RecordStatements::prepare(self.conn)?),
         };
-        let Some(id) = insert(self.conn, stmts, rec, &self.origin, source, &mut self.ids)? else {
+        let known = self.deferral.as_ref().map(|d| &d.ids);
+        let Some(id) = insert(
+            self.conn,
+            stmts,
+            rec,
+            &self.origin,
+            source,
+            &mut self.ids,
+            known,
+        )?
+        else {
             // Already stored (e.g. received from a peer): this node's log
             // names it too, once, as a second provenance.
-            if let Some(log) = &mut self.log
-                && let Some(id) = super::log::record_id(self.conn, &hash)?
+            if self.log.is_some()
+                && let Some(id) = self.record_id(&hash)?
+                && let Some(log) = &mut self.log
                 && !super::log::own_log_has(self.conn, log, id, &hash)?
             {
                 log.append_record(self.conn, id)?;
             }
             return Ok(false);
         };
+        if let Some(d) = &mut self.deferral
+            && !d.ids.add(&hash, id)
+        {
+            // A row id past what the map holds: the index again.
+            self.end_deferral()?;
+        }
         if self.unheld {
             super::log::revive(self.conn, id, &hash)?;
         }
@@ -511,8 +620,10 @@ impl Ingest<'_> {
         self.inserted
     }
 
-    /// Commits everything.
+    /// Commits everything; a pass that deferred the records' hash index
+    /// builds it in this last transaction.
     pub fn commit(mut self) -> Result<(), StoreError> {
+        self.end_deferral()?;
         self.finish()
     }
 }

@@ -295,7 +295,9 @@ fn origin_row(conn: &Connection, origin: &str, ids: &mut RowIds) -> Result<i64, 
 /// Stores `rec` unless a record with its hash is already stored: the row,
 /// its full-text entries and its session's counters, all or nothing within
 /// the caller's transaction. `source` is the store it was read from (`None`
-/// for received records). Returns the new row id, or `None` for a repeat.
+/// for received records). Whether the hash is stored is asked of `known`
+/// while a pass defers the hash index (`store::hash_index`), of the index
+/// otherwise. Returns the new row id, or `None` for a repeat.
 pub(crate) fn insert(
     conn: &Connection,
     stmts: &mut RecordStatements<'_>,
@@ -303,6 +305,7 @@ pub(crate) fn insert(
     origin: &str,
     source: Option<i64>,
     ids: &mut RowIds,
+    known: Option<&super::hash_index::HashIds>,
 ) -> Result<Option<i64>, StoreError> {
     let key = SessionKey {
         agent: &rec.agent,
@@ -313,7 +316,11 @@ pub(crate) fn insert(
     let session = session_row(conn, &key, origin, ids)?;
     // A repeat (a record read before, or received from another peer) costs
     // one index probe: no encoding, no write.
-    if stmts.has_hash.exists([&rec.hash[..]])? {
+    let repeat = match known {
+        Some(k) => k.find(conn, &rec.hash)?.is_some(),
+        None => stmts.has_hash.exists([&rec.hash[..]])?,
+    };
+    if repeat {
         return Ok(None);
     }
     let origin = origin_row(conn, origin, ids)?;
@@ -459,7 +466,7 @@ mod tests {
             let mut ids = RowIds::default();
             let mut stmts = RecordStatements::prepare(conn).expect("prepare");
             for (new, origin) in records {
-                insert(conn, &mut stmts, &new, &origin, None, &mut ids)
+                insert(conn, &mut stmts, &new, &origin, None, &mut ids, None)
                     .expect("insert")
                     .expect("new");
             }

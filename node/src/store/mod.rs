@@ -19,6 +19,9 @@ mod dict;
 mod flat_file;
 mod forget;
 mod fts;
+mod hash_index;
+#[cfg(test)]
+mod hash_index_tests;
 mod held;
 mod ingest;
 mod insert;
