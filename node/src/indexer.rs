@@ -701,7 +701,7 @@ fn write_steps(
     let limits = writer.limits;
     let mut ing = store.ingest(ctx.origin)?;
     if writer.defer_hash_index && !ing.defer_hash_index()? {
-        tracing::debug!("the records' hash index stays: another pass defers it");
+        tracing::debug!("the records' hash index stays for this pass");
     }
     let mut cur: Option<Current> = None;
     let mut tx_bytes = 0u64;

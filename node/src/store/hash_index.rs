@@ -122,7 +122,7 @@ pub(crate) fn new_token() -> String {
     format!("{}-{nanos}", std::process::id())
 }
 
-/// Whether the index exists (for tests and `cairn doctor`-like checks).
+/// Whether the index exists.
 #[cfg(test)]
 pub(crate) fn present(conn: &Connection) -> bool {
     conn.query_row(

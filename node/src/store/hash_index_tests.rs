@@ -8,8 +8,8 @@ use std::path::{Path, PathBuf};
 use cairn_protocol::ForgetTarget;
 use rusqlite::Connection;
 
-use super::Store;
 use super::hash_index::{DEFERRED, present};
+use super::{Ingest, Store};
 use crate::record::{Record, Role};
 
 fn rec(text: &str) -> Record {
@@ -22,6 +22,13 @@ fn open(dir: &Path) -> (PathBuf, Store) {
     let path = dir.join("cairn.db");
     let store = Store::open(&path).expect("open");
     (path, store)
+}
+
+/// A pass on `store` that holds the index deferred.
+fn deferring<'s>(store: &'s mut Store, origin: &str) -> Ingest<'s> {
+    let mut pass = store.ingest(origin).expect("ingest");
+    assert!(pass.defer_hash_index().expect("defer"));
+    pass
 }
 
 /// What another connection sees: whether the index exists, whether the
@@ -78,8 +85,7 @@ fn a_deferring_pass_keeps_records_unique_and_builds_the_index_at_its_end() {
     }
     ing.commit().expect("commit");
 
-    let mut ing = store.ingest("origin").expect("ingest");
-    assert!(ing.defer_hash_index().expect("defer"));
+    let mut ing = deferring(&mut store, "origin");
     // Against what was stored before the pass, and what it stored itself,
     // within a transaction and across its commits.
     assert!(!ing.insert(&rec("alpha"), None).expect("insert"));
@@ -114,8 +120,7 @@ fn a_deferring_pass_keeps_records_unique_and_builds_the_index_at_its_end() {
 fn a_writer_between_the_passs_commits_builds_the_index_and_the_pass_then_uses_it() {
     let dir = tempfile::tempdir().expect("tmp");
     let (path, mut a) = open(dir.path());
-    let mut pass = a.ingest("origin").expect("ingest");
-    assert!(pass.defer_hash_index().expect("defer"));
+    let mut pass = deferring(&mut a, "origin");
     assert!(pass.insert(&rec("x"), None).expect("insert"));
     pass.pause().expect("commit");
 
@@ -145,8 +150,7 @@ fn a_forget_during_the_pass_builds_the_index_and_its_record_stays_forgotten() {
     let origin = cairn_protocol::NodeId([7; 20]).to_string();
     a.ensure_log(&origin, 1_000).expect("log");
     let x = rec("forget me");
-    let mut pass = a.ingest(&origin).expect("ingest");
-    assert!(pass.defer_hash_index().expect("defer"));
+    let mut pass = deferring(&mut a, &origin);
     assert!(pass.insert(&x, None).expect("insert"));
     assert!(pass.insert(&rec("keep me"), None).expect("insert"));
     pass.pause().expect("commit");
@@ -177,8 +181,7 @@ fn a_pass_killed_while_deferring_leaves_the_index_to_the_next_writer() {
     let dir = tempfile::tempdir().expect("tmp");
     let (path, mut a) = open(dir.path());
     {
-        let mut pass = a.ingest("origin").expect("ingest");
-        assert!(pass.defer_hash_index().expect("defer"));
+        let mut pass = deferring(&mut a, "origin");
         assert!(pass.insert(&rec("kept"), None).expect("insert"));
         pass.pause().expect("commit");
         pass.resume().expect("begin");
@@ -200,8 +203,7 @@ fn a_pass_killed_while_deferring_leaves_the_index_to_the_next_writer() {
 
     // After a failed pass the indexer builds it at once.
     {
-        let mut pass = c.ingest("origin").expect("ingest");
-        assert!(pass.defer_hash_index().expect("defer"));
+        let mut pass = deferring(&mut c, "origin");
         pass.pause().expect("commit");
     }
     assert!(!seen(&path).0);
@@ -216,8 +218,7 @@ fn a_record_removed_during_the_pass_is_stored_again_when_read_again() {
     // is new again, though the map still names its old row.
     let dir = tempfile::tempdir().expect("tmp");
     let (path, mut store) = open(dir.path());
-    let mut pass = store.ingest("origin").expect("ingest");
-    assert!(pass.defer_hash_index().expect("defer"));
+    let mut pass = deferring(&mut store, "origin");
     let src = pass
         .source("claude-code", "/s1.jsonl", "lines")
         .expect("source")

@@ -339,7 +339,6 @@ impl Ingest<'_> {
             "the records' hash index is built at the end of this pass"
         );
         self.deferral = Some(Deferral { ids, token });
-        self.hash_ready = true;
         Ok(true)
     }
 
@@ -357,7 +356,8 @@ impl Ingest<'_> {
     }
 
     /// Whether this pass holds the records' hash index deferred.
-    pub fn defers_hash_index(&self) -> bool {
+    #[cfg(test)]
+    pub(crate) fn defers_hash_index(&self) -> bool {
         self.deferral.is_some()
     }
 
