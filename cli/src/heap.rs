@@ -1,41 +1,21 @@
 //! How the process's C heap (glibc malloc) takes memory from the system
-//! and hands it back. Set once in `main`, after parsing the arguments and
+//! and gives it back. Set once in `main`, after parsing the arguments and
 //! before any thread starts; never in the library, whose tests share a
-//! process.
+//! process. With another C library or system nothing here does anything.
 //!
-//! glibc serves blocks above a threshold with their own mappings, which go
-//! back to the system when freed. By default that threshold moves up to
-//! the size of the largest such block freed so far (up to 32 MiB), so after
-//! the first multi-megabyte buffer of an index pass, every later one comes
-//! from the heap of the thread that asked for it, and what a busy moment
-//! took stays with the process. Fixing the threshold keeps large buffers
-//! (file chunks, long tool outputs, batches) out of the heaps.
+//! - [`Use::LongOrLarge`] (index passes, the MCP server): blocks of 256 KiB
+//!   or more get their own mappings, so a pass's large buffers go back to
+//!   the system when freed instead of staying in a thread's heap.
+//! - [`Use::ShortRead`] (a search and other short commands): nothing is
+//!   given back before the exit, since a page given back is faulted in
+//!   again by the next buffer of that size.
+//! - [`Use::Serve`] (the daemon): only blocks of 4 MiB or more are mapped
+//!   and up to 16 MiB stay free at the top of a heap, so searches reuse
+//!   their memory; [`release`] gives back what a backlog took once the
+//!   passes have read it.
 //!
-//! Measured on a cold `cairn index` of the 1 GB benchmark corpus: peak RSS
-//! 101–127 MB over sixteen runs with the threshold fixed, against 112–166
-//! MB over eleven with glibc's default, at the same speed.
-//!
-//! A command that reads a little and exits (a search) wants the opposite:
-//! every page the system hands over costs a fault, and in a virtual
-//! machine a fault is dear (a fresh search at 1 GB took 1,900–2,800 of
-//! them). A block given back on `free` (its own mapping, or the top of a
-//! heap trimmed) is faulted in again by the next block of that size, and
-//! a search allocates and frees several of them, per word of the question.
-//! So for those commands nothing is given back before the exit: a fresh
-//! search at 1 GB took 0.2–1.3 ms less.
-//!
-//! The daemon (`cairn serve`) does both: it answers searches all day and
-//! now and then reads a backlog. With the fixed 256 KiB threshold every
-//! search's larger buffers were mapped and unmapped, and the top of each
-//! heap trimmed after them, so each question faulted its memory in again:
-//! about 700 page faults a question at 10 GB of history, a fifth of the
-//! daemon's CPU for it. So the daemon maps only blocks of 4 MiB or more
-//! and keeps up to 16 MiB free at the top of a heap (a question: about 40
-//! faults; daemon CPU per question 8–20% less in four comparisons; its own
-//! memory after searches about 9 MB more), and gives back what a backlog
-//! took once the passes have read it ([`release`], called by the daemon
-//! through `DaemonConfig::after_backlog`; after a first index of 1 GB its
-//! own memory went from 145 to 31 MB).
+//! The measurements behind these thresholds are in the commits that set
+//! them.
 
 /// What the process will do, which decides how its heap is set up.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,6 +1,12 @@
 //! The `cairn` command line: clap definitions, human and `--json`
 //! renderers, and the error-to-exit-code table. Every command is a function
 //! in [`cmd`], so tests can call them directly.
+//!
+//! More than a front end: the commands decide whether a running daemon or
+//! this process does the work, [`install`] edits agents' configs and sets
+//! up the background service, `cmd::doctor` inspects the machine, and
+//! [`heap`] tunes the allocator for the command at hand. The process's
+//! environment is read here and handed to the library as `config::Env`.
 
 pub mod args;
 pub mod cmd;

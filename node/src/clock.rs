@@ -1,6 +1,11 @@
-//! The wall clock, read in one place. Everything else takes "now" as an
-//! argument (so tests can pin it); the callers at the edges (the CLI, the
-//! daemon, the MCP server, the browse page) read it here.
+//! The wall clock for the "now" that logic takes as an argument (indexing
+//! contexts, search options, named periods), so tests can pin it. The
+//! edges read it here: the CLI, the daemon and sync, the MCP server, the
+//! browse page.
+//!
+//! Not the only clock reader: deadlines and timings use `Instant`, the
+//! survey reads the coarse real-time clock to compare file times, and a
+//! few unique tokens in `store` mix in the time.
 
 use std::time::{SystemTime, UNIX_EPOCH};
 

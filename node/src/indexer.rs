@@ -21,8 +21,9 @@
 //! meet through a bounded channel of [`Step`]s, so memory stays bounded
 //! whatever the size of a store. The writer commits after an amount of text
 //! or time, whichever comes first, across store boundaries ([`TX_CATCH_UP`],
-//! or [`TX_LARGE`] for a cold pass): fewer, larger transactions make fewer
-//! and larger full-text segments and write scattered index pages less often.
+//! or [`TX_LARGE`] and [`TX_LARGER`] for a large pass): fewer, larger
+//! transactions make fewer and larger full-text segments and write
+//! scattered index pages less often.
 
 use std::collections::HashSet;
 use std::fs::File;

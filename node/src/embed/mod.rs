@@ -2,10 +2,11 @@
 //!
 //! Each vocabulary token has a fixed vector (distilled once from
 //! all-MiniLM-L6-v2, see docs/embeddings.md); a text's vector is the sum of
-//! its tokens' rows (the table already weighs common tokens down),
-//! normalised to unit length. It costs microseconds per text, so every
-//! record gets one when it is indexed. The table is compiled into the
-//! binary: nothing is read from disk or the network to use it.
+//! its first [`MAX_TOKENS`] tokens' rows (the table already weighs common
+//! tokens down), normalised to unit length. It is cheap enough to give
+//! every user, assistant and note record a vector after it is stored
+//! (`store::vectors`). The table is compiled into the binary: nothing is
+//! read from disk or the network to use it. Pure.
 
 pub mod table;
 pub mod wordpiece;

@@ -10,24 +10,12 @@
 //! Redaction is idempotent (`redact(redact(x)) == redact(x)`): markers are
 //! never matched again.
 //!
-//! Cost model: each built-in rule is compiled once per process, the first
-//! time a text holds one of the literals every match of it starts with
-//! (its prefix literals, worked out from the pattern when the rules are
-//! first used, and searched for as the regex engine's own prefilter
-//! would): a command that finds nothing new to read compiles none,
-//! and one that reads a few lines compiles only the rules those lines
-//! could set off (compiling all of them took 5.3 ms, more than the rest of
-//! reading a line appended to a transcript). A rule whose literals are
-//! absent from a text is skipped, which changes nothing: it cannot match
-//! there; where they are, its search starts at the first of them.
-//! Every pattern starts with (or
-//! is anchored on) a literal — a provider prefix, `://`, `-----BEGIN`, a
-//! keyword like `token`/`Token`/`TOKEN` — so the regex engine skips through
-//! text with memchr/Teddy literal search and only runs its automaton near
-//! candidates; text with no match in any rule is returned borrowed without
-//! allocating. (A `RegexSet` prefilter was measured and was slower: a set
-//! cannot use literal prefilters and must run its DFA over every byte.)
-//! This module is pure: no I/O and no logging.
+//! Rules compile lazily: a built-in rule compiles the first time a text
+//! holds one of the literals every match of it starts with (worked out
+//! ahead of time in `starts`, checked against the regex engine by a test),
+//! and is skipped for a text without them, where it cannot match. The
+//! output is the same as running every rule. Text with no match is
+//! returned borrowed. This module is pure: no I/O and no logging.
 //!
 //! Decisions (see `value.rs` for the heuristics):
 //! - Placeholders (`changeme`, `xxxx`, `<your-api-key>`, `your-token-here`,

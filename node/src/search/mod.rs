@@ -1,11 +1,14 @@
 //! Search over the store: query parsing, FTS5 candidates, ranking and snippets.
 //!
-//! FTS5's BM25 finds candidate records, on exact words and (for plain
-//! English words) on their stems; a date or period named in the question
-//! adds the records of that time. [`rank`] then weighs them by role,
-//! decision language, the period and (only as a tie-breaker) recency, and
-//! adds up each session's evidence so one chatty session cannot fill the
-//! page. This module only reads.
+//! FTS5 `MATCH` finds each concept's newest matching records, on exact
+//! words and (for plain English words) on their stems; a date or period
+//! named in the question adds the records of that time. The matches are
+//! scored here, not by FTS5's `bm25()`: BM25's idf from the planner's count
+//! and its length factor at a term frequency of one. [`rank`] then weighs
+//! them by role, decision language, the period and (only as a tie-breaker)
+//! recency, and adds up each session's evidence so one chatty session
+//! cannot fill the page; [`semantic`] fuses in the meaning tier. This
+//! module only reads, but it reads with SQL of its own (`Store::conn`).
 
 mod df;
 mod id_set;

@@ -1,18 +1,19 @@
 //! Agent history sources: where each coding agent keeps its sessions and how
 //! to turn them into [`Record`]s.
 //!
-//! One file per agent. Each implements [`Source`]: it discovers the stores
-//! the agent wrote (from [`Locations`], never from the process environment)
-//! and says which [`Reader`] reads them. Parsing is pure; tailing, offsets and
-//! watermarks belong to `crate::indexer`. Adding an agent is one file plus
-//! one line in [`registry`]: the source names the environment variables it
-//! honours ([`Source::env_vars`], captured by the CLI into
-//! [`Locations::vars`]), the folders it looks in ([`Source::roots`], which
-//! the daemon watches and `cairn sources` lists), and the stores it found
-//! but cannot read ([`Source::unreadable`]).
+//! One file per agent (or family of agents). Each implements [`Source`]: it
+//! discovers the stores the agent wrote (from [`Locations`], never from the
+//! process environment) and says which [`Reader`] reads them. Parsing is
+//! pure; tailing, offsets and watermarks belong to `crate::indexer`. Adding
+//! an agent is one file, its `mod` line and its entry in [`registry`]: the
+//! source names the environment variables it honours ([`Source::env_vars`],
+//! captured by the CLI into [`Locations::vars`]), the folders it looks in
+//! ([`Source::roots`], which the daemon watches and `cairn sources` lists),
+//! and the stores it found but cannot read ([`Source::unreadable`]).
 //!
-//! Sources never write anything and never create files: a missing store is
-//! simply not discovered.
+//! Sources never write or create an agent's files (agent databases are
+//! opened read-only): a missing store is simply not discovered. The one
+//! file a source writes is cairn's own notes file ([`notes`]).
 
 pub mod aider;
 pub mod amp;

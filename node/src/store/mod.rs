@@ -1,10 +1,14 @@
-//! The node's SQLite database: records, sessions, per-source file state,
-//! redaction counts and the FTS5 index.
+//! The node's SQLite database and the flat files beside it: records,
+//! sessions, per-source file state, redaction counts, the full-text
+//! indexes, origin logs and tombstones for sync, meaning vectors, and the
+//! side tables and files search reads instead of rows.
 //!
-//! This module is the only code that writes to the database. It stores what
-//! it is given: redaction happens before an indexed record reaches it (see
-//! `crate::indexer`); a record received from a peer is redacted again by
-//! [`wire`] before it is stored, and a stored one again before it is sent.
+//! This module is the only code that writes to the database and those
+//! files. It stores what it is given: redaction happens before an indexed
+//! record reaches it (see `crate::indexer`); a record received from a peer
+//! is redacted again by [`wire`] before it is stored, and a stored one
+//! again before it is sent. Other modules still read through
+//! `Store::conn()` with SQL of their own.
 
 mod apply;
 mod backfill;

@@ -11,12 +11,10 @@
 //!
 //! The module root holds the few things several submodules share (the
 //! default port, how a peer-supplied name is cleaned, the runtime for
-//! callers that are not async), so the submodules never import each other
-//! in a circle: `daemon` uses `session`, `pairing`, `instance`,
-//! `discovery`; `session` and `pairing` use `endpoint` and `peers`;
-//! `discovery` uses `peers`; none of them uses `daemon`. `facade`, what
-//! the command line calls, sits on top beside `daemon` and uses `session`,
-//! `pairing` and `peers`; nothing in `sync` uses it.
+//! callers that are not async). `daemon` and `facade` (what the command
+//! line calls) sit on top and nothing else in `sync` uses them; `session`,
+//! `pairing`, `links` and `dial` build on `endpoint` and `peers`; `tls`,
+//! `peers`, `scheduler` and `instance` use no sibling.
 
 pub mod daemon;
 pub mod dial;
