@@ -102,6 +102,21 @@ const RECORDINGS: &[Recording] = &[
         }],
     },
     Recording {
+        dir: "continue/1.5.47",
+        agent: "continue",
+        run: "cn",
+        sessions: &[Session {
+            id: "ae585ff5-0a36-4c3c-a249-bcf231bb4cdd",
+            parent: None,
+            // No times in the session file: the index's `dateCreated` for all.
+            records: &turn(
+                "Bash: echo hello",
+                "hello\n",
+                [1796493689259, 1796493689259, 1796493689259, 1796493689259],
+            ),
+        }],
+    },
+    Recording {
         dir: "gemini/0.61.0",
         agent: "gemini",
         run: "gemini",
