@@ -131,6 +131,20 @@ const RECORDINGS: &[Recording] = &[
         }],
     },
     Recording {
+        dir: "kimi-cli/1.51.0",
+        agent: "kimi-cli",
+        run: "kimi",
+        sessions: &[Session {
+            id: "1a9d2a86-131c-421c-82f4-de63f044cecd",
+            parent: None,
+            records: &turn(
+                "Shell: echo hello",
+                "hello\n",
+                [1796493701339, 1796493701706, 1796493701719, 1796493701735],
+            ),
+        }],
+    },
+    Recording {
         dir: "opencode/1.18.33",
         agent: "opencode",
         run: "opencode",
