@@ -218,6 +218,34 @@ const RECORDINGS: &[Recording] = &[
             ),
         }],
     },
+    Recording {
+        dir: "vibe/2.26.1-unified",
+        agent: "vibe",
+        run: "vibe2",
+        sessions: &[Session {
+            id: "e1847fc5-0b97-c0a0-7c12-993a8e862ab5",
+            parent: None,
+            records: &turn(
+                "file_system.bash: echo hello",
+                "hello\n",
+                [1796493711177, 1796493711352, 1796493711374, 1796493711404],
+            ),
+        }],
+    },
+    Recording {
+        dir: "vibe/3.0.2",
+        agent: "vibe",
+        run: "vibe",
+        sessions: &[Session {
+            id: "f10ad50d-9c7e-68f0-df65-782fbf629dd7",
+            parent: None,
+            records: &turn(
+                "file_system.bash: echo hello",
+                "hello\n",
+                [1796493706074, 1796493706246, 1796493706270, 1796493706302],
+            ),
+        }],
+    },
 ];
 
 fn recordings_dir() -> PathBuf {
