@@ -204,6 +204,21 @@ const RECORDINGS: &[Recording] = &[
         }],
     },
     Recording {
+        dir: "qwen/0.24.4",
+        agent: "qwen",
+        run: "qwen",
+        sessions: &[Session {
+            id: "8a6cdc4c-6fca-4a7b-93df-14d61ac1d524",
+            parent: None,
+            records: &turn(
+                "run_shell_command: echo hello",
+                "Command: echo hello\nDirectory: (root)\nOutput: hello\nError: (none)\nExit \
+                 Code: 0\nSignal: (none)\nProcess Group PGID: (none)",
+                [1796498170304, 1796498171596, 1796498172264, 1796498172357],
+            ),
+        }],
+    },
+    Recording {
         dir: "vibe/2.26.1-legacy",
         agent: "vibe",
         run: "vibe2legacy",
