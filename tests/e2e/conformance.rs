@@ -87,6 +87,22 @@ const RECORDINGS: &[Recording] = &[
         }],
     },
     Recording {
+        dir: "claude-code/2.1.332",
+        agent: "claude-code",
+        run: "claude",
+        // New line types (`api-request-blob` repeating the request, with
+        // system reminders) are not conversation and are not read.
+        sessions: &[Session {
+            id: "4f387010-2cec-47ff-a247-f029014d4801",
+            parent: None,
+            records: &turn(
+                "Bash: echo hello",
+                "Bash: hello",
+                [1796498251030, 1796498251192, 1796498251250, 1796498251281],
+            ),
+        }],
+    },
+    Recording {
         dir: "codex/0.171.0",
         agent: "codex",
         run: "codex",
