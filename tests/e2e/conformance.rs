@@ -11,7 +11,8 @@
 //! id, parent and project, every record's role, text and time (the times the
 //! files hold, to the millisecond), that `cairn search` finds the decision
 //! under the right agent and project, that nothing was skipped as
-//! malformed, and that the scripted model's API keys never reach the index.
+//! malformed, and that neither the scripted model's API keys nor a secret
+//! it planted in the session reach the index.
 //! Every folder under `fixtures/agents/*/*` must have an entry, so a new
 //! recording cannot go unchecked. All recordings are checked before the
 //! test fails, each mismatch shown as a diff.
@@ -44,6 +45,9 @@ struct Recording {
     /// The recorder's name for the run: HOME was
     /// `/home/dev/agent/home-<run>`, the project `~/code/proj-<run>`.
     run: &'static str,
+    /// Secrets the scripted model planted in the session (see
+    /// `tools/realagents/record.sh`): each must be redacted, never stored.
+    secrets: &'static [&'static str],
     /// Every session cairn must find, the one holding the decision first.
     sessions: &'static [Session],
 }
@@ -76,6 +80,7 @@ const RECORDINGS: &[Recording] = &[
         dir: "claude-code/2.1.197",
         agent: "claude-code",
         run: "claude",
+        secrets: &[],
         sessions: &[Session {
             id: "7bfbe8e8-ed3d-4101-b7e7-5d3d3a8cbcf4",
             parent: None,
@@ -90,6 +95,7 @@ const RECORDINGS: &[Recording] = &[
         dir: "claude-code/2.1.332",
         agent: "claude-code",
         run: "claude",
+        secrets: &[],
         // New line types (`api-request-blob` repeating the request, with
         // system reminders) are not conversation and are not read.
         sessions: &[Session {
@@ -106,6 +112,7 @@ const RECORDINGS: &[Recording] = &[
         dir: "codex/0.171.0",
         agent: "codex",
         run: "codex",
+        secrets: &[],
         sessions: &[Session {
             id: "01a2475e-02cf-7be3-9101-d8c7fac925d8",
             parent: None,
@@ -121,6 +128,7 @@ const RECORDINGS: &[Recording] = &[
         dir: "continue/1.5.47",
         agent: "continue",
         run: "cn",
+        secrets: &[],
         sessions: &[Session {
             id: "ae585ff5-0a36-4c3c-a249-bcf231bb4cdd",
             parent: None,
@@ -136,6 +144,7 @@ const RECORDINGS: &[Recording] = &[
         dir: "gemini/0.61.0",
         agent: "gemini",
         run: "gemini",
+        secrets: &[],
         sessions: &[Session {
             id: "acb4c9b4-ebfd-494d-a4bd-3890fa1c31d9",
             parent: None,
@@ -150,6 +159,7 @@ const RECORDINGS: &[Recording] = &[
         dir: "kimi-cli/1.51.0",
         agent: "kimi-cli",
         run: "kimi",
+        secrets: &[],
         sessions: &[Session {
             id: "1a9d2a86-131c-421c-82f4-de63f044cecd",
             parent: None,
@@ -164,6 +174,7 @@ const RECORDINGS: &[Recording] = &[
         dir: "opencode/1.18.33",
         agent: "opencode",
         run: "opencode",
+        secrets: &[],
         sessions: &[Session {
             id: "ses_db8a20b0fffe2zHTysQ8uRVYnv",
             parent: None,
@@ -180,6 +191,7 @@ const RECORDINGS: &[Recording] = &[
         dir: "openhands/1.16.0",
         agent: "openhands",
         run: "openhands",
+        secrets: &[],
         sessions: &[Session {
             id: "7289d99dae8942899b90f31bc0b9d14b",
             parent: None,
@@ -194,6 +206,7 @@ const RECORDINGS: &[Recording] = &[
         dir: "pi/0.73.1",
         agent: "pi",
         run: "pi",
+        secrets: &[],
         sessions: &[Session {
             id: "01a2475e-36b4-72ec-bb08-2b63605df445",
             parent: None,
@@ -208,6 +221,7 @@ const RECORDINGS: &[Recording] = &[
         dir: "qwen/0.15.10",
         agent: "qwen",
         run: "qwen",
+        secrets: &[],
         sessions: &[Session {
             id: "6cbba4ae-9121-4ea0-8404-6dd1976a1092",
             parent: None,
@@ -223,21 +237,33 @@ const RECORDINGS: &[Recording] = &[
         dir: "qwen/0.24.4",
         agent: "qwen",
         run: "qwen",
+        // Recorded with record.sh's planted token in the decision.
+        secrets: &["ghp_R3c0rdedAgentS3cretQuokka2026xYz1234"],
         sessions: &[Session {
-            id: "8a6cdc4c-6fca-4a7b-93df-14d61ac1d524",
+            id: "aa9970e7-3183-43dc-8f39-f72758c87ea6",
             parent: None,
-            records: &turn(
-                "run_shell_command: echo hello",
-                "Command: echo hello\nDirectory: (root)\nOutput: hello\nError: (none)\nExit \
-                 Code: 0\nSignal: (none)\nProcess Group PGID: (none)",
-                [1796498170304, 1796498171596, 1796498172264, 1796498172357],
-            ),
+            records: &[
+                ("user", "{PROMPT}", 1796499006443),
+                ("tool_call", "run_shell_command: echo hello", 1796499007746),
+                (
+                    "tool_output",
+                    "Command: echo hello\nDirectory: (root)\nOutput: hello\nError: (none)\nExit \
+                     Code: 0\nSignal: (none)\nProcess Group PGID: (none)",
+                    1796499008470,
+                ),
+                (
+                    "assistant",
+                    "{FACT} The staging deploy token is [REDACTED:github-token] for now.",
+                    1796499008605,
+                ),
+            ],
         }],
     },
     Recording {
         dir: "vibe/2.26.1-legacy",
         agent: "vibe",
         run: "vibe2legacy",
+        secrets: &[],
         sessions: &[Session {
             id: "c09b9b9a-80bc-da5b-fda2-74dff2af91e9",
             parent: None,
@@ -253,6 +279,7 @@ const RECORDINGS: &[Recording] = &[
         dir: "vibe/2.26.1-unified",
         agent: "vibe",
         run: "vibe2",
+        secrets: &[],
         sessions: &[Session {
             id: "e1847fc5-0b97-c0a0-7c12-993a8e862ab5",
             parent: None,
@@ -267,6 +294,7 @@ const RECORDINGS: &[Recording] = &[
         dir: "vibe/3.0.2",
         agent: "vibe",
         run: "vibe",
+        secrets: &[],
         sessions: &[Session {
             id: "f10ad50d-9c7e-68f0-df65-782fbf629dd7",
             parent: None,
@@ -443,7 +471,7 @@ fn check(rec: &Recording) -> Result<(), String> {
     }
 
     for (path, bytes) in all_bytes_under(&home.cairn_home()) {
-        for key in KEYS {
+        for key in KEYS.iter().chain(rec.secrets) {
             if bytes.windows(key.len()).any(|w| w == key.as_bytes()) {
                 problems.push(format!("{key:?} stored in {}", path.display()));
             }

@@ -22,6 +22,9 @@ import shutil
 import sys
 from datetime import datetime, timezone
 
+# The scripted model's planted decision unless FAKE_FACT said otherwise.
+DEFAULT_FACT = "Decision: we pinned the quokka library to 2.3 because 2.4 broke the parser."
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 
@@ -123,6 +126,8 @@ def main():
     ap.add_argument("--date", help="day of the recording (default: newest file's mtime)")
     ap.add_argument("--source", help="where the run came from, for PROVENANCE.md")
     ap.add_argument("--dest", default=os.path.join(REPO, "fixtures", "agents"))
+    ap.add_argument("--fact", default=os.environ.get("FAKE_FACT", DEFAULT_FACT),
+                    help="the scripted model's planted decision (default: $FAKE_FACT, else the recorder's)")
     a = ap.parse_args()
     run = os.path.normpath(a.run_dir)
     label, release = split_run(os.path.basename(run))
@@ -169,7 +174,7 @@ session, recorded on {date}.
 - Scripted: the prompt asks to run `echo hello` and what was decided about the
   quokka library; the model's first turn calls the shell tool with
   `echo hello` (output `hello`), its second answers with the planted decision
-  "Decision: we pinned the quokka library to 2.3 because 2.4 broke the parser."
+  "{a.fact}"
 - Paths: the recorder's folder is `/home/dev/agent`, so HOME was
   `/home/dev/agent/home-<agent>` and every path in these files says so.
 - Kept ({len(copied)} files, HOME-relative under `home/`): what a reader needs

@@ -23,8 +23,13 @@
 #   REALAGENTS  the reference recorder, default ../shared/realagents beside the repo.
 #   CAIRN_BIN   the cairn binary rerun.sh checks each run with (default: target/debug/cairn,
 #               built if missing).
+#   FAKE_FACT   the scripted model's planted decision; by default it carries a fake
+#               GitHub token, so each new recording checks that a secret an agent
+#               wrote into its history never reaches the index. The scripted model
+#               reads it only when rerun.sh starts it (nothing else on port 18080).
 # Needs node/npm, python3.12 and python3.13 (uv is installed from PyPI into $RA/venv-uv).
 set -euo pipefail
+export FAKE_FACT=${FAKE_FACT:-"Decision: we pinned the quokka library to 2.3 because 2.4 broke the parser. The staging deploy token is ghp_R3c0rdedAgentS3cretQuokka2026xYz1234 for now."}
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 REPO=$(cd "$HERE/../.." && pwd)
