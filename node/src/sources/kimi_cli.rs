@@ -112,6 +112,18 @@ struct Identity {
     project: Option<String>,
 }
 
+impl Identity {
+    /// A record of this session read at `offset`.
+    fn record(&self, role: Role, text: String, offset: u64, time_ms: Option<i64>) -> Record {
+        let mut r = Record::new(AGENT, &self.session, role, text);
+        r.time_ms = time_ms;
+        r.project = self.project.clone();
+        r.parent_session = self.parent.clone();
+        r.offset = offset;
+        r
+    }
+}
+
 fn name_of(p: Option<&Path>) -> Option<&str> {
     p.and_then(Path::file_name).and_then(|n| n.to_str())
 }
@@ -212,14 +224,7 @@ impl LineParser for WireParser {
         };
         let time = v.get("timestamp").and_then(seconds_to_ms);
         let id = &self.id;
-        let mk = |role: Role, text: String| {
-            let mut r = Record::new(AGENT, &id.session, role, text);
-            r.time_ms = time;
-            r.project = id.project.clone();
-            r.parent_session = id.parent.clone();
-            r.offset = offset;
-            r
-        };
+        let mk = |role: Role, text: String| id.record(role, text, offset, time);
         let payload = msg.get("payload").unwrap_or(&Value::Null);
         match msg.get("type").and_then(Value::as_str) {
             Some("TurnBegin" | "SteerInput") => {
@@ -269,13 +274,7 @@ impl LineParser for ContextParser {
     fn line(&mut self, line: &[u8], offset: u64, out: &mut Vec<Record>) -> Result<(), ParseError> {
         let v = json_line(line, offset)?;
         let id = &self.id;
-        let mk = |role: Role, text: String| {
-            let mut r = Record::new(AGENT, &id.session, role, text);
-            r.project = id.project.clone();
-            r.parent_session = id.parent.clone();
-            r.offset = offset;
-            r
-        };
+        let mk = |role: Role, text: String| id.record(role, text, offset, None);
         let content = v.get("content").unwrap_or(&Value::Null);
         match v.get("role").and_then(Value::as_str) {
             Some("user") => {
