@@ -36,7 +36,7 @@ use std::path::Path;
 use serde_json::Value;
 
 use super::super::blocks;
-use super::super::common::{TEXT_CAP, cap_text, content_text, json_document};
+use super::super::common::{content_text, json_document};
 use super::super::{ParseError, Parsed};
 use super::Meta;
 use crate::record::{Record, Role};
@@ -269,12 +269,7 @@ fn records(entries: &[Value], meta: &Meta, out: &mut Vec<Record>) {
                     continue;
                 }
                 let text = content_text(e.get("content").unwrap_or(&Value::Null));
-                blocks::push_text(
-                    role,
-                    &cap_text(&text, TEXT_CAP),
-                    &mk_at(at("createdAt")),
-                    out,
-                );
+                blocks::push_text(role, &text, &mk_at(at("createdAt")), out);
             }
             Some("effect") => {
                 let detail = e.get("detail").unwrap_or(&Value::Null);
