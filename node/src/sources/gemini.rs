@@ -39,6 +39,12 @@ impl Source for Gemini {
         AGENT
     }
 
+    /// Per project beside `chats/`: the prompt log, shell history and
+    /// checkpoints; `bin/` holds the CLI's own ripgrep.
+    fn not_history(&self) -> &'static [&'static str] {
+        &["bin", "logs.json", "shell_history", "checkpoints"]
+    }
+
     fn roots(&self, loc: &Locations) -> Vec<std::path::PathBuf> {
         vec![loc.gemini_home.join(".gemini/tmp")]
     }

@@ -48,6 +48,19 @@ impl Source for OpenCode {
         AGENT
     }
 
+    /// The data folder's logs, binaries and snapshots, when no database
+    /// is there (with one, the database is checked when it is read).
+    fn not_history(&self) -> &'static [&'static str] {
+        &[
+            "log",
+            "bin",
+            "snapshot",
+            "tool-output",
+            "auth.json",
+            "mcp-auth.json",
+        ]
+    }
+
     fn roots(&self, loc: &Locations) -> Vec<PathBuf> {
         let mut v = vec![loc.xdg_data_home.join("opencode")];
         v.extend(loc.aider_roots.iter().map(|r| r.join(".opencode")));
@@ -87,8 +100,15 @@ pub fn read_db(path: &Path, watermark: &Watermark) -> Result<DbBatch, SourceErro
         read_current(&conn, since).map_err(sql_err)?
     } else if has("sessions") && has("messages") {
         read_legacy(&conn, since, legacy_project(path)).map_err(sql_err)?
+    } else if let Some(e) = super::db::foreign_schema(
+        path,
+        &conn,
+        &tables,
+        "the session, message and part tables (or the older sessions and messages)",
+    ) {
+        return Err(e);
     } else {
-        // A foreign schema (or one not yet migrated): nothing to read.
+        // Not migrated yet (no table at all): nothing to read.
         (Parsed::default(), None)
     };
     let (parsed, newest) = batch;
@@ -811,7 +831,21 @@ mod tests {
             .unwrap()
             .execute_batch("CREATE TABLE t(x); INSERT INTO t VALUES (1);")
             .unwrap();
-        let b = read_db(&foreign, &Some("5".into())).unwrap();
+        // A schema of other tables is reported, never read as nothing.
+        match read_db(&foreign, &Some("5".into())) {
+            Err(SourceError::NotUnderstood { what, .. }) => {
+                assert!(what.contains("its tables: t"), "{what}")
+            }
+            other => panic!("{other:?}"),
+        }
+        // One the agent has not migrated yet (no table) is just empty.
+        let fresh = dir.path().join("fresh.db");
+        Connection::open(&fresh)
+            .unwrap()
+            .execute_batch("PRAGMA user_version = 0;")
+            .unwrap();
+        std::fs::write(&fresh, b"").unwrap();
+        let b = read_db(&fresh, &Some("5".into())).unwrap();
         assert!(b.parsed.records.is_empty());
         assert_eq!(b.watermark.as_deref(), Some("5"));
         let garbage = dir.path().join("garbage.db");

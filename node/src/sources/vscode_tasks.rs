@@ -119,6 +119,18 @@ impl Source for Kilo {
         "kilo"
     }
 
+    /// The CLI's data folder holds logs and binaries beside its database.
+    fn not_history(&self) -> &'static [&'static str] {
+        &[
+            "log",
+            "bin",
+            "snapshot",
+            "tool-output",
+            "auth.json",
+            "mcp-auth.json",
+        ]
+    }
+
     fn roots(&self, loc: &Locations) -> Vec<PathBuf> {
         let mut v = task_dirs(loc, "kilocode.kilo-code");
         v.push(loc.xdg_data_home.join("kilo"));
