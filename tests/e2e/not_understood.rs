@@ -1,5 +1,7 @@
 //! Stores found but not understood are never silent: `cairn sources`,
-//! `cairn status` and `cairn doctor` name them (text and `--json`).
+//! `cairn status` and `cairn doctor` name them (text and `--json`), and a
+//! Codex rollout compressed in place is read without losing or doubling
+//! its records.
 
 use crate::util::TestHome;
 
@@ -120,4 +122,56 @@ fn stores_not_understood_are_named_by_sources_status_and_doctor() {
     std::fs::remove_file(&db).expect("rm");
     let status = home.json(&["status", "--json"]);
     assert_eq!(status["not_understood"], 0, "{status:#}");
+}
+
+/// Codex rewrites a week-old rollout as `.jsonl.zst` and deletes the
+/// `.jsonl`: the session keeps exactly its records and stays searchable.
+#[test]
+fn a_codex_rollout_compressed_in_place_keeps_its_records_once() {
+    let home = TestHome::empty();
+    let day = home.path().join(".codex/sessions/2026/11/20");
+    std::fs::create_dir_all(&day).expect("mkdir");
+    let id = "019a1b2c-3d4e-7f60-8a9b-0c1d2e3f4a5b";
+    let name = format!("rollout-2026-11-20T10-00-00-{id}.jsonl");
+    let lines = [
+        serde_json::json!({"timestamp": "2026-11-20T10:00:00.000Z", "type": "session_meta",
+            "payload": {"id": id, "timestamp": "2026-11-20T10:00:00.000Z", "cwd": "/home/dev/mill"}}),
+        serde_json::json!({"timestamp": "2026-11-20T10:00:01.000Z", "type": "response_item",
+            "payload": {"type": "message", "role": "user",
+                "content": [{"type": "input_text", "text": "why does the heron scheduler stall?"}]}}),
+        serde_json::json!({"timestamp": "2026-11-20T10:00:02.000Z", "type": "response_item",
+            "payload": {"type": "message", "role": "assistant",
+                "content": [{"type": "output_text", "text": "The heron scheduler waits on a lock."}]}}),
+    ];
+    let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
+    let plain = day.join(&name);
+    std::fs::write(&plain, &text).expect("write");
+    home.ok(&["index", "--quiet"]);
+    let before = home.json(&["status", "--json"]);
+    assert_eq!(before["records"], 2, "{before:#}");
+    let hits = |h: &TestHome| h.search("heron scheduler", &["--no-refresh"]).len();
+    assert_eq!(hits(&home), 1);
+
+    let zst = day.join(format!("{name}.zst"));
+    std::fs::write(&zst, zstd::encode_all(text.as_bytes(), 3).expect("zstd")).expect("write");
+    std::fs::remove_file(&plain).expect("rm");
+    home.ok(&["index", "--quiet"]);
+    let after = home.json(&["status", "--json"]);
+    assert_eq!(after["records"], 2, "{after:#}");
+    assert_eq!(after["sessions"], 1);
+    assert_eq!(hits(&home), 1);
+    assert_eq!(after["not_understood"], 0, "{after:#}");
+    let sources = home.json(&["sources", "--json"]);
+    let listed = sources["sources"].as_array().expect("sources");
+    assert!(
+        listed
+            .iter()
+            .any(|s| s["path"] == zst.display().to_string() && s["reader"] == "whole"),
+        "{sources:#}"
+    );
+    let show = home.ok(&["show", id, "--no-pager"]);
+    assert!(
+        show.contains("The heron scheduler waits on a lock."),
+        "{show}"
+    );
 }
