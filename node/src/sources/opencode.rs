@@ -581,6 +581,31 @@ fn read_legacy(
                         ));
                     }
                 }
+                "shell_command" => {
+                    // Crush's bang mode: the user ran `command` in the TUI
+                    // (charmbracelet/crush internal/message content.go and
+                    // message.go at 37f36e93824e: ShellCommand{command,
+                    // output, exit_code}, part type "shell_command").
+                    let command = data.get("command").and_then(Value::as_str).unwrap_or("");
+                    if !command.trim().is_empty() {
+                        let (text, files) =
+                            tool_call_text("bash", &serde_json::json!({ "command": command }));
+                        parsed.records.push(rec(Role::ToolCall, text, files));
+                    }
+                    let output = data.get("output").and_then(Value::as_str).unwrap_or("");
+                    let code = data.get("exit_code").and_then(Value::as_i64).unwrap_or(0);
+                    let output = match code {
+                        0 => output.to_owned(),
+                        c => format!("[exit {c}] {output}"),
+                    };
+                    if !output.trim().is_empty() {
+                        parsed.records.push(rec(
+                            Role::ToolOutput,
+                            cap_text(&output, TOOL_OUTPUT_CAP),
+                            Vec::new(),
+                        ));
+                    }
+                }
                 // finish, reasoning, binary, image_url, unknown: skipped.
                 _ => {}
             }
@@ -815,6 +840,58 @@ mod tests {
             assert_eq!(a.parsed.errors.len(), b.parsed.errors.len());
             assert_eq!(a.watermark, b.watermark);
         }
+    }
+
+    /// Crush's bang-mode `shell_command` parts: the command as a tool call,
+    /// its output (with a failing exit code) as tool output.
+    #[test]
+    fn crush_shell_command_parts_are_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let crush = dir.path().join("app/.crush");
+        std::fs::create_dir_all(&crush).unwrap();
+        let db = crush.join("crush.db");
+        let conn = Connection::open(&db).unwrap();
+        conn.execute_batch(
+            "CREATE TABLE sessions(id TEXT, parent_session_id TEXT);
+             CREATE TABLE messages(id TEXT, session_id TEXT, role TEXT, parts TEXT,
+                                   created_at INTEGER, updated_at INTEGER);
+             INSERT INTO sessions VALUES ('s1', NULL);",
+        )
+        .unwrap();
+        let parts = serde_json::json!([
+            {"type": "text", "data": {"text": "why is the build red?"}},
+            {"type": "shell_command", "data": {"command": "cargo nextest run", "output": "error: no such command: nextest", "exit_code": 101}},
+            {"type": "shell_command", "data": {"command": "git status --short", "output": " M src/lib.rs", "exit_code": 0}},
+            {"type": "finish", "data": {"reason": "stop", "time": 1761935776}}
+        ]);
+        conn.execute(
+            "INSERT INTO messages VALUES ('m1', 's1', 'user', ?1, 1761935776, 1761935776)",
+            [parts.to_string()],
+        )
+        .unwrap();
+        drop(conn);
+        let b = read_db(&db, &None).unwrap();
+        assert!(b.parsed.errors.is_empty(), "{:?}", b.parsed.errors);
+        let got: Vec<(Role, &str)> = b
+            .parsed
+            .records
+            .iter()
+            .map(|r| (r.role, r.text.as_str()))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (Role::User, "why is the build red?"),
+                (Role::ToolCall, "Bash: cargo nextest run"),
+                (
+                    Role::ToolOutput,
+                    "[exit 101] error: no such command: nextest"
+                ),
+                (Role::ToolCall, "Bash: git status --short"),
+                (Role::ToolOutput, " M src/lib.rs"),
+            ]
+        );
+        assert!(b.parsed.records.iter().all(|r| r.session_id == "s1"));
     }
 
     #[test]
