@@ -1580,7 +1580,8 @@ fn read_database(
     let path = &plan.file.path;
     let key = path.to_string_lossy().into_owned();
     let mut state = plan.state.clone().unwrap_or_default();
-    let mut batch = read(path, &state.watermark).map_err(|e| FileError::Source(e.to_string()))?;
+    let mut batch = read(path, &state.watermark)
+        .map_err(|e| FileError::Source(sources::layout::classify(e).to_string()))?;
     for e in &batch.parsed.errors {
         log_skip(&key, e);
     }

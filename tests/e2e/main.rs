@@ -14,6 +14,7 @@ mod forget;
 mod hook;
 mod install;
 mod mcp;
+mod not_understood;
 mod pairing;
 #[cfg(unix)]
 mod privacy;

@@ -1,9 +1,10 @@
 //! `cairn doctor [--json]`: checks what keeps cairn working unattended and
 //! says, in plain words, what is wrong and the command that fixes it: the
-//! background service, how fresh the index is, the agents' wiring, each
-//! paired machine's reachability, the sync port (and which program holds
-//! it), LAN discovery, and the permissions of the node's home. Exits with
-//! an error when it found a problem.
+//! background service, how fresh the index is, the agents' wiring, the
+//! stores found but not understood, each paired machine's reachability,
+//! the sync port (and which program holds it), LAN discovery, and the
+//! permissions of the node's home. Exits with an error when it found a
+//! problem.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -77,6 +78,7 @@ pub fn run(global: &GlobalArgs, args: &JsonArgs) -> anyhow::Result<()> {
     checks.push(service_check(global, serving.as_ref()));
     checks.push(index_check(&node, serving.is_some()));
     checks.extend(agent_checks(global));
+    checks.extend(source_checks(&node));
     checks.extend(peer_checks(&node, &cfg.home)?);
     checks.push(port::check(serving.as_ref()));
     checks.push(lan::check(&cfg, serving.as_ref()));
@@ -206,6 +208,36 @@ fn service_check(global: &GlobalArgs, serving: Option<&daemon::ServeState>) -> C
             Some("`cairn install` (installs and starts it), or keep `cairn serve` running".to_owned()),
         ),
     }
+}
+
+/// One warning per store found but not understood: memory an agent wrote
+/// that this cairn silently would not have.
+fn source_checks(node: &cairn_node::node::Node) -> Vec<Check> {
+    let found = match super::sources::not_understood(node) {
+        Ok(found) => found,
+        Err(e) => {
+            return vec![check(
+                "sources",
+                Level::Warn,
+                format!("cannot check the agents' stores: {e}"),
+                None,
+            )];
+        }
+    };
+    found
+        .into_iter()
+        .map(|n| {
+            check(
+                "sources",
+                Level::Warn,
+                format!("{}: {} ({})", n.agent, n.summary(), n.path),
+                Some(
+                    "a newer cairn may read it: update cairn; if the newest does not, report the layout (`cairn sources --json` shows what was found)"
+                        .to_owned(),
+                ),
+            )
+        })
+        .collect()
 }
 
 fn index_check(node: &cairn_node::node::Node, serving: bool) -> Check {

@@ -37,6 +37,10 @@ struct Status<'a> {
     semantic: bool,
     /// Records with a meaning vector, and records waiting for one.
     vectors: cairn_node::store::VectorCounts,
+    /// How many stores were found that this cairn does not understand.
+    not_understood: usize,
+    /// Those stores: agent, path, what was found, release when known.
+    not_understood_stores: Vec<super::sources::NotUnderstood>,
 }
 
 /// Runs `cairn status`.
@@ -46,6 +50,7 @@ pub fn run(global: &GlobalArgs, args: &JsonArgs) -> anyhow::Result<()> {
     let (semantic, vectors) = node.semantic_status()?;
     let cfg = node.config();
     let exposed = node.exposed();
+    let not_understood_stores = super::sources::not_understood(&node)?;
     let st = Status {
         node_id: node.identity().id().to_string(),
         node_short_id: node.identity().short_id(),
@@ -73,6 +78,8 @@ pub fn run(global: &GlobalArgs, args: &JsonArgs) -> anyhow::Result<()> {
         tightened: node.tightened(),
         semantic,
         vectors,
+        not_understood: not_understood_stores.len(),
+        not_understood_stores,
     };
     if args.json {
         return output::json(&st);
@@ -167,6 +174,17 @@ pub fn run(global: &GlobalArgs, args: &JsonArgs) -> anyhow::Result<()> {
                 &format!("{label:<9} {} {} in {}", w.agent, w.what.label(), w.path),
             )?;
         }
+    }
+    for n in &st.not_understood_stores {
+        output::line(
+            &mut out,
+            &format!(
+                "sources   {}: {} ({}); see `cairn sources`",
+                n.agent,
+                output::printable(&n.summary()),
+                n.path
+            ),
+        )?;
     }
     if stats.agents.is_empty() {
         output::line(&mut out, "no agent history indexed yet: run `cairn index`")?;

@@ -46,10 +46,10 @@ impl Source for Amp {
     fn unreadable(&self, loc: &Locations) -> Vec<Unreadable> {
         let d = data(loc);
         if d.is_dir() && self.discover(loc).is_empty() {
-            vec![Unreadable {
-                path: d,
-                reason: "Amp keeps threads on its server (builds since 2026-03 write none locally)",
-            }]
+            vec![Unreadable::closed(
+                d,
+                "Amp keeps threads on its server (builds since 2026-03 write none locally)",
+            )]
         } else {
             Vec::new()
         }

@@ -71,16 +71,22 @@ impl Source for Antigravity {
             .collect()
     }
 
+    /// The brain folders also hold each session's Markdown artifacts,
+    /// which are not history; the newer stores are [`Source::unreadable`].
+    fn history_dirs(&self, _loc: &Locations) -> Vec<PathBuf> {
+        Vec::new()
+    }
+
     fn unreadable(&self, loc: &Locations) -> Vec<Unreadable> {
         let mut out = Vec::new();
         for d in app_dirs(loc) {
             let conv = d.join("conversations");
             let files = walk_files(&conv, 0, &|p| has_suffix(p, ".pb") || has_suffix(p, ".db"));
             if !files.is_empty() {
-                out.push(Unreadable {
-                    path: conv,
-                    reason: "newer Antigravity builds keep conversations encrypted (.pb) or as protobuf steps (.db)",
-                });
+                out.push(Unreadable::closed(
+                    conv,
+                    "newer Antigravity builds keep conversations encrypted (.pb) or as protobuf steps (.db)",
+                ));
             }
         }
         out

@@ -48,6 +48,12 @@ impl Source for ClaudeCode {
         AGENT
     }
 
+    /// Beside a project's sessions: its auto-memory and the large tool
+    /// results a session spills to files.
+    fn not_history(&self) -> &'static [&'static str] {
+        &["memory", "tool-results"]
+    }
+
     fn roots(&self, loc: &Locations) -> Vec<std::path::PathBuf> {
         vec![loc.claude_dir.join("projects")]
     }

@@ -18,6 +18,14 @@
 //! (`{"type":"message",...}`) and `{"record_type":"state"}` lines; both shapes
 //! are read.
 //!
+//! Rollouts untouched for seven days may be rewritten as `<name>.jsonl.zst`
+//! (one zstd stream of the same lines) and the `.jsonl` deleted, when the
+//! `local_thread_store_compression` feature is on (openai/codex
+//! `codex-rs/rollout/src/compression.rs` at 005c818463ca: the plain file
+//! wins while both exist). A compressed rollout is complete, so it is read
+//! whole, with the same parser and the same line offsets; its records hash
+//! as the `.jsonl`'s did, so the store keeps one copy of each.
+//!
 //! `history.jsonl` (`{session_id, ts, text}`, `ts` in Unix seconds) repeats
 //! every prompt already in a rollout. Its parser, built from the file's path,
 //! takes the parent folder as `CODEX_HOME`, lists the rollout ids found there
@@ -68,13 +76,26 @@ impl Source for Codex {
 
     fn discover(&self, loc: &Locations) -> Vec<SourceFile> {
         let rollouts = Reader::Lines(rollout_parser);
-        let mut out = walk_stores(&loc.codex_home.join("sessions"), 4, &is_rollout, rollouts);
+        let keep = |p: &Path| is_rollout(p) || is_compressed_rollout(p);
+        let mut out = walk_stores(&loc.codex_home.join("sessions"), 4, &keep, rollouts);
         out.extend(walk_stores(
             &loc.codex_home.join("archived_sessions"),
             4,
-            &is_rollout,
+            &keep,
             rollouts,
         ));
+        let plain: HashSet<std::path::PathBuf> = out
+            .iter()
+            .filter(|f| !is_compressed_rollout(&f.path))
+            .map(|f| f.path.clone())
+            .collect();
+        // A compressed copy beside its plain file is the one not read yet.
+        out.retain(|f| !is_compressed_rollout(&f.path) || !plain.contains(&plain_path(&f.path)));
+        for f in &mut out {
+            if is_compressed_rollout(&f.path) {
+                f.reader = Reader::Whole(parse_compressed_rollout);
+            }
+        }
         let history = loc.codex_home.join("history.jsonl");
         if let Ok(meta) = std::fs::metadata(&history)
             && meta.is_file()
@@ -94,22 +115,75 @@ fn is_rollout(p: &Path) -> bool {
         .is_some_and(|n| n.starts_with("rollout-") && n.ends_with(".jsonl"))
 }
 
+/// A rollout compressed by Codex: `rollout-*.jsonl.zst`.
+fn is_compressed_rollout(p: &Path) -> bool {
+    crate::sources::common::file_name(p)
+        .is_some_and(|n| n.starts_with("rollout-") && n.ends_with(".jsonl.zst"))
+}
+
+/// The plain `.jsonl` path of a compressed rollout (the path itself otherwise).
+fn plain_path(p: &Path) -> std::path::PathBuf {
+    match crate::sources::common::file_name(p).and_then(|n| n.strip_suffix(".zst")) {
+        Some(plain) if is_compressed_rollout(p) => p.with_file_name(plain),
+        _ => p.to_path_buf(),
+    }
+}
+
 /// Every rollout file under `sessions/` and `archived_sessions/` (the
-/// same walk as [`Codex::discover`]'s).
+/// same walk as [`Codex::discover`]'s), compressed ones included.
 fn rollout_files(codex_home: &Path) -> Vec<std::path::PathBuf> {
-    let mut files = walk_files(&codex_home.join("sessions"), 4, &is_rollout);
-    files.extend(walk_files(
-        &codex_home.join("archived_sessions"),
-        4,
-        &is_rollout,
-    ));
+    let keep = |p: &Path| is_rollout(p) || is_compressed_rollout(p);
+    let mut files = walk_files(&codex_home.join("sessions"), 4, &keep);
+    files.extend(walk_files(&codex_home.join("archived_sessions"), 4, &keep));
     files
 }
 
+/// The most a compressed rollout is inflated to; the rest is skipped (and
+/// counted), so a corrupt or hostile file cannot take all memory.
+const MAX_INFLATED: u64 = 1 << 30;
+
+/// Reads a compressed rollout whole: inflates it and runs the rollout
+/// parser over its lines, as if the `.jsonl` were read in one pass.
+pub fn parse_compressed_rollout(path: &Path, bytes: &[u8]) -> crate::sources::Parsed {
+    use std::io::Read;
+    let mut parsed = crate::sources::Parsed::default();
+    let mut text = Vec::new();
+    let read = zstd::stream::read::Decoder::new(bytes)
+        .and_then(|d| d.take(MAX_INFLATED + 1).read_to_end(&mut text));
+    if read.is_err() {
+        // What inflated before the damage is still read.
+        parsed.errors.push(ParseError::Shape {
+            offset: text.len() as u64,
+            what: "compressed rollout is not a complete zstd stream",
+        });
+    }
+    if text.len() as u64 > MAX_INFLATED {
+        text.truncate(MAX_INFLATED as usize);
+        parsed.errors.push(ParseError::Shape {
+            offset: MAX_INFLATED,
+            what: "compressed rollout inflates past 1 GiB: the rest is skipped",
+        });
+    }
+    let mut parser = rollout_parser(&plain_path(path));
+    let mut offset = 0u64;
+    for line in text.split_inclusive(|&b| b == b'\n') {
+        let start = offset;
+        offset += line.len() as u64;
+        // A torn last line (no newline) is complete in a compressed file.
+        let line = line.strip_suffix(b"\n").unwrap_or(line);
+        if let Err(e) = parser.line(line, start, &mut parsed.records) {
+            parsed.errors.push(e);
+        }
+    }
+    parser.finish(&mut parsed.records);
+    parsed
+}
+
 /// The uuid at the end of a rollout file name
-/// (`rollout-2025-10-31T18-36-16-<uuid>.jsonl`).
+/// (`rollout-2025-10-31T18-36-16-<uuid>.jsonl`, or its `.jsonl.zst`).
 fn id_from_file_name(path: &Path) -> Option<String> {
-    let stem = path.file_stem()?.to_str()?;
+    let plain = plain_path(path);
+    let stem = plain.file_stem()?.to_str()?;
     let tail = stem.get(stem.len().checked_sub(36)?..)?;
     looks_like_uuid(tail).then(|| tail.to_owned())
 }
@@ -584,6 +658,76 @@ mod tests {
     const EMPTY: &str = ".codex/sessions/2025/11/03/rollout-2025-11-03T18-40-00-b6c5d4e3-f2a1-4b0c-9d8e-7f6a5b4c3d2e.jsonl";
     const ANCIENT: &str = ".codex/archived_sessions/rollout-2025-05-20T08-00-00-5e4d3c2b-1a09-4f8e-b7d6-c5b4a3928170.jsonl";
     const HISTORY: &str = ".codex/history.jsonl";
+
+    /// A rollout Codex compressed (`.jsonl.zst`, the `.jsonl` deleted) is
+    /// found, read whole, and gives exactly the plain file's records, with
+    /// the same offsets, so the store keeps one copy; while both exist only
+    /// the plain file is read.
+    #[test]
+    fn compressed_rollouts_read_like_their_plain_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let loc = Locations::under_home(dir.path());
+        let src = home().join(MODERN);
+        let name = src.file_name().unwrap().to_str().unwrap();
+        let day = loc.codex_home.join("sessions/2025/11/03");
+        std::fs::create_dir_all(&day).unwrap();
+        let plain = day.join(name);
+        let mut bytes = std::fs::read(&src).unwrap();
+        // Codex compresses finished rollouts: no torn last line (the fixture has one).
+        let end = bytes.iter().rposition(|&b| b == b'\n').unwrap() + 1;
+        bytes.truncate(end);
+        std::fs::write(&plain, &bytes).unwrap();
+        let zst = day.join(format!("{name}.zst"));
+        std::fs::write(&zst, zstd::encode_all(&bytes[..], 3).unwrap()).unwrap();
+        // Both on disk (Codex mid-rewrite): the plain file only.
+        let found = Codex.discover(&loc);
+        assert_eq!(found.len(), 1);
+        assert_eq!(found[0].path, plain);
+        assert!(matches!(found[0].reader, Reader::Lines(_)));
+        std::fs::remove_file(&plain).unwrap();
+        let found = Codex.discover(&loc);
+        assert_eq!(found.len(), 1);
+        assert_eq!(found[0].path, zst);
+        let Reader::Whole(read) = found[0].reader else {
+            panic!("{:?}", found[0].reader)
+        };
+        let parsed = read(&zst, &std::fs::read(&zst).unwrap());
+        let (want, want_errors, _, _) = parse_rollout(MODERN);
+        assert_eq!(
+            parsed.errors.len(),
+            want_errors.len(),
+            "{:?}",
+            parsed.errors
+        );
+        assert!(!want.is_empty());
+        let key = |r: &Record| (r.content_hash(), r.offset, r.project.clone());
+        assert_eq!(
+            parsed.records.iter().map(key).collect::<Vec<_>>(),
+            want.iter().map(key).collect::<Vec<_>>()
+        );
+        assert_eq!(
+            parsed.records[0].session_id,
+            "7d0e4c1a-2b3f-4a5e-9c8d-1f2e3a4b5c6d"
+        );
+        // Its id still counts as having a rollout for history.jsonl.
+        assert_eq!(
+            rollout_files(&loc.codex_home)
+                .iter()
+                .filter_map(|p| id_from_file_name(p))
+                .collect::<Vec<_>>(),
+            ["7d0e4c1a-2b3f-4a5e-9c8d-1f2e3a4b5c6d"]
+        );
+        // A damaged stream: what inflated is kept, the damage counted.
+        let mut cut = zstd::encode_all(&bytes[..], 3).unwrap();
+        cut.truncate(cut.len() / 2);
+        let damaged = parse_compressed_rollout(&zst, &cut);
+        assert!(
+            matches!(damaged.errors[0], ParseError::Shape { what, .. } if what.contains("zstd")),
+            "{:?}",
+            damaged.errors
+        );
+        assert!(damaged.records.len() < want.len());
+    }
 
     fn parse_rollout(rel: &str) -> (Vec<Record>, Vec<ParseError>, usize, usize) {
         let path = home().join(rel);

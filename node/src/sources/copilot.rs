@@ -10,6 +10,10 @@
 //! output (failures too). The bookkeeping pseudo-tools `report_intent` and
 //! `task_complete` are skipped along with their results.
 //!
+//! `$COPILOT_HOME` replaces `~/.copilot` as the whole folder (GitHub's
+//! "Copilot CLI configuration directory" reference; the CLI's own source
+//! is not public).
+//!
 //! The legacy single-document form (`~/.copilot/history-session-state/*.json`,
 //! `{sessionId, startTime, timeline[]}`) is read whole; offsets there are the
 //! entry's index in `timeline[]`.
@@ -31,23 +35,31 @@ const PSEUDO_TOOLS: [&str; 2] = ["report_intent", "task_complete"];
 /// The Copilot CLI source.
 pub struct Copilot;
 
+/// `$COPILOT_HOME`, else `~/.copilot`.
+fn home(loc: &Locations) -> std::path::PathBuf {
+    loc.var_or("COPILOT_HOME", loc.copilot_home.clone())
+}
+
 impl Source for Copilot {
     fn agent(&self) -> &'static str {
         AGENT
     }
 
+    fn env_vars(&self) -> &'static [&'static str] {
+        &["COPILOT_HOME"]
+    }
+
     fn roots(&self, loc: &Locations) -> Vec<std::path::PathBuf> {
-        vec![
-            loc.copilot_home.join("session-state"),
-            loc.copilot_home.join("history-session-state"),
-        ]
+        let h = home(loc);
+        vec![h.join("session-state"), h.join("history-session-state")]
     }
 
     fn discover(&self, loc: &Locations) -> Vec<SourceFile> {
-        let events = walk_files(&loc.copilot_home.join("session-state"), 1, &|p| {
+        let h = home(loc);
+        let events = walk_files(&h.join("session-state"), 1, &|p| {
             p.file_name().is_some_and(|n| n == "events.jsonl")
         });
-        let legacy = walk_files(&loc.copilot_home.join("history-session-state"), 0, &|p| {
+        let legacy = walk_files(&h.join("history-session-state"), 0, &|p| {
             has_suffix(p, ".json")
         });
         events
@@ -292,6 +304,30 @@ pub fn parse_legacy(path: &Path, bytes: &[u8]) -> Parsed {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn copilot_home_moves_the_whole_folder() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let moved = dir.path().join("cp");
+        let s = moved.join("session-state/3f1c");
+        std::fs::create_dir_all(&s).expect("mkdir");
+        std::fs::write(s.join("events.jsonl"), "{}\n").expect("write");
+        std::fs::create_dir_all(moved.join("history-session-state")).expect("mkdir");
+        std::fs::write(moved.join("history-session-state/old.json"), "{}").expect("write");
+        let mut loc = Locations::under_home(&dir.path().join("home"));
+        assert!(Copilot.discover(&loc).is_empty());
+        loc.vars.insert("COPILOT_HOME".into(), moved.clone());
+        let found: Vec<std::path::PathBuf> =
+            Copilot.discover(&loc).into_iter().map(|f| f.path).collect();
+        assert_eq!(
+            found,
+            [
+                s.join("events.jsonl"),
+                moved.join("history-session-state/old.json")
+            ]
+        );
+        assert_eq!(Copilot.roots(&loc)[0], moved.join("session-state"));
+    }
 
     const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../fixtures/home");
     const REAL: &str = concat!(

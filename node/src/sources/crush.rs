@@ -26,6 +26,11 @@ impl Source for Crush {
         "crush"
     }
 
+    /// The project list and logs beside the global database.
+    fn not_history(&self) -> &'static [&'static str] {
+        &["projects.json", "logs"]
+    }
+
     fn env_vars(&self) -> &'static [&'static str] {
         &["CRUSH_GLOBAL_DATA"]
     }

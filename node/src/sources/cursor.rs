@@ -56,6 +56,23 @@ impl Source for Cursor {
         AGENT
     }
 
+    /// The CLI's project folders; the IDE's `User` folder holds settings
+    /// beside its databases, which are checked when they are read.
+    fn history_dirs(&self, loc: &Locations) -> Vec<std::path::PathBuf> {
+        vec![loc.home.join(".cursor/projects")]
+    }
+
+    fn not_history(&self) -> &'static [&'static str] {
+        &[
+            "mcps",
+            "terminals",
+            "rules",
+            "assets",
+            "worker.log",
+            "repo.json",
+        ]
+    }
+
     fn roots(&self, loc: &Locations) -> Vec<std::path::PathBuf> {
         vec![
             loc.cursor_config_dir.join("User"),
@@ -124,6 +141,13 @@ pub fn read_vscdb(path: &Path, watermark: &Watermark) -> Result<DbBatch, SourceE
             .map_err(sql_err)?;
         rows.collect::<rusqlite::Result<_>>().map_err(sql_err)?
     };
+    if !tables.contains("cursorDiskKV")
+        && !tables.contains("ItemTable")
+        && let Some(e) =
+            super::db::foreign_schema(path, &conn, &tables, "the ItemTable or cursorDiskKV tables")
+    {
+        return Err(e);
+    }
     let ws_project = workspace_project(path);
     let mut parsed = Parsed::default();
     let mut newest = since_ms;

@@ -80,3 +80,45 @@ pub fn time(v: ValueRef<'_>) -> Option<i64> {
 pub fn watermark_i64(w: &super::Watermark) -> Option<i64> {
     w.as_deref().and_then(|s| s.trim().parse().ok())
 }
+
+/// The error for a database whose `tables` lack the ones its reader knows
+/// (`wanted`, in words): [`SourceError::NotUnderstood`], naming the tables
+/// it has and its `user_version` when set. `None` when it has no table at
+/// all: the agent created it and has not written its schema yet.
+pub fn foreign_schema(
+    path: &Path,
+    conn: &Connection,
+    tables: &HashSet<String>,
+    wanted: &str,
+) -> Option<SourceError> {
+    let mut names: Vec<&str> = tables
+        .iter()
+        .map(String::as_str)
+        .filter(|t| !t.starts_with("sqlite_"))
+        .collect();
+    if names.is_empty() {
+        return None;
+    }
+    names.sort_unstable();
+    let shown = names.len().min(6);
+    let mut what = format!(
+        "a database without {wanted} (its tables: {}{})",
+        names[..shown].join(", "),
+        if names.len() > shown { ", ..." } else { "" }
+    );
+    if let Some(v) = user_version(conn) {
+        what.push_str(&format!(", schema version {v}"));
+    }
+    Some(SourceError::NotUnderstood {
+        path: path.to_path_buf(),
+        what,
+    })
+}
+
+/// A database's `PRAGMA user_version`, when set (not 0).
+pub fn user_version(conn: &Connection) -> Option<i64> {
+    let v: i64 = conn
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .ok()?;
+    (v != 0).then_some(v)
+}

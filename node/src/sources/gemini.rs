@@ -8,8 +8,26 @@
 //!   ...), message lines where the same message `id` can appear several
 //!   times (the **last** occurrence wins), `{"$set": {...}}` metadata patches
 //!   and `{"$rewindTo": "<id>"}`, which drops that message and everything
-//!   after it. Because of last-wins and rewinds, both are read with
-//!   [`Reader::Whole`] and re-parsed when they change.
+//!   after it (everything when the id is unknown). Because of last-wins and
+//!   rewinds, both are read with [`Reader::Whole`] and re-parsed when they
+//!   change.
+//!
+//! From the CLI's own reader (google-gemini/gemini-cli
+//! `packages/core/src/services/chatRecordingService.ts` and
+//! `context/chatCompressionService.ts` at 5411f113cafa):
+//!
+//! - `{"$set": {"messages": [...]}}` is a checkpoint of the whole history
+//!   (written after masking or compression). The CLI rebuilds from it;
+//!   cairn, a memory, updates the messages it names in place and keeps the
+//!   ones it no longer names (compressed out of the model's context, but
+//!   said). A message new in a checkpoint goes before the next one it
+//!   already knew.
+//! - Compression puts a summary turn (`role: user`, the model's own
+//!   `<state_snapshot>`) and a canned model reply ("Got it. Thanks for the
+//!   additional context!") first: the summary is indexed as the assistant's
+//!   words, prefixed `[compression summary]`, the reply is dropped.
+//! - A subagent's log is `chats/<parent session id>/<session id>.jsonl`
+//!   with `kind: "subagent"` in its header: its records name the parent.
 //!
 //! The files carry no working directory. The project is taken from a
 //! `.project_root` file in the `<project>` folder, else from
@@ -37,6 +55,12 @@ pub struct Gemini;
 impl Source for Gemini {
     fn agent(&self) -> &'static str {
         AGENT
+    }
+
+    /// Per project beside `chats/`: the prompt log, shell history and
+    /// checkpoints; `bin/` holds the CLI's own ripgrep.
+    fn not_history(&self) -> &'static [&'static str] {
+        &["bin", "logs.json", "shell_history", "checkpoints"]
     }
 
     fn roots(&self, loc: &Locations) -> Vec<std::path::PathBuf> {
@@ -109,7 +133,7 @@ pub fn parse(path: &Path, bytes: &[u8]) -> Parsed {
     } else {
         parse_json(bytes)
     };
-    let Some((session, messages)) = session else {
+    let Some((session, messages, subagent)) = session else {
         return out;
     };
     let fallback = path
@@ -117,6 +141,14 @@ pub fn parse(path: &Path, bytes: &[u8]) -> Parsed {
         .and_then(|s| s.to_str())
         .unwrap_or_default();
     let session_id = session.unwrap_or_else(|| fallback.to_owned());
+    // A subagent's log lies in a folder named for its parent session.
+    let parent = path
+        .parent()
+        .filter(|d| subagent && d.file_name() != Some("chats".as_ref()))
+        .and_then(|d| d.file_name())
+        .and_then(|n| n.to_str())
+        .map(str::to_owned);
+    let first = out.records.len();
     for (msg, offset) in messages {
         emit_message(
             &msg,
@@ -126,10 +158,14 @@ pub fn parse(path: &Path, bytes: &[u8]) -> Parsed {
             &mut out.records,
         );
     }
+    for r in &mut out.records[first..] {
+        r.parent_session = parent.clone();
+    }
     out
 }
 
-type Session = (Option<String>, Vec<(Value, u64)>);
+/// The session id, its messages with their offsets, and whether it is a subagent's.
+type Session = (Option<String>, Vec<(Value, u64)>, bool);
 
 fn parse_json(bytes: &[u8]) -> (Option<Session>, Parsed) {
     let mut out = Parsed::default();
@@ -155,17 +191,19 @@ fn parse_json(bytes: &[u8]) -> (Option<Session>, Parsed) {
         return (None, out);
     };
     let session = str_field(obj, "sessionId");
+    let subagent = obj.get("kind").and_then(Value::as_str) == Some("subagent");
     let msgs = messages
         .iter()
         .enumerate()
         .map(|(i, m)| (m.clone(), i as u64))
         .collect();
-    (Some((session, msgs)), out)
+    (Some((session, msgs, subagent)), out)
 }
 
 fn parse_jsonl(bytes: &[u8]) -> (Option<Session>, Parsed) {
     let mut out = Parsed::default();
     let mut session: Option<String> = None;
+    let mut subagent = false;
     // Messages in order, with the offset of the line holding the winning copy.
     let mut order: Vec<(Option<String>, Value, u64)> = Vec::new();
     let mut index: HashMap<String, usize> = HashMap::new();
@@ -207,13 +245,20 @@ fn parse_jsonl(bytes: &[u8]) -> (Option<Session>, Parsed) {
             if let Some(id) = set.as_object().and_then(|s| str_field(s, "sessionId")) {
                 session = Some(id);
             }
+            if let Some(messages) = set.get("messages").and_then(Value::as_array) {
+                checkpoint(messages, line_offset, &mut order, &mut index);
+            }
             continue;
         }
         if let Some(target) = obj.get("$rewindTo") {
-            if let Some(pos) = target.as_str().and_then(|t| index.get(t).copied()) {
-                order.truncate(pos);
-                index.retain(|_, i| *i < pos);
-            }
+            // To an id never seen (or compressed away before this log was
+            // resumed): the CLI clears everything, and so does cairn.
+            let pos = target
+                .as_str()
+                .and_then(|t| index.get(t).copied())
+                .unwrap_or(0);
+            order.truncate(pos);
+            index.retain(|_, i| *i < pos);
             continue;
         }
         if obj.contains_key("type") || obj.contains_key("id") {
@@ -232,10 +277,58 @@ fn parse_jsonl(bytes: &[u8]) -> (Option<Session>, Parsed) {
         if session.is_none() {
             session = str_field(obj, "sessionId");
         }
+        if obj.get("kind").and_then(Value::as_str) == Some("subagent") {
+            subagent = true;
+        }
         // Other bookkeeping lines are skipped silently.
     }
     let msgs = order.into_iter().map(|(_, v, o)| (v, o)).collect();
-    (Some((session, msgs)), out)
+    (Some((session, msgs, subagent)), out)
+}
+
+/// Messages in replay order (id, message, offset of its line).
+type Order = Vec<(Option<String>, Value, u64)>;
+
+/// Applies a `$set.messages` checkpoint (see the module docs): each
+/// message it names replaces the known copy in place; a new one goes
+/// before the next message the checkpoint names that was known, or last.
+fn checkpoint(
+    messages: &[Value],
+    offset: u64,
+    order: &mut Order,
+    index: &mut HashMap<String, usize>,
+) {
+    let mut pending: Vec<(Option<String>, Value, u64)> = Vec::new();
+    for m in messages {
+        if !m.is_object() {
+            continue;
+        }
+        let id = m.as_object().and_then(|o| str_field(o, "id"));
+        match id.as_ref().and_then(|id| index.get(id).copied()) {
+            Some(i) => {
+                order[i] = (id, m.clone(), offset);
+                if !pending.is_empty() {
+                    order.splice(i..i, pending.drain(..));
+                    reindex(order, index);
+                }
+            }
+            None => pending.push((id, m.clone(), offset)),
+        }
+    }
+    if !pending.is_empty() {
+        order.append(&mut pending);
+        reindex(order, index);
+    }
+}
+
+/// Rebuilds the id → position map after messages were inserted.
+fn reindex(order: &Order, index: &mut HashMap<String, usize>) {
+    index.clear();
+    for (i, (id, _, _)) in order.iter().enumerate() {
+        if let Some(id) = id {
+            index.insert(id.clone(), i);
+        }
+    }
 }
 
 fn str_field(obj: &Map<String, Value>, key: &str) -> Option<String> {
@@ -296,6 +389,17 @@ fn emit_message(
         r
     };
     match obj.get("type").and_then(Value::as_str).unwrap_or_default() {
+        "user" if is_compression_summary(obj) => {
+            let text = obj.get("content").map(parts_text).unwrap_or_default();
+            let text = format!("[compression summary] {}", text.trim());
+            out.push(make(
+                Role::Assistant,
+                cap_text(&text, TEXT_CAP),
+                Vec::new(),
+                time,
+            ));
+        }
+        "gemini" | "model" if is_compression_ack(obj) => {}
         "user" => {
             // `displayContent` is what the user typed (`/init`) when `content`
             // holds the expanded harness prompt; a display made only of
@@ -345,6 +449,21 @@ fn emit_message(
 }
 
 /// A compact line for a tool call plus the files it names.
+/// The summary turn compression puts first: a user-role message holding
+/// the model's `<state_snapshot>` (after its scratchpad, if any).
+fn is_compression_summary(obj: &Map<String, Value>) -> bool {
+    obj.get("content")
+        .map(parts_text)
+        .is_some_and(|t| t.contains("<state_snapshot>"))
+}
+
+/// The canned reply compression puts after its summary.
+fn is_compression_ack(obj: &Map<String, Value>) -> bool {
+    obj.get("content")
+        .map(parts_text)
+        .is_some_and(|t| t.trim() == "Got it. Thanks for the additional context!")
+}
+
 fn describe_tool(name: &str, args: &Value) -> (String, Vec<String>) {
     let mut files = Vec::new();
     for key in [
@@ -612,6 +731,120 @@ mod tests {
                 .next()
                 .unwrap()
                 .contains("toolCalls")
+        );
+    }
+
+    /// Writes a `.jsonl` session under `<tmp>/<project>/chats/<sub>`.
+    fn write_log(dir: &Path, sub: &str, name: &str, lines: &[Value]) -> PathBuf {
+        let d = dir.join("tmp/proj/chats").join(sub);
+        std::fs::create_dir_all(&d).unwrap();
+        let p = d.join(name);
+        let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
+        std::fs::write(&p, text).unwrap();
+        p
+    }
+
+    fn msg(id: &str, kind: &str, text: &str) -> Value {
+        serde_json::json!({"id": id, "timestamp": "2026-11-20T10:00:00Z", "type": kind,
+                           "content": [{"text": text}]})
+    }
+
+    fn read(p: &Path) -> Parsed {
+        parse(p, &std::fs::read(p).unwrap())
+    }
+
+    /// A `$set.messages` checkpoint (compression): the messages it names are
+    /// updated in place, those it drops are kept, the summary is indexed as
+    /// the assistant's and the canned reply dropped; a rewind to an id never
+    /// seen clears everything, as the CLI does.
+    #[test]
+    fn checkpoints_compression_and_rewinds_replay_like_the_cli() {
+        let dir = tempfile::tempdir().unwrap();
+        let header = serde_json::json!({"sessionId": "s-main", "projectHash": "h", "kind": "main"});
+        let p = write_log(
+            dir.path(),
+            "",
+            "session-a.jsonl",
+            &[
+                header.clone(),
+                msg("u1", "user", "where do the heron logs go?"),
+                msg("g1", "gemini", "to /var/log/heron"),
+                msg("u2", "user", "rotate them weekly"),
+                msg("g2", "gemini", "done: weekly rotation"),
+                serde_json::json!({"$set": {"lastUpdated": "2026-11-20T10:05:00Z", "messages": [
+                    msg("c1", "user", "scratchpad...\n<state_snapshot>heron logs rotate weekly</state_snapshot>"),
+                    msg("c2", "gemini", "Got it. Thanks for the additional context!"),
+                    msg("u2", "user", "rotate them weekly, keep 4"),
+                    msg("g2", "gemini", "done: weekly rotation"),
+                ]}}),
+                msg("u3", "user", "and compress them"),
+            ],
+        );
+        let got: Vec<(Role, String)> = read(&p)
+            .records
+            .into_iter()
+            .map(|r| (r.role, r.text))
+            .collect();
+        let want: Vec<(Role, String)> = [
+            (Role::User, "where do the heron logs go?"),
+            (Role::Assistant, "to /var/log/heron"),
+            (Role::Assistant, "[compression summary] scratchpad...\n<state_snapshot>heron logs rotate weekly</state_snapshot>"),
+            (Role::User, "rotate them weekly, keep 4"),
+            (Role::Assistant, "done: weekly rotation"),
+            (Role::User, "and compress them"),
+        ]
+        .into_iter()
+        .map(|(r, t)| (r, t.to_owned()))
+        .collect();
+        assert_eq!(got, want);
+
+        let p = write_log(
+            dir.path(),
+            "",
+            "session-b.jsonl",
+            &[
+                header,
+                msg("u1", "user", "first try"),
+                serde_json::json!({"$rewindTo": "never-seen"}),
+                msg("u9", "user", "second try"),
+            ],
+        );
+        let got: Vec<String> = read(&p).records.into_iter().map(|r| r.text).collect();
+        assert_eq!(got, ["second try"]);
+    }
+
+    /// A subagent's log, `chats/<parent>/<id>.jsonl` with `kind: subagent`,
+    /// is found and its records name the parent session.
+    #[test]
+    fn subagent_logs_name_their_parent() {
+        let dir = tempfile::tempdir().unwrap();
+        let parent = "8d1f2c3b-aaaa-4bbb-8ccc-123456789abc";
+        write_log(
+            dir.path(),
+            parent,
+            "sub-77.jsonl",
+            &[
+                serde_json::json!({"sessionId": "sub-77", "projectHash": "h", "kind": "subagent"}),
+                msg("s1", "user", "list the heron config files"),
+                msg("s2", "gemini", "heron.toml and heron.local.toml"),
+            ],
+        );
+        let mut loc = Locations::under_home(dir.path());
+        loc.gemini_home = dir.path().to_path_buf();
+        std::fs::create_dir_all(dir.path().join(".gemini")).unwrap();
+        std::fs::rename(dir.path().join("tmp"), dir.path().join(".gemini/tmp")).unwrap();
+        let moved = dir
+            .path()
+            .join(".gemini/tmp/proj/chats")
+            .join(parent)
+            .join("sub-77.jsonl");
+        let found: Vec<PathBuf> = Gemini.discover(&loc).into_iter().map(|f| f.path).collect();
+        assert_eq!(found, std::slice::from_ref(&moved));
+        let recs = read(&moved).records;
+        assert_eq!(recs.len(), 2);
+        assert!(
+            recs.iter()
+                .all(|r| r.session_id == "sub-77" && r.parent_session.as_deref() == Some(parent))
         );
     }
 

@@ -97,8 +97,17 @@ fn message_records(role: &str, content: &Value, mk: Make<'_>, out: &mut Vec<Reco
                 blocks::push_call(name, args, mk, out);
             }
             Some("toolResponse") => {
-                let res = b.pointer("/toolResult/value").unwrap_or(&Value::Null);
-                blocks::push_output(&blocks::result_text(res), mk, out);
+                // A failed call is `{status: "error", error: "<message>"}`
+                // (block/goose `conversation/tool_result_serde.rs` at
+                // 05132966065f), not a `value`: its message is the output.
+                let result = b.get("toolResult").unwrap_or(&Value::Null);
+                let output = match result.get("error").and_then(Value::as_str) {
+                    Some(e) if result.get("status").and_then(Value::as_str) == Some("error") => {
+                        format!("[error] {e}")
+                    }
+                    _ => blocks::result_text(result.get("value").unwrap_or(&Value::Null)),
+                };
+                blocks::push_output(&output, mk, out);
             }
             _ => {}
         }
@@ -113,14 +122,18 @@ fn message_records(role: &str, content: &Value, mk: Make<'_>, out: &mut Vec<Reco
 pub fn read_db(path: &Path, watermark: &Watermark) -> Result<DbBatch, SourceError> {
     let conn = db::open_read_only(path)?;
     let since = db::watermark_i64(watermark).unwrap_or(0);
-    let run = || -> rusqlite::Result<DbBatch> {
-        let t = db::tables(&conn)?;
-        if !(t.contains("sessions") && t.contains("messages")) {
-            return Ok(DbBatch {
-                parsed: Parsed::default(),
-                watermark: watermark.clone(),
-            });
+    let t = db::tables(&conn).map_err(|e| db::sql_err(path, e))?;
+    if !(t.contains("sessions") && t.contains("messages")) {
+        if let Some(e) = db::foreign_schema(path, &conn, &t, "goose's sessions and messages tables")
+        {
+            return Err(e);
         }
+        return Ok(DbBatch {
+            parsed: Parsed::default(),
+            watermark: watermark.clone(),
+        });
+    }
+    let run = || -> rusqlite::Result<DbBatch> {
         let m = db::columns(&conn, "messages")?;
         let s = db::columns(&conn, "sessions")?;
         let sql = format!(
@@ -260,6 +273,31 @@ mod tests {
         assert_eq!(recs[0].session_id, "20250101_120000");
         assert_eq!(recs[0].project.as_deref(), Some("/home/dev/x"));
         assert_eq!(recs[1].text, "shell: ls");
+    }
+
+    /// A failed tool call's result is `{status: "error", error}`: read as
+    /// its output, beside a successful one's `value`.
+    #[test]
+    fn failed_tool_results_are_read_as_tool_output() {
+        let mut p = new_parser(Path::new("/x/20250101_120000.jsonl"));
+        let text = concat!(
+            "{\"working_dir\":\"/home/dev/x\"}\n",
+            "{\"role\":\"user\",\"created\":1735732802,\"content\":[{\"type\":\"toolResponse\",\"id\":\"1\",\"toolResult\":{\"status\":\"error\",\"error\":\"-32603: command not found: cargo-nextest\"}}]}\n",
+            "{\"role\":\"user\",\"created\":1735732803,\"content\":[{\"type\":\"toolResponse\",\"id\":\"2\",\"toolResult\":{\"status\":\"success\",\"value\":[{\"type\":\"text\",\"text\":\"ok: 3 tests\"}]}}]}\n",
+        );
+        let (recs, errs) = feed_lines(p.as_mut(), text.as_bytes());
+        assert!(errs.is_empty(), "{errs:?}");
+        let got: Vec<(Role, &str)> = recs.iter().map(|r| (r.role, r.text.as_str())).collect();
+        assert_eq!(
+            got,
+            [
+                (
+                    Role::ToolOutput,
+                    "[error] -32603: command not found: cargo-nextest"
+                ),
+                (Role::ToolOutput, "ok: 3 tests"),
+            ]
+        );
     }
 
     #[test]

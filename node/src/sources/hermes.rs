@@ -39,6 +39,12 @@ impl Source for Hermes {
         AGENT
     }
 
+    /// The home also holds config, skills and memories; its `state.db`
+    /// is checked when it is read.
+    fn history_dirs(&self, loc: &Locations) -> Vec<PathBuf> {
+        vec![home(loc).join("sessions")]
+    }
+
     fn env_vars(&self) -> &'static [&'static str] {
         &["HERMES_HOME"]
     }
@@ -88,13 +94,17 @@ pub fn read_db(path: &Path, watermark: &Watermark) -> Result<DbBatch, SourceErro
         .and_then(|d| d.file_name())
         .and_then(|n| n.to_str())
         .map(str::to_owned);
-    let run = || -> rusqlite::Result<DbBatch> {
-        if !db::tables(&conn)?.contains("messages") {
-            return Ok(DbBatch {
-                parsed: Parsed::default(),
-                watermark: watermark.clone(),
-            });
+    let t = db::tables(&conn).map_err(|e| db::sql_err(path, e))?;
+    if !t.contains("messages") {
+        if let Some(e) = db::foreign_schema(path, &conn, &t, "Hermes' messages table") {
+            return Err(e);
         }
+        return Ok(DbBatch {
+            parsed: Parsed::default(),
+            watermark: watermark.clone(),
+        });
+    }
+    let run = || -> rusqlite::Result<DbBatch> {
         let cols = db::columns(&conn, "messages")?;
         let id = if cols.contains("id") { "id" } else { "rowid" };
         let sql = format!(

@@ -34,6 +34,7 @@ pub mod goose;
 pub mod hermes;
 pub mod kimi;
 pub mod kimi_cli;
+pub mod layout;
 pub mod md5;
 pub mod notes;
 pub mod omp;
@@ -213,6 +214,17 @@ pub enum SourceError {
         #[source]
         source: rusqlite::Error,
     },
+    /// A store in a layout or version cairn does not understand (a
+    /// database without the tables its reader knows, say). The message
+    /// starts with [`layout::NOT_UNDERSTOOD`], which is how a stored error
+    /// is told apart from a store that failed for a passing reason.
+    #[error("found, not understood: {what} ({path})")]
+    NotUnderstood {
+        /// The store.
+        path: PathBuf,
+        /// What cairn found there, in a few words.
+        what: String,
+    },
 }
 
 /// What a parser produced from some input: the records, plus the errors of
@@ -324,12 +336,49 @@ impl Stat {
 }
 
 /// A store that is on disk but that cairn cannot read, and why.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Unreadable {
     /// The file or folder found.
     pub path: PathBuf,
-    /// Why it cannot be read, in a few words ("encrypted by the editor").
-    pub reason: &'static str,
+    /// Why it cannot be read, in a few words ("encrypted by the editor",
+    /// "2 entries in a layout cairn does not read: unified/, x.json").
+    pub reason: String,
+    /// Whether no reader could read it, or this cairn does not know its layout.
+    pub kind: UnreadableKind,
+    /// The agent's release or schema version that wrote it, when the store says.
+    pub release: Option<String>,
+}
+
+/// Why a found store is not read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum UnreadableKind {
+    /// Encrypted, or kept on a server: no release of cairn will read it.
+    Closed,
+    /// A layout or version this cairn does not know: a newer reader may.
+    NotUnderstood,
+}
+
+impl Unreadable {
+    /// A store no reader can read (encrypted, kept on a server).
+    pub fn closed(path: PathBuf, reason: &str) -> Unreadable {
+        Unreadable {
+            path,
+            reason: reason.to_owned(),
+            kind: UnreadableKind::Closed,
+            release: None,
+        }
+    }
+
+    /// A store in a layout or version this cairn does not know.
+    pub fn not_understood(path: PathBuf, what: String, release: Option<String>) -> Unreadable {
+        Unreadable {
+            path,
+            reason: what,
+            kind: UnreadableKind::NotUnderstood,
+            release,
+        }
+    }
 }
 
 /// An agent whose history cairn reads.
@@ -352,8 +401,22 @@ pub trait Source: Send + Sync {
         &[]
     }
     /// Stores that exist but cannot be read (encrypted, kept on a server).
+    /// Stores found but not understood are found by [`layout::unread`],
+    /// which adds these.
     fn unreadable(&self, _loc: &Locations) -> Vec<Unreadable> {
         Vec::new()
+    }
+    /// The folders that hold nothing but this agent's history, each entry
+    /// of which some reader should understand: [`layout::not_understood`]
+    /// reports those none does. Default: the [`Source::roots`].
+    fn history_dirs(&self, loc: &Locations) -> Vec<PathBuf> {
+        self.roots(loc)
+    }
+    /// Names of the agent's own bookkeeping inside its history folders
+    /// (not history, never reported as not understood), matched against
+    /// each part of a path below a history folder.
+    fn not_history(&self) -> &'static [&'static str] {
+        &[]
     }
 }
 

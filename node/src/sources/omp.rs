@@ -42,6 +42,10 @@ impl Source for Omp {
         "omp"
     }
 
+    fn history_dirs(&self, loc: &Locations) -> Vec<PathBuf> {
+        session_dirs(loc)
+    }
+
     fn roots(&self, loc: &Locations) -> Vec<PathBuf> {
         vec![loc.home.join(".omp"), loc.xdg_data_home.join("omp")]
     }

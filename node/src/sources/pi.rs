@@ -1,4 +1,7 @@
 //! pi (pi-coding-agent): `~/.pi/agent/sessions/**/*.jsonl`, append-only.
+//! `$PI_CODING_AGENT_DIR` replaces `~/.pi/agent` (badlogic/pi-mono
+//! `packages/coding-agent/src/config.ts` at 406a8762a37a: `getAgentDir`,
+//! `getSessionsDir`).
 //!
 //! The first line is a `{type:"session", id, cwd, ...}` header (the early
 //! format and v3 differ only in extra fields). `message` lines hold
@@ -25,17 +28,27 @@ const AGENT: &str = "pi";
 /// The pi source.
 pub struct Pi;
 
+/// `$PI_CODING_AGENT_DIR/sessions`, else `~/.pi/agent/sessions`.
+fn sessions_dir(loc: &Locations) -> std::path::PathBuf {
+    loc.var_or("PI_CODING_AGENT_DIR", loc.pi_home.join("agent"))
+        .join("sessions")
+}
+
 impl Source for Pi {
     fn agent(&self) -> &'static str {
         AGENT
     }
 
+    fn env_vars(&self) -> &'static [&'static str] {
+        &["PI_CODING_AGENT_DIR"]
+    }
+
     fn roots(&self, loc: &Locations) -> Vec<std::path::PathBuf> {
-        vec![loc.pi_home.join("agent/sessions")]
+        vec![sessions_dir(loc)]
     }
 
     fn discover(&self, loc: &Locations) -> Vec<SourceFile> {
-        let root = loc.pi_home.join("agent/sessions");
+        let root = sessions_dir(loc);
         walk_stores(
             &root,
             4,
@@ -206,6 +219,22 @@ fn describe_tool(name: &str, args: &Value) -> (String, Vec<String>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn pi_coding_agent_dir_moves_the_sessions() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let agent = dir.path().join("pi-agent");
+        let d = agent.join("sessions/--work-app--");
+        std::fs::create_dir_all(&d).expect("mkdir");
+        std::fs::write(d.join("s.jsonl"), "{}\n").expect("write");
+        let mut loc = Locations::under_home(&dir.path().join("home"));
+        assert!(Pi.discover(&loc).is_empty());
+        loc.vars.insert("PI_CODING_AGENT_DIR".into(), agent.clone());
+        let found: Vec<std::path::PathBuf> =
+            Pi.discover(&loc).into_iter().map(|f| f.path).collect();
+        assert_eq!(found, [d.join("s.jsonl")]);
+        assert_eq!(Pi.roots(&loc), [agent.join("sessions")]);
+    }
     use crate::sources::common::walk_files;
 
     const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../fixtures/home");

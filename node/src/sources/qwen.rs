@@ -1,6 +1,13 @@
 //! Qwen Code (a Gemini CLI fork): `~/.qwen/projects/<encoded cwd>/chats/<id>.jsonl`,
 //! append-only, read from the last safe offset.
 //!
+//! Where (QwenLM/qwen-code `packages/core/src/config/storage.ts` at
+//! 013e660f5799): the global folder is `$QWEN_HOME` (resolved against the
+//! working folder when relative) or `~/.qwen`; session data goes under
+//! the runtime folder, `$QWEN_RUNTIME_DIR` or else the global one
+//! (`getRuntimeBaseDir`, `getProjectDir`). Both are looked in, so sessions
+//! written before the runtime folder was moved are still read.
+//!
 //! Each line is `{uuid, parentUuid, sessionId, timestamp, type, cwd,
 //! message{role: user|model, parts[]}}`; `type` is `user`, `assistant`,
 //! `tool_result` or `system` (telemetry and slash commands, skipped). Parts
@@ -26,23 +33,37 @@ impl Source for Qwen {
         AGENT
     }
 
+    fn env_vars(&self) -> &'static [&'static str] {
+        &["QWEN_HOME", "QWEN_RUNTIME_DIR"]
+    }
+
     fn roots(&self, loc: &Locations) -> Vec<PathBuf> {
-        vec![loc.home.join(".qwen/projects")]
+        let global = loc.var_or("QWEN_HOME", loc.home.join(".qwen"));
+        let mut v = vec![global.join("projects")];
+        if let Some(runtime) = loc.var("QWEN_RUNTIME_DIR") {
+            v.insert(0, runtime.join("projects"));
+        }
+        v.dedup();
+        v
     }
 
     fn discover(&self, loc: &Locations) -> Vec<SourceFile> {
-        let root = loc.home.join(".qwen/projects");
-        walk_stores(
-            &root,
-            3,
-            &|p| {
-                has_suffix(p, ".jsonl")
-                    && p.parent()
-                        .and_then(|d| d.file_name())
-                        .is_some_and(|n| n == "chats")
-            },
-            Reader::Lines(new_parser),
-        )
+        self.roots(loc)
+            .iter()
+            .flat_map(|root| {
+                walk_stores(
+                    root,
+                    3,
+                    &|p| {
+                        has_suffix(p, ".jsonl")
+                            && p.parent()
+                                .and_then(|d| d.file_name())
+                                .is_some_and(|n| n == "chats")
+                    },
+                    Reader::Lines(new_parser),
+                )
+            })
+            .collect()
     }
 }
 
@@ -113,6 +134,36 @@ impl LineParser for QwenParser {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `QWEN_RUNTIME_DIR` moves the sessions; `QWEN_HOME` moves the global
+    /// folder, where sessions live when no runtime folder is set.
+    #[test]
+    fn qwen_home_and_runtime_dir_move_the_sessions() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let chat = |base: &Path, id: &str| {
+            let d = base.join("projects/-work-app/chats");
+            std::fs::create_dir_all(&d).expect("mkdir");
+            let p = d.join(format!("{id}.jsonl"));
+            std::fs::write(&p, "{}\n").expect("write");
+            p
+        };
+        let home = dir.path().join("home");
+        let default = chat(&home.join(".qwen"), "a");
+        let qhome = chat(&dir.path().join("qhome"), "b");
+        let runtime = chat(&dir.path().join("rt"), "c");
+        let found = |loc: &Locations| -> Vec<PathBuf> {
+            Qwen.discover(loc).into_iter().map(|f| f.path).collect()
+        };
+        let mut loc = Locations::under_home(&home);
+        assert_eq!(found(&loc), [default]);
+        loc.vars
+            .insert("QWEN_HOME".into(), dir.path().join("qhome"));
+        assert_eq!(found(&loc), std::slice::from_ref(&qhome));
+        loc.vars
+            .insert("QWEN_RUNTIME_DIR".into(), dir.path().join("rt"));
+        assert_eq!(found(&loc), [runtime, qhome]);
+        assert!(crate::sources::env_vars().contains(&"QWEN_RUNTIME_DIR"));
+    }
     use crate::sources::common::feed_lines;
 
     #[test]

@@ -24,6 +24,11 @@ impl Source for Windsurf {
         "windsurf"
     }
 
+    /// Nothing here is read: [`Source::unreadable`] says why.
+    fn history_dirs(&self, _loc: &Locations) -> Vec<PathBuf> {
+        Vec::new()
+    }
+
     fn roots(&self, loc: &Locations) -> Vec<PathBuf> {
         vec![loc.home.join(".codeium/windsurf/cascade")]
     }
@@ -37,10 +42,10 @@ impl Source for Windsurf {
         if walk_files(&dir, 1, &|p| has_suffix(p, ".pb")).is_empty() {
             return Vec::new();
         }
-        vec![Unreadable {
-            path: dir,
-            reason: "Windsurf encrypts its Cascade history",
-        }]
+        vec![Unreadable::closed(
+            dir,
+            "Windsurf encrypts its Cascade history",
+        )]
     }
 }
 
@@ -57,6 +62,11 @@ impl Source for Trae {
         "trae"
     }
 
+    /// Nothing here is read: [`Source::unreadable`] says why.
+    fn history_dirs(&self, _loc: &Locations) -> Vec<PathBuf> {
+        Vec::new()
+    }
+
     fn roots(&self, loc: &Locations) -> Vec<PathBuf> {
         trae_dbs(loc)
     }
@@ -69,10 +79,7 @@ impl Source for Trae {
         trae_dbs(loc)
             .into_iter()
             .filter(|p| p.is_file())
-            .map(|path| Unreadable {
-                path,
-                reason: "Trae encrypts its agent database",
-            })
+            .map(|path| Unreadable::closed(path, "Trae encrypts its agent database"))
             .collect()
     }
 }
@@ -80,6 +87,11 @@ impl Source for Trae {
 impl Source for Plandex {
     fn agent(&self) -> &'static str {
         "plandex"
+    }
+
+    /// Nothing here is read: [`Source::unreadable`] says why.
+    fn history_dirs(&self, _loc: &Locations) -> Vec<PathBuf> {
+        Vec::new()
     }
 
     fn roots(&self, loc: &Locations) -> Vec<PathBuf> {
@@ -97,9 +109,8 @@ impl Source for Plandex {
         self.roots(loc)
             .into_iter()
             .filter(|p| p.is_dir())
-            .map(|path| Unreadable {
-                path,
-                reason: "Plandex keeps plans and conversations on its server",
+            .map(|path| {
+                Unreadable::closed(path, "Plandex keeps plans and conversations on its server")
             })
             .collect()
     }

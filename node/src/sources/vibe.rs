@@ -44,6 +44,11 @@ impl Source for Vibe {
         AGENT
     }
 
+    /// The running sessions' registry and the plugin cache.
+    fn not_history(&self) -> &'static [&'static str] {
+        &["active", "plugins"]
+    }
+
     fn env_vars(&self) -> &'static [&'static str] {
         &["VIBE_HOME"]
     }

@@ -110,8 +110,18 @@ impl Source for Roo {
     }
 }
 
-fn kilo_db(loc: &Locations) -> PathBuf {
-    loc.xdg_data_home.join("kilo/kilo.db")
+/// The Kilo CLI's database: `$KILO_DB` when it names a file (absolute, or
+/// relative to the data folder; `:memory:` keeps nothing on disk), else
+/// `$XDG_DATA_HOME/kilo/kilo.db`. Kilo is an opencode fork and resolves
+/// it as opencode resolves `OPENCODE_DB` (anomalyco/opencode
+/// `packages/core/src/database/database.ts`, `path()`).
+fn kilo_db(loc: &Locations) -> Option<PathBuf> {
+    let data = loc.xdg_data_home.join("kilo");
+    match loc.var("KILO_DB") {
+        Some(p) if p.as_os_str() == ":memory:" => None,
+        Some(p) => Some(data.join(p)),
+        None => Some(data.join("kilo.db")),
+    }
 }
 
 impl Source for Kilo {
@@ -119,16 +129,34 @@ impl Source for Kilo {
         "kilo"
     }
 
+    fn env_vars(&self) -> &'static [&'static str] {
+        &["KILO_DB"]
+    }
+
+    /// The CLI's data folder holds logs and binaries beside its database.
+    fn not_history(&self) -> &'static [&'static str] {
+        &[
+            "log",
+            "bin",
+            "snapshot",
+            "tool-output",
+            "auth.json",
+            "mcp-auth.json",
+        ]
+    }
+
     fn roots(&self, loc: &Locations) -> Vec<PathBuf> {
         let mut v = task_dirs(loc, "kilocode.kilo-code");
         v.push(loc.xdg_data_home.join("kilo"));
+        v.extend(kilo_db(loc).filter(|db| !db.starts_with(loc.xdg_data_home.join("kilo"))));
         v
     }
 
     fn discover(&self, loc: &Locations) -> Vec<SourceFile> {
         let mut out = history_files(&task_dirs(loc, "kilocode.kilo-code"), parse_kilo);
-        let db = kilo_db(loc);
-        if db.is_file() {
+        if let Some(db) = kilo_db(loc)
+            && db.is_file()
+        {
             out.push(SourceFile::new(
                 db,
                 Reader::Database(super::opencode::read_db),
@@ -287,6 +315,37 @@ fn parse(path: &Path, bytes: &[u8], agent: &'static str) -> Parsed {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `KILO_DB` moves the CLI's database: an absolute path as is, a
+    /// relative one under the data folder, `:memory:` to nowhere.
+    #[test]
+    fn kilo_db_names_the_database() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut loc = Locations::under_home(dir.path());
+        let dbs = |loc: &Locations| -> Vec<PathBuf> {
+            Kilo.discover(loc)
+                .into_iter()
+                .filter(|f| matches!(f.reader, Reader::Database(_)))
+                .map(|f| f.path)
+                .collect()
+        };
+        let default = loc.xdg_data_home.join("kilo/kilo.db");
+        std::fs::create_dir_all(default.parent().expect("parent")).expect("mkdir");
+        std::fs::write(&default, b"").expect("write");
+        assert_eq!(dbs(&loc), [default]);
+        let moved = dir.path().join("elsewhere/k.db");
+        std::fs::create_dir_all(moved.parent().expect("parent")).expect("mkdir");
+        std::fs::write(&moved, b"").expect("write");
+        loc.vars.insert("KILO_DB".into(), moved.clone());
+        assert_eq!(dbs(&loc), std::slice::from_ref(&moved));
+        assert!(Kilo.roots(&loc).contains(&moved));
+        loc.vars.insert("KILO_DB".into(), PathBuf::from("dev.db"));
+        let relative = loc.xdg_data_home.join("kilo/dev.db");
+        std::fs::write(&relative, b"").expect("write");
+        assert_eq!(dbs(&loc), [relative]);
+        loc.vars.insert("KILO_DB".into(), PathBuf::from(":memory:"));
+        assert!(dbs(&loc).is_empty());
+    }
 
     const HOME: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../fixtures/home");
 
