@@ -590,6 +590,69 @@ fn demo_answers_across_two_machines() {
     assert!(left.is_empty(), "demo left files behind: {left:?}");
 }
 
+/// `cairn demo` as a person sees it: each of the six questions prints the
+/// planted decision that answers it, not the question (issue 57: the
+/// Russian question, the payment retries and "which search engine" printed
+/// the user's own words, the last a line about a Maps API key).
+#[test]
+fn demo_prints_the_answer_to_each_question() {
+    let home = TestHome::empty();
+    let tmp = home.path().join("tmp");
+    std::fs::create_dir_all(&tmp).expect("mkdir");
+    let out = home
+        .cmd(&["demo"])
+        .env("TMPDIR", &tmp)
+        .env("NO_COLOR", "1")
+        .output()
+        .expect("run demo");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    // Per question: the line right under "answered from ..." holds the
+    // decision planted in the fixture session.
+    let wanted = [
+        (
+            "why did we pin hyper?",
+            "hyper 1.0 broke the corporate proxy",
+        ),
+        (
+            "job queue redis",
+            "switched the job queue from redis to sqlite",
+        ),
+        (
+            "почему отключили кэширование",
+            "прокси отдавал устаревшие цены",
+        ),
+        (
+            "which search engine did we pick and why",
+            "we chose tantivy over meilisearch",
+        ),
+        ("为什么选择 tantivy", "不需要服务器"),
+        (
+            "src/webhooks/payment.ts retries",
+            "the retry budget for the payment webhook is five attempts",
+        ),
+    ];
+    let lines: Vec<&str> = text.lines().collect();
+    for (question, decision) in wanted {
+        let at = lines
+            .iter()
+            .position(|l| l.ends_with(&format!("? {question}")))
+            .unwrap_or_else(|| panic!("{question:?} not asked:\n{text}"));
+        let from = lines.get(at + 1).copied().unwrap_or_default();
+        assert!(from.contains("answered from"), "{question:?}:\n{text}");
+        let answer = lines.get(at + 2).copied().unwrap_or_default();
+        assert!(
+            answer.contains(decision),
+            "{question:?} printed {answer:?}, not the decision {decision:?}"
+        );
+    }
+    assert!(!text.contains("Maps API"), "{text}");
+}
+
 /// With a `cairn serve` running for the home, `cairn index` runs no pass of
 /// its own: it asks the daemon for a pass, waits for it and shows it, so
 /// what was written before it is searchable as soon as it returns.

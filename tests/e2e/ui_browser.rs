@@ -327,13 +327,9 @@ fn browse_page_in_headless_chromium() {
     );
     page.screenshot("machines.png");
 
-    // Activity and recent render their charts and lists.
-    page.eval("location.hash = '#/activity?days=365'");
-    page.wait_true(
-        "the activity page",
-        "document.querySelector('table#projects, .empty') !== null && document.querySelector('h1').textContent === 'Activity'",
-    );
-    page.screenshot("activity.png");
+    // Activity: the period is always in the address, survives a reload,
+    // the axis shows the range's real dates and the bars stay readable.
+    activity_view(&mut page);
     page.eval("location.hash = '#/recent?since='");
     page.wait_true(
         "recent sessions",
@@ -361,6 +357,85 @@ fn browse_page_in_headless_chromium() {
         path.parent().unwrap_or(&path).display()
     );
     drop(browser);
+}
+
+/// The local date `back` days before today, as the browser's own clock
+/// and time zone give it (not the page's day numbers), `YYYY-MM-DD`.
+fn local_date(page: &mut Cdp, back: i64) -> String {
+    let v = page.eval(&format!(
+        "(() => {{ const t = new Date(); t.setDate(t.getDate() - {back}); \
+         const p = (n) => String(n).padStart(2, '0'); \
+         return t.getFullYear() + '-' + p(t.getMonth() + 1) + '-' + p(t.getDate()); }})()"
+    ));
+    v.as_str().expect("a date").to_owned()
+}
+
+/// The activity page (gamma's note, written today, is in every period).
+fn activity_view(page: &mut Cdp) {
+    const SEL: &str = "document.querySelector('select[name=days]')";
+    // Reached without a period: the default one is written into the address.
+    page.eval("location.hash = '#/activity'");
+    page.wait_true(
+        "the activity page with its period in the address",
+        &format!(
+            "location.hash === '#/activity?days=30' && {SEL}.value === '30' \
+             && document.querySelector('svg.chart') !== null"
+        ),
+    );
+    for (days, per) in [(30, "a day"), (90, "a day"), (365, "a week")] {
+        // Chosen in the selector, as a person does.
+        page.eval(&format!(
+            "(() => {{ const s = {SEL}; s.value = '{days}'; s.dispatchEvent(new Event('change')); }})()"
+        ));
+        page.wait_true(
+            &format!("the {days}-day period in the address"),
+            &format!(
+                "location.hash === '#/activity?days={days}' \
+                 && document.querySelector('#range').textContent.includes('one bar {per}') \
+                 && document.querySelectorAll('svg.chart rect.bar-seg').length > 0"
+            ),
+        );
+        // The axis ends on the range's real first and last dates.
+        let ends = page.eval(
+            "[...document.querySelector('svg.chart').querySelectorAll('text.date.first, text.date.last')].map(t => t.textContent)",
+        );
+        let (first, last) = (local_date(page, days - 1), local_date(page, 0));
+        assert_eq!(ends, json!([first, last]), "{days} days");
+        let range = page.text("#range");
+        assert!(range.contains(&first) && range.contains(&last), "{range}");
+        // Dates between the ends too, and every bar wide enough to see
+        // and to point at.
+        let ticks = page
+            .eval("document.querySelector('svg.chart').querySelectorAll('text.date.tick').length");
+        assert!(
+            ticks.as_u64().is_some_and(|n| n >= 2),
+            "{days} days: {ticks} ticks"
+        );
+        let narrowest = page.eval(
+            "Math.min(...[...document.querySelectorAll('svg.chart rect.bar-seg')].map(r => r.getBoundingClientRect().width))",
+        );
+        assert!(
+            narrowest.as_f64().is_some_and(|w| w >= 3.0),
+            "{days} days: a bar {narrowest} px wide"
+        );
+        page.screenshot(&format!("activity-{days}.png"));
+    }
+    // A reload keeps the period, and so does a later visit without one.
+    page.call("Page.reload", json!({}));
+    page.wait_true(
+        "the period after a reload",
+        &format!("location.hash === '#/activity?days=365' && {SEL}.value === '365' && document.querySelector('svg.chart') !== null"),
+    );
+    page.eval("location.hash = '#/machines'");
+    page.wait_true(
+        "the machines page",
+        "document.querySelector('table#machines') !== null",
+    );
+    page.eval("location.hash = '#/activity'");
+    page.wait_true(
+        "the last period chosen, back in the address",
+        &format!("location.hash === '#/activity?days=365' && {SEL}.value === '365'"),
+    );
 }
 
 #[test]

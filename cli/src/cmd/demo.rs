@@ -144,7 +144,7 @@ pub fn run(args: &DemoArgs) -> anyhow::Result<()> {
                         h.project.as_deref().unwrap_or("-")
                     ),
                 )?;
-                output::line(&mut out, &format!("  {}", output::printable(&h.snippet)))?;
+                output::line(&mut out, &shown_answer(h))?;
             }
         }
     }
@@ -154,6 +154,17 @@ pub fn run(args: &DemoArgs) -> anyhow::Result<()> {
         "Your own history: `cairn index`, then `cairn search -- \"your question\"`. Two machines: see README.",
     )?;
     Ok(())
+}
+
+/// What the demo prints of a hit under its "answered from" line: the
+/// reply that answers it when the best record is the user's own words
+/// (often the question itself, or a question beside another matter, as in
+/// the Gemini session where "search" matched "the search page still calls
+/// the Maps API"), else the record itself. The question is on the line
+/// above already.
+fn shown_answer(h: &Hit) -> String {
+    let shown = h.answer_snippet.as_ref().unwrap_or(&h.snippet);
+    format!("  {}", output::printable(shown))
 }
 
 /// Splits the embedded fixture home between the two machines.
@@ -235,4 +246,50 @@ fn pair_and_sync(laptop: Node, desktop: Node) -> anyhow::Result<(SessionReport, 
         server.close(Duration::ZERO).await;
         Ok((report, (client.node().clone(), server.node().clone())))
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hit(role: &str, snippet: &str, answer: Option<&str>) -> Hit {
+        Hit {
+            session_id: "s1".into(),
+            agent: "aider".into(),
+            project: None,
+            machine: "laptop".into(),
+            role: role.into(),
+            time: None,
+            score: 1.0,
+            snippet: snippet.into(),
+            source: None,
+            offset: None,
+            matches: 1,
+            title: None,
+            record_id: 1,
+            answer_snippet: answer.map(str::to_owned),
+            answer_role: answer.map(|_| "assistant".to_owned()),
+            answer_record_id: answer.map(|_| 2),
+            answer_time: None,
+        }
+    }
+
+    #[test]
+    fn a_question_is_shown_as_its_answer() {
+        let h = hit(
+            "user",
+            "почему мы отключили кэширование?",
+            Some("Мы отключили кэширование, потому что прокси отдавал устаревшие цены."),
+        );
+        assert_eq!(
+            shown_answer(&h),
+            "  Мы отключили кэширование, потому что прокси отдавал устаревшие цены."
+        );
+    }
+
+    #[test]
+    fn a_reply_is_shown_as_it_is() {
+        let h = hit("assistant", "Decision: we pinned hyper to 0.14", None);
+        assert_eq!(shown_answer(&h), "  Decision: we pinned hyper to 0.14");
+    }
 }

@@ -30,6 +30,20 @@ const RRF_K: f64 = 10.0;
 /// Weight of the vector tier against the lexical one (1.0): the lexical
 /// ranking is the stronger signal when it has one.
 const VECTOR_WEIGHT: f64 = 0.6;
+/// How much a session's lexical score, relative to the best session's,
+/// scales its rank's share in fusion (the power it is raised to). The
+/// lexical score is the session's own evidence: its matching records
+/// summed and its coverage of the question's words. By rank alone, a
+/// session that matched one generic word ("pin the tab" for "pin hyper")
+/// came second to the session that matched both, and the meaning tier's
+/// vote then put it first. Chosen on the recall bench's tune split with
+/// [`MEANING_STRENGTH`] (0.5/1/2 × 1/2/3/4/8, vector weight 0.6–1.0;
+/// docs/embeddings.md): ALL/tune 82.3% -> 84.1%, holdout 83.6% -> 85.5%.
+const LEXICAL_STRENGTH: f64 = 1.0;
+/// The same for a session's best cosine relative to the meaning tier's
+/// best: a steep power, since this table's cosines sit close together
+/// (0.4 is the floor) and one a tenth below the best is far less alike.
+const MEANING_STRENGTH: f64 = 4.0;
 /// Below this cosine a record is not considered related at all (0.25,
 /// 0.4 and 0.5 tried on the tune split: 0.4 keeps recall and drops most
 /// unrelated sessions).
@@ -948,15 +962,26 @@ fn nearest_with(
 }
 
 /// Lexical and meaning ranks fused: each session scores the sum of
-/// `weight / (RRF_K + rank)` over the tiers that found it; the lexical
-/// tier's record stands for a session both found.
+/// `weight × strength / (RRF_K + rank)` over the tiers that found it, a
+/// tier's strength being how close the session comes to that tier's best
+/// (see [`LEXICAL_STRENGTH`], [`MEANING_STRENGTH`]); the lexical tier's
+/// record stands for a session both found.
 fn fuse(lex: Vec<Ranked>, near: Vec<Near>) -> Vec<Ranked> {
+    // Relative to the tier's best; all alike when the best has no score.
+    let strength = |score: f64, best: f64, power: f64| match best > 0.0 {
+        true => (score / best).clamp(0.0, 1.0).powf(power),
+        false => 1.0,
+    };
+    let top_lex = lex.first().map_or(0.0, |r| r.score);
+    let top_sim = near.first().map_or(0.0, |n| f64::from(n.sim));
     let mut by_session: HashMap<i64, (f64, Ranked)> = HashMap::new();
     for (i, r) in lex.into_iter().enumerate() {
-        by_session.insert(r.session_row, (1.0 / (RRF_K + i as f64 + 1.0), r));
+        let s = strength(r.score, top_lex, LEXICAL_STRENGTH) / (RRF_K + i as f64 + 1.0);
+        by_session.insert(r.session_row, (s, r));
     }
     for (i, n) in near.into_iter().take(FUSE_DEPTH).enumerate() {
-        let s = VECTOR_WEIGHT / (RRF_K + i as f64 + 1.0);
+        let s = strength(f64::from(n.sim), top_sim, MEANING_STRENGTH) * VECTOR_WEIGHT
+            / (RRF_K + i as f64 + 1.0);
         by_session
             .entry(n.session)
             .and_modify(|e| e.0 += s)
@@ -1650,5 +1675,39 @@ mod tests {
         // Found by both tiers first, with the lexical record shown.
         assert_eq!(ids, vec![20, 10, 30]);
         assert!(fuse(Vec::new(), Vec::new()).is_empty());
+    }
+
+    #[test]
+    fn fusion_weighs_each_tier_s_rank_by_its_strength() {
+        let r = |id, session, score| Ranked {
+            record_id: id,
+            score,
+            matches: 1,
+            session_row: session,
+            role: "assistant".into(),
+            answer: None,
+        };
+        let n = |id, session, sim| Near {
+            record_id: id,
+            session,
+            role: "user".into(),
+            sim,
+        };
+        let first = |lex, near| fuse(lex, near)[0].session_row;
+        // "pin hyper": session 1 matched both words, session 2 ("pin the
+        // tab") one; the meaning tier found only session 2. By rank alone
+        // session 2 won; its weak lexical score no longer lets it.
+        let lex = vec![r(10, 1, 10.0), r(20, 2, 2.0)];
+        assert_eq!(first(lex, vec![n(21, 2, 0.6)]), 1);
+        // A lexical runner-up nearly as strong is still lifted by meaning.
+        let lex = vec![r(10, 1, 10.0), r(20, 2, 9.0)];
+        assert_eq!(first(lex, vec![n(21, 2, 0.6)]), 2);
+        // A session far less alike than the meaning tier's best adds
+        // little: the lexical order stands.
+        let lex = vec![r(10, 1, 10.0), r(20, 2, 9.0)];
+        assert_eq!(first(lex, vec![n(31, 3, 0.8), n(21, 2, 0.45)]), 1);
+        // No lexical scores (all 0): ranks alone, as before.
+        let lex = vec![r(10, 1, 0.0), r(20, 2, 0.0)];
+        assert_eq!(first(lex, vec![n(21, 2, 0.6)]), 2);
     }
 }

@@ -488,64 +488,143 @@ async function pageMachines(seq) {
 
 // ---------- Activity ----------
 
+const DAY_MS = 86400000;
+const PERIODS = [["7", "last 7 days"], ["30", "last 30 days"], ["90", "last 90 days"], ["365", "last year"]];
+const DEFAULT_DAYS = "30";
+const DAYS_KEY = "cairn.activity.days";
+const MONTHS = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"];
+
+// The period to show, in days: the address's `days` when it is one the
+// server answers (1–366), else the last one chosen in this browser, else 30.
+function activityDays(params) {
+  const ok = (v) => /^[0-9]{1,3}$/.test(v || "") && +v >= 1 && +v <= 366;
+  const asked = params.get("days");
+  if (ok(asked)) return String(+asked);
+  let last = null;
+  try { last = localStorage.getItem(DAYS_KEY); } catch (_) { last = null; }
+  return ok(last) ? String(+last) : DEFAULT_DAYS;
+}
+
+// Day numbers count days since 1970-01-01 in the viewer's time zone (the
+// server shifts by the `tz` it is given), so UTC getters read them right.
+function dayIso(d) { return new Date(d * DAY_MS).toISOString().slice(0, 10); }
+function dayShort(d) { const t = new Date(d * DAY_MS); return MONTHS[t.getUTCMonth()] + " " + t.getUTCDate(); }
+
+// Days per bar: one a day up to 120 days, one a week beyond (a year of
+// days would be bars of one pixel).
+function binDays(days) { return days > 120 ? 7 : 1; }
+
+// Ticks between the axis's two ends (which carry full dates): daily up
+// to 10 days, weekly back from the last day up to 31, the 1st and 15th of each month up
+// to 120, else each month's 1st (with the year in January).
+function axisTicks(firstDay, today) {
+  const days = today - firstDay + 1;
+  const out = [];
+  if (days <= 31) {
+    const step = days <= 10 ? 1 : 7;
+    for (let d = today - step; d > firstDay; d -= step) out.push([d, dayShort(d)]);
+    return out.reverse();
+  }
+  for (let d = firstDay + 1; d < today; d++) {
+    const t = new Date(d * DAY_MS);
+    const dom = t.getUTCDate();
+    if (days <= 120 && (dom === 1 || dom === 15)) out.push([d, dayShort(d)]);
+    else if (days > 120 && dom === 1) out.push([d, t.getUTCMonth() === 0 ? "Jan " + t.getUTCFullYear() : MONTHS[t.getUTCMonth()]]);
+  }
+  return out;
+}
+
 function stackedChart(title, counts, firstDay, today) {
   const keys = [...new Set(counts.map((c) => c.key))].sort();
   const color = new Map(keys.map((k, i) => [k, PALETTE[i % PALETTE.length]]));
   const days = today - firstDay + 1;
-  const perDay = new Map();
+  const bin = binDays(days);
+  // Bars end on the last day: bar i covers the days ending `i * bin` before it.
+  const bars = Math.ceil(days / bin);
+  const barOf = (d) => Math.floor((today - d) / bin);
+  const perBar = new Map();
   for (const c of counts) {
-    const m = perDay.get(c.day) || new Map();
+    if (c.day < firstDay || c.day > today) continue;
+    const b = barOf(c.day);
+    const m = perBar.get(b) || new Map();
     m.set(c.key, (m.get(c.key) || 0) + c.records);
-    perDay.set(c.day, m);
+    perBar.set(b, m);
   }
   let max = 1;
-  for (const m of perDay.values()) max = Math.max(max, [...m.values()].reduce((a, b) => a + b, 0));
-  const W = 640, H = 200, L = 40, B = 20, T = 10;
-  const bw = (W - L - 5) / days;
-  const g = svg("svg", { class: "chart", viewBox: `0 0 ${W} ${H}`, role: "img", "aria-label": title });
-  g.append(svg("line", { class: "axis", x1: L, y1: H - B, x2: W, y2: H - B }));
+  for (const m of perBar.values()) max = Math.max(max, [...m.values()].reduce((a, b) => a + b, 0));
+  const W = 640, H = 200, L = 40, R = 8, B = 22, T = 10;
+  const dayW = (W - L - R) / days;
+  const x = (d) => L + (d - firstDay) * dayW;
+  const range = dayIso(firstDay) + " to " + dayIso(today);
+  const g = svg("svg", { class: "chart", viewBox: `0 0 ${W} ${H}`, role: "img",
+    "aria-label": title + ", " + range + (bin > 1 ? ", one bar a week" : ", one bar a day") });
+  g.append(svg("line", { class: "axis", x1: L, y1: H - B, x2: W - R, y2: H - B }));
   g.append(svg("text", { x: L - 4, y: T + 8, "text-anchor": "end", text: String(max) }));
   g.append(svg("text", { x: L - 4, y: H - B, "text-anchor": "end", text: "0" }));
-  for (let d = firstDay; d <= today; d++) {
-    const x = L + (d - firstDay) * bw;
+  for (let b = 0; b < bars; b++) {
+    const m = perBar.get(b);
+    if (!m) continue;
+    const last = today - b * bin;
+    const first = Math.max(firstDay, last - bin + 1);
+    const x0 = x(first);
+    const w = (last - first + 1) * dayW;
+    const gap = w >= 6 ? 2 : 1;
+    const when = first === last ? dayIso(first) : dayIso(first) + " – " + dayIso(last);
     let y = H - B;
-    const m = perDay.get(d);
-    if (m) {
-      for (const k of keys) {
-        const v = m.get(k) || 0;
-        if (!v) continue;
-        const h = ((H - B - T) * v) / max;
-        y -= h;
-        g.append(svg("rect", { x: x + 1, y, width: Math.max(bw - 2, 1), height: h, fill: color.get(k) },
-          svg("title", { text: new Date(d * 86400000).toISOString().slice(0, 10) + " · " + k + ": " + v })));
-      }
+    for (const k of keys) {
+      const v = m.get(k) || 0;
+      if (!v) continue;
+      const h = ((H - B - T) * v) / max;
+      y -= h;
+      g.append(svg("rect", { class: "bar-seg", x: x0 + gap / 2, y, width: Math.max(w - gap, 1), height: h, fill: color.get(k) },
+        svg("title", { text: when + " · " + k + ": " + v })));
     }
   }
-  const label = (d) => new Date(d * 86400000).toISOString().slice(5, 10);
-  g.append(svg("text", { x: L, y: H - 5, text: label(firstDay) }));
-  g.append(svg("text", { x: W - 5, y: H - 5, "text-anchor": "end", text: label(today) }));
+  // Ends: the range's real first and last dates; ticks between them where
+  // they leave the ends' labels room.
+  const labelY = H - 6;
+  g.append(svg("text", { class: "date first", x: L, y: labelY, text: dayIso(firstDay) }));
+  g.append(svg("text", { class: "date last", x: W - R, y: labelY, "text-anchor": "end", text: dayIso(today) }));
+  for (const [d, text] of axisTicks(firstDay, today)) {
+    const tx = x(d) + dayW / 2;
+    g.append(svg("line", { class: "axis tick", x1: tx, y1: H - B, x2: tx, y2: H - B + 4 }));
+    if (tx - L < 75 || W - R - tx < 75) continue;
+    g.append(svg("text", { class: "date tick", x: tx, y: labelY, "text-anchor": "middle", text }));
+  }
   const legend = el("div", { class: "legend" }, keys.map((k) => el("span", {}, swatch(color.get(k)), k)));
   return [el("h2", { text: title }), g, legend];
 }
 
 async function pageActivity(params, seq) {
-  const days = params.get("days") || "30";
+  const days = activityDays(params);
+  // The period is always in the address (so a reload or a shared link
+  // shows the same), and remembered for the next visit without one.
+  if (params.get("days") !== days) {
+    params.set("days", days);
+    setHashQuiet("activity", params);
+  }
+  try { localStorage.setItem(DAYS_KEY, days); } catch (_) { /* private mode: the address still holds it */ }
+  const periods = PERIODS.some(([v]) => v === days) ? PERIODS : [...PERIODS, [days, "last " + days + " days"]];
   const sel = el("select", { name: "days", "aria-label": "period" },
-    [["7", "last 7 days"], ["30", "last 30 days"], ["90", "last 90 days"], ["365", "last year"]].map(([v, l]) => option(v, l, v === days)));
-  sel.addEventListener("change", () => { location.hash = "#/activity?days=" + sel.value; });
+    periods.map(([v, l]) => option(v, l, v === days)));
+  sel.addEventListener("change", () => { location.hash = "#/activity?days=" + encodeURIComponent(sel.value); });
   main.replaceChildren(el("h1", { text: "Activity" }), el("form", { class: "filters" }, sel), el("p", { class: "muted" }, "Loading…"));
   let r;
   try { r = await api("activity", { days, tz: -new Date().getTimezoneOffset() }); } catch (e) { main.append(errorBox(e)); return; }
   if (seq !== routeSeq) return;
-  const parts = [el("h1", { text: "Activity" }), el("form", { class: "filters" }, sel)];
+  const bin = binDays(r.today - r.first_day + 1);
+  const range = el("p", { id: "range", class: "muted",
+    text: dayIso(r.first_day) + " – " + dayIso(r.today) + " · one bar " + (bin > 1 ? "a week" : "a day") });
+  const parts = [el("h1", { text: "Activity" }), el("form", { class: "filters" }, sel), range];
   if (!r.by_agent.length) {
     parts.push(nothingIndexed() || el("div", { class: "empty" },
       el("p", {}, "No records in this period."), el("p", {}, "Choose a longer period, or see ", el("a", { href: "#/recent?since=" }, "all recent sessions"), ".")));
     main.replaceChildren(...parts);
     return;
   }
-  parts.push(...stackedChart("Records per day, by agent", r.by_agent, r.first_day, r.today));
-  parts.push(...stackedChart("Records per day, by machine", r.by_machine, r.first_day, r.today));
+  const per = bin > 1 ? "week" : "day";
+  parts.push(...stackedChart("Records per " + per + ", by agent", r.by_agent, r.first_day, r.today));
+  parts.push(...stackedChart("Records per " + per + ", by machine", r.by_machine, r.first_day, r.today));
   const top = r.top_projects;
   const max = Math.max(1, ...top.map((p) => p.records));
   parts.push(el("h2", { text: "Top projects" }), el("div", { class: "table-wrap" }, el("table", { id: "projects" },
