@@ -17,8 +17,8 @@
 //! `parts` a JSON array of `{type, data}` (`text`, `tool_call`,
 //! `tool_result`, `finish`). Times are ISO strings in the oldest schema and
 //! Unix seconds later. No working directory is stored, so the project is the
-//! folder holding `.opencode/`. These are discovered under the configured
-//! project roots (`Locations::aider_roots`).
+//! folder holding `.opencode/`. These are discovered under the project
+//! roots, configured or found (`Locations::project_roots`).
 //!
 //! Watermark: the decimal Unix-ms of the newest message/part/session change
 //! seen. A pass re-emits every session with a change newer than it (the
@@ -50,7 +50,7 @@ impl Source for OpenCode {
 
     fn roots(&self, loc: &Locations) -> Vec<PathBuf> {
         let mut v = vec![loc.xdg_data_home.join("opencode")];
-        v.extend(loc.aider_roots.iter().map(|r| r.join(".opencode")));
+        v.extend(loc.project_roots().iter().map(|r| r.join(".opencode")));
         v
     }
 
@@ -58,10 +58,8 @@ impl Source for OpenCode {
         let mut out = Vec::new();
         let mut seen = HashSet::new();
         let global = loc.xdg_data_home.join("opencode/opencode.db");
-        let locals = loc
-            .aider_roots
-            .iter()
-            .map(|root| root.join(".opencode/opencode.db"));
+        let roots = loc.project_roots();
+        let locals = roots.iter().map(|root| root.join(".opencode/opencode.db"));
         for path in std::iter::once(global).chain(locals) {
             if path.is_file() && seen.insert(path.clone()) {
                 out.push(SourceFile::new(path, Reader::Database(read_db)));
