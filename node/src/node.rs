@@ -459,7 +459,8 @@ impl Node {
         let Some(file) = self.config.locations.projects_file.clone() else {
             return Ok(false);
         };
-        let known = self.config.locations.project_roots();
+        let known: std::collections::HashSet<std::path::PathBuf> =
+            self.config.locations.project_roots().into_iter().collect();
         let candidates = self
             .store
             .session_projects()?

@@ -115,10 +115,14 @@ pub fn load(file: &Path) -> Remembered {
     let Ok(bytes) = std::fs::read(file) else {
         return Remembered::default();
     };
-    serde_json::from_slice(&bytes).unwrap_or_else(|e| {
+    let mut r: Remembered = serde_json::from_slice(&bytes).unwrap_or_else(|e| {
         tracing::warn!(file = %file.display(), error = %e, "project folders file unreadable; walking again");
         Remembered::default()
-    })
+    });
+    // Kept sorted (a file edited by hand may not be).
+    r.folders.sort();
+    r.folders.dedup();
+    r
 }
 
 /// Writes `r` to `file` whole and private (see
