@@ -24,6 +24,15 @@ fn a_plain_index_reads_the_recorded_aider_project_and_cline_session() {
     let home = TestHome::empty();
     copy_tree(&recording("aider", "0.86.2"), home.path());
     copy_tree(&recording("cline", "3.0.65"), home.path());
+    // `cairn sources` lists the project's store before any pass.
+    let history = home.path().join("code/proj-aider/.aider.chat.history.md");
+    let sources = home.json(&["sources", "--json"]);
+    assert!(
+        sources
+            .to_string()
+            .contains(history.to_str().expect("utf-8")),
+        "{sources:#}"
+    );
     home.ok(&["index"]);
     let hits = home.search(QUERY, &["--no-refresh"]);
     let of = |agent: &str| {

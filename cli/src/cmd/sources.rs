@@ -46,6 +46,13 @@ pub fn run(global: &GlobalArgs, args: &JsonArgs) -> anyhow::Result<()> {
         .map(|r| (r.path, (r.missing, r.skipped, r.last_error, r.records)))
         .collect();
     let cfg = node.config();
+    // The project folders as a pass sees them (walked for when due).
+    let mut locations = cfg.locations.clone();
+    cairn_node::projects::refresh(
+        &mut locations,
+        super::now_ms(),
+        &cairn_node::projects::LIMITS,
+    );
     let mut stores = Vec::new();
     let mut agents = Vec::new();
     let mut seen = std::collections::HashSet::new();
@@ -56,14 +63,14 @@ pub fn run(global: &GlobalArgs, args: &JsonArgs) -> anyhow::Result<()> {
             agent: source.agent(),
             disabled,
             checked: source
-                .roots(&cfg.locations)
+                .roots(&locations)
                 .iter()
                 .map(|p| p.display().to_string())
                 .collect(),
             stores: 0,
             records: 0,
             unreadable: source
-                .unreadable(&cfg.locations)
+                .unreadable(&locations)
                 .into_iter()
                 .map(|u| UnreadableStore {
                     path: u.path.display().to_string(),
@@ -71,7 +78,7 @@ pub fn run(global: &GlobalArgs, args: &JsonArgs) -> anyhow::Result<()> {
                 })
                 .collect(),
         });
-        for f in source.discover(&cfg.locations) {
+        for f in source.discover(&locations) {
             let path = f.path.display().to_string();
             let state = known.get(&path);
             seen.insert(path.clone());
