@@ -403,44 +403,13 @@ impl Node {
         progress: &mut dyn FnMut(Progress),
         mut stores: Option<&mut indexer::Stores>,
     ) -> Result<IndexReport, NodeError> {
-        let origin = self.identity.id().to_string();
-        let ctx = IndexContext {
-            locations: &self.config.locations,
-            disabled: &self.config.disabled,
-            redactor: &self.redactor,
-            origin: &origin,
-            now_ms,
-            deadline,
-        };
-        let mut report = indexer::index_walked_keeping(
-            &mut self.store,
-            &ctx,
-            walk,
-            progress,
-            &mut self.compared,
-            stores.as_deref_mut(),
-        )?;
+        let mut report =
+            self.read_walked(walk, now_ms, deadline, progress, stores.as_deref_mut())?;
         // Sessions just read may name project folders holding stores no
         // walk found (an aider history where Claude Code ran): read them now.
         if report.added > 0 && self.learn_project_folders()? {
-            let ctx = IndexContext {
-                locations: &self.config.locations,
-                disabled: &self.config.disabled,
-                redactor: &self.redactor,
-                origin: &origin,
-                now_ms,
-                deadline,
-            };
-            let walk = indexer::Walk::start(ctx.locations, ctx.disabled, None);
-            let more = indexer::index_walked_keeping(
-                &mut self.store,
-                &ctx,
-                walk,
-                progress,
-                &mut self.compared,
-                stores,
-            )?;
-            report.absorb(more);
+            let walk = indexer::Walk::start(&self.config.locations, &self.config.disabled, None);
+            report.absorb(self.read_walked(walk, now_ms, deadline, progress, stores)?);
         }
         self.embed_pending()?;
         self.write_columns();
@@ -450,6 +419,35 @@ impl Node {
             Err(e) => tracing::warn!(error = %e, "could not give free pages back"),
         }
         Ok(report)
+    }
+
+    /// The indexer's pass over `walk` with this node's settings, and
+    /// nothing after it.
+    fn read_walked(
+        &mut self,
+        walk: indexer::Walk,
+        now_ms: i64,
+        deadline: Option<std::time::Instant>,
+        progress: &mut dyn FnMut(Progress),
+        stores: Option<&mut indexer::Stores>,
+    ) -> Result<IndexReport, NodeError> {
+        let origin = self.identity.id().to_string();
+        let ctx = IndexContext {
+            locations: &self.config.locations,
+            disabled: &self.config.disabled,
+            redactor: &self.redactor,
+            origin: &origin,
+            now_ms,
+            deadline,
+        };
+        Ok(indexer::index_walked_keeping(
+            &mut self.store,
+            &ctx,
+            walk,
+            progress,
+            &mut self.compared,
+            stores,
+        )?)
     }
 
     /// Remembers the working folders of the indexed sessions that hold a
