@@ -401,6 +401,34 @@ impl Node {
         now_ms: i64,
         deadline: Option<std::time::Instant>,
         progress: &mut dyn FnMut(Progress),
+        mut stores: Option<&mut indexer::Stores>,
+    ) -> Result<IndexReport, NodeError> {
+        let mut report =
+            self.read_walked(walk, now_ms, deadline, progress, stores.as_deref_mut())?;
+        // Sessions just read may name project folders holding stores no
+        // walk found (an aider history where Claude Code ran): read them now.
+        if report.added > 0 && self.learn_project_folders()? {
+            let walk = indexer::Walk::start(&self.config.locations, &self.config.disabled, None);
+            report.absorb(self.read_walked(walk, now_ms, deadline, progress, stores)?);
+        }
+        self.embed_pending()?;
+        self.write_columns();
+        match self.store.trim_free_pages() {
+            Ok(0) => {}
+            Ok(pages) => tracing::debug!(pages, "free pages given back"),
+            Err(e) => tracing::warn!(error = %e, "could not give free pages back"),
+        }
+        Ok(report)
+    }
+
+    /// The indexer's pass over `walk` with this node's settings, and
+    /// nothing after it.
+    fn read_walked(
+        &mut self,
+        walk: indexer::Walk,
+        now_ms: i64,
+        deadline: Option<std::time::Instant>,
+        progress: &mut dyn FnMut(Progress),
         stores: Option<&mut indexer::Stores>,
     ) -> Result<IndexReport, NodeError> {
         let origin = self.identity.id().to_string();
@@ -412,22 +440,44 @@ impl Node {
             now_ms,
             deadline,
         };
-        let report = indexer::index_walked_keeping(
+        Ok(indexer::index_walked_keeping(
             &mut self.store,
             &ctx,
             walk,
             progress,
             &mut self.compared,
             stores,
-        )?;
-        self.embed_pending()?;
-        self.write_columns();
-        match self.store.trim_free_pages() {
-            Ok(0) => {}
-            Ok(pages) => tracing::debug!(pages, "free pages given back"),
-            Err(e) => tracing::warn!(error = %e, "could not give free pages back"),
+        )?)
+    }
+
+    /// Remembers the working folders of the indexed sessions that hold a
+    /// per-project store (see [`crate::projects::learn`]) and adds them to
+    /// this node's locations; true when there were new ones.
+    fn learn_project_folders(&mut self) -> Result<bool, NodeError> {
+        let Some(file) = self.config.locations.projects_file.clone() else {
+            return Ok(false);
+        };
+        let known: std::collections::HashSet<std::path::PathBuf> =
+            self.config.locations.project_roots().into_iter().collect();
+        let candidates = self
+            .store
+            .session_projects()?
+            .into_iter()
+            .map(std::path::PathBuf::from)
+            .filter(|p| !known.contains(p));
+        let new = crate::projects::learn(&file, candidates);
+        if new.is_empty() {
+            return Ok(false);
         }
-        Ok(report)
+        tracing::info!(
+            folders = new.len(),
+            "found project folders with their own stores"
+        );
+        let dirs = &mut self.config.locations.project_dirs;
+        dirs.extend(new);
+        dirs.sort();
+        dirs.dedup();
+        Ok(true)
     }
 
     /// The embedder for a search (see [`search::semantic::embedder_for`]).

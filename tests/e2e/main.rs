@@ -18,6 +18,7 @@ mod not_understood;
 mod pairing;
 #[cfg(unix)]
 mod privacy;
+mod project_stores;
 mod search;
 mod secrets;
 mod semantic;

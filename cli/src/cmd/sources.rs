@@ -127,24 +127,31 @@ pub fn run(global: &GlobalArgs, args: &JsonArgs) -> anyhow::Result<()> {
         .map(|r| (r.path, (r.missing, r.skipped, r.last_error, r.records)))
         .collect();
     let cfg = node.config();
+    // The project folders as a pass sees them (walked for when due).
+    let mut locations = cfg.locations.clone();
+    cairn_node::projects::refresh(
+        &mut locations,
+        super::now_ms(),
+        &cairn_node::projects::LIMITS,
+    );
     let mut stores = Vec::new();
     let mut agents = Vec::new();
     let mut seen = std::collections::HashSet::new();
     for source in cairn_node::sources::registry() {
         let disabled = cfg.disabled.iter().any(|d| d == source.agent());
         let first = stores.len();
-        let found = source.discover(&cfg.locations);
+        let found = source.discover(&locations);
         agents.push(AgentPaths {
             agent: source.agent(),
             disabled,
             checked: source
-                .roots(&cfg.locations)
+                .roots(&locations)
                 .iter()
                 .map(|p| p.display().to_string())
                 .collect(),
             stores: 0,
             records: 0,
-            unreadable: layout::unread(source.as_ref(), &cfg.locations, &found)
+            unreadable: layout::unread(source.as_ref(), &locations, &found)
                 .into_iter()
                 .map(|u| UnreadableStore {
                     path: u.path.display().to_string(),

@@ -932,14 +932,46 @@ impl StoreRoots {
     /// `$HOME` would cost a watch per folder and wake on every write
     /// anywhere, including this node's own database; the notes file is
     /// the notes source's root, never the home around it.
+    ///
+    /// The project folders are those the passes found so far (remembered
+    /// in their file, see [`crate::projects`]), not only those known at
+    /// start.
     fn existing(&self) -> Vec<PathBuf> {
-        crate::sources::watch_roots(&self.locations, &self.disabled)
+        match &self.locations.projects_file {
+            Some(file) => {
+                let mut loc = self.locations.clone();
+                loc.project_dirs = crate::projects::load(file).folders;
+                crate::sources::watch_roots(&loc, &self.disabled)
+            }
+            None => crate::sources::watch_roots(&self.locations, &self.disabled),
+        }
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_watch_follows_the_project_folders_the_passes_found() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let home = dir.path();
+        let project = home.join("clients/acme");
+        std::fs::create_dir_all(&project).expect("mkdir");
+        let history = project.join(".aider.chat.history.md");
+        std::fs::write(&history, b"# aider chat started at 2026-12-05 18:01:59\n").expect("write");
+        let file = home.join("projects.json");
+        let mut locations = crate::sources::Locations::under_home(home);
+        locations.projects_file = Some(file.clone());
+        let roots = StoreRoots {
+            locations,
+            disabled: Vec::new(),
+        };
+        assert!(!roots.existing().contains(&history));
+        // A pass remembers the folder (here: as `learn` does).
+        assert_eq!(crate::projects::learn(&file, [project.clone()]), [project]);
+        assert!(roots.existing().contains(&history));
+    }
 
     #[test]
     fn memory_is_given_back_once_a_backlog_is_read_and_not_before() {
