@@ -75,10 +75,10 @@ async def check(cairn: str, home: Path) -> None:
 
                 listed = await session.list_tools()
                 names = [t.name for t in listed.tools]
-                if sorted(names) != ["remember", "search", "session", "status"]:
+                if sorted(names) != ["handoff", "remember", "search", "session", "status"]:
                     fail(f"unexpected tools: {names}")
                 by_name = {t.name: t for t in listed.tools}
-                for name in ("search", "session", "status"):
+                for name in ("search", "session", "status", "handoff"):
                     if annotations_read_only(by_name[name]) is not True:
                         fail(f"{name} is not annotated read-only")
                 schema = getattr(by_name["search"], "input_schema", None) or by_name["search"].inputSchema

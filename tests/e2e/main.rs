@@ -10,6 +10,7 @@ mod cli;
 mod discovery;
 mod docs;
 mod forget;
+mod handoff;
 mod hook;
 mod install;
 mod mcp;
