@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use cairn_node::handoff::launch::{LAUNCHERS, PromptArg};
 use cairn_node::store::{SessionInfo, Store};
 
-use crate::util::{TestHome, planted_secrets};
+use crate::util::{TestHome, copy_tree, planted_secrets};
 
 /// Every stored session of an indexed home.
 fn sessions(home: &TestHome) -> Vec<SessionInfo> {
@@ -134,6 +134,87 @@ fn a_brief_holds_what_the_session_did_and_says_what_it_cut() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("no session id starts with"));
     let out = home.run(&["handoff", "--max-bytes", "10", sid]);
     assert_eq!(out.status.code(), Some(2));
+}
+
+/// `../shared/real-histories/recorded`: what today's agent releases wrote
+/// for one run against the scripted model (a prompt, `echo hello`, and a
+/// planted decision about the quokka library).
+fn recorded_dir() -> Option<PathBuf> {
+    let d = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/real-histories/recorded");
+    d.is_dir().then_some(d)
+}
+
+#[test]
+fn briefs_of_the_recorded_real_agent_sessions_hold_their_decision() {
+    let Some(dir) = recorded_dir() else {
+        eprintln!(
+            "SKIPPED briefs_of_the_recorded_real_agent_sessions: ../shared/real-histories/recorded is absent"
+        );
+        return;
+    };
+    let mut read = Vec::new();
+    let mut entries: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .expect("read recorded")
+        .map(|e| e.expect("entry").path())
+        .filter(|p| p.is_dir())
+        .collect();
+    entries.sort();
+    for rec in entries {
+        let name = rec
+            .file_name()
+            .and_then(|n| n.to_str())
+            .expect("name")
+            .to_owned();
+        let home = TestHome::empty();
+        // aider writes into the project (its git root), not HOME.
+        let aider = rec.join("_project_proj-aider");
+        copy_tree(if aider.is_dir() { &aider } else { &rec }, home.path());
+        home.ok(&["index", "--quiet"]);
+        let all = sessions(&home);
+        if all.is_empty() {
+            eprintln!("recorded {name}: no session read by cairn (not briefed)");
+            continue;
+        }
+        let mut decided = false;
+        for s in &all {
+            let handle = format!("{}:{}", s.agent, s.session_id);
+            let v = home.json(&["handoff", "--json", &handle]);
+            let text = v["text"].as_str().expect("text");
+            assert!(text.len() <= 8192, "{name}: {} bytes", text.len());
+            if let Some(p) = &s.project {
+                assert!(
+                    text.contains(p.as_str()),
+                    "{name}: project missing:\n{text}"
+                );
+            }
+            decided |= v["decisions"]
+                .as_array()
+                .expect("decisions")
+                .iter()
+                .any(|d| {
+                    d["text"]
+                        .as_str()
+                        .is_some_and(|t| t.contains("quokka library to 2.3"))
+                });
+            // The one command every recording ran never reads as a failure.
+            for c in v["commands"].as_array().expect("commands") {
+                if c["command"]
+                    .as_str()
+                    .is_some_and(|t| t.contains("echo hello"))
+                {
+                    assert_ne!(c["outcome"], "failed", "{name}: {c}");
+                }
+            }
+            assert!(text.contains("## Left open"), "{name}");
+        }
+        assert!(
+            decided,
+            "{name}: the planted decision is not among the brief's decisions"
+        );
+        read.push(name);
+    }
+    eprintln!("recorded sessions briefed: {read:?}");
+    assert!(read.len() >= 10, "only {read:?}");
 }
 
 /// A stand-in for an agent: writes its arguments (NUL-separated) and its

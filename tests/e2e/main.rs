@@ -17,6 +17,8 @@ mod mcp;
 mod pairing;
 #[cfg(unix)]
 mod privacy;
+#[cfg(unix)]
+mod realresume;
 mod search;
 mod secrets;
 mod semantic;

@@ -45,12 +45,24 @@ static EDIT_TOOL: LazyLock<Regex> = LazyLock::new(|| {
         .expect("static regex")
 });
 
-/// Lines that report a failure in a tool's output.
+/// An exit status a tool's output states (`[exit 2]`, `Exit code: 0`,
+/// `<exited with exit code 1>`, `exit status 127`).
+static EXIT_STATUS: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"(?i)(?:\[exit |exit(?:ed)?(?: with)?[ _]?(?:code|status)[:= ]+)(-?[0-9]+)")
+        .expect("static regex")
+});
+
+/// Lines that report a failure in a tool's output that states no exit status.
 static FAILURE: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(
-        r"(?im)^\S* ?\(error\)|\[exit [1-9][0-9]*\]|exit(ed)?( with)? (code|status)[:= ]+[1-9]|^exit code: [1-9]|(^|\s)(error|fatal|panic)(\[[a-z0-9]+\])?:|traceback \(most recent call last\)|panicked at|command not found|no such file or directory|permission denied|^failed|\bfailed:|HTTP/[0-9.]+ [45][0-9][0-9]\b|(?-i:\bFAILED\b)|npm err!",
+        r"(?im)^\S* ?\(error\)|(^|\s)(error|fatal|panic)(\[[a-z0-9]+\])?:|traceback \(most recent call last\)|panicked at|command not found|no such file or directory|permission denied|^failed|\bfailed:|HTTP/[0-9.]+ [45][0-9][0-9]\b|(?-i:\bFAILED\b)|npm err!",
     )
     .expect("static regex")
+});
+
+/// "Error: (none)" and the like: a field that says there was no error.
+static NO_ERROR: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"(?i)\berrors?: *(\(none\)|none|null|0)\s*$").expect("static regex")
 });
 
 /// A line that reads like an error, to pick the last one of an output.
@@ -256,7 +268,19 @@ fn patch_files(text: &str, files: &[String]) -> Call {
 /// When a tool's output reports a failure: its last error line (or, if no
 /// line reads like one, its last non-empty line).
 pub fn failure(output: &str) -> Option<String> {
-    if !FAILURE.is_match(output) {
+    // A stated exit status decides; without one, the words do.
+    let status = EXIT_STATUS
+        .captures_iter(output)
+        .last()
+        .and_then(|c| c[1].parse::<i64>().ok());
+    let failed = match status {
+        Some(code) => code != 0 || output.lines().next().is_some_and(|l| l.contains("(error)")),
+        None => output
+            .lines()
+            .filter(|l| !NO_ERROR.is_match(l))
+            .any(|l| FAILURE.is_match(l)),
+    };
+    if !failed {
         return None;
     }
     let lines: Vec<&str> = output
@@ -267,7 +291,7 @@ pub fn failure(output: &str) -> Option<String> {
     let line = lines
         .iter()
         .rev()
-        .find(|l| ERROR_LINE.is_match(l))
+        .find(|l| ERROR_LINE.is_match(l) && !NO_ERROR.is_match(l))
         .or(lines.last())
         .copied()
         .unwrap_or("");
@@ -404,6 +428,16 @@ mod tests {
         assert_eq!(failure("test result: ok. 3 passed; 0 failed"), None);
         assert_eq!(failure("Exit code: 0\nOutput:\nfine"), None);
         assert!(failure("Exit code: 1\nOutput:\nboom").is_some());
+        // Qwen Code's shell output: an empty error field and exit code 0.
+        assert_eq!(
+            failure("Command: echo hello\nOutput: hello\nError: (none)\nExit Code: 0\nSignal: 0"),
+            None
+        );
+        assert_eq!(
+            failure("error: not really\n<exited with exit code 0>"),
+            None
+        );
+        assert!(failure("x\n<exited with exit code 2>").is_some());
         assert_eq!(
             failure("Edit applied, but the reload hook failed:\n> POST /admin/reload\n< HTTP/1.1 401 Unauthorized").as_deref(),
             Some("Edit applied, but the reload hook failed:")
