@@ -387,3 +387,24 @@ fn resume_starts_the_agent_with_the_brief_and_says_what_it_needs() {
         "{out:?}"
     );
 }
+
+#[test]
+fn the_browse_page_serves_the_handoff_and_the_resume_command() {
+    let home = indexed();
+    let ui = crate::ui::UiProc::start(&home);
+    let cli = home.json(&["handoff", "--json", "6f1c2a9e"]);
+    let web = ui.json("/api/handoff?id=6f1c2a9e");
+    assert_eq!(web["brief"]["text"], cli["text"]);
+    assert_eq!(
+        web["resume"],
+        "cairn resume 6f1c2a9e-4b7d-4e1a-9c3b-2d5e8f7a1b01"
+    );
+    assert_eq!(ui.get("/api/handoff?id=zzzz-no-such").status, 404);
+    assert_eq!(ui.get("/api/handoff").status, 400);
+    // The session view offers both.
+    let js = ui.get("/app.js").body;
+    assert!(
+        js.contains("copy handoff") && js.contains("\"cairn resume \""),
+        "app.js"
+    );
+}
