@@ -408,3 +408,40 @@ fn the_browse_page_serves_the_handoff_and_the_resume_command() {
         "app.js"
     );
 }
+
+/// The same session gives the same brief on a machine that received it
+/// over sync (real nodes, real QUIC on loopback): no local path, clock or
+/// row id of the machine that prints it gets in.
+#[test]
+fn a_synced_session_gives_the_same_brief_on_both_machines() {
+    use crate::sync::{DEADLINE, Machine, pair, wait_for};
+    let a = Machine::new(TestHome::seeded(), "fixture-laptop");
+    let b = Machine::new(TestHome::empty(), "beta");
+    a.ok(&["index", "--quiet"]);
+    let a_records = a.json(&["status", "--json"])["records"]
+        .as_u64()
+        .expect("records");
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|x| x.port())
+        .expect("port");
+    let a_listen = format!("127.0.0.1:{port}");
+    pair(&a, &b, &a_listen);
+    let (_a_serve, _) = a.serve(&a_listen);
+    let (_b_serve, _) = b.serve("127.0.0.1:0");
+    let synced = wait_for(DEADLINE, || {
+        let n = b.json(&["status", "--json"])["records"].as_u64()?;
+        (n >= a_records).then_some(n)
+    });
+    assert_eq!(synced, Some(a_records), "B holds A's records");
+    let mut compared = 0;
+    for s in sessions(&a.home) {
+        let handle = format!("{}:{}", s.agent, s.session_id);
+        let on_a = a.json(&["handoff", "--json", &handle]);
+        let on_b = b.json(&["handoff", "--json", &handle]);
+        assert_eq!(on_a["text"], on_b["text"], "{handle}");
+        assert_eq!(on_b["session"]["machine"], "fixture-laptop", "{handle}");
+        compared += 1;
+    }
+    assert!(compared >= 30, "{compared}");
+}
