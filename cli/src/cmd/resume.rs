@@ -184,11 +184,15 @@ fn choose(
     }
     for l in LAUNCHERS {
         if let Some(p) = find_on_path(l.program, path_var) {
-            if launch::launcher(own).is_none() || l.agent != own {
-                eprintln!(
-                    "cairn: the session's agent ({own}) is not installed here; using {}",
+            match launch::launcher(own) {
+                Some(o) => eprintln!(
+                    "cairn: the session's agent ({}) is not installed here; using {}",
+                    o.program, l.program
+                ),
+                None => eprintln!(
+                    "cairn: cairn cannot hand a prompt to the session's agent ({own}); using {}",
                     l.program
-                );
+                ),
             }
             return Ok((l, Some(p)));
         }
