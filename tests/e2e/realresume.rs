@@ -89,13 +89,6 @@ const AGENTS: &[Agent] = &[
     },
 ];
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free loopback port")
-}
-
 /// Every string in a JSON value, joined: what a model reads of a request.
 fn strings(v: &serde_json::Value, out: &mut String) {
     match v {
@@ -132,6 +125,15 @@ fn end_processes_under(dir: &Path) {
             let _ = Command::new("kill").arg(pid.to_string()).status();
         }
     }
+}
+
+/// A TCP port on loopback that was free a moment ago (the scripted model
+/// speaks HTTP; `sync::free_port` probes UDP, for QUIC).
+fn free_tcp_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free loopback port")
 }
 
 struct Server(Child);
@@ -174,7 +176,7 @@ fn resume_hands_the_brief_to_real_agents_first_request() {
     std::fs::write(&driver, PTY_DRIVER).expect("driver");
     let proj = work.path().join("proj");
     std::fs::create_dir_all(&proj).expect("mkdir");
-    let port = free_port();
+    let port = free_tcp_port();
     let url = format!("http://127.0.0.1:{port}");
     let logs = work.path().join("fake");
     let _server = Server(
