@@ -3,7 +3,8 @@
 
 A client no one on the cairn team wrote starts `cairn mcp` over stdio
 against a throwaway home seeded with fixtures/home, lists the tools, and
-calls `search` (and `session`) for a planted fact. Exits non-zero on any
+calls `search` (and `session`, `handoff`) for a planted fact and gets
+the `continue-session` prompt. Exits non-zero on any
 failure.
 
 Usage: python tests/mcp_conformance.py path/to/cairn
@@ -75,10 +76,10 @@ async def check(cairn: str, home: Path) -> None:
 
                 listed = await session.list_tools()
                 names = [t.name for t in listed.tools]
-                if sorted(names) != ["remember", "search", "session", "status"]:
+                if sorted(names) != ["handoff", "remember", "search", "session", "status"]:
                     fail(f"unexpected tools: {names}")
                 by_name = {t.name: t for t in listed.tools}
-                for name in ("search", "session", "status"):
+                for name in ("search", "session", "status", "handoff"):
                     if annotations_read_only(by_name[name]) is not True:
                         fail(f"{name} is not annotated read-only")
                 schema = getattr(by_name["search"], "input_schema", None) or by_name["search"].inputSchema
@@ -99,6 +100,18 @@ async def check(cairn: str, home: Path) -> None:
                 window = await session.call_tool("session", {"handle": handle, "limit": 50})
                 if is_error(window) or "corporate proxy" not in text_of(window):
                     fail(f"session did not return the hit's session: {text_of(window)!r}")
+
+                brief = await session.call_tool("handoff", {"handle": handle})
+                if is_error(brief) or FACT not in text_of(brief) or FENCE not in text_of(brief):
+                    fail(f"handoff did not return the session's brief: {text_of(brief)!r}")
+
+                prompts = await session.list_prompts()
+                if [p.name for p in prompts.prompts] != ["continue-session"]:
+                    fail(f"unexpected prompts: {prompts.prompts!r}")
+                got = await session.get_prompt("continue-session", {"session": handle})
+                first = got.messages[0].content if got.messages else None
+                if first is None or FACT not in getattr(first, "text", ""):
+                    fail(f"continue-session did not carry the brief: {got!r}")
 
                 bad = await session.call_tool("search", {"query": "hyper", "limit": 5000})
                 if not is_error(bad) or "limit" not in text_of(bad):

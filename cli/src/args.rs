@@ -39,6 +39,10 @@ pub enum Command {
     Search(SearchArgs),
     /// Print one session's transcript (an id prefix is enough).
     Show(ShowArgs),
+    /// A brief to continue a session from: goal, decisions, files, commands, open ends (≤ 8 KB).
+    Handoff(HandoffArgs),
+    /// Continue a session in a coding agent, with its handoff brief as the first prompt.
+    Resume(ResumeArgs),
     /// List the agent stores found on this machine, with counts.
     Sources(JsonArgs),
     /// Records, sessions, skipped lines, redactions and database size.
@@ -86,7 +90,7 @@ impl Command {
     pub fn is_short_read(&self) -> bool {
         matches!(
             self,
-            Command::Search(_) | Command::Show(_) | Command::Hook(_)
+            Command::Search(_) | Command::Show(_) | Command::Handoff(_) | Command::Hook(_)
         )
     }
 
@@ -159,6 +163,45 @@ pub struct SearchArgs {
     /// What to look for: words, "quoted phrases", prefix*, paths, error text.
     #[arg(required = true, num_args = 1.., trailing_var_arg = true, allow_hyphen_values = true)]
     pub query: Vec<String>,
+}
+
+/// `cairn handoff`
+#[derive(Debug, Args)]
+pub struct HandoffArgs {
+    /// Session id, a unique prefix of it, or a search hit's handle (agent:id).
+    pub session: String,
+    /// Print the brief's sections as JSON (the text is in `text`).
+    #[arg(long)]
+    pub json: bool,
+    /// Largest brief in bytes (at least 1024); what does not fit is named at its end.
+    #[arg(long, default_value_t = 8192, value_parser = clap::value_parser!(u64).range(1024..=1_048_576))]
+    pub max_bytes: u64,
+}
+
+/// `cairn resume`
+#[derive(Debug, Args)]
+pub struct ResumeArgs {
+    /// Session id, a unique prefix of it, or a search hit's handle (agent:id).
+    pub session: String,
+    /// The agent to start: claude, codex, gemini, qwen, opencode, pi, cn, cline, kimi or aider
+    /// [default: the session's own agent if installed, else the first installed].
+    #[arg(long, value_name = "AGENT")]
+    pub agent: Option<String>,
+    /// Start the agent in this folder instead of the session's project folder.
+    #[arg(long, value_name = "DIR")]
+    pub cd: Option<PathBuf>,
+    /// Print the exact command (shell-quoted) instead of running it.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// With --dry-run: print the command as JSON.
+    #[arg(long, requires = "dry_run")]
+    pub json: bool,
+    /// Largest brief in bytes (at least 1024).
+    #[arg(long, default_value_t = 8192, value_parser = clap::value_parser!(u64).range(1024..=1_048_576))]
+    pub max_bytes: u64,
+    /// Arguments for the agent itself, after `--` (e.g. `-- --model sonnet`).
+    #[arg(last = true, allow_hyphen_values = true)]
+    pub agent_args: Vec<String>,
 }
 
 /// `cairn show`

@@ -66,6 +66,8 @@ pub fn run_parsed(cli: Cli) -> ExitCode {
         Command::Index(a) => cmd::index::run(&cli.global, &a),
         Command::Search(a) => cmd::search::run(&cli.global, &a),
         Command::Show(a) => cmd::show::run(&cli.global, &a),
+        Command::Handoff(a) => cmd::handoff::run(&cli.global, &a),
+        Command::Resume(a) => cmd::resume::run(&cli.global, &a),
         Command::Sources(a) => cmd::sources::run(&cli.global, &a),
         Command::Status(a) => cmd::status::run(&cli.global, &a),
         Command::Doctor(a) => cmd::doctor::run(&cli.global, &a),

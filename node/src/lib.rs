@@ -18,6 +18,7 @@
 pub mod clock;
 pub mod config;
 pub mod embed;
+pub mod handoff;
 pub mod hex;
 pub mod home;
 pub mod identity;

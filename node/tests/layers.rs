@@ -29,8 +29,8 @@ const LAYERS: &[&[&str]] = &[
     &["projects"],
     // Settings (which sources, where) and the database.
     &["config", "store"],
-    // What is built on the store: indexing and search.
-    &["indexer", "search"],
+    // What is built on the store: indexing, search and handoff briefs.
+    &["indexer", "search", "handoff"],
     // The node: the façade over store, indexer and search; the daemon's
     // search socket, which answers from the same store and search.
     &["node", "search_socket"],

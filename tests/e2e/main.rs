@@ -11,6 +11,7 @@ mod conformance;
 mod discovery;
 mod docs;
 mod forget;
+mod handoff;
 mod hook;
 mod install;
 mod mcp;
@@ -19,6 +20,8 @@ mod pairing;
 #[cfg(unix)]
 mod privacy;
 mod project_stores;
+#[cfg(unix)]
+mod realresume;
 mod search;
 mod secrets;
 mod semantic;

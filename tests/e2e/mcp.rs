@@ -106,7 +106,7 @@ fn mcp_lists_tools_and_answers_each_one() {
 
         let tools = client.list_all_tools().await.expect("tools/list");
         let names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
-        assert_eq!(names, ["search", "session", "remember", "status"]);
+        assert_eq!(names, ["search", "session", "remember", "status", "handoff"]);
         for t in &tools {
             let read_only = t.annotations.as_ref().and_then(|a| a.read_only_hint);
             assert_eq!(read_only, Some(t.name != "remember"), "annotation of {}", t.name);
@@ -163,6 +163,70 @@ fn mcp_lists_tools_and_answers_each_one() {
         assert!(st["sessions"].as_u64().is_some_and(|n| n > 3), "{st}");
         assert!(st["agents"]["claude-code"]["records"].as_u64().is_some_and(|n| n > 0));
 
+        client.cancel().await.expect("close the client");
+    });
+}
+
+#[test]
+fn mcp_handoff_tool_and_continue_session_prompt_serve_the_brief() {
+    use rmcp::model::GetPromptRequestParams;
+    let home = TestHome::seeded();
+    home.ok(&["index", "--quiet"]);
+    let cli = home.json(&["handoff", "--json", "6f1c2a9e"]);
+    let brief = cli["text"].as_str().expect("brief text");
+    runtime().block_on(async {
+        let client = connect(&home).await;
+        let server = client.peer_info().expect("server info");
+        assert!(server.capabilities.prompts.is_some(), "prompts capability");
+
+        // The tool: a search handle gives the same brief as the CLI, fenced.
+        let found = ok_text(&call(&client, "search", json!({"query": "hyper"})).await);
+        let handle = first_handle(&found);
+        let answer = ok_text(&call(&client, "handoff", json!({"handle": handle})).await);
+        assert!(answer.contains(FENCE_OPEN), "{answer}");
+        assert!(answer.contains("pinned hyper to 0.14"), "{answer}");
+        for line in brief.lines().filter(|l| l.starts_with("- ")) {
+            assert!(answer.contains(line), "{line:?} missing from {answer}");
+        }
+        let small = ok_text(
+            &call(
+                &client,
+                "handoff",
+                json!({"handle": handle, "max_bytes": 1024}),
+            )
+            .await,
+        );
+        assert!(small.len() < answer.len() + 1, "{small}");
+        let bad = err_text(&call(&client, "handoff", json!({"handle": "nope-nope"})).await);
+        assert!(bad.contains("no session"), "{bad}");
+
+        // The prompt: listed with its argument, and its message holds the brief.
+        let prompts = client.list_all_prompts().await.expect("prompts/list");
+        let names: Vec<&str> = prompts.iter().map(|p| p.name.as_str()).collect();
+        assert_eq!(names, ["continue-session"]);
+        let arg = &prompts[0].arguments.as_ref().expect("arguments")[0];
+        assert_eq!((arg.name.as_str(), arg.required), ("session", Some(true)));
+        let mut args = JsonObject::new();
+        args.insert("session".into(), json!("6f1c2a9e"));
+        let got = client
+            .get_prompt(GetPromptRequestParams::new("continue-session").with_arguments(args))
+            .await
+            .expect("prompts/get");
+        assert_eq!(got.messages.len(), 1);
+        let text = got.messages[0]
+            .content
+            .as_text()
+            .map(|t| t.text.clone())
+            .expect("a text message");
+        assert!(text.starts_with("Continue the coding session"), "{text}");
+        assert!(
+            text.contains("pinned hyper to 0.14") && text.contains(FENCE_OPEN),
+            "{text}"
+        );
+        let missing = client
+            .get_prompt(GetPromptRequestParams::new("continue-session"))
+            .await;
+        assert!(missing.is_err(), "a missing session argument is an error");
         client.cancel().await.expect("close the client");
     });
 }

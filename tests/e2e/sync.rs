@@ -128,7 +128,7 @@ pub(crate) fn wait_for<T>(deadline: Duration, mut f: impl FnMut() -> Option<T>) 
 }
 
 /// A UDP port on 127.0.0.1 that was free a moment ago.
-fn free_port() -> u16 {
+pub(crate) fn free_port() -> u16 {
     UdpSocket::bind("127.0.0.1:0")
         .and_then(|s| s.local_addr())
         .expect("probe a free port")

@@ -225,7 +225,7 @@ fn dechunk(mut b: &[u8]) -> Vec<u8> {
 }
 
 /// Every path the server answers (pages, assets, API), plus an unknown one.
-const PATHS: [&str; 11] = [
+const PATHS: [&str; 12] = [
     "/",
     "/app.js",
     "/app.css",
@@ -236,6 +236,7 @@ const PATHS: [&str; 11] = [
     "/api/recent",
     "/api/machines",
     "/api/activity",
+    "/api/handoff?id=3d0c9a52",
     "/no/such/page",
 ];
 

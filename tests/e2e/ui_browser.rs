@@ -289,6 +289,29 @@ fn browse_page_in_headless_chromium() {
     );
     page.screenshot("session.png");
 
+    // "copy handoff" copies the session's brief; the resume command is shown.
+    page.eval(
+        "window.__copied = null; if (navigator.clipboard) { navigator.clipboard.writeText = \
+         (t) => { window.__copied = t; return Promise.resolve(); }; }",
+    );
+    page.eval("document.querySelector('.handoff button').click()");
+    page.wait_true(
+        "the handoff brief copied (or shown to copy by hand)",
+        "window.__copied !== null || document.querySelector('.copybox') !== null",
+    );
+    let copied = page.eval(
+        "window.__copied !== null ? window.__copied : document.querySelector('.copybox').value",
+    );
+    let copied = copied.as_str().unwrap_or_default();
+    assert!(
+        copied.contains("# Handoff: opencode session") && copied.contains("integer cents"),
+        "{copied}"
+    );
+    assert!(
+        page.text(".handoff").contains("cairn resume 3d0c9a52"),
+        "the resume command is on the session view"
+    );
+
     // The machines page shows the paired peer in the picture and the table.
     page.eval("location.hash = '#/machines'");
     page.wait_true(

@@ -10,6 +10,7 @@
 mod answer;
 mod digest;
 pub mod fresh;
+mod handoff;
 pub mod jsonrpc;
 pub mod sanitize;
 mod server;
@@ -18,5 +19,6 @@ mod tools;
 
 pub use answer::{SEARCH_BUDGET, SESSION_BUDGET, StatusReport, handle};
 pub use digest::{DIGEST_MAX, hook_digest, project_digest};
+pub use handoff::CONTINUE_SESSION;
 pub use server::{CairnServer, Clock, ServeError, serve_stdio, system_clock};
-pub use tools::{REMEMBER, SEARCH, SESSION, STATUS};
+pub use tools::{HANDOFF, REMEMBER, SEARCH, SESSION, STATUS};

@@ -13,8 +13,9 @@
 use std::sync::{Arc, Mutex};
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
-    ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, GetPromptRequestParams,
+    GetPromptResponse, Implementation, ListPromptsResult, ListToolsResult, PaginatedRequestParams,
+    ServerCapabilities, ServerConfig, Tool,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
@@ -126,6 +127,13 @@ impl CairnServer {
                 }
                 Err(e) => return Some(arg_error(e)),
             },
+            tools::HANDOFF => match tools::handoff_request(args) {
+                Ok((handle, max)) => self.with_node(|n, w| {
+                    fresh::refresh(n, now, fresh::REFRESH_BUDGET, w);
+                    super::handoff::handoff_tool(n, &handle, max)
+                }),
+                Err(e) => return Some(arg_error(e)),
+            },
             tools::STATUS => match tools::status_request(args) {
                 Ok(()) => self.with_node(|n, _| answer::status(n, now)),
                 Err(e) => return Some(arg_error(e)),
@@ -160,12 +168,17 @@ fn arg_error(e: ArgError) -> CallToolResult {
 
 impl ServerHandler for CairnServer {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
-            .with_server_info(
-                Implementation::new("cairn", env!("CARGO_PKG_VERSION"))
-                    .with_title("cairn: memory for coding agents"),
-            )
-            .with_instructions(INSTRUCTIONS)
+        ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_prompts()
+                .build(),
+        )
+        .with_server_info(
+            Implementation::new("cairn", env!("CARGO_PKG_VERSION"))
+                .with_title("cairn: memory for coding agents"),
+        )
+        .with_instructions(INSTRUCTIONS)
     }
 
     async fn list_tools(
@@ -174,6 +187,66 @@ impl ServerHandler for CairnServer {
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
         Ok(ListToolsResult::with_all_items(tools::all()))
+    }
+
+    async fn list_prompts(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, McpError> {
+        Ok(ListPromptsResult::with_all_items(super::handoff::prompts()))
+    }
+
+    async fn get_prompt(
+        &self,
+        request: GetPromptRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, McpError> {
+        if request.name != super::handoff::CONTINUE_SESSION {
+            return Err(McpError::invalid_params(
+                format!(
+                    "unknown prompt {:?}; this server has {}",
+                    request.name,
+                    super::handoff::CONTINUE_SESSION
+                ),
+                None,
+            ));
+        }
+        let session = request
+            .arguments
+            .as_ref()
+            .and_then(|a| a.get("session"))
+            .and_then(|v| v.as_str())
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(str::to_owned)
+            .ok_or_else(|| {
+                McpError::invalid_params(
+                    "`session` (a session id or search handle) is required",
+                    None,
+                )
+            })?;
+        let server = self.clone();
+        let now = (self.clock)();
+        let done = tokio::task::spawn_blocking(move || {
+            let mut st = server.state.lock().unwrap_or_else(|p| p.into_inner());
+            let (node, watched) = st.node().map_err(ToolFailure::from)?;
+            fresh::refresh(node, now, fresh::REFRESH_BUDGET, watched);
+            super::handoff::continue_session(node, &session)
+        })
+        .await;
+        match done {
+            Ok(Ok(result)) => Ok(result.into()),
+            Ok(Err(ToolFailure::NotFound(msg))) => Err(McpError::invalid_params(msg, None)),
+            Ok(Err(e)) => Err(McpError::internal_error(
+                format!("cairn could not answer: {e}"),
+                None,
+            )),
+            Err(e) => Err(McpError::internal_error(
+                format!("cairn failed internally: {e}"),
+                None,
+            )),
+        }
     }
 
     fn get_tool(&self, name: &str) -> Option<Tool> {
@@ -199,7 +272,7 @@ impl ServerHandler for CairnServer {
             Ok(Some(result)) => Ok(result.into()),
             Ok(None) => Err(McpError::invalid_params(
                 format!(
-                    "unknown tool {name:?}; this server has search, session, remember and status"
+                    "unknown tool {name:?}; this server has search, session, remember, status and handoff"
                 ),
                 None,
             )),

@@ -23,6 +23,8 @@ pub const SESSION: &str = "session";
 pub const REMEMBER: &str = "remember";
 /// `status`
 pub const STATUS: &str = "status";
+/// `handoff`
+pub const HANDOFF: &str = "handoff";
 
 /// Default and largest number of sessions a search returns.
 pub const SEARCH_LIMIT: (u32, u32) = (5, 20);
@@ -113,6 +115,38 @@ pub struct RememberArgs {
     /// The project it belongs to (its folder path); omit for a note about all projects.
     #[serde(default)]
     pub project: Option<String>,
+}
+
+/// Arguments of `handoff`.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct HandoffArgs {
+    /// The `handle` of a search hit (agent:session_id), or a session id or a unique prefix of one.
+    pub handle: String,
+    /// Largest brief in bytes (1024 to 32768; default 8192).
+    #[serde(default)]
+    #[schemars(range(min = 1024, max = 32768))]
+    pub max_bytes: Option<u32>,
+}
+
+/// Validates `handoff` arguments: the handle and the byte bound.
+pub fn handoff_request(args: JsonObject) -> Result<(String, usize), ArgError> {
+    let a: HandoffArgs = parse(HANDOFF, args)?;
+    let handle = a.handle.trim().to_owned();
+    if handle.is_empty() {
+        return Err(bad(HANDOFF, "`handle` must not be empty"));
+    }
+    let max = match a.max_bytes {
+        None => crate::handoff::DEFAULT_MAX_BYTES,
+        Some(n @ 1024..=32768) => n as usize,
+        Some(n) => {
+            return Err(bad(
+                HANDOFF,
+                format!("`max_bytes` must be between 1024 and 32768, got {n}"),
+            ));
+        }
+    };
+    Ok((handle, max))
 }
 
 /// Arguments of `status` (none).
@@ -338,6 +372,15 @@ pub fn all() -> Vec<Tool> {
             schema::<StatusArgs>(),
         )
         .annotate(read_only("Memory status")),
+        Tool::new(
+            HANDOFF,
+            "Get a brief to continue a past session from (one found by `search`, from any agent \
+             or machine): its goal, the decisions made, files created or changed, commands run \
+             and how they ended, and what was left open, in at most 8 KB. Pass the hit's \
+             `handle`. Use it when the user wants to pick up earlier work here.",
+            schema::<HandoffArgs>(),
+        )
+        .annotate(read_only("Hand a session on")),
     ]
 }
 
@@ -359,7 +402,7 @@ mod tests {
     fn every_tool_has_an_object_schema_and_annotations() {
         let tools = all();
         let names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
-        assert_eq!(names, [SEARCH, SESSION, REMEMBER, STATUS]);
+        assert_eq!(names, [SEARCH, SESSION, REMEMBER, STATUS, HANDOFF]);
         for t in &tools {
             assert_eq!(
                 t.input_schema.get("type"),
@@ -425,6 +468,11 @@ mod tests {
         assert_eq!((t.as_str(), p.as_deref()), ("use sqlite", Some("/p")));
         assert!(remember_request(obj(json!({"text": ""}))).is_err());
         assert!(remember_request(obj(json!({"text": "x".repeat(NOTE_MAX + 1)}))).is_err());
+
+        let (h, max) = handoff_request(obj(json!({"handle": " codex:abc "}))).expect("ok");
+        assert_eq!((h.as_str(), max), ("codex:abc", 8192));
+        assert!(handoff_request(obj(json!({"handle": "x", "max_bytes": 100}))).is_err());
+        assert!(handoff_request(obj(json!({"handle": " "}))).is_err());
 
         status_request(JsonObject::new()).expect("no arguments");
         assert!(status_request(obj(json!({"verbose": true}))).is_err());

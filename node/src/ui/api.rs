@@ -452,3 +452,27 @@ pub(crate) async fn activity(
     })
     .await
 }
+
+/// `/api/handoff`: a session's handoff brief (as `cairn handoff --json`)
+/// and the command that resumes it, for the session view's "copy handoff".
+pub(crate) async fn handoff(
+    State(state): State<Arc<UiState>>,
+    Query(p): Query<SessionParams>,
+) -> ApiResult {
+    let id = given(&p.id).ok_or_else(|| bad("give a session id"))?;
+    with_store(&state, move |_, store| {
+        let session = resolve_session(store, &id)?;
+        let brief =
+            crate::handoff::session_brief(store, &session, crate::handoff::DEFAULT_MAX_BYTES)
+                .map_err(|e| match e {
+                    crate::handoff::HandoffError::Store(s) => ApiError::from(s),
+                    other => ApiError(StatusCode::NOT_FOUND, other.to_string()),
+                })?;
+        let resume = format!(
+            "cairn resume {}",
+            crate::handoff::launch::shell_quote(&session.session_id)
+        );
+        to_json(json!({ "brief": brief, "resume": resume }))
+    })
+    .await
+}

@@ -155,6 +155,7 @@ fn router(state: Arc<UiState>) -> Router {
         .route("/api/recent", get(api::recent))
         .route("/api/machines", get(api::machines))
         .route("/api/activity", get(api::activity))
+        .route("/api/handoff", get(api::handoff))
         .fallback(api::not_found)
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),

@@ -291,7 +291,8 @@ async function pageSession(id, params, seq) {
       el("a", { href: "#/session/" + encodeURIComponent(s.parent_session) }, shortId(s.parent_session))) : null,
     r.local_sources.length ? el("p", { class: "files" }, "Source on this machine: ",
       r.local_sources.map((p, i) => [i ? ", " : "", el("a", { href: "file://" + p, title: "open the agent's own file (your browser may ask)" }, p)])) : null,
-    q ? el("p", { class: "meta" }, matched.size + " record(s) on this page match ", code(q)) : null);
+    q ? el("p", { class: "meta" }, matched.size + " record(s) on this page match ", code(q)) : null,
+    handoffBar(s));
   const pager = () => {
     const p = el("div", { class: "pager" });
     const to = (off) => {
@@ -327,6 +328,52 @@ async function pageSession(id, params, seq) {
     if (f) f.scrollIntoView({ block: "center" });
   } else {
     window.scrollTo(0, 0);
+  }
+}
+
+// The session view's hand-on bar: copy the handoff brief, and the command
+// that resumes the session in a coding agent (both from /api/handoff).
+function handoffBar(s) {
+  const resume = "cairn resume " + s.session_id;
+  const brief = api("handoff", { id: s.session_id });
+  brief.catch(() => {});
+  const copyBrief = el("button", { type: "button", title: "copy a brief to continue this session from (goal, decisions, files, commands, open ends)" }, "copy handoff");
+  copyBrief.addEventListener("click", async () => {
+    try {
+      const r = await brief;
+      copyText(r.brief.text, copyBrief);
+    } catch (e) {
+      copyBrief.after(errorBox(e));
+    }
+  });
+  const copyResume = el("button", { type: "button", title: "copy the command" }, "copy");
+  copyResume.addEventListener("click", async () => {
+    let cmd = resume;
+    try { cmd = (await brief).resume; } catch (_) { /* the plain form */ }
+    copyText(cmd, copyResume);
+  });
+  return el("div", { class: "handoff meta" }, copyBrief,
+    el("span", {}, "resume in an agent: ", code(resume), " ", copyResume));
+}
+
+// Copies text to the clipboard; where the browser refuses, shows it
+// selected in a box to copy by hand.
+function copyText(text, button) {
+  const done = () => {
+    const label = button.textContent;
+    button.textContent = "copied";
+    setTimeout(() => { button.textContent = label; }, 1500);
+  };
+  const byHand = () => {
+    const box = el("textarea", { class: "copybox", readonly: true, rows: 12 });
+    box.value = text;
+    button.parentNode.after(box);
+    box.select();
+  };
+  if (navigator.clipboard && window.isSecureContext) {
+    navigator.clipboard.writeText(text).then(done, byHand);
+  } else {
+    byHand();
   }
 }
 
