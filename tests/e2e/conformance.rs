@@ -52,6 +52,13 @@ struct Recording {
     sessions: &'static [Session],
 }
 
+/// Recordings whose store lies in the project folder itself (aider writes
+/// `<git root>/.aider.chat.history.md`). cairn finds it under the copied
+/// home, so the session's project is that copy, and its id (a digest of the
+/// file's path and header, written `*` in the entry) is whatever 16 hex
+/// digits cairn reports for the one session.
+const IN_PROJECT_FOLDER: &[&str] = &["aider/0.86.2"];
+
 /// One session as cairn must read it.
 struct Session {
     id: &'static str,
@@ -76,6 +83,38 @@ const fn turn(
 }
 
 const RECORDINGS: &[Recording] = &[
+    Recording {
+        dir: "aider/0.86.2",
+        agent: "aider",
+        run: "aider",
+        secrets: &[],
+        // aider calls no tools in its whole-file edit format; its own notices
+        // (`> ` lines) are read as tool output. The file has one time, the
+        // chat's start (`2026-12-05 18:01:59`, local time, the recorder's
+        // UTC), which every record takes.
+        sessions: &[Session {
+            id: "*",
+            parent: None,
+            records: &[
+                (
+                    "tool_output",
+                    "Update git name with: git config user.name \"Your Name\"\nUpdate git email \
+                     with: git config user.email \"you@example.com\"\nYou can skip this check \
+                     with --no-gitignore",
+                    1796493719000,
+                ),
+                (
+                    "tool_output",
+                    "Warning for openai/fake-model: Unknown context window size and costs, using \
+                     sane defaults.\nYou can skip this check with --no-show-model-warnings\n\
+                     https://aider.chat/docs/llms/warnings.html",
+                    1796493719000,
+                ),
+                ("user", "{PROMPT}", 1796493719000),
+                ("assistant", "{FACT}", 1796493719000),
+            ],
+        }],
+    },
     Recording {
         dir: "claude-code/2.1.197",
         agent: "claude-code",
@@ -105,6 +144,23 @@ const RECORDINGS: &[Recording] = &[
                 "Bash: echo hello",
                 "Bash: hello",
                 [1796498251030, 1796498251192, 1796498251250, 1796498251281],
+            ),
+        }],
+    },
+    Recording {
+        dir: "cline/3.0.65",
+        agent: "cline",
+        run: "cline",
+        secrets: &[],
+        // The `<user_input mode="act">` wrapper is not the user's words; a
+        // `run_commands` result is the command, then what it printed.
+        sessions: &[Session {
+            id: "1796493695129_i0f63",
+            parent: None,
+            records: &turn(
+                r#"run_commands {"commands":["echo hello"]}"#,
+                "echo hello\nhello",
+                [1796493695477, 1796493695801, 1796493695859, 1796493695984],
             ),
         }],
     },
@@ -368,6 +424,7 @@ fn check(rec: &Recording) -> Result<(), String> {
             .replace("{FACT}", FACT)
             .replace("{PROJ}", &project)
     };
+    let in_folder = IN_PROJECT_FOLDER.contains(&rec.dir);
     let mut problems = Vec::new();
 
     let report = home.json(&["index", "--json"]);
@@ -395,25 +452,53 @@ fn check(rec: &Recording) -> Result<(), String> {
         problems.push(format!("{sessions} sessions, want {}", rec.sessions.len()));
     }
 
-    let want: Vec<(String, Option<String>, Vec<String>)> = rec
+    let want_project = if in_folder {
+        home.path()
+            .join(format!("code/proj-{}", rec.run))
+            .display()
+            .to_string()
+    } else {
+        project.clone()
+    };
+    let ids: Vec<String> = rec
         .sessions
         .iter()
         .map(|s| {
+            if s.id != "*" {
+                return s.id.to_owned();
+            }
+            let hits = home.search(QUERY, &["--no-refresh"]);
+            let id = hits
+                .first()
+                .and_then(|h| h["session_id"].as_str())
+                .unwrap_or("(unresolved)")
+                .to_owned();
+            if id.len() != 16 || !id.bytes().all(|b| b.is_ascii_hexdigit()) {
+                problems.push(format!("session id {id:?}, want 16 hex digits"));
+            }
+            id
+        })
+        .collect();
+    let want: Vec<(String, Option<String>, Vec<String>)> = rec
+        .sessions
+        .iter()
+        .zip(&ids)
+        .map(|(s, id)| {
             let records = s
                 .records
                 .iter()
                 .map(|(role, text, t)| record_line(role, Some(*t), &fill(text)))
                 .collect();
-            (s.id.to_owned(), s.parent.map(str::to_owned), records)
+            (id.clone(), s.parent.map(str::to_owned), records)
         })
         .collect();
     let mut got = Vec::new();
     let mut got_agent = rec.agent.to_owned();
-    let mut got_project = project.clone();
-    for s in rec.sessions {
-        let out = home.run(&["show", "--json", "--no-pager", s.id]);
+    let mut got_project = want_project.clone();
+    for id in &ids {
+        let out = home.run(&["show", "--json", "--no-pager", id]);
         if !out.status.success() {
-            got.push((s.id.to_owned(), None, vec!["(no such session)".to_owned()]));
+            got.push((id.clone(), None, vec!["(no such session)".to_owned()]));
             continue;
         }
         let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("show JSON");
@@ -421,7 +506,7 @@ fn check(rec: &Recording) -> Result<(), String> {
         if info["agent"] != rec.agent {
             got_agent = info["agent"].to_string();
         }
-        if info["project"] != project.as_str() {
+        if info["project"] != want_project.as_str() {
             got_project = info["project"].to_string();
         }
         let records = v["records"]
@@ -443,7 +528,7 @@ fn check(rec: &Recording) -> Result<(), String> {
         ));
     }
     let (want, got) = (
-        render(rec.agent, &project, &want),
+        render(rec.agent, &want_project, &want),
         render(&got_agent, &got_project, &got),
     );
     if want != got {
@@ -463,7 +548,7 @@ fn check(rec: &Recording) -> Result<(), String> {
             h["session_id"].as_str().unwrap_or_default(),
         )
     });
-    let want_hit = (rec.agent, project.as_str(), rec.sessions[0].id);
+    let want_hit = (rec.agent, want_project.as_str(), ids[0].as_str());
     if found != Some(want_hit) {
         problems.push(format!(
             "search {QUERY:?}: top hit {found:?}, want {want_hit:?}"

@@ -400,6 +400,9 @@ fn emit_message(
             ));
         }
         "gemini" | "model" if is_compression_ack(obj) => {}
+        // The environment block the CLI puts first (date, OS, folders) is
+        // the harness's, not the user's words.
+        "user" if is_session_context(obj) => {}
         "user" => {
             // `displayContent` is what the user typed (`/init`) when `content`
             // holds the expanded harness prompt; a display made only of
@@ -455,6 +458,16 @@ fn is_compression_summary(obj: &Map<String, Value>) -> bool {
     obj.get("content")
         .map(parts_text)
         .is_some_and(|t| t.contains("<state_snapshot>"))
+}
+
+/// The CLI's own first turn (0.61: the first message of the first
+/// `$set.messages` checkpoint): a user-role message that is one
+/// `<session_context>…</session_context>` block.
+fn is_session_context(obj: &Map<String, Value>) -> bool {
+    obj.get("content").map(parts_text).is_some_and(|t| {
+        let t = t.trim();
+        t.starts_with("<session_context>") && t.ends_with("</session_context>")
+    })
 }
 
 /// The canned reply compression puts after its summary.
@@ -757,6 +770,47 @@ mod tests {
     /// updated in place, those it drops are kept, the summary is indexed as
     /// the assistant's and the canned reply dropped; a rewind to an id never
     /// seen clears everything, as the CLI does.
+    /// Gemini CLI 0.61 opens a session with a `$set.messages` checkpoint
+    /// holding its own environment block as a user turn: not the user's
+    /// words, so not read; a user turn that only mentions the tag is.
+    #[test]
+    fn the_clis_session_context_turn_is_not_read_as_the_users() {
+        let dir = tempfile::tempdir().unwrap();
+        let header = serde_json::json!({"sessionId": "s-ctx", "projectHash": "h", "kind": "main"});
+        let p = write_log(
+            dir.path(),
+            "",
+            "session-ctx.jsonl",
+            &[
+                header,
+                serde_json::json!({"$set": {"messages": [
+                    msg("c0", "user", "<session_context>\nToday's date is Saturday.\nMy operating system is: linux\n</session_context>"),
+                ]}}),
+                msg(
+                    "u1",
+                    "user",
+                    "why does <session_context> show up in the prompt?",
+                ),
+                msg("g1", "gemini", "the CLI adds it"),
+            ],
+        );
+        let got: Vec<(Role, String)> = read(&p)
+            .records
+            .into_iter()
+            .map(|r| (r.role, r.text))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (
+                    Role::User,
+                    "why does <session_context> show up in the prompt?".to_owned()
+                ),
+                (Role::Assistant, "the CLI adds it".to_owned()),
+            ]
+        );
+    }
+
     #[test]
     fn checkpoints_compression_and_rewinds_replay_like_the_cli() {
         let dir = tempfile::tempdir().unwrap();
