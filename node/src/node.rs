@@ -633,7 +633,8 @@ impl Node {
         let clean = self.redactor.redact(text, &mut counts).into_owned();
         // The project is written to the notes file as given: redacted
         // first, as the text is.
-        let project = project.map(|p| self.redactor.redact(p, &mut counts));
+        let project =
+            project.map(|p| crate::redact::fields::redact_path(&self.redactor, p, &mut counts));
         let path = self.config.locations.notes_file.clone();
         notes::append(&path, project.as_deref(), &clean, now_ms)
             .map_err(|source| NodeError::Note { path, source })?;

@@ -88,6 +88,11 @@ fn aws_secret_beside_its_key_id_whatever_the_separator() {
             "{\"content\":\"{id}\\n{slashed}\"}",
             "{\"content\":\"{A}\\n{S}\"}",
         ),
+        // A key id right after an escaped line break is its own word.
+        (
+            "{\"content\":\"Access key ID,Secret access key\\n{id},{secret}\\n\"}",
+            "{\"content\":\"Access key ID,Secret access key\\n{A},{S}\\n\"}",
+        ),
         // The console's CSV download, with its header line.
         (
             "Access key ID,Secret access key\n{id},{secret}\n",
@@ -108,6 +113,9 @@ fn aws_secret_beside_its_key_id_whatever_the_separator() {
         ),
         // Temporary credentials (ASIA) are paired too.
         ("ASIAD9IYBJYPLGM9N2LY {slashed}", "{A} {S}"),
+        // Written into a path.
+        ("/home/dev/{id} / {secret}/app", "/home/dev/{A} / {S}/app"),
+        ("/srv/{id}/keys/{slashed}", "/srv/{A}/keys/{S}"),
         // Two pairs: each id takes its own secret.
         (
             "{id},{secret}\nAKIA9A47T80OGXEVQNBN,{slashed}\n",
@@ -173,6 +181,10 @@ fn aws_secret_after_aws_named_keys_flags_and_phrases() {
         ("the AWS secret is {secret}", "the AWS secret is {S}"),
         ("AWS secret key = {slashed}", "AWS secret key = {S}"),
         ("the aws secret was {secret}", "the aws secret was {S}"),
+        (
+            "/home/dev/aws configure set aws_secret_access_key {secret}/app",
+            "/home/dev/aws configure set aws_secret_access_key {S}/app",
+        ),
     ]);
 }
 
@@ -282,6 +294,10 @@ fn api_keys_and_tokens_in_prose() {
             "NjIaawL1z2XoO1pMn2x3Yak3 is our access token.",
             "{G} is our access token.",
         ),
+        (
+            "{\"path\":\"secret/ci\",\"value\":\"Xzyn4eJAQIc9pDoALGnvobIb is the key\"}",
+            "{\"path\":\"secret/ci\",\"value\":\"{G} is the key\"}",
+        ),
     ]);
 }
 
@@ -307,5 +323,27 @@ fn prose_about_keys_and_tokens_stays() {
         "max tokens is 4096",
         "the sort key is created_at",
         "Ctrl is the key you want",
+    ]);
+}
+
+#[test]
+fn secrets_named_as_files_in_a_path_of_words() {
+    check_rows(&[
+        (
+            "cat /home/dev/app/AGE-SECRET-KEY-1N9LRDMPPFNFRMSWLPX05QU4WRM0QXHFAKGKWJ9SGGTXRFPAKCL6YU34C8D.txt",
+            "cat /home/dev/app/[REDACTED:age-secret-key].txt",
+        ),
+        (
+            "ls /srv/db.internal:5432:shop:app:Hj2pgpassWd55",
+            "ls /srv/db.internal:5432:shop:app:[REDACTED:password]",
+        ),
+        (
+            "/tmp/machine api.example.com login ci password Qz4netrcLine9",
+            "/tmp/machine api.example.com login ci password [REDACTED:password]",
+        ),
+    ]);
+    // Inside a base64 run the same bytes are not a token of their own.
+    check_intact(&[
+        "data:application/octet-stream;base64,AAAAQ29tcGxldGVseVJhbmRvbUJ5dGVz9x/AGE-SECRET-KEY-1N9LRDMPPFNFRMSWLPX05QU4WRM0QXHFAKGKWJ9SGGTXRFPAKCL6YU34C8D",
     ]);
 }

@@ -64,7 +64,7 @@ pub fn redact_id<'a>(
     let out = match known {
         Some(out) => out,
         None => {
-            let out = redact_parts(redactor, id, counts).map(|mut out| {
+            let out = redact_parts(redactor, id, SEPARATORS, counts).map(|mut out| {
                 out.push('~');
                 out.push_str(&id_suffix(id));
                 out
@@ -96,14 +96,19 @@ thread_local! {
 /// Bytes that join the parts of an id (`deploy-<token>`, `run_<token>`).
 const SEPARATORS: &[char] = &['-', '_', '.', ':', '/', '~', '+', '=', '@', ','];
 
-/// `id` redacted whole, then what follows each separator redacted on its
-/// own: the rules leave a token glued to a word before it
-/// (`deploy-ghp_…` in text reads as one word), which in an id is just
-/// another part. `None` when nothing was redacted.
-fn redact_parts(redactor: &Redactor, id: &str, counts: &mut RedactionCounts) -> Option<String> {
+/// `id` redacted whole, then what follows each of `separators` redacted
+/// on its own: the rules leave a token glued to a word before it
+/// (`deploy-ghp_…` in text reads as one word), which in an id or a path
+/// is just another part. `None` when nothing was redacted.
+fn redact_parts(
+    redactor: &Redactor,
+    id: &str,
+    separators: &[char],
+    counts: &mut RedactionCounts,
+) -> Option<String> {
     let mut cur: Cow<'_, str> = redactor.redact(id, counts);
     let mut from = 0;
-    while let Some(off) = cur.get(from..).and_then(|rest| rest.find(SEPARATORS)) {
+    while let Some(off) = cur.get(from..).and_then(|rest| rest.find(separators)) {
         // Separators are ASCII: the byte after one starts a character.
         let at = from + off + 1;
         let tail = cur.get(at..).unwrap_or("");
@@ -116,6 +121,36 @@ fn redact_parts(redactor: &Redactor, id: &str, counts: &mut RedactionCounts) -> 
     match cur {
         Cow::Owned(o) => Some(o),
         Cow::Borrowed(_) => None,
+    }
+}
+
+/// A path (a project, a file a tool named) with every secret replaced,
+/// also one that starts a part of it (`/home/dev/<token>/app`: in text a
+/// token glued to a `/` reads as the inside of a base64 run, and a
+/// `.netrc` or `.pgpass` line must start its line); borrowed when nothing
+/// was. Adds to `counts`.
+pub fn redact_path<'a>(
+    redactor: &Redactor,
+    path: &'a str,
+    counts: &mut RedactionCounts,
+) -> Cow<'a, str> {
+    let whole = redactor.redact(path, counts);
+    if !whole.contains(['/', '\\']) {
+        return whole;
+    }
+    // Cheap look first: the parts set apart by spaces (the same length,
+    // so nothing moves). Only when that finds something are the parts
+    // redacted one by one.
+    let spaced = whole.replace(['/', '\\'], " ");
+    if matches!(
+        redactor.redact(&spaced, &mut RedactionCounts::new()),
+        Cow::Borrowed(_)
+    ) {
+        return whole;
+    }
+    match redact_parts(redactor, &whole, &['/', '\\'], counts) {
+        Some(parts) => Cow::Owned(parts),
+        None => whole,
     }
 }
 
@@ -135,10 +170,14 @@ pub fn redact_record(r: &mut Record, redactor: &Redactor, counts: &mut Redaction
         redactor.redact(s, counts).into_owned_if_changed()
     });
     for f in &mut r.files {
-        update(f, |s| redactor.redact(s, counts).into_owned_if_changed());
+        update(f, |s| {
+            redact_path(redactor, s, counts).into_owned_if_changed()
+        });
     }
     if let Some(p) = &mut r.project {
-        update(p, |s| redactor.redact(s, counts).into_owned_if_changed());
+        update(p, |s| {
+            redact_path(redactor, s, counts).into_owned_if_changed()
+        });
     }
     update(&mut r.session_id, |s| {
         redact_id(redactor, s, counts).into_owned_if_changed()
@@ -172,12 +211,12 @@ pub fn redact_wire(w: &mut WireRecord, redactor: &Redactor) -> bool {
     });
     for f in &mut w.files {
         changed |= update(f, |s| {
-            redactor.redact(s, &mut counts).into_owned_if_changed()
+            redact_path(redactor, s, &mut counts).into_owned_if_changed()
         });
     }
     if let Some(p) = &mut w.project {
         changed |= update(p, |s| {
-            redactor.redact(s, &mut counts).into_owned_if_changed()
+            redact_path(redactor, s, &mut counts).into_owned_if_changed()
         });
     }
     for id in [&mut w.session_id, &mut w.agent, &mut w.role] {
@@ -351,6 +390,44 @@ mod tests {
         let before = w.clone();
         assert!(!redact_wire(&mut w, &Redactor::new()));
         assert_eq!(w, before);
+    }
+
+    #[test]
+    fn a_secret_starting_a_part_of_a_path_is_redacted() {
+        let r = Redactor::new();
+        let path = |p: &str| redact_path(&r, p, &mut RedactionCounts::new()).into_owned();
+        let age = "AGE-SECRET-KEY-1N9LRDMPPFNFRMSWLPX05QU4WRM0QXHFAKGKWJ9SGGTXRFPAKCL6YU34C8D";
+        assert_eq!(
+            path(&format!("/home/dev/{age}/app")),
+            "/home/dev/[REDACTED:age-secret-key]/app"
+        );
+        assert_eq!(
+            path("/home/dev/db.internal:5432:shop:app:Hj2pgpassWd55/app"),
+            // (a .pgpass password runs to the end of its line)
+            "/home/dev/db.internal:5432:shop:app:[REDACTED:password]"
+        );
+        assert_eq!(
+            path("C:\\Users\\dev\\machine api.example.com login ci password Qz4netrcLine9"),
+            "C:\\Users\\dev\\machine api.example.com login ci password [REDACTED:password]"
+        );
+        // What the whole path shows is redacted as before.
+        assert_eq!(
+            path(&format!("/tmp/{TOKEN}.txt")),
+            "/tmp/[REDACTED:github-token].txt"
+        );
+        for plain in [
+            "/home/dev/vault/src/main.rs",
+            "src/redact/fields.rs",
+            "C:\\work\\app\\Cargo.toml",
+            "/home/dev/8638af64f306401242221d9ac7d9621ba201fdd4/x",
+        ] {
+            let mut counts = RedactionCounts::new();
+            assert!(
+                matches!(redact_path(&r, plain, &mut counts), Cow::Borrowed(_)),
+                "{plain}"
+            );
+            assert!(counts.is_empty(), "{plain}");
+        }
     }
 
     #[test]

@@ -323,9 +323,15 @@ fn byte_at(text: &str, i: usize) -> Option<u8> {
 }
 
 /// True when the byte before `i` continues a token (letter, digit, `_`, `-`),
-/// meaning the match starts in the middle of a larger word.
+/// meaning the match starts in the middle of a larger word. The letter of
+/// a JSON escape (`\n`, `\t`, `\r` before a token in escaped text) ends
+/// the word before instead.
 fn glued_before(text: &str, i: usize) -> bool {
-    matches!(byte_before(text, i), Some(b) if b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+    let escaped = i >= 2
+        && matches!(byte_before(text, i), Some(b'n' | b't' | b'r'))
+        && byte_before(text, i - 1) == Some(b'\\');
+    !escaped
+        && matches!(byte_before(text, i), Some(b) if b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
 }
 
 fn glued_after_alnum(text: &str, i: usize) -> bool {
@@ -493,9 +499,21 @@ fn aws_secret(text: &str, caps: &Captures<'_>) -> Option<Hit> {
     // blob, an identifier) nor glued to a word of the phrase
     // (`keyisABC…`).
     if matches!(byte_before(text, v.start()), Some(b) if b.is_ascii_alphanumeric())
-        || matches!(byte_at(text, v.end()), Some(b) if is_b64_byte(b) || matches!(b, b'_' | b'-'))
+        || matches!(byte_at(text, v.end()), Some(b'_' | b'-'))
     {
         return None;
+    }
+    // Followed by more of a run: a longer blob, unless the rest is the
+    // words of a path (`SECRET/app`).
+    if byte_at(text, v.end()).is_some_and(is_b64_byte) {
+        let b = text.as_bytes();
+        let mut end = v.end();
+        while end < b.len() && is_b64_byte(b[end]) {
+            end += 1;
+        }
+        if key_in_path(text, v.start()..end) != v.range() {
+            return None;
+        }
     }
     if !aws_secret_shaped(v.as_str()) {
         return None;
@@ -581,6 +599,24 @@ fn b64_runs(text: &str, from: usize, to: usize) -> impl Iterator<Item = Range<us
     })
 }
 
+/// A base64 run that is a 40-character key and the words of a path
+/// around it (`SECRET/app`, `dev/SECRET`, the key written into a
+/// project's or a file's name): the key alone; any other run as it is.
+fn key_in_path(text: &str, r: Range<usize>) -> Range<usize> {
+    let words = |a: usize, b: usize| {
+        text.get(a..b)
+            .is_some_and(|s| s.split('/').all(word_shaped))
+    };
+    if r.len() > 41 && byte_at(text, r.start + 40) == Some(b'/') && words(r.start + 41, r.end) {
+        r.start..r.start + 40
+    } else if r.len() > 41 && byte_at(text, r.end - 41) == Some(b'/') && words(r.start, r.end - 41)
+    {
+        r.end - 40..r.end
+    } else {
+        r
+    }
+}
+
 /// An AWS key id (redacted already: its marker): the secret key written
 /// beside it, the first after it within [`AWS_PAIR_WINDOW`] bytes, else
 /// the last before it.
@@ -589,29 +625,15 @@ fn aws_pair(text: &str, caps: &Captures<'_>) -> Option<Hit> {
     let shaped = |r: &Range<usize>| text.get(r.clone()).is_some_and(aws_secret_shaped);
     // `AKIA…/SECRET`: the slash separates.
     let after = m.end() + usize::from(byte_at(text, m.end()) == Some(b'/'));
-    let ahead = b64_runs(text, after, (m.end() + AWS_PAIR_WINDOW).min(text.len())).find(shaped);
-    let range = match ahead {
+    let range = match b64_runs(text, after, (m.end() + AWS_PAIR_WINDOW).min(text.len()))
+        .map(|r| key_in_path(text, r))
+        .find(shaped)
+    {
         Some(r) => r,
-        None => {
-            let from = m.start().saturating_sub(AWS_PAIR_WINDOW);
-            // A run that ends at the id is glued to it (`SECRET/AKIA…`
-            // without the slash is one run): the slash is left out.
-            b64_runs(text, from, m.start())
-                .map(|r| {
-                    if r.end > m.start() {
-                        let end = if byte_before(text, m.start()) == Some(b'/') {
-                            m.start() - 1
-                        } else {
-                            m.start()
-                        };
-                        r.start..end
-                    } else {
-                        r
-                    }
-                })
-                .filter(shaped)
-                .last()?
-        }
+        None => b64_runs(text, m.start().saturating_sub(AWS_PAIR_WINDOW), m.start())
+            .map(|r| key_in_path(text, r))
+            .filter(shaped)
+            .last()?,
     };
     // Redacted by the keyed rule already, or inside a marker: nothing here.
     let s = text.get(range.clone())?;
@@ -978,7 +1000,23 @@ const BRANCHES: &[Branch] = &[
 /// True when the byte before `i` continues a token or a base64 run
 /// (`+`, `/` included), so a match there is the inside of something else.
 fn glued_b64_before(text: &str, i: usize) -> bool {
-    matches!(byte_before(text, i), Some(b) if b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'+' | b'/'))
+    match byte_before(text, i) {
+        // A `/` ends a directory of a path (`/home/dev/<token>`) as well as
+        // it continues a base64 run: a path when what runs back from it is
+        // words (`home/dev/`), a run when it is not.
+        Some(b'/') => {
+            let b = text.as_bytes();
+            let from = i.saturating_sub(64);
+            let mut j = i - 1;
+            while j > from && is_b64_byte(b[j - 1]) {
+                j -= 1;
+            }
+            let run = text.get(j..i - 1).unwrap_or("");
+            !run.split('/').all(word_shaped)
+        }
+        Some(b) => b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'+'),
+        None => false,
+    }
 }
 
 fn glued_b64_after(text: &str, i: usize) -> bool {
@@ -1199,11 +1237,13 @@ fn registry_login(text: &str, caps: &Captures<'_>) -> Option<Hit> {
 }
 
 /// True when a word starts at `i`: at the start, after whitespace, a
-/// quote, or an escaped line break (`\n`).
+/// quote, a `/` (a file named so), or an escaped line break (`\n`).
 fn word_start(text: &str, i: usize) -> bool {
     match byte_before(text, i) {
         None => true,
-        Some(b) if b.is_ascii_whitespace() || matches!(b, b'"' | b'\'' | b'`' | b'(') => true,
+        Some(b) if b.is_ascii_whitespace() || matches!(b, b'"' | b'\'' | b'`' | b'(' | b'/') => {
+            true
+        }
         Some(b'n') => i >= 2 && byte_before(text, i - 1) == Some(b'\\'),
         Some(_) => false,
     }
@@ -1264,7 +1304,10 @@ fn pgpass(text: &str, caps: &Captures<'_>) -> Option<Hit> {
     }
     let host = text.get(start..m.start())?;
     let line_start = start == 0
-        || matches!(b[start - 1], b'\n' | b'"' | b'\'' | b' ' | b'\t' | b'>')
+        || matches!(
+            b[start - 1],
+            b'\n' | b'"' | b'\'' | b' ' | b'\t' | b'>' | b'/'
+        )
         || separator_before(text, start).is_some();
     let hostish =
         host == "*" || host.bytes().any(|c| c.is_ascii_alphabetic()) || host.contains('.');
@@ -1522,18 +1565,20 @@ fn prose_key_before(text: &str, caps: &Captures<'_>) -> Option<Hit> {
         return None;
     }
     let class = named_key_class(text, m.end(), 2);
-    // The value: the word before the phrase, without its quotes.
-    let start = rest.rfind(|c: char| c.is_whitespace()).map_or(0, |i| i + 1);
-    let word = rest.get(start..)?;
-    let trimmed = word.trim_start_matches(['"', '\'', '`', '(']);
-    let quoted = trimmed.len() < word.len();
-    let v = trimmed.trim_end_matches(['"', '\'', '`', ',', ')']);
-    let vs = start + (word.len() - trimmed.len());
+    // The value: the word before the phrase, back to a space or what
+    // ends a word in JSON, code or a path (`"value":"X is the key"`),
+    // without its quotes.
+    let rest = rest.trim_end_matches(['"', '\'', '`', ',', ')']);
+    let start = rest
+        .rfind(|c: char| c.is_whitespace() || "\"'`(){}[]<>,;:=/\\".contains(c))
+        .map_or(0, |i| i + 1);
+    let v = rest.get(start..)?;
+    let quoted = matches!(byte_before(text, start), Some(b'"' | b'\'' | b'`'));
     if v.is_empty() || !prose_key_value(class, v, quoted) {
         return None;
     }
     Some(Hit {
-        range: vs..vs + v.len(),
+        range: start..start + v.len(),
         kind: GENERIC_SECRET,
     })
 }
