@@ -55,42 +55,80 @@ pub fn redact_id<'a>(
     if entropy::is_uuid(id) {
         return Cow::Borrowed(id);
     }
+    remembered(Memo::Id, redactor, id, counts, |counts| {
+        redact_parts(redactor, id, SEPARATORS, counts).map(|mut out| {
+            out.push('~');
+            out.push_str(&id_suffix(id));
+            out
+        })
+    })
+    .map_or(Cow::Borrowed(id), Cow::Owned)
+}
+
+/// A project path redacted as [`redact_path`] does, remembered as ids
+/// are: every record of a session names the same one.
+fn redact_project<'a>(
+    redactor: &Redactor,
+    path: &'a str,
+    counts: &mut RedactionCounts,
+) -> Cow<'a, str> {
+    remembered(Memo::Project, redactor, path, counts, |counts| {
+        redact_path(redactor, path, counts).into_owned_if_changed()
+    })
+    .map_or(Cow::Borrowed(path), Cow::Owned)
+}
+
+/// What a remembered value was redacted as.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Memo {
+    Id,
+    Project,
+}
+
+/// Values remembered per thread: a session id, its parent, a peer's
+/// agent and role names, a project.
+const MEMO_LEN: usize = 6;
+
+/// One remembered value: what it was redacted as, with which rules, the
+/// value, and what came out.
+type Remembered = (Memo, Redactor, String, Option<String>);
+
+thread_local! {
+    /// The last values redacted on this thread, with the rules used and
+    /// what came out (`None`: nothing to redact). Holding the redactor
+    /// keeps its rules alive, so another set cannot take their place.
+    static MEMO: std::cell::RefCell<Vec<Remembered>> =
+        const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// What `make` redacts `input` into (`None`: nothing), remembered: a
+/// value redacted on this thread lately with the same rules is not
+/// redacted (nor counted) again.
+fn remembered(
+    kind: Memo,
+    redactor: &Redactor,
+    input: &str,
+    counts: &mut RedactionCounts,
+    make: impl FnOnce(&mut RedactionCounts) -> Option<String>,
+) -> Option<String> {
     let known = MEMO.with(|m| {
         m.borrow()
             .iter()
-            .find(|(r, i, _)| i == id && r.same_rules(redactor))
-            .map(|(_, _, out)| out.clone())
+            .find(|(k, r, i, _)| *k == kind && i == input && r.same_rules(redactor))
+            .map(|(_, _, _, out)| out.clone())
     });
-    let out = match known {
-        Some(out) => out,
-        None => {
-            let out = redact_parts(redactor, id, SEPARATORS, counts).map(|mut out| {
-                out.push('~');
-                out.push_str(&id_suffix(id));
-                out
-            });
-            MEMO.with(|m| {
-                let mut m = m.borrow_mut();
-                if m.len() >= MEMO_LEN {
-                    m.remove(0);
-                }
-                m.push((redactor.clone(), id.to_owned(), out.clone()));
-            });
-            out
+    if let Some(out) = known {
+        return out;
+    }
+    let out = make(counts);
+    MEMO.with(|m| {
+        let mut m = m.borrow_mut();
+        if m.len() >= MEMO_LEN {
+            m.remove(0);
         }
-    };
-    out.map_or(Cow::Borrowed(id), Cow::Owned)
-}
-
-/// Ids remembered per thread: a session's and its parent's.
-const MEMO_LEN: usize = 2;
-
-thread_local! {
-    /// The last ids redacted on this thread, with the rules used and
-    /// what came out (`None`: nothing to redact). Holding the redactor
-    /// keeps its rules alive, so another set cannot take their place.
-    static MEMO: std::cell::RefCell<Vec<(Redactor, String, Option<String>)>> =
-        const { std::cell::RefCell::new(Vec::new()) };
+        m.push((kind, redactor.clone(), input.to_owned(), out.clone()));
+    });
+    out
 }
 
 /// Bytes that join the parts of an id (`deploy-<token>`, `run_<token>`).
@@ -176,7 +214,7 @@ pub fn redact_record(r: &mut Record, redactor: &Redactor, counts: &mut Redaction
     }
     if let Some(p) = &mut r.project {
         update(p, |s| {
-            redact_path(redactor, s, counts).into_owned_if_changed()
+            redact_project(redactor, s, counts).into_owned_if_changed()
         });
     }
     update(&mut r.session_id, |s| {
@@ -216,7 +254,7 @@ pub fn redact_wire(w: &mut WireRecord, redactor: &Redactor) -> bool {
     }
     if let Some(p) = &mut w.project {
         changed |= update(p, |s| {
-            redact_path(redactor, s, &mut counts).into_owned_if_changed()
+            redact_project(redactor, s, &mut counts).into_owned_if_changed()
         });
     }
     for id in [&mut w.session_id, &mut w.agent, &mut w.role] {
@@ -428,6 +466,31 @@ mod tests {
             );
             assert!(counts.is_empty(), "{plain}");
         }
+    }
+
+    #[test]
+    fn remembered_values_follow_the_rules_in_force() {
+        let custom = Redactor::with_extra_patterns(&["ACME-[0-9]{6}".to_owned()]).expect("pattern");
+        let builtin = Redactor::new();
+        let mut counts = RedactionCounts::new();
+        for _ in 0..2 {
+            assert_eq!(
+                redact_id(&builtin, "run-ACME-123456", &mut counts),
+                "run-ACME-123456"
+            );
+            let out = redact_id(&custom, "run-ACME-123456", &mut counts);
+            assert!(out.starts_with("run-[REDACTED:custom]~"), "{out}");
+            assert_eq!(
+                redact_project(&builtin, "/w/ACME-123456/x", &mut counts),
+                "/w/ACME-123456/x"
+            );
+            assert_eq!(
+                redact_project(&custom, "/w/ACME-123456/x", &mut counts),
+                "/w/[REDACTED:custom]/x"
+            );
+        }
+        // Each counted once: the second round was remembered.
+        assert_eq!(counts.get("custom"), Some(&2));
     }
 
     #[test]
