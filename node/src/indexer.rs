@@ -290,6 +290,7 @@ pub fn index_walked_keeping(
             } => {
                 let report = if plans.is_empty() {
                     progress(Progress::Start { total_bytes: 0 });
+                    finish_left_merge(store, ctx, &report);
                     report
                 } else {
                     read_planned(store, ctx, plans, progress, report)?
@@ -353,8 +354,11 @@ fn index_compared(
     let enabled = sources::enabled_agents(ctx.disabled);
     store.mark_missing(&known.rows, &present, &enabled)?;
     if plans.is_empty() {
-        *compared = Some(Compared::Rows(before, known.rows));
         progress(Progress::Start { total_bytes: 0 });
+        finish_left_merge(store, ctx, &report);
+        // A merge moves the stamp: the rows are then compared again by the
+        // next pass, which is right (and happens once).
+        *compared = Some(Compared::Rows(before, known.rows));
         return Ok(report);
     }
     drop(known);
@@ -388,9 +392,21 @@ fn index_some(
     })?;
     if plans.is_empty() {
         progress(Progress::Start { total_bytes: 0 });
+        finish_left_merge(store, ctx, &report);
         return Ok(report);
     }
     read_planned(store, ctx, plans, progress, report)
+}
+
+/// A pass with nothing to read still ends a merge of the full-text
+/// indexes left due: a process killed during the merge at the end of a
+/// large pass (or before it) leaves FTS5's own merging paused and the
+/// merge noted as due (`Store::pause_text_merging`), with every store
+/// read, so no later pass would reach the writer that merges. Cheap when
+/// nothing is due (one look-up in `meta`); with the pass's deadline, the
+/// merge goes in steps and a later pass goes on with it.
+fn finish_left_merge(store: &mut Store, ctx: &IndexContext<'_>, report: &IndexReport) {
+    merge_when_due(store, false, report, ctx.deadline);
 }
 
 /// Reads the stores `plans` names (changed since the last pass, or new)
@@ -1382,24 +1398,13 @@ fn fingerprint_meta(file: &SourceFile) -> Stat {
 /// Cleans a record in place before it is stored: removes text cairn itself
 /// injected into an agent's context (recalled memory echoed back into the
 /// agent's transcript must not be re-indexed as if someone had said it),
-/// then redacts secrets, adding to `counts`.
+/// then redacts secrets in every field (ids included, see
+/// `redact::fields`), adding to `counts`.
 pub(crate) fn redact(r: &mut Record, redactor: &Redactor, counts: &mut RedactionCounts) {
     if let std::borrow::Cow::Owned(t) = crate::redact::recalled::strip_recalled(&r.text) {
         r.text = t;
     }
-    if let std::borrow::Cow::Owned(t) = redactor.redact(&r.text, counts) {
-        r.text = t;
-    }
-    for f in &mut r.files {
-        if let std::borrow::Cow::Owned(t) = redactor.redact(f, counts) {
-            *f = t;
-        }
-    }
-    if let Some(p) = &mut r.project
-        && let std::borrow::Cow::Owned(t) = redactor.redact(p, counts)
-    {
-        *p = t;
-    }
+    crate::redact::fields::redact_record(r, redactor, counts);
 }
 
 /// Redacts and prepares records for the writer and sends them.
@@ -1842,6 +1847,77 @@ mod tests {
         assert_eq!(store.text_index_segments(), (1, 1));
         assert!(store.text_merging());
         assert_eq!(heron_hits(&store), 130);
+    }
+
+    #[test]
+    fn a_pass_with_nothing_to_read_finishes_a_merge_a_killed_process_left_paused() {
+        let (dir, loc) = home_with_notes(30, Some("/p"), "heron note ");
+        let db = dir.path().join("db/cairn.db");
+        let mut store = Store::open(&db).expect("open");
+        let redactor = Redactor::new();
+        // Several passes, a commit (a segment per index) each.
+        let r = index_all(&mut store, &ctx(&loc, &redactor, None), &mut |_| {}).expect("index");
+        assert_eq!(r.added, 30);
+        for round in 0..4 {
+            for i in 0..5 {
+                notes::append(
+                    &loc.notes_file,
+                    Some("/p"),
+                    &format!("heron note {round} {i}"),
+                    1_700_000_100_000 + i64::from(round * 5 + i),
+                )
+                .expect("append");
+            }
+            let r = index_all(&mut store, &ctx(&loc, &redactor, None), &mut |_| {}).expect("index");
+            assert_eq!(r.added, 5);
+        }
+        // A large pass paused FTS5's merging, stored everything, and was
+        // killed inside the merge that ends it: the merge's transaction
+        // is rolled back, so what is left is the pause and the mark, with
+        // every store read.
+        store.pause_text_merging().expect("pause");
+        let segments = store.text_index_segments();
+        assert!(segments.0 > 1 && segments.1 > 1, "{segments:?}");
+        drop(store);
+        let mut store = Store::open(&db).expect("reopen");
+        assert!(!store.text_merging());
+        assert!(store.merge_due().expect("due"));
+        // The next pass has nothing to read; it restores merging and
+        // finishes the merge.
+        let r = index_all(&mut store, &ctx(&loc, &redactor, None), &mut |_| {}).expect("index");
+        assert_eq!((r.changed, r.added), (0, 0));
+        assert!(store.text_merging(), "automerge not restored");
+        assert!(!store.merge_due().expect("due"), "merge mark left");
+        assert_eq!(store.text_index_segments(), (1, 1));
+        assert_eq!(heron_hits(&store), 50);
+        let opts = crate::search::SearchOptions {
+            limit: 5,
+            now_ms: 1_800_000_000_000,
+            ..crate::search::SearchOptions::default()
+        };
+        let hits = crate::search::search(
+            &store,
+            &crate::search::Query::parse("heron note 3 4"),
+            &opts,
+        )
+        .expect("search");
+        assert!(!hits.is_empty(), "search finds nothing after the merge");
+        // With a deadline already past (a search's refresh), the merge
+        // goes in steps and a later pass goes on with it.
+        store.pause_text_merging().expect("pause");
+        let past = Some(std::time::Instant::now());
+        let mut passes = 0;
+        while store.merge_due().expect("due") {
+            index_all(&mut store, &ctx(&loc, &redactor, past), &mut |_| {}).expect("index");
+            passes += 1;
+            assert!(passes < 1_000, "the merge never ends");
+        }
+        assert!(store.text_merging());
+        assert_eq!(heron_hits(&store), 50);
+        // Nothing due: a pass with nothing to read writes nothing.
+        let before = store.change_stamp().expect("stamp");
+        index_all(&mut store, &ctx(&loc, &redactor, None), &mut |_| {}).expect("index");
+        assert_eq!(store.change_stamp().expect("stamp"), before);
     }
 
     #[test]

@@ -681,8 +681,12 @@ impl Node {
         }
         let mut counts = RedactionCounts::new();
         let clean = self.redactor.redact(text, &mut counts).into_owned();
+        // The project is written to the notes file as given: redacted
+        // first, as the text is.
+        let project =
+            project.map(|p| crate::redact::fields::redact_path(&self.redactor, p, &mut counts));
         let path = self.config.locations.notes_file.clone();
-        notes::append(&path, project, &clean, now_ms)
+        notes::append(&path, project.as_deref(), &clean, now_ms)
             .map_err(|source| NodeError::Note { path, source })?;
         // Index just the notes: a note must not wait for a pass over every agent.
         let others: Vec<String> = crate::sources::registry()

@@ -15,9 +15,9 @@ use crate::util::TestHome;
 
 const FENCE_OPEN: &str = r#"<recalled_memory source="cairn" untrusted="true">"#;
 
-type Client = RunningService<RoleClient, ()>;
+pub(crate) type Client = RunningService<RoleClient, ()>;
 
-fn runtime() -> tokio::runtime::Runtime {
+pub(crate) fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -31,7 +31,7 @@ fn args(v: Value) -> JsonObject {
     }
 }
 
-async fn connect(home: &TestHome) -> Client {
+pub(crate) async fn connect(home: &TestHome) -> Client {
     let mut cmd = home.cmd(&["mcp"]);
     cmd.stderr(Stdio::inherit());
     let transport =
@@ -54,14 +54,14 @@ async fn connect_logging(home: &TestHome, log: &std::path::Path) -> Client {
         .expect("MCP handshake with cairn mcp")
 }
 
-async fn call(client: &Client, tool: &str, a: Value) -> CallToolResult {
+pub(crate) async fn call(client: &Client, tool: &str, a: Value) -> CallToolResult {
     client
         .call_tool(CallToolRequestParams::new(tool.to_owned()).with_arguments(args(a)))
         .await
         .unwrap_or_else(|e| panic!("tools/call {tool} failed at the protocol level: {e}"))
 }
 
-fn text(r: &CallToolResult) -> String {
+pub(crate) fn text(r: &CallToolResult) -> String {
     r.content
         .iter()
         .filter_map(|c| c.as_text().map(|t| t.text.clone()))
@@ -85,7 +85,7 @@ fn err_text(r: &CallToolResult) -> String {
 }
 
 /// The handle of the first hit in a `search` answer.
-fn first_handle(answer: &str) -> String {
+pub(crate) fn first_handle(answer: &str) -> String {
     answer
         .lines()
         .find_map(|l| l.trim().strip_prefix("handle: "))

@@ -346,6 +346,37 @@ fn every_endpoint_demands_the_token_and_this_host() {
 }
 
 #[test]
+fn absolute_form_targets_are_refused() {
+    let home = TestHome::seeded();
+    let ui = UiProc::start(&home);
+    let cookie = format!("cairn_ui_{}={}", ui.addr.port(), ui.token);
+    let host = ui.host();
+    for path in ["/", "/api/overview", "/api/search?q=rounding"] {
+        // The origin form is answered...
+        let ok = request(ui.addr, "GET", path, Some(&host), Some(&cookie));
+        assert_eq!(ok.status, 200, "{path}: {}", ok.body);
+        // ...the absolute form, as a browser sends to a proxy only, is
+        // not, even with the right Host, cookie or token.
+        for authority in [host.clone(), format!("localhost:{}", ui.addr.port())] {
+            for scheme in ["http", "https"] {
+                let target = format!("{scheme}://{authority}{path}");
+                let r = request(ui.addr, "GET", &target, Some(&host), Some(&cookie));
+                assert_eq!(r.status, 400, "{target}: {}", r.body);
+                assert!(r.body.contains("absolute-form"), "{target}: {}", r.body);
+                assert!(!r.body.contains("\"records\""), "{target}: {}", r.body);
+                let csp = r.header("content-security-policy").unwrap_or_default();
+                assert!(csp.contains("default-src 'none'"), "{target}: {csp}");
+            }
+        }
+        let sep = if path.contains('?') { '&' } else { '?' };
+        let target = format!("http://{host}{path}{sep}token={}", ui.token);
+        let r = request(ui.addr, "GET", &target, Some(&host), None);
+        assert_eq!(r.status, 400, "{target}: {}", r.body);
+        assert_eq!(r.header("set-cookie"), None, "{target}");
+    }
+}
+
+#[test]
 fn refuses_to_listen_beyond_loopback() {
     let home = TestHome::seeded();
     for addr in ["0.0.0.0:0", "[::]:0", "192.0.2.1:8080"] {

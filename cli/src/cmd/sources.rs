@@ -215,6 +215,16 @@ pub fn run(global: &GlobalArgs, args: &JsonArgs) -> anyhow::Result<()> {
             });
         }
     }
+    // A file named after a session id that holds a secret is shown
+    // redacted (the index keeps the real path, to read it again).
+    let shown = |p: &str| cairn_node::redact::fields::shown_path(p).into_owned();
+    for s in &mut stores {
+        s.path = shown(&s.path);
+        s.error = s.error.as_deref().map(shown);
+    }
+    for u in agents.iter_mut().flat_map(|a| a.unreadable.iter_mut()) {
+        u.path = shown(&u.path);
+    }
     if args.json {
         return output::json(&serde_json::json!({ "sources": stores, "agents": agents }));
     }

@@ -25,14 +25,34 @@
 //!   secret-shaped positions (after a secret-ish key) are judged on entropy.
 //! - Base64 in `data:image/...;base64,` URLs is kept: no rule looks at it
 //!   (it is neither after a secret-ish key nor in a provider format).
+//! - An AWS secret access key has no format of its own (40 characters of
+//!   base64): it is found beside its key id (`AKIA…`/`ASIA…`, within 160
+//!   bytes either side, whatever separates them) or after an AWS-named key,
+//!   flag or phrase, and only in its exact shape (mixed case, a digit or
+//!   symbol, a run of exactly 40), so git SHAs, hex checksums, UUIDs,
+//!   longer base64 blobs and paths beside an id are kept.
+//! - AWS's documentation example keys (`AKIAIOSFODNN7EXAMPLE`,
+//!   `wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY`) are kept, paired or not:
+//!   published placeholders that open nothing, searched for in notes about
+//!   docs and fixtures; AWS never issues a key spelling EXAMPLE.
+//! - Keys and tokens given in prose ("the API key is X", "X is my access
+//!   token") are redacted when the value looks like a secret for what the
+//!   words name: a secret-looking value after API/access/secret/GitHub...
+//!   key or token, a random-looking one after a bare "key", nothing after
+//!   public, cache, sort or primary keys.
+//! - Ids are redacted as ids ([`fields`]): a redacted session id keeps a
+//!   suffix that keeps it stable and distinct.
 
 mod entropy;
+pub mod fields;
 pub mod recalled;
 mod rules;
 pub mod scope;
 mod starts;
 mod value;
 
+#[cfg(test)]
+mod aws_prose_tests;
 #[cfg(test)]
 mod format_tests;
 #[cfg(test)]
@@ -234,6 +254,16 @@ impl Redactor {
         Ok(Redactor {
             rules: Rules::Custom(compile(patterns)?),
         })
+    }
+
+    /// Whether `other` applies the very same rules (the same compiled
+    /// set, shared by clones).
+    pub(crate) fn same_rules(&self, other: &Redactor) -> bool {
+        match (&self.rules, &other.rules) {
+            (Rules::Builtin, Rules::Builtin) => true,
+            (Rules::Custom(a), Rules::Custom(b)) => Arc::ptr_eq(a, b),
+            _ => false,
+        }
     }
 
     fn rules(&self) -> &[Compiled] {

@@ -169,6 +169,16 @@ pub(crate) const RULES: &[RuleDef] = &[
         pattern: r"A(?:KIA|SIA|BIA|CCA)[A-Z0-9]{16}",
         handler: aws_access_key,
     },
+    // An AWS secret access key beside its key id in the same text,
+    // whatever separates them (`AKIA… SECRET`, `AKIA…/SECRET`, a tab, the
+    // console's CSV line `AKIA…,SECRET`, "access key AKIA… secret key
+    // SECRET"). Starts at the marker the id's rule just left: a literal
+    // found at memchr speed, where the id's own pattern starts with `A`,
+    // so no second pass over every `A` of every text.
+    RuleDef {
+        pattern: r"\[REDACTED:aws-access-key\]",
+        handler: aws_pair,
+    },
     // Other well-known provider formats (facts from the providers' docs
     // and public scanner rule sets): every branch starts with a literal,
     // and the handler maps the branch to its kind.
@@ -207,8 +217,18 @@ pub(crate) const RULES: &[RuleDef] = &[
         pattern: r"eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}",
         handler: jwt,
     },
+    // After an AWS-named key, flag or phrase, in any assignment form or
+    // none: `aws_secret_access_key = S`, `aws configure set
+    // aws_secret_access_key S`, `--aws-secret-access-key S`,
+    // `"SecretAccessKey": "S"`, "secret (access) key S", "the AWS secret
+    // is S". The value's exact shape (40 characters of base64 that mix
+    // cases) is what keeps the loose separator honest.
     RuleDef {
-        pattern: r#"(?i-u:aws_?secret_?access_?key)["']?[ \t]*(?::=|=>|=|:)[ \t]*["']?(?P<v>[A-Za-z0-9/+=]{40})"#,
+        pattern: concat!(
+            r#"(?:(?:aws|Aws|AWS)[_ -]?(?:secret|Secret|SECRET)(?:[_ -]?(?:access|Access|ACCESS))?(?:[_ -]?(?:key|Key|KEY))?"#,
+            r#"|(?:secret|Secret|SECRET)[_ -]?(?:(?:access|Access|ACCESS)[_ -]?)?(?:key|Key|KEY))"#,
+            r#"(?:[ \t"'`:=>,(){}\[\]]|\\+[nrt"]|is|was|now|set|to)+?(?P<v>[A-Za-z0-9/+]{40})"#,
+        ),
         handler: aws_secret,
     },
     // Authorization / Proxy-Authorization headers, in HTTP, curl -H, JSON.
@@ -268,6 +288,20 @@ pub(crate) const RULES: &[RuleDef] = &[
         pattern: r#"(?:password|Password|PASSWORD|passphrase|Passphrase|PASSPHRASE|passcode|Passcode)[ \t]+(?:for[ \t]+[^\n.,;:!?"'`]{1,40}?[ \t]+)?(?:is now|is set to|was set to|set to|changed to|reset to|will be|should be|would be|is|was)[ \t]*:?[ \t]+(?P<v>"[^"\n]{1,100}"|'[^'\n]{1,100}'|`[^`\n]{1,100}`|[^\s"'`]+)"#,
         handler: prose_password,
     },
+    // Prose: "the API key is X", "my GitHub token was set to X", "the
+    // access token for staging is X" (the phrasings of the password rule
+    // above, after a key or token).
+    RuleDef {
+        pattern: r#"(?:key|Key|KEY|token|Token|TOKEN) (?:for[ \t]+[^\n.,;:!?"'`]{1,40}?[ \t]+)?(?:is now|is set to|was set to|set to|changed to|reset to|will be|should be|would be|is|was)[ \t]*:?[ \t]+(?P<v>"[^"\n]{1,200}"|'[^'\n]{1,200}'|`[^`\n]{1,200}`|[^\s"'`]+)"#,
+        handler: prose_key,
+    },
+    // Prose, the other way round: "X is the key", "X is my API token".
+    // Starts at the keyword (a literal rarer than the phrase's `is `); the
+    // handler reads the phrase and the word before it backwards.
+    RuleDef {
+        pattern: r"(?:key|Key|KEY|token|Token|TOKEN)",
+        handler: prose_key_before,
+    },
     // Generic key = value assignments (env, YAML, JSON, shell, code). The
     // pattern starts at the keyword (so the regex engine can use a literal
     // prefilter); the handler extends the key back over identifier bytes.
@@ -289,9 +323,15 @@ fn byte_at(text: &str, i: usize) -> Option<u8> {
 }
 
 /// True when the byte before `i` continues a token (letter, digit, `_`, `-`),
-/// meaning the match starts in the middle of a larger word.
+/// meaning the match starts in the middle of a larger word. The letter of
+/// a JSON escape (`\n`, `\t`, `\r` before a token in escaped text) ends
+/// the word before instead.
 fn glued_before(text: &str, i: usize) -> bool {
-    matches!(byte_before(text, i), Some(b) if b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+    let escaped = i >= 2
+        && matches!(byte_before(text, i), Some(b'n' | b't' | b'r'))
+        && byte_before(text, i - 1) == Some(b'\\');
+    !escaped
+        && matches!(byte_before(text, i), Some(b) if b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
 }
 
 fn glued_after_alnum(text: &str, i: usize) -> bool {
@@ -455,14 +495,155 @@ fn jwt(text: &str, caps: &Captures<'_>) -> Option<Hit> {
 
 fn aws_secret(text: &str, caps: &Captures<'_>) -> Option<Hit> {
     let v = caps.name("v")?;
-    if matches!(byte_at(text, v.end()), Some(b) if b.is_ascii_alphanumeric() || matches!(b, b'/' | b'+' | b'='))
+    // The value stands alone: not the middle of a longer run (a base64
+    // blob, an identifier) nor glued to a word of the phrase
+    // (`keyisABC…`).
+    if matches!(byte_before(text, v.start()), Some(b) if b.is_ascii_alphanumeric())
+        || matches!(byte_at(text, v.end()), Some(b'_' | b'-'))
     {
         return None;
     }
-    if inert(v.as_str()) || !value::looks_secretish(v.as_str()) {
+    // Followed by more of a run: a longer blob, unless the rest is the
+    // words of a path (`SECRET/app`).
+    if byte_at(text, v.end()).is_some_and(is_b64_byte) {
+        let b = text.as_bytes();
+        let mut end = v.end();
+        while end < b.len() && is_b64_byte(b[end]) {
+            end += 1;
+        }
+        if key_in_path(text, v.start()..end) != v.range() {
+            return None;
+        }
+    }
+    if !aws_secret_shaped(v.as_str()) {
         return None;
     }
     group(caps, "v", AWS_SECRET_KEY)
+}
+
+/// Bytes on each side of an AWS key id searched for its secret key.
+const AWS_PAIR_WINDOW: usize = 160;
+
+/// A byte of standard base64 (`=` included).
+fn is_b64_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || matches!(b, b'+' | b'/' | b'=')
+}
+
+/// Does `v` look like an AWS secret access key: 40 characters of base64
+/// without padding, upper and lower case letters and a digit or symbol
+/// (a random key lacks one of those about once in 4,000; git SHAs, hex
+/// digests and words never have them all), and not a placeholder (AWS's
+/// documentation example `wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY` is
+/// one: it spells EXAMPLE, opens nothing, and is kept searchable).
+fn aws_secret_shaped(v: &str) -> bool {
+    let b = v.as_bytes();
+    b.len() == 40
+        && b.iter()
+            .all(|&c| c.is_ascii_alphanumeric() || matches!(c, b'+' | b'/'))
+        && b.iter().any(u8::is_ascii_uppercase)
+        && b.iter().any(u8::is_ascii_lowercase)
+        && b.iter()
+            .any(|&c| c.is_ascii_digit() || matches!(c, b'+' | b'/'))
+        && !inert(v)
+        && !v.split('/').all(word_shaped)
+}
+
+/// Is `s` made of words: lower or upper case letters, or capitalized
+/// words run together (`VpcPeering`), digits only at the end. A path of
+/// such words can be 40 characters long; a random key's pieces are not
+/// shaped so.
+fn word_shaped(s: &str) -> bool {
+    let b = s.as_bytes();
+    let letters = b.iter().take_while(|c| c.is_ascii_alphabetic()).count();
+    if !b[letters..].iter().all(u8::is_ascii_digit) {
+        return false;
+    }
+    let word = &b[..letters];
+    // Every capital but the last of a run of capitals starts a word and
+    // is followed by a lower-case letter (`VpcPeering`), or they are all
+    // capitals (`README`).
+    word.iter().all(u8::is_ascii_uppercase)
+        || word.iter().enumerate().all(|(i, c)| {
+            !c.is_ascii_uppercase() || word.get(i + 1).is_some_and(u8::is_ascii_lowercase)
+        })
+}
+
+/// The maximal base64 runs starting in `from..to` (a run may end past
+/// `to`), with the letter of a JSON escape before one (`\n`, `\t`, `\r`)
+/// left out of it. A run glued to a `_` or `-` is part of an identifier.
+fn b64_runs(text: &str, from: usize, to: usize) -> impl Iterator<Item = Range<usize>> + '_ {
+    let b = text.as_bytes();
+    let mut i = from;
+    std::iter::from_fn(move || {
+        while i < to.min(b.len()) {
+            if !is_b64_byte(b[i]) {
+                i += 1;
+                continue;
+            }
+            let mut start = i;
+            let mut end = i;
+            while end < b.len() && is_b64_byte(b[end]) {
+                end += 1;
+            }
+            i = end;
+            if start > 0 && b[start - 1] == b'\\' && matches!(b[start], b'n' | b't' | b'r') {
+                start += 1;
+            }
+            let glued = matches!(byte_before(text, start), Some(b'_' | b'-'))
+                || matches!(byte_at(text, end), Some(b'_' | b'-'));
+            if !glued {
+                return Some(start..end);
+            }
+        }
+        None
+    })
+}
+
+/// A base64 run that is a 40-character key and the words of a path
+/// around it (`SECRET/app`, `dev/SECRET`, the key written into a
+/// project's or a file's name): the key alone; any other run as it is.
+fn key_in_path(text: &str, r: Range<usize>) -> Range<usize> {
+    let words = |a: usize, b: usize| {
+        text.get(a..b)
+            .is_some_and(|s| s.split('/').all(word_shaped))
+    };
+    if r.len() > 41 && byte_at(text, r.start + 40) == Some(b'/') && words(r.start + 41, r.end) {
+        r.start..r.start + 40
+    } else if r.len() > 41 && byte_at(text, r.end - 41) == Some(b'/') && words(r.start, r.end - 41)
+    {
+        r.end - 40..r.end
+    } else {
+        r
+    }
+}
+
+/// An AWS key id (redacted already: its marker): the secret key written
+/// beside it, the first after it within [`AWS_PAIR_WINDOW`] bytes, else
+/// the last before it.
+fn aws_pair(text: &str, caps: &Captures<'_>) -> Option<Hit> {
+    let m = caps.get(0)?;
+    let shaped = |r: &Range<usize>| text.get(r.clone()).is_some_and(aws_secret_shaped);
+    // `AKIA…/SECRET`: the slash separates.
+    let after = m.end() + usize::from(byte_at(text, m.end()) == Some(b'/'));
+    let range = match b64_runs(text, after, (m.end() + AWS_PAIR_WINDOW).min(text.len()))
+        .map(|r| key_in_path(text, r))
+        .find(shaped)
+    {
+        Some(r) => r,
+        None => b64_runs(text, m.start().saturating_sub(AWS_PAIR_WINDOW), m.start())
+            .map(|r| key_in_path(text, r))
+            .filter(shaped)
+            .last()?,
+    };
+    // Redacted by the keyed rule already, or inside a marker: nothing here.
+    let s = text.get(range.clone())?;
+    if value::is_marker(s) {
+        return None;
+    }
+    Some(Hit {
+        range,
+        kind: AWS_SECRET_KEY,
+    })
 }
 
 fn auth_header(_text: &str, caps: &Captures<'_>) -> Option<Hit> {
@@ -819,7 +1000,23 @@ const BRANCHES: &[Branch] = &[
 /// True when the byte before `i` continues a token or a base64 run
 /// (`+`, `/` included), so a match there is the inside of something else.
 fn glued_b64_before(text: &str, i: usize) -> bool {
-    matches!(byte_before(text, i), Some(b) if b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'+' | b'/'))
+    match byte_before(text, i) {
+        // A `/` ends a directory of a path (`/home/dev/<token>`) as well as
+        // it continues a base64 run: a path when what runs back from it is
+        // words (`home/dev/`), a run when it is not.
+        Some(b'/') => {
+            let b = text.as_bytes();
+            let from = i.saturating_sub(64);
+            let mut j = i - 1;
+            while j > from && is_b64_byte(b[j - 1]) {
+                j -= 1;
+            }
+            let run = text.get(j..i - 1).unwrap_or("");
+            !run.split('/').all(word_shaped)
+        }
+        Some(b) => b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'+'),
+        None => false,
+    }
 }
 
 fn glued_b64_after(text: &str, i: usize) -> bool {
@@ -1040,11 +1237,13 @@ fn registry_login(text: &str, caps: &Captures<'_>) -> Option<Hit> {
 }
 
 /// True when a word starts at `i`: at the start, after whitespace, a
-/// quote, or an escaped line break (`\n`).
+/// quote, a `/` (a file named so), or an escaped line break (`\n`).
 fn word_start(text: &str, i: usize) -> bool {
     match byte_before(text, i) {
         None => true,
-        Some(b) if b.is_ascii_whitespace() || matches!(b, b'"' | b'\'' | b'`' | b'(') => true,
+        Some(b) if b.is_ascii_whitespace() || matches!(b, b'"' | b'\'' | b'`' | b'(' | b'/') => {
+            true
+        }
         Some(b'n') => i >= 2 && byte_before(text, i - 1) == Some(b'\\'),
         Some(_) => false,
     }
@@ -1105,7 +1304,10 @@ fn pgpass(text: &str, caps: &Captures<'_>) -> Option<Hit> {
     }
     let host = text.get(start..m.start())?;
     let line_start = start == 0
-        || matches!(b[start - 1], b'\n' | b'"' | b'\'' | b' ' | b'\t' | b'>')
+        || matches!(
+            b[start - 1],
+            b'\n' | b'"' | b'\'' | b' ' | b'\t' | b'>' | b'/'
+        )
         || separator_before(text, start).is_some();
     let hostish =
         host == "*" || host.bytes().any(|c| c.is_ascii_alphabetic()) || host.contains('.');
@@ -1268,6 +1470,116 @@ fn prose_password(text: &str, caps: &Captures<'_>) -> Option<Hit> {
     Some(Hit {
         range,
         kind: PASSWORD,
+    })
+}
+
+/// The class of the key or token named by the words ending at `end`:
+/// the identifier there (`api_key`, `GITHUB_TOKEN`), with the word before
+/// it when the identifier is the bare keyword ("API key", "GitHub
+/// token", "cache key"), and up to two words for "the new API key".
+fn named_key_class(text: &str, end: usize, words: usize) -> KeyClass {
+    let start = ident_start(text, end);
+    let ident = text.get(start..end).unwrap_or("");
+    let mut name = ident.to_owned();
+    let bare = ident.eq_ignore_ascii_case("key") || ident.eq_ignore_ascii_case("token");
+    if bare {
+        let head = text.get(..start).unwrap_or("");
+        let before: Vec<&str> = head
+            .split([' ', '\t'])
+            .rev()
+            .skip(1)
+            .take(words)
+            .take_while(|w| !w.is_empty() && w.bytes().all(|b| b.is_ascii_alphanumeric()))
+            .collect();
+        for w in before {
+            name = format!("{w}_{name}");
+        }
+    }
+    value::classify_key(&name)
+}
+
+/// Whether `v`, said to be the key or token of this class in prose, is
+/// the secret itself: a secret-looking value for a secret's name, a
+/// random-looking one for a name that only holds `key`, nothing for
+/// public keys, cache keys and counts.
+fn prose_key_value(class: KeyClass, v: &str, quoted: bool) -> bool {
+    if v.len() < 8 || inert(v) || value::looks_like_path(v) || value::is_labelled_digest(v) {
+        return false;
+    }
+    match class {
+        KeyClass::Password | KeyClass::Secret => {
+            value::looks_secretish(v)
+                || (quoted && !value::is_prose(v) && entropy::is_high_entropy(v))
+        }
+        KeyClass::Weak => entropy::is_high_entropy(v) && !entropy::is_hex(v),
+        KeyClass::None => false,
+    }
+}
+
+fn prose_key(text: &str, caps: &Captures<'_>) -> Option<Hit> {
+    let m = caps.get(0)?;
+    // The keyword ends its word: `key` of `keyboard` never matches (the
+    // pattern wants a space after it).
+    let kw_end = m.start() + m.as_str().find(' ')?;
+    let class = named_key_class(text, kw_end, 2);
+    let (mut range, quoted) = unquoted_value(caps)?;
+    let mut v = text.get(range.clone())?;
+    if !quoted {
+        v = v.trim_end_matches(['.', ',', ';', ':', '!', '?', ')']);
+        range.end = range.start + v.len();
+        if PROSE_WORDS.contains(&v.to_ascii_lowercase().as_str()) {
+            return None;
+        }
+    }
+    if !prose_key_value(class, v, quoted) {
+        return None;
+    }
+    Some(Hit {
+        range,
+        kind: GENERIC_SECRET,
+    })
+}
+
+fn prose_key_before(text: &str, caps: &Captures<'_>) -> Option<Hit> {
+    let m = caps.get(0)?;
+    // The keyword ends its word (`keyboard`, `tokens`, `key_id` are not it).
+    if glued_after_alnum(text, m.end()) || matches!(byte_at(text, m.end()), Some(b'_' | b'-')) {
+        return None;
+    }
+    // Backwards: " is the " (or my, our, your), up to two words, the keyword.
+    let mut rest = text.get(..m.start())?.strip_suffix(' ')?;
+    let mut phrase = false;
+    for _ in 0..3 {
+        let (before, word) = rest.rsplit_once(' ')?;
+        if matches!(word, "the" | "my" | "our" | "your") {
+            rest = before.strip_suffix("is")?.strip_suffix([' ', '\t'])?;
+            phrase = true;
+            break;
+        }
+        if word.is_empty() || !word.bytes().all(|b| b.is_ascii_alphabetic()) {
+            return None;
+        }
+        rest = before;
+    }
+    if !phrase {
+        return None;
+    }
+    let class = named_key_class(text, m.end(), 2);
+    // The value: the word before the phrase, back to a space or what
+    // ends a word in JSON, code or a path (`"value":"X is the key"`),
+    // without its quotes.
+    let rest = rest.trim_end_matches(['"', '\'', '`', ',', ')']);
+    let start = rest
+        .rfind(|c: char| c.is_whitespace() || "\"'`(){}[]<>,;:=/\\".contains(c))
+        .map_or(0, |i| i + 1);
+    let v = rest.get(start..)?;
+    let quoted = matches!(byte_before(text, start), Some(b'"' | b'\'' | b'`'));
+    if v.is_empty() || !prose_key_value(class, v, quoted) {
+        return None;
+    }
+    Some(Hit {
+        range: start..start + v.len(),
+        kind: GENERIC_SECRET,
     })
 }
 

@@ -74,6 +74,8 @@ pub(super) const STARTS: &[Entry] = &[
     (0x3ab9b77b978cd1c9, Some(&[b"hf_"])),
     // A(?:KIA|SIA|BIA|CCA)[A-Z0-9]{16}
     (0x9c68f8ec9bb5b8c6, Some(&[b"A"])),
+    // \\[REDACTED:aws-access-key\\]
+    (0xe67ac9142c9a5f55, Some(&[b"[REDACTED:aws-access-key]"])),
     // (?P<vault>hv[sb]\\.[A-Za-z0-9_-]{24,})|(?P<databricks>dapi[a-
     (
         0xc9a089a98f26619e,
@@ -118,13 +120,12 @@ pub(super) const STARTS: &[Entry] = &[
     (0x143916531b892442, Some(&[b"Q~"])),
     // eyJ[A-Za-z0-9_\\-]{8,}\\.[A-Za-z0-9_\\-]{8,}\\.[A-Za-z0-9_\\-]{8,
     (0xa6b56c64c68a26a7, Some(&[b"eyJ"])),
-    // (?i-u:aws_?secret_?access_?key)[\"\']?[ \\t]*(?::=|=>|=|:)[ \\t]
+    // (?:(?:aws|Aws|AWS)[_ -]?(?:secret|Secret|SECRET)(?:[_ -]?(?:
     (
-        0x7a6a4f9c5288bbde,
+        0x78308cb7efc5f612,
         Some(&[
-            b"AWS_", b"AWSS", b"AWSs", b"AWs_", b"AWsS", b"AWss", b"AwS_", b"AwSS", b"AwSs",
-            b"Aws_", b"AwsS", b"Awss", b"aWS_", b"aWSS", b"aWSs", b"aWs_", b"aWsS", b"aWss",
-            b"awS_", b"awSS", b"awSs", b"aws_", b"awsS", b"awss",
+            b"aws ", b"aws-", b"aws_", b"awss", b"awsS", b"Aws ", b"Aws-", b"Aws_", b"Awss",
+            b"AwsS", b"AWS ", b"AWS-", b"AWS_", b"AWSs", b"AWSS", b"secr", b"Secr", b"SECR",
         ]),
     ),
     // (?:authorization|Authorization|AUTHORIZATION)[\"\']?[ \\t]*[:=]
@@ -177,6 +178,16 @@ pub(super) const STARTS: &[Entry] = &[
         Some(&[
             b"passw", b"Passw", b"PASSW", b"passp", b"Passp", b"PASSP", b"passc", b"Passc",
         ]),
+    ),
+    // (?:key|Key|KEY|token|Token|TOKEN) (?:for[ \\t]+[^\\n.,;:!?\"\'`]
+    (
+        0x2ead0f2aa0e083c7,
+        Some(&[b"key ", b"Key ", b"KEY ", b"toke", b"Toke", b"TOKE"]),
+    ),
+    // (?:key|Key|KEY|token|Token|TOKEN)
+    (
+        0x3e2dbc71ea07155b,
+        Some(&[b"key", b"Key", b"KEY", b"token", b"Token", b"TOKEN"]),
     ),
     // (?P<key>(?:pass|Pass|PASS|pwd|Pwd|PWD|secret|Secret|SECRET|t
     (

@@ -1099,7 +1099,10 @@ fn hit_details(
             project: clean(r.get(7)?),
             title: clean(r.get(8)?),
             machine: text::strip_terminal(&r.get::<_, String>(9)?),
-            source: clean(r.get(10)?),
+            // Shown redacted: a file named after a session id that holds
+            // a secret (the stored path stays real, to read it again).
+            source: clean(r.get(10)?)
+                .map(|p| crate::redact::fields::shown_path(&p).into_owned()),
             score: top.score,
             matches: top.matches,
             record_id: top.record_id,

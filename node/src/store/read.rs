@@ -207,7 +207,11 @@ impl Store {
                 time_ms: r.get(1)?,
                 text: codec::decode(&self.conn, &r.get::<_, Vec<u8>>(2)?, r.get(6)?),
                 files: files.lines().map(str::to_owned).collect(),
-                source: r.get(4)?,
+                // A file named after a session id holding a secret: shown
+                // redacted, stored as it is (to be read again).
+                source: r
+                    .get::<_, Option<String>>(4)?
+                    .map(|p| crate::redact::fields::shown_path(&p).into_owned()),
                 offset: r.get(5)?,
             })
         })?;

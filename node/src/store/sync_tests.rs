@@ -506,8 +506,10 @@ fn a_secret_reaching_apply_is_redacted_before_storage() {
 }
 
 /// Every planted kind (`fixtures/planted-kinds.json`) sent unredacted by a
-/// peer, in records longer than the tool-output cap: B stores none of it,
-/// neither in the database bytes nor in any decoded text.
+/// peer, in records longer than the tool-output cap and in every other
+/// field (session id, parent session id, project, files): B stores none
+/// of it, neither in the database bytes nor in any decoded text or
+/// column.
 #[test]
 fn every_planted_kind_received_from_a_peer_is_redacted_before_storage() {
     let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/planted-kinds.json");
@@ -523,9 +525,13 @@ fn every_planted_kind_received_from_a_peer_is_redacted_before_storage() {
     a.index(&placeholders);
     let (pull, mut batch) = first_batch(&a, &b);
     assert_eq!(batch.records.len(), kinds.len());
-    for (w, k) in batch.records.iter_mut().zip(kinds) {
+    for (i, (w, k)) in batch.records.iter_mut().zip(kinds).enumerate() {
         let text = k["text"].as_str().expect("text");
         w.text = format!("{padding}{text}\n{padding}");
+        w.session_id = format!("s{i}-{text}");
+        w.parent_session = Some(format!("p{i} {text}"));
+        w.project = Some(format!("/home/dev/{text}/app"));
+        w.files = vec![format!("/home/dev/app/{text}.rs")];
         w.hash = w.content_hash();
     }
     let report = b
@@ -551,12 +557,35 @@ fn every_planted_kind_received_from_a_peer_is_redacted_before_storage() {
         .expect("query")
         .map(|t| t.expect("row"))
         .collect();
+    let mut stmt = b
+        .store
+        .conn()
+        .prepare(
+            "SELECT s.session_id || ' ' || coalesce(s.parent_session, '') || ' '
+                    || coalesce(s.project, '') || ' ' || r.files
+             FROM records r JOIN sessions s ON s.id = r.session",
+        )
+        .expect("prepare");
+    let columns: Vec<String> = stmt
+        .query_map([], |r| r.get(0))
+        .expect("query")
+        .map(|t| t.expect("row"))
+        .collect();
+    assert_eq!(columns.len(), kinds.len());
+    // Every record its own session still: the redacted ids stay distinct.
+    let sessions: i64 = b
+        .store
+        .conn()
+        .query_row("SELECT count(*) FROM sessions", [], |r| r.get(0))
+        .expect("count");
+    assert_eq!(sessions as usize, kinds.len());
     let mut leaked = Vec::new();
     for k in kinds {
         for s in k["secrets"].as_array().expect("secrets") {
             let s = s.as_str().expect("secret");
             if bytes.windows(s.len()).any(|w| w == s.as_bytes())
                 || texts.iter().any(|t| t.contains(s))
+                || columns.iter().any(|t| t.contains(s))
             {
                 leaked.push(format!("{}: {s}", k["kind"]));
             }

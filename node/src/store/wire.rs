@@ -11,12 +11,10 @@
 //! trait is derived on a store type and no store row is sent as is. Never
 //! touches the database or the network.
 
-use std::borrow::Cow;
-
 use cairn_protocol::{ForgetTarget, Hash32, LogStub, NodeId, StubKind, Tombstone, WireRecord};
 
 use super::{LogKind, StoredRecord, TombstoneRow};
-use crate::redact::{RedactionCounts, Redactor};
+use crate::redact::Redactor;
 
 /// `ForgetTarget` kinds as stored in `tombstones.target`.
 const TARGET_SESSION: i64 = 1;
@@ -50,88 +48,50 @@ pub fn stub(seq: u64, hash: Hash32, kind: StubKind) -> LogStub {
     LogStub { seq, hash, kind }
 }
 
-/// A stored record as it leaves this node for slot `seq`: text, files and
-/// project redacted again with `redactor` and the hash recomputed from what
-/// is sent (equal to the stored hash when nothing changed), so the receiver's
-/// `WireRecord::verify` holds whatever the rules did.
+/// A stored record as it leaves this node for slot `seq`: every field
+/// redacted again with `redactor` (`redact::fields::redact_wire`) and the
+/// hash recomputed from what is sent (equal to the stored hash when
+/// nothing changed), so the receiver's `WireRecord::verify` holds whatever
+/// the rules did.
 pub fn record_to_wire(seq: u64, row: StoredRecord, redactor: &Redactor) -> WireRecord {
-    let mut counts = RedactionCounts::new();
     let mut w = WireRecord {
         seq,
         hash: row.hash,
         agent: row.agent,
         session_id: row.session_id,
         parent_session: row.parent_session,
-        project: row.project.map(|p| redact_owned(redactor, p, &mut counts)),
+        project: row.project,
         role: row.role,
         time_ms: row.time_ms,
-        text: redact_owned(redactor, row.text, &mut counts),
-        files: row
-            .files
-            .into_iter()
-            .map(|f| redact_owned(redactor, f, &mut counts))
-            .collect(),
+        text: row.text,
+        files: row.files,
     };
     w.hash = w.content_hash();
+    crate::redact::fields::redact_wire(&mut w, redactor);
     w
 }
 
 /// A received (already verified) record redacted again with this node's
-/// rules before it is stored. Returns the record to store, its hash
-/// (recomputed when redaction changed a hashed field) and whether anything
-/// was redacted.
+/// rules before it is stored, every field (ids included). Returns the
+/// record to store, its hash (recomputed when redaction changed a field)
+/// and whether anything was redacted.
 pub fn record_from_wire(r: &WireRecord, redactor: &Redactor) -> (StoredRecord, bool) {
-    let mut counts = RedactionCounts::new();
-    let text = redact_owned(redactor, r.text.clone(), &mut counts);
-    let files: Vec<String> = r
-        .files
-        .iter()
-        .map(|f| redact_owned(redactor, f.clone(), &mut counts))
-        .collect();
-    let project = r
-        .project
-        .clone()
-        .map(|p| redact_owned(redactor, p, &mut counts));
-    let parent_session = r
-        .parent_session
-        .clone()
-        .map(|p| redact_owned(redactor, p, &mut counts));
-    let redacted = !counts.is_empty();
-    let hash = if redacted {
-        cairn_protocol::record_content_hash(&cairn_protocol::HashInput {
-            agent: &r.agent,
-            session_id: &r.session_id,
-            role: &r.role,
-            time_ms: r.time_ms,
-            text: &text,
-            files: &files,
-        })
-    } else {
-        r.hash
-    };
+    let mut w = r.clone();
+    let redacted = crate::redact::fields::redact_wire(&mut w, redactor);
     (
         StoredRecord {
-            hash,
-            agent: r.agent.clone(),
-            session_id: r.session_id.clone(),
-            parent_session,
-            project,
-            role: r.role.clone(),
-            time_ms: r.time_ms,
-            text,
-            files,
+            hash: w.hash,
+            agent: w.agent,
+            session_id: w.session_id,
+            parent_session: w.parent_session,
+            project: w.project,
+            role: w.role,
+            time_ms: w.time_ms,
+            text: w.text,
+            files: w.files,
         },
         redacted,
     )
-}
-
-/// Redacts an owned string, reusing it when nothing matched.
-fn redact_owned(redactor: &Redactor, s: String, counts: &mut RedactionCounts) -> String {
-    let changed = match redactor.redact(&s, counts) {
-        Cow::Owned(o) => Some(o),
-        Cow::Borrowed(_) => None,
-    };
-    changed.unwrap_or(s)
 }
 
 /// A stored tombstone as it travels in its issuer's log at slot `seq`;

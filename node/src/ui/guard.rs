@@ -1,13 +1,14 @@
 //! The browse page's access rules, as pure functions plus one middleware:
-//! loopback binds only, a `Host` header naming this very server (no DNS
-//! rebinding), and a random token (from the URL once, then from an
+//! loopback binds only, request targets in origin form only (`/path`, never
+//! `http://host/path`, which browsers send to proxies alone), a `Host`
+//! header naming this very server (no DNS rebinding), and a random token (from the URL once, then from an
 //! `HttpOnly; SameSite=Strict` cookie) on every request.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 
 use axum::extract::{Request, State};
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, Uri, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
@@ -55,6 +56,15 @@ pub fn host_allowed(host: Option<&str>, port: u16) -> bool {
         let h = h.trim().to_ascii_lowercase();
         allowed_hosts(port).contains(&h)
     })
+}
+
+/// Whether a request target is in origin form (`/path?query`), the only
+/// form a browser sends to a server it does not use as a proxy. The
+/// absolute form (`http://host:port/path`) is for proxies: answering it
+/// would make this page reachable under whatever authority the target
+/// names, checked by nothing but the `Host` header beside it.
+pub fn origin_form(uri: &Uri) -> bool {
+    uri.scheme().is_none() && uri.authority().is_none() && uri.path().starts_with('/')
 }
 
 /// Equality that takes the same time wherever the strings differ.
@@ -118,6 +128,12 @@ pub fn add_security_headers(r: &mut Response) {
 pub(crate) async fn check(State(state): State<Arc<UiState>>, req: Request, next: Next) -> Response {
     if req.method() != axum::http::Method::GET && req.method() != axum::http::Method::HEAD {
         return refuse(StatusCode::METHOD_NOT_ALLOWED, "read-only\n");
+    }
+    if !origin_form(req.uri()) {
+        return refuse(
+            StatusCode::BAD_REQUEST,
+            "absolute-form request target refused: this server is not a proxy; ask for the path alone (GET /...)\n",
+        );
     }
     let host = req
         .headers()
@@ -189,6 +205,22 @@ mod tests {
         assert!(!host_allowed(Some("evil.example:4321"), 4321));
         assert!(!host_allowed(Some("localhost.evil.example:4321"), 4321));
         assert!(!host_allowed(None, 4321));
+    }
+
+    #[test]
+    fn only_origin_form_targets_are_answered() {
+        for ok in ["/", "/api/search?q=x", "//double/slash"] {
+            assert!(origin_form(&ok.parse().expect("uri")), "{ok}");
+        }
+        for bad in [
+            "http://127.0.0.1:4321/",
+            "http://127.0.0.1:4321/api/overview?token=t",
+            "https://localhost:4321/app.js",
+            "127.0.0.1:4321",
+            "*",
+        ] {
+            assert!(!origin_form(&bad.parse().expect("uri")), "{bad}");
+        }
     }
 
     #[test]
