@@ -28,6 +28,7 @@ pub mod node;
 pub mod pathmap;
 pub mod record;
 pub mod redact;
+pub mod seal;
 pub mod search;
 pub mod search_socket;
 pub mod sources;

@@ -89,6 +89,11 @@ pub enum ApplyError {
         /// Where the batch starts.
         after_seq: u64,
     },
+    /// The batch's origin or seals do not check out (forged, altered,
+    /// unsigned, or claiming this node's own origin); the peer is at fault
+    /// for this log, not for the session.
+    #[error(transparent)]
+    Refused(#[from] super::trust::TrustError),
     /// The database failed.
     #[error(transparent)]
     Store(#[from] StoreError),
@@ -98,7 +103,7 @@ impl ApplyError {
     /// Whether the peer or this node is at fault.
     pub fn blame(&self) -> Blame {
         match self {
-            ApplyError::Peer(_) => Blame::Peer,
+            ApplyError::Peer(_) | ApplyError::Refused(_) => Blame::Peer,
             ApplyError::Stale { .. } | ApplyError::Store(_) => Blame::Local,
         }
     }
@@ -120,7 +125,20 @@ impl Store {
         batch: &Batch,
         redactor: &Redactor,
     ) -> Result<ApplyReport, ApplyError> {
+        self.apply_batch_from(pull, batch, redactor, None)
+    }
+
+    /// [`Store::apply_batch`] for a batch `peer` sent: the peer is noted as
+    /// the one vouching for an origin key seen for the first time.
+    pub fn apply_batch_from(
+        &mut self,
+        pull: &Pull,
+        batch: &Batch,
+        redactor: &Redactor,
+        peer: Option<&NodeId>,
+    ) -> Result<ApplyReport, ApplyError> {
         check_batch(pull, batch)?;
+        super::trust::check(&self.conn, batch)??;
         if !batch.tombstones.is_empty() {
             self.conn.pragma_update(None, "secure_delete", "ON")?;
         }
@@ -130,6 +148,8 @@ impl Store {
         // Records are looked up by hash below: a pass's deferral ends.
         super::hash_index::ensure(&tx)?;
         let report = apply_checked(&tx, batch, redactor)?;
+        let log = log_id(&tx, &wire::node_text(&batch.origin), batch.epoch)?;
+        super::trust::record(&tx, log, batch, peer, crate::clock::now_ms())?;
         tx.commit()?;
         if report.purged > 0 {
             self.scrub()?;
@@ -233,7 +253,7 @@ fn apply_checked(
                     row.project.as_deref(),
                 )?
             {
-                put_slot(conn, log, r.seq, LogKind::Forgotten, &row.hash)?;
+                put_slot(conn, log, r.seq, LogKind::Forgotten, &r.hash)?;
                 report.refused += 1;
                 continue;
             }
@@ -247,8 +267,14 @@ fn apply_checked(
             }
             None => report.duplicates += 1,
         }
-        // Names the record's row id (stored now or before).
-        put_slot(conn, log, r.seq, LogKind::Record, &row.hash)?;
+        if redacted {
+            // The redacted record is kept here under its own hash; the slot
+            // keeps the hash its origin signed and is relayed as a stub.
+            put_slot(conn, log, r.seq, LogKind::Withheld, &r.hash)?;
+        } else {
+            // Names the record's row id (stored now or before).
+            put_slot(conn, log, r.seq, LogKind::Record, &row.hash)?;
+        }
     }
     stmts.finish(conn)?;
     report.watermark = held.max(batch.last_seq);

@@ -21,13 +21,19 @@ struct TestNode {
     _dir: TempDir,
     store: Store,
     id: NodeId,
+    signer: std::sync::Arc<crate::seal::Signer>,
 }
 
 impl TestNode {
     fn new(byte: u8) -> TestNode {
         let dir = tempfile::tempdir().expect("temp dir");
         let mut store = Store::open(&dir.path().join("cairn.db")).expect("open store");
-        let id = NodeId([byte; 20]);
+        // A real identity key: batches of the own log leave sealed with it.
+        let signer =
+            crate::seal::Signer::new(&rcgen::KeyPair::generate().expect("key")).expect("signer");
+        let id = signer.id();
+        let signer = std::sync::Arc::new(signer);
+        store.set_signer(signer.clone());
         store
             .ensure_log(&id.to_string(), 1_000 + i64::from(byte))
             .expect("own log");
@@ -35,6 +41,7 @@ impl TestNode {
             _dir: dir,
             store,
             id,
+            signer,
         }
     }
 
@@ -486,11 +493,13 @@ fn a_secret_reaching_apply_is_redacted_before_storage() {
         .verify()
         .expect("self-verifying after redaction");
 
-    // A peer that sends it unredacted anyway: B redacts before storing.
+    // A peer that sends it unredacted anyway (its origin signed it so):
+    // B redacts before storing.
     let mut raw = batch.clone();
     let w: &mut WireRecord = &mut raw.records[0];
     w.text = format!("the key is {SECRET} keep it");
     w.hash = w.content_hash();
+    a.signer.seal_own(&mut raw);
     let report = b
         .store
         .apply_batch(&pull, &raw, &Redactor::new())
@@ -499,10 +508,12 @@ fn a_secret_reaching_apply_is_redacted_before_storage() {
     b.store.truncate_wal().expect("checkpoint");
     let bytes = b.file_bytes();
     assert!(!bytes.windows(SECRET.len()).any(|w| w == SECRET.as_bytes()));
-    // The slot names the hash of what B holds, so B serves it onward intact.
+    // B holds the redacted copy; what A signed was not that, so B relays
+    // the slot as a stub of A's hash, never content A did not sign.
     let mut c = TestNode::new(3);
     let moved = pull_all(&b, &mut c, None, all());
-    assert_eq!(moved.stored, 1);
+    assert_eq!((moved.stored, c.records()), (0, 0));
+    assert_eq!(c.count("SELECT count(*) FROM logs WHERE kind = 2"), 1);
 }
 
 /// Every planted kind (`fixtures/planted-kinds.json`) sent unredacted by a
@@ -528,6 +539,7 @@ fn every_planted_kind_received_from_a_peer_is_redacted_before_storage() {
         w.text = format!("{padding}{text}\n{padding}");
         w.hash = w.content_hash();
     }
+    a.signer.seal_own(&mut batch);
     let report = b
         .store
         .apply_batch(&pull, &batch, &Redactor::new())

@@ -134,7 +134,22 @@ pub struct SessionReport {
     pub behind_after: u64,
     /// Entries this node held that the peer lacked at the exchange.
     pub peer_behind: u64,
+    /// Batches refused because their origin did not check out (forged,
+    /// altered, unsigned, or claiming this node's own log); nothing of
+    /// them was stored.
+    pub batches_refused: u64,
+    /// Tombstones in those batches (a forged forget is refused with them).
+    pub tombstones_refused: u64,
+    /// Logs of this node's own origin the peer claimed to hold more of
+    /// than this node wrote (another epoch, or past its end): never pulled.
+    pub own_origin_claims: u64,
+    /// Why entries were refused, one line per refusal (at most a few).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub refusals: Vec<String>,
 }
+
+/// Most refusal reasons one report keeps.
+const MAX_REFUSALS: usize = 8;
 
 impl SessionReport {
     fn add(&mut self, r: &ApplyReport, records: u64) {
@@ -146,6 +161,13 @@ impl SessionReport {
         self.tombstones += r.tombstones;
         self.purged += r.purged;
         self.stubs += r.stubs;
+    }
+
+    /// Notes a refusal's reason (the first few are kept).
+    fn refuse(&mut self, reason: String) {
+        if self.refusals.len() < MAX_REFUSALS && !self.refusals.contains(&reason) {
+            self.refusals.push(reason);
+        }
     }
 
     /// Whether anything arrived or left.
@@ -330,6 +352,8 @@ async fn drive(
             })
         })
         .collect();
+    let own = with_node(node, |n| n.identity().id()).await?;
+    let own_wm = local.iter().find(|w| w.origin == own).copied();
     let mut conv = Conversation::new(cfg.conversation(), peer, start.elapsed(), local, names);
     let mut reader = Reader::spawn(recv, decoder, cfg.msg_timeout.saturating_mul(2));
     let mut timer = start + cfg.max_duration;
@@ -361,8 +385,9 @@ async fn drive(
                 }
                 Action::Apply { pull, batch } => {
                     let records = batch.records.len() as u64;
+                    let tombstones = batch.tombstones.len() as u64;
                     let (applied, local) = with_node(node, move |n| {
-                        let applied = n.apply_batch(&pull, &batch);
+                        let applied = n.apply_batch_from(&pull, &batch, Some(&peer));
                         let local = applied.is_ok().then(|| n.watermarks());
                         (applied, local)
                     })
@@ -373,6 +398,13 @@ async fn drive(
                             ApplyResult::Applied
                         }
                         Err(ApplyError::Stale { .. }) => ApplyResult::Stale,
+                        Err(ApplyError::Refused(e)) => {
+                            tracing::warn!(peer = %peer, error = %e, "refused a batch; nothing of it stored");
+                            report.batches_refused += 1;
+                            report.tombstones_refused += tombstones;
+                            report.refuse(e.to_string());
+                            ApplyResult::Refused
+                        }
                         Err(source) => {
                             let failed = Event::Applied {
                                 result: ApplyResult::Failed,
@@ -397,7 +429,7 @@ async fn drive(
         }
         let event = tokio::select! {
             m = reader.rx.recv() => match m {
-                Some(Ok(msg)) => Event::Received(msg),
+                Some(Ok(msg)) => Event::Received(strip_own(msg, own, own_wm, &mut report)),
                 Some(Err(SessionError::Closed)) | None => Event::Closed,
                 Some(Err(e)) => return Err(e.into()),
             },
@@ -422,6 +454,38 @@ async fn drive(
         "sync session done"
     );
     Ok(report)
+}
+
+/// A peer's `Watermarks` without claims on this node's own log beyond
+/// what this node wrote: only this node writes its log, so another epoch
+/// of it, or seqs past its end, are never pulled (counted and logged).
+fn strip_own(
+    msg: Message,
+    own: NodeId,
+    own_wm: Option<cairn_protocol::Watermark>,
+    report: &mut SessionReport,
+) -> Message {
+    match msg {
+        Message::Watermarks { mut entries, names } => {
+            let before = entries.len();
+            entries.retain(|w| {
+                w.origin != own || own_wm.is_some_and(|o| o.epoch == w.epoch && w.seq <= o.seq)
+            });
+            let claims = (before - entries.len()) as u64;
+            if claims > 0 {
+                tracing::warn!(
+                    logs = claims,
+                    "the peer claims entries of this node's own log that this node never wrote; not pulled"
+                );
+                report.own_origin_claims += claims;
+                report.refuse(format!(
+                    "the peer claims {claims} log(s) of this node's own origin that this node never wrote; refused"
+                ));
+            }
+            Message::Watermarks { entries, names }
+        }
+        other => other,
+    }
 }
 
 /// The session error for how a conversation ended.

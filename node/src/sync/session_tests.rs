@@ -631,6 +631,8 @@ async fn an_unasked_batch_drops_the_peer() {
         records: vec![],
         tombstones: vec![],
         stubs: vec![],
+        origin_key: vec![],
+        seals: vec![],
     };
     send_msg(
         &mut s.send,
