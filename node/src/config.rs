@@ -89,6 +89,10 @@ pub struct ConfigFile {
 pub struct SyncSection {
     /// LAN discovery (mDNS) by `cairn serve`; on unless set to `false`.
     pub discovery: Option<bool>,
+    /// `[sync.limits]`: what this node takes from one peer (each key
+    /// optional; see `sync::quota::PeerLimits` for the defaults).
+    #[serde(default)]
+    pub limits: crate::sync::quota::PeerLimits,
 }
 
 /// `[search]` settings.
@@ -177,6 +181,8 @@ pub struct Config {
     pub semantic: bool,
     /// Whether `cairn serve` announces itself and finds peers on the LAN.
     pub discovery: bool,
+    /// What this node takes from one peer per session and per day.
+    pub sync_limits: crate::sync::quota::PeerLimits,
 }
 
 impl Config {
@@ -273,6 +279,7 @@ impl Config {
             disabled: file.sources.disabled,
             semantic: file.search.semantic.unwrap_or(true),
             discovery: file.sync.discovery.unwrap_or(true),
+            sync_limits: file.sync.limits,
         })
     }
 }

@@ -662,6 +662,31 @@ pub(crate) fn covered(
         })?)
 }
 
+/// Whether a tombstone issued by `owner` (the log's origin the record
+/// arrives in) or by `own` (this node) covers a record with these fields:
+/// a forget reaches only records its issuer owns (see `store::forget`).
+pub(crate) fn covered_by(
+    conn: &Connection,
+    hash: &Hash32,
+    agent: &str,
+    session_id: &str,
+    project: Option<&str>,
+    owner: &str,
+    own: &str,
+) -> Result<bool, StoreError> {
+    Ok(conn
+        .prepare_cached(
+            "SELECT EXISTS(SELECT 1 FROM tombstones WHERE hash = ?1 AND origin IN (?5, ?6))
+                 OR EXISTS(SELECT 1 FROM tombstones WHERE session_id = ?3 AND agent = ?2
+                                                      AND origin IN (?5, ?6))
+                 OR EXISTS(SELECT 1 FROM tombstones WHERE project = ?4 AND origin IN (?5, ?6))",
+        )?
+        .query_row(
+            params![&hash[..], agent, session_id, project, owner, own],
+            |r| r.get::<_, bool>(0),
+        )?)
+}
+
 /// Whether any tombstone is stored (lets inserts skip [`covered`]).
 pub(crate) fn any_tombstones(conn: &Connection) -> Result<bool, StoreError> {
     Ok(conn.query_row("SELECT EXISTS(SELECT 1 FROM tombstones)", [], |r| r.get(0))?)
