@@ -322,6 +322,18 @@ impl Conversation {
         self.settle(now, timer);
     }
 
+    /// Sends no pull from now on (the driver takes nothing more from this
+    /// peer, e.g. a daily limit already reached); the peer's pulls are
+    /// still served and the conversation ends with `Bye` as usual.
+    pub fn stop_pulling(&mut self, now: Duration) {
+        if self.done || self.halted {
+            return;
+        }
+        self.halted = true;
+        self.refill();
+        self.settle(now, false);
+    }
+
     /// The next action to perform, in order; `None` until the next event.
     pub fn poll_action(&mut self) -> Option<Action> {
         self.actions.pop_front()

@@ -219,6 +219,23 @@ impl Quota {
         Ok(())
     }
 
+    /// The day's limit already reached (a session need not pull at all).
+    pub fn day_spent(&self) -> Option<LimitHit> {
+        let (l, d) = (&self.limits, &self.day);
+        if d.entries >= l.day_entries {
+            return Some(LimitHit {
+                kind: LimitKind::DayEntries,
+                limit: l.day_entries,
+                used: d.entries,
+            });
+        }
+        (d.bytes >= l.day_bytes).then_some(LimitHit {
+            kind: LimitKind::DayBytes,
+            limit: l.day_bytes,
+            used: d.bytes,
+        })
+    }
+
     /// The day's usage, to keep for the next session.
     pub fn day(&self) -> DayUsage {
         self.day
@@ -276,9 +293,10 @@ mod tests {
             Err(LimitKind::DayEntries)
         );
         assert_eq!(q.admit(later + 180_000, 50, 1, None), Ok(()));
+        assert_eq!(q.day_spent().map(|h| h.kind), Some(LimitKind::DayEntries));
         // A day after the first batch, the count starts again.
         let q = Quota::new(small(), q.day(), T0 + DAY_MS);
-        assert_eq!(q.day().entries, 0);
+        assert_eq!((q.day().entries, q.day_spent()), (0, None));
         let mut q = Quota::new(small(), DayUsage::default(), T0);
         assert_eq!(
             q.admit(later, 1, 10_001, None).map_err(|e| e.kind),

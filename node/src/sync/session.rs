@@ -376,6 +376,12 @@ async fn drive(
     let mut quota = Quota::new(limits, day, now_ms());
     let own_wm = local.iter().find(|w| w.origin == own).copied();
     let mut conv = Conversation::new(cfg.conversation(), peer, start.elapsed(), local, names);
+    if let Some(hit) = quota.day_spent() {
+        // Nothing would be taken: do not ask (the peer is still served).
+        tracing::info!(peer = %peer, limit = %hit, "not pulling from this peer today");
+        report.limited = Some(hit.to_string());
+        conv.stop_pulling(start.elapsed());
+    }
     let mut reader = Reader::spawn(recv, decoder, cfg.msg_timeout.saturating_mul(2));
     let mut timer = start + cfg.max_duration;
     let outcome = loop {

@@ -987,4 +987,20 @@ async fn a_flood_is_taken_only_up_to_the_session_and_day_limits() {
     );
     // Nothing was lost: the rest is still there to pull another day.
     assert_eq!(r.behind_after, 250 - 120, "{r:?}");
+    // A third session the same day after the limit asks for nothing.
+    b.lock()
+        .store()
+        .set_meta(
+            &format!("sync.usage.{}", a.id()),
+            &format!("{} 150 0", now_ms()),
+        )
+        .expect("usage");
+    let r = round().await.expect("third session");
+    assert!(a.next_outcome().await.is_ok());
+    assert_eq!(
+        (r.batches_received, b.records() - before),
+        (0, 120),
+        "{r:?}"
+    );
+    assert!(r.limited.is_some_and(|l| l.contains("per-day")));
 }

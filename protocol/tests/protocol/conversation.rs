@@ -1122,3 +1122,23 @@ fn a_halt_stops_every_pull_and_ends_with_bye() {
     });
     assert!(says_bye(&a), "nothing in flight: bye ({a:?})");
 }
+
+#[test]
+fn a_conversation_told_to_stop_pulling_serves_and_says_bye() {
+    let (mut s, _) = Script::start(cfg(), vec![wm(7, 1, 3)]);
+    s.conv.stop_pulling(s.now);
+    let _ = s.drain();
+    let a = s.ev(remote(vec![wm(1, 1, 30)]));
+    assert!(pulls(&a).is_empty(), "{a:?}");
+    assert!(says_bye(&a), "{a:?}");
+    // The peer's pulls are still served.
+    let p = Pull {
+        origin: id(7),
+        epoch: 1,
+        after_seq: 0,
+        max_records: 10,
+        max_bytes: 1 << 20,
+    };
+    let a = s.ev(Event::Received(Message::Pull(p)));
+    assert!(a.iter().any(|x| matches!(x, Action::Serve(_))), "{a:?}");
+}
