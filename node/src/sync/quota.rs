@@ -8,47 +8,14 @@
 //! into a halt of the session (the batch is not applied and its entries
 //! wait for a later session: the watermark did not move past them).
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
 /// Milliseconds in the rolling day a peer's daily volume is counted over.
 pub const DAY_MS: i64 = 24 * 60 * 60 * 1000;
 
-/// The limits (`[sync.limits]` in the config file).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct PeerLimits {
-    /// Most log entries taken from one peer in one session.
-    pub session_entries: u64,
-    /// Most bytes (records' content) taken from one peer in one session.
-    pub session_bytes: u64,
-    /// Most log entries taken from one peer in a rolling day.
-    pub day_entries: u64,
-    /// Most bytes taken from one peer in a rolling day.
-    pub day_bytes: u64,
-    /// Sustained entries per second within a session, after the first
-    /// `burst_entries`.
-    pub entries_per_sec: u64,
-    /// Entries a session may take at once before the rate applies.
-    pub burst_entries: u64,
-    /// Nothing more is taken while the database's disk has less free space.
-    pub min_free_bytes: u64,
-}
+pub use crate::config::PeerLimits;
 
 const MIB: u64 = 1024 * 1024;
-
-impl Default for PeerLimits {
-    fn default() -> Self {
-        PeerLimits {
-            session_entries: 500_000,
-            session_bytes: 2048 * MIB,
-            day_entries: 2_000_000,
-            day_bytes: 8192 * MIB,
-            entries_per_sec: 20_000,
-            burst_entries: 100_000,
-            min_free_bytes: 1024 * MIB,
-        }
-    }
-}
 
 /// What one peer sent in the current rolling day (kept between sessions).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
