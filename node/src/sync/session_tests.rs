@@ -48,9 +48,11 @@ fn config(dir: &Path, name: &str) -> Config {
 }
 
 impl TestNode {
+    /// A node with default settings, except that it syncs whatever the
+    /// free space of the test machine's disk (the floor is tested in
+    /// `sync::quota`).
     fn new(name: &str) -> TestNode {
-        let dir = tempfile::tempdir().expect("temp dir");
-        TestNode::start(dir, name)
+        TestNode::with_config(name, "[sync.limits]\nmin_free_bytes = 0\n")
     }
 
     /// A node whose config file (`~/.config/cairn/config.toml`) says `toml`.
@@ -947,7 +949,7 @@ async fn a_flood_is_taken_only_up_to_the_session_and_day_limits() {
         TestNode::new("alpha"),
         TestNode::with_config(
             "beta",
-            "[sync.limits]\nsession_entries = 100\nday_entries = 150\n",
+            "[sync.limits]\nsession_entries = 100\nday_entries = 150\nmin_free_bytes = 0\n",
         ),
     );
     pair(&a, &b);
