@@ -128,7 +128,7 @@ impl Default for PeerLimits {
             day_bytes: 8192 * LIMIT_MIB,
             entries_per_sec: 20_000,
             burst_entries: 100_000,
-            min_free_bytes: 256 * LIMIT_MIB,
+            min_free_bytes: 64 * LIMIT_MIB,
         }
     }
 }
