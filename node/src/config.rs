@@ -89,6 +89,48 @@ pub struct ConfigFile {
 pub struct SyncSection {
     /// LAN discovery (mDNS) by `cairn serve`; on unless set to `false`.
     pub discovery: Option<bool>,
+    /// `[sync.limits]`: what this node takes from one peer (each key
+    /// optional; see `sync::quota::PeerLimits` for the defaults).
+    #[serde(default)]
+    pub limits: PeerLimits,
+}
+
+const LIMIT_MIB: u64 = 1024 * 1024;
+
+/// What this node takes from any one peer (`[sync.limits]`); enforced by
+/// `sync::quota`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct PeerLimits {
+    /// Most log entries taken from one peer in one session.
+    pub session_entries: u64,
+    /// Most bytes (records' content) taken from one peer in one session.
+    pub session_bytes: u64,
+    /// Most log entries taken from one peer in a rolling day.
+    pub day_entries: u64,
+    /// Most bytes taken from one peer in a rolling day.
+    pub day_bytes: u64,
+    /// Sustained entries per second within a session, after the first
+    /// `burst_entries`.
+    pub entries_per_sec: u64,
+    /// Entries a session may take at once before the rate applies.
+    pub burst_entries: u64,
+    /// Nothing more is taken while the database's disk has less free space.
+    pub min_free_bytes: u64,
+}
+
+impl Default for PeerLimits {
+    fn default() -> Self {
+        PeerLimits {
+            session_entries: 500_000,
+            session_bytes: 2048 * LIMIT_MIB,
+            day_entries: 2_000_000,
+            day_bytes: 8192 * LIMIT_MIB,
+            entries_per_sec: 20_000,
+            burst_entries: 100_000,
+            min_free_bytes: 64 * LIMIT_MIB,
+        }
+    }
 }
 
 /// `[search]` settings.
@@ -177,6 +219,8 @@ pub struct Config {
     pub semantic: bool,
     /// Whether `cairn serve` announces itself and finds peers on the LAN.
     pub discovery: bool,
+    /// What this node takes from one peer per session and per day.
+    pub sync_limits: PeerLimits,
 }
 
 impl Config {
@@ -277,6 +321,7 @@ impl Config {
             disabled: file.sources.disabled,
             semantic: file.search.semantic.unwrap_or(true),
             discovery: file.sync.discovery.unwrap_or(true),
+            sync_limits: file.sync.limits,
         })
     }
 }

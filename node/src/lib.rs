@@ -30,6 +30,7 @@ pub mod pathmap;
 pub mod projects;
 pub mod record;
 pub mod redact;
+pub mod seal;
 pub mod search;
 pub mod search_socket;
 pub mod sources;

@@ -15,7 +15,7 @@ use crate::store::{
     StoreError, StoreStats, Synced,
 };
 use crate::survey;
-use cairn_protocol::{Batch, ForgetTarget, Pull, Watermark};
+use cairn_protocol::{Batch, ForgetTarget, NodeId, Pull, Watermark};
 
 /// Failures of node operations.
 #[derive(Debug, thiserror::Error)]
@@ -155,6 +155,13 @@ impl Node {
         // The own sync log's epoch is chosen on first open; reading the
         // clock here keeps the store clock-free.
         store.ensure_log(&origin, crate::clock::now_ms())?;
+        // Batches of the own log leave sealed with the identity key.
+        match crate::seal::Signer::new(identity.key()) {
+            Ok(signer) => store.set_signer(std::sync::Arc::new(signer)),
+            Err(e) => {
+                tracing::warn!(error = %e, "this node's batches go out unsealed; peers will refuse them")
+            }
+        }
         Ok(Node {
             config,
             identity,
@@ -731,7 +738,20 @@ impl Node {
     /// this node's notes file too (a failure there is logged: the batch is
     /// already committed and the records are gone from the index).
     pub fn apply_batch(&mut self, pull: &Pull, batch: &Batch) -> Result<ApplyReport, ApplyError> {
-        let report = self.store.apply_batch(pull, batch, &self.redactor)?;
+        self.apply_batch_from(pull, batch, None)
+    }
+
+    /// [`Node::apply_batch`] for a batch `peer` sent (the peer vouches for
+    /// an origin key this node sees for the first time).
+    pub fn apply_batch_from(
+        &mut self,
+        pull: &Pull,
+        batch: &Batch,
+        peer: Option<&NodeId>,
+    ) -> Result<ApplyReport, ApplyError> {
+        let report = self
+            .store
+            .apply_batch_from(pull, batch, &self.redactor, peer)?;
         if report.tombstones > 0 {
             let targets: Result<Vec<ForgetTarget>, _> = self
                 .store

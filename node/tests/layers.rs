@@ -21,8 +21,9 @@ const LAYERS: &[&[&str]] = &[
     &[
         "record", "home", "lock", "clock", "hex", "text", "embed", "pathmap",
     ],
-    // Secret scrubbing (pure), the node's key pair and the survey file.
-    &["redact", "identity", "survey"],
+    // Secret scrubbing (pure), the node's key pair, signing with it (seals)
+    // and the survey file.
+    &["redact", "identity", "seal", "survey"],
     // Reading the agents' histories.
     &["sources"],
     // Where the per-project stores are, found without configuration.

@@ -245,6 +245,8 @@ impl BatchBuilder {
                 records: Vec::new(),
                 tombstones: Vec::new(),
                 stubs: Vec::new(),
+                origin_key: Vec::new(),
+                seals: Vec::new(),
             },
             entries: 0,
             bytes: 0,

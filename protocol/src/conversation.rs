@@ -101,6 +101,14 @@ pub enum ApplyResult {
     /// conversation with [`ConversationError::ApplyFailed`]; the driver
     /// keeps the details.
     Failed,
+    /// Not applied: the receiver refused this log's entries (an origin or
+    /// seal that does not check out). The log is not pulled again in this
+    /// conversation; the others go on, and the driver reports the reason.
+    Refused,
+    /// Not applied: the receiver takes nothing more from this peer in this
+    /// conversation (a per-peer limit). No further pull is sent; batches
+    /// already asked for are still answered with this, then `Bye`.
+    Halt,
 }
 
 /// Something the driver must do, taken from [`Conversation::poll_action`].
@@ -224,6 +232,10 @@ pub struct Conversation {
     serving: VecDeque<Pull>,
     /// Logs the peer said it holds nothing more of (a batch without `more`).
     exhausted: BTreeSet<(NodeId, u64)>,
+    /// Logs whose batches the driver refused: not pulled again.
+    refused: BTreeSet<(NodeId, u64)>,
+    /// The driver takes nothing more from this peer: no pull is sent.
+    halted: bool,
     we_said_bye: bool,
     peer_said_bye: bool,
     /// Messages sent plus received.
@@ -261,6 +273,8 @@ impl Conversation {
             applying: VecDeque::new(),
             serving: VecDeque::new(),
             exhausted: BTreeSet::new(),
+            refused: BTreeSet::new(),
+            halted: false,
             we_said_bye: false,
             peer_said_bye: false,
             messages: 0,
@@ -306,6 +320,18 @@ impl Conversation {
             Event::Closed => self.fail(ConversationError::Closed),
         }
         self.settle(now, timer);
+    }
+
+    /// Sends no pull from now on (the driver takes nothing more from this
+    /// peer, e.g. a daily limit already reached); the peer's pulls are
+    /// still served and the conversation ends with `Bye` as usual.
+    pub fn stop_pulling(&mut self, now: Duration) {
+        if self.done || self.halted {
+            return;
+        }
+        self.halted = true;
+        self.refill();
+        self.settle(now, false);
     }
 
     /// The next action to perform, in order; `None` until the next event.
@@ -425,8 +451,10 @@ impl Conversation {
             return;
         }
         // Ask for the next range before this one is applied, so the peer
-        // reads it from its store while we write ours.
-        if let Some(next) = next_pull(&pull, &batch) {
+        // reads it from its store while we write ours (not for a log the
+        // driver refused, nor once it halted).
+        let wanted = !self.halted && !self.refused.contains(&(pull.origin, pull.epoch));
+        if let Some(next) = next_pull(&pull, &batch).filter(|_| wanted) {
             self.send(Message::Pull(next));
             self.outstanding.push(next);
         }
@@ -450,6 +478,10 @@ impl Conversation {
                 self.fail(ConversationError::ApplyFailed);
                 return;
             }
+            ApplyResult::Refused => {
+                self.refused.insert((pull.origin, pull.epoch));
+            }
+            ApplyResult::Halt => self.halted = true,
         }
         self.local = local;
         self.refill();
@@ -476,20 +508,25 @@ impl Conversation {
         let Some(remote) = &self.remote else {
             return;
         };
-        let room = self
-            .cfg
-            .limits
-            .max_pulls
-            .max(1)
-            .saturating_sub(self.outstanding.len());
+        let room = if self.halted {
+            0
+        } else {
+            self.cfg
+                .limits
+                .max_pulls
+                .max(1)
+                .saturating_sub(self.outstanding.len())
+        };
         if room > 0 {
             let limits = PlanLimits {
                 max_pulls: room,
                 ..self.cfg.limits
             };
-            let (exhausted, outstanding) = (&self.exhausted, &self.outstanding);
+            let (exhausted, refused, outstanding) =
+                (&self.exhausted, &self.refused, &self.outstanding);
             let pulls = plan_pulls_where(&self.local, remote, &limits, |l| {
                 !exhausted.contains(&(l.origin, l.epoch))
+                    && !refused.contains(&(l.origin, l.epoch))
                     && !outstanding
                         .iter()
                         .any(|p| p.origin == l.origin && p.epoch == l.epoch)

@@ -14,6 +14,7 @@
 //! - [`plan`]: watermark arithmetic and pull planning.
 //! - [`conversation`]: one sync session's conversation as a pure state
 //!   machine (events in, actions out, time passed in).
+//! - [`seal`]: the origin's signatures over ranges of its log.
 //! - [`pairing`]: the pairing code and proofs.
 //! - [`limits`]: every size limit.
 //!
@@ -31,6 +32,7 @@ pub mod message;
 pub mod pairing;
 pub mod plan;
 pub mod record;
+pub mod seal;
 mod serde_util;
 pub mod version;
 
@@ -52,6 +54,10 @@ pub use plan::{Lag, PlanLimits, contiguous_max, lags, plan_pulls, plan_pulls_whe
 pub use record::{
     ForgetTarget, Hash32, HashInput, LogStub, RecordError, StubKind, Tombstone, WireRecord,
     record_content_hash,
+};
+pub use seal::{
+    MAX_SEALS, SEAL_SIG_LEN, Seal, SealCheck, SealError, entry_hashes, own_seal_message,
+    p256_point, seal_checks, seal_message,
 };
 pub use version::{
     ALPN_PAIR, ALPN_SYNC, MIN_SUPPORTED_MINOR, PROTOCOL_MAJOR, PROTOCOL_MINOR, VersionError,

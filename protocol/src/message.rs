@@ -11,7 +11,8 @@ use serde::{Deserialize, Serialize};
 use crate::ids::NodeId;
 use crate::limits::{MAX_BATCH_ENTRIES, MAX_FEATURES, MAX_WATERMARKS};
 use crate::record::{LogStub, Tombstone, WireRecord};
-use crate::serde_util::{bounded_vec, fixed_bytes};
+use crate::seal::{MAX_SEALS, Seal};
+use crate::serde_util::{bounded_vec, fixed_bytes, short_bytes};
 
 /// One message: the body of one frame.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -210,6 +211,18 @@ pub struct Batch {
     /// Slots sent without content, ascending by seq.
     #[serde(default, deserialize_with = "bounded_vec::<_, _, MAX_BATCH_ENTRIES>")]
     pub stubs: Vec<LogStub>,
+    /// The origin's public key (its SubjectPublicKeyInfo DER, whose hash is
+    /// the origin's node id): the sender vouches for it. Needed whenever the
+    /// batch has entries (protocol 1.1).
+    #[serde(default, skip_serializing_if = "Vec::is_empty", with = "short_bytes")]
+    pub origin_key: Vec<u8>,
+    /// The origin's seals covering every entry (see [`crate::seal`]).
+    #[serde(
+        default,
+        skip_serializing_if = "Vec::is_empty",
+        deserialize_with = "bounded_vec::<_, _, MAX_SEALS>"
+    )]
+    pub seals: Vec<Seal>,
 }
 
 /// Pairing: the joiner's proof that it holds the code's secret.

@@ -83,3 +83,86 @@ impl<'de, T: Deserialize<'de>, const MAX: usize> Visitor<'de> for BoundedVisitor
         Ok(out)
     }
 }
+
+/// `#[serde(with = "short_bytes")]` for `Vec<u8>`: a CBOR
+/// byte string of at most `MAX` bytes (longer ones fail while decoding).
+pub(crate) mod short_bytes {
+    use super::*;
+
+    /// Longest byte string accepted.
+    pub(crate) const MAX: usize = 256;
+
+    pub(crate) fn serialize<S: Serializer>(v: &[u8], s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_bytes(v)
+    }
+
+    pub(crate) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u8>, D::Error> {
+        d.deserialize_bytes(ShortVisitor)
+    }
+
+    struct ShortVisitor;
+
+    impl<'de> Visitor<'de> for ShortVisitor {
+        type Value = Vec<u8>;
+
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            write!(f, "a byte string of at most {MAX} bytes")
+        }
+
+        fn visit_bytes<E: de::Error>(self, v: &[u8]) -> Result<Vec<u8>, E> {
+            if v.len() > MAX {
+                return Err(E::invalid_length(v.len(), &self));
+            }
+            Ok(v.to_vec())
+        }
+
+        fn visit_byte_buf<E: de::Error>(self, v: Vec<u8>) -> Result<Vec<u8>, E> {
+            self.visit_bytes(&v)
+        }
+    }
+}
+
+/// `#[serde(with = "hash_list")]` for `Vec<[u8; 32]>`: one CBOR byte string
+/// of the hashes back to back, at most [`crate::MAX_BATCH_ENTRIES`] of them.
+pub(crate) mod hash_list {
+    use super::*;
+    use crate::limits::MAX_BATCH_ENTRIES;
+
+    pub(crate) fn serialize<S: Serializer>(v: &[[u8; 32]], s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_bytes(v.as_flattened())
+    }
+
+    pub(crate) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<[u8; 32]>, D::Error> {
+        d.deserialize_bytes(ListVisitor)
+    }
+
+    struct ListVisitor;
+
+    impl<'de> Visitor<'de> for ListVisitor {
+        type Value = Vec<[u8; 32]>;
+
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            write!(
+                f,
+                "a byte string of at most {MAX_BATCH_ENTRIES} 32-byte hashes"
+            )
+        }
+
+        fn visit_bytes<E: de::Error>(self, v: &[u8]) -> Result<Vec<[u8; 32]>, E> {
+            if !v.len().is_multiple_of(32) || v.len() / 32 > MAX_BATCH_ENTRIES {
+                return Err(E::invalid_length(v.len(), &self));
+            }
+            Ok(v.chunks_exact(32)
+                .map(|c| {
+                    let mut h = [0u8; 32];
+                    h.copy_from_slice(c);
+                    h
+                })
+                .collect())
+        }
+
+        fn visit_byte_buf<E: de::Error>(self, v: Vec<u8>) -> Result<Vec<[u8; 32]>, E> {
+            self.visit_bytes(&v)
+        }
+    }
+}

@@ -11,11 +11,14 @@ use crate::message::Hello;
 /// Major protocol version. Changing it changes the ALPN names.
 pub const PROTOCOL_MAJOR: u16 = 1;
 
-/// Newest minor version this build speaks.
-pub const PROTOCOL_MINOR: u16 = 0;
+/// Newest minor version this build speaks (1.1: batches carry their
+/// origin's key and seals).
+pub const PROTOCOL_MINOR: u16 = 1;
 
-/// Oldest minor version this build still speaks.
-pub const MIN_SUPPORTED_MINOR: u16 = 0;
+/// Oldest minor version this build still speaks. 1.0 batches are unsigned,
+/// so a 1.0 peer is refused at the `Hello` exchange with a message telling
+/// which side to upgrade.
+pub const MIN_SUPPORTED_MINOR: u16 = 1;
 
 /// ALPN for replication connections (carries [`PROTOCOL_MAJOR`]).
 pub const ALPN_SYNC: &[u8] = b"cairn/1";

@@ -127,6 +127,8 @@ fn worst_case_batch_stays_within_the_documented_bound() {
         records: vec![record; MAX_BATCH_ENTRIES],
         tombstones: vec![],
         stubs: vec![],
+        origin_key: vec![],
+        seals: vec![],
     });
     let body = encode_message(&msg).unwrap();
     assert!(body.len() <= MAX_FRAME);

@@ -43,6 +43,11 @@ struct PeerView<'a> {
     /// Log entries the peer held that this node still lacked after the
     /// last sync session with it (unknown before the first).
     behind: Option<u64>,
+    /// What this node refused from it (forged, altered or unsigned
+    /// batches, forged forgets, claims on this node's own log), and the
+    /// limit that stopped the last session; absent before the first.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    trust: Option<&'a cairn_node::sync::session::TrustNote>,
 }
 
 impl<'a> PeerView<'a> {
@@ -61,6 +66,7 @@ impl<'a> PeerView<'a> {
             records_received: p.records_received,
             scope: p.scope.as_deref(),
             behind: None,
+            trust: None,
         }
     }
 }
@@ -194,6 +200,7 @@ pub fn run_peers(global: &GlobalArgs, args: &JsonArgs) -> anyhow::Result<()> {
                 .iter()
                 .map(|s| PeerView {
                     behind: s.behind,
+                    trust: s.trust.as_ref(),
                     ..PeerView::of(&s.peer)
                 })
                 .collect(),
@@ -239,6 +246,29 @@ pub fn run_peers(global: &GlobalArgs, args: &JsonArgs) -> anyhow::Result<()> {
                 s.behind.map_or_else(|| "-".to_owned(), |b| b.to_string())
             ),
         )?;
+    }
+    // What was refused from whom, and what limited a session, below the table.
+    for s in &peers {
+        let Some(t) = &s.trust else { continue };
+        let name = output::printable(&s.peer.name);
+        if t.batches_refused > 0 || t.own_origin_claims > 0 {
+            output::line(
+                &mut out,
+                &format!(
+                    "{name}: refused {} batch(es) and {} forget(s), ignored {} claim(s) on this machine's own log; last: {}",
+                    t.batches_refused,
+                    t.tombstones_refused,
+                    t.own_origin_claims,
+                    output::printable(t.last_refusal.as_deref().unwrap_or("-"))
+                ),
+            )?;
+        }
+        if let Some(l) = &t.limited {
+            output::line(
+                &mut out,
+                &format!("{name}: last sync limited: {}", output::printable(l)),
+            )?;
+        }
     }
     Ok(())
 }

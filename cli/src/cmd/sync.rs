@@ -129,12 +129,20 @@ fn result_of(o: PeerOutcome) -> PeerResult {
     res
 }
 
+/// Whether a session refused or limited anything (worth a line even when
+/// nothing moved).
+fn refused_anything(rep: &SessionReport) -> bool {
+    rep.batches_refused > 0 || rep.own_origin_claims > 0 || rep.limited.is_some()
+}
+
 fn show(results: &[PeerResult]) -> anyhow::Result<()> {
     let mut out = output::stdout();
     for r in results {
         let who = format!("{} ({})", output::printable(&r.name), r.short_id);
         let line = match (&r.report, &r.error) {
-            (Some(rep), _) if !rep.moved_anything() => format!("{who}: already in step"),
+            (Some(rep), _) if !rep.moved_anything() && !refused_anything(rep) => {
+                format!("{who}: already in step")
+            }
             (Some(rep), _) => {
                 let mut s = format!(
                     "{who}: received {} records ({} new), sent {}",
@@ -149,8 +157,30 @@ fn show(results: &[PeerResult]) -> anyhow::Result<()> {
                 if rep.refused > 0 {
                     s.push_str(&format!(", {} forgotten records refused", rep.refused));
                 }
+                if rep.forgets_deferred > 0 {
+                    s.push_str(&format!(
+                        ", {} forget(s) of records {} does not own left to their owners",
+                        rep.forgets_deferred,
+                        output::printable(&r.name)
+                    ));
+                }
                 if rep.behind_after > 0 {
                     s.push_str(&format!(", still {} behind", rep.behind_after));
+                }
+                if rep.batches_refused > 0 {
+                    s.push_str(&format!(
+                        "; REFUSED {} batch(es) ({} forget(s)) that did not check out",
+                        rep.batches_refused, rep.tombstones_refused
+                    ));
+                }
+                if rep.own_origin_claims > 0 {
+                    s.push_str(&format!(
+                        "; ignored {} claim(s) on this machine's own log",
+                        rep.own_origin_claims
+                    ));
+                }
+                if let Some(limit) = &rep.limited {
+                    s.push_str(&format!("; limited: {}", output::printable(limit)));
                 }
                 s
             }
@@ -179,6 +209,9 @@ fn show(results: &[PeerResult]) -> anyhow::Result<()> {
             },
         };
         output::line(&mut out, &line)?;
+        for why in r.report.iter().flat_map(|rep| &rep.refusals) {
+            output::line(&mut out, &format!("  refused: {}", output::printable(why)))?;
+        }
     }
     Ok(())
 }

@@ -27,10 +27,10 @@ use cairn_protocol::{Batch, BatchError, NodeId, Pull, check_batch};
 use rusqlite::Connection;
 use serde::Serialize;
 
-use super::forget::{merge_fts, purge, store_tombstone};
+use super::forget::{covered_counts, merge_fts, purge_owned, store_tombstone};
 use super::log::{
-    LogKind, StoredRecord, any_tombstones, covered, log_id, put_slot, read_watermark, revive,
-    set_watermark,
+    LogKind, StoredRecord, any_tombstones, covered_by, log_id, own_log, put_slot, read_watermark,
+    revive, set_watermark,
 };
 use super::wire;
 use super::{Store, StoreError};
@@ -51,6 +51,13 @@ pub struct ApplyReport {
     pub tombstones: u64,
     /// Records deleted by those tombstones.
     pub purged: u64,
+    /// Tombstones that cover records here their issuer does not own: those
+    /// records stay until their owner forgets them too.
+    pub forgets_deferred: u64,
+    /// Targets of received forgets that cover records this node owns: this
+    /// node adopts them (its own forget, see `store::forget`).
+    #[serde(skip)]
+    pub adopt: Vec<cairn_protocol::ForgetTarget>,
     /// Slots received as stubs.
     pub stubs: u64,
     /// Slots skipped because this node already held them.
@@ -89,6 +96,11 @@ pub enum ApplyError {
         /// Where the batch starts.
         after_seq: u64,
     },
+    /// The batch's origin or seals do not check out (forged, altered,
+    /// unsigned, or claiming this node's own origin); the peer is at fault
+    /// for this log, not for the session.
+    #[error(transparent)]
+    Refused(#[from] super::trust::TrustError),
     /// The database failed.
     #[error(transparent)]
     Store(#[from] StoreError),
@@ -98,7 +110,7 @@ impl ApplyError {
     /// Whether the peer or this node is at fault.
     pub fn blame(&self) -> Blame {
         match self {
-            ApplyError::Peer(_) => Blame::Peer,
+            ApplyError::Peer(_) | ApplyError::Refused(_) => Blame::Peer,
             ApplyError::Stale { .. } | ApplyError::Store(_) => Blame::Local,
         }
     }
@@ -120,7 +132,20 @@ impl Store {
         batch: &Batch,
         redactor: &Redactor,
     ) -> Result<ApplyReport, ApplyError> {
+        self.apply_batch_from(pull, batch, redactor, None)
+    }
+
+    /// [`Store::apply_batch`] for a batch `peer` sent: the peer is noted as
+    /// the one vouching for an origin key seen for the first time.
+    pub fn apply_batch_from(
+        &mut self,
+        pull: &Pull,
+        batch: &Batch,
+        redactor: &Redactor,
+        peer: Option<&NodeId>,
+    ) -> Result<ApplyReport, ApplyError> {
         check_batch(pull, batch)?;
+        super::trust::check(&self.conn, batch)??;
         if !batch.tombstones.is_empty() {
             self.conn.pragma_update(None, "secure_delete", "ON")?;
         }
@@ -129,9 +154,29 @@ impl Store {
             .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
         // Records are looked up by hash below: a pass's deferral ends.
         super::hash_index::ensure(&tx)?;
-        let report = apply_checked(&tx, batch, redactor)?;
+        let mut report = apply_checked(&tx, batch, redactor)?;
+        let log = log_id(&tx, &wire::node_text(&batch.origin), batch.epoch)?;
+        super::trust::record(&tx, log, batch, peer, crate::clock::now_ms())?;
         tx.commit()?;
-        if report.purged > 0 {
+        if !report.adopt.is_empty() {
+            // The user's "forget this everywhere" from another machine:
+            // this node forgets what it owns in its own name, so the
+            // forget reaches its copies everywhere.
+            let adopted = match self.forget(&report.adopt, crate::clock::now_ms()) {
+                Ok(r) => r.records,
+                // Owned records imply an own log; without one there is
+                // nothing this node owns to forget.
+                Err(super::ForgetError::NoLog) => 0,
+                Err(super::ForgetError::Store(e)) => return Err(e.into()),
+            };
+            report.purged += adopted;
+            tracing::info!(
+                origin = %batch.origin,
+                forgets = report.adopt.len(),
+                records = adopted,
+                "adopted a peer's forget of records this node owns"
+            );
+        } else if report.purged > 0 {
             self.scrub()?;
         }
         tracing::debug!(
@@ -180,6 +225,7 @@ fn apply_checked(
         });
     }
     let mut report = ApplyReport::default();
+    let own = own_log(conn)?.map(|l| l.origin).unwrap_or_default();
     let log = log_id(conn, &origin, epoch)?;
     let new = |seq: u64| seq > held;
     // Tombstones first: a record earlier in the same batch that one covers
@@ -194,9 +240,18 @@ fn apply_checked(
         if store_tombstone(conn, t, epoch)? {
             report.tombstones += 1;
         }
-        let (records, _) = purge(conn, &t.target)?;
+        // A forget reaches the records its issuer owns; those this node
+        // owns it adopts (after this transaction); others' stay.
+        let (records, _) = purge_owned(conn, &t.target, Some(&origin))?;
         report.purged += records;
         purged_any |= records > 0;
+        let (left, mine) = covered_counts(conn, &t.target, &own)?;
+        if mine > 0 {
+            report.adopt.push(t.target.clone());
+        }
+        if left > mine {
+            report.forgets_deferred += 1;
+        }
     }
     for s in &batch.stubs {
         if !new(s.seq) {
@@ -215,7 +270,15 @@ fn apply_checked(
             continue;
         }
         if check_tombstones
-            && covered(conn, &r.hash, &r.agent, &r.session_id, r.project.as_deref())?
+            && covered_by(
+                conn,
+                &r.hash,
+                &r.agent,
+                &r.session_id,
+                r.project.as_deref(),
+                &origin,
+                &own,
+            )?
         {
             put_slot(conn, log, r.seq, LogKind::Forgotten, &r.hash)?;
             report.refused += 1;
@@ -225,15 +288,17 @@ fn apply_checked(
         if redacted {
             report.redacted += 1;
             if check_tombstones
-                && covered(
+                && covered_by(
                     conn,
                     &row.hash,
                     &row.agent,
                     &row.session_id,
                     row.project.as_deref(),
+                    &origin,
+                    &own,
                 )?
             {
-                put_slot(conn, log, r.seq, LogKind::Forgotten, &row.hash)?;
+                put_slot(conn, log, r.seq, LogKind::Forgotten, &r.hash)?;
                 report.refused += 1;
                 continue;
             }
@@ -247,8 +312,14 @@ fn apply_checked(
             }
             None => report.duplicates += 1,
         }
-        // Names the record's row id (stored now or before).
-        put_slot(conn, log, r.seq, LogKind::Record, &row.hash)?;
+        if redacted {
+            // The redacted record is kept here under its own hash; the slot
+            // keeps the hash its origin signed and is relayed as a stub.
+            put_slot(conn, log, r.seq, LogKind::Withheld, &r.hash)?;
+        } else {
+            // Names the record's row id (stored now or before).
+            put_slot(conn, log, r.seq, LogKind::Record, &row.hash)?;
+        }
     }
     stmts.finish(conn)?;
     report.watermark = held.max(batch.last_seq);

@@ -323,30 +323,77 @@ pub(super) const CANDIDATE_BY_HASH: &str =
 /// slots that held them as forgotten; fixes or deletes the sessions they
 /// belonged to. Returns (records deleted, sessions deleted).
 pub(crate) fn purge(conn: &Connection, target: &ForgetTarget) -> Result<(u64, u64), StoreError> {
+    purge_owned(conn, target, None)
+}
+
+/// Records covered by `target` that `owner` owns: a slot of one of its
+/// logs names them (it indexed them itself). With `None`, every covered
+/// record (this node's own forget).
+const OWNED_BY: &str = "EXISTS(SELECT 1 FROM logs l JOIN origin_logs g ON g.id = l.log
+                               JOIN origins o ON o.id = g.origin
+                               WHERE l.rec = d.id AND o.node = ?3)";
+
+/// How many records `target` covers, and how many of them `owner` owns.
+pub(crate) fn covered_counts(
+    conn: &Connection,
+    target: &ForgetTarget,
+    owner: &str,
+) -> Result<(u64, u64), StoreError> {
+    let (sql, a, b) = target_query(target);
+    let q = format!("SELECT count(*), coalesce(sum({OWNED_BY}), 0) FROM ({sql}) d");
+    Ok(conn.query_row(&q, params![a, b, owner], |r| {
+        Ok((r.get::<_, i64>(0)? as u64, r.get::<_, i64>(1)? as u64))
+    })?)
+}
+
+fn target_query(
+    target: &ForgetTarget,
+) -> (&'static str, rusqlite::types::Value, rusqlite::types::Value) {
+    match target {
+        ForgetTarget::Session { agent, session_id } => (
+            "SELECT r.id, r.session, r.hash FROM records r JOIN sessions s ON s.id = r.session
+             WHERE s.agent = ?1 AND s.session_id = ?2",
+            agent.clone().into(),
+            session_id.clone().into(),
+        ),
+        ForgetTarget::Project { project } => (
+            "SELECT r.id, r.session, r.hash FROM records r JOIN sessions s ON s.id = r.session
+             WHERE s.project = ?1 AND ?2 IS NULL",
+            project.clone().into(),
+            rusqlite::types::Value::Null,
+        ),
+        ForgetTarget::Record { hash } => (
+            PURGE_BY_HASH,
+            hash.to_vec().into(),
+            rusqlite::types::Value::Null,
+        ),
+    }
+}
+
+/// [`purge`] limited to the records `owner` owns (`None`: all covered).
+pub(crate) fn purge_owned(
+    conn: &Connection,
+    target: &ForgetTarget,
+    owner: Option<&str>,
+) -> Result<(u64, u64), StoreError> {
     let doomed: Vec<(i64, i64, Vec<u8>)> = {
-        let (sql, a, b): (&str, rusqlite::types::Value, rusqlite::types::Value) = match target {
-            ForgetTarget::Session { agent, session_id } => (
-                "SELECT r.id, r.session, r.hash FROM records r JOIN sessions s ON s.id = r.session
-                 WHERE s.agent = ?1 AND s.session_id = ?2",
-                agent.clone().into(),
-                session_id.clone().into(),
-            ),
-            ForgetTarget::Project { project } => (
-                "SELECT r.id, r.session, r.hash FROM records r JOIN sessions s ON s.id = r.session
-                 WHERE s.project = ?1 AND ?2 IS NULL",
-                project.clone().into(),
-                rusqlite::types::Value::Null,
-            ),
-            ForgetTarget::Record { hash } => (
-                PURGE_BY_HASH,
-                hash.to_vec().into(),
-                rusqlite::types::Value::Null,
-            ),
-        };
-        let mut q = conn.prepare(sql)?;
-        let rows = q.query_map(params![a, b], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?;
+        let (sql, a, b) = target_query(target);
+        let sql =
+            format!("SELECT d.id, d.session, d.hash FROM ({sql}) d WHERE ?3 IS NULL OR {OWNED_BY}");
+        let mut q = conn.prepare(&sql)?;
+        let rows = q.query_map(params![a, b, owner], |r| {
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+        })?;
         rows.collect::<Result<_, _>>()?
     };
+    purge_rows(conn, target, doomed)
+}
+
+fn purge_rows(
+    conn: &Connection,
+    target: &ForgetTarget,
+    doomed: Vec<(i64, i64, Vec<u8>)>,
+) -> Result<(u64, u64), StoreError> {
     super::record_bytes::clear(conn, doomed.iter().map(|d| d.0))?;
     super::record_times::clear(conn, doomed.iter().map(|d| d.0))?;
     let ids: Vec<i64> = doomed.iter().map(|d| d.0).collect();

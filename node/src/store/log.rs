@@ -214,6 +214,41 @@ impl Store {
     ) -> Result<Batch, StoreError> {
         let origin = wire::node_text(&pull.origin);
         let held = read_watermark(&self.conn, &origin, pull.epoch)?;
+        let own = own_log(&self.conn)?.is_some_and(|l| l.origin == origin);
+        // A relayed batch carries the hashes of sealed entries outside it
+        // (at most two seals' worth): leave room for them in the frame.
+        let budget = Pull {
+            max_bytes: if own {
+                pull.max_bytes
+            } else {
+                pull.max_bytes
+                    .min((cairn_protocol::MAX_BATCH_BYTES - RELAY_HASH_ROOM) as u32)
+            },
+            ..*pull
+        };
+        let mut batch = self.build_batch(&budget, &origin, held, own, scope, redactor)?;
+        if own {
+            if let Some(signer) = &self.signer {
+                signer.seal_own(&mut batch);
+            }
+        } else if let Some(log) = find_log(&self.conn, &origin, pull.epoch)? {
+            super::trust::seal_relayed(&self.conn, log, &mut batch, held)?;
+        } else {
+            batch = BatchBuilder::new(pull).finish(pull.after_seq);
+        }
+        Ok(batch)
+    }
+
+    /// The entries of a pull's range, unsealed (see [`Store::serve_pull`]).
+    fn build_batch(
+        &self,
+        pull: &Pull,
+        origin: &str,
+        held: u64,
+        own: bool,
+        scope: Option<&[String]>,
+        redactor: &Redactor,
+    ) -> Result<Batch, StoreError> {
         let mut builder = BatchBuilder::new(pull);
         if pull.after_seq >= held {
             return Ok(builder.finish(held));
@@ -254,7 +289,18 @@ impl Store {
                                 ),
                                 files: files.lines().map(str::to_owned).collect(),
                             };
-                            LogEntry::Record(wire::record_to_wire(seq, rec, redactor))
+                            let w = wire::record_to_wire(seq, rec, redactor);
+                            if own || w.hash == hash {
+                                // This node seals its own log as it
+                                // serves it, redacted content included.
+                                LogEntry::Record(w)
+                            } else {
+                                // Today's rules redact what another origin
+                                // signed: a relay cannot sign for it, so the
+                                // content stays here and the slot travels as
+                                // a stub of the signed hash.
+                                LogEntry::Stub(wire::stub(seq, hash, StubKind::Withheld))
+                            }
                         } else {
                             LogEntry::Stub(wire::stub(seq, hash, StubKind::Withheld))
                         }
@@ -310,6 +356,20 @@ impl Store {
         }
         Ok(builder.finish(held))
     }
+}
+
+/// Bytes of a relayed batch's budget kept for the sealed hashes outside it.
+const RELAY_HASH_ROOM: usize = 80 * 1024;
+
+/// The number of log `(origin, epoch)` in `origin_logs`, if known (read only).
+fn find_log(conn: &Connection, origin: &str, epoch: u64) -> Result<Option<i64>, StoreError> {
+    Ok(conn
+        .prepare_cached(
+            "SELECT g.id FROM origin_logs g JOIN origins o ON o.id = g.origin
+             WHERE o.node = ?1 AND g.epoch = ?2",
+        )?
+        .query_row(params![origin, epoch as i64], |r| r.get(0))
+        .optional()?)
 }
 
 /// Whether a record with this project may go to a peer with this scope.
@@ -600,6 +660,31 @@ pub(crate) fn covered(
         .query_row(params![&hash[..], agent, session_id, project], |r| {
             r.get::<_, bool>(0)
         })?)
+}
+
+/// Whether a tombstone issued by `owner` (the log's origin the record
+/// arrives in) or by `own` (this node) covers a record with these fields:
+/// a forget reaches only records its issuer owns (see `store::forget`).
+pub(crate) fn covered_by(
+    conn: &Connection,
+    hash: &Hash32,
+    agent: &str,
+    session_id: &str,
+    project: Option<&str>,
+    owner: &str,
+    own: &str,
+) -> Result<bool, StoreError> {
+    Ok(conn
+        .prepare_cached(
+            "SELECT EXISTS(SELECT 1 FROM tombstones WHERE hash = ?1 AND origin IN (?5, ?6))
+                 OR EXISTS(SELECT 1 FROM tombstones WHERE session_id = ?3 AND agent = ?2
+                                                      AND origin IN (?5, ?6))
+                 OR EXISTS(SELECT 1 FROM tombstones WHERE project = ?4 AND origin IN (?5, ?6))",
+        )?
+        .query_row(
+            params![&hash[..], agent, session_id, project, owner, own],
+            |r| r.get::<_, bool>(0),
+        )?)
 }
 
 /// Whether any tombstone is stored (lets inserts skip [`covered`]).

@@ -41,6 +41,7 @@ mod schema;
 pub(crate) mod sketch;
 #[cfg(test)]
 mod sync_tests;
+pub mod trust;
 pub(crate) mod vector_file;
 pub(crate) mod vectors;
 pub mod wire;
@@ -70,6 +71,7 @@ pub use insert::NewRecord;
 pub use log::{LogKind, OwnLog, StoredRecord};
 pub use read::{AgentCounts, SessionInfo, SessionRecord, SourceRow, StoreStats};
 pub use schema::SCHEMA_VERSION;
+pub use trust::{OriginKey, TrustError};
 pub use vector_file::Synced;
 pub use vectors::{VectorCounts, embeds_role};
 
@@ -223,6 +225,9 @@ pub struct Store {
     /// Copies in memory of the flat files' entries, for a store that
     /// answers many searches (see [`Store::hold_flat_files`]).
     held: Option<held::Held>,
+    /// Seals batches of this node's own log (set by the node; a store
+    /// without one serves its own log unsealed, which peers refuse).
+    signer: Option<std::sync::Arc<crate::seal::Signer>>,
 }
 
 impl Store {
@@ -306,6 +311,7 @@ impl Store {
             conn,
             path: path.to_path_buf(),
             held: None,
+            signer: None,
         };
         if (1..schema::REBUILT_RECORDS).contains(&before) {
             // The rebuild left the old tables' pages free inside the file:
@@ -347,6 +353,7 @@ impl Store {
             conn,
             path: path.to_path_buf(),
             held: None,
+            signer: None,
         })
     }
 

@@ -440,6 +440,25 @@ pub(super) const MIGRATIONS: &[&str] = &[
     INSERT INTO meta(key, value) VALUES ('times_backfill', '0')
         ON CONFLICT(key) DO UPDATE SET value = '0';
     "#,
+    // v(next): signed origins (store::trust). The origin seals received
+    // with each batch, kept so this node can relay the entries with their
+    // origin's signature; and the public key learned for each origin,
+    // with the peer that vouched for it first.
+    r#"
+    CREATE TABLE IF NOT EXISTS log_seals(
+        log   INTEGER NOT NULL,
+        first INTEGER NOT NULL,
+        last  INTEGER NOT NULL,
+        sig   BLOB NOT NULL,
+        PRIMARY KEY(log, first, last)
+    ) WITHOUT ROWID;
+    CREATE TABLE IF NOT EXISTS origin_keys(
+        origin     TEXT PRIMARY KEY,
+        spki       BLOB NOT NULL,
+        vouched_by TEXT,
+        learned_ms INTEGER NOT NULL
+    );
+    "#,
 ];
 
 /// Whether the database has table `name` (one opened read-only before an

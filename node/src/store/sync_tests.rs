@@ -11,7 +11,7 @@ use cairn_protocol::{
 };
 use tempfile::TempDir;
 
-use super::{ApplyError, Blame, Store};
+use super::{ApplyError, Blame, Store, TrustError};
 use crate::record::{Record, Role};
 use crate::redact::Redactor;
 
@@ -21,13 +21,19 @@ struct TestNode {
     _dir: TempDir,
     store: Store,
     id: NodeId,
+    signer: std::sync::Arc<crate::seal::Signer>,
 }
 
 impl TestNode {
     fn new(byte: u8) -> TestNode {
         let dir = tempfile::tempdir().expect("temp dir");
         let mut store = Store::open(&dir.path().join("cairn.db")).expect("open store");
-        let id = NodeId([byte; 20]);
+        // A real identity key: batches of the own log leave sealed with it.
+        let signer =
+            crate::seal::Signer::new(&rcgen::KeyPair::generate().expect("key")).expect("signer");
+        let id = signer.id();
+        let signer = std::sync::Arc::new(signer);
+        store.set_signer(signer.clone());
         store
             .ensure_log(&id.to_string(), 1_000 + i64::from(byte))
             .expect("own log");
@@ -35,6 +41,7 @@ impl TestNode {
             _dir: dir,
             store,
             id,
+            signer,
         }
     }
 
@@ -486,11 +493,13 @@ fn a_secret_reaching_apply_is_redacted_before_storage() {
         .verify()
         .expect("self-verifying after redaction");
 
-    // A peer that sends it unredacted anyway: B redacts before storing.
+    // A peer that sends it unredacted anyway (its origin signed it so):
+    // B redacts before storing.
     let mut raw = batch.clone();
     let w: &mut WireRecord = &mut raw.records[0];
     w.text = format!("the key is {SECRET} keep it");
     w.hash = w.content_hash();
+    a.signer.seal_own(&mut raw);
     let report = b
         .store
         .apply_batch(&pull, &raw, &Redactor::new())
@@ -499,10 +508,12 @@ fn a_secret_reaching_apply_is_redacted_before_storage() {
     b.store.truncate_wal().expect("checkpoint");
     let bytes = b.file_bytes();
     assert!(!bytes.windows(SECRET.len()).any(|w| w == SECRET.as_bytes()));
-    // The slot names the hash of what B holds, so B serves it onward intact.
+    // B holds the redacted copy; what A signed was not that, so B relays
+    // the slot as a stub of A's hash, never content A did not sign.
     let mut c = TestNode::new(3);
     let moved = pull_all(&b, &mut c, None, all());
-    assert_eq!(moved.stored, 1);
+    assert_eq!((moved.stored, c.records()), (0, 0));
+    assert_eq!(c.count("SELECT count(*) FROM logs WHERE kind = 2"), 1);
 }
 
 /// Every planted kind (`fixtures/planted-kinds.json`) sent unredacted by a
@@ -534,6 +545,7 @@ fn every_planted_kind_received_from_a_peer_is_redacted_before_storage() {
         w.files = vec![format!("/home/dev/app/{text}.rs")];
         w.hash = w.content_hash();
     }
+    a.signer.seal_own(&mut batch);
     let report = b
         .store
         .apply_batch(&pull, &batch, &Redactor::new())
@@ -777,4 +789,138 @@ fn a_record_stored_again_is_served_again_from_its_old_slot() {
     );
     // Indexed again, the forgotten records stay out (the tombstone covers them).
     assert_eq!(a.index(&recs), 0);
+}
+
+fn limits(max_records: u32) -> PlanLimits {
+    PlanLimits {
+        max_records,
+        ..PlanLimits::default()
+    }
+}
+
+/// Every seal a relay serves verifies, whatever ranges the receiver and
+/// the relay hold: a receiver half-way into one of the relay's seals gets
+/// the sealed hashes before its batch, a small pull the ones after.
+#[test]
+fn relayed_seals_cover_any_range_with_the_hashes_outside_it() {
+    let mut a = TestNode::new(1);
+    let mut b = TestNode::new(2);
+    let mut c = TestNode::new(3);
+    let mut d = TestNode::new(4);
+    a.index(&session("s", "/p", 10, "relayed"));
+    // B holds A's log in seals of four; C holds its first three from A.
+    pull_all(&a, &mut b, None, limits(4));
+    let first = plan_pulls(
+        &c.store.watermarks().expect("wm"),
+        &a.store.watermarks().expect("wm"),
+        &limits(3),
+    )
+    .into_iter()
+    .find(|p| p.origin == a.id)
+    .expect("a pull");
+    let batch = a
+        .store
+        .serve_pull(&first, None, &Redactor::new())
+        .expect("serve");
+    c.store
+        .apply_batch(&first, &batch, &Redactor::new())
+        .expect("apply");
+    assert_eq!(c.store.watermark(&a.id, first.epoch).expect("wm"), 3);
+    // C pulls the rest from B: the first seal B sends starts before C's
+    // watermark and carries the hashes of 1..=3.
+    let pull = Pull {
+        after_seq: 3,
+        ..first
+    };
+    let relayed = b
+        .store
+        .serve_pull(&pull, None, &Redactor::new())
+        .expect("relay");
+    assert_eq!(relayed.seals[0].first, 1);
+    assert_eq!(relayed.seals[0].before.len(), 3);
+    assert_eq!(relayed.origin_key, a.signer.spki());
+    let moved = pull_all(&b, &mut c, None, all());
+    assert_eq!(c.records(), 10, "{moved:?}");
+    // D pulls from C two at a time: batches end inside C's seals and carry
+    // the hashes after them.
+    let moved = pull_all(&c, &mut d, None, limits(2));
+    assert_eq!((d.records(), moved.max_entries), (10, 2));
+    let p = Pull {
+        after_seq: 0,
+        max_records: 2,
+        ..first
+    };
+    let tail = c
+        .store
+        .serve_pull(&p, None, &Redactor::new())
+        .expect("serve");
+    assert!(
+        tail.seals.last().is_some_and(|s| !s.after.is_empty()),
+        "{:?}",
+        tail.seals
+    );
+}
+
+/// What a receiver refuses before storing anything: its own origin, a key
+/// other than the one it knows, a seal that does not match the entries.
+#[test]
+fn own_origin_changed_keys_and_broken_seals_are_refused_whole() {
+    let mut a = TestNode::new(1);
+    let mut b = TestNode::new(2);
+    let c = TestNode::new(3);
+    a.index(&session("s", "/p", 4, "guarded"));
+    b.index(&session("t", "/q", 2, "mine"));
+    let (pull, batch) = first_batch(&a, &b);
+    let before = b.records();
+    // A seal over other entries.
+    let mut altered = batch.clone();
+    altered.records[1].text = "changed".into();
+    altered.records[1].hash = altered.records[1].content_hash();
+    let e = b
+        .store
+        .apply_batch(&pull, &altered, &Redactor::new())
+        .expect_err("altered");
+    assert!(
+        matches!(e, ApplyError::Refused(TrustError::BadSignature { .. })),
+        "{e}"
+    );
+    assert_eq!(e.blame(), Blame::Peer);
+    // B's own log, even sealed with B's real key, is only ever B's to write.
+    let (own_pull, mut own) = first_batch(&b, &a);
+    own.records[0].text = "planted in B's name".into();
+    own.records[0].hash = own.records[0].content_hash();
+    b.signer.seal_own(&mut own);
+    let e = b
+        .store
+        .apply_batch(&own_pull, &own, &Redactor::new())
+        .expect_err("own origin");
+    assert!(
+        matches!(e, ApplyError::Refused(TrustError::OwnOrigin { .. })),
+        "{e}"
+    );
+    // The genuine batch goes in, and A's key is now known.
+    b.store
+        .apply_batch(&pull, &batch, &Redactor::new())
+        .expect("genuine");
+    assert_eq!(b.records(), before + 4);
+    // A different key recorded for A (a second key for a known origin)
+    // refuses A's next batches.
+    a.index(&session("s2", "/p", 1, "later"));
+    b.store
+        .conn()
+        .execute(
+            "UPDATE origin_keys SET spki = ?1 WHERE origin = ?2",
+            rusqlite::params![c.signer.spki(), a.id.to_string()],
+        )
+        .expect("swap key");
+    let (pull, batch) = first_batch(&a, &b);
+    let e = b
+        .store
+        .apply_batch(&pull, &batch, &Redactor::new())
+        .expect_err("changed key");
+    assert!(
+        matches!(e, ApplyError::Refused(TrustError::KeyChanged { .. })),
+        "{e}"
+    );
+    assert_eq!(b.records(), before + 4);
 }

@@ -780,7 +780,7 @@ mod tests {
         let (mut cs, mut ss) = (cs.expect("client session"), ss.expect("server session"));
         assert_eq!(cs.peer_hello.node_name, "alpha");
         assert_eq!(ss.peer_hello.node_name, "beta");
-        assert_eq!((cs.minor, ss.minor), (0, 0));
+        assert_eq!((cs.minor, ss.minor), (1, 1));
 
         // Frame helpers round-trip several messages, including a large one.
         let big = Message::Bye {

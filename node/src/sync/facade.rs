@@ -373,6 +373,8 @@ pub struct PeerStatus {
     /// Entries it held that this node still lacked (`None` before the first
     /// session, or without a database).
     pub behind: Option<u64>,
+    /// What this node refused from it, and what limited the last session.
+    pub trust: Option<session::TrustNote>,
 }
 
 /// Every paired machine, in pairing order; never writes (the database is
@@ -387,6 +389,9 @@ pub fn list_peers(config: &Config) -> Result<Vec<PeerStatus>, PeersError> {
             behind: store
                 .as_ref()
                 .and_then(|s| session::behind(s, &p.node_id.to_string())),
+            trust: store
+                .as_ref()
+                .and_then(|s| session::trust_note(s, &p.node_id.to_string())),
             peer: p.clone(),
         })
         .collect())

@@ -26,6 +26,7 @@ pub mod instance;
 pub mod links;
 pub mod pairing;
 pub mod peers;
+pub mod quota;
 pub mod scheduler;
 pub mod session;
 pub mod tls;

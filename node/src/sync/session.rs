@@ -49,6 +49,7 @@ use super::endpoint::{
 };
 pub use super::error::SyncError;
 use super::peers::{Peer, PeerTable};
+use super::quota::{DayUsage, Quota};
 pub use crate::clock::now_ms;
 use crate::node::{Node, NodeError};
 use crate::store::{self, ApplyError, ApplyReport};
@@ -122,6 +123,9 @@ pub struct SessionReport {
     pub tombstones: u64,
     /// Records deleted by those tombstones.
     pub purged: u64,
+    /// Received forgets covering records here that their issuer does not
+    /// own: those stay until their owner forgets them too.
+    pub forgets_deferred: u64,
     /// Log slots received as stubs.
     pub stubs: u64,
     /// Batches sent answering the peer's pulls.
@@ -134,7 +138,26 @@ pub struct SessionReport {
     pub behind_after: u64,
     /// Entries this node held that the peer lacked at the exchange.
     pub peer_behind: u64,
+    /// Batches refused because their origin did not check out (forged,
+    /// altered, unsigned, or claiming this node's own log); nothing of
+    /// them was stored.
+    pub batches_refused: u64,
+    /// Tombstones in those batches (a forged forget is refused with them).
+    pub tombstones_refused: u64,
+    /// Logs of this node's own origin the peer claimed to hold more of
+    /// than this node wrote (another epoch, or past its end): never pulled.
+    pub own_origin_claims: u64,
+    /// The per-peer limit that stopped this session taking more, if one
+    /// did (the rest waits for a later session).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub limited: Option<String>,
+    /// Why entries were refused, one line per refusal (at most a few).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub refusals: Vec<String>,
 }
+
+/// Most refusal reasons one report keeps.
+const MAX_REFUSALS: usize = 8;
 
 impl SessionReport {
     fn add(&mut self, r: &ApplyReport, records: u64) {
@@ -145,7 +168,15 @@ impl SessionReport {
         self.refused += r.refused;
         self.tombstones += r.tombstones;
         self.purged += r.purged;
+        self.forgets_deferred += r.forgets_deferred;
         self.stubs += r.stubs;
+    }
+
+    /// Notes a refusal's reason (the first few are kept).
+    fn refuse(&mut self, reason: String) {
+        if self.refusals.len() < MAX_REFUSALS && !self.refusals.contains(&reason) {
+            self.refusals.push(reason);
+        }
     }
 
     /// Whether anything arrived or left.
@@ -330,7 +361,27 @@ async fn drive(
             })
         })
         .collect();
+    let own = with_node(node, |n| n.identity().id()).await?;
+    let usage_key = format!("{USAGE_META}{peer}");
+    let (limits, day, db_dir) = {
+        let key = usage_key.clone();
+        with_node(node, move |n| {
+            let day = n.store().meta(&key).ok().flatten();
+            let dir = n.config().db_path.parent().map(Path::to_path_buf);
+            (n.config().sync_limits, day, dir)
+        })
+        .await?
+    };
+    let day = day.map(|d| DayUsage::from_text(&d)).unwrap_or_default();
+    let mut quota = Quota::new(limits, day, now_ms());
+    let own_wm = local.iter().find(|w| w.origin == own).copied();
     let mut conv = Conversation::new(cfg.conversation(), peer, start.elapsed(), local, names);
+    if let Some(hit) = quota.day_spent() {
+        // Nothing would be taken: do not ask (the peer is still served).
+        tracing::info!(peer = %peer, limit = %hit, "not pulling from this peer today");
+        report.limited = Some(hit.to_string());
+        conv.stop_pulling(start.elapsed());
+    }
     let mut reader = Reader::spawn(recv, decoder, cfg.msg_timeout.saturating_mul(2));
     let mut timer = start + cfg.max_duration;
     let outcome = loop {
@@ -361,8 +412,31 @@ async fn drive(
                 }
                 Action::Apply { pull, batch } => {
                     let records = batch.records.len() as u64;
+                    let tombstones = batch.tombstones.len() as u64;
+                    let entries = records + tombstones + batch.stubs.len() as u64;
+                    let free = db_dir.as_deref().and_then(free_bytes);
+                    if let Err(hit) = quota.admit(now_ms(), entries, batch_bytes(&batch), free) {
+                        if report.limited.is_none() {
+                            tracing::warn!(peer = %peer, limit = %hit, "stopped taking entries from this peer");
+                            report.limited = Some(hit.to_string());
+                        }
+                        let local = with_node(node, |n| n.watermarks()).await??;
+                        conv.handle(
+                            start.elapsed(),
+                            Event::Applied {
+                                result: ApplyResult::Halt,
+                                local,
+                            },
+                        );
+                        continue;
+                    }
+                    let (key, day) = (usage_key.clone(), quota.day().to_text());
                     let (applied, local) = with_node(node, move |n| {
-                        let applied = n.apply_batch(&pull, &batch);
+                        let applied = n.apply_batch_from(&pull, &batch, Some(&peer));
+                        // What this peer sent today counts whatever became of it.
+                        if let Err(e) = n.store().set_meta(&key, &day) {
+                            tracing::warn!(error = %e, "could not note the peer's usage");
+                        }
                         let local = applied.is_ok().then(|| n.watermarks());
                         (applied, local)
                     })
@@ -373,6 +447,18 @@ async fn drive(
                             ApplyResult::Applied
                         }
                         Err(ApplyError::Stale { .. }) => ApplyResult::Stale,
+                        // A batch that does not check out (forged, altered,
+                        // unsigned, a foreign tombstone): nothing of it is
+                        // stored, its log is not pulled again this session,
+                        // the rest of the session goes on.
+                        Err(e @ (ApplyError::Refused(_) | ApplyError::Peer(_))) => {
+                            let reason = format!("{:#}", anyhow_like(&e));
+                            tracing::warn!(peer = %peer, error = %reason, "refused a batch; nothing of it stored");
+                            report.batches_refused += 1;
+                            report.tombstones_refused += tombstones;
+                            report.refuse(reason);
+                            ApplyResult::Refused
+                        }
                         Err(source) => {
                             let failed = Event::Applied {
                                 result: ApplyResult::Failed,
@@ -397,7 +483,7 @@ async fn drive(
         }
         let event = tokio::select! {
             m = reader.rx.recv() => match m {
-                Some(Ok(msg)) => Event::Received(msg),
+                Some(Ok(msg)) => Event::Received(strip_own(msg, own, own_wm, &mut report)),
                 Some(Err(SessionError::Closed)) | None => Event::Closed,
                 Some(Err(e)) => return Err(e.into()),
             },
@@ -422,6 +508,83 @@ async fn drive(
         "sync session done"
     );
     Ok(report)
+}
+
+/// Meta key prefix for what a peer sent in the current rolling day.
+const USAGE_META: &str = "sync.usage.";
+
+/// About how many bytes a batch's entries take once stored (their text
+/// fields; ids and hashes as a fixed 64 bytes each).
+fn batch_bytes(b: &cairn_protocol::Batch) -> u64 {
+    let records: usize = b
+        .records
+        .iter()
+        .map(|r| {
+            64 + r.agent.len()
+                + r.session_id.len()
+                + r.parent_session.as_ref().map_or(0, String::len)
+                + r.project.as_ref().map_or(0, String::len)
+                + r.role.len()
+                + r.text.len()
+                + r.files.iter().map(String::len).sum::<usize>()
+        })
+        .sum();
+    (records + 64 * (b.tombstones.len() + b.stubs.len())) as u64
+}
+
+/// Free bytes for an unprivileged writer on the file system holding `dir`.
+fn free_bytes(dir: &Path) -> Option<u64> {
+    let st = rustix::fs::statvfs(dir).ok()?;
+    Some(st.f_bavail.saturating_mul(st.f_frsize))
+}
+
+/// An error and its sources on one line (`a: b: c`).
+fn anyhow_like(e: &dyn std::error::Error) -> impl std::fmt::Display + '_ {
+    struct Chain<'a>(&'a dyn std::error::Error);
+    impl std::fmt::Display for Chain<'_> {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            write!(f, "{}", self.0)?;
+            let mut src = self.0.source();
+            while let Some(s) = src {
+                write!(f, ": {s}")?;
+                src = s.source();
+            }
+            Ok(())
+        }
+    }
+    Chain(e)
+}
+
+/// A peer's `Watermarks` without claims on this node's own log beyond
+/// what this node wrote: only this node writes its log, so another epoch
+/// of it, or seqs past its end, are never pulled (counted and logged).
+fn strip_own(
+    msg: Message,
+    own: NodeId,
+    own_wm: Option<cairn_protocol::Watermark>,
+    report: &mut SessionReport,
+) -> Message {
+    match msg {
+        Message::Watermarks { mut entries, names } => {
+            let before = entries.len();
+            entries.retain(|w| {
+                w.origin != own || own_wm.is_some_and(|o| o.epoch == w.epoch && w.seq <= o.seq)
+            });
+            let claims = (before - entries.len()) as u64;
+            if claims > 0 {
+                tracing::warn!(
+                    logs = claims,
+                    "the peer claims entries of this node's own log that this node never wrote; not pulled"
+                );
+                report.own_origin_claims += claims;
+                report.refuse(format!(
+                    "the peer claims {claims} log(s) of this node's own origin that this node never wrote; refused"
+                ));
+            }
+            Message::Watermarks { entries, names }
+        }
+        other => other,
+    }
 }
 
 /// The session error for how a conversation ended.
@@ -553,10 +716,63 @@ pub async fn record_outcome(
     })?;
     let key = format!("{BEHIND_META}{}", report.peer_id);
     let value = report.behind_after.to_string();
-    with_node(node, move |n| n.store().set_meta(&key, &value))
-        .await?
-        .map_err(NodeError::from)?;
+    let trust_key = format!("{TRUST_META}{}", report.peer_id);
+    let session = report.clone();
+    with_node(node, move |n| {
+        n.store().set_meta(&key, &value)?;
+        let mut note = n
+            .store()
+            .meta(&trust_key)?
+            .and_then(|t| serde_json::from_str::<TrustNote>(&t).ok())
+            .unwrap_or_default();
+        note.add(&session);
+        let text = serde_json::to_string(&note).unwrap_or_default();
+        n.store().set_meta(&trust_key, &text)
+    })
+    .await?
+    .map_err(NodeError::from)?;
     Ok(())
+}
+
+/// Meta key prefix for what was refused from a peer ([`TrustNote`]).
+const TRUST_META: &str = "sync.trust.";
+
+/// What this node refused from one peer, over all sessions, and what
+/// limited the last session; shown by `cairn peers`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub struct TrustNote {
+    /// Batches refused (forged, altered, unsigned, foreign forgets).
+    pub batches_refused: u64,
+    /// Forgets (tombstones) refused with them.
+    pub tombstones_refused: u64,
+    /// Claims on this node's own log ignored.
+    pub own_origin_claims: u64,
+    /// The last reason a batch was refused.
+    pub last_refusal: Option<String>,
+    /// The limit that stopped the last session, if one did.
+    pub limited: Option<String>,
+}
+
+impl TrustNote {
+    fn add(&mut self, r: &SessionReport) {
+        self.batches_refused += r.batches_refused;
+        self.tombstones_refused += r.tombstones_refused;
+        self.own_origin_claims += r.own_origin_claims;
+        if let Some(last) = r.refusals.last() {
+            self.last_refusal = Some(last.clone());
+        }
+        self.limited.clone_from(&r.limited);
+    }
+}
+
+/// What this node refused from the peer with this node id (`None` before
+/// the first session).
+pub fn trust_note(store: &store::Store, peer_id: &str) -> Option<TrustNote> {
+    store
+        .meta(&format!("{TRUST_META}{peer_id}"))
+        .ok()
+        .flatten()
+        .and_then(|t| serde_json::from_str(&t).ok())
 }
 
 /// Entries the peer with this node id held that this node lacked after

@@ -48,8 +48,19 @@ fn config(dir: &Path, name: &str) -> Config {
 }
 
 impl TestNode {
+    /// A node with default settings, except that it syncs whatever the
+    /// free space of the test machine's disk (the floor is tested in
+    /// `sync::quota`).
     fn new(name: &str) -> TestNode {
+        TestNode::with_config(name, "[sync.limits]\nmin_free_bytes = 0\n")
+    }
+
+    /// A node whose config file (`~/.config/cairn/config.toml`) says `toml`.
+    fn with_config(name: &str, toml: &str) -> TestNode {
         let dir = tempfile::tempdir().expect("temp dir");
+        let cfg = dir.path().join(".config/cairn");
+        std::fs::create_dir_all(&cfg).expect("mkdir");
+        std::fs::write(cfg.join("config.toml"), toml).expect("write config");
         TestNode::start(dir, name)
     }
 
@@ -631,6 +642,8 @@ async fn an_unasked_batch_drops_the_peer() {
         records: vec![],
         tombstones: vec![],
         stubs: vec![],
+        origin_key: vec![],
+        seals: vec![],
     };
     send_msg(
         &mut s.send,
@@ -676,4 +689,320 @@ async fn out_of_scope_records_never_leave() {
         "personal notes never left A"
     );
     assert_eq!(b.records(), 3);
+}
+
+/// A record as a hostile peer makes it: content and hash that agree.
+fn forged_record(seq: u64, text: &str) -> cairn_protocol::WireRecord {
+    let mut r = cairn_protocol::WireRecord {
+        seq,
+        hash: [0; 32],
+        agent: "claude-code".into(),
+        session_id: "s-forged".into(),
+        parent_session: None,
+        project: Some("/p".into()),
+        role: "user".into(),
+        time_ms: Some(1_767_225_600_000),
+        text: text.into(),
+        files: vec![],
+    };
+    r.hash = r.content_hash();
+    r
+}
+
+fn batch_of(
+    pull: &cairn_protocol::Pull,
+    records: Vec<cairn_protocol::WireRecord>,
+) -> cairn_protocol::Batch {
+    cairn_protocol::Batch {
+        origin: pull.origin,
+        epoch: pull.epoch,
+        after_seq: pull.after_seq,
+        last_seq: pull.after_seq + records.len() as u64,
+        more: false,
+        records,
+        tombstones: vec![],
+        stubs: vec![],
+        origin_key: vec![],
+        seals: vec![],
+    }
+}
+
+/// A paired peer that plays its side of a session by hand over real
+/// QUIC: announces `offers`, says `Bye` at once (it pulls nothing) and
+/// answers each of `to`'s pulls with `answer`. Returns `to`'s report.
+async fn hostile_session(
+    from: &TestNode,
+    to: &mut TestNode,
+    offers: Vec<cairn_protocol::Watermark>,
+    answer: impl Fn(&cairn_protocol::Pull) -> cairn_protocol::Batch,
+) -> SessionReport {
+    let conn = from
+        .endpoint
+        .connect(to.addr(), &to.fp, cairn_protocol::ALPN_SYNC)
+        .await
+        .expect("paired peer connects");
+    let mut s = open_session(&conn, true, &from.hello, DEADLINE)
+        .await
+        .expect("hello");
+    let wm = Message::Watermarks {
+        entries: offers,
+        names: vec![],
+    };
+    send_msg(&mut s.send, &wm).await.expect("watermarks");
+    let bye = Message::Bye {
+        reason: "done".into(),
+    };
+    send_msg(&mut s.send, &bye).await.expect("bye");
+    loop {
+        match recv_msg(&mut s.recv, &mut s.decoder, DEADLINE).await {
+            Ok(Message::Pull(p)) => {
+                let b = Message::Batch(answer(&p));
+                send_msg(&mut s.send, &b).await.expect("batch");
+            }
+            Ok(Message::Bye { .. }) => break,
+            Ok(_) => {}
+            Err(e) => panic!("hostile side: {e}"),
+        }
+    }
+    let _ = s.send.finish();
+    let report = to
+        .next_outcome()
+        .await
+        .expect("the receiver's session ends well");
+    conn.close(0, b"done");
+    report
+}
+
+fn origin_of(n: &TestNode) -> (NodeId, u64) {
+    let id: NodeId = n.id().parse().expect("id");
+    let wm = n.lock().watermarks().expect("wm");
+    let epoch = wm.iter().find(|w| w.origin == id).expect("own log").epoch;
+    (id, epoch)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn forged_origins_and_tombstones_are_refused_and_honest_entries_still_arrive() {
+    let (a, mut b, mut c) = (
+        TestNode::new("alpha"),
+        TestNode::new("beta"),
+        TestNode::new("gamma"),
+    );
+    pair(&a, &b);
+    pair(&a, &c);
+    a.notes("/p", &texts("quokka", 3));
+    c.notes("/p", &texts("ibis", 2));
+    b.notes("/p", &texts("heron", 1));
+    // A holds C's log honestly, with C's seals.
+    a.sync_ok(&mut c).await;
+    let (aid, a_epoch) = origin_of(&a);
+    let (bid, b_epoch) = origin_of(&b);
+    let (cid, c_epoch) = origin_of(&c);
+    let wm = |origin, epoch, seq| cairn_protocol::Watermark { origin, epoch, seq };
+    let invented = NodeId([0x42; 20]);
+    let claimed = NodeId([0x43; 20]);
+    let a_signer = crate::seal::Signer::new(a.lock().identity().key()).expect("A's key");
+    let records_before = b.records();
+    let offers = vec![
+        // Honest: A's own log.
+        wm(aid, a_epoch, 3),
+        // B's own log, further than B wrote it, and in another epoch.
+        wm(bid, b_epoch, 9),
+        wm(bid, b_epoch + 1, 2),
+        // An invented origin with no key at all.
+        wm(invented, 1, 2),
+        // Another invented origin, sealed with A's key.
+        wm(claimed, 1, 1),
+        // C's log, altered on the way.
+        wm(cid, c_epoch, 2),
+        // A log of A's carrying a tombstone that claims B as its issuer.
+        wm(aid, 999, 1),
+    ];
+    let node_a = Arc::clone(&a.node);
+    let report = hostile_session(&a, &mut b, offers, |p| {
+        let served = |p: &cairn_protocol::Pull| {
+            node_a
+                .lock()
+                .expect("lock")
+                .serve_pull(p, None)
+                .expect("serve")
+        };
+        match (p.origin, p.epoch) {
+            (o, e) if o == aid && e == a_epoch => served(p),
+            (o, _) if o == invented => batch_of(
+                p,
+                vec![
+                    forged_record(1, "invented origin sturgeon"),
+                    forged_record(2, "invented origin sturgeon two"),
+                ],
+            ),
+            (o, _) if o == claimed => {
+                let mut b = batch_of(p, vec![forged_record(1, "claimed origin sturgeon")]);
+                a_signer.seal_own(&mut b);
+                b
+            }
+            (o, _) if o == cid => {
+                let mut b = served(p);
+                assert!(!b.seals.is_empty(), "A relays C's log with C's seals");
+                b.records[0].text = "altered sturgeon".into();
+                b.records[0].hash = b.records[0].content_hash();
+                b
+            }
+            (o, 999) if o == aid => {
+                let mut b = batch_of(p, vec![]);
+                b.tombstones.push(cairn_protocol::Tombstone::new(
+                    1,
+                    bid,
+                    1_767_225_600_000,
+                    cairn_protocol::ForgetTarget::Session {
+                        agent: "cairn".into(),
+                        session_id: "anything".into(),
+                    },
+                ));
+                b.last_seq = 1;
+                a_signer.seal_own(&mut b);
+                b
+            }
+            other => panic!("B pulled a log it must not: {other:?}"),
+        }
+    })
+    .await;
+
+    assert_eq!(report.own_origin_claims, 2, "{report:?}");
+    assert_eq!(report.batches_refused, 4, "{report:?}");
+    assert_eq!(report.tombstones_refused, 1, "{report:?}");
+    let reasons = report.refusals.join("\n");
+    for needle in [
+        "never wrote",
+        "no key",
+        "does not belong to origin",
+        "not what",
+        "not issued by the log's origin",
+    ] {
+        assert!(reasons.contains(needle), "{needle:?} in:\n{reasons}");
+    }
+    // Nothing forged was stored; the honest log arrived whole.
+    assert!(b.search("sturgeon").is_empty());
+    assert_eq!(b.search("quokka").len(), 1, "hits are one per session");
+    assert_eq!(b.records(), records_before + 3);
+    assert_eq!(b.count("SELECT count(*) FROM tombstones"), 0);
+    let held = b.lock().watermarks().expect("wm");
+    for w in &held {
+        assert!(
+            [aid, bid].contains(&w.origin) && w.epoch != 999,
+            "no log of a refused origin is held: {held:?}"
+        );
+    }
+    assert_eq!(
+        held.iter()
+            .find(|w| w.origin == bid)
+            .map(|w| (w.epoch, w.seq)),
+        Some((b_epoch, 1)),
+        "B's own log is untouched"
+    );
+    // C's genuine log still reaches B through A, sealed by C.
+    let r = a.sync_ok(&mut b).await;
+    assert_eq!(r.batches_refused, 0, "{r:?}");
+    assert_eq!(b.search("ibis").len(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_forget_reaches_what_its_issuer_owns_and_the_owner_adopts_the_rest() {
+    let (mut a, mut b, mut c) = (
+        TestNode::new("alpha"),
+        TestNode::new("beta"),
+        TestNode::new("gamma"),
+    );
+    pair(&a, &b);
+    pair(&a, &c);
+    c.notes("/c", &texts("ibis", 2));
+    a.notes("/a", &texts("quokka", 2));
+    a.sync_ok(&mut c).await;
+    a.sync_ok(&mut b).await;
+    assert_eq!(b.search("ibis").len(), 1);
+
+    // A (not the owner) forgets C's session and its own.
+    for word in ["ibis", "quokka"] {
+        let plan = a
+            .lock()
+            .plan_forget(&ForgetRequest::Query(word.to_owned()))
+            .expect("plan");
+        a.lock().forget(&plan, now_ms()).expect("forget");
+    }
+    assert!(a.search("ibis").is_empty(), "the issuer forgets locally");
+    // B purges what A owns, and keeps C's records for C to decide.
+    let r = b.sync_ok(&mut a).await;
+    assert!(b.search("quokka").is_empty());
+    assert_eq!(b.search("ibis").len(), 1, "{r:?}");
+    assert!(r.forgets_deferred >= 1, "{r:?}");
+    // C, the owner, hears of it and forgets in its own name ...
+    a.sync_ok(&mut c).await;
+    assert!(c.search("ibis").is_empty(), "the owner adopts the forget");
+    // ... which reaches B through A: forget everywhere, from any machine.
+    a.sync_ok(&mut c).await;
+    a.sync_ok(&mut b).await;
+    assert!(b.search("ibis").is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_flood_is_taken_only_up_to_the_session_and_day_limits() {
+    let (mut a, b) = (
+        TestNode::new("alpha"),
+        TestNode::with_config(
+            "beta",
+            "[sync.limits]\nsession_entries = 100\nday_entries = 150\nmin_free_bytes = 0\n",
+        ),
+    );
+    pair(&a, &b);
+    a.notes("/p", &texts("flood", 250));
+    let before = b.records();
+    // Small pulls, so the limit falls between batches.
+    let small = SessionConfig {
+        limits: cairn_protocol::PlanLimits {
+            max_records: 40,
+            ..cairn_protocol::PlanLimits::default()
+        },
+        ..cfg()
+    };
+    let (peer, b_home) = (b.peer_entry(&a), b.home());
+    let round = || sync_peer(&b.endpoint, &b.node, &b_home, &peer, &b.hello, &small);
+    let r = round().await.expect("first session");
+    assert!(a.next_outcome().await.is_ok());
+    let limit = r.limited.clone().expect("the session limit stopped it");
+    assert!(
+        limit.contains("per-session limit of 100 entries"),
+        "{limit}"
+    );
+    // Batches of 40: two fit under 100, the third would pass it.
+    assert_eq!(b.records() - before, 80, "{r:?}");
+    // The next session the same day stops at the day's limit.
+    let r = round().await.expect("second session");
+    assert!(a.next_outcome().await.is_ok());
+    let limit = r.limited.clone().expect("the day's limit stopped it");
+    assert!(limit.contains("per-day limit of 150 entries"), "{limit}");
+    assert_eq!(b.records() - before, 120, "{r:?}");
+    // `cairn peers` shows it.
+    let status = crate::sync::facade::list_peers(b.lock().config()).expect("peers");
+    let note = status[0].trust.clone().expect("noted");
+    assert!(
+        note.limited.is_some_and(|l| l.contains("per-day")),
+        "{status:?}"
+    );
+    // Nothing was lost: the rest is still there to pull another day.
+    assert_eq!(r.behind_after, 250 - 120, "{r:?}");
+    // A third session the same day after the limit asks for nothing.
+    b.lock()
+        .store()
+        .set_meta(
+            &format!("sync.usage.{}", a.id()),
+            &format!("{} 150 0", now_ms()),
+        )
+        .expect("usage");
+    let r = round().await.expect("third session");
+    assert!(a.next_outcome().await.is_ok());
+    assert_eq!(
+        (r.batches_received, b.records() - before),
+        (0, 120),
+        "{r:?}"
+    );
+    assert!(r.limited.is_some_and(|l| l.contains("per-day")));
 }

@@ -196,6 +196,8 @@ fn check_rejects_bad_batches() {
         records: vec![],
         tombstones: vec![],
         stubs: vec![],
+        origin_key: vec![],
+        seals: vec![],
         last_seq: 0,
         more: true,
         ..good.clone()
@@ -210,6 +212,8 @@ fn check_rejects_bad_batches() {
         records: vec![record(u64::MAX, "x")],
         tombstones: vec![],
         stubs: vec![],
+        origin_key: vec![],
+        seals: vec![],
         more: false,
         ..good
     };

@@ -57,6 +57,8 @@ pub fn stubs(pull: &Pull, n: u64, more: bool) -> Batch {
                 kind: StubKind::Withheld,
             })
             .collect(),
+        origin_key: vec![],
+        seals: vec![],
     }
 }
 
@@ -1052,4 +1054,91 @@ fn batch_entries_bound_is_the_protocol_limit() {
     let (mut s, _) = Script::start(c, vec![]);
     let p = pulls(&s.ev(remote(vec![wm(1, 1, u64::MAX)])))[0];
     assert_eq!(p.max_records as usize, MAX_BATCH_ENTRIES);
+}
+
+#[test]
+fn a_refused_log_is_not_pulled_again_and_the_others_go_on() {
+    let (mut s, _) = Script::start(cfg(), vec![]);
+    let p = pulls(&s.ev(remote(vec![wm(1, 1, 30), wm(2, 1, 4)])));
+    assert_eq!(p.len(), 2, "{p:?}");
+    // Log 1 answers with more: its next pull goes out before the apply.
+    let a = s.ev(Event::Received(Message::Batch(stubs(&p[0], 10, true))));
+    assert_eq!(pulls(&a).len(), 1);
+    let a = s.ev(Event::Applied {
+        result: ApplyResult::Refused,
+        local: vec![],
+    });
+    assert!(pulls(&a).is_empty(), "log 1 is not planned again: {a:?}");
+    // The pull already in flight for log 1 is answered and not followed up.
+    let next = Pull {
+        after_seq: 10,
+        ..p[0]
+    };
+    let a = s.ev(Event::Received(Message::Batch(stubs(&next, 10, true))));
+    assert!(pulls(&a).is_empty(), "{a:?}");
+    let a = s.ev(Event::Applied {
+        result: ApplyResult::Stale,
+        local: vec![],
+    });
+    assert!(pulls(&a).is_empty(), "{a:?}");
+    // Log 2 still arrives and the conversation ends well.
+    let a = s.ev(Event::Received(Message::Batch(stubs(&p[1], 4, false))));
+    assert_eq!(applies(&a).len(), 1);
+    let a = s.ev(applied(vec![wm(2, 1, 4)]));
+    assert!(says_bye(&a), "{a:?}");
+    let a = s.ev(bye());
+    assert!(matches!(outcome(&a), Some(Ok(_))), "{a:?}");
+}
+
+#[test]
+fn a_halt_stops_every_pull_and_ends_with_bye() {
+    let (mut s, _) = Script::start(cfg(), vec![]);
+    let p = pulls(&s.ev(remote(vec![wm(1, 1, 30), wm(2, 1, 30), wm(3, 1, 30)])));
+    assert_eq!(p.len(), 2);
+    let a = s.ev(Event::Received(Message::Batch(stubs(&p[0], 10, true))));
+    assert_eq!(pulls(&a).len(), 1, "next range asked before the apply");
+    let a = s.ev(Event::Applied {
+        result: ApplyResult::Halt,
+        local: vec![],
+    });
+    assert!(pulls(&a).is_empty() && !says_bye(&a), "{a:?}");
+    // Log 2's answer: no follow-up pull although it says more.
+    let a = s.ev(Event::Received(Message::Batch(stubs(&p[1], 10, true))));
+    assert!(pulls(&a).is_empty(), "{a:?}");
+    let a = s.ev(Event::Applied {
+        result: ApplyResult::Halt,
+        local: vec![],
+    });
+    assert!(pulls(&a).is_empty(), "{a:?}");
+    let next = Pull {
+        after_seq: 10,
+        ..p[0]
+    };
+    let a = s.ev(Event::Received(Message::Batch(stubs(&next, 10, true))));
+    assert!(pulls(&a).is_empty(), "{a:?}");
+    let a = s.ev(Event::Applied {
+        result: ApplyResult::Halt,
+        local: vec![],
+    });
+    assert!(says_bye(&a), "nothing in flight: bye ({a:?})");
+}
+
+#[test]
+fn a_conversation_told_to_stop_pulling_serves_and_says_bye() {
+    let (mut s, _) = Script::start(cfg(), vec![wm(7, 1, 3)]);
+    s.conv.stop_pulling(s.now);
+    let _ = s.drain();
+    let a = s.ev(remote(vec![wm(1, 1, 30)]));
+    assert!(pulls(&a).is_empty(), "{a:?}");
+    assert!(says_bye(&a), "{a:?}");
+    // The peer's pulls are still served.
+    let p = Pull {
+        origin: id(7),
+        epoch: 1,
+        after_seq: 0,
+        max_records: 10,
+        max_bytes: 1 << 20,
+    };
+    let a = s.ev(Event::Received(Message::Pull(p)));
+    assert!(a.iter().any(|x| matches!(x, Action::Serve(_))), "{a:?}");
 }

@@ -69,6 +69,8 @@ impl FakeStore {
                     kind: StubKind::Withheld,
                 })
                 .collect(),
+            origin_key: vec![],
+            seals: vec![],
         }
     }
 

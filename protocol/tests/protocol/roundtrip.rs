@@ -178,6 +178,8 @@ pub fn message() -> impl Strategy<Value = Message> {
                         records,
                         tombstones,
                         stubs,
+                        origin_key: vec![],
+                        seals: vec![],
                     })
                 }
             ),

@@ -137,6 +137,34 @@ pub fn messages() -> Vec<(&'static str, Message)> {
                     hash: hash_of(&forgotten),
                     kind: StubKind::Forgotten,
                 }],
+                origin_key: vec![],
+                seals: vec![],
+            }),
+        ),
+        (
+            "batch_sealed",
+            Message::Batch({
+                let mut key = cairn_protocol::seal::P256_SPKI_PREFIX.to_vec();
+                key.push(4);
+                key.extend([0x5a; 64]);
+                Batch {
+                    origin: NodeId::from_spki(&key),
+                    epoch: 7,
+                    after_seq: 2,
+                    last_seq: 3,
+                    more: false,
+                    records: vec![record(3, "sealed by its origin")],
+                    tombstones: vec![],
+                    stubs: vec![],
+                    origin_key: key,
+                    seals: vec![cairn_protocol::Seal {
+                        first: 1,
+                        last: 4,
+                        sig: [0x33; 64],
+                        before: vec![[1; 32], [2; 32]],
+                        after: vec![[4; 32]],
+                    }],
+                }
             }),
         ),
         (
@@ -150,6 +178,8 @@ pub fn messages() -> Vec<(&'static str, Message)> {
                 records: vec![],
                 tombstones: vec![],
                 stubs: vec![],
+                origin_key: vec![],
+                seals: vec![],
             }),
         ),
         (
@@ -185,6 +215,8 @@ pub fn messages() -> Vec<(&'static str, Message)> {
                     hash: [0xab; 32],
                     kind: StubKind::Withheld,
                 }],
+                origin_key: vec![],
+                seals: vec![],
             }),
         ),
         ("ping", Message::Ping { nonce: 99 }),

@@ -1,0 +1,307 @@
+//! Signed origins, the store's side: which key each origin has, the seals
+//! kept for relaying, and the checks a received batch passes before any of
+//! it is stored.
+//!
+//! Owns the rules (docs/wire-format.md, "Signed origins"):
+//! - a batch of this node's own origin is refused whatever it carries:
+//!   only this node writes its log;
+//! - a batch with entries carries its origin's key, whose hash is the
+//!   origin's node id, and seals covering every entry that verify with
+//!   that key (`cairn_protocol::seal_checks`, then `crate::seal::verify`);
+//! - the first key seen for an origin is kept with the peer that vouched
+//!   for it; a different key for a known origin is refused;
+//! - every verified seal is kept, so the entries can be relayed with it:
+//!   a relayed batch ends where the seals this node holds end, and carries
+//!   the hashes of the sealed entries outside it.
+//!
+//! Never signs (that is `crate::seal::Signer`, used by `log::serve_pull`
+//! for the own log) and never touches the network.
+
+use cairn_protocol::{Batch, Hash32, NodeId, Seal, SealError, seal_checks};
+use rusqlite::{Connection, OptionalExtension, params};
+use serde::Serialize;
+
+use super::log::{hash32, own_log};
+use super::{Store, StoreError};
+
+/// Why a batch's origin was not trusted. Nothing of it was stored.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TrustError {
+    /// The batch claims this node's own origin.
+    #[error(
+        "refused entries claiming to be this node's own ({origin}): only this node writes its log"
+    )]
+    OwnOrigin {
+        /// This node's id.
+        origin: NodeId,
+    },
+    /// No key, a key of another node, or seals that do not cover the batch.
+    #[error("refused {origin}'s log: {source}")]
+    Seal {
+        /// The batch's origin.
+        origin: NodeId,
+        /// What was wrong.
+        #[source]
+        source: SealError,
+    },
+    /// A seal whose signature does not verify with the origin's key.
+    #[error(
+        "refused {origin}'s log: its entries are not what {origin} signed (forged or altered on the way)"
+    )]
+    BadSignature {
+        /// The batch's origin.
+        origin: NodeId,
+    },
+    /// A key other than the one this node knows for the origin.
+    #[error(
+        "refused {origin}'s log: it comes with another key than the one this node knows for it"
+    )]
+    KeyChanged {
+        /// The batch's origin.
+        origin: NodeId,
+    },
+}
+
+/// A key this node knows for an origin.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct OriginKey {
+    /// The origin's node id.
+    pub origin: String,
+    /// The peer that first brought it (`None`: learned before this was kept).
+    pub vouched_by: Option<String>,
+    /// When, Unix ms.
+    pub learned_ms: i64,
+}
+
+impl Store {
+    /// Lets the store seal batches of its own log (the node sets it).
+    pub fn set_signer(&mut self, signer: std::sync::Arc<crate::seal::Signer>) {
+        self.signer = Some(signer);
+    }
+
+    /// The keys known for origins, with who vouched for them.
+    pub fn origin_keys(&self) -> Result<Vec<OriginKey>, StoreError> {
+        let mut q = self
+            .conn
+            .prepare("SELECT origin, vouched_by, learned_ms FROM origin_keys ORDER BY origin")?;
+        let rows = q.query_map([], |r| {
+            Ok(OriginKey {
+                origin: r.get(0)?,
+                vouched_by: r.get(1)?,
+                learned_ms: r.get(2)?,
+            })
+        })?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+}
+
+/// Checks a batch's origin and seals; see the module docs.
+pub(super) fn check(
+    conn: &Connection,
+    batch: &Batch,
+) -> Result<Result<(), TrustError>, StoreError> {
+    let origin = batch.origin;
+    if own_log(conn)?.is_some_and(|l| l.origin == origin.to_string()) {
+        return Ok(Err(TrustError::OwnOrigin { origin }));
+    }
+    let checks = match seal_checks(batch) {
+        Ok(c) => c,
+        Err(source) => return Ok(Err(TrustError::Seal { origin, source })),
+    };
+    if checks.is_empty() {
+        return Ok(Ok(()));
+    }
+    if let Some(known) = known_key(conn, &origin)?
+        && known != batch.origin_key
+    {
+        return Ok(Err(TrustError::KeyChanged { origin }));
+    }
+    if crate::seal::verify(&batch.origin_key, &checks).is_err() {
+        return Ok(Err(TrustError::BadSignature { origin }));
+    }
+    Ok(Ok(()))
+}
+
+/// Keeps a checked batch's key (first one wins) and seals, inside the
+/// apply transaction.
+pub(super) fn record(
+    conn: &Connection,
+    log: i64,
+    batch: &Batch,
+    peer: Option<&NodeId>,
+    now_ms: i64,
+) -> Result<(), StoreError> {
+    if batch.seals.is_empty() {
+        return Ok(());
+    }
+    conn.prepare_cached(
+        "INSERT INTO origin_keys(origin, spki, vouched_by, learned_ms) VALUES (?1, ?2, ?3, ?4)
+         ON CONFLICT(origin) DO NOTHING",
+    )?
+    .execute(params![
+        batch.origin.to_string(),
+        &batch.origin_key,
+        peer.map(|p| p.to_string()),
+        now_ms
+    ])?;
+    let mut put = conn.prepare_cached(
+        "INSERT INTO log_seals(log, first, last, sig) VALUES (?1, ?2, ?3, ?4)
+         ON CONFLICT DO NOTHING",
+    )?;
+    for s in &batch.seals {
+        put.execute(params![log, s.first as i64, s.last as i64, &s.sig[..]])?;
+    }
+    Ok(())
+}
+
+fn known_key(conn: &Connection, origin: &NodeId) -> Result<Option<Vec<u8>>, StoreError> {
+    Ok(conn
+        .prepare_cached("SELECT spki FROM origin_keys WHERE origin = ?1")?
+        .query_row([origin.to_string()], |r| r.get(0))
+        .optional()?)
+}
+
+/// Seals a batch this node relays (of log number `log`, held up to
+/// `held`) with the origin's seals it keeps: the batch is cut back to
+/// where they reach, and left empty when none covers its start (or the
+/// origin's key is unknown).
+pub(super) fn seal_relayed(
+    conn: &Connection,
+    log: i64,
+    batch: &mut Batch,
+    held: u64,
+) -> Result<(), StoreError> {
+    let a = batch.after_seq;
+    if batch.last_seq <= a {
+        return Ok(());
+    }
+    let Some(key) = known_key(conn, &batch.origin)? else {
+        truncate(batch, a);
+        return Ok(());
+    };
+    let mut q = conn.prepare_cached(
+        "SELECT first, last, sig FROM log_seals
+         WHERE log = ?1 AND last > ?2 AND first <= ?3 AND last <= ?4
+         ORDER BY first",
+    )?;
+    let rows = q.query_map(
+        params![log, a as i64, batch.last_seq as i64, held as i64],
+        |r| {
+            Ok((
+                r.get::<_, i64>(0)? as u64,
+                r.get::<_, i64>(1)? as u64,
+                r.get::<_, Vec<u8>>(2)?,
+            ))
+        },
+    )?;
+    let stored: Vec<(u64, u64, Vec<u8>)> = rows.collect::<Result<_, _>>()?;
+    let mut chosen: Vec<Seal> = Vec::new();
+    let mut pos = a + 1;
+    while pos <= batch.last_seq && chosen.len() < cairn_protocol::MAX_SEALS {
+        let Some((first, last, sig)) = stored
+            .iter()
+            .filter(|(f, l, _)| *f <= pos && pos <= *l)
+            .max_by_key(|(_, l, _)| *l)
+        else {
+            break;
+        };
+        let Ok(sig) = <[u8; 64]>::try_from(sig.as_slice()) else {
+            break;
+        };
+        chosen.push(Seal {
+            first: *first,
+            last: *last,
+            sig,
+            before: Vec::new(),
+            after: Vec::new(),
+        });
+        pos = last + 1;
+    }
+    let Some(end) = chosen.last().map(|s| s.last) else {
+        truncate(batch, a);
+        return Ok(());
+    };
+    if end < batch.last_seq {
+        truncate(batch, end);
+    }
+    let last_seq = batch.last_seq;
+    if let Some(s) = chosen.first_mut()
+        && s.first <= a
+    {
+        match slot_hashes(conn, log, s.first, a)? {
+            Some(h) => s.before = h,
+            None => {
+                truncate(batch, a);
+                return Ok(());
+            }
+        }
+    }
+    if let Some(s) = chosen.last_mut()
+        && s.last > last_seq
+    {
+        match slot_hashes(conn, log, last_seq + 1, s.last)? {
+            Some(h) => s.after = h,
+            None => {
+                truncate(batch, a);
+                return Ok(());
+            }
+        }
+    }
+    batch.seals = chosen;
+    batch.origin_key = key;
+    // Never send what the receiver would refuse: the seals kept are checked
+    // again against the slots they are served with (hashes this node
+    // received at another time may differ from a seal's).
+    let sound = seal_checks(batch)
+        .ok()
+        .is_some_and(|c| crate::seal::verify(&batch.origin_key, &c).is_ok());
+    if !sound {
+        tracing::warn!(origin = %batch.origin, after = a, "kept seals do not prove this range; not relayed");
+        truncate(batch, a);
+        batch.origin_key.clear();
+    }
+    Ok(())
+}
+
+/// Drops the entries after `last` (more is then left to pull).
+fn truncate(batch: &mut Batch, last: u64) {
+    batch.records.retain(|r| r.seq <= last);
+    batch.tombstones.retain(|t| t.seq <= last);
+    batch.stubs.retain(|s| s.seq <= last);
+    batch.more = batch.more || batch.last_seq > last;
+    batch.last_seq = last;
+    if last <= batch.after_seq {
+        // Nothing this node can prove: an empty batch, and no claim of more.
+        batch.more = false;
+        batch.seals.clear();
+    }
+}
+
+/// The hashes the slots `from..=to` of log `log` announce, or `None` when
+/// one is missing.
+fn slot_hashes(
+    conn: &Connection,
+    log: i64,
+    from: u64,
+    to: u64,
+) -> Result<Option<Vec<Hash32>>, StoreError> {
+    let mut q = conn.prepare_cached(
+        "SELECT l.seq, coalesce(l.hash, r.hash) FROM logs l
+         LEFT JOIN records r ON l.kind = 0 AND r.id = l.rec
+         WHERE l.log = ?1 AND l.seq BETWEEN ?2 AND ?3 ORDER BY l.seq",
+    )?;
+    let rows = q.query_map(params![log, from as i64, to as i64], |r| {
+        Ok((r.get::<_, i64>(0)? as u64, r.get::<_, Option<Vec<u8>>>(1)?))
+    })?;
+    let mut out = Vec::new();
+    let mut next = from;
+    for row in rows {
+        let (seq, hash) = row?;
+        let Some(hash) = hash.filter(|_| seq == next) else {
+            return Ok(None);
+        };
+        out.push(hash32(&hash));
+        next += 1;
+    }
+    Ok((next == to + 1).then_some(out))
+}
