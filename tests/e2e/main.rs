@@ -7,6 +7,7 @@ mod util;
 
 mod agents;
 mod cli;
+mod conformance;
 mod discovery;
 mod docs;
 mod forget;

@@ -1,4 +1,5 @@
-//! Moonshot's two coding agents, which share a name but not a format.
+//! Kimi Code, the first of Moonshot's two coding agents, which share a
+//! name but not a format.
 //!
 //! **Kimi Code** (`kimi-code`): `${KIMI_CODE_HOME:-~/.kimi-code}/sessions/<workDirKey>/session_<uuid>/`
 //! holding `state.json` (`title`, `workDir`, times) and
@@ -11,12 +12,8 @@
 //! (`result.output`). Every line has `time` in Unix ms. Sub-agents
 //! (`agents/agent-*`) are sessions of their own whose parent is the main one.
 //!
-//! **Kimi CLI** (`kimi-cli`, MoonshotAI's Python CLI):
-//! `${KIMI_SHARE_DIR:-~/.kimi}/sessions/<md5(workdir)>/<uuid>/context.jsonl`
-//! (and rotated `context_sub_N.jsonl`), OpenAI-shaped lines `{role, content,
-//! tool_calls, tool_call_id}` with roles `user`, `assistant`, `tool` and
-//! bookkeeping roles starting with `_` (skipped). The context file holds no
-//! timestamps, so its records have none.
+//! **Kimi CLI** (`kimi-cli`, `~/.kimi`) is a different format, read by
+//! [`super::kimi_cli`].
 
 use std::path::{Path, PathBuf};
 
@@ -30,16 +27,8 @@ use crate::record::{Record, Role};
 /// The Kimi Code source.
 pub struct KimiCode;
 
-/// The Kimi CLI source.
-pub struct KimiCli;
-
 fn code_sessions(loc: &Locations) -> PathBuf {
     loc.var_or("KIMI_CODE_HOME", loc.home.join(".kimi-code"))
-        .join("sessions")
-}
-
-fn cli_sessions(loc: &Locations) -> PathBuf {
-    loc.var_or("KIMI_SHARE_DIR", loc.home.join(".kimi"))
         .join("sessions")
 }
 
@@ -62,33 +51,6 @@ impl Source for KimiCode {
             4,
             &|p| p.file_name().is_some_and(|n| n == "wire.jsonl"),
             Reader::Lines(wire_parser),
-        )
-    }
-}
-
-impl Source for KimiCli {
-    fn agent(&self) -> &'static str {
-        "kimi-cli"
-    }
-
-    fn env_vars(&self) -> &'static [&'static str] {
-        &["KIMI_SHARE_DIR"]
-    }
-
-    fn roots(&self, loc: &Locations) -> Vec<PathBuf> {
-        vec![cli_sessions(loc)]
-    }
-
-    fn discover(&self, loc: &Locations) -> Vec<SourceFile> {
-        walk_stores(
-            &cli_sessions(loc),
-            2,
-            &|p| {
-                p.file_name()
-                    .and_then(|n| n.to_str())
-                    .is_some_and(|n| n.starts_with("context") && n.ends_with(".jsonl"))
-            },
-            Reader::Lines(context_parser),
         )
     }
 }
@@ -189,49 +151,6 @@ impl LineParser for WireParser {
     }
 }
 
-/// A line parser for one Kimi CLI `context*.jsonl`.
-pub fn context_parser(path: &Path) -> Box<dyn LineParser> {
-    let session = path
-        .parent()
-        .and_then(|d| d.file_name())
-        .and_then(|n| n.to_str())
-        .unwrap_or_default()
-        .to_owned();
-    Box::new(ContextParser { session })
-}
-
-struct ContextParser {
-    session: String,
-}
-
-impl LineParser for ContextParser {
-    fn line(&mut self, line: &[u8], offset: u64, out: &mut Vec<Record>) -> Result<(), ParseError> {
-        let v = json_line(line, offset)?;
-        let mk = |role: Role, text: String| {
-            let mut r = Record::new("kimi-cli", &self.session, role, text);
-            r.offset = offset;
-            r
-        };
-        let content = v.get("content").unwrap_or(&Value::Null);
-        match v.get("role").and_then(Value::as_str) {
-            Some("user") => blocks::content(Role::User, content, &mk, out),
-            Some("assistant") => {
-                blocks::content(Role::Assistant, content, &mk, out);
-                blocks::openai_tool_calls(v.get("tool_calls").unwrap_or(&Value::Null), &mk, out);
-            }
-            Some("tool") => blocks::push_output(&blocks::result_text(content), &mk, out),
-            Some(_) => {}
-            None => {
-                return Err(ParseError::Shape {
-                    offset,
-                    what: "context line without role",
-                });
-            }
-        }
-        Ok(())
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -263,30 +182,5 @@ mod tests {
             total += recs.len();
         }
         assert!(total > 20);
-    }
-
-    #[test]
-    fn context_lines_skip_bookkeeping_roles() {
-        let mut p = context_parser(Path::new("/k/sessions/abc/0f0e/context.jsonl"));
-        let text = concat!(
-            "{\"role\":\"_system_prompt\",\"content\":\"sys\"}\n",
-            "{\"role\":\"user\",\"content\":\"fix it\"}\n",
-            "{\"role\":\"assistant\",\"content\":[{\"type\":\"text\",\"text\":\"ok\"}],\"tool_calls\":[{\"id\":\"1\",\"type\":\"function\",\"function\":{\"name\":\"Shell\",\"arguments\":\"{\\\"command\\\":\\\"ls\\\"}\"}}]}\n",
-            "{\"role\":\"tool\",\"tool_call_id\":\"1\",\"content\":\"a.txt\"}\n",
-            "{\"role\":\"_usage\",\"token_count\":5}\n",
-        );
-        let (recs, errs) = feed_lines(p.as_mut(), text.as_bytes());
-        assert!(errs.is_empty());
-        let got: Vec<(Role, &str)> = recs.iter().map(|r| (r.role, r.text.as_str())).collect();
-        assert_eq!(
-            got,
-            vec![
-                (Role::User, "fix it"),
-                (Role::Assistant, "ok"),
-                (Role::ToolCall, "Shell: ls"),
-                (Role::ToolOutput, "a.txt"),
-            ]
-        );
-        assert_eq!(recs[0].session_id, "0f0e");
     }
 }

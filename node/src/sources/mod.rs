@@ -33,6 +33,8 @@ pub mod gemini;
 pub mod goose;
 pub mod hermes;
 pub mod kimi;
+pub mod kimi_cli;
+pub mod md5;
 pub mod notes;
 pub mod omp;
 pub mod openclaw;
@@ -407,7 +409,7 @@ pub fn registry() -> Vec<Box<dyn Source>> {
         Box::new(goose::Goose),
         Box::new(qwen::Qwen),
         Box::new(kimi::KimiCode),
-        Box::new(kimi::KimiCli),
+        Box::new(kimi_cli::KimiCli),
         Box::new(vscode_tasks::Cline),
         Box::new(vscode_tasks::Roo),
         Box::new(vscode_tasks::Kilo),

@@ -1,0 +1,518 @@
+//! The real-agent conformance suite: what today's agent releases really
+//! wrote (`fixtures/agents/<agent>/<release>/home/`, recorded by
+//! `tools/realagents/record.sh`; see each `PROVENANCE.md`), and exactly
+//! what cairn must read from it.
+//!
+//! Every recording is one scripted session: the user asks to run
+//! `echo hello` and what was decided about the quokka library; the model
+//! calls the shell tool once, then answers with a planted decision. For each
+//! recording (one entry of [`RECORDINGS`]) the real `cairn` binary indexes a
+//! copy of the recorded HOME, and the test checks the agent, every session's
+//! id, parent and project, every record's role, text and time (the times the
+//! files hold, to the millisecond), that `cairn search` finds the decision
+//! under the right agent and project, that nothing was skipped as
+//! malformed, and that neither the scripted model's API keys nor a secret
+//! it planted in the session reach the index.
+//! Every folder under `fixtures/agents/*/*` must have an entry, so a new
+//! recording cannot go unchecked. All recordings are checked before the
+//! test fails, each mismatch shown as a diff.
+
+use std::path::{Path, PathBuf};
+
+use crate::util::{TestHome, all_bytes_under, copy_tree};
+
+/// What the scripted user asked (`{PROJ}` is the project folder).
+const PROMPT: &str = "Run the shell command `echo hello` in this project, then tell me what we \
+    decided about the quokka library. (see {PROJ}/README.md)";
+
+/// What the scripted model answered last: the planted decision.
+const FACT: &str = "I ran the command and it printed hello. Decision: we pinned the quokka \
+    library to 2.3 because 2.4 broke the parser.";
+
+/// Words of the decision to search for.
+const QUERY: &str = "quokka parser";
+
+/// The fake API keys the recorder configured the agents with: none may be
+/// indexed.
+const KEYS: &[&str] = &["sk-fake", "sk-ant-fake", "fake-key"];
+
+/// One recorded agent run.
+struct Recording {
+    /// `<agent>/<release>` under `fixtures/agents`.
+    dir: &'static str,
+    /// cairn's id for the agent.
+    agent: &'static str,
+    /// The recorder's name for the run: HOME was
+    /// `/home/dev/agent/home-<run>`, the project `~/code/proj-<run>`.
+    run: &'static str,
+    /// Secrets the scripted model planted in the session (see
+    /// `tools/realagents/record.sh`): each must be redacted, never stored.
+    secrets: &'static [&'static str],
+    /// Every session cairn must find, the one holding the decision first.
+    sessions: &'static [Session],
+}
+
+/// One session as cairn must read it.
+struct Session {
+    id: &'static str,
+    parent: Option<&'static str>,
+    /// (role, text, time in Unix ms) in order; `{PROMPT}`, `{FACT}` and
+    /// `{PROJ}` stand for the texts above and the project folder.
+    records: &'static [(&'static str, &'static str, i64)],
+}
+
+/// The usual four records: prompt, shell call, its output, the decision.
+const fn turn(
+    call: &'static str,
+    output: &'static str,
+    times: [i64; 4],
+) -> [(&'static str, &'static str, i64); 4] {
+    [
+        ("user", "{PROMPT}", times[0]),
+        ("tool_call", call, times[1]),
+        ("tool_output", output, times[2]),
+        ("assistant", "{FACT}", times[3]),
+    ]
+}
+
+const RECORDINGS: &[Recording] = &[
+    Recording {
+        dir: "claude-code/2.1.197",
+        agent: "claude-code",
+        run: "claude",
+        secrets: &[],
+        sessions: &[Session {
+            id: "7bfbe8e8-ed3d-4101-b7e7-5d3d3a8cbcf4",
+            parent: None,
+            records: &turn(
+                "Bash: echo hello",
+                "Bash: hello",
+                [1796493674423, 1796493674477, 1796493674526, 1796493674542],
+            ),
+        }],
+    },
+    Recording {
+        dir: "claude-code/2.1.332",
+        agent: "claude-code",
+        run: "claude",
+        secrets: &[],
+        // New line types (`api-request-blob` repeating the request, with
+        // system reminders) are not conversation and are not read.
+        sessions: &[Session {
+            id: "4f387010-2cec-47ff-a247-f029014d4801",
+            parent: None,
+            records: &turn(
+                "Bash: echo hello",
+                "Bash: hello",
+                [1796498251030, 1796498251192, 1796498251250, 1796498251281],
+            ),
+        }],
+    },
+    Recording {
+        dir: "codex/0.171.0",
+        agent: "codex",
+        run: "codex",
+        secrets: &[],
+        sessions: &[Session {
+            id: "01a2475e-02cf-7be3-9101-d8c7fac925d8",
+            parent: None,
+            records: &turn(
+                "Shell: echo hello",
+                "exec_command: Chunk ID: df8e80\nWall time: 0.0000 seconds\nProcess exited \
+                 with code 0\nOriginal token count: 2\nOutput:\nhello",
+                [1796493673276, 1796493673296, 1796493673347, 1796493673366],
+            ),
+        }],
+    },
+    Recording {
+        dir: "continue/1.5.47",
+        agent: "continue",
+        run: "cn",
+        secrets: &[],
+        sessions: &[Session {
+            id: "ae585ff5-0a36-4c3c-a249-bcf231bb4cdd",
+            parent: None,
+            // No times in the session file: the index's `dateCreated` for all.
+            records: &turn(
+                "Bash: echo hello",
+                "hello\n",
+                [1796493689259, 1796493689259, 1796493689259, 1796493689259],
+            ),
+        }],
+    },
+    Recording {
+        dir: "gemini/0.61.0",
+        agent: "gemini",
+        run: "gemini",
+        secrets: &[],
+        sessions: &[Session {
+            id: "acb4c9b4-ebfd-494d-a4bd-3890fa1c31d9",
+            parent: None,
+            records: &turn(
+                "run_shell_command: echo hello",
+                "<untrusted_context>\nOutput: hello\nProcess Group PGID: 1930\n</untrusted_context>",
+                [1796493683745, 1796493683901, 1796493683901, 1796493683931],
+            ),
+        }],
+    },
+    Recording {
+        dir: "kimi-cli/1.51.0",
+        agent: "kimi-cli",
+        run: "kimi",
+        secrets: &[],
+        sessions: &[Session {
+            id: "1a9d2a86-131c-421c-82f4-de63f044cecd",
+            parent: None,
+            records: &turn(
+                "Shell: echo hello",
+                "hello\n",
+                [1796493701339, 1796493701706, 1796493701719, 1796493701735],
+            ),
+        }],
+    },
+    Recording {
+        dir: "opencode/1.18.33",
+        agent: "opencode",
+        run: "opencode",
+        secrets: &[],
+        sessions: &[Session {
+            id: "ses_db8a20b0fffe2zHTysQ8uRVYnv",
+            parent: None,
+            // `opencode run` stored the prompt with the shell's quotes.
+            records: &[
+                ("user", "\"{PROMPT}\"", 1796493669734),
+                ("tool_call", "Bash: echo hello", 1796493671779),
+                ("tool_output", "hello\n", 1796493671895),
+                ("assistant", "{FACT}", 1796493672183),
+            ],
+        }],
+    },
+    Recording {
+        dir: "openhands/1.16.0",
+        agent: "openhands",
+        run: "openhands",
+        secrets: &[],
+        sessions: &[Session {
+            id: "7289d99dae8942899b90f31bc0b9d14b",
+            parent: None,
+            records: &turn(
+                "terminal: echo hello",
+                "hello",
+                [1796493746038, 1796493746415, 1796493746820, 1796493746852],
+            ),
+        }],
+    },
+    Recording {
+        dir: "pi/0.73.1",
+        agent: "pi",
+        run: "pi",
+        secrets: &[],
+        sessions: &[Session {
+            id: "01a2475e-36b4-72ec-bb08-2b63605df445",
+            parent: None,
+            records: &turn(
+                "bash: echo hello",
+                "hello\n",
+                [1796493686468, 1796493686535, 1796493686582, 1796493686587],
+            ),
+        }],
+    },
+    Recording {
+        dir: "qwen/0.15.10",
+        agent: "qwen",
+        run: "qwen",
+        secrets: &[],
+        sessions: &[Session {
+            id: "6cbba4ae-9121-4ea0-8404-6dd1976a1092",
+            parent: None,
+            records: &turn(
+                "run_shell_command: echo hello",
+                "Command: echo hello\nDirectory: (root)\nOutput: hello\nError: (none)\nExit \
+                 Code: 0\nSignal: 0\nProcess Group PGID: 1781",
+                [1796493677544, 1796493677599, 1796493679519, 1796493679571],
+            ),
+        }],
+    },
+    Recording {
+        dir: "qwen/0.24.4",
+        agent: "qwen",
+        run: "qwen",
+        // Recorded with record.sh's planted token in the decision.
+        secrets: &["ghp_R3c0rdedAgentS3cretQuokka2026xYz1234"],
+        sessions: &[Session {
+            id: "aa9970e7-3183-43dc-8f39-f72758c87ea6",
+            parent: None,
+            records: &[
+                ("user", "{PROMPT}", 1796499006443),
+                ("tool_call", "run_shell_command: echo hello", 1796499007746),
+                (
+                    "tool_output",
+                    "Command: echo hello\nDirectory: (root)\nOutput: hello\nError: (none)\nExit \
+                     Code: 0\nSignal: (none)\nProcess Group PGID: (none)",
+                    1796499008470,
+                ),
+                (
+                    "assistant",
+                    "{FACT} The staging deploy token is [REDACTED:github-token] for now.",
+                    1796499008605,
+                ),
+            ],
+        }],
+    },
+    Recording {
+        dir: "vibe/2.26.1-legacy",
+        agent: "vibe",
+        run: "vibe2legacy",
+        secrets: &[],
+        sessions: &[Session {
+            id: "c09b9b9a-80bc-da5b-fda2-74dff2af91e9",
+            parent: None,
+            // No times on the messages: the session's start time for all.
+            records: &turn(
+                "bash: echo hello",
+                "command: echo hello\nshell: \nexit_code: 0\nstdout: hello\n\nstderr: \nreturncode: 0",
+                [1796493715059, 1796493715059, 1796493715059, 1796493715059],
+            ),
+        }],
+    },
+    Recording {
+        dir: "vibe/2.26.1-unified",
+        agent: "vibe",
+        run: "vibe2",
+        secrets: &[],
+        sessions: &[Session {
+            id: "e1847fc5-0b97-c0a0-7c12-993a8e862ab5",
+            parent: None,
+            records: &turn(
+                "file_system.bash: echo hello",
+                "hello\n",
+                [1796493711177, 1796493711352, 1796493711374, 1796493711404],
+            ),
+        }],
+    },
+    Recording {
+        dir: "vibe/3.0.2",
+        agent: "vibe",
+        run: "vibe",
+        secrets: &[],
+        sessions: &[Session {
+            id: "f10ad50d-9c7e-68f0-df65-782fbf629dd7",
+            parent: None,
+            records: &turn(
+                "file_system.bash: echo hello",
+                "hello\n",
+                [1796493706074, 1796493706246, 1796493706270, 1796493706302],
+            ),
+        }],
+    },
+];
+
+fn recordings_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/agents")
+}
+
+/// Every `<agent>/<release>` folder under `fixtures/agents`.
+fn recorded_dirs() -> Vec<String> {
+    let mut out = Vec::new();
+    let list = |p: &Path| -> Vec<String> {
+        let mut v: Vec<String> = std::fs::read_dir(p)
+            .map(|rd| {
+                rd.flatten()
+                    .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .collect()
+            })
+            .unwrap_or_default();
+        v.sort();
+        v
+    };
+    for agent in list(&recordings_dir()) {
+        for release in list(&recordings_dir().join(&agent)) {
+            out.push(format!("{agent}/{release}"));
+        }
+    }
+    out
+}
+
+/// One line per session fact and record, for a readable diff.
+fn render(
+    agent: &str,
+    project: &str,
+    sessions: &[(String, Option<String>, Vec<String>)],
+) -> String {
+    let mut s = String::new();
+    for (id, parent, records) in sessions {
+        s.push_str(&format!(
+            "session {id} agent={agent} parent={} project={project}\n",
+            parent.as_deref().unwrap_or("-")
+        ));
+        for r in records {
+            s.push_str(&format!("  {r}\n"));
+        }
+    }
+    s
+}
+
+fn record_line(role: &str, time: Option<i64>, text: &str) -> String {
+    let t = time.map_or("-".to_owned(), |t| t.to_string());
+    format!("{role} @{t} {text:?}")
+}
+
+/// Checks one recording; returns what went wrong, if anything.
+fn check(rec: &Recording) -> Result<(), String> {
+    let home = TestHome::empty();
+    copy_tree(&recordings_dir().join(rec.dir).join("home"), home.path());
+    let project = format!("/home/dev/agent/home-{0}/code/proj-{0}", rec.run);
+    let fill = |t: &str| {
+        t.replace("{PROMPT}", PROMPT)
+            .replace("{FACT}", FACT)
+            .replace("{PROJ}", &project)
+    };
+    let mut problems = Vec::new();
+
+    let report = home.json(&["index", "--json"]);
+    if report["skipped"] != 0 || report["failed"].as_array().is_none_or(|f| !f.is_empty()) {
+        problems.push(format!("index skipped or failed input: {report}"));
+    }
+    let status = home.json(&["status", "--json"]);
+    let agents = status["agents"].as_object().cloned().unwrap_or_default();
+    let with_records: Vec<&str> = agents
+        .iter()
+        .filter(|(_, a)| a["records"].as_u64().unwrap_or(0) > 0)
+        .map(|(k, _)| k.as_str())
+        .collect();
+    if with_records != [rec.agent] {
+        problems.push(format!(
+            "agents with records: {with_records:?}, want [{:?}]",
+            rec.agent
+        ));
+    }
+    let sessions = agents
+        .get(rec.agent)
+        .and_then(|a| a["sessions"].as_u64())
+        .unwrap_or(0);
+    if sessions != rec.sessions.len() as u64 {
+        problems.push(format!("{sessions} sessions, want {}", rec.sessions.len()));
+    }
+
+    let want: Vec<(String, Option<String>, Vec<String>)> = rec
+        .sessions
+        .iter()
+        .map(|s| {
+            let records = s
+                .records
+                .iter()
+                .map(|(role, text, t)| record_line(role, Some(*t), &fill(text)))
+                .collect();
+            (s.id.to_owned(), s.parent.map(str::to_owned), records)
+        })
+        .collect();
+    let mut got = Vec::new();
+    let mut got_agent = rec.agent.to_owned();
+    let mut got_project = project.clone();
+    for s in rec.sessions {
+        let out = home.run(&["show", "--json", "--no-pager", s.id]);
+        if !out.status.success() {
+            got.push((s.id.to_owned(), None, vec!["(no such session)".to_owned()]));
+            continue;
+        }
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("show JSON");
+        let info = &v["session"];
+        if info["agent"] != rec.agent {
+            got_agent = info["agent"].to_string();
+        }
+        if info["project"] != project.as_str() {
+            got_project = info["project"].to_string();
+        }
+        let records = v["records"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|r| {
+                record_line(
+                    r["role"].as_str().unwrap_or("?"),
+                    r["time_ms"].as_i64(),
+                    r["text"].as_str().unwrap_or_default(),
+                )
+            })
+            .collect();
+        got.push((
+            info["session_id"].as_str().unwrap_or_default().to_owned(),
+            info["parent_session"].as_str().map(str::to_owned),
+            records,
+        ));
+    }
+    let (want, got) = (
+        render(rec.agent, &project, &want),
+        render(&got_agent, &got_project, &got),
+    );
+    if want != got {
+        let diff = similar::TextDiff::from_lines(&want, &got)
+            .unified_diff()
+            .header("expected (from the recorded files)", "what cairn read")
+            .to_string();
+        problems.push(diff);
+    }
+
+    let hits = home.search(QUERY, &["--no-refresh"]);
+    let top = hits.first();
+    let found = top.map(|h| {
+        (
+            h["agent"].as_str().unwrap_or_default(),
+            h["project"].as_str().unwrap_or_default(),
+            h["session_id"].as_str().unwrap_or_default(),
+        )
+    });
+    let want_hit = (rec.agent, project.as_str(), rec.sessions[0].id);
+    if found != Some(want_hit) {
+        problems.push(format!(
+            "search {QUERY:?}: top hit {found:?}, want {want_hit:?}"
+        ));
+    }
+
+    for (path, bytes) in all_bytes_under(&home.cairn_home()) {
+        for key in KEYS.iter().chain(rec.secrets) {
+            if bytes.windows(key.len()).any(|w| w == key.as_bytes()) {
+                problems.push(format!("{key:?} stored in {}", path.display()));
+            }
+        }
+    }
+
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(problems.join("\n"))
+    }
+}
+
+#[test]
+fn every_recorded_release_is_read_exactly() {
+    let on_disk = recorded_dirs();
+    let listed: Vec<&str> = RECORDINGS.iter().map(|r| r.dir).collect();
+    let unlisted: Vec<&String> = on_disk
+        .iter()
+        .filter(|d| !listed.contains(&d.as_str()))
+        .collect();
+    let missing: Vec<&&str> = listed
+        .iter()
+        .filter(|d| !on_disk.iter().any(|o| o == *d))
+        .collect();
+    assert!(
+        unlisted.is_empty() && missing.is_empty(),
+        "fixtures/agents and RECORDINGS differ: recorded without an entry {unlisted:?}, \
+         entries without a recording {missing:?}"
+    );
+    let mut failures = Vec::new();
+    for rec in RECORDINGS {
+        if let Err(why) = check(rec) {
+            eprintln!("---- {} ({})\n{why}\n", rec.dir, rec.agent);
+            failures.push(rec.dir);
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} of {} recordings not read as recorded: {failures:?} (diffs above)",
+        failures.len(),
+        RECORDINGS.len()
+    );
+}
