@@ -255,6 +255,10 @@ impl Config {
             .map(|r| expand_tilde(r, &user_home))
             .collect();
         loc.notes_file = cairn_home.join("notes.jsonl");
+        // Project folders found earlier (a pass's walk finds them anew when due).
+        let projects_file = cairn_home.join(crate::projects::FILE);
+        loc.project_dirs = crate::projects::load(&projects_file).folders;
+        loc.projects_file = Some(projects_file);
 
         let node_name = file
             .node

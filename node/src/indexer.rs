@@ -170,6 +170,19 @@ pub struct IndexReport {
 }
 
 impl IndexReport {
+    /// Adds what a second pass over the same stores, `later`, did: its
+    /// walk is the newer, so its counts of stores stand.
+    pub fn absorb(&mut self, later: IndexReport) {
+        self.stores = later.stores;
+        self.changed += later.changed;
+        self.bytes_read += later.bytes_read;
+        self.added += later.added;
+        self.removed += later.removed;
+        self.skipped += later.skipped;
+        self.failed = later.failed;
+        self.deferred = later.deferred;
+    }
+
     /// The pass read nothing, wrote nothing and left nothing for later: the
     /// disk is as the index has it (what a survey describes).
     pub fn nothing_new(&self) -> bool {
@@ -986,11 +999,17 @@ impl Walk {
         disabled: &[String],
         keys: Option<crate::survey::Keys>,
     ) -> Walk {
-        let (loc, dis) = (locations.clone(), disabled.to_vec());
+        let (mut loc, dis) = (locations.clone(), disabled.to_vec());
         let (tx, rx) = std::sync::mpsc::channel();
         let walker = std::thread::Builder::new()
             .name("cairn-walk".into())
             .spawn(move || {
+                // The project folders, walked for anew when that is due.
+                crate::projects::refresh(
+                    &mut loc,
+                    crate::clock::now_ms(),
+                    &crate::projects::LIMITS,
+                );
                 discover_all(&loc, &dis, keys, &mut |batch| {
                     // The pass stopped (a database error): stop walking.
                     tx.send(batch).is_ok()

@@ -26,6 +26,7 @@ pub mod lock;
 pub mod mcp;
 pub mod node;
 pub mod pathmap;
+pub mod projects;
 pub mod record;
 pub mod redact;
 pub mod search;

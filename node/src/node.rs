@@ -401,7 +401,7 @@ impl Node {
         now_ms: i64,
         deadline: Option<std::time::Instant>,
         progress: &mut dyn FnMut(Progress),
-        stores: Option<&mut indexer::Stores>,
+        mut stores: Option<&mut indexer::Stores>,
     ) -> Result<IndexReport, NodeError> {
         let origin = self.identity.id().to_string();
         let ctx = IndexContext {
@@ -412,14 +412,36 @@ impl Node {
             now_ms,
             deadline,
         };
-        let report = indexer::index_walked_keeping(
+        let mut report = indexer::index_walked_keeping(
             &mut self.store,
             &ctx,
             walk,
             progress,
             &mut self.compared,
-            stores,
+            stores.as_deref_mut(),
         )?;
+        // Sessions just read may name project folders holding stores no
+        // walk found (an aider history where Claude Code ran): read them now.
+        if report.added > 0 && self.learn_project_folders()? {
+            let ctx = IndexContext {
+                locations: &self.config.locations,
+                disabled: &self.config.disabled,
+                redactor: &self.redactor,
+                origin: &origin,
+                now_ms,
+                deadline,
+            };
+            let walk = indexer::Walk::start(ctx.locations, ctx.disabled, None);
+            let more = indexer::index_walked_keeping(
+                &mut self.store,
+                &ctx,
+                walk,
+                progress,
+                &mut self.compared,
+                stores,
+            )?;
+            report.absorb(more);
+        }
         self.embed_pending()?;
         self.write_columns();
         match self.store.trim_free_pages() {
@@ -428,6 +450,35 @@ impl Node {
             Err(e) => tracing::warn!(error = %e, "could not give free pages back"),
         }
         Ok(report)
+    }
+
+    /// Remembers the working folders of the indexed sessions that hold a
+    /// per-project store (see [`crate::projects::learn`]) and adds them to
+    /// this node's locations; true when there were new ones.
+    fn learn_project_folders(&mut self) -> Result<bool, NodeError> {
+        let Some(file) = self.config.locations.projects_file.clone() else {
+            return Ok(false);
+        };
+        let known = self.config.locations.project_roots();
+        let candidates = self
+            .store
+            .session_projects()?
+            .into_iter()
+            .map(std::path::PathBuf::from)
+            .filter(|p| !known.contains(p));
+        let new = crate::projects::learn(&file, candidates);
+        if new.is_empty() {
+            return Ok(false);
+        }
+        tracing::info!(
+            folders = new.len(),
+            "found project folders with their own stores"
+        );
+        let dirs = &mut self.config.locations.project_dirs;
+        dirs.extend(new);
+        dirs.sort();
+        dirs.dedup();
+        Ok(true)
     }
 
     /// The embedder for a search (see [`search::semantic::embedder_for`]).

@@ -25,6 +25,8 @@ const LAYERS: &[&[&str]] = &[
     &["redact", "identity", "survey"],
     // Reading the agents' histories.
     &["sources"],
+    // Where the per-project stores are, found without configuration.
+    &["projects"],
     // Settings (which sources, where) and the database.
     &["config", "store"],
     // What is built on the store: indexing and search.

@@ -595,3 +595,59 @@ fn more_agents_malformed_configs_and_dry_run() {
     assert!(!unknown.status.success());
     assert!(String::from_utf8_lossy(&unknown.stderr).contains("not supported yet"));
 }
+
+/// Cline reads its MCP servers from two files: the VS Code extension's
+/// globalStorage settings and the Cline CLI's (and SDK extension's)
+/// `<data>/settings/cline_mcp_settings.json`. `cairn install --agent cline`
+/// wires each host that is present, uninstall removes both, and
+/// `CLINE_MCP_SETTINGS_PATH` moves the CLI's.
+#[test]
+fn cline_install_wires_the_cli_beside_the_extension() {
+    let home = TestHome::empty();
+    let h = home.path();
+    let ext = h.join(
+        ".config/Code/User/globalStorage/saoudrizwan.claude-dev/settings/cline_mcp_settings.json",
+    );
+    let cli = h.join(".cline/data/settings/cline_mcp_settings.json");
+    let cli_text =
+        "{\n  \"mcpServers\": {\n    \"fs\": {\"command\": \"fs-mcp\", \"args\": []}\n  }\n}\n";
+    std::fs::create_dir_all(cli.parent().expect("parent")).expect("mkdir");
+    std::fs::write(&cli, cli_text).expect("write");
+
+    // Only the CLI is installed: its file alone is wired, by name or not.
+    let out = home.ok(&["install", "--agent", "cline", "--no-service"]);
+    let bin = bin();
+    let now = read(&cli);
+    assert_pure_insertion(cli_text, &now, &cli);
+    let v: Value = serde_json::from_str(&now).expect("json");
+    assert_eq!(v["mcpServers"]["cairn"]["command"], bin.as_str());
+    assert_eq!(v["mcpServers"]["cairn"]["args"], serde_json::json!(["mcp"]));
+    assert!(
+        !ext.exists(),
+        "extension file written without the extension:\n{out}"
+    );
+    let status = home.ok(&["status"]);
+    assert!(status.contains(&cli.display().to_string()), "{status}");
+
+    // The extension too: both wired, the CLI's already.
+    std::fs::create_dir_all(ext.parent().and_then(Path::parent).expect("ext dir")).expect("mkdir");
+    let out = home.ok(&["install", "--no-service"]);
+    assert!(read(&ext).contains(&bin), "{out}");
+    assert!(out.contains("already wired"), "{out}");
+
+    // Uninstall removes both: the CLI's file back to its bytes.
+    home.ok(&["uninstall", "--agent", "cline"]);
+    assert_eq!(read(&cli), cli_text);
+    assert!(!ext.exists());
+
+    // CLINE_MCP_SETTINGS_PATH moves the CLI's file.
+    let moved = h.join("cline-mcp.json");
+    let out = home
+        .cmd(&["install", "--agent", "cline", "--no-service"])
+        .env("CLINE_MCP_SETTINGS_PATH", &moved)
+        .output()
+        .expect("run");
+    assert!(out.status.success(), "{out:?}");
+    assert!(read(&moved).contains(&bin));
+    assert_eq!(read(&cli), cli_text);
+}

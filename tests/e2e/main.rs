@@ -17,6 +17,7 @@ mod mcp;
 mod pairing;
 #[cfg(unix)]
 mod privacy;
+mod project_stores;
 mod search;
 mod secrets;
 mod semantic;

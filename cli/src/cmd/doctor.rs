@@ -311,7 +311,7 @@ fn agent_checks(global: &GlobalArgs) -> Vec<Check> {
                 format!(
                     "{} is installed but cannot use cairn's memory (no MCP entry in {})",
                     a.id,
-                    a.mcp.path.display()
+                    a.wanted_mcp()[0].path.display()
                 ),
                 Some(format!("`cairn install --agent {}`", a.id)),
             )),

@@ -31,6 +31,9 @@ pub fn ctx(global: &GlobalArgs) -> anyhow::Result<Ctx> {
         claude_config_dir: env.claude_config_dir,
         locations: cfg.locations,
         bin,
+        cline_mcp_settings: std::env::var_os("CLINE_MCP_SETTINGS_PATH")
+            .filter(|p| !p.is_empty())
+            .map(std::path::PathBuf::from),
     })
 }
 
@@ -73,7 +76,7 @@ pub fn run(global: &GlobalArgs, args: &InstallArgs) -> anyhow::Result<()> {
     }
     let mut targets: Vec<Target> = Vec::new();
     for a in &agents {
-        targets.push(a.mcp.clone());
+        targets.extend(a.wanted_mcp().into_iter().cloned());
         if args.hooks {
             match &a.hook {
                 Some(h) => targets.push(h.clone()),
@@ -275,7 +278,7 @@ pub fn run_uninstall(global: &GlobalArgs, args: &UninstallArgs) -> anyhow::Resul
     let agents = select(&ctx, &args.agents)?;
     let mut targets = Vec::new();
     for a in &agents {
-        targets.push(a.mcp.clone());
+        targets.extend(a.all_mcp().cloned());
         targets.extend(a.hook.clone());
     }
     let mut out = output::stdout();
@@ -367,7 +370,7 @@ pub struct Wired {
 pub fn wired(ctx: &Ctx) -> Vec<Wired> {
     let mut out = Vec::new();
     for a in install::all(ctx) {
-        for t in std::iter::once(&a.mcp).chain(a.hook.as_ref()) {
+        for t in a.all_mcp().chain(a.hook.as_ref()) {
             let Ok(Some(text)) = install::read(&t.path) else {
                 continue;
             };

@@ -4,6 +4,7 @@
 use std::path::PathBuf;
 
 use cairn_node::sources::Locations;
+use cairn_node::sources::vscode_tasks::cline_data;
 use serde_json::json;
 
 use super::target::{Edit, HOOK_ARGS, NAME, Target, What};
@@ -19,6 +20,9 @@ pub struct Ctx {
     pub locations: Locations,
     /// Absolute path of the cairn binary.
     pub bin: String,
+    /// `$CLINE_MCP_SETTINGS_PATH`, when set: where the Cline CLI reads its
+    /// MCP servers instead of its data folder.
+    pub cline_mcp_settings: Option<PathBuf>,
 }
 
 /// One agent cairn can wire.
@@ -26,12 +30,37 @@ pub struct Ctx {
 pub struct Agent {
     /// Agent id.
     pub id: &'static str,
-    /// Whether it looks installed here.
+    /// Whether it looks installed here (any of its hosts).
     pub detected: bool,
     /// The MCP server entry.
     pub mcp: Target,
+    /// Whether the host that reads `mcp` looks installed.
+    pub mcp_detected: bool,
+    /// The MCP entries of the agent's other hosts, each reading its own
+    /// config (the Cline CLI beside the extension), with whether that host
+    /// looks installed.
+    pub also: Vec<(Target, bool)>,
     /// The session-start hook, for agents that have one.
     pub hook: Option<Target>,
+}
+
+impl Agent {
+    /// The MCP entries `cairn install` writes: those of every host that
+    /// looks installed, else the main one.
+    pub fn wanted_mcp(&self) -> Vec<&Target> {
+        let mut v: Vec<&Target> = self.mcp_detected.then_some(&self.mcp).into_iter().collect();
+        v.extend(self.also.iter().filter(|(_, d)| *d).map(|(t, _)| t));
+        if v.is_empty() {
+            v.push(&self.mcp);
+        }
+        v
+    }
+
+    /// Every MCP entry the agent may have, installed or not: what
+    /// `cairn uninstall` removes and `cairn status` looks for.
+    pub fn all_mcp(&self) -> impl Iterator<Item = &Target> {
+        std::iter::once(&self.mcp).chain(self.also.iter().map(|(t, _)| t))
+    }
 }
 
 /// Agents whose histories cairn reads but that it cannot wire yet, and why.
@@ -119,9 +148,12 @@ pub fn all(ctx: &Ctx) -> Vec<Agent> {
         Some(d) => d.join(".claude.json"),
         None => ctx.home.join(".claude.json"),
     };
+    let detected = exists(&claude_json) || exists(&loc.claude_dir);
     out.push(Agent {
         id: "claude-code",
-        detected: exists(&claude_json) || exists(&loc.claude_dir),
+        detected,
+        mcp_detected: detected,
+        also: Vec::new(),
         mcp: Target {
             agent: "claude-code",
             what: What::McpServer,
@@ -144,9 +176,12 @@ pub fn all(ctx: &Ctx) -> Vec<Agent> {
     });
 
     // Codex: [mcp_servers.cairn] in $CODEX_HOME/config.toml.
+    let detected = exists(&loc.codex_home);
     out.push(Agent {
         id: "codex",
-        detected: exists(&loc.codex_home),
+        detected,
+        mcp_detected: detected,
+        also: Vec::new(),
         mcp: Target {
             agent: "codex",
             what: What::McpServer,
@@ -162,9 +197,12 @@ pub fn all(ctx: &Ctx) -> Vec<Agent> {
 
     // Cursor: global servers in ~/.cursor/mcp.json.
     let cursor = ctx.home.join(".cursor");
+    let detected = exists(&cursor) || exists(&loc.cursor_config_dir);
     out.push(Agent {
         id: "cursor",
-        detected: exists(&cursor) || exists(&loc.cursor_config_dir),
+        detected,
+        mcp_detected: detected,
+        also: Vec::new(),
         mcp: Target {
             agent: "cursor",
             what: What::McpServer,
@@ -180,9 +218,12 @@ pub fn all(ctx: &Ctx) -> Vec<Agent> {
 
     // Gemini CLI: ~/.gemini/settings.json (under $GEMINI_CLI_HOME when set).
     let gemini = loc.gemini_home.join(".gemini");
+    let detected = exists(&gemini);
     out.push(Agent {
         id: "gemini",
-        detected: exists(&gemini),
+        detected,
+        mcp_detected: detected,
+        also: Vec::new(),
         mcp: Target {
             agent: "gemini",
             what: What::McpServer,
@@ -206,9 +247,12 @@ pub fn all(ctx: &Ctx) -> Vec<Agent> {
     } else {
         oc_json
     };
+    let detected = exists(&oc_dir) || exists(&loc.xdg_data_home.join("opencode"));
     out.push(Agent {
         id: "opencode",
-        detected: exists(&oc_dir) || exists(&loc.xdg_data_home.join("opencode")),
+        detected,
+        mcp_detected: detected,
+        also: Vec::new(),
         mcp: Target {
             agent: "opencode",
             what: What::McpServer,
@@ -223,9 +267,12 @@ pub fn all(ctx: &Ctx) -> Vec<Agent> {
     });
 
     // Copilot CLI: ~/.copilot/mcp-config.json.
+    let detected = exists(&loc.copilot_home);
     out.push(Agent {
         id: "copilot",
-        detected: exists(&loc.copilot_home),
+        detected,
+        mcp_detected: detected,
+        also: Vec::new(),
         mcp: Target {
             agent: "copilot",
             what: What::McpServer,
@@ -255,6 +302,8 @@ fn more(ctx: &Ctx, out: &mut Vec<Agent>) {
             id,
             detected,
             mcp,
+            mcp_detected: detected,
+            also: Vec::new(),
             hook: None,
         });
     };
@@ -448,6 +497,23 @@ fn more(ctx: &Ctx, out: &mut Vec<Agent>) {
         exists(&kimi),
         mcp_servers("kimi-cli", kimi.join("mcp.json"), plain),
     );
+
+    // The Cline CLI (and the SDK-based extension) read their own file:
+    // `$CLINE_MCP_SETTINGS_PATH`, else `<data>/settings/cline_mcp_settings.json`
+    // in the data folder its histories are in.
+    let data = cline_data(loc);
+    let cli_present = ctx.cline_mcp_settings.is_some() || exists(&data);
+    let cli = mcp_servers(
+        "cline",
+        ctx.cline_mcp_settings
+            .clone()
+            .unwrap_or_else(|| data.join("settings/cline_mcp_settings.json")),
+        json!({"command": bin, "args": ["mcp"], "disabled": false}),
+    );
+    if let Some(a) = out.iter_mut().find(|a| a.id == "cline") {
+        a.detected |= cli_present;
+        a.also.push((cli, cli_present));
+    }
 }
 
 /// Quotes a path for a shell command line when it needs it.
@@ -458,5 +524,105 @@ fn shell_word(s: &str) -> String {
         s.to_owned()
     } else {
         format!("'{}'", s.replace('\'', r"'\''"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ctx(home: &std::path::Path) -> Ctx {
+        Ctx {
+            home: home.to_path_buf(),
+            claude_config_dir: None,
+            locations: Locations::under_home(home),
+            bin: "/usr/bin/cairn".to_owned(),
+            cline_mcp_settings: None,
+        }
+    }
+
+    fn cline(ctx: &Ctx) -> Agent {
+        all(ctx)
+            .into_iter()
+            .find(|a| a.id == "cline")
+            .expect("cline")
+    }
+
+    fn paths(ts: Vec<&Target>) -> Vec<&std::path::Path> {
+        ts.into_iter().map(|t| t.path.as_path()).collect()
+    }
+
+    #[test]
+    fn cline_wires_the_extension_and_the_cli_each_where_present() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let h = dir.path();
+        let ext = h.join(".config/Code/User/globalStorage/saoudrizwan.claude-dev");
+        let ext_file = ext.join("settings/cline_mcp_settings.json");
+        let cli_file = h.join(".cline/data/settings/cline_mcp_settings.json");
+
+        // Neither present: not detected; asked for by name, the extension's.
+        let a = cline(&ctx(h));
+        assert!(!a.detected);
+        assert_eq!(paths(a.wanted_mcp()), [ext_file.as_path()]);
+        // Uninstall and status look in both, whatever is present.
+        assert_eq!(
+            a.all_mcp().map(|t| t.path.clone()).collect::<Vec<_>>(),
+            [ext_file.clone(), cli_file.clone()]
+        );
+
+        // Only the CLI: its file alone.
+        std::fs::create_dir_all(h.join(".cline/data")).expect("mkdir");
+        let a = cline(&ctx(h));
+        assert!(a.detected);
+        assert_eq!(paths(a.wanted_mcp()), [cli_file.as_path()]);
+
+        // Both.
+        std::fs::create_dir_all(&ext).expect("mkdir");
+        assert_eq!(
+            paths(cline(&ctx(h)).wanted_mcp()),
+            [ext_file.as_path(), &cli_file]
+        );
+
+        // The CLI's own overrides: its data folder, then the settings path.
+        let mut c = ctx(h);
+        let data = h.join("elsewhere/data");
+        std::fs::create_dir_all(&data).expect("mkdir");
+        c.locations
+            .vars
+            .insert("CLINE_DATA_DIR".into(), data.clone());
+        assert_eq!(
+            paths(cline(&c).wanted_mcp()),
+            [
+                ext_file.as_path(),
+                &data.join("settings/cline_mcp_settings.json")
+            ]
+        );
+        c.cline_mcp_settings = Some(h.join("mcp.json"));
+        assert_eq!(
+            paths(cline(&c).wanted_mcp()),
+            [ext_file.as_path(), &h.join("mcp.json")]
+        );
+    }
+
+    #[test]
+    fn install_help_names_every_wiring_target() {
+        use clap::CommandFactory;
+        let mut cmd = crate::args::Cli::command();
+        let help = cmd
+            .find_subcommand_mut("install")
+            .expect("install")
+            .render_long_help()
+            .to_string();
+        let dir = tempfile::tempdir().expect("tempdir");
+        let agents = all(&ctx(dir.path()));
+        assert!(agents.len() >= 22, "{}", agents.len());
+        for a in agents {
+            assert!(
+                help.split(|c: char| !(c.is_ascii_alphanumeric() || c == '-'))
+                    .any(|w| w == a.id),
+                "`cairn install --help` does not name {}:\n{help}",
+                a.id
+            );
+        }
     }
 }

@@ -1,5 +1,6 @@
 //! aider: `.aider.chat.history.md` in `$HOME`, at `$AIDER_CHAT_HISTORY_FILE`
-//! and in each configured project root. One Markdown file holds many
+//! and in each project root: configured, or found without configuration
+//! (aider writes it at the git root it runs in; see [`crate::projects`]). One Markdown file holds many
 //! sessions, appended forever, so it is read with [`Reader::Whole`].
 //!
 //! - A session starts at `# aider chat started at YYYY-MM-DD HH:MM:SS`. That
@@ -46,7 +47,7 @@ impl Source for Aider {
     fn roots(&self, loc: &Locations) -> Vec<PathBuf> {
         let mut v = vec![loc.home.join(FILE_NAME)];
         v.extend(loc.aider_history_file.clone());
-        v.extend(loc.aider_roots.iter().map(|r| r.join(FILE_NAME)));
+        v.extend(loc.project_roots().iter().map(|r| r.join(FILE_NAME)));
         v
     }
 
@@ -57,7 +58,7 @@ impl Source for Aider {
     fn discover(&self, loc: &Locations) -> Vec<SourceFile> {
         let mut candidates: Vec<PathBuf> = vec![loc.home.join(FILE_NAME)];
         candidates.extend(loc.aider_history_file.clone());
-        candidates.extend(loc.aider_roots.iter().map(|r| r.join(FILE_NAME)));
+        candidates.extend(loc.project_roots().iter().map(|r| r.join(FILE_NAME)));
         let mut seen = Vec::new();
         for c in candidates {
             if c.is_file() && !seen.contains(&c) {
@@ -553,6 +554,71 @@ Done, the build passes.\n\
         #[test]
         fn arbitrary_bytes_never_panic(bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..512)) {
             let _ = parse(Path::new("/h/.aider.chat.history.md"), &bytes);
+        }
+    }
+
+    const AIDER_0_86_2: &str = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../fixtures/agents/aider/0.86.2/home"
+    );
+
+    #[test]
+    fn aider_0_86_2_recording_is_found_and_read_without_configuration() {
+        let home = Path::new(AIDER_0_86_2);
+        let project = home.join("code/proj-aider");
+        let mut loc = Locations::under_home(home);
+        // Only the home and configured roots: nothing.
+        assert!(Aider.discover(&loc).is_empty());
+        let cairn = tempfile::tempdir().expect("tempdir");
+        loc.projects_file = Some(cairn.path().join(crate::projects::FILE));
+        crate::projects::refresh(&mut loc, 1_796_000_000_000, &crate::projects::LIMITS);
+        let found: Vec<PathBuf> = Aider.discover(&loc).into_iter().map(|f| f.path).collect();
+        assert_eq!(found, [project.join(FILE_NAME)]);
+        let bytes = std::fs::read(&found[0]).expect("read");
+        let p = parse(&found[0], &bytes);
+        assert!(p.errors.is_empty(), "{:?}", p.errors);
+        let got: Vec<(Role, &str)> = p
+            .records
+            .iter()
+            .map(|r| (r.role, r.text.as_str()))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                // aider's own notices (`> ` lines), as aider records them.
+                (
+                    Role::ToolOutput,
+                    "Update git name with: git config user.name \"Your Name\"\n\
+                     Update git email with: git config user.email \"you@example.com\"\n\
+                     You can skip this check with --no-gitignore"
+                ),
+                (
+                    Role::ToolOutput,
+                    "Warning for openai/fake-model: Unknown context window size and costs, \
+                     using sane defaults.\nYou can skip this check with \
+                     --no-show-model-warnings\nhttps://aider.chat/docs/llms/warnings.html"
+                ),
+                (
+                    Role::User,
+                    "Run the shell command `echo hello` in this project, then tell me what we \
+                     decided about the quokka library. (see \
+                     /home/dev/agent/home-aider/code/proj-aider/README.md)"
+                ),
+                (
+                    Role::Assistant,
+                    "I ran the command and it printed hello. Decision: we pinned the quokka \
+                     library to 2.3 because 2.4 broke the parser."
+                ),
+            ]
+        );
+        let session = &p.records[0].session_id;
+        for r in &p.records {
+            assert_eq!(&r.session_id, session);
+            assert_eq!(r.agent, "aider");
+            // `# aider chat started at 2026-12-05 18:01:59`, taken as UTC.
+            assert_eq!(r.time_ms, Some(1_796_493_719_000));
+            assert_eq!(r.project.as_deref(), project.to_str());
+            assert!(!r.text.contains("sk-fake"), "{r:?}");
         }
     }
 }

@@ -78,6 +78,12 @@ pub struct Locations {
     pub pi_home: PathBuf,
     /// Extra project roots whose `.aider.chat.history.md` is read, from config.
     pub aider_roots: Vec<PathBuf>,
+    /// Project folders holding a per-project store, found without
+    /// configuration (see [`crate::projects`]).
+    pub project_dirs: Vec<PathBuf>,
+    /// The file that remembers them, in the node's home; `None`: none are
+    /// looked for.
+    pub projects_file: Option<PathBuf>,
     /// `$AIDER_CHAT_HISTORY_FILE`, if set.
     pub aider_history_file: Option<PathBuf>,
     /// The node's own notes file (written by `cairn remember`).
@@ -104,6 +110,8 @@ impl Locations {
             copilot_home: home.join(".copilot"),
             pi_home: home.join(".pi"),
             aider_roots: Vec::new(),
+            project_dirs: Vec::new(),
+            projects_file: None,
             aider_history_file: None,
             notes_file: xdg_data.join("cairn/notes.jsonl"),
             vars: BTreeMap::new(),
@@ -120,10 +128,18 @@ impl Locations {
         self.var(name).map_or(default, Path::to_path_buf)
     }
 
-    /// Project folders from the config file (`[sources] project_roots`),
-    /// where project-local stores (`.aider.chat.history.md`, `.crush/`) live.
-    pub fn project_roots(&self) -> &[PathBuf] {
-        &self.aider_roots
+    /// Project folders where project-local stores (`.aider.chat.history.md`,
+    /// `.crush/`, `.opencode/`) live: those of the config file (`[sources]
+    /// project_roots`), then those found ([`Locations::project_dirs`]).
+    pub fn project_roots(&self) -> Vec<PathBuf> {
+        let mut v = self.aider_roots.clone();
+        v.extend(
+            self.project_dirs
+                .iter()
+                .filter(|d| !self.aider_roots.contains(d))
+                .cloned(),
+        );
+        v
     }
 
     /// macOS's per-user application data folder, `~/Library/Application Support`.

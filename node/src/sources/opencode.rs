@@ -1,7 +1,10 @@
 //! opencode: two unrelated SQLite stores share the name; both are read.
 //!
 //! (a) The current sst/anomalyco opencode (TypeScript) keeps every project's
-//! sessions in `${XDG_DATA_HOME}/opencode/opencode.db`: tables
+//! sessions in `${XDG_DATA_HOME}/opencode/opencode.db` (a build of a
+//! channel other than `latest`, `beta` and `prod` in `opencode-<channel>.db`
+//! beside it; `$OPENCODE_DB` names another file, relative to that folder
+//! unless absolute): tables
 //! `session(id, project_id, parent_id, directory, title, time_created,
 //! time_updated, ...)`, `message(id, session_id, time_created, time_updated,
 //! data)` and `part(id, message_id, session_id, time_created, time_updated,
@@ -17,8 +20,8 @@
 //! `parts` a JSON array of `{type, data}` (`text`, `tool_call`,
 //! `tool_result`, `finish`). Times are ISO strings in the oldest schema and
 //! Unix seconds later. No working directory is stored, so the project is the
-//! folder holding `.opencode/`. These are discovered under the configured
-//! project roots (`Locations::aider_roots`).
+//! folder holding `.opencode/`. These are discovered under the project
+//! roots, configured or found (`Locations::project_roots`).
 //!
 //! Watermark: the decimal Unix-ms of the newest message/part/session change
 //! seen. A pass re-emits every session with a change newer than it (the
@@ -50,25 +53,53 @@ impl Source for OpenCode {
 
     fn roots(&self, loc: &Locations) -> Vec<PathBuf> {
         let mut v = vec![loc.xdg_data_home.join("opencode")];
-        v.extend(loc.aider_roots.iter().map(|r| r.join(".opencode")));
+        v.extend(loc.project_roots().iter().map(|r| r.join(".opencode")));
         v
+    }
+
+    fn env_vars(&self) -> &'static [&'static str] {
+        &["OPENCODE_DB"]
     }
 
     fn discover(&self, loc: &Locations) -> Vec<SourceFile> {
         let mut out = Vec::new();
         let mut seen = HashSet::new();
-        let global = loc.xdg_data_home.join("opencode/opencode.db");
-        let locals = loc
-            .aider_roots
-            .iter()
-            .map(|root| root.join(".opencode/opencode.db"));
-        for path in std::iter::once(global).chain(locals) {
+        let data = loc.xdg_data_home.join("opencode");
+        let mut globals = channel_dbs(&data);
+        if let Some(db) = loc.var("OPENCODE_DB") {
+            // `:memory:` names no file; a relative name is in the data folder.
+            globals.push(data.join(db));
+        }
+        let roots = loc.project_roots();
+        let locals = roots.iter().map(|root| root.join(".opencode/opencode.db"));
+        for path in globals.into_iter().chain(locals) {
             if path.is_file() && seen.insert(path.clone()) {
                 out.push(SourceFile::new(path, Reader::Database(read_db)));
             }
         }
         out
     }
+}
+
+/// The databases in opencode's data folder: `opencode.db`, which releases
+/// of the `latest`, `beta` and `prod` channels write, and
+/// `opencode-<channel>.db`, which builds of any other channel write
+/// (opencode's `packages/core` database path), sorted.
+fn channel_dbs(data: &Path) -> Vec<PathBuf> {
+    let Ok(entries) = std::fs::read_dir(data) else {
+        return Vec::new();
+    };
+    let mut v: Vec<PathBuf> = entries
+        .flatten()
+        .filter(|e| {
+            e.file_name().to_str().is_some_and(|n| {
+                n == "opencode.db" || (n.starts_with("opencode-") && n.ends_with(".db"))
+            })
+        })
+        .map(|e| e.path())
+        .collect();
+    v.sort();
+    v
 }
 
 /// Reads an opencode database of either schema from a watermark.
@@ -964,5 +995,37 @@ mod tests {
             drop(conn);
             let _ = read_db(&leg, &None);
         }
+    }
+
+    #[test]
+    fn channel_databases_and_opencode_db_are_found() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let home = dir.path();
+        let data = home.join(".local/share/opencode");
+        std::fs::create_dir_all(&data).expect("mkdir");
+        for f in [
+            "opencode.db",
+            "opencode.db-wal",
+            "opencode-dev.db",
+            "opencode-dev.db-shm",
+            "other.db",
+        ] {
+            std::fs::write(data.join(f), b"").expect("write");
+        }
+        let elsewhere = home.join("mine.db");
+        std::fs::write(&elsewhere, b"").expect("write");
+        let mut loc = Locations::under_home(home);
+        let paths = |loc: &Locations| -> Vec<PathBuf> {
+            OpenCode.discover(loc).into_iter().map(|f| f.path).collect()
+        };
+        assert_eq!(
+            paths(&loc),
+            [data.join("opencode-dev.db"), data.join("opencode.db")]
+        );
+        loc.vars.insert("OPENCODE_DB".into(), elsewhere.clone());
+        assert_eq!(paths(&loc).last(), Some(&elsewhere));
+        loc.vars
+            .insert("OPENCODE_DB".into(), PathBuf::from(":memory:"));
+        assert_eq!(paths(&loc).len(), 2);
     }
 }

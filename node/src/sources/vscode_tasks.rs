@@ -6,10 +6,9 @@
 //! Code-family editor (`<User>/globalStorage/<extension id>/tasks/<task id>/`):
 //! `saoudrizwan.claude-dev` (Cline), `rooveterinaryinc.roo-cline` (Roo) and
 //! `kilocode.kilo-code` (Kilo). The extension id decides the agent, since the
-//! file names are the same. Also read: the Cline CLI's
-//! `${CLINE_SESSION_DATA_DIR:-${CLINE_DATA_DIR:-${CLINE_DIR:-~/.cline}/data}/sessions}/<id>/<id>.messages.json`,
-//! Roo CLI's `~/.vscode-mock/global-storage/tasks/`, and Kilo's newer
-//! opencode-style `$XDG_DATA_HOME/kilo/kilo.db` (read with opencode's reader).
+//! file names are the same. Also read: Roo CLI's
+//! `~/.vscode-mock/global-storage/tasks/`, and Kilo's newer opencode-style
+//! `$XDG_DATA_HOME/kilo/kilo.db` (read with opencode's reader).
 //!
 //! The history is an array of Anthropic messages `{role, content, ts}`.
 //! Users' text blocks carry the prompt in `<task>…</task>` (unwrapped) and an
@@ -18,6 +17,20 @@
 //! results as user text blocks that start `[tool for 'x'] Result:`; those
 //! become tool outputs. `tool_use`/`tool_result` blocks are read as usual;
 //! thinking and images are skipped.
+//!
+//! The Cline CLI (and the SDK-based extension) keeps its data in
+//! `${CLINE_DATA_DIR:-${CLINE_DIR:-~/.cline}/data}`; the older CLI wrote the
+//! extension's task folders under `tasks/`, today's writes
+//! `${CLINE_SESSION_DATA_DIR:-<data>/sessions}/<id>/<id>.messages.json`:
+//! `{messages: [...]}` in the same Anthropic shape, beside `<id>.json`, the
+//! session's manifest (`cwd`, `workspace_root`, `started_at`,
+//! `parent_session_id`), which names the project. The session id is the
+//! file's (`1796493695129_i0f63`: not a time; the messages' `ts`, then the
+//! manifest's `started_at`, are). User text comes wrapped in
+//! `<user_input mode="act">…</user_input>` (unwrapped), and a
+//! `run_commands` result is `[{query, result, success}]`, read as each
+//! command and what it printed. `<data>/db/sessions.db` mirrors the
+//! manifests and is not needed.
 
 use std::path::{Path, PathBuf};
 
@@ -61,17 +74,18 @@ fn history_files(dirs: &[PathBuf], parse: fn(&Path, &[u8]) -> Parsed) -> Vec<Sou
         .collect()
 }
 
-fn cline_cli_sessions(loc: &Locations) -> PathBuf {
-    if let Some(d) = loc.var("CLINE_SESSION_DATA_DIR") {
-        return d.to_path_buf();
-    }
-    let data = match loc.var("CLINE_DATA_DIR") {
+/// The Cline CLI's data folder: `$CLINE_DATA_DIR`, else `${CLINE_DIR:-~/.cline}/data`.
+pub fn cline_data(loc: &Locations) -> PathBuf {
+    match loc.var("CLINE_DATA_DIR") {
         Some(d) => d.to_path_buf(),
         None => loc
             .var_or("CLINE_DIR", loc.home.join(".cline"))
             .join("data"),
-    };
-    data.join("sessions")
+    }
+}
+
+fn cline_cli_sessions(loc: &Locations) -> PathBuf {
+    loc.var_or("CLINE_SESSION_DATA_DIR", cline_data(loc).join("sessions"))
 }
 
 impl Source for Cline {
@@ -86,6 +100,8 @@ impl Source for Cline {
     fn roots(&self, loc: &Locations) -> Vec<PathBuf> {
         let mut v = task_dirs(loc, "saoudrizwan.claude-dev");
         v.push(cline_cli_sessions(loc));
+        // The older CLI kept the extension's task folders.
+        v.push(cline_data(loc).join("tasks"));
         v
     }
 
@@ -171,18 +187,128 @@ fn cwd_of(details: &str) -> Option<String> {
     Some(rest[..end].to_owned()).filter(|s| !s.is_empty())
 }
 
+/// What the Cline CLI's `<id>.json` manifest beside `<id>.messages.json` says.
+#[derive(Default)]
+struct Manifest {
+    project: Option<String>,
+    started_ms: Option<i64>,
+    parent: Option<String>,
+}
+
+/// Reads the manifest of the session whose messages are at `path`, if any.
+fn manifest(path: &Path, session_id: &str) -> Manifest {
+    let Some(doc) = path
+        .parent()
+        .and_then(|d| std::fs::read(d.join(format!("{session_id}.json"))).ok())
+        .and_then(|b| serde_json::from_slice::<Value>(&b).ok())
+    else {
+        return Manifest::default();
+    };
+    let s = |keys: &[&str]| {
+        keys.iter()
+            .find_map(|k| doc.get(*k).and_then(Value::as_str))
+            .filter(|v| !v.is_empty())
+            .map(str::to_owned)
+    };
+    Manifest {
+        project: s(&["cwd", "workspace_root", "workspaceRoot"]),
+        started_ms: ["started_at", "startedAt"]
+            .iter()
+            .find_map(|k| doc.get(*k).and_then(parse_time)),
+        parent: s(&["parent_session_id", "parentSessionId"]),
+    }
+}
+
+/// The session a history file holds, and whether it is the Cline CLI's
+/// `<id>.messages.json` (else a task folder's history, named by its folder).
+fn session_of(path: &Path) -> (String, bool) {
+    let name = path
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or_default();
+    if let Some(id) = name.strip_suffix(".messages.json") {
+        return (id.to_owned(), true);
+    }
+    let folder = path
+        .parent()
+        .and_then(|d| d.file_name())
+        .and_then(|n| n.to_str())
+        .unwrap_or_default();
+    (folder.to_owned(), false)
+}
+
+/// `<user_input mode="…">text</user_input>` as `text`; other text as is.
+fn unwrap_user_input(t: &str) -> &str {
+    let trimmed = t.trim();
+    let Some(rest) = trimmed.strip_prefix("<user_input") else {
+        return t;
+    };
+    let Some(body) = rest
+        .find('>')
+        .map(|i| &rest[i + 1..])
+        .and_then(|b| b.strip_suffix("</user_input>"))
+    else {
+        return t;
+    };
+    body
+}
+
+/// A tool result whose content is the Cline SDK's list of per-item results
+/// (`run_commands`: `[{query, result, success}]`; a failed item may carry
+/// `error`) as text: each query on its own line, then what it gave. `None`
+/// for content of any other shape.
+fn item_results(content: &Value) -> Option<String> {
+    let items = content.as_array()?;
+    let mut parts = Vec::new();
+    for item in items {
+        let o = item.as_object()?;
+        if o.contains_key("text") || !(o.contains_key("result") || o.contains_key("error")) {
+            return None;
+        }
+        let text = |k: &str| match o.get(k) {
+            Some(Value::String(s)) => s.clone(),
+            Some(Value::Null) | None => String::new(),
+            Some(v) => v.to_string(),
+        };
+        let mut part = text("query");
+        for out in [text("result"), text("error")] {
+            if !out.trim().is_empty() {
+                if !part.is_empty() {
+                    part.push('\n');
+                }
+                part.push_str(out.trim_end());
+            }
+        }
+        if o.get("success") == Some(&Value::Bool(false)) {
+            part.push_str("\n(failed)");
+        }
+        parts.push(part);
+    }
+    Some(parts.join("\n\n"))
+}
+
+/// Rewrites `tool_result` blocks holding [`item_results`] to plain text.
+fn flatten_item_results(blocks: &mut [Value]) {
+    for b in blocks {
+        if b.get("type").and_then(Value::as_str) != Some("tool_result") {
+            continue;
+        }
+        if let Some(text) = b.get("content").and_then(item_results)
+            && let Some(o) = b.as_object_mut()
+        {
+            o.insert("content".to_owned(), Value::String(text));
+        }
+    }
+}
+
 fn parse(path: &Path, bytes: &[u8], agent: &'static str) -> Parsed {
     let mut parsed = Parsed::default();
     let task_dir = path.parent();
-    let task_id = task_dir
-        .and_then(|d| d.file_name())
-        .and_then(|n| n.to_str())
-        .unwrap_or_default()
-        .to_owned();
+    let (task_id, is_cli) = session_of(path);
     let Some(doc) = json_document(bytes, &mut parsed) else {
         return parsed;
     };
-    // The CLI's `<id>.messages.json` may wrap the array in an object.
+    // The CLI's `<id>.messages.json` wraps the array in an object.
     let messages = match &doc {
         Value::Array(a) => a.as_slice(),
         Value::Object(o) => o
@@ -191,24 +317,43 @@ fn parse(path: &Path, bytes: &[u8], agent: &'static str) -> Parsed {
             .map_or(&[][..], Vec::as_slice),
         _ => &[][..],
     };
-    // Roo writes the workspace beside the history.
-    let mut project = task_dir
-        .and_then(|d| std::fs::read(d.join("history_item.json")).ok())
-        .and_then(|b| serde_json::from_slice::<Value>(&b).ok())
-        .and_then(|v| {
-            v.get("workspace")
-                .and_then(Value::as_str)
-                .map(str::to_owned)
-        });
-    let task_time = task_id
-        .parse::<i64>()
-        .ok()
-        .and_then(super::common::epoch_to_ms);
+    let manifest = if is_cli {
+        manifest(path, &task_id)
+    } else {
+        Manifest::default()
+    };
+    // Roo writes the workspace beside the history; the CLI in its manifest.
+    let mut project = manifest.project.clone().or_else(|| {
+        task_dir
+            .and_then(|d| std::fs::read(d.join("history_item.json")).ok())
+            .and_then(|b| serde_json::from_slice::<Value>(&b).ok())
+            .and_then(|v| {
+                v.get("workspace")
+                    .and_then(Value::as_str)
+                    .map(str::to_owned)
+            })
+    });
+    // An extension's task folder is named by the time it started (ms); the
+    // CLI's ids are not times, and its manifest says when it started.
+    let task_time = manifest.started_ms.or_else(|| {
+        task_id
+            .parse::<i64>()
+            .ok()
+            .and_then(super::common::epoch_to_ms)
+    });
     for (i, m) in messages.iter().enumerate() {
         let time = m.get("ts").and_then(parse_time).or(task_time);
         let content = m.get("content").unwrap_or(&Value::Null);
         let role = m.get("role").and_then(Value::as_str);
         let mut out = Vec::new();
+        let mk = |role: Role, text: String| {
+            let mut r = Record::new(agent, &task_id, role, text);
+            r.time_ms = time;
+            r.project = project.clone();
+            r.parent_session = manifest.parent.clone();
+            r.offset = i as u64;
+            r
+        };
         if role == Some("user") {
             let items: Vec<Value> = match content {
                 Value::String(s) => vec![serde_json::json!({"type": "text", "text": s})],
@@ -218,6 +363,7 @@ fn parse(path: &Path, bytes: &[u8], agent: &'static str) -> Parsed {
             let mut texts = Vec::new();
             let mut outputs = Vec::new();
             let mut other = Vec::new();
+            let mut found_project = None;
             for b in items {
                 if b.get("type").and_then(Value::as_str) != Some("text") {
                     other.push(b);
@@ -229,14 +375,15 @@ fn parse(path: &Path, bytes: &[u8], agent: &'static str) -> Parsed {
                     .unwrap_or_default()
                     .to_owned();
                 while let Some((a, e, inner)) = between(&t, "environment_details") {
-                    if project.is_none() {
-                        project = cwd_of(inner);
+                    if project.is_none() && found_project.is_none() {
+                        found_project = cwd_of(inner);
                     }
                     t.replace_range(a..e, "");
                 }
                 if let Some((_, _, inner)) = between(&t, "task") {
                     t = inner.to_owned();
                 }
+                t = unwrap_user_input(&t).to_owned();
                 let first = t.lines().next().unwrap_or_default();
                 if first.starts_with('[') && first.contains("] Result:") {
                     outputs.push(t);
@@ -244,13 +391,7 @@ fn parse(path: &Path, bytes: &[u8], agent: &'static str) -> Parsed {
                     texts.push(t.trim().to_owned());
                 }
             }
-            let mk = |role: Role, text: String| {
-                let mut r = Record::new(agent, &task_id, role, text);
-                r.time_ms = time;
-                r.project = project.clone();
-                r.offset = i as u64;
-                r
-            };
+            flatten_item_results(&mut other);
             blocks::content(Role::User, &Value::Array(other), &mk, &mut out);
             for o in outputs {
                 blocks::push_output(&o, &mk, &mut out);
@@ -258,14 +399,13 @@ fn parse(path: &Path, bytes: &[u8], agent: &'static str) -> Parsed {
             if !texts.is_empty() {
                 out.push(mk(Role::User, cap_text(&texts.join("\n\n"), TEXT_CAP)));
             }
+            if let Some(p) = found_project {
+                for r in &mut out {
+                    r.project = Some(p.clone());
+                }
+                project = Some(p);
+            }
         } else if role == Some("assistant") {
-            let mk = |role: Role, text: String| {
-                let mut r = Record::new(agent, &task_id, role, text);
-                r.time_ms = time;
-                r.project = project.clone();
-                r.offset = i as u64;
-                r
-            };
             blocks::content(Role::Assistant, content, &mk, &mut out);
         } else {
             parsed.errors.push(ParseError::Shape {
@@ -349,5 +489,152 @@ mod tests {
                 .len()
                 == 1
         );
+    }
+
+    const CLINE_3_0_65: &str = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../fixtures/agents/cline/3.0.65/home"
+    );
+
+    /// Reads every store `src` discovers under `loc` with its reader.
+    fn read_all(src: &dyn Source, loc: &Locations) -> Parsed {
+        let mut all = Parsed::default();
+        for f in src.discover(loc) {
+            let Reader::Whole(parse) = f.reader else {
+                panic!("{}: not a whole-file store", f.path.display());
+            };
+            let bytes = std::fs::read(&f.path).expect("read");
+            let p = parse(&f.path, &bytes);
+            all.records.extend(p.records);
+            all.errors.extend(p.errors);
+        }
+        all
+    }
+
+    #[test]
+    fn cline_cli_3_0_65_recording_is_read_fully() {
+        let home = Path::new(CLINE_3_0_65);
+        let loc = Locations::under_home(home);
+        let found: Vec<PathBuf> = Cline.discover(&loc).into_iter().map(|f| f.path).collect();
+        assert_eq!(
+            found,
+            [home.join(
+                ".cline/data/sessions/1796493695129_i0f63/1796493695129_i0f63.messages.json"
+            )]
+        );
+        let p = read_all(&Cline, &loc);
+        assert!(p.errors.is_empty(), "{:?}", p.errors);
+        let got: Vec<(Role, i64, &str)> = p
+            .records
+            .iter()
+            .map(|r| (r.role, r.time_ms.expect("time"), r.text.as_str()))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (
+                    Role::User,
+                    1_796_493_695_477,
+                    "Run the shell command `echo hello` in this project, then tell me what we \
+                     decided about the quokka library. (see \
+                     /home/dev/agent/home-cline/code/proj-cline/README.md)"
+                ),
+                (
+                    Role::ToolCall,
+                    1_796_493_695_801,
+                    r#"run_commands {"commands":["echo hello"]}"#
+                ),
+                (Role::ToolOutput, 1_796_493_695_859, "echo hello\nhello"),
+                (
+                    Role::Assistant,
+                    1_796_493_695_984,
+                    "I ran the command and it printed hello. Decision: we pinned the quokka \
+                     library to 2.3 because 2.4 broke the parser."
+                ),
+            ]
+        );
+        for r in &p.records {
+            assert_eq!(r.agent, "cline");
+            assert_eq!(r.session_id, "1796493695129_i0f63");
+            assert_eq!(r.parent_session, None);
+            assert_eq!(
+                r.project.as_deref(),
+                Some("/home/dev/agent/home-cline/code/proj-cline")
+            );
+            // The placeholder API key in settings/providers.json is never read.
+            assert!(!r.text.contains("sk-fake"), "{r:?}");
+        }
+    }
+
+    #[test]
+    fn cline_cli_manifest_gives_project_start_time_and_parent() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let data = dir.path().join("cline-data");
+        let s = data.join("sessions/1784094124598_rruoq");
+        std::fs::create_dir_all(&s).expect("mkdir");
+        std::fs::write(
+            s.join("1784094124598_rruoq.json"),
+            r#"{"session_id":"1784094124598_rruoq","started_at":"2026-03-01T10:00:00Z",
+               "workspace_root":"/w/app","parent_session_id":"1784094000000_aaaaa"}"#,
+        )
+        .expect("write");
+        let messages = serde_json::json!({"messages": [
+            {"role":"user","content":[{"type":"text","text":"<user_input mode=\"plan\">\n  plan it\n</user_input>"}]},
+            {"role":"user","ts":1772359200500i64,"content":[{"type":"tool_result","tool_use_id":"c1","content":[
+                {"query":"make","result":"","error":"make: *** no rule","success":false},
+                {"query":"ls","result":"a.txt\n","success":true}
+            ]}]}
+        ]});
+        let path = s.join("1784094124598_rruoq.messages.json");
+        std::fs::write(&path, serde_json::to_vec(&messages).expect("json")).expect("write");
+        let mut loc = Locations::under_home(&dir.path().join("home"));
+        loc.vars.insert("CLINE_DATA_DIR".into(), data.clone());
+        let p = read_all(&Cline, &loc);
+        let got: Vec<(Role, Option<i64>, &str)> = p
+            .records
+            .iter()
+            .map(|r| (r.role, r.time_ms, r.text.as_str()))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                // No `ts`: the manifest's start, not the id, is the time.
+                (Role::User, Some(1_772_359_200_000), "plan it"),
+                (
+                    Role::ToolOutput,
+                    Some(1_772_359_200_500),
+                    "make\nmake: *** no rule\n(failed)\n\nls\na.txt"
+                ),
+            ]
+        );
+        assert!(p.records.iter().all(|r| {
+            r.project.as_deref() == Some("/w/app")
+                && r.parent_session.as_deref() == Some("1784094000000_aaaaa")
+                && r.session_id == "1784094124598_rruoq"
+        }));
+    }
+
+    #[test]
+    fn older_cline_cli_task_folders_are_read() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let home = dir.path();
+        let task = home.join(".cline/data/tasks/1763000000000");
+        std::fs::create_dir_all(&task).expect("mkdir");
+        std::fs::write(
+            task.join(HISTORY),
+            r#"[{"role":"user","content":[{"type":"text","text":"<task>\nhi\n</task>"}]}]"#,
+        )
+        .expect("write");
+        let loc = Locations::under_home(home);
+        assert!(Cline.roots(&loc).contains(&home.join(".cline/data/tasks")));
+        let p = read_all(&Cline, &loc);
+        assert_eq!(p.records.len(), 1, "{:?}", p.records);
+        let r = &p.records[0];
+        assert_eq!(
+            (r.session_id.as_str(), r.text.as_str()),
+            ("1763000000000", "hi")
+        );
+        // An extension task folder is named by its start in ms.
+        assert_eq!(r.time_ms, Some(1_763_000_000_000));
     }
 }

@@ -85,6 +85,15 @@ pub struct SessionRecord {
 }
 
 impl Store {
+    /// The distinct working folders the indexed sessions name.
+    pub fn session_projects(&self) -> Result<Vec<String>, StoreError> {
+        let mut q = self
+            .conn
+            .prepare("SELECT DISTINCT project FROM sessions WHERE project IS NOT NULL")?;
+        let rows = q.query_map([], |r| r.get::<_, String>(0))?;
+        Ok(rows.collect::<Result<Vec<_>, _>>()?)
+    }
+
     /// Totals and per-agent counts.
     pub fn stats(&self) -> Result<StoreStats, StoreError> {
         let c = &self.conn;
