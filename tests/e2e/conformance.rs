@@ -311,7 +311,8 @@ fn recordings_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/agents")
 }
 
-/// Every `<agent>/<release>` folder under `fixtures/agents`.
+/// Every `<agent>/<release>` folder under `fixtures/agents` that holds a
+/// recorded `home/`.
 fn recorded_dirs() -> Vec<String> {
     let mut out = Vec::new();
     let list = |p: &Path| -> Vec<String> {
@@ -328,7 +329,16 @@ fn recorded_dirs() -> Vec<String> {
     };
     for agent in list(&recordings_dir()) {
         for release in list(&recordings_dir().join(&agent)) {
-            out.push(format!("{agent}/{release}"));
+            // A release folder holding only wiring evidence (`wiring/`, see
+            // `wiring.rs`) records no session.
+            if recordings_dir()
+                .join(&agent)
+                .join(&release)
+                .join("home")
+                .is_dir()
+            {
+                out.push(format!("{agent}/{release}"));
+            }
         }
     }
     out
