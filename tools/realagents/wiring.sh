@@ -22,15 +22,16 @@
 #   5. wiring_evidence.py reads what cairn install wrote and the requests the
 #      agent sent the model, and writes
 #      fixtures/agents/<agent-id>/<release>/wiring/{wiring.json,PROVENANCE.md}:
-#      the config entry, the tools the agent offered, the tool the model
-#      called and whether cairn's answer came back in the next request.
+#      the config entry, the tools the agent offered, the tools the model
+#      called to reach cairn's search, the result the agent sent back and
+#      whether cairn's answer was in it.
 # Then the wiring test runs: cargo test -p cairn --test e2e wiring.
 #
 # Environment:
 #   RA          work folder (installs, homes, logs), default /home/dev/agent.
 #   REALAGENTS  the reference recorder (its fakellm.py, for Gemini CLI), default
 #               ../shared/realagents beside the repo.
-#   CAIRN_BIN   the cairn binary to wire (default: target/debug/cairn, built if missing).
+#   CAIRN_BIN   the cairn binary to wire (default: target/debug/cairn, built first).
 #   WIRING_PORT the scripted model's port (default 18091: not the recorder's 18080,
 #               so both can run at once).
 #   WIRING_NO_TEST  set: record only, do not run the test afterwards.
