@@ -82,6 +82,21 @@ const fn turn(
     ]
 }
 
+/// The two-turn scenario (`tools/realagents/scenario.sh`, its model
+/// `scenario_model.py`): a failing shell call, then the session resumed.
+const TURN1: &str = "List the folder /nonexistent-quokka-dir with the shell, then tell me where \
+    we keep the quokka fixtures.";
+const ANSWER1: &str = "The listing failed: that folder does not exist. Decision: we keep the \
+    quokka fixtures in tests/data because the parser loads them from there.";
+const TURN2: &str = "Now run `echo second` and remind me what we decided about the walrus cache.";
+/// The second answer as stored: its fake GitHub token redacted.
+const ANSWER2: &str = "It printed second. Decision: the walrus cache stays at 64 MB because a \
+    bigger one evicts the hot set. The cache admin token is [REDACTED:github-token] for now.";
+/// The fake token the second answer held.
+const TURNS_SECRET: &str = "ghp_Sc3nari0TwoTurnWalrus2026abcdEFGH567";
+/// What the failing call printed.
+const NO_DIR: &str = "ls: cannot access '/nonexistent-quokka-dir': No such file or directory";
+
 const RECORDINGS: &[Recording] = &[
     Recording {
         dir: "aider/0.86.2",
@@ -361,13 +376,108 @@ const RECORDINGS: &[Recording] = &[
             ),
         }],
     },
+    Recording {
+        dir: "claude-code/2.1.332-turns",
+        agent: "claude-code",
+        run: "claude-turns",
+        secrets: &[TURNS_SECRET],
+        // `claude -p --continue` appends the second turn to the same file.
+        sessions: &[Session {
+            id: "7e2a0ced-5003-45f6-8376-5ed87b34a2ed",
+            parent: None,
+            records: &[
+                ("user", TURN1, 1796501165913),
+                (
+                    "tool_call",
+                    "Bash: ls /nonexistent-quokka-dir",
+                    1796501165956,
+                ),
+                (
+                    "tool_output",
+                    "Bash (error): Exit code 2\nls: cannot access '/nonexistent-quokka-dir': No \
+                     such file or directory",
+                    1796501165990,
+                ),
+                ("assistant", ANSWER1, 1796501166003),
+                ("user", TURN2, 1796501166309),
+                ("tool_call", "Bash: echo second", 1796501166355),
+                ("tool_output", "Bash: second", 1796501166385),
+                ("assistant", ANSWER2, 1796501166398),
+            ],
+        }],
+    },
+    Recording {
+        dir: "codex/0.171.0-turns",
+        agent: "codex",
+        run: "codex-turns",
+        secrets: &[TURNS_SECRET],
+        // `codex exec resume --last` appends to the same rollout; the exit
+        // code is only in the output text.
+        sessions: &[Session {
+            id: "01a247d0-66b1-7f70-b49e-a15735905b05",
+            parent: None,
+            records: &[
+                ("user", TURN1, 1796501169886),
+                (
+                    "tool_call",
+                    "Shell: ls /nonexistent-quokka-dir",
+                    1796501169903,
+                ),
+                (
+                    "tool_output",
+                    "exec_command: Chunk ID: 2e22f1\nWall time: 0.0000 seconds\nProcess exited \
+                     with code 2\nOriginal token count: 18\nOutput:\nls: cannot access \
+                     '/nonexistent-quokka-dir': No such file or directory",
+                    1796501169951,
+                ),
+                ("assistant", ANSWER1, 1796501169966),
+                ("user", TURN2, 1796501170155),
+                ("tool_call", "Shell: echo second", 1796501170173),
+                (
+                    "tool_output",
+                    "exec_command: Chunk ID: c6d506\nWall time: 0.0000 seconds\nProcess exited \
+                     with code 0\nOriginal token count: 2\nOutput:\nsecond",
+                    1796501170216,
+                ),
+                ("assistant", ANSWER2, 1796501170234),
+            ],
+        }],
+    },
+    Recording {
+        dir: "opencode/1.18.33-turns",
+        agent: "opencode",
+        run: "opencode-turns",
+        secrets: &[TURNS_SECRET],
+        // `opencode run --continue` adds the second turn to the same
+        // session; a shell command that exits non-zero is a "completed"
+        // tool part, its output the error text.
+        sessions: &[Session {
+            id: "ses_db82eee7cffeESB8Vt5JMSd6i7",
+            parent: None,
+            records: &[
+                ("user", "\"{TURN1}\"", 1796501213757),
+                (
+                    "tool_call",
+                    "Bash: ls /nonexistent-quokka-dir",
+                    1796501214997,
+                ),
+                ("tool_output", "{NO_DIR}\n", 1796501215059),
+                ("assistant", ANSWER1, 1796501215167),
+                ("user", "\"{TURN2}\"", 1796501216822),
+                ("tool_call", "Bash: echo second", 1796501218447),
+                ("tool_output", "second\n", 1796501218573),
+                ("assistant", ANSWER2, 1796501218666),
+            ],
+        }],
+    },
 ];
 
 fn recordings_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/agents")
 }
 
-/// Every `<agent>/<release>` folder under `fixtures/agents`.
+/// Every `<agent>/<release>` folder under `fixtures/agents` that holds a
+/// recorded `home/`.
 fn recorded_dirs() -> Vec<String> {
     let mut out = Vec::new();
     let list = |p: &Path| -> Vec<String> {
@@ -384,7 +494,16 @@ fn recorded_dirs() -> Vec<String> {
     };
     for agent in list(&recordings_dir()) {
         for release in list(&recordings_dir().join(&agent)) {
-            out.push(format!("{agent}/{release}"));
+            // A release folder holding only wiring evidence (`wiring/`, see
+            // `wiring.rs`) records no session.
+            if recordings_dir()
+                .join(&agent)
+                .join(&release)
+                .join("home")
+                .is_dir()
+            {
+                out.push(format!("{agent}/{release}"));
+            }
         }
     }
     out
@@ -422,6 +541,9 @@ fn check(rec: &Recording) -> Result<(), String> {
     let fill = |t: &str| {
         t.replace("{PROMPT}", PROMPT)
             .replace("{FACT}", FACT)
+            .replace("{TURN1}", TURN1)
+            .replace("{TURN2}", TURN2)
+            .replace("{NO_DIR}", NO_DIR)
             .replace("{PROJ}", &project)
     };
     let in_folder = IN_PROJECT_FOLDER.contains(&rec.dir);

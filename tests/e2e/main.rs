@@ -32,3 +32,4 @@ mod ui;
 mod ui_browser;
 #[cfg(unix)]
 mod unreadable;
+mod wiring;

@@ -128,6 +128,10 @@ def main():
     ap.add_argument("--dest", default=os.path.join(REPO, "fixtures", "agents"))
     ap.add_argument("--fact", default=os.environ.get("FAKE_FACT", DEFAULT_FACT),
                     help="the scripted model's planted decision (default: $FAKE_FACT, else the recorder's)")
+    ap.add_argument("--run", help="the run's name, for a run not made by rerun.sh (HOME was "
+                    "/home/dev/agent/home-RUN, the project ~/code/proj-RUN)")
+    ap.add_argument("--scripted", help="what was scripted, for a run not made with the "
+                    "reference recorder's model (scenario.sh)")
     a = ap.parse_args()
     run = os.path.normpath(a.run_dir)
     label, release = split_run(os.path.basename(run))
@@ -159,6 +163,17 @@ def main():
     if label == "mistral-vibe" and release.endswith("-legacy"):
         command = command.replace("vibe ", "vibe --legacy-harness ", 1)
     pruned_dirs = prune_summary(pruned)
+    name = a.run or rerun_name(label, release)
+    if a.scripted:
+        how = ("(then resumed with the agent's own continue flag, as "
+               "`tools/realagents/scenario.sh` does)", f"- Scripted: {a.scripted}.")
+    else:
+        how = (f"(`rerun.sh {name}`),\n  against the scripted model of `../shared/realagents/fakellm.py` (OpenAI,\n"
+               f"  Anthropic and Gemini APIs on 127.0.0.1:18080).",
+               f"""- Scripted: the prompt asks to run `echo hello` and what was decided about the
+  quokka library; the model's first turn calls the shell tool with
+  `echo hello` (output `hello`), its second answers with the planted decision
+  "{a.fact}\"""")
     with open(os.path.join(out, "PROVENANCE.md"), "w") as f:
         f.write(f"""# {agent} {release}
 
@@ -167,16 +182,11 @@ session, recorded on {date}.
 
 - Source: {a.source or run}
 - Install: `{install}`
-- Run: `{command}` in `~/code/proj-{rerun_name(label, release)}`
-  (`rerun.sh {rerun_name(label, release)}`),
-  against the scripted model of `../shared/realagents/fakellm.py` (OpenAI,
-  Anthropic and Gemini APIs on 127.0.0.1:18080).
-- Scripted: the prompt asks to run `echo hello` and what was decided about the
-  quokka library; the model's first turn calls the shell tool with
-  `echo hello` (output `hello`), its second answers with the planted decision
-  "{a.fact}"
+- Run: `{command}` in `~/code/proj-{name}`
+  {how[0]}
+{how[1]}
 - Paths: the recorder's folder is `/home/dev/agent`, so HOME was
-  `/home/dev/agent/home-<agent>` and every path in these files says so.
+  `/home/dev/agent/home-{name}` and every path in these files says so.
 - Kept ({len(copied)} files, HOME-relative under `home/`): what a reader needs
   or could plausibly need.
 - Pruned ({len(pruned)} files): {', '.join(f'`{p}`' for p in pruned_dirs) or 'nothing'}
