@@ -285,10 +285,12 @@ fn resume_dry_run_prints_a_command_a_shell_runs_as_is_for_every_agent() {
             .map(|a| a.as_str().expect("str").to_owned())
             .collect();
         assert_eq!(argv[0], l.program);
+        assert_eq!(argv[1..=l.lead.len()], *l.lead, "{argv:?}");
         if let PromptArg::Flag(f) = l.prompt {
             assert_eq!(argv[argv.len() - 2], f, "{}", l.program);
+            assert_eq!(argv.len(), l.lead.len() + 3, "{argv:?}");
         } else {
-            assert_eq!(argv.len(), 2, "{argv:?}");
+            assert_eq!(argv.len(), l.lead.len() + 2, "{argv:?}");
         }
         let prompt = argv.last().expect("prompt");
         assert!(prompt.contains("pinned hyper to 0.14"), "{}", l.program);

@@ -23,6 +23,8 @@ pub struct Launcher {
     pub agent: &'static str,
     /// The program to run.
     pub program: &'static str,
+    /// Arguments that always come first (a subcommand such as `run`).
+    pub lead: &'static [&'static str],
     /// Where the prompt goes.
     pub prompt: PromptArg,
     /// True when the agent keeps the conversation open after the first
@@ -39,6 +41,7 @@ pub const LAUNCHERS: &[Launcher] = &[
     Launcher {
         agent: "claude-code",
         program: "claude",
+        lead: &[],
         prompt: PromptArg::Positional,
         interactive: true,
         verified: "`claude --help` (2.1.197): `claude [options] [command] [prompt]`, interactive unless -p; CLI reference: `claude \"query\"` starts the REPL with it",
@@ -46,6 +49,7 @@ pub const LAUNCHERS: &[Launcher] = &[
     Launcher {
         agent: "codex",
         program: "codex",
+        lead: &[],
         prompt: PromptArg::Positional,
         interactive: true,
         verified: "`codex --help` (0.171.0): `codex [OPTIONS] [PROMPT]`, forwarded to the interactive CLI",
@@ -53,6 +57,7 @@ pub const LAUNCHERS: &[Launcher] = &[
     Launcher {
         agent: "gemini",
         program: "gemini",
+        lead: &[],
         prompt: PromptArg::Flag("-i"),
         interactive: true,
         verified: "`gemini --help` (0.61.0): `-i, --prompt-interactive` executes the prompt and continues interactively",
@@ -60,6 +65,7 @@ pub const LAUNCHERS: &[Launcher] = &[
     Launcher {
         agent: "qwen",
         program: "qwen",
+        lead: &[],
         prompt: PromptArg::Flag("-i"),
         interactive: true,
         verified: "`qwen --help` (0.15.10): `-i, --prompt-interactive` (a bare positional prompt is one-shot there)",
@@ -67,6 +73,7 @@ pub const LAUNCHERS: &[Launcher] = &[
     Launcher {
         agent: "opencode",
         program: "opencode",
+        lead: &[],
         prompt: PromptArg::Flag("--prompt"),
         interactive: true,
         verified: "`opencode --help` (1.18.33): the default command starts the TUI, `--prompt` is its prompt",
@@ -74,6 +81,7 @@ pub const LAUNCHERS: &[Launcher] = &[
     Launcher {
         agent: "pi",
         program: "pi",
+        lead: &[],
         prompt: PromptArg::Positional,
         interactive: true,
         verified: "`pi --help` (0.73.x): `pi [options] [@files...] [messages...]`, interactive unless -p",
@@ -81,6 +89,7 @@ pub const LAUNCHERS: &[Launcher] = &[
     Launcher {
         agent: "continue",
         program: "cn",
+        lead: &[],
         prompt: PromptArg::Positional,
         interactive: true,
         verified: "`cn --help` (1.5.47): `cn [options] [command] [prompt]`, an interactive session unless -p",
@@ -88,13 +97,47 @@ pub const LAUNCHERS: &[Launcher] = &[
     Launcher {
         agent: "cline",
         program: "cline",
+        lead: &[],
         prompt: PromptArg::Positional,
         interactive: true,
         verified: "`cline --help` (3.0.65): `cline [options] [command] [prompt]`, an interactive session in act mode",
     },
     Launcher {
+        agent: "vibe",
+        program: "vibe",
+        lead: &[],
+        prompt: PromptArg::Positional,
+        interactive: true,
+        verified: "mistralai/mistral-vibe `vibe/cli/entrypoint.py` @025ba238: positional `PROMPT`, the initial prompt of the interactive session (`-p` is one-shot)",
+    },
+    Launcher {
+        agent: "copilot",
+        program: "copilot",
+        lead: &[],
+        prompt: PromptArg::Flag("-i"),
+        interactive: true,
+        verified: "GitHub Copilot CLI command reference (github/docs): `-i PROMPT`, `--interactive=PROMPT` starts an interactive session and runs the prompt",
+    },
+    Launcher {
+        agent: "cursor",
+        program: "cursor-agent",
+        lead: &[],
+        prompt: PromptArg::Positional,
+        interactive: true,
+        verified: "Cursor CLI overview (cursor.com/docs/cli/overview): `cursor-agent \"PROMPT\"` starts the interactive agent with that prompt; `-p` is print mode",
+    },
+    Launcher {
+        agent: "goose",
+        program: "goose",
+        lead: &["run", "--interactive"],
+        prompt: PromptArg::Flag("--text"),
+        interactive: true,
+        verified: "block/goose `crates/goose-cli/src/cli.rs`: `goose run --text TEXT`, `-s/--interactive` continues in interactive mode after the initial input",
+    },
+    Launcher {
         agent: "kimi-cli",
         program: "kimi",
+        lead: &[],
         prompt: PromptArg::Flag("--prompt"),
         interactive: false,
         verified: "Kimi Code CLI `kimi` command reference: `--prompt` runs one prompt and exits; continue with `kimi --continue`",
@@ -102,9 +145,18 @@ pub const LAUNCHERS: &[Launcher] = &[
     Launcher {
         agent: "aider",
         program: "aider",
+        lead: &[],
         prompt: PromptArg::Flag("--message"),
         interactive: false,
         verified: "aider options: `--message` sends one message, processes the reply, then exits",
+    },
+    Launcher {
+        agent: "crush",
+        program: "crush",
+        lead: &["run"],
+        prompt: PromptArg::Positional,
+        interactive: false,
+        verified: "charmbracelet/crush `crush run --help`: runs a single prompt in non-interactive mode and exits",
     },
 ];
 
@@ -139,9 +191,11 @@ pub fn prompt_with_file(path: &str) -> String {
     )
 }
 
-/// The command line: the program, the caller's extra arguments, then the prompt.
+/// The command line: the program, its lead arguments, the caller's extra
+/// arguments, then the prompt.
 pub fn argv(l: &Launcher, extra: &[String], prompt: &str) -> Vec<String> {
     let mut out = vec![l.program.to_owned()];
+    out.extend(l.lead.iter().map(|a| (*a).to_owned()));
     out.extend(extra.iter().cloned());
     if let PromptArg::Flag(f) = l.prompt {
         out.push(f.to_owned());
@@ -205,6 +259,24 @@ mod tests {
         assert_eq!(argv(c, &[], "P"), ["claude", "P"]);
         let o = launcher("opencode").expect("opencode");
         assert_eq!(argv(o, &[], "P"), ["opencode", "--prompt", "P"]);
+        // A subcommand comes before the caller's arguments and the prompt.
+        let goose = launcher("goose").expect("goose");
+        assert_eq!(
+            argv(goose, &extra, "P"),
+            [
+                "goose",
+                "run",
+                "--interactive",
+                "--model",
+                "x",
+                "--text",
+                "P"
+            ]
+        );
+        let crush = launcher("crush").expect("crush");
+        assert_eq!(argv(crush, &[], "P"), ["crush", "run", "P"]);
+        let cursor = launcher("cursor").expect("cursor");
+        assert_eq!(argv(cursor, &[], "P"), ["cursor-agent", "P"]);
     }
 
     #[test]
