@@ -135,6 +135,14 @@ pub const LAUNCHERS: &[Launcher] = &[
         verified: "block/goose `crates/goose-cli/src/cli.rs`: `goose run --text TEXT`, `-s/--interactive` continues in interactive mode after the initial input",
     },
     Launcher {
+        agent: "openhands",
+        program: "openhands",
+        lead: &[],
+        prompt: PromptArg::Flag("-t"),
+        interactive: true,
+        verified: "`openhands --help` (OpenHands CLI): `openhands -t \"TASK\"` starts CLI mode with an initial task message (`--headless` is one-shot)",
+    },
+    Launcher {
         agent: "kimi-cli",
         program: "kimi",
         lead: &[],
@@ -149,6 +157,22 @@ pub const LAUNCHERS: &[Launcher] = &[
         prompt: PromptArg::Flag("--message"),
         interactive: false,
         verified: "aider options: `--message` sends one message, processes the reply, then exits",
+    },
+    Launcher {
+        agent: "amp",
+        program: "amp",
+        lead: &[],
+        prompt: PromptArg::Flag("-x"),
+        interactive: false,
+        verified: "Amp manual (ampcode.com/manual): `amp -x \"PROMPT\"` (`--execute`) runs the prompt, prints the final message and exits",
+    },
+    Launcher {
+        agent: "factory",
+        program: "droid",
+        lead: &["exec"],
+        prompt: PromptArg::Positional,
+        interactive: false,
+        verified: "Factory Droid CLI docs: `droid exec \"TASK\"` runs headless and exits (`droid` alone is the interactive TUI)",
     },
     Launcher {
         agent: "crush",
