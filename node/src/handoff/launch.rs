@@ -135,6 +135,14 @@ pub const LAUNCHERS: &[Launcher] = &[
         verified: "block/goose `crates/goose-cli/src/cli.rs`: `goose run --text TEXT`, `-s/--interactive` continues in interactive mode after the initial input",
     },
     Launcher {
+        agent: "kilo",
+        program: "kilo",
+        lead: &[],
+        prompt: PromptArg::Flag("--prompt"),
+        interactive: true,
+        verified: "Kilo CLI reference (kilo.ai/docs, an opencode fork): `kilo --prompt PROMPT` starts the TUI with that prompt",
+    },
+    Launcher {
         agent: "openhands",
         program: "openhands",
         lead: &[],
@@ -173,6 +181,14 @@ pub const LAUNCHERS: &[Launcher] = &[
         prompt: PromptArg::Positional,
         interactive: false,
         verified: "Factory Droid CLI docs: `droid exec \"TASK\"` runs headless and exits (`droid` alone is the interactive TUI)",
+    },
+    Launcher {
+        agent: "hermes",
+        program: "hermes",
+        lead: &["chat"],
+        prompt: PromptArg::Flag("-q"),
+        interactive: false,
+        verified: "hermes-agent's argparse epilog: `hermes chat -q \"Hello\"` is single query mode",
     },
     Launcher {
         agent: "crush",
