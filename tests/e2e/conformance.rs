@@ -19,7 +19,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::util::{TestHome, all_bytes_under, copy_tree};
+use crate::util::{TestHome, all_bytes_under, copy_tree, same_recordings};
 
 /// What the scripted user asked (`{PROJ}` is the project folder).
 const PROMPT: &str = "Run the shell command `echo hello` in this project, then tell me what we \
@@ -696,19 +696,7 @@ fn check(rec: &Recording) -> Result<(), String> {
 fn every_recorded_release_is_read_exactly() {
     let on_disk = recorded_dirs();
     let listed: Vec<&str> = RECORDINGS.iter().map(|r| r.dir).collect();
-    let unlisted: Vec<&String> = on_disk
-        .iter()
-        .filter(|d| !listed.contains(&d.as_str()))
-        .collect();
-    let missing: Vec<&&str> = listed
-        .iter()
-        .filter(|d| !on_disk.iter().any(|o| o == *d))
-        .collect();
-    assert!(
-        unlisted.is_empty() && missing.is_empty(),
-        "fixtures/agents and RECORDINGS differ: recorded without an entry {unlisted:?}, \
-         entries without a recording {missing:?}"
-    );
+    same_recordings("fixtures/agents and RECORDINGS", &on_disk, &listed);
     let mut failures = Vec::new();
     for rec in RECORDINGS {
         if let Err(why) = check(rec) {

@@ -206,3 +206,22 @@ pub fn all_bytes_under(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
 pub fn contains(hay: &[u8], needle: &[u8]) -> bool {
     !needle.is_empty() && hay.windows(needle.len()).any(|w| w == needle)
 }
+
+/// Fails unless the recordings found on disk and a suite's table of
+/// entries (`listed`, `<agent>/<release>` each) name the same ones, so
+/// that neither a recording nor an entry can go unchecked.
+pub fn same_recordings(what: &str, on_disk: &[String], listed: &[&str]) {
+    let unlisted: Vec<&String> = on_disk
+        .iter()
+        .filter(|d| !listed.contains(&d.as_str()))
+        .collect();
+    let missing: Vec<&&str> = listed
+        .iter()
+        .filter(|d| !on_disk.iter().any(|o| o == *d))
+        .collect();
+    assert!(
+        unlisted.is_empty() && missing.is_empty(),
+        "{what} differ: recorded without an entry {unlisted:?}, entries without a recording \
+         {missing:?}"
+    );
+}

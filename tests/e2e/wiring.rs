@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-use crate::util::{TestHome, cairn_bin};
+use crate::util::{TestHome, cairn_bin, same_recordings};
 
 /// One recorded wiring run, written from its `wiring.json`.
 struct Wired {
@@ -350,19 +350,7 @@ fn check_install(w: &Wired) -> Vec<String> {
 fn every_wiring_recording_has_an_entry_and_loaded_cairn() {
     let on_disk = recorded();
     let listed: Vec<&str> = WIRED.iter().map(|w| w.dir).collect();
-    let unlisted: Vec<&String> = on_disk
-        .iter()
-        .filter(|d| !listed.contains(&d.as_str()))
-        .collect();
-    let missing: Vec<&&str> = listed
-        .iter()
-        .filter(|d| !on_disk.iter().any(|o| o == *d))
-        .collect();
-    assert!(
-        unlisted.is_empty() && missing.is_empty(),
-        "fixtures/agents/*/*/wiring and WIRED differ: recorded without an entry {unlisted:?}, \
-         entries without a recording {missing:?}"
-    );
+    same_recordings("fixtures/agents/*/*/wiring and WIRED", &on_disk, &listed);
     let mut failures = Vec::new();
     for w in WIRED {
         let problems = check_recording(w);
