@@ -57,6 +57,11 @@ const FACTS: &[(&str, &str, &str)] = &[
     ),
     ("lerna bootstrap slow", "amp", "pnpm workspaces"),
     ("photo uploads time out", "antigravity", "presigned URLs"),
+    (
+        "nightly export collides with backup csv truncated",
+        "kiro",
+        "02:30 UTC",
+    ),
 ];
 
 /// Agents the fixture home has records for, beyond these facts' agents.

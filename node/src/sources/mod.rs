@@ -34,6 +34,7 @@ pub mod goose;
 pub mod hermes;
 pub mod kimi;
 pub mod kimi_cli;
+pub mod kiro;
 pub mod layout;
 pub mod md5;
 pub mod notes;
@@ -499,6 +500,7 @@ pub fn registry() -> Vec<Box<dyn Source>> {
         Box::new(openhands::OpenHands),
         Box::new(amp::Amp),
         Box::new(antigravity::Antigravity),
+        Box::new(kiro::Kiro),
         Box::new(unreadable::Windsurf),
         Box::new(unreadable::Trae),
         Box::new(unreadable::Plandex),
