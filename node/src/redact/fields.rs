@@ -28,7 +28,7 @@
 
 use std::borrow::Cow;
 
-use cairn_protocol::WireRecord;
+use cairn_protocol::{ForgetTarget, WireRecord};
 
 use super::{RedactionCounts, Redactor, entropy};
 use crate::record::Record;
@@ -292,6 +292,23 @@ impl OwnedIfChanged for Cow<'_, str> {
             Cow::Owned(o) => Some(o),
             Cow::Borrowed(_) => None,
         }
+    }
+}
+
+/// True when a forget's target holds nothing the rules would redact: its
+/// agent and session id as ids, its project as a path. A record target
+/// is a hash and always clean.
+pub fn forget_target_is_clean(redactor: &Redactor, target: &ForgetTarget) -> bool {
+    let mut counts = RedactionCounts::default();
+    match target {
+        ForgetTarget::Session { agent, session_id } => {
+            redact_id(redactor, agent, &mut counts) == agent.as_str()
+                && redact_id(redactor, session_id, &mut counts) == session_id.as_str()
+        }
+        ForgetTarget::Project { project } => {
+            redact_path(redactor, project, &mut counts) == project.as_str()
+        }
+        ForgetTarget::Record { .. } => true,
     }
 }
 

@@ -146,6 +146,9 @@ impl Store {
     ) -> Result<ApplyReport, ApplyError> {
         check_batch(pull, batch)?;
         super::trust::check(&self.conn, batch)??;
+        if let Some(refusal) = super::trust::forget_names_a_secret(batch, redactor) {
+            return Err(refusal.into());
+        }
         if !batch.tombstones.is_empty() {
             self.conn.pragma_update(None, "secure_delete", "ON")?;
         }

@@ -924,3 +924,54 @@ fn own_origin_changed_keys_and_broken_seals_are_refused_whole() {
     );
     assert_eq!(b.records(), before + 4);
 }
+
+/// A forget whose target holds a secret (a hostile or differently-ruled
+/// issuer; an honest node forgets the redacted ids it stored) is refused
+/// with its whole batch, sealed or not, so the secret is neither stored
+/// nor relayed; a clean forget from the same origin still goes through.
+#[test]
+fn a_forget_naming_a_secret_is_refused_with_its_batch() {
+    let mut a = TestNode::new(1);
+    let mut b = TestNode::new(2);
+    a.index(&session("plain", "/p", 3, "harmless"));
+    pull_all(&a, &mut b, None, all());
+    assert_eq!(b.records(), 3);
+    let token = "ghp_R3c0rdedAgentS3cretQuokka2026xYz1234";
+    let raw = ForgetTarget::Session {
+        agent: "claude-code".into(),
+        session_id: format!("deploy-{token}"),
+    };
+    a.store.forget(&[raw], 3_000).expect("forget");
+    let (pull, batch) = first_batch(&a, &b);
+    assert_eq!(batch.tombstones.len(), 1, "{batch:?}");
+    let e = b
+        .store
+        .apply_batch(&pull, &batch, &Redactor::new())
+        .expect_err("a secret in a forget");
+    assert!(
+        matches!(e, ApplyError::Refused(TrustError::SecretInForget { .. })),
+        "{e}"
+    );
+    assert_eq!(e.blame(), Blame::Peer);
+    assert!(
+        !b.file_bytes()
+            .windows(token.len())
+            .any(|w| w == token.as_bytes())
+    );
+    assert_eq!(b.count("SELECT count(*) FROM tombstones"), 0);
+    assert_eq!(b.records(), 3);
+
+    // A forget of the session as stored (its id clean) is taken.
+    let mut c = TestNode::new(3);
+    let mut d = TestNode::new(4);
+    c.index(&session("plain", "/p", 3, "harmless"));
+    pull_all(&c, &mut d, None, all());
+    let clean = ForgetTarget::Session {
+        agent: "claude-code".into(),
+        session_id: "plain".into(),
+    };
+    c.store.forget(&[clean], 3_000).expect("forget");
+    pull_all(&c, &mut d, None, all());
+    assert_eq!(d.count("SELECT count(*) FROM tombstones"), 1);
+    assert_eq!(d.records(), 0);
+}

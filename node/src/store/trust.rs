@@ -60,6 +60,33 @@ pub enum TrustError {
         /// The batch's origin.
         origin: NodeId,
     },
+    /// A forget whose target holds a secret.
+    #[error(
+        "refused {origin}'s log: a forget in it names a session or project holding a secret, which is never stored or relayed"
+    )]
+    SecretInForget {
+        /// The batch's origin.
+        origin: NodeId,
+    },
+}
+
+/// Why a forget in a batch was refused before anything of the batch was
+/// stored: its target names a session or project holding what the rules
+/// redact. An honest node forgets the ids it stored, which are redacted
+/// already; such a target is hostile or from other rules, and storing or
+/// relaying it would keep the secret (redacting it would break the
+/// issuer's seal).
+pub fn forget_names_a_secret(
+    batch: &Batch,
+    redactor: &crate::redact::Redactor,
+) -> Option<TrustError> {
+    batch
+        .tombstones
+        .iter()
+        .any(|t| !crate::redact::fields::forget_target_is_clean(redactor, &t.target))
+        .then_some(TrustError::SecretInForget {
+            origin: batch.origin,
+        })
 }
 
 /// A key this node knows for an origin.
