@@ -41,6 +41,17 @@ use super::{
 };
 use crate::record::{Record, Role};
 
+/// What opencode (and its forks, Kilo's CLI among them) keeps in its data
+/// folder beside the database: logs, binaries, snapshots, credentials.
+pub(crate) const DATA_FOLDER_EXTRAS: &[&str] = &[
+    "log",
+    "bin",
+    "snapshot",
+    "tool-output",
+    "auth.json",
+    "mcp-auth.json",
+];
+
 const AGENT: &str = "opencode";
 
 /// The opencode source.
@@ -54,14 +65,7 @@ impl Source for OpenCode {
     /// The data folder's logs, binaries and snapshots, when no database
     /// is there (with one, the database is checked when it is read).
     fn not_history(&self) -> &'static [&'static str] {
-        &[
-            "log",
-            "bin",
-            "snapshot",
-            "tool-output",
-            "auth.json",
-            "mcp-auth.json",
-        ]
+        DATA_FOLDER_EXTRAS
     }
 
     fn roots(&self, loc: &Locations) -> Vec<PathBuf> {

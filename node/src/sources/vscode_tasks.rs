@@ -149,16 +149,10 @@ impl Source for Kilo {
         &["KILO_DB"]
     }
 
-    /// The CLI's data folder holds logs and binaries beside its database.
+    /// The CLI's data folder holds logs and binaries beside its database,
+    /// as opencode's does.
     fn not_history(&self) -> &'static [&'static str] {
-        &[
-            "log",
-            "bin",
-            "snapshot",
-            "tool-output",
-            "auth.json",
-            "mcp-auth.json",
-        ]
+        super::opencode::DATA_FOLDER_EXTRAS
     }
 
     fn roots(&self, loc: &Locations) -> Vec<PathBuf> {
