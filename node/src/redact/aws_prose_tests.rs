@@ -4,42 +4,7 @@
 //! negatives that must come back untouched: AWS's documentation example
 //! keys, git SHAs, UUIDs, base64 blobs and checksums.
 
-use super::*;
-
-fn red(s: &str) -> String {
-    Redactor::new().redact_str(s).into_owned()
-}
-
-/// Runs `(input, expected)` rows, checks each is idempotent, and reports
-/// every mismatch at once.
-fn check_rows(rows: &[(&str, &str)]) {
-    let mut failures = Vec::new();
-    for (input, expected) in rows {
-        let got = red(input);
-        if got != *expected {
-            failures.push(format!(
-                "input:    {input}\nexpected: {expected}\ngot:      {got}"
-            ));
-        }
-        if red(&got) != got {
-            failures.push(format!("not idempotent: {got}"));
-        }
-    }
-    assert!(failures.is_empty(), "\n{}", failures.join("\n\n"));
-}
-
-/// Rows that must come back unchanged, with no count.
-fn check_intact(rows: &[&str]) {
-    let mut failures = Vec::new();
-    for input in rows {
-        let mut counts = RedactionCounts::new();
-        let got = Redactor::new().redact(input, &mut counts);
-        if got != *input || !counts.is_empty() {
-            failures.push(format!("input: {input}\ngot:   {got} {counts:?}"));
-        }
-    }
-    assert!(failures.is_empty(), "\n{}", failures.join("\n\n"));
-}
+use super::format_tests::{check_intact, check_rows};
 
 const ID: &str = "AKIAUJZDE8GXD6NCF10E";
 const SECRET: &str = "El2hpChYgCfrL1spNxnyVmihA+2O76UMFxFkM+R5";

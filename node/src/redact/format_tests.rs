@@ -10,12 +10,13 @@ fn redactor() -> &'static Redactor {
     R.get_or_init(Redactor::new)
 }
 
-fn red(s: &str) -> String {
+pub(super) fn red(s: &str) -> String {
     redactor().redact_str(s).into_owned()
 }
 
-/// Runs `(input, expected)` rows and reports every mismatch at once.
-fn check_rows(rows: &[(&str, &str)]) {
+/// Runs `(input, expected)` rows, checks each is idempotent, and reports
+/// every mismatch at once.
+pub(super) fn check_rows(rows: &[(&str, &str)]) {
     let mut failures = Vec::new();
     for (input, expected) in rows {
         let got = red(input);
@@ -32,7 +33,7 @@ fn check_rows(rows: &[(&str, &str)]) {
 }
 
 /// Rows that must come back unchanged, with no count.
-fn check_intact(rows: &[&str]) {
+pub(super) fn check_intact(rows: &[&str]) {
     let mut failures = Vec::new();
     for input in rows {
         let mut counts = RedactionCounts::new();
