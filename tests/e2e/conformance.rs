@@ -17,9 +17,9 @@
 //! recording cannot go unchecked. All recordings are checked before the
 //! test fails, each mismatch shown as a diff.
 
-use std::path::{Path, PathBuf};
-
-use crate::util::{TestHome, all_bytes_under, copy_tree, same_recordings};
+use crate::util::{
+    TestHome, agent_fixtures, all_bytes_under, copy_tree, recorded_releases, same_recordings,
+};
 
 /// What the scripted user asked (`{PROJ}` is the project folder).
 const PROMPT: &str = "Run the shell command `echo hello` in this project, then tell me what we \
@@ -472,43 +472,6 @@ const RECORDINGS: &[Recording] = &[
     },
 ];
 
-fn recordings_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/agents")
-}
-
-/// Every `<agent>/<release>` folder under `fixtures/agents` that holds a
-/// recorded `home/`.
-fn recorded_dirs() -> Vec<String> {
-    let mut out = Vec::new();
-    let list = |p: &Path| -> Vec<String> {
-        let mut v: Vec<String> = std::fs::read_dir(p)
-            .map(|rd| {
-                rd.flatten()
-                    .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
-                    .map(|e| e.file_name().to_string_lossy().into_owned())
-                    .collect()
-            })
-            .unwrap_or_default();
-        v.sort();
-        v
-    };
-    for agent in list(&recordings_dir()) {
-        for release in list(&recordings_dir().join(&agent)) {
-            // A release folder holding only wiring evidence (`wiring/`, see
-            // `wiring.rs`) records no session.
-            if recordings_dir()
-                .join(&agent)
-                .join(&release)
-                .join("home")
-                .is_dir()
-            {
-                out.push(format!("{agent}/{release}"));
-            }
-        }
-    }
-    out
-}
-
 /// One line per session fact and record, for a readable diff.
 fn render(
     agent: &str,
@@ -536,7 +499,7 @@ fn record_line(role: &str, time: Option<i64>, text: &str) -> String {
 /// Checks one recording; returns what went wrong, if anything.
 fn check(rec: &Recording) -> Result<(), String> {
     let home = TestHome::empty();
-    copy_tree(&recordings_dir().join(rec.dir).join("home"), home.path());
+    copy_tree(&agent_fixtures().join(rec.dir).join("home"), home.path());
     let project = format!("/home/dev/agent/home-{0}/code/proj-{0}", rec.run);
     let fill = |t: &str| {
         t.replace("{PROMPT}", PROMPT)
@@ -694,7 +657,7 @@ fn check(rec: &Recording) -> Result<(), String> {
 
 #[test]
 fn every_recorded_release_is_read_exactly() {
-    let on_disk = recorded_dirs();
+    let on_disk = recorded_releases("home");
     let listed: Vec<&str> = RECORDINGS.iter().map(|r| r.dir).collect();
     same_recordings("fixtures/agents and RECORDINGS", &on_disk, &listed);
     let mut failures = Vec::new();

@@ -225,3 +225,40 @@ pub fn same_recordings(what: &str, on_disk: &[String], listed: &[&str]) {
          {missing:?}"
     );
 }
+
+/// `fixtures/agents`: the recordings of real agent releases.
+pub fn agent_fixtures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/agents")
+}
+
+/// Every `<agent>/<release>` folder under [`agent_fixtures`] holding a
+/// `holding` folder (`home` for a recorded session, `wiring` for MCP
+/// wiring evidence), sorted.
+pub fn recorded_releases(holding: &str) -> Vec<String> {
+    let names = |p: &Path| -> Vec<String> {
+        let mut v: Vec<String> = std::fs::read_dir(p)
+            .map(|rd| {
+                rd.flatten()
+                    .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .collect()
+            })
+            .unwrap_or_default();
+        v.sort();
+        v
+    };
+    let mut out = Vec::new();
+    for agent in names(&agent_fixtures()) {
+        for release in names(&agent_fixtures().join(&agent)) {
+            if agent_fixtures()
+                .join(&agent)
+                .join(&release)
+                .join(holding)
+                .is_dir()
+            {
+                out.push(format!("{agent}/{release}"));
+            }
+        }
+    }
+    out
+}

@@ -11,11 +11,11 @@
 //! with the evidence their wiring rests on; every target `cairn install
 //! --help` names must be in one table or the other.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use serde_json::Value;
 
-use crate::util::{TestHome, cairn_bin, same_recordings};
+use crate::util::{TestHome, agent_fixtures, cairn_bin, recorded_releases, same_recordings};
 
 /// One recorded wiring run, written from its `wiring.json`.
 struct Wired {
@@ -162,42 +162,8 @@ const UNVERIFIED: &[(&str, &str)] = &[
 /// recorder indexed before the run.
 const ANSWER: &str = "walrus cache stays at 64 MB";
 
-fn fixtures() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/agents")
-}
-
-/// Every `<agent>/<release>` folder holding a `wiring/` folder.
-fn recorded() -> Vec<String> {
-    let names = |p: &Path| -> Vec<String> {
-        let mut v: Vec<String> = std::fs::read_dir(p)
-            .map(|rd| {
-                rd.flatten()
-                    .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
-                    .map(|e| e.file_name().to_string_lossy().into_owned())
-                    .collect()
-            })
-            .unwrap_or_default();
-        v.sort();
-        v
-    };
-    let mut out = Vec::new();
-    for agent in names(&fixtures()) {
-        for release in names(&fixtures().join(&agent)) {
-            if fixtures()
-                .join(&agent)
-                .join(&release)
-                .join("wiring")
-                .is_dir()
-            {
-                out.push(format!("{agent}/{release}"));
-            }
-        }
-    }
-    out
-}
-
 fn evidence(w: &Wired) -> Value {
-    let p = fixtures().join(w.dir).join("wiring/wiring.json");
+    let p = agent_fixtures().join(w.dir).join("wiring/wiring.json");
     let text = std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
     serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
 }
@@ -348,7 +314,7 @@ fn check_install(w: &Wired) -> Vec<String> {
 
 #[test]
 fn every_wiring_recording_has_an_entry_and_loaded_cairn() {
-    let on_disk = recorded();
+    let on_disk = recorded_releases("wiring");
     let listed: Vec<&str> = WIRED.iter().map(|w| w.dir).collect();
     same_recordings("fixtures/agents/*/*/wiring and WIRED", &on_disk, &listed);
     let mut failures = Vec::new();
