@@ -227,6 +227,28 @@ const RECORDINGS: &[Recording] = &[
         }],
     },
     Recording {
+        dir: "nanocoder/1.30.0",
+        agent: "nanocoder",
+        run: "nanocoder",
+        secrets: &["ghp_R3c0rdedAgentS3cretQuokka2026xYz1234"],
+        // Messages carry no time: the session's `createdAt`, and for the
+        // last message the last save's `lastAccessedAt`.
+        sessions: &[Session {
+            id: "b6047734-3840-4fca-89e2-fbf9ca6ad2c9",
+            parent: None,
+            records: &[
+                ("user", "{PROMPT}", 1796506327287),
+                ("tool_call", "execute_bash: echo hello", 1796506327287),
+                ("tool_output", "EXIT_CODE: 0\nhello\n", 1796506327287),
+                (
+                    "assistant",
+                    "{FACT} The staging deploy token is [REDACTED:github-token] for now.",
+                    1796506328304,
+                ),
+            ],
+        }],
+    },
+    Recording {
         dir: "kimi-cli/1.51.0",
         agent: "kimi-cli",
         run: "kimi",

@@ -37,6 +37,7 @@ pub mod kimi_cli;
 pub mod kiro;
 pub mod layout;
 pub mod md5;
+pub mod nanocoder;
 pub mod notes;
 pub mod omp;
 pub mod openclaw;
@@ -501,6 +502,7 @@ pub fn registry() -> Vec<Box<dyn Source>> {
         Box::new(amp::Amp),
         Box::new(antigravity::Antigravity),
         Box::new(kiro::Kiro),
+        Box::new(nanocoder::Nanocoder),
         Box::new(unreadable::Windsurf),
         Box::new(unreadable::Trae),
         Box::new(unreadable::Plandex),
