@@ -227,6 +227,34 @@ const RECORDINGS: &[Recording] = &[
         }],
     },
     Recording {
+        dir: "gptme/0.35.1",
+        agent: "gptme",
+        run: "gptme",
+        secrets: &["ghp_R3c0rdedAgentS3cretQuokka2026xYz1234"],
+        // Times are naive local times (the recorder's UTC); the shell call
+        // is an `@shell(call_id): {json}` line of the assistant's text, its
+        // output a visible system message. gptme's `<system>` auto-reply
+        // after the answer is not the user's and is not read.
+        sessions: &[Session {
+            id: "2026-12-05-climbing-yellow-jellyfish",
+            parent: None,
+            records: &[
+                ("user", "{PROMPT}", 1796507489042),
+                ("tool_call", "shell: echo hello", 1796507493750),
+                (
+                    "tool_output",
+                    "Ran allowlisted command: `echo hello`\n\n`hello`\n\n",
+                    1796507494406,
+                ),
+                (
+                    "assistant",
+                    "{FACT} The staging deploy token is [REDACTED:github-token] for now.",
+                    1796507494830,
+                ),
+            ],
+        }],
+    },
+    Recording {
         dir: "nanocoder/1.30.0",
         agent: "nanocoder",
         run: "nanocoder",

@@ -31,6 +31,7 @@ pub mod db;
 pub mod factory;
 pub mod gemini;
 pub mod goose;
+pub mod gptme;
 pub mod hermes;
 pub mod kimi;
 pub mod kimi_cli;
@@ -503,6 +504,7 @@ pub fn registry() -> Vec<Box<dyn Source>> {
         Box::new(antigravity::Antigravity),
         Box::new(kiro::Kiro),
         Box::new(nanocoder::Nanocoder),
+        Box::new(gptme::Gptme),
         Box::new(unreadable::Windsurf),
         Box::new(unreadable::Trae),
         Box::new(unreadable::Plandex),
