@@ -180,6 +180,29 @@ const RECORDINGS: &[Recording] = &[
         }],
     },
     Recording {
+        dir: "code-puppy/0.0.946",
+        agent: "code-puppy",
+        run: "puppy",
+        secrets: &["ghp_R3c0rdedAgentS3cretQuokka2026xYz1234"],
+        // pydantic-ai messages: each part's time, else its message's; the
+        // shell's return value is `{stdout, stderr, exit_code, ...}`; the
+        // project is the `_meta.json` sidecar's `scope_key`.
+        sessions: &[Session {
+            id: "auto_session_20261205_215905_211493_6318",
+            parent: None,
+            records: &[
+                ("user", "{PROMPT}", 1796507945819),
+                ("tool_call", "shell: echo hello", 1796507946109),
+                ("tool_output", "hello", 1796507946252),
+                (
+                    "assistant",
+                    "{FACT} The staging deploy token is [REDACTED:github-token] for now.",
+                    1796507946357,
+                ),
+            ],
+        }],
+    },
+    Recording {
         dir: "codex/0.171.0",
         agent: "codex",
         run: "codex",

@@ -21,6 +21,7 @@ pub mod antigravity;
 pub mod blocks;
 pub mod claude;
 pub mod claude_desktop;
+pub mod code_puppy;
 pub mod codex;
 pub mod common;
 pub mod continue_dev;
@@ -505,6 +506,7 @@ pub fn registry() -> Vec<Box<dyn Source>> {
         Box::new(kiro::Kiro),
         Box::new(nanocoder::Nanocoder),
         Box::new(gptme::Gptme),
+        Box::new(code_puppy::CodePuppy),
         Box::new(unreadable::Windsurf),
         Box::new(unreadable::Trae),
         Box::new(unreadable::Plandex),
