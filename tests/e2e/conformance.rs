@@ -747,3 +747,55 @@ fn every_recorded_release_is_read_exactly() {
         RECORDINGS.len()
     );
 }
+
+/// Agents no release of which can run here, read from fixtures written
+/// from the agent's own source (`fixtures/agents/<agent>/source/`, see its
+/// `PROVENANCE.md`): (agent, the decision to search for, the project and
+/// session it must be found in, a planted secret that must never be
+/// stored, how many sessions).
+const FROM_SOURCE: &[(&str, &str, &str, &str, &str, u64)] = &[(
+    // microsoft/vscode objectMutationLog.ts @ 047238f9, chatModel.ts @ 8c035459.
+    "vscode",
+    "quokka fixtures re-encoded",
+    "/home/dev/quokka app",
+    "6d1f3b52-8c0e-4a71-9f35-2b7c4e9a1d08",
+    "ghp_S0urceFixtureVsC0deLedger2026abcdEF12",
+    3,
+)];
+
+#[test]
+fn source_written_fixtures_are_indexed_redacted_and_found() {
+    for (agent, query, project, session, secret, sessions) in FROM_SOURCE {
+        let home = TestHome::empty();
+        copy_tree(
+            &agent_fixtures().join(agent).join("source/tree"),
+            home.path(),
+        );
+        let report = home.json(&["index", "--json"]);
+        assert_eq!(report["skipped"], 0, "{agent}: {report}");
+        let status = home.json(&["status", "--json"]);
+        assert_eq!(
+            status["agents"][agent]["sessions"].as_u64(),
+            Some(*sessions),
+            "{agent}: {status}"
+        );
+        let hits = home.search(query, &["--no-refresh"]);
+        let top = hits.first().expect("a hit");
+        assert_eq!(
+            (&top["agent"], &top["project"], &top["session_id"]),
+            (
+                &serde_json::json!(agent),
+                &serde_json::json!(project),
+                &serde_json::json!(session)
+            ),
+            "{agent}: {hits:?}"
+        );
+        for (path, bytes) in all_bytes_under(&home.cairn_home()) {
+            assert!(
+                !bytes.windows(secret.len()).any(|w| w == secret.as_bytes()),
+                "{agent}: {secret} stored in {}",
+                path.display()
+            );
+        }
+    }
+}

@@ -49,6 +49,7 @@ pub mod pi;
 pub mod qwen;
 pub mod unreadable;
 pub mod vibe;
+pub mod vscode_chat;
 pub mod vscode_tasks;
 pub mod walk;
 
@@ -507,6 +508,7 @@ pub fn registry() -> Vec<Box<dyn Source>> {
         Box::new(nanocoder::Nanocoder),
         Box::new(gptme::Gptme),
         Box::new(code_puppy::CodePuppy),
+        Box::new(vscode_chat::VsCodeChat),
         Box::new(unreadable::Windsurf),
         Box::new(unreadable::Trae),
         Box::new(unreadable::Plandex),
