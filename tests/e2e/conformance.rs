@@ -748,52 +748,118 @@ fn every_recorded_release_is_read_exactly() {
     );
 }
 
-/// Agents no release of which can run here, read from fixtures written
+/// An agent no release of which can run here, read from fixtures written
 /// from the agent's own source (`fixtures/agents/<agent>/source/`, see its
-/// `PROVENANCE.md`): (agent, the decision to search for, the project and
-/// session it must be found in, a planted secret that must never be
-/// stored, how many sessions).
-const FROM_SOURCE: &[(&str, &str, &str, &str, &str, u64)] = &[(
+/// `PROVENANCE.md`).
+struct FromSource {
+    agent: &'static str,
+    /// Lays the fixture out in a home as the agent would.
+    lay_out: fn(&std::path::Path),
+    /// How many sessions the fixture holds.
+    sessions: u64,
+    /// The decision to search for, and the project and session it is in.
+    query: &'static str,
+    project: &'static str,
+    session: &'static str,
+    /// A fake secret in the fixture that must never be stored.
+    secret: &'static str,
+}
+
+const FROM_SOURCE: &[FromSource] = &[
     // microsoft/vscode objectMutationLog.ts @ 047238f9, chatModel.ts @ 8c035459.
-    "vscode",
-    "quokka fixtures re-encoded",
-    "/home/dev/quokka app",
-    "6d1f3b52-8c0e-4a71-9f35-2b7c4e9a1d08",
-    "ghp_S0urceFixtureVsC0deLedger2026abcdEF12",
-    3,
-)];
+    FromSource {
+        agent: "vscode",
+        lay_out: |home| copy_tree(&agent_fixtures().join("vscode/source/tree"), home),
+        sessions: 3,
+        query: "quokka fixtures re-encoded",
+        project: "/home/dev/quokka app",
+        session: "6d1f3b52-8c0e-4a71-9f35-2b7c4e9a1d08",
+        secret: "ghp_S0urceFixtureVsC0deLedger2026abcdEF12",
+    },
+    // zed-industries/zed crates/agent/src/db.rs @ 0642ec7e.
+    FromSource {
+        agent: "zed",
+        lay_out: zed_threads_db,
+        sessions: 3,
+        query: "quokka fixtures re-encoded",
+        project: "/home/dev/quokka",
+        session: "5b0e9c2a-71d4-4f3e-9a8b-2c1d0e9f8a7b",
+        secret: "ghp_S0urceFixtureZedThreads2026abcdEF1234",
+    },
+];
+
+/// Zed's `threads.db` in the home's data folder, from `schema.sql` and the
+/// rows of `threads.json` (`data` zstd-compressed when `data_type` says so,
+/// as Zed's `save_thread_sync` does).
+fn zed_threads_db(home: &std::path::Path) {
+    let src = agent_fixtures().join("zed/source");
+    let dir = home.join(".local/share/zed/threads");
+    std::fs::create_dir_all(&dir).expect("mkdir");
+    let conn = rusqlite::Connection::open(dir.join("threads.db")).expect("open");
+    conn.execute_batch(&std::fs::read_to_string(src.join("schema.sql")).expect("schema"))
+        .expect("schema");
+    let rows: Vec<serde_json::Value> =
+        serde_json::from_slice(&std::fs::read(src.join("threads.json")).expect("rows"))
+            .expect("rows json");
+    for r in rows {
+        let s = |k: &str| r[k].as_str().map(str::to_owned);
+        let json = serde_json::to_vec(&r["data"]).expect("data");
+        let data = if s("data_type").as_deref() == Some("zstd") {
+            zstd::encode_all(&json[..], 3).expect("zstd")
+        } else {
+            json
+        };
+        conn.execute(
+            "INSERT INTO threads (id, parent_id, folder_paths, folder_paths_order, summary, \
+             updated_at, data_type, data, created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+            rusqlite::params![
+                s("id"),
+                s("parent_id"),
+                s("folder_paths"),
+                s("folder_paths_order"),
+                s("summary"),
+                s("updated_at"),
+                s("data_type"),
+                data,
+                s("created_at"),
+            ],
+        )
+        .expect("insert");
+    }
+}
 
 #[test]
 fn source_written_fixtures_are_indexed_redacted_and_found() {
-    for (agent, query, project, session, secret, sessions) in FROM_SOURCE {
+    for f in FROM_SOURCE {
+        let agent = f.agent;
         let home = TestHome::empty();
-        copy_tree(
-            &agent_fixtures().join(agent).join("source/tree"),
-            home.path(),
-        );
+        (f.lay_out)(home.path());
         let report = home.json(&["index", "--json"]);
         assert_eq!(report["skipped"], 0, "{agent}: {report}");
         let status = home.json(&["status", "--json"]);
         assert_eq!(
             status["agents"][agent]["sessions"].as_u64(),
-            Some(*sessions),
+            Some(f.sessions),
             "{agent}: {status}"
         );
-        let hits = home.search(query, &["--no-refresh"]);
+        let hits = home.search(f.query, &["--no-refresh"]);
         let top = hits.first().expect("a hit");
         assert_eq!(
             (&top["agent"], &top["project"], &top["session_id"]),
             (
                 &serde_json::json!(agent),
-                &serde_json::json!(project),
-                &serde_json::json!(session)
+                &serde_json::json!(f.project),
+                &serde_json::json!(f.session)
             ),
             "{agent}: {hits:?}"
         );
         for (path, bytes) in all_bytes_under(&home.cairn_home()) {
             assert!(
-                !bytes.windows(secret.len()).any(|w| w == secret.as_bytes()),
-                "{agent}: {secret} stored in {}",
+                !bytes
+                    .windows(f.secret.len())
+                    .any(|w| w == f.secret.as_bytes()),
+                "{agent}: {} stored in {}",
+                f.secret,
                 path.display()
             );
         }

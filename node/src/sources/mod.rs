@@ -52,6 +52,7 @@ pub mod vibe;
 pub mod vscode_chat;
 pub mod vscode_tasks;
 pub mod walk;
+pub mod zed;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -509,6 +510,7 @@ pub fn registry() -> Vec<Box<dyn Source>> {
         Box::new(gptme::Gptme),
         Box::new(code_puppy::CodePuppy),
         Box::new(vscode_chat::VsCodeChat),
+        Box::new(zed::Zed),
         Box::new(unreadable::Windsurf),
         Box::new(unreadable::Trae),
         Box::new(unreadable::Plandex),
