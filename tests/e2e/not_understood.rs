@@ -175,3 +175,77 @@ fn a_codex_rollout_compressed_in_place_keeps_its_records_once() {
         "{show}"
     );
 }
+
+/// The agents read since issue 54, one row each: (agent, its history
+/// folder under the home, where a future release's session lands). Each
+/// folder gets an entry in a layout no reader knows; `cairn sources`
+/// names it under that agent as found, not understood, with the release
+/// its manifest says.
+const NEW_AGENT_FOLDERS: &[(&str, &str)] = &[
+    ("nanocoder", ".local/share/nanocoder/sessions"),
+    ("gptme", ".local/share/gptme/logs"),
+    ("code-puppy", ".code_puppy/autosaves"),
+    (
+        "vscode",
+        ".config/Code/User/globalStorage/emptyWindowChatSessions",
+    ),
+    ("zed", ".local/share/zed/threads"),
+];
+
+#[test]
+fn each_new_agent_reports_a_folder_in_an_unknown_layout() {
+    for (agent, folder) in NEW_AGENT_FOLDERS {
+        let home = TestHome::empty();
+        let dir = home.path().join(folder);
+        let entry = dir.join("zz-next-release");
+        std::fs::create_dir_all(entry.join("parts")).expect("mkdir");
+        std::fs::write(entry.join("parts/0001.bin"), b"\x00\x01").expect("write");
+        std::fs::write(entry.join("manifest.json"), br#"{"version": "9.1.0"}"#).expect("write");
+        let sources = home.json(&["sources", "--json"]);
+        let row = sources["agents"]
+            .as_array()
+            .expect("agents")
+            .iter()
+            .find(|a| a["agent"] == *agent)
+            .unwrap_or_else(|| panic!("{agent} not listed: {sources:#}"))
+            .clone();
+        let unread = row["unreadable"].as_array().expect("unreadable");
+        assert_eq!(unread.len(), 1, "{agent}: {row:#}");
+        assert_eq!(unread[0]["kind"], "not_understood", "{agent}");
+        assert_eq!(unread[0]["path"], dir.display().to_string(), "{agent}");
+        assert_eq!(
+            unread[0]["reason"], "1 entry in a layout this cairn does not read: zz-next-release/",
+            "{agent}"
+        );
+        assert_eq!(unread[0]["release"], "9.1.0", "{agent}");
+    }
+}
+
+/// Zed's database without the table its reader knows is reported as not
+/// understood once read, with its schema version.
+#[test]
+fn a_zed_database_of_an_unknown_schema_is_not_understood() {
+    let home = TestHome::empty();
+    let dir = home.path().join(".local/share/zed/threads");
+    std::fs::create_dir_all(&dir).expect("mkdir");
+    let db = dir.join("threads.db");
+    rusqlite::Connection::open(&db)
+        .expect("open")
+        .execute_batch("CREATE TABLE threads_v2 (id TEXT); PRAGMA user_version = 4;")
+        .expect("schema");
+    let _ = home.run(&["index", "--quiet"]);
+    let sources = home.json(&["sources", "--json"]);
+    let store = sources["sources"]
+        .as_array()
+        .expect("sources")
+        .iter()
+        .find(|s| s["path"] == db.display().to_string())
+        .expect("zed db listed")
+        .clone();
+    let why = store["not_understood"].as_str().unwrap_or_default();
+    assert!(
+        why.starts_with("found, not understood") && why.contains("schema version 4"),
+        "{store:#}"
+    );
+    assert_eq!(store["agent"], "zed", "{store:#}");
+}

@@ -5,7 +5,7 @@
 # fixtures/agents/<agent>/<release>/home/ with a PROVENANCE.md.
 #
 # usage: tools/realagents/more.sh agent[@version] ...
-#   agents: nanocoder gptme mini llm oi puppy
+#   agents: nanocoder gptme puppy (Code Puppy)
 #
 # The session is the reference recorder's (../shared/realagents/common.sh):
 # a fresh HOME $RA/home-<agent> with the project in ~/code/proj-<agent>, the
@@ -47,9 +47,6 @@ spec() {
   case $1 in
     nanocoder) echo "npm @nanocollective/nanocoder nanocoder .local/share/nanocoder/sessions/*";;
     gptme) echo "pypi gptme gptme .local/share/gptme/logs/*/conversation.jsonl";;
-    mini) echo "pypi mini-swe-agent mini-swe-agent .config/mini-swe-agent/*.traj.json";;
-    llm) echo "pypi llm llm .config/io.datasette.llm/logs.db";;
-    oi) echo "pypi open-interpreter open-interpreter .config/open-interpreter/conversations/*";;
     puppy) echo "pypi code-puppy code-puppy .code_puppy/autosaves/*.json";;
     *) echo "more.sh: unknown agent $1" >&2; return 1;;
   esac
