@@ -2,7 +2,8 @@
 //! file per session in `<User>/workspaceStorage/<hash>/chatSessions/` (the
 //! window's folder is `{folder}` in `<hash>/workspace.json`) and in
 //! `<User>/globalStorage/emptyWindowChatSessions/` (no folder), for the
-//! `User` folders of Code, Code - Insiders and VSCodium on Linux and macOS.
+//! `User` folders of Code, Code - Insiders and VSCodium on Linux and macOS
+//! (and of a portable install, `$VSCODE_PORTABLE/user-data/User`).
 //!
 //! Evidence: no release can be run here, so the reader follows VS Code's
 //! own source, microsoft/vscode `src/vs/workbench/contrib/chat/common/
@@ -51,11 +52,18 @@ const HOSTS: [&str; 3] = ["Code", "Code - Insiders", "VSCodium"];
 /// The VS Code chat source.
 pub struct VsCodeChat;
 
+/// The `User` folders: a portable install's (`$VSCODE_PORTABLE/user-data`)
+/// when set, then each editor's on Linux and macOS.
 fn user_dirs(loc: &Locations) -> Vec<PathBuf> {
-    HOSTS
-        .iter()
-        .flat_map(|h| loc.app_config_dirs(h))
-        .map(|d| d.join("User"))
+    let portable = loc.var("VSCODE_PORTABLE").map(|p| p.join("user-data/User"));
+    portable
+        .into_iter()
+        .chain(
+            HOSTS
+                .iter()
+                .flat_map(|h| loc.app_config_dirs(h))
+                .map(|d| d.join("User")),
+        )
         .collect()
 }
 
@@ -66,6 +74,10 @@ fn is_session(p: &Path) -> bool {
 impl Source for VsCodeChat {
     fn agent(&self) -> &'static str {
         AGENT
+    }
+
+    fn env_vars(&self) -> &'static [&'static str] {
+        &["VSCODE_PORTABLE"]
     }
 
     fn roots(&self, loc: &Locations) -> Vec<PathBuf> {

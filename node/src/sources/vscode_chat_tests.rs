@@ -32,6 +32,23 @@ fn discovers_every_session_file_of_the_fixture() {
     let loc = Locations::under_home(Path::new(TREE));
     let found = VsCodeChat.discover(&loc);
     assert_eq!(found.len(), 3, "{found:?}");
+    // A portable install keeps its User folder under VSCODE_PORTABLE.
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let mut loc = Locations::under_home(tmp.path());
+    let chats = tmp
+        .path()
+        .join("vsc/user-data/User/globalStorage/emptyWindowChatSessions");
+    std::fs::create_dir_all(&chats).expect("mkdir");
+    std::fs::write(chats.join("a.json"), "{}").expect("write");
+    assert!(VsCodeChat.discover(&loc).is_empty());
+    loc.vars
+        .insert("VSCODE_PORTABLE".into(), tmp.path().join("vsc"));
+    let found: Vec<PathBuf> = VsCodeChat
+        .discover(&loc)
+        .into_iter()
+        .map(|f| f.path)
+        .collect();
+    assert_eq!(found, [chats.join("a.json")]);
 }
 
 #[test]

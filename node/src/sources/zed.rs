@@ -1,6 +1,7 @@
 //! Zed's agent threads: the SQLite database `threads/threads.db` in Zed's
-//! data folder (`$XDG_DATA_HOME/zed`, default `~/.local/share/zed`; macOS
-//! `~/Library/Application Support/Zed`), opened read-only.
+//! data folder (`$XDG_DATA_HOME/zed`, default `~/.local/share/zed`, or
+//! `$FLATPAK_XDG_DATA_HOME/zed` under Flatpak; macOS `~/Library/Application
+//! Support/Zed`), opened read-only.
 //!
 //! Evidence: no Zed can run here, so the reader follows Zed's own source,
 //! zed-industries/zed `crates/agent/src/db.rs` @ 0642ec7e (the table and
@@ -53,14 +54,22 @@ const MAX_INFLATED: u64 = 256 << 20;
 /// The Zed source.
 pub struct Zed;
 
-/// Zed's data folders on Linux and macOS.
+/// Zed's data folders on Linux (Flatpak's when set, as Zed's
+/// `paths::data_dir` does) and macOS.
 fn data_dirs(loc: &Locations) -> Vec<PathBuf> {
-    vec![loc.xdg_data_home.join("zed"), loc.app_support().join("Zed")]
+    let linux = loc
+        .var("FLATPAK_XDG_DATA_HOME")
+        .map_or_else(|| loc.xdg_data_home.clone(), Path::to_path_buf);
+    vec![linux.join("zed"), loc.app_support().join("Zed")]
 }
 
 impl Source for Zed {
     fn agent(&self) -> &'static str {
         AGENT
+    }
+
+    fn env_vars(&self) -> &'static [&'static str] {
+        &["FLATPAK_XDG_DATA_HOME"]
     }
 
     fn roots(&self, loc: &Locations) -> Vec<PathBuf> {

@@ -218,4 +218,13 @@ fn discovers_the_database_in_zeds_data_folders() {
     let found = Zed.discover(&loc);
     assert_eq!(found.len(), 1);
     assert_eq!(found[0].path, threads.join("threads.db"));
+    // Under Flatpak, Zed's data folder follows FLATPAK_XDG_DATA_HOME.
+    let mut loc = loc;
+    let flatpak = dir.path().join("flatpak-data");
+    std::fs::create_dir_all(flatpak.join("zed/threads")).expect("mkdir");
+    build(&flatpak.join("zed/threads"));
+    loc.vars
+        .insert("FLATPAK_XDG_DATA_HOME".into(), flatpak.clone());
+    let found: Vec<PathBuf> = Zed.discover(&loc).into_iter().map(|f| f.path).collect();
+    assert_eq!(found, [flatpak.join("zed/threads/threads.db")]);
 }
