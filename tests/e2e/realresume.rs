@@ -58,11 +58,13 @@ struct Agent {
     agent: &'static str,
     /// Arguments for the agent after `--`.
     args: &'static [&'static str],
-    /// Writes the agent's config for the scripted model at `url` into `home`.
-    setup: fn(&Path, &str),
+    /// Writes the agent's config for the scripted model at `url` into `home`
+    /// (the project folder is the third argument); returns the environment
+    /// the agent needs besides.
+    setup: fn(&Path, &str, &Path) -> Vec<(&'static str, String)>,
 }
 
-fn setup_pi(home: &Path, url: &str) {
+fn setup_pi(home: &Path, url: &str, _proj: &Path) -> Vec<(&'static str, String)> {
     let dir = home.join(".pi/agent");
     std::fs::create_dir_all(&dir).expect("mkdir");
     let cfg = format!(
@@ -71,9 +73,10 @@ fn setup_pi(home: &Path, url: &str) {
   "models": [ {{ "id": "fake-model", "name": "Fake Model" }} ] }} }} }}"#
     );
     std::fs::write(dir.join("models.json"), cfg).expect("pi config");
+    Vec::new()
 }
 
-fn setup_codex(home: &Path, url: &str) {
+fn setup_codex(home: &Path, url: &str, _proj: &Path) -> Vec<(&'static str, String)> {
     let dir = home.join(".codex");
     std::fs::create_dir_all(&dir).expect("mkdir");
     let cfg = format!(
@@ -81,9 +84,10 @@ fn setup_codex(home: &Path, url: &str) {
          [model_providers.fake]\nname = \"Fake\"\nbase_url = \"{url}/v1\"\nenv_key = \"FAKE_API_KEY\"\nwire_api = \"responses\"\n"
     );
     std::fs::write(dir.join("config.toml"), cfg).expect("codex config");
+    vec![("FAKE_API_KEY", "sk-fake".to_owned())]
 }
 
-fn setup_opencode(home: &Path, url: &str) {
+fn setup_opencode(home: &Path, url: &str, _proj: &Path) -> Vec<(&'static str, String)> {
     let dir = home.join(".config/opencode");
     std::fs::create_dir_all(&dir).expect("mkdir");
     let cfg = format!(
@@ -95,9 +99,10 @@ fn setup_opencode(home: &Path, url: &str) {
   "permission": {{ "bash": "allow", "edit": "allow" }} }}"#
     );
     std::fs::write(dir.join("opencode.json"), cfg).expect("opencode config");
+    Vec::new()
 }
 
-fn setup_kimi(home: &Path, url: &str) {
+fn setup_kimi(home: &Path, url: &str, _proj: &Path) -> Vec<(&'static str, String)> {
     let dir = home.join(".kimi");
     std::fs::create_dir_all(&dir).expect("mkdir");
     let cfg = format!(
@@ -106,6 +111,66 @@ fn setup_kimi(home: &Path, url: &str) {
          base_url = \"{url}/v1\"\napi_key = \"sk-fake\"\n"
     );
     std::fs::write(dir.join("config.toml"), cfg).expect("kimi config");
+    Vec::new()
+}
+
+/// Claude Code: onboarding done, the fake key approved and the project
+/// trusted, so the TUI opens straight onto the prompt.
+fn setup_claude(home: &Path, url: &str, proj: &Path) -> Vec<(&'static str, String)> {
+    let key = "sk-ant-fake-0123456789abcdefghij";
+    let state = serde_json::json!({
+        "hasCompletedOnboarding": true,
+        "theme": "dark",
+        "customApiKeyResponses": { "approved": [&key[key.len() - 20..]], "rejected": [] },
+        "projects": { proj.display().to_string(): {
+            "hasTrustDialogAccepted": true, "hasCompletedProjectOnboarding": true } },
+    });
+    std::fs::write(home.join(".claude.json"), state.to_string()).expect("claude state");
+    vec![
+        ("ANTHROPIC_BASE_URL", url.to_owned()),
+        ("ANTHROPIC_API_KEY", key.to_owned()),
+        ("DISABLE_AUTOUPDATER", "1".to_owned()),
+        ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1".to_owned()),
+    ]
+}
+
+fn setup_gemini(home: &Path, url: &str, _proj: &Path) -> Vec<(&'static str, String)> {
+    let dir = home.join(".gemini");
+    std::fs::create_dir_all(&dir).expect("mkdir");
+    let cfg = r#"{ "security": { "auth": { "selectedType": "gemini-api-key" } },
+  "privacy": { "usageStatisticsEnabled": false }, "telemetry": { "enabled": false },
+  "general": { "disableAutoUpdate": true } }"#;
+    std::fs::write(dir.join("settings.json"), cfg).expect("gemini settings");
+    vec![
+        ("GEMINI_API_KEY", "fake-key".to_owned()),
+        ("GOOGLE_GEMINI_BASE_URL", url.to_owned()),
+        ("GEMINI_CLI_TRUST_WORKSPACE", "true".to_owned()),
+    ]
+}
+
+fn setup_qwen(home: &Path, url: &str, _proj: &Path) -> Vec<(&'static str, String)> {
+    let dir = home.join(".qwen");
+    std::fs::create_dir_all(&dir).expect("mkdir");
+    let cfg = r#"{ "security": { "auth": { "selectedType": "openai" } },
+  "privacy": { "usageStatisticsEnabled": false }, "telemetry": { "enabled": false } }"#;
+    std::fs::write(dir.join("settings.json"), cfg).expect("qwen settings");
+    vec![
+        ("OPENAI_BASE_URL", format!("{url}/v1")),
+        ("OPENAI_API_KEY", "sk-fake".to_owned()),
+        ("OPENAI_MODEL", "fake-model".to_owned()),
+    ]
+}
+
+fn setup_vibe(home: &Path, url: &str, _proj: &Path) -> Vec<(&'static str, String)> {
+    let dir = home.join(".vibe");
+    std::fs::create_dir_all(&dir).expect("mkdir");
+    let cfg = format!(
+        "active_model = \"fake\"\nenable_telemetry = false\nenable_update_checks = false\n\
+         [[providers]]\nname = \"fake\"\napi_base = \"{url}/v1\"\napi_key_env_var = \"FAKE_API_KEY\"\n\
+         backend = \"generic\"\n[[models]]\nname = \"fake-model\"\nprovider = \"fake\"\nalias = \"fake\"\n"
+    );
+    std::fs::write(dir.join("config.toml"), cfg).expect("vibe config");
+    vec![("FAKE_API_KEY", "sk-fake".to_owned())]
 }
 
 const AGENTS: &[Agent] = &[
@@ -127,6 +192,30 @@ const AGENTS: &[Agent] = &[
         args: &[],
         setup: setup_opencode,
     },
+    Agent {
+        name: "claude",
+        agent: "claude-code",
+        args: &["--model", "claude-sonnet-4-5"],
+        setup: setup_claude,
+    },
+    Agent {
+        name: "gemini",
+        agent: "gemini",
+        args: &["-m", "gemini-2.5-flash"],
+        setup: setup_gemini,
+    },
+    Agent {
+        name: "qwen",
+        agent: "qwen",
+        args: &[],
+        setup: setup_qwen,
+    },
+    Agent {
+        name: "vibe",
+        agent: "vibe",
+        args: &["--trust"],
+        setup: setup_vibe,
+    },
     // Kimi CLI's `kimi` (told apart from Kimi Code's by cairn).
     Agent {
         name: "kimi",
@@ -138,7 +227,7 @@ const AGENTS: &[Agent] = &[
 
 /// How long one agent may take to send its first turn (a TUI on a loaded
 /// 2-core machine can take minutes to start).
-const AGENT_DEADLINE: Duration = Duration::from_secs(240);
+const AGENT_DEADLINE: Duration = Duration::from_secs(300);
 
 /// True when a request offers the model tools: an agent's own turn, not a
 /// side request (a title, a summary) sent before it.
@@ -273,7 +362,13 @@ fn resume_hands_the_brief_to_real_agents_first_request() {
             );
             continue;
         };
-        (a.setup)(home.path(), &url);
+        // The agent runs in a HOME of its own: the fixture home holds
+        // hand-made stores of the agents (an `opencode.db`, ...) that a real
+        // release would try to open or migrate. cairn finds its data through
+        // CAIRN_HOME.
+        let agent_home = work.path().join(format!("home-{}", a.name));
+        std::fs::create_dir_all(&agent_home).expect("mkdir");
+        let env = (a.setup)(&agent_home, &url, &proj);
         let _ = std::fs::remove_dir_all(logs.join("bodies"));
         let stop = work.path().join(format!("stop-{}", a.name));
         let path = format!(
@@ -298,12 +393,13 @@ fn resume_hands_the_brief_to_real_agents_first_request() {
             .arg(&driver)
             .args(&args)
             .env_clear()
-            .env("HOME", home.path())
+            .env("HOME", &agent_home)
+            .env("CAIRN_HOME", home.cairn_home())
             .env("PATH", &path)
             .env("TERM", "xterm-256color")
             .env("HOSTNAME", "testbox")
             .env("CAIRN_LOG", "error")
-            .env("FAKE_API_KEY", "sk-fake")
+            .envs(env)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -326,7 +422,7 @@ fn resume_hands_the_brief_to_real_agents_first_request() {
         };
         std::fs::write(&stop, "").expect("stop file");
         let _ = drive.wait();
-        end_processes_under(home.path());
+        end_processes_under(&agent_home);
         let first =
             first.unwrap_or_else(|| panic!("{}: no turn of its own reached the model", a.name));
         let mut seen = String::new();

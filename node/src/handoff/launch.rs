@@ -50,7 +50,7 @@ pub const LAUNCHERS: &[Launcher] = &[
         lead: &[],
         prompt: PromptArg::Positional,
         interactive: true,
-        verified: "`claude --help` (2.1.197): `claude [options] [command] [prompt]`, an interactive session unless -p",
+        verified: "`claude --help` (2.1.197): `claude [options] [command] [prompt]`, an interactive session unless -p; a real resume sent the brief in its first request",
     },
     Launcher {
         agent: "codex",
@@ -66,7 +66,7 @@ pub const LAUNCHERS: &[Launcher] = &[
         lead: &[],
         prompt: PromptArg::Flag("-i"),
         interactive: true,
-        verified: "`gemini --help` (0.61.0): `-i, --prompt-interactive` executes the prompt and continues interactively",
+        verified: "`gemini --help` (0.61.0): `-i, --prompt-interactive` executes the prompt and continues interactively; a real resume sent the brief in its first request",
     },
     Launcher {
         agent: "qwen",
@@ -74,7 +74,7 @@ pub const LAUNCHERS: &[Launcher] = &[
         lead: &[],
         prompt: PromptArg::Flag("-i"),
         interactive: true,
-        verified: "`qwen --help` (0.15.10): `-i, --prompt-interactive` (a bare positional prompt is one-shot there)",
+        verified: "`qwen --help` (0.15.10): `-i, --prompt-interactive` (a bare positional prompt is one-shot there); a real resume sent the brief in its first request",
     },
     Launcher {
         agent: "opencode",
@@ -122,7 +122,7 @@ pub const LAUNCHERS: &[Launcher] = &[
         lead: &[],
         prompt: PromptArg::Positional,
         interactive: true,
-        verified: "`vibe --help` (3.0.2): `[INITIAL_PROMPT]` \"Initial prompt for the interactive session\" (`-p` is headless)",
+        verified: "`vibe --help` (3.0.2): `[INITIAL_PROMPT]` \"Initial prompt for the interactive session\" (`-p` is headless); a real resume sent the brief in its first request",
     },
     Launcher {
         agent: "copilot",
@@ -178,7 +178,7 @@ pub const LAUNCHERS: &[Launcher] = &[
         lead: &[],
         prompt: PromptArg::Flag("--prompt"),
         interactive: true,
-        verified: "`kimi --help` (kimi-cli 1.51.0): `--prompt` \"User prompt to the agent\"; without --print the shell UI runs it first and stays open; a real run sent it in its first request",
+        verified: "`kimi --help` (kimi-cli 1.51.0): `--prompt` \"User prompt to the agent\"; without --print the shell UI runs it first and stays open; a real resume sent the brief in its first request",
     },
     Launcher {
         agent: "openclaw",
