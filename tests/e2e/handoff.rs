@@ -414,7 +414,9 @@ fn resume_starts_the_agent_with_the_brief_and_says_what_it_needs() {
     let bin = home.path().join("only-pi");
     std::fs::create_dir_all(&bin).expect("mkdir");
     stand_in(&bin, "pi");
-    let path = format!("{}:/usr/bin:/bin", bin.display());
+    // Only the stand-in: an agent installed on this machine (in /usr/bin)
+    // must not be picked before it.
+    let path = bin.display().to_string();
     let proj = home.path().join("work");
     std::fs::create_dir_all(&proj).expect("mkdir");
     let proj_s = proj.to_str().expect("utf-8");

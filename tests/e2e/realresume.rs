@@ -102,6 +102,19 @@ fn setup_opencode(home: &Path, url: &str, _proj: &Path) -> Vec<(&'static str, St
     Vec::new()
 }
 
+/// Kilo's CLI, an opencode fork: the same config, in `~/.config/kilo/kilo.json`.
+fn setup_kilo(home: &Path, url: &str, proj: &Path) -> Vec<(&'static str, String)> {
+    setup_opencode(home, url, proj);
+    let dir = home.join(".config/kilo");
+    std::fs::create_dir_all(&dir).expect("mkdir");
+    std::fs::rename(
+        home.join(".config/opencode/opencode.json"),
+        dir.join("kilo.json"),
+    )
+    .expect("kilo config");
+    Vec::new()
+}
+
 fn setup_kimi(home: &Path, url: &str, _proj: &Path) -> Vec<(&'static str, String)> {
     let dir = home.join(".kimi");
     std::fs::create_dir_all(&dir).expect("mkdir");
@@ -191,6 +204,12 @@ const AGENTS: &[Agent] = &[
         agent: "opencode",
         args: &[],
         setup: setup_opencode,
+    },
+    Agent {
+        name: "kilo",
+        agent: "kilo",
+        args: &[],
+        setup: setup_kilo,
     },
     Agent {
         name: "claude",

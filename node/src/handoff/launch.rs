@@ -154,7 +154,7 @@ pub const LAUNCHERS: &[Launcher] = &[
         lead: &[],
         prompt: PromptArg::Flag("--prompt"),
         interactive: true,
-        verified: "`kilo --help` (7.7.9): `kilo [project]` starts the TUI, `--prompt` is its prompt",
+        verified: "`kilo --help` (7.7.9): `kilo [project]` starts the TUI, `--prompt` is its prompt; a real resume sent the brief in its first request",
     },
     Launcher {
         agent: "openhands",
