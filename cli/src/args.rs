@@ -183,7 +183,8 @@ pub struct HandoffArgs {
 pub struct ResumeArgs {
     /// Session id, a unique prefix of it, or a search hit's handle (agent:id).
     pub session: String,
-    /// The agent to start: claude, codex, gemini, qwen, opencode, pi, cn, cline, kimi or aider
+    /// The agent to start, by cairn's agent id or its program (claude, codex, gemini, opencode,
+    /// pi, ...; `docs/resume.md` lists them all)
     /// [default: the session's own agent if installed, else the first installed].
     #[arg(long, value_name = "AGENT")]
     pub agent: Option<String>,

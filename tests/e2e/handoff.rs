@@ -1,16 +1,17 @@
 //! `cairn handoff` and `cairn resume` on the fixture home: a brief for every
-//! fixture session of every agent (its project, decisions and open ends,
-//! the byte bound, no planted secret), `resume --dry-run` for every agent
+//! fixture session of every agent and for every recording of a real release
+//! under `fixtures/agents/` (its project, decisions and open ends, the byte
+//! bound, no planted secret), `resume --dry-run` for every agent
 //! with a prompt argument (the printed command run through a real shell),
 //! a real exec into a stand-in agent, and the clear errors.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use cairn_node::handoff::launch::{LAUNCHERS, PromptArg};
+use cairn_node::handoff::launch::{LAUNCHERS, PromptArg, sharing};
 use cairn_node::store::{SessionInfo, Store};
 
-use crate::util::{TestHome, copy_tree, planted_secrets};
+use crate::util::{TestHome, agent_fixtures, copy_tree, planted_secrets, recorded_releases};
 
 /// Every stored session of an indexed home.
 fn sessions(home: &TestHome) -> Vec<SessionInfo> {
@@ -217,6 +218,80 @@ fn briefs_of_the_recorded_real_agent_sessions_hold_their_decision() {
     assert!(read.len() >= 10, "only {read:?}");
 }
 
+/// The fake tokens the recorded sessions planted (`fixtures/agents/README.md`):
+/// cairn redacts them before anything is stored.
+const RECORDED_SECRETS: &[&str] = &[
+    "ghp_R3c0rdedAgentS3cretQuokka2026xYz1234",
+    "ghp_Sc3nari0TwoTurnWalrus2026abcdEFGH567",
+];
+
+#[test]
+fn briefs_of_every_recorded_release_hold_project_decisions_and_open_ends() {
+    let releases = recorded_releases("home");
+    assert!(releases.len() >= 15, "only {releases:?}");
+    let mut secrets = planted_secrets();
+    secrets.extend(RECORDED_SECRETS.iter().map(|s| (*s).to_owned()));
+    for rel in &releases {
+        // The two-turn scenario plants two decisions and ends on the walrus
+        // question; the one-turn session plants the quokka decision.
+        let (decided, last_asked): (&[&str], &str) = if rel.ends_with("-turns") {
+            (
+                &[
+                    "quokka fixtures in tests/data",
+                    "walrus cache stays at 64 MB",
+                ],
+                "walrus",
+            )
+        } else {
+            (&["quokka library to 2.3"], "quokka")
+        };
+        let home = TestHome::empty();
+        copy_tree(&agent_fixtures().join(rel).join("home"), home.path());
+        home.ok(&["index", "--quiet"]);
+        let all = sessions(&home);
+        assert!(!all.is_empty(), "{rel}: no session read");
+        let mut found: Vec<&str> = Vec::new();
+        let mut asked = false;
+        for s in &all {
+            let handle = format!("{}:{}", s.agent, s.session_id);
+            let v = home.json(&["handoff", "--json", &handle]);
+            let text = v["text"].as_str().expect("text");
+            assert!(text.len() <= 8192, "{rel}: {} bytes", text.len());
+            assert_eq!(v["omitted"], serde_json::json!([]), "{rel}: cut at 8 KB");
+            let project = s
+                .project
+                .as_deref()
+                .unwrap_or_else(|| panic!("{rel}: no project"));
+            assert!(
+                text.contains(&format!("project: {project}")),
+                "{rel}: project missing:\n{text}"
+            );
+            for secret in &secrets {
+                assert!(!text.contains(secret.as_str()), "{rel} leaks {secret}");
+            }
+            assert!(
+                !text.contains("ghp_"),
+                "{rel}: a token prefix got in:\n{text}"
+            );
+            assert!(text.contains("## Left open"), "{rel}");
+            for d in v["decisions"].as_array().expect("decisions") {
+                let t = d["text"].as_str().expect("text");
+                found.extend(decided.iter().filter(|want| t.contains(**want)));
+            }
+            asked |= v["open"]["last_request"]["text"]
+                .as_str()
+                .is_some_and(|t| t.contains(last_asked));
+        }
+        for want in decided {
+            assert!(
+                found.contains(want),
+                "{rel}: no brief names the decision {want:?}"
+            );
+        }
+        assert!(asked, "{rel}: no brief leaves the last request open");
+    }
+}
+
 /// A stand-in for an agent: writes its arguments (NUL-separated) and its
 /// working folder to `<name>.args` / `<name>.cwd` beside itself.
 #[cfg(unix)]
@@ -260,11 +335,17 @@ fn resume_dry_run_prints_a_command_a_shell_runs_as_is_for_every_agent() {
     let proj_s = proj.to_str().expect("utf-8 path");
     let path = format!("{}:/usr/bin:/bin", bin.display());
     for l in LAUNCHERS {
+        // A program two agents share (`kimi`) is asked for by agent id.
+        let asked = if sharing(l.program).len() > 1 {
+            l.agent
+        } else {
+            l.program
+        };
         let args = [
             "resume",
             "6f1c2a9e",
             "--agent",
-            l.program,
+            asked,
             "--cd",
             proj_s,
             "--dry-run",
@@ -333,7 +414,9 @@ fn resume_starts_the_agent_with_the_brief_and_says_what_it_needs() {
     let bin = home.path().join("only-pi");
     std::fs::create_dir_all(&bin).expect("mkdir");
     stand_in(&bin, "pi");
-    let path = format!("{}:/usr/bin:/bin", bin.display());
+    // Only the stand-in: an agent installed on this machine (in /usr/bin)
+    // must not be picked before it.
+    let path = bin.display().to_string();
     let proj = home.path().join("work");
     std::fs::create_dir_all(&proj).expect("mkdir");
     let proj_s = proj.to_str().expect("utf-8");
@@ -367,6 +450,30 @@ fn resume_starts_the_agent_with_the_brief_and_says_what_it_needs() {
     assert!(
         err.contains("/home/dev/acme") && err.contains("--cd"),
         "{err}"
+    );
+    // A --cd that is not a folder.
+    let gone = home.path().join("no-such-folder");
+    let out = home
+        .cmd(&["resume", "6f1c2a9e", "--dry-run", "--cd"])
+        .arg(&gone)
+        .env("PATH", &path)
+        .output()
+        .expect("run");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("not a folder"),
+        "{out:?}"
+    );
+    // An agent cairn reads but cannot start says why.
+    let out = home
+        .cmd(&["resume", "6f1c2a9e", "--cd", proj_s, "--agent", "roo"])
+        .env("PATH", &path)
+        .output()
+        .expect("run");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("cannot be resumed: no prompt argument"),
+        "{out:?}"
     );
     // An agent cairn cannot hand a prompt to, and one not installed.
     let out = home

@@ -150,7 +150,8 @@ fn start(mut cmd: std::process::Command, program: &str) -> anyhow::Result<()> {
 
 /// The launcher to use and where its program is installed: the one asked
 /// for, else the session's own agent when installed, else the first
-/// installed of [`LAUNCHERS`].
+/// installed of [`LAUNCHERS`]. A program two agents share (`kimi`) is
+/// started as the agent it turns out to be.
 fn choose(
     asked: Option<&str>,
     own: &str,
@@ -158,13 +159,38 @@ fn choose(
     dry_run: bool,
 ) -> anyhow::Result<(&'static Launcher, Option<PathBuf>)> {
     let names = || {
-        LAUNCHERS
-            .iter()
-            .map(|l| l.program)
-            .collect::<Vec<_>>()
-            .join(", ")
+        let mut seen: Vec<&str> = Vec::new();
+        for l in LAUNCHERS {
+            if !seen.contains(&l.program) {
+                seen.push(l.program);
+            }
+        }
+        seen.join(", ")
     };
     if let Some(a) = asked {
+        if let Some(why) = launch::not_resumable(a) {
+            bail!("{a} cannot be resumed: no prompt argument ({why})");
+        }
+        let shared = launch::sharing(a);
+        if launch::launcher(a).is_none() && shared.len() > 1 {
+            let agents = shared.iter().map(|l| l.agent).collect::<Vec<_>>();
+            let Some(p) = find_on_path(a, path_var) else {
+                bail!(
+                    "{a} is the program of {}, and it is not installed here; pass --agent {}",
+                    agents.join(" and "),
+                    agents.join(" or --agent ")
+                );
+            };
+            let Some(l) = launch::identify(a, &resolved(&p), &head(&p)) else {
+                bail!(
+                    "{a} is the program of {}, and cairn cannot tell which one {} is; pass --agent {}",
+                    agents.join(" and "),
+                    p.display(),
+                    agents.join(" or --agent ")
+                );
+            };
+            return Ok((l, Some(p)));
+        }
         let Some(l) = launch::launcher(a) else {
             bail!(
                 "cairn cannot start {a:?} with a prompt; agents whose prompt argument it knows: {}",
@@ -175,21 +201,29 @@ fn choose(
         if installed.is_none() && !dry_run {
             bail!("{} is not installed here (not on PATH)", l.program);
         }
-        return Ok((l, installed));
+        return Ok(match installed {
+            Some(p) => (as_installed(l, &p), Some(p)),
+            None => (l, None),
+        });
     }
     if let Some(l) = launch::launcher(own)
         && let Some(p) = find_on_path(l.program, path_var)
     {
-        return Ok((l, Some(p)));
+        return Ok((as_installed(l, &p), Some(p)));
     }
     for l in LAUNCHERS {
         if let Some(p) = find_on_path(l.program, path_var) {
-            match launch::launcher(own) {
-                Some(o) => eprintln!(
+            let l = as_installed(l, &p);
+            match (launch::launcher(own), launch::not_resumable(own)) {
+                (Some(o), _) => eprintln!(
                     "cairn: the session's agent ({}) is not installed here; using {}",
                     o.program, l.program
                 ),
-                None => eprintln!(
+                (None, Some(why)) => eprintln!(
+                    "cairn: the session's agent ({own}) cannot be resumed: no prompt argument ({why}); using {}",
+                    l.program
+                ),
+                (None, None) => eprintln!(
                     "cairn: cairn cannot hand a prompt to the session's agent ({own}); using {}",
                     l.program
                 ),
@@ -204,6 +238,53 @@ fn choose(
         "no coding agent that takes a prompt is installed here (looked for {} on PATH); install one or pass --agent",
         names()
     )
+}
+
+/// `l`, or the agent sharing its program that the installed file at `p`
+/// turns out to be (saying so when they differ or cannot be told apart).
+fn as_installed(l: &'static Launcher, p: &Path) -> &'static Launcher {
+    if launch::sharing(l.program).len() < 2 {
+        return l;
+    }
+    match launch::identify(l.program, &resolved(p), &head(p)) {
+        Some(found) if found.agent != l.agent => {
+            eprintln!(
+                "cairn: {} here is {} (not {}); starting it as {}",
+                p.display(),
+                found.agent,
+                l.agent,
+                found.agent
+            );
+            found
+        }
+        Some(found) => found,
+        None => {
+            eprintln!(
+                "cairn: cannot tell which agent {} is; starting it as {}",
+                p.display(),
+                l.agent
+            );
+            l
+        }
+    }
+}
+
+/// The path with symlinks followed (as given when that fails).
+fn resolved(p: &Path) -> String {
+    std::fs::canonicalize(p)
+        .unwrap_or_else(|_| p.to_path_buf())
+        .display()
+        .to_string()
+}
+
+/// The first 4 KB of a file (empty when it cannot be read).
+fn head(p: &Path) -> Vec<u8> {
+    use std::io::Read;
+    let mut buf = Vec::new();
+    if let Ok(f) = std::fs::File::open(p) {
+        let _ = f.take(4096).read_to_end(&mut buf);
+    }
+    buf
 }
 
 /// The folder to start in: `--cd`, else the session's project when it is a
@@ -286,5 +367,54 @@ mod tests {
         assert!(e.to_string().contains("claude, codex"), "{e}");
         let empty = tempfile::tempdir().expect("tmp");
         assert!(choose(None, "cursor", empty.path().as_os_str(), false).is_err());
+        // An agent cairn reads but cannot start says so.
+        let e = choose(Some("roo"), "pi", path, true).expect_err("roo");
+        assert!(
+            e.to_string()
+                .contains("roo cannot be resumed: no prompt argument"),
+            "{e}"
+        );
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn kimi_starts_as_the_kimi_that_is_installed() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().expect("tmp");
+        let bin = dir.path().join("bin");
+        std::fs::create_dir_all(&bin).expect("mkdir");
+        let path = bin.as_os_str();
+        // Not installed: the bare program cannot be told apart.
+        let e = choose(Some("kimi"), "codex", path, true).expect_err("ambiguous");
+        assert!(
+            e.to_string()
+                .contains("--agent kimi-cli or --agent kimi-code"),
+            "{e}"
+        );
+        // Kimi Code's install folder, linked onto PATH.
+        let code = dir.path().join(".kimi-code/bin");
+        std::fs::create_dir_all(&code).expect("mkdir");
+        std::fs::write(code.join("kimi"), "#!/bin/sh\n").expect("write");
+        std::fs::set_permissions(code.join("kimi"), std::fs::Permissions::from_mode(0o755))
+            .expect("chmod");
+        std::os::unix::fs::symlink(code.join("kimi"), bin.join("kimi")).expect("link");
+        let (l, _) = choose(Some("kimi"), "codex", path, false).expect("kimi");
+        assert_eq!(l.agent, "kimi-code");
+        // A Kimi CLI session, and Kimi Code installed: started as Kimi Code.
+        let (l, p) = choose(None, "kimi-cli", path, false).expect("own");
+        assert_eq!((l.agent, p.is_some()), ("kimi-code", true));
+        let (l, _) = choose(Some("kimi-cli"), "codex", path, false).expect("asked");
+        assert_eq!(l.agent, "kimi-code");
+        // Kimi CLI's Python script.
+        std::fs::remove_file(bin.join("kimi")).expect("rm");
+        std::fs::write(
+            bin.join("kimi"),
+            "#!/venv/bin/python\nfrom kimi_cli.__main__ import main\n",
+        )
+        .expect("write");
+        std::fs::set_permissions(bin.join("kimi"), std::fs::Permissions::from_mode(0o755))
+            .expect("chmod");
+        let (l, _) = choose(Some("kimi"), "codex", path, false).expect("kimi");
+        assert_eq!((l.agent, l.interactive), ("kimi-cli", true));
     }
 }

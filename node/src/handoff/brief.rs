@@ -854,6 +854,61 @@ mod tests {
     }
 
     #[test]
+    fn a_session_in_another_language_is_briefed_in_its_own_words() {
+        // Russian, Japanese and German sessions: the goal, the decisions and
+        // the open ends are quoted as written, never translated or mangled.
+        let cases = [
+            (
+                "Перенеси очередь задач из Redis в SQLite.",
+                "Мы решили оставить SQLite, потому что Redis теряет задачи.",
+                "Теперь подключи воркер.",
+            ),
+            (
+                "ジョブキューを Redis から SQLite に移してください。",
+                "Redis はジョブを落とすので、SQLite を使うことにしました。",
+                "次にワーカーをつないでください。",
+            ),
+            (
+                "Zieh die Job-Queue von Redis auf SQLite um.",
+                "Wir haben SQLite gewählt, weil Redis Jobs verliert.",
+                "Jetzt den Worker anschließen.",
+            ),
+        ];
+        for (goal, decision, last) in cases {
+            let turns = vec![
+                turn("user", goal),
+                turn("assistant", decision),
+                turn("user", last),
+            ];
+            let b = build(header(turns.len()), &turns, DEFAULT_MAX_BYTES);
+            assert_eq!(b.goal.as_ref().map(|g| g.text.as_str()), Some(goal));
+            assert!(
+                b.decisions.iter().any(|d| d.text == decision),
+                "{decision}: {:?}",
+                b.decisions
+            );
+            assert_eq!(
+                b.open.last_request.as_ref().map(|q| q.text.as_str()),
+                Some(last)
+            );
+            assert!(
+                b.text.contains(goal) && b.text.contains(decision),
+                "{}",
+                b.text
+            );
+        }
+        // A long session in Japanese cut to the smallest bound keeps whole
+        // characters and says what it left out.
+        let long = "決定：キャッシュは 64 MB のままにする。".repeat(200);
+        let turns = vec![turn("user", &long), turn("assistant", &long)];
+        let b = build(header(turns.len()), &turns, MIN_MAX_BYTES);
+        assert!(b.text.len() <= MIN_MAX_BYTES, "{}", b.text.len());
+        assert!(b.text.contains("Left out to fit"), "{}", b.text);
+        assert!(!b.text.contains('\u{fffd}'), "a character was split");
+        assert!(b.text.contains("キャッシュ"), "{}", b.text);
+    }
+
+    #[test]
     fn an_empty_session_still_gives_a_brief() {
         let b = build(header(0), &[], DEFAULT_MAX_BYTES);
         assert!(b.text.contains("(no request recorded)"));
