@@ -59,6 +59,10 @@ struct Recording {
 /// digits cairn reports for the one session.
 const IN_PROJECT_FOLDER: &[&str] = &["aider/0.86.2"];
 
+/// Recordings of another scenario than the quokka decision, and the words
+/// of their decision to search for instead of [`QUERY`].
+const OWN_QUERY: &[(&str, &str)] = &[("claude-code/2.1.332-subagent", "platypus nightly")];
+
 /// One session as cairn must read it.
 struct Session {
     id: &'static str,
@@ -96,6 +100,32 @@ const ANSWER2: &str = "It printed second. Decision: the walrus cache stays at 64
 const TURNS_SECRET: &str = "ghp_Sc3nari0TwoTurnWalrus2026abcdEFGH567";
 /// What the failing call printed.
 const NO_DIR: &str = "ls: cannot access '/nonexistent-quokka-dir': No such file or directory";
+
+/// The subagent scenario (`tools/realagents/scenario.sh --subagent`): the
+/// model hands `echo from-subagent` to the agent's subagent tool, then
+/// answers with a decision.
+const SUB_PROMPT: &str = "Ask a subagent to run `echo from-subagent` with the shell and report, \
+    then tell me what we decided about the platypus build.";
+const SUB_TASK: &str =
+    "Run the shell command `echo from-subagent` and report exactly what it printed.";
+const SUB_CHILD_ANSWER: &str = "The command printed from-subagent.";
+const SUB_ANSWER: &str = "The subagent reported from-subagent. Decision: the platypus build runs \
+    nightly because the daytime runners are saturated.";
+/// What Claude Code 2.1.332's `-p` returned for the Agent call: it runs
+/// the subagent in the background.
+const CLAUDE_ASYNC_AGENT: &str = "Agent: Async agent launched successfully. (This tool result is \
+    internal metadata \u{2014} never quote or paste any part of it, including the agentId below, \
+    into a user-facing reply.)\nagentId: ac261e2093b5047c3 (internal ID - do not mention to user. \
+    Use SendMessage with to: 'ac261e2093b5047c3', summary: '<5-10 word recap>' to continue this \
+    agent.)\nThe agent is working in the background. You will be notified automatically when it \
+    completes. You know nothing about its results until that notification arrives \u{2014} do not \
+    report, assume, or predict them; continue other work or respond to the user in the \
+    meantime.\nDo not duplicate this agent's work \u{2014} avoid working with the same files or \
+    topics it is using.\noutput_file: /tmp/claude-0/-home-dev-agent-home-claude-subagent-code-\
+    proj-claude-subagent/a98dbe2f-00b7-4bef-bd24-ba82d64bcf9f/tasks/ac261e2093b5047c3.output\nDo \
+    NOT Read or tail this file via the shell tool \u{2014} it is the full subagent JSONL transcript \
+    and reading it will overflow your context. If the user asks for progress, say the agent is \
+    still running; you'll get a completion notification.";
 
 const RECORDINGS: &[Recording] = &[
     Recording {
@@ -470,6 +500,48 @@ const RECORDINGS: &[Recording] = &[
             ],
         }],
     },
+    Recording {
+        dir: "claude-code/2.1.332-subagent",
+        agent: "claude-code",
+        run: "claude-subagent",
+        secrets: &[],
+        // `claude -p` runs the Agent tool in the background: the parent
+        // answers once on the launch and again when the subagent's
+        // `<task-notification>` (a user line the harness wrote) brings its
+        // result. The child's file is `<parent>/subagents/agent-<id>.jsonl`.
+        sessions: &[
+            Session {
+                id: "a98dbe2f-00b7-4bef-bd24-ba82d64bcf9f",
+                parent: None,
+                records: &[
+                    ("user", SUB_PROMPT, 1796506009008),
+                    (
+                        "tool_call",
+                        "Agent: Run echo from-subagent\n{SUB_TASK}",
+                        1796506009167,
+                    ),
+                    ("tool_output", CLAUDE_ASYNC_AGENT, 1796506009314),
+                    ("assistant", SUB_ANSWER, 1796506009410),
+                    (
+                        "tool_output",
+                        "Agent \"Run echo from-subagent\" finished\n{SUB_CHILD_ANSWER}",
+                        1796506010408,
+                    ),
+                    ("assistant", SUB_ANSWER, 1796506010443),
+                ],
+            },
+            Session {
+                id: "agent-ac261e2093b5047c3",
+                parent: Some("a98dbe2f-00b7-4bef-bd24-ba82d64bcf9f"),
+                records: &[
+                    ("user", SUB_TASK, 1796506009241),
+                    ("tool_call", "Bash: echo from-subagent", 1796506009519),
+                    ("tool_output", "Bash: from-subagent", 1796506009601),
+                    ("assistant", SUB_CHILD_ANSWER, 1796506009874),
+                ],
+            },
+        ],
+    },
 ];
 
 /// One line per session fact and record, for a readable diff.
@@ -507,9 +579,15 @@ fn check(rec: &Recording) -> Result<(), String> {
             .replace("{TURN1}", TURN1)
             .replace("{TURN2}", TURN2)
             .replace("{NO_DIR}", NO_DIR)
+            .replace("{SUB_TASK}", SUB_TASK)
+            .replace("{SUB_CHILD_ANSWER}", SUB_CHILD_ANSWER)
             .replace("{PROJ}", &project)
     };
     let in_folder = IN_PROJECT_FOLDER.contains(&rec.dir);
+    let query = OWN_QUERY
+        .iter()
+        .find(|(dir, _)| *dir == rec.dir)
+        .map_or(QUERY, |(_, q)| *q);
     let mut problems = Vec::new();
 
     let report = home.json(&["index", "--json"]);
@@ -552,7 +630,7 @@ fn check(rec: &Recording) -> Result<(), String> {
             if s.id != "*" {
                 return s.id.to_owned();
             }
-            let hits = home.search(QUERY, &["--no-refresh"]);
+            let hits = home.search(query, &["--no-refresh"]);
             let id = hits
                 .first()
                 .and_then(|h| h["session_id"].as_str())
@@ -624,7 +702,7 @@ fn check(rec: &Recording) -> Result<(), String> {
         problems.push(diff);
     }
 
-    let hits = home.search(QUERY, &["--no-refresh"]);
+    let hits = home.search(query, &["--no-refresh"]);
     let top = hits.first();
     let found = top.map(|h| {
         (
@@ -636,7 +714,7 @@ fn check(rec: &Recording) -> Result<(), String> {
     let want_hit = (rec.agent, want_project.as_str(), ids[0].as_str());
     if found != Some(want_hit) {
         problems.push(format!(
-            "search {QUERY:?}: top hit {found:?}, want {want_hit:?}"
+            "search {query:?}: top hit {found:?}, want {want_hit:?}"
         ));
     }
 

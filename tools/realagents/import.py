@@ -132,10 +132,12 @@ def main():
                     "/home/dev/agent/home-RUN, the project ~/code/proj-RUN)")
     ap.add_argument("--scripted", help="what was scripted, for a run not made with the "
                     "reference recorder's model (scenario.sh)")
+    ap.add_argument("--command", help="the run command, when it differs from the recorder's usual one")
     a = ap.parse_args()
     run = os.path.normpath(a.run_dir)
     label, release = split_run(os.path.basename(run))
     agent, registry, package, command, globs = AGENTS[label]
+    command = a.command or command
     version = release.split("-")[0]
     out = os.path.join(a.dest, agent, release)
     home = os.path.join(out, "home")
@@ -164,7 +166,9 @@ def main():
         command = command.replace("vibe ", "vibe --legacy-harness ", 1)
     pruned_dirs = prune_summary(pruned)
     name = a.run or rerun_name(label, release)
-    if a.scripted:
+    if a.scripted and release.endswith("-subagent"):
+        how = ("(one run, as `tools/realagents/scenario.sh --subagent` does)", f"- Scripted: {a.scripted}.")
+    elif a.scripted:
         how = ("(then resumed with the agent's own continue flag, as "
                "`tools/realagents/scenario.sh` does)", f"- Scripted: {a.scripted}.")
     else:

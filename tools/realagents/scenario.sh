@@ -2,8 +2,9 @@
 # Record the two-turn scenario: a failing tool call, then the session resumed
 # for a second turn, with the project's own scripted model (scenario_model.py).
 #
-# usage: tools/realagents/scenario.sh [agent ...]
-#   agents (the recorder's names): claude codex opencode; default all three.
+# usage: tools/realagents/scenario.sh [--subagent] [agent ...]
+#   agents (the recorder's names): claude codex opencode; default all three
+#   (with --subagent: claude opencode, the ones with a subagent tool).
 #   Each must be installed already in $INSTALLS/npm/<agent> (record.sh or
 #   ../shared/realagents/install_npm.sh).
 #
@@ -15,6 +16,12 @@
 #   2. the agent's own "continue the last session" with the second prompt:
 #      the model calls the shell with `echo second`, then answers with the
 #      second decision (holding a fake GitHub token that must be redacted).
+# With --subagent, one run instead: the prompt asks for a subagent; the model
+# calls the agent's own subagent tool (Claude Code's Agent/Task, opencode's
+# task) with a task; the child session calls the shell (`echo from-subagent`)
+# and reports; the parent answers with a decision. Imported into
+# fixtures/agents/<agent-id>/<release>-subagent/ (HOME
+# $RA/home-<agent>-subagent): the suite then checks the child's parent id.
 # What the agent wrote is imported with import.py into
 # fixtures/agents/<agent-id>/<release>-turns/ (pruned, with PROVENANCE.md).
 # Its conformance entry is then written by hand from the files; until then the
@@ -33,15 +40,18 @@ export RA=${RA:-/home/dev/agent}
 INSTALLS=${INSTALLS:-$RA}
 PORT=${SCENARIO_PORT:-18092}
 MODEL=http://127.0.0.1:$PORT
-AGENTS=${*:-claude codex opencode}
+MODE=turns
+if [ "${1:-}" = --subagent ]; then MODE=subagent; shift; fi
+if [ $MODE = subagent ]; then AGENTS=${*:-claude opencode}; else AGENTS=${*:-claude codex opencode}; fi
 ORIG_PATH=$PATH
 # The prompts scenario_model.py expects (it answers by which one is last).
-PROMPTS=$(python3 -B -c "import sys; sys.path.insert(0, '$HERE'); import scenario_model as s; print(s.FIRST_PROMPT); print(s.SECOND_PROMPT)")
+PROMPTS=$(python3 -B -c "import sys; sys.path.insert(0, '$HERE'); import scenario_model as s; print(s.FIRST_PROMPT); print(s.SECOND_PROMPT); print(s.SUB_PROMPT)")
 FIRST=$(sed -n 1p <<< "$PROMPTS")
 SECOND=$(sed -n 2p <<< "$PROMPTS")
+SUBPROMPT=$(sed -n 3p <<< "$PROMPTS")
 
 fresh() {
-  export HOME=$RA/home-$1-turns PROJ=$RA/home-$1-turns/code/proj-$1-turns
+  export HOME=$RA/home-$1-$MODE PROJ=$RA/home-$1-$MODE/code/proj-$1-$MODE
   unset XDG_CONFIG_HOME XDG_DATA_HOME XDG_STATE_HOME XDG_CACHE_HOME CODEX_HOME CLAUDE_CONFIG_DIR
   rm -rf "$HOME"; mkdir -p "$PROJ"
   printf '# demo project for %s\n' "$1" > "$PROJ/README.md"
@@ -55,6 +65,12 @@ run_claude() {
   local cont=(); [ "${2:-}" = resume ] && cont=(--continue)
   ANTHROPIC_BASE_URL=$MODEL ANTHROPIC_API_KEY=sk-ant-fake DISABLE_TELEMETRY=1 CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1 \
   DISABLE_AUTOUPDATER=1 IS_SANDBOX=1 timeout 240 claude -p "${cont[@]}" --model claude-sonnet-4-5 --allowedTools Bash \
+    --permission-mode bypassPermissions "$1"
+}
+# Claude Code's subagent tool (Agent; Task in older releases) must be allowed too.
+run_claude_subagent() {
+  ANTHROPIC_BASE_URL=$MODEL ANTHROPIC_API_KEY=sk-ant-fake DISABLE_TELEMETRY=1 CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1 \
+  DISABLE_AUTOUPDATER=1 IS_SANDBOX=1 timeout 240 claude -p --model claude-sonnet-4-5 --allowedTools Bash,Agent,Task \
     --permission-mode bypassPermissions "$1"
 }
 config_codex() {
@@ -95,25 +111,39 @@ for _ in $(seq 50); do curl -s -o /dev/null --max-time 1 "$MODEL/v1/models" && b
 
 for a in $AGENTS; do
   declare -F "run_$a" > /dev/null || { echo "scenario.sh: unknown agent $a" >&2; exit 2; }
-  logs=$RA/logs/scenario/$a
+  logs=$RA/logs/scenario/$a-$MODE
   rm -rf "$logs"; mkdir -p "$logs"
-  echo "################ $a"
+  echo "################ $a ($MODE)"
   fresh "$a"; cd "$PROJ"
   "config_$a" > "$logs/config.out" 2>&1
   touch "$logs/start.stamp"; sleep 1
-  "run_$a" "$FIRST" > "$logs/turn1.out" 2> "$logs/turn1.err" < /dev/null || echo "$a: turn 1 exit code $?"
-  "run_$a" "$SECOND" resume > "$logs/turn2.out" 2> "$logs/turn2.err" < /dev/null || echo "$a: turn 2 exit code $?"
-  grep -q "walrus cache stays" "$logs/turn2.out" || echo "$a: the second answer is not in its output (see $logs)" >&2
+  if [ $MODE = subagent ]; then
+    run=run_$a; declare -F "run_${a}_subagent" > /dev/null && run=run_${a}_subagent
+    "$run" "$SUBPROMPT" > "$logs/turn1.out" 2> "$logs/turn1.err" < /dev/null || echo "$a: exit code $?"
+    grep -q "platypus build runs nightly" "$logs/turn1.out" || echo "$a: the answer is not in its output (see $logs)" >&2
+  else
+    "run_$a" "$FIRST" > "$logs/turn1.out" 2> "$logs/turn1.err" < /dev/null || echo "$a: turn 1 exit code $?"
+    "run_$a" "$SECOND" resume > "$logs/turn2.out" 2> "$logs/turn2.err" < /dev/null || echo "$a: turn 2 exit code $?"
+    grep -q "walrus cache stays" "$logs/turn2.out" || echo "$a: the second answer is not in its output (see $logs)" >&2
+  fi
   # A SQLite store's last writes may still be in its WAL: fold them into the
   # database so the copy holds the whole session.
   find "$HOME" -name '*.db-wal' -not -path '*/node_modules/*' | while read -r wal; do
     python3 -c 'import sqlite3, sys; sqlite3.connect(sys.argv[1]).execute("PRAGMA wal_checkpoint(TRUNCATE)")' "${wal%-wal}"
   done
-  run=$RA/out/$(label "$a")-$VER-turns
+  run=$RA/out/$(label "$a")-$VER-$MODE
   rm -rf "$run"; mkdir -p "$run"
   (cd "$HOME" && find . -newer "$logs/start.stamp" -type f -not -path './code/*' -not -path './.npm/*' \
      -not -path './.cache/*' -not -path '*/node_modules/*' | sed 's|^\./||' \
      | while read -r f; do cp --parents -p "$f" "$run/"; done)
+  if [ $MODE = subagent ]; then
+    sub_command=()
+    [ "$a" = claude ] && sub_command=(--command 'claude -p --model claude-sonnet-4-5 --allowedTools Bash,Agent,Task --permission-mode bypassPermissions "$PROMPT"')
+    python3 "$HERE/import.py" "$run" --run "$a-subagent" "${sub_command[@]}" \
+      --source "tools/realagents/scenario.sh --subagent on $(date -u +%F), scripted model tools/realagents/scenario_model.py" \
+      --scripted "the subagent scenario of tools/realagents/scenario_model.py: the prompt asks for a subagent to run \`echo from-subagent\` and what was decided about the platypus build; the model calls the agent's own subagent tool with that task; in the child session the model calls the shell with \`echo from-subagent\` and reports; the parent then answers with the decision"
+    continue
+  fi
   python3 "$HERE/import.py" "$run" --run "$a-turns" \
     --source "tools/realagents/scenario.sh on $(date -u +%F), scripted model tools/realagents/scenario_model.py" \
     --scripted "the two-turn scenario of tools/realagents/scenario_model.py: turn 1 asks to list /nonexistent-quokka-dir; the model calls the shell with \`ls /nonexistent-quokka-dir\` (it fails), then answers with the first decision; the session is then resumed with a second prompt, the model calls the shell with \`echo second\`, then answers with the second decision and a fake GitHub token"

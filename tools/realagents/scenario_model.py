@@ -12,6 +12,11 @@ It plays the model side of one session that readers tend to get wrong:
           agent: its output
           model: SECOND_ANSWER
 
+With the subagent prompt (SUB_PROMPT, scenario.sh --subagent) it plays a
+parent that calls the agent's own subagent tool (Agent/Task/task) with
+SUB_TASK, the child that runs `echo from-subagent` and reports, and the
+parent's final answer (SUB_ANSWER).
+
 It is stateless: each request is answered from the conversation it carries
 (which prompt is the last real user message, and whether a tool result
 follows it). Requests that offer no tools (titles, summaries) get a short
@@ -49,6 +54,18 @@ SECRET = "ghp_Sc3nari0TwoTurnWalrus2026abcdEFGH567"
 SECOND_ANSWER = ("It printed second. Decision: the walrus cache stays at 64 MB "
                  "because a bigger one evicts the hot set. The cache admin token is " + SECRET + " for now.")
 TITLE = "Quokka fixtures and walrus cache"
+
+# The subagent scenario (scenario.sh --subagent): the model hands a task to
+# the agent's own subagent tool; the child calls the shell once and reports;
+# the parent answers with a decision.
+SUB_PROMPT = ("Ask a subagent to run `echo from-subagent` with the shell and report, "
+              "then tell me what we decided about the platypus build.")
+SUB_TASK = "Run the shell command `echo from-subagent` and report exactly what it printed."
+SUB_COMMAND = "echo from-subagent"
+SUB_CHILD_ANSWER = "The command printed from-subagent."
+SUB_ANSWER = ("The subagent reported from-subagent. Decision: the platypus build runs nightly "
+              "because the daytime runners are saturated.")
+SUBAGENT_TOOL = re.compile(r"^(Task|Agent|task|agent|spawn_agent|subagent|delegate_task)$")
 SHELL = re.compile(r"^(bash|shell|shell_command|exec_command|run_shell_command|execute_command|terminal)$", re.I)
 
 CAIRN_SEARCH = re.compile(r"cairn.*search|^search$", re.I)
@@ -90,6 +107,27 @@ def shell_args(schema, command):
             args[name] = {"boolean": False, "integer": 10000, "number": 10000,
                           "array": [], "object": {}}.get(kind, ".")
     return args or {"command": command}
+
+
+def subagent_args(schema):
+    """Arguments for a subagent tool, from its JSON schema: the task as its
+    prompt, a short description, the general-purpose kind of subagent."""
+    props = (schema or {}).get("properties") or {}
+    required = set((schema or {}).get("required") or [])
+    args = {}
+    for name, p in props.items():
+        low = name.lower()
+        if low in ("prompt", "task", "message", "instructions", "goal"):
+            args[name] = SUB_TASK
+        elif low in ("description", "title", "name"):
+            args[name] = "Run echo from-subagent"
+        elif low in ("subagent_type", "agent", "agent_type", "subagent_name", "type"):
+            kinds = p.get("enum") or []
+            args[name] = next((k for k in kinds if "general" in k.lower()), kinds[0] if kinds else "general-purpose")
+        elif name in required:
+            kind = p.get("type")
+            args[name] = {"boolean": False, "integer": 1, "number": 1, "array": [], "object": {}}.get(kind, ".")
+    return args or {"prompt": SUB_TASK}
 
 
 def fill_args(schema, query):
@@ -134,6 +172,20 @@ def decide(tools, last_user, tool_result_after):
     tool result follows it."""
     if not tools:
         return ("text", TITLE)
+    if last_user and SUB_TASK in last_user:  # the subagent's own conversation
+        if tool_result_after:
+            return ("text", SUB_CHILD_ANSWER)
+        shell = next(((n, s) for n, s in tools if SHELL.match(n or "")), None)
+        if shell is None:
+            return ("text", "No shell tool was offered. " + SUB_CHILD_ANSWER)
+        return ("call", shell[0], shell_args(shell[1], SUB_COMMAND))
+    if last_user and SUB_PROMPT in last_user:  # the parent
+        if tool_result_after:
+            return ("text", SUB_ANSWER)
+        spawn = next(((n, s) for n, s in tools if SUBAGENT_TOOL.match(n or "")), None)
+        if spawn is None:
+            return ("text", "No subagent tool was offered. " + SUB_ANSWER)
+        return ("call", spawn[0], subagent_args(spawn[1]))
     second = "walrus" in (last_user or "")
     if tool_result_after:
         return ("text", SECOND_ANSWER if second else FIRST_ANSWER)
