@@ -29,6 +29,11 @@ const PROMPT: &str = "Run the shell command `echo hello` in this project, then t
 const FACT: &str = "I ran the command and it printed hello. Decision: we pinned the quokka \
     library to 2.3 because 2.4 broke the parser.";
 
+/// The fake GitHub token `tools/realagents/record.sh` (and `more.sh`)
+/// plant after the decision, and the decision as stored with it redacted.
+const RECORD_SECRET: &str = "ghp_R3c0rdedAgentS3cretQuokka2026xYz1234";
+const FACT_REDACTED: &str = "{FACT} The staging deploy token is [REDACTED:github-token] for now.";
+
 /// Words of the decision to search for.
 const QUERY: &str = "quokka parser";
 
@@ -541,6 +546,69 @@ const RECORDINGS: &[Recording] = &[
                 ],
             },
         ],
+    },
+    Recording {
+        dir: "copilot/1.0.102",
+        agent: "copilot",
+        run: "copilot",
+        secrets: &[RECORD_SECRET],
+        // Run offline with its BYOK provider variables (no GitHub login):
+        // `tools/realagents/more.sh copilot`. The shell's result carries
+        // the CLI's own `<shellId: …>` trailer.
+        sessions: &[Session {
+            id: "086853cd-d3c0-4205-8069-506d3c825497",
+            parent: None,
+            records: &[
+                ("user", "{PROMPT}", 1796507278341),
+                ("tool_call", "bash: echo hello", 1796507278453),
+                (
+                    "tool_output",
+                    "hello\n<shellId: 0 completed with exit code 0>",
+                    1796507278511,
+                ),
+                ("assistant", FACT_REDACTED, 1796507278549),
+            ],
+        }],
+    },
+    Recording {
+        dir: "kilo/7.7.7",
+        agent: "kilo",
+        run: "kilo",
+        secrets: &[RECORD_SECRET],
+        // opencode's code base: `~/.local/share/kilo/kilo.db`, the prompt
+        // stored with the shell's quotes as `opencode run` does.
+        sessions: &[Session {
+            id: "ses_db7d17f50ffeljjHxXxCRJB6FK",
+            parent: None,
+            records: &[
+                ("user", "\"{PROMPT}\"", 1796507355287),
+                ("tool_call", "Bash: echo hello", 1796507361050),
+                ("tool_output", "hello\n", 1796507362650),
+                ("assistant", FACT_REDACTED, 1796507367049),
+            ],
+        }],
+    },
+    Recording {
+        dir: "factory/0.225.2",
+        agent: "factory",
+        run: "droid",
+        secrets: &[RECORD_SECRET],
+        // `droid exec` with a BYOK custom model; the first user line is
+        // the harness's `<system-reminder>` context, not read.
+        sessions: &[Session {
+            id: "fe5a0b9d-b360-466f-833f-26494cae010f",
+            parent: None,
+            records: &[
+                ("user", "{PROMPT}", 1796507416821),
+                ("tool_call", "Execute: echo hello", 1796507417018),
+                (
+                    "tool_output",
+                    "hello\n\n\n[Process exited with code 0]",
+                    1796507417309,
+                ),
+                ("assistant", FACT_REDACTED, 1796507417573),
+            ],
+        }],
     },
 ];
 

@@ -70,7 +70,22 @@ AGENTS = {
     "openhands": ("openhands", "PyPI", "openhands",
                   'openhands --headless --override-with-envs --exit-without-confirmation -t "$PROMPT"',
                   [".openhands/conversations/**", ".openhands/v1/**"]),
+    # Agents the reference recorder does not run: tools/realagents/more.sh runs them.
+    "copilot": ("copilot", "npm", "@github/copilot",
+                'COPILOT_OFFLINE=true COPILOT_PROVIDER_BASE_URL=$FAKE/v1 COPILOT_MODEL=fake-model '
+                'copilot -p "$PROMPT" --allow-all-tools --no-auto-update',
+                [".copilot/session-state/*/events.jsonl", ".copilot/session-state/*/workspace.yaml",
+                 ".copilot/session-store.db"]),
+    "kilo": ("kilo", "npm", "@kilocode/cli",
+             'kilo run "$PROMPT"',
+             [".local/share/kilo/kilo*.db"]),
+    "droid": ("factory", "npm", "@factory/cli-linux-x64",
+              'droid exec --skip-permissions-unsafe -m custom:fake-model "$PROMPT"',
+              [".factory/sessions/*/*.jsonl", ".factory/sessions/*/*.settings.json"]),
 }
+
+# Runs made by tools/realagents/more.sh rather than the reference recorder.
+MORE = {"copilot", "kilo", "droid"}
 
 
 def split_run(name):
@@ -166,7 +181,13 @@ def main():
         command = command.replace("vibe ", "vibe --legacy-harness ", 1)
     pruned_dirs = prune_summary(pruned)
     name = a.run or rerun_name(label, release)
-    if a.scripted and release.endswith("-subagent"):
+    if label in MORE and not a.scripted:
+        how = (f"(`tools/realagents/more.sh {name}`),\n  against the scripted model of `../shared/realagents/fakellm.py` (OpenAI,\n"
+               f"  Anthropic and Gemini APIs on 127.0.0.1, its own port).", f"""- Scripted: the prompt asks to run `echo hello` and what was decided about the
+  quokka library; the model's first turn calls the shell tool with
+  `echo hello` (output `hello`), its second answers with the planted decision
+  "{a.fact}\"""")
+    elif a.scripted and release.endswith("-subagent"):
         how = ("(one run, as `tools/realagents/scenario.sh --subagent` does)", f"- Scripted: {a.scripted}.")
     elif a.scripted:
         how = ("(then resumed with the agent's own continue flag, as "
