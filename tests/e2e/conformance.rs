@@ -610,6 +610,29 @@ const RECORDINGS: &[Recording] = &[
             ],
         }],
     },
+    Recording {
+        dir: "hermes/0.19.0",
+        agent: "hermes",
+        run: "hermes",
+        secrets: &[RECORD_SECRET],
+        // `state.db`: the working folder is in `sessions.cwd`, times are
+        // REAL seconds, the terminal tool's result is JSON; Hermes masked
+        // the planted token itself before storing it.
+        sessions: &[Session {
+            id: "20261205_215155_203cd3",
+            parent: None,
+            records: &[
+                ("user", "{PROMPT}", 1796507577580),
+                ("tool_call", "terminal: echo hello", 1796507580402),
+                ("tool_output", "hello", 1796507580696),
+                (
+                    "assistant",
+                    "{FACT} The staging deploy token is ghp_R3...1234 for now.",
+                    1796507580987,
+                ),
+            ],
+        }],
+    },
 ];
 
 /// One line per session fact and record, for a readable diff.

@@ -82,10 +82,13 @@ AGENTS = {
     "droid": ("factory", "npm", "@factory/cli-linux-x64",
               'droid exec --skip-permissions-unsafe -m custom:fake-model "$PROMPT"',
               [".factory/sessions/*/*.jsonl", ".factory/sessions/*/*.settings.json"]),
+    "hermes": ("hermes", "PyPI", "hermes-agent",
+               'hermes chat -Q --yolo --provider custom -m fake-model -q "$PROMPT"',
+               [".hermes/state.db", ".hermes/sessions/**"]),
 }
 
 # Runs made by tools/realagents/more.sh rather than the reference recorder.
-MORE = {"copilot", "kilo", "droid"}
+MORE = {"copilot", "kilo", "droid", "hermes"}
 
 
 def split_run(name):

@@ -73,6 +73,17 @@ run_droid() {
   timeout 240 droid exec --skip-permissions-unsafe -m "${DROID_MODEL:-custom:fake-model}" "$(prompt)"
 }
 
+# Hermes agent (PyPI): its "custom" OpenAI-compatible provider in config.yaml.
+run_hermes() {
+  fresh hermes; mkdir -p "$HOME/.hermes"
+  printf '%s\n' 'model:' '  provider: custom' "  base_url: $FAKE/v1" '  default: fake-model' '  api_key: sk-fake' \
+    > "$HOME/.hermes/config.yaml"
+  VER=$(pip_version hermes hermes-agent)
+  timeout 240 hermes chat -Q --yolo --provider custom -m fake-model -q "$(prompt)"
+}
+# The release of a PyPI package in the agent's venv.
+pip_version() { "$RA/venv-$1/bin/python" -c "import importlib.metadata as m; print(m.version('$2'))"; }
+
 for a in $AGENTS; do
   declare -F "run_$a" > /dev/null || { echo "more.sh: unknown agent $a" >&2; exit 2; }
   echo "################ $a"
