@@ -633,6 +633,28 @@ const RECORDINGS: &[Recording] = &[
             ],
         }],
     },
+    Recording {
+        dir: "omp/18.2.3",
+        agent: "omp",
+        run: "omp",
+        secrets: &[RECORD_SECRET],
+        // pi's format under `~/.omp/agent/sessions/`; each message's own
+        // `timestamp` (ms) is its time. The bash tool appends its wall time.
+        sessions: &[Session {
+            id: "01a24836-ed0f-73da-868d-f58cc6a307db",
+            parent: None,
+            records: &[
+                ("user", "{PROMPT}", 1796507889506),
+                ("tool_call", "bash: echo hello", 1796507891808),
+                (
+                    "tool_output",
+                    "hello\n\n\nWall time: 0.16 seconds",
+                    1796507892094,
+                ),
+                ("assistant", FACT_REDACTED, 1796507892158),
+            ],
+        }],
+    },
 ];
 
 /// One line per session fact and record, for a readable diff.

@@ -85,10 +85,13 @@ AGENTS = {
     "hermes": ("hermes", "PyPI", "hermes-agent",
                'hermes chat -Q --yolo --provider custom -m fake-model -q "$PROMPT"',
                [".hermes/state.db", ".hermes/sessions/**"]),
+    "omp": ("omp", "npm", "@oh-my-pi/pi-coding-agent",
+            'omp -p --provider fake --model fake-model "$PROMPT"',
+            [".omp/agent/sessions/**"]),
 }
 
 # Runs made by tools/realagents/more.sh rather than the reference recorder.
-MORE = {"copilot", "kilo", "droid", "hermes"}
+MORE = {"copilot", "kilo", "droid", "hermes", "omp"}
 
 
 def split_run(name):

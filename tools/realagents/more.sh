@@ -81,6 +81,20 @@ run_hermes() {
   VER=$(pip_version hermes hermes-agent)
   timeout 240 hermes chat -Q --yolo --provider custom -m fake-model -q "$(prompt)"
 }
+# oh-my-pi (omp), a pi fork run by bun (the npm package @oven/bun-linux-x64
+# ships the binary: record.sh installs it into $RA/npm/bun): pi's models.json
+# under ~/.omp/agent.
+run_omp() {
+  fresh omp; mkdir -p "$HOME/.omp/agent"
+  cat > "$HOME/.omp/agent/models.json" <<EOF
+{ "providers": { "fake": { "baseUrl": "$FAKE/v1", "api": "openai-completions", "apiKey": "sk-fake",
+  "compat": { "supportsDeveloperRole": false, "supportsReasoningEffort": false },
+  "models": [ { "id": "fake-model", "name": "Fake Model" } ] } } }
+EOF
+  export PATH=$RA/npm/bun/node_modules/@oven/bun-linux-x64/bin:$PATH
+  VER=$(omp --version 2>&1 | grep -oE '[0-9]+\.[0-9]+\.[0-9]+' | head -1)
+  timeout 240 omp -p --provider fake --model fake-model "$(prompt)"
+}
 # The release of a PyPI package in the agent's venv.
 pip_version() { "$RA/venv-$1/bin/python" -c "import importlib.metadata as m; print(m.version('$2'))"; }
 
