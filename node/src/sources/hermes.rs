@@ -121,11 +121,12 @@ fn tool_text(content: &Value) -> String {
     text
 }
 
+/// Session id → (working folder, parent session id).
+type SessionFacts = HashMap<String, (Option<String>, Option<String>)>;
+
 /// Each session's working folder and parent, from `sessions` when it has
 /// those columns.
-fn session_facts(
-    conn: &rusqlite::Connection,
-) -> rusqlite::Result<HashMap<String, (Option<String>, Option<String>)>> {
+fn session_facts(conn: &rusqlite::Connection) -> rusqlite::Result<SessionFacts> {
     let cols = db::columns(conn, "sessions")?;
     if !cols.contains("id") {
         return Ok(HashMap::new());
