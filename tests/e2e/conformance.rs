@@ -66,7 +66,10 @@ const IN_PROJECT_FOLDER: &[&str] = &["aider/0.86.2"];
 
 /// Recordings of another scenario than the quokka decision, and the words
 /// of their decision to search for instead of [`QUERY`].
-const OWN_QUERY: &[(&str, &str)] = &[("claude-code/2.1.332-subagent", "platypus nightly")];
+const OWN_QUERY: &[(&str, &str)] = &[
+    ("claude-code/2.1.332-subagent", "platypus nightly"),
+    ("kilo/7.7.7-subagent", "platypus nightly"),
+];
 
 /// One session as cairn must read it.
 struct Session {
@@ -655,6 +658,42 @@ const RECORDINGS: &[Recording] = &[
             ],
         }],
     },
+    Recording {
+        dir: "kilo/7.7.7-subagent",
+        agent: "kilo",
+        run: "kilo-subagent",
+        secrets: &[],
+        // opencode's `task` tool: the child is its own session row whose
+        // `parent_id` names the caller; the call's output wraps the child's
+        // answer in `<task>`.
+        sessions: &[
+            Session {
+                id: "ses_db7bfb16fffe4wZ5owjCPUMkGp",
+                parent: None,
+                records: &[
+                    ("user", "\"{SUB_PROMPT}\"", 1796508524431),
+                    ("tool_call", "Task: {SUB_TASK}", 1796508530985),
+                    (
+                        "tool_output",
+                        "<task id=\"ses_db7bf469effeAOCz63STj633Zk\" state=\"completed\">\n\
+                         <task_result>\n{SUB_CHILD_ANSWER}\n</task_result>\n</task>",
+                        1796508538977,
+                    ),
+                    ("assistant", SUB_ANSWER, 1796508540764),
+                ],
+            },
+            Session {
+                id: "ses_db7bf469effeAOCz63STj633Zk",
+                parent: Some("ses_db7bfb16fffe4wZ5owjCPUMkGp"),
+                records: &[
+                    ("user", SUB_TASK, 1796508531134),
+                    ("tool_call", "Bash: echo from-subagent", 1796508532729),
+                    ("tool_output", "from-subagent\n", 1796508534210),
+                    ("assistant", SUB_CHILD_ANSWER, 1796508538111),
+                ],
+            },
+        ],
+    },
 ];
 
 /// One line per session fact and record, for a readable diff.
@@ -692,6 +731,7 @@ fn check(rec: &Recording) -> Result<(), String> {
             .replace("{TURN1}", TURN1)
             .replace("{TURN2}", TURN2)
             .replace("{NO_DIR}", NO_DIR)
+            .replace("{SUB_PROMPT}", SUB_PROMPT)
             .replace("{SUB_TASK}", SUB_TASK)
             .replace("{SUB_CHILD_ANSWER}", SUB_CHILD_ANSWER)
             .replace("{PROJ}", &project)

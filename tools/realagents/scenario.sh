@@ -3,8 +3,10 @@
 # for a second turn, with the project's own scripted model (scenario_model.py).
 #
 # usage: tools/realagents/scenario.sh [--subagent] [agent ...]
-#   agents (the recorder's names): claude codex opencode; default all three
-#   (with --subagent: claude opencode, the ones with a subagent tool).
+#   agents (the recorder's names): claude codex opencode kilo copilot hermes;
+#   default claude codex opencode (with --subagent: also droid; default
+#   claude opencode). Copilot, Kilo, Hermes and droid run with the settings
+#   tools/realagents/more.sh gives them.
 #   Each must be installed already in $INSTALLS/npm/<agent> (record.sh or
 #   ../shared/realagents/install_npm.sh).
 #
@@ -56,7 +58,7 @@ fresh() {
   rm -rf "$HOME"; mkdir -p "$PROJ"
   printf '# demo project for %s\n' "$1" > "$PROJ/README.md"
   (cd "$PROJ" && git init -q && git add README.md && git -c user.email=t@t -c user.name=t commit -qm init)
-  export PATH=$INSTALLS/npm/$1/node_modules/.bin:$ORIG_PATH
+  export PATH=$INSTALLS/npm/$1/node_modules/.bin:$INSTALLS/venv-$1/bin:$ORIG_PATH
 }
 
 # Per agent: its config, its version, one run ($1 = prompt, $2 = "resume" for the second).
@@ -100,7 +102,52 @@ run_opencode() {
   timeout 240 opencode run "${cont[@]}" "$1"
 }
 
-label() { case $1 in claude|codex|opencode) echo "$1";; esac; }
+# Agents tools/realagents/more.sh records (see there for their settings).
+config_kilo() {
+  mkdir -p "$HOME/.config/kilo"
+  cat > "$HOME/.config/kilo/kilo.json" <<EOF
+{"autoupdate": false, "share": "disabled", "model": "fake/fake-model", "small_model": "fake/fake-model",
+ "provider": {"fake": {"npm": "@ai-sdk/openai-compatible", "name": "Fake",
+   "options": {"baseURL": "$MODEL/v1", "apiKey": "sk-fake"},
+   "models": {"fake-model": {"name": "Fake Model", "tool_call": true}}}},
+ "permission": {"bash": "allow", "edit": "allow", "task": "allow"}}
+EOF
+  VER=$(kilo --version 2>/dev/null | tail -1)
+}
+run_kilo() {
+  local cont=(); [ "${2:-}" = resume ] && cont=(--continue)
+  timeout 240 kilo run "${cont[@]}" "$1"
+}
+config_droid() {
+  mkdir -p "$HOME/.factory"
+  echo "{\"customModels\": [{\"model\": \"fake-model\", \"displayName\": \"Fake\", \"baseUrl\": \"$MODEL/v1\", \"apiKey\": \"sk-fake\", \"provider\": \"generic-chat-completion-api\", \"maxOutputTokens\": 4000}]}" \
+    > "$HOME/.factory/settings.json"
+  export PATH=$INSTALLS/npm/droid/node_modules/@factory/cli-linux-x64/bin:$PATH
+  VER=$(droid --version 2>/dev/null | tail -1)
+}
+run_droid() { timeout 240 droid exec --skip-permissions-unsafe -m custom:fake-model "$1"; }
+copilot_env() {
+  export COPILOT_OFFLINE=true COPILOT_AUTO_UPDATE=false COPILOT_PROVIDER_BASE_URL=$MODEL/v1 COPILOT_PROVIDER_TYPE=openai \
+    COPILOT_PROVIDER_API_KEY=sk-fake COPILOT_MODEL=fake-model COPILOT_PROVIDER_MAX_PROMPT_TOKENS=100000 \
+    COPILOT_PROVIDER_MAX_OUTPUT_TOKENS=4000
+}
+config_copilot() { VER=$(copilot --version 2>/dev/null | grep -oE '[0-9]+\.[0-9]+\.[0-9]+' | head -1); }
+run_copilot() {
+  local cont=(); [ "${2:-}" = resume ] && cont=(--continue)
+  (copilot_env; timeout 240 copilot -p "$1" "${cont[@]}" --allow-all-tools --disable-client-telemetry --no-auto-update)
+}
+config_hermes() {
+  mkdir -p "$HOME/.hermes"
+  printf '%s\n' 'model:' '  provider: custom' "  base_url: $MODEL/v1" '  default: fake-model' '  api_key: sk-fake' \
+    > "$HOME/.hermes/config.yaml"
+  VER=$("$INSTALLS/venv-hermes/bin/python" -c "import importlib.metadata as m; print(m.version('hermes-agent'))")
+}
+run_hermes() {
+  local cont=(); [ "${2:-}" = resume ] && cont=(--continue)
+  timeout 240 hermes chat -Q --yolo --provider custom -m fake-model "${cont[@]}" -q "$1"
+}
+
+label() { echo "$1"; }
 
 mkdir -p "$RA/logs/scenario"
 srv=""

@@ -109,6 +109,12 @@ def shell_args(schema, command):
     return args or {"command": command}
 
 
+def described(schema, description):
+    """A tool's schema with its description beside it (the subagent tool
+    names its kinds of agent there)."""
+    return dict(schema or {}, _description=description or "")
+
+
 def subagent_args(schema):
     """Arguments for a subagent tool, from its JSON schema: the task as its
     prompt, a short description, the general-purpose kind of subagent."""
@@ -123,7 +129,13 @@ def subagent_args(schema):
             args[name] = "Run echo from-subagent"
         elif low in ("subagent_type", "agent", "agent_type", "subagent_name", "type"):
             kinds = p.get("enum") or []
-            args[name] = next((k for k in kinds if "general" in k.lower()), kinds[0] if kinds else "general-purpose")
+            # Without an enum, the general kind by the name the agent's
+            # description of the field gives it ("general" in opencode's).
+            # (the shortest: opencode's text names "general" and, in prose,
+            # "general-purpose").
+            said = re.findall(r"general[\w-]*", json.dumps(schema), re.I)
+            fallback = min(said, key=len) if said else "general-purpose"
+            args[name] = next((k for k in kinds if "general" in k.lower()), kinds[0] if kinds else fallback)
         elif name in required:
             kind = p.get("type")
             args[name] = {"boolean": False, "integer": 1, "number": 1, "array": [], "object": {}}.get(kind, ".")
@@ -286,7 +298,8 @@ class Handler(BaseHTTPRequestHandler):
 
     # -------------------------------------------------------- OpenAI chat
     def chat(self, body, entry):
-        tools = [((t.get("function") or {}).get("name"), (t.get("function") or {}).get("parameters"))
+        tools = [((t.get("function") or {}).get("name"),
+                  described((t.get("function") or {}).get("parameters"), (t.get("function") or {}).get("description")))
                  for t in body.get("tools") or []]
         last_user, after, calls = None, False, []
         for m in body.get("messages") or []:
@@ -380,7 +393,8 @@ class Handler(BaseHTTPRequestHandler):
 
     # -------------------------------------------------------- Anthropic
     def anthropic(self, body, entry):
-        tools = [(t.get("name"), t.get("input_schema")) for t in body.get("tools") or [] if t.get("name")]
+        tools = [(t.get("name"), described(t.get("input_schema"), t.get("description")))
+                 for t in body.get("tools") or [] if t.get("name")]
         last_user, after, calls = None, False, []
         for m in body.get("messages") or []:
             c = m.get("content")
