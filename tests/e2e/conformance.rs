@@ -69,6 +69,7 @@ const IN_PROJECT_FOLDER: &[&str] = &["aider/0.86.2"];
 const OWN_QUERY: &[(&str, &str)] = &[
     ("claude-code/2.1.332-subagent", "platypus nightly"),
     ("kilo/7.7.7-subagent", "platypus nightly"),
+    ("copilot/1.0.102-subagent", "platypus nightly"),
 ];
 
 /// One session as cairn must read it.
@@ -690,6 +691,46 @@ const RECORDINGS: &[Recording] = &[
                     ("tool_call", "Bash: echo from-subagent", 1796508532729),
                     ("tool_output", "from-subagent\n", 1796508534210),
                     ("assistant", SUB_CHILD_ANSWER, 1796508538111),
+                ],
+            },
+        ],
+    },
+    Recording {
+        dir: "copilot/1.0.102-subagent",
+        agent: "copilot",
+        run: "copilot-subagent",
+        secrets: &[],
+        // The `task` tool's subagent runs inside the parent's events.jsonl:
+        // its prompt follows `subagent.started`, its events carry
+        // `parentToolCallId`. cairn reads it as a child session named
+        // after the call.
+        sessions: &[
+            Session {
+                id: "c71d9b92-277f-4e5d-a0ea-08a1e3010cf2",
+                parent: None,
+                records: &[
+                    ("user", SUB_PROMPT, 1796508628858),
+                    (
+                        "tool_call",
+                        "task: Run echo from-subagent\n{SUB_TASK}",
+                        1796508629472,
+                    ),
+                    ("tool_output", SUB_CHILD_ANSWER, 1796508629644),
+                    ("assistant", SUB_ANSWER, 1796508629759),
+                ],
+            },
+            Session {
+                id: "c71d9b92-277f-4e5d-a0ea-08a1e3010cf2-call_ddc78fba24694893aef4",
+                parent: Some("c71d9b92-277f-4e5d-a0ea-08a1e3010cf2"),
+                records: &[
+                    ("user", SUB_TASK, 1796508629520),
+                    ("tool_call", "bash: echo from-subagent", 1796508629545),
+                    (
+                        "tool_output",
+                        "from-subagent\n<shellId: 0 completed with exit code 0>",
+                        1796508629623,
+                    ),
+                    ("assistant", SUB_CHILD_ANSWER, 1796508629640),
                 ],
             },
         ],
