@@ -133,7 +133,9 @@ def subagent_args(schema):
             # description of the field gives it ("general" in opencode's).
             # (the shortest: opencode's text names "general" and, in prose,
             # "general-purpose").
-            said = re.findall(r"general[\w-]*", json.dumps(schema), re.I)
+            # droid names no general kind: its "worker" is.
+            said = re.findall(r"general[\w-]*", json.dumps(schema), re.I) \
+                or re.findall(r"\bworker\b", json.dumps(schema))
             fallback = min(said, key=len) if said else "general-purpose"
             args[name] = next((k for k in kinds if "general" in k.lower()), kinds[0] if kinds else fallback)
         elif name in required:
@@ -177,7 +179,10 @@ def decide_wiring(tools, calls_after, results_after, text):
     return ("text", "cairn's search was not offered.")
 
 
-def decide(tools, last_user, tool_result_after):
+REFUSED_KIND = re.compile(r"Available subagents: ([\w-]+)")
+
+
+def decide(tools, last_user, tool_result_after, last_result=""):
     """('call', name, args) or ('text', text) for the conversation so far.
 
     tools: [(name, schema)]; last_user: the last real user text; whether a
@@ -192,9 +197,14 @@ def decide(tools, last_user, tool_result_after):
             return ("text", "No shell tool was offered. " + SUB_CHILD_ANSWER)
         return ("call", shell[0], shell_args(shell[1], SUB_COMMAND))
     if last_user and SUB_PROMPT in last_user:  # the parent
+        spawn = next(((n, s) for n, s in tools if SUBAGENT_TOOL.match(n or "")), None)
+        refused = REFUSED_KIND.search(last_result or "")
+        if tool_result_after and refused and spawn:
+            # The agent refused the kind asked for and named its own (droid):
+            # ask again for the first it named.
+            return ("call", spawn[0], dict(subagent_args(spawn[1]), subagent_type=refused.group(1)))
         if tool_result_after:
             return ("text", SUB_ANSWER)
-        spawn = next(((n, s) for n, s in tools if SUBAGENT_TOOL.match(n or "")), None)
         if spawn is None:
             return ("text", "No subagent tool was offered. " + SUB_ANSWER)
         return ("call", spawn[0], subagent_args(spawn[1]))
@@ -223,6 +233,7 @@ def user_texts(content):
 
 class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    last_result = ""  # the last tool result in the request being answered
 
     def log_message(self, *a):
         pass
@@ -290,7 +301,7 @@ class Handler(BaseHTTPRequestHandler):
         if WIRING is not None:
             a = decide_wiring(tools, calls, after, json.dumps(body))
         else:
-            a = decide(tools, last_user, after)
+            a = decide(tools, last_user, after, self.last_result)
         entry.update({"api": api, "ntools": len(tools),
                       "action": "tool:" + a[1] if a[0] == "call" else "final",
                       "args": a[2] if a[0] == "call" else None})
@@ -307,6 +318,7 @@ class Handler(BaseHTTPRequestHandler):
                 last_user, after, calls = user_texts(m.get("content")), False, []
             elif m.get("role") == "tool":
                 after = True
+                self.last_result = json.dumps(m.get("content"))
             for tc in m.get("tool_calls") or []:
                 calls.append((tc.get("function") or {}).get("name"))
         act = self.act(entry, "chat", tools, last_user, after, calls, body)
