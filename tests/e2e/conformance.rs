@@ -735,6 +735,98 @@ const RECORDINGS: &[Recording] = &[
             },
         ],
     },
+    Recording {
+        dir: "copilot/1.0.102-turns",
+        agent: "copilot",
+        run: "copilot-turns",
+        secrets: &[TURNS_SECRET],
+        // `copilot -p --continue` appends the second turn to the same
+        // events.jsonl; the failing call's exit code is in its output.
+        sessions: &[Session {
+            id: "d3323fc5-9696-4397-8857-e850676f30a1",
+            parent: None,
+            records: &[
+                ("user", TURN1, 1796508902465),
+                (
+                    "tool_call",
+                    "bash: ls /nonexistent-quokka-dir",
+                    1796508902662,
+                ),
+                (
+                    "tool_output",
+                    "{NO_DIR}\n<shellId: 0 completed with exit code 2>",
+                    1796508902761,
+                ),
+                ("assistant", ANSWER1, 1796508902909),
+                ("user", TURN2, 1796508905747),
+                ("tool_call", "bash: echo second", 1796508905985),
+                (
+                    "tool_output",
+                    "second\n<shellId: 0 completed with exit code 0>",
+                    1796508906042,
+                ),
+                ("assistant", ANSWER2, 1796508906099),
+            ],
+        }],
+    },
+    Recording {
+        dir: "kilo/7.7.7-turns",
+        agent: "kilo",
+        run: "kilo-turns",
+        secrets: &[TURNS_SECRET],
+        // `kilo run --continue`, as opencode: the same session; a failing
+        // shell command is a completed tool part holding the error text.
+        sessions: &[Session {
+            id: "ses_db7b93324ffehlCjzsaCrFVIyD",
+            parent: None,
+            records: &[
+                ("user", "\"{TURN1}\"", 1796508941669),
+                (
+                    "tool_call",
+                    "Bash: ls /nonexistent-quokka-dir",
+                    1796508944788,
+                ),
+                ("tool_output", "{NO_DIR}\n", 1796508945773),
+                ("assistant", ANSWER1, 1796508947106),
+                ("user", "\"{TURN2}\"", 1796508969701),
+                ("tool_call", "Bash: echo second", 1796508973433),
+                ("tool_output", "second\n", 1796508974719),
+                ("assistant", ANSWER2, 1796508975978),
+            ],
+        }],
+    },
+    Recording {
+        dir: "hermes/0.19.0-turns",
+        agent: "hermes",
+        run: "hermes-turns",
+        secrets: &[TURNS_SECRET],
+        // `hermes chat --continue` appends to the same session; the
+        // terminal tool's JSON result carries the exit code; Hermes masked
+        // the token itself.
+        sessions: &[Session {
+            id: "20261205_221627_2c7b93",
+            parent: None,
+            records: &[
+                ("user", TURN1, 1796508998839),
+                (
+                    "tool_call",
+                    "terminal: ls /nonexistent-quokka-dir",
+                    1796508999887,
+                ),
+                ("tool_output", "{NO_DIR}\n(exit code 2)", 1796509000009),
+                ("assistant", ANSWER1, 1796509000367),
+                ("user", TURN2, 1796509010215),
+                ("tool_call", "terminal: echo second", 1796509011942),
+                ("tool_output", "second", 1796509012041),
+                (
+                    "assistant",
+                    "It printed second. Decision: the walrus cache stays at 64 MB because a \
+                     bigger one evicts the hot set. The cache admin token is ghp_Sc...H567 for now.",
+                    1796509012190,
+                ),
+            ],
+        }],
+    },
 ];
 
 /// One line per session fact and record, for a readable diff.
