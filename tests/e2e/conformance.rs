@@ -29,6 +29,11 @@ const PROMPT: &str = "Run the shell command `echo hello` in this project, then t
 const FACT: &str = "I ran the command and it printed hello. Decision: we pinned the quokka \
     library to 2.3 because 2.4 broke the parser.";
 
+/// The fake GitHub token `tools/realagents/record.sh` (and `more.sh`)
+/// plant after the decision, and the decision as stored with it redacted.
+const RECORD_SECRET: &str = "ghp_R3c0rdedAgentS3cretQuokka2026xYz1234";
+const FACT_REDACTED: &str = "{FACT} The staging deploy token is [REDACTED:github-token] for now.";
+
 /// Words of the decision to search for.
 const QUERY: &str = "quokka parser";
 
@@ -58,6 +63,14 @@ struct Recording {
 /// file's path and header, written `*` in the entry) is whatever 16 hex
 /// digits cairn reports for the one session.
 const IN_PROJECT_FOLDER: &[&str] = &["aider/0.86.2"];
+
+/// Recordings of another scenario than the quokka decision, and the words
+/// of their decision to search for instead of [`QUERY`].
+const OWN_QUERY: &[(&str, &str)] = &[
+    ("claude-code/2.1.332-subagent", "platypus nightly"),
+    ("kilo/7.7.7-subagent", "platypus nightly"),
+    ("copilot/1.0.102-subagent", "platypus nightly"),
+];
 
 /// One session as cairn must read it.
 struct Session {
@@ -96,6 +109,32 @@ const ANSWER2: &str = "It printed second. Decision: the walrus cache stays at 64
 const TURNS_SECRET: &str = "ghp_Sc3nari0TwoTurnWalrus2026abcdEFGH567";
 /// What the failing call printed.
 const NO_DIR: &str = "ls: cannot access '/nonexistent-quokka-dir': No such file or directory";
+
+/// The subagent scenario (`tools/realagents/scenario.sh --subagent`): the
+/// model hands `echo from-subagent` to the agent's subagent tool, then
+/// answers with a decision.
+const SUB_PROMPT: &str = "Ask a subagent to run `echo from-subagent` with the shell and report, \
+    then tell me what we decided about the platypus build.";
+const SUB_TASK: &str =
+    "Run the shell command `echo from-subagent` and report exactly what it printed.";
+const SUB_CHILD_ANSWER: &str = "The command printed from-subagent.";
+const SUB_ANSWER: &str = "The subagent reported from-subagent. Decision: the platypus build runs \
+    nightly because the daytime runners are saturated.";
+/// What Claude Code 2.1.332's `-p` returned for the Agent call: it runs
+/// the subagent in the background.
+const CLAUDE_ASYNC_AGENT: &str = "Agent: Async agent launched successfully. (This tool result is \
+    internal metadata \u{2014} never quote or paste any part of it, including the agentId below, \
+    into a user-facing reply.)\nagentId: ac261e2093b5047c3 (internal ID - do not mention to user. \
+    Use SendMessage with to: 'ac261e2093b5047c3', summary: '<5-10 word recap>' to continue this \
+    agent.)\nThe agent is working in the background. You will be notified automatically when it \
+    completes. You know nothing about its results until that notification arrives \u{2014} do not \
+    report, assume, or predict them; continue other work or respond to the user in the \
+    meantime.\nDo not duplicate this agent's work \u{2014} avoid working with the same files or \
+    topics it is using.\noutput_file: /tmp/claude-0/-home-dev-agent-home-claude-subagent-code-\
+    proj-claude-subagent/a98dbe2f-00b7-4bef-bd24-ba82d64bcf9f/tasks/ac261e2093b5047c3.output\nDo \
+    NOT Read or tail this file via the shell tool \u{2014} it is the full subagent JSONL transcript \
+    and reading it will overflow your context. If the user asks for progress, say the agent is \
+    still running; you'll get a completion notification.";
 
 const RECORDINGS: &[Recording] = &[
     Recording {
@@ -543,6 +582,362 @@ const RECORDINGS: &[Recording] = &[
             ],
         }],
     },
+    Recording {
+        dir: "claude-code/2.1.332-subagent",
+        agent: "claude-code",
+        run: "claude-subagent",
+        secrets: &[],
+        // `claude -p` runs the Agent tool in the background: the parent
+        // answers once on the launch and again when the subagent's
+        // `<task-notification>` (a user line the harness wrote) brings its
+        // result. The child's file is `<parent>/subagents/agent-<id>.jsonl`.
+        sessions: &[
+            Session {
+                id: "a98dbe2f-00b7-4bef-bd24-ba82d64bcf9f",
+                parent: None,
+                records: &[
+                    ("user", SUB_PROMPT, 1796506009008),
+                    (
+                        "tool_call",
+                        "Agent: Run echo from-subagent\n{SUB_TASK}",
+                        1796506009167,
+                    ),
+                    ("tool_output", CLAUDE_ASYNC_AGENT, 1796506009314),
+                    ("assistant", SUB_ANSWER, 1796506009410),
+                    (
+                        "tool_output",
+                        "Agent \"Run echo from-subagent\" finished\n{SUB_CHILD_ANSWER}",
+                        1796506010408,
+                    ),
+                    ("assistant", SUB_ANSWER, 1796506010443),
+                ],
+            },
+            Session {
+                id: "agent-ac261e2093b5047c3",
+                parent: Some("a98dbe2f-00b7-4bef-bd24-ba82d64bcf9f"),
+                records: &[
+                    ("user", SUB_TASK, 1796506009241),
+                    ("tool_call", "Bash: echo from-subagent", 1796506009519),
+                    ("tool_output", "Bash: from-subagent", 1796506009601),
+                    ("assistant", SUB_CHILD_ANSWER, 1796506009874),
+                ],
+            },
+        ],
+    },
+    Recording {
+        dir: "copilot/1.0.102",
+        agent: "copilot",
+        run: "copilot",
+        secrets: &[RECORD_SECRET],
+        // Run offline with its BYOK provider variables (no GitHub login):
+        // `tools/realagents/more.sh copilot`. The shell's result carries
+        // the CLI's own `<shellId: …>` trailer.
+        sessions: &[Session {
+            id: "086853cd-d3c0-4205-8069-506d3c825497",
+            parent: None,
+            records: &[
+                ("user", "{PROMPT}", 1796507278341),
+                ("tool_call", "bash: echo hello", 1796507278453),
+                (
+                    "tool_output",
+                    "hello\n<shellId: 0 completed with exit code 0>",
+                    1796507278511,
+                ),
+                ("assistant", FACT_REDACTED, 1796507278549),
+            ],
+        }],
+    },
+    Recording {
+        dir: "kilo/7.7.7",
+        agent: "kilo",
+        run: "kilo",
+        secrets: &[RECORD_SECRET],
+        // opencode's code base: `~/.local/share/kilo/kilo.db`, the prompt
+        // stored with the shell's quotes as `opencode run` does.
+        sessions: &[Session {
+            id: "ses_db7d17f50ffeljjHxXxCRJB6FK",
+            parent: None,
+            records: &[
+                ("user", "\"{PROMPT}\"", 1796507355287),
+                ("tool_call", "Bash: echo hello", 1796507361050),
+                ("tool_output", "hello\n", 1796507362650),
+                ("assistant", FACT_REDACTED, 1796507367049),
+            ],
+        }],
+    },
+    Recording {
+        dir: "factory/0.225.2",
+        agent: "factory",
+        run: "droid",
+        secrets: &[RECORD_SECRET],
+        // `droid exec` with a BYOK custom model; the first user line is
+        // the harness's `<system-reminder>` context, not read.
+        sessions: &[Session {
+            id: "fe5a0b9d-b360-466f-833f-26494cae010f",
+            parent: None,
+            records: &[
+                ("user", "{PROMPT}", 1796507416821),
+                ("tool_call", "Execute: echo hello", 1796507417018),
+                (
+                    "tool_output",
+                    "hello\n\n\n[Process exited with code 0]",
+                    1796507417309,
+                ),
+                ("assistant", FACT_REDACTED, 1796507417573),
+            ],
+        }],
+    },
+    Recording {
+        dir: "hermes/0.19.0",
+        agent: "hermes",
+        run: "hermes",
+        secrets: &[RECORD_SECRET],
+        // `state.db`: the working folder is in `sessions.cwd`, times are
+        // REAL seconds, the terminal tool's result is JSON; Hermes masked
+        // the planted token itself before storing it.
+        sessions: &[Session {
+            id: "20261205_215155_203cd3",
+            parent: None,
+            records: &[
+                ("user", "{PROMPT}", 1796507577580),
+                ("tool_call", "terminal: echo hello", 1796507580402),
+                ("tool_output", "hello", 1796507580696),
+                (
+                    "assistant",
+                    "{FACT} The staging deploy token is ghp_R3...1234 for now.",
+                    1796507580987,
+                ),
+            ],
+        }],
+    },
+    Recording {
+        dir: "omp/18.2.3",
+        agent: "omp",
+        run: "omp",
+        secrets: &[RECORD_SECRET],
+        // pi's format under `~/.omp/agent/sessions/`; each message's own
+        // `timestamp` (ms) is its time. The bash tool appends its wall time.
+        sessions: &[Session {
+            id: "01a24836-ed0f-73da-868d-f58cc6a307db",
+            parent: None,
+            records: &[
+                ("user", "{PROMPT}", 1796507889506),
+                ("tool_call", "bash: echo hello", 1796507891808),
+                (
+                    "tool_output",
+                    "hello\n\n\nWall time: 0.16 seconds",
+                    1796507892094,
+                ),
+                ("assistant", FACT_REDACTED, 1796507892158),
+            ],
+        }],
+    },
+    Recording {
+        dir: "kilo/7.7.7-subagent",
+        agent: "kilo",
+        run: "kilo-subagent",
+        secrets: &[],
+        // opencode's `task` tool: the child is its own session row whose
+        // `parent_id` names the caller; the call's output wraps the child's
+        // answer in `<task>`.
+        sessions: &[
+            Session {
+                id: "ses_db7bfb16fffe4wZ5owjCPUMkGp",
+                parent: None,
+                records: &[
+                    ("user", "\"{SUB_PROMPT}\"", 1796508524431),
+                    ("tool_call", "Task: {SUB_TASK}", 1796508530985),
+                    (
+                        "tool_output",
+                        "<task id=\"ses_db7bf469effeAOCz63STj633Zk\" state=\"completed\">\n\
+                         <task_result>\n{SUB_CHILD_ANSWER}\n</task_result>\n</task>",
+                        1796508538977,
+                    ),
+                    ("assistant", SUB_ANSWER, 1796508540764),
+                ],
+            },
+            Session {
+                id: "ses_db7bf469effeAOCz63STj633Zk",
+                parent: Some("ses_db7bfb16fffe4wZ5owjCPUMkGp"),
+                records: &[
+                    ("user", SUB_TASK, 1796508531134),
+                    ("tool_call", "Bash: echo from-subagent", 1796508532729),
+                    ("tool_output", "from-subagent\n", 1796508534210),
+                    ("assistant", SUB_CHILD_ANSWER, 1796508538111),
+                ],
+            },
+        ],
+    },
+    Recording {
+        dir: "copilot/1.0.102-subagent",
+        agent: "copilot",
+        run: "copilot-subagent",
+        secrets: &[],
+        // The `task` tool's subagent runs inside the parent's events.jsonl:
+        // its prompt follows `subagent.started`, its events carry
+        // `parentToolCallId`. cairn reads it as a child session named
+        // after the call.
+        sessions: &[
+            Session {
+                id: "c71d9b92-277f-4e5d-a0ea-08a1e3010cf2",
+                parent: None,
+                records: &[
+                    ("user", SUB_PROMPT, 1796508628858),
+                    (
+                        "tool_call",
+                        "task: Run echo from-subagent\n{SUB_TASK}",
+                        1796508629472,
+                    ),
+                    ("tool_output", SUB_CHILD_ANSWER, 1796508629644),
+                    ("assistant", SUB_ANSWER, 1796508629759),
+                ],
+            },
+            Session {
+                id: "c71d9b92-277f-4e5d-a0ea-08a1e3010cf2-call_ddc78fba24694893aef4",
+                parent: Some("c71d9b92-277f-4e5d-a0ea-08a1e3010cf2"),
+                records: &[
+                    ("user", SUB_TASK, 1796508629520),
+                    ("tool_call", "bash: echo from-subagent", 1796508629545),
+                    (
+                        "tool_output",
+                        "from-subagent\n<shellId: 0 completed with exit code 0>",
+                        1796508629623,
+                    ),
+                    ("assistant", SUB_CHILD_ANSWER, 1796508629640),
+                ],
+            },
+        ],
+    },
+    Recording {
+        dir: "copilot/1.0.102-turns",
+        agent: "copilot",
+        run: "copilot-turns",
+        secrets: &[TURNS_SECRET],
+        // `copilot -p --continue` appends the second turn to the same
+        // events.jsonl; the failing call's exit code is in its output.
+        sessions: &[Session {
+            id: "d3323fc5-9696-4397-8857-e850676f30a1",
+            parent: None,
+            records: &[
+                ("user", TURN1, 1796508902465),
+                (
+                    "tool_call",
+                    "bash: ls /nonexistent-quokka-dir",
+                    1796508902662,
+                ),
+                (
+                    "tool_output",
+                    "{NO_DIR}\n<shellId: 0 completed with exit code 2>",
+                    1796508902761,
+                ),
+                ("assistant", ANSWER1, 1796508902909),
+                ("user", TURN2, 1796508905747),
+                ("tool_call", "bash: echo second", 1796508905985),
+                (
+                    "tool_output",
+                    "second\n<shellId: 0 completed with exit code 0>",
+                    1796508906042,
+                ),
+                ("assistant", ANSWER2, 1796508906099),
+            ],
+        }],
+    },
+    Recording {
+        dir: "kilo/7.7.7-turns",
+        agent: "kilo",
+        run: "kilo-turns",
+        secrets: &[TURNS_SECRET],
+        // `kilo run --continue`, as opencode: the same session; a failing
+        // shell command is a completed tool part holding the error text.
+        sessions: &[Session {
+            id: "ses_db7b93324ffehlCjzsaCrFVIyD",
+            parent: None,
+            records: &[
+                ("user", "\"{TURN1}\"", 1796508941669),
+                (
+                    "tool_call",
+                    "Bash: ls /nonexistent-quokka-dir",
+                    1796508944788,
+                ),
+                ("tool_output", "{NO_DIR}\n", 1796508945773),
+                ("assistant", ANSWER1, 1796508947106),
+                ("user", "\"{TURN2}\"", 1796508969701),
+                ("tool_call", "Bash: echo second", 1796508973433),
+                ("tool_output", "second\n", 1796508974719),
+                ("assistant", ANSWER2, 1796508975978),
+            ],
+        }],
+    },
+    Recording {
+        dir: "hermes/0.19.0-turns",
+        agent: "hermes",
+        run: "hermes-turns",
+        secrets: &[TURNS_SECRET],
+        // `hermes chat --continue` appends to the same session; the
+        // terminal tool's JSON result carries the exit code; Hermes masked
+        // the token itself.
+        sessions: &[Session {
+            id: "20261205_221627_2c7b93",
+            parent: None,
+            records: &[
+                ("user", TURN1, 1796508998839),
+                (
+                    "tool_call",
+                    "terminal: ls /nonexistent-quokka-dir",
+                    1796508999887,
+                ),
+                ("tool_output", "{NO_DIR}\n(exit code 2)", 1796509000009),
+                ("assistant", ANSWER1, 1796509000367),
+                ("user", TURN2, 1796509010215),
+                ("tool_call", "terminal: echo second", 1796509011942),
+                ("tool_output", "second", 1796509012041),
+                (
+                    "assistant",
+                    "It printed second. Decision: the walrus cache stays at 64 MB because a \
+                     bigger one evicts the hot set. The cache admin token is ghp_Sc...H567 for now.",
+                    1796509012190,
+                ),
+            ],
+        }],
+    },
+    Recording {
+        dir: "openclaw/2026.9.6-turns",
+        agent: "openclaw",
+        run: "openclaw-turns",
+        secrets: &[TURNS_SECRET],
+        // 2026.9 keeps transcripts in `openclaw-agent.sqlite`
+        // (`transcript_events`, pi's events as rows); times are each
+        // message's own `timestamp`. A second `agent --local` run continues
+        // the main session; OpenClaw masked the token itself.
+        sessions: &[Session {
+            id: "f80d44b4-0ffc-43c3-aa1c-19d45d646a86",
+            parent: None,
+            records: &[
+                ("user", TURN1, 1796509553490),
+                (
+                    "tool_call",
+                    "exec: ls /nonexistent-quokka-dir",
+                    1796509576811,
+                ),
+                (
+                    "tool_output",
+                    "{NO_DIR}\n\n(Command exited with code 2)",
+                    1796509582073,
+                ),
+                ("assistant", ANSWER1, 1796509582100),
+                ("user", TURN2, 1796509617098),
+                ("tool_call", "exec: echo second", 1796509641518),
+                ("tool_output", "second", 1796509646860),
+                (
+                    "assistant",
+                    "It printed second. Decision: the walrus cache stays at 64 MB because a \
+                     bigger one evicts the hot set. The cache admin token is ghp_Sc\u{2026}H567 \
+                     for now.",
+                    1796509646963,
+                ),
+            ],
+        }],
+    },
 ];
 
 /// One line per session fact and record, for a readable diff.
@@ -580,9 +975,16 @@ fn check(rec: &Recording) -> Result<(), String> {
             .replace("{TURN1}", TURN1)
             .replace("{TURN2}", TURN2)
             .replace("{NO_DIR}", NO_DIR)
+            .replace("{SUB_PROMPT}", SUB_PROMPT)
+            .replace("{SUB_TASK}", SUB_TASK)
+            .replace("{SUB_CHILD_ANSWER}", SUB_CHILD_ANSWER)
             .replace("{PROJ}", &project)
     };
     let in_folder = IN_PROJECT_FOLDER.contains(&rec.dir);
+    let query = OWN_QUERY
+        .iter()
+        .find(|(dir, _)| *dir == rec.dir)
+        .map_or(QUERY, |(_, q)| *q);
     let mut problems = Vec::new();
 
     let report = home.json(&["index", "--json"]);
@@ -625,7 +1027,7 @@ fn check(rec: &Recording) -> Result<(), String> {
             if s.id != "*" {
                 return s.id.to_owned();
             }
-            let hits = home.search(QUERY, &["--no-refresh"]);
+            let hits = home.search(query, &["--no-refresh"]);
             let id = hits
                 .first()
                 .and_then(|h| h["session_id"].as_str())
@@ -697,7 +1099,7 @@ fn check(rec: &Recording) -> Result<(), String> {
         problems.push(diff);
     }
 
-    let hits = home.search(QUERY, &["--no-refresh"]);
+    let hits = home.search(query, &["--no-refresh"]);
     let top = hits.first();
     let found = top.map(|h| {
         (
@@ -709,7 +1111,7 @@ fn check(rec: &Recording) -> Result<(), String> {
     let want_hit = (rec.agent, want_project.as_str(), ids[0].as_str());
     if found != Some(want_hit) {
         problems.push(format!(
-            "search {QUERY:?}: top hit {found:?}, want {want_hit:?}"
+            "search {query:?}: top hit {found:?}, want {want_hit:?}"
         ));
     }
 

@@ -101,6 +101,36 @@ const WIRED: &[Wired] = &[
         calls: &["tool_search", "tool_call"],
         passed: true,
     },
+    // Copilot CLI (offline, BYOK provider) offers MCP tools as
+    // `<server>-<tool>`.
+    Wired {
+        dir: "copilot/1.0.102",
+        agent: "copilot",
+        offered: Some("cairn-search"),
+        listed: None,
+        calls: &["cairn-search"],
+        passed: true,
+    },
+    // The Kilo CLI reads `mcp` in its own `~/.config/kilo/kilo.json` (the
+    // IDE extension's file, which install wrote alone before, it ignores).
+    Wired {
+        dir: "kilo/7.7.7",
+        agent: "kilo",
+        offered: Some("cairn_search"),
+        listed: None,
+        calls: &["cairn_search"],
+        passed: true,
+    },
+    // droid (BYOK custom model) defers MCP tools, named `<server>___<tool>`
+    // in the first request; the model loads it with ToolSearch.
+    Wired {
+        dir: "factory/0.225.2",
+        agent: "factory",
+        offered: None,
+        listed: Some("cairn___search"),
+        calls: &["ToolSearch", "cairn___search"],
+        passed: true,
+    },
 ];
 
 /// Wiring targets the recorder cannot run, with what each rests on.
@@ -108,10 +138,6 @@ const UNVERIFIED: &[(&str, &str)] = &[
     (
         "cursor",
         "desktop app, no headless run: docs.cursor.com/context/model-context-protocol",
-    ),
-    (
-        "copilot",
-        "needs a GitHub sign-in: docs.github.com/en/copilot/how-tos/use-copilot-agents/use-copilot-cli",
     ),
     (
         "claude-desktop",
@@ -124,10 +150,6 @@ const UNVERIFIED: &[(&str, &str)] = &[
     (
         "roo",
         "IDE extension: docs.roocode.com/features/mcp/using-mcp-in-roo",
-    ),
-    (
-        "kilo",
-        "IDE extension: kilocode.ai/docs/features/mcp/using-mcp-in-kilo-code",
     ),
     (
         "goose",
@@ -150,10 +172,6 @@ const UNVERIFIED: &[(&str, &str)] = &[
     (
         "amp",
         "needs an Amp account (server-side threads): ampcode.com/manual#mcp",
-    ),
-    (
-        "factory",
-        "needs a Factory account: docs.factory.ai/cli/configuration/mcp",
     ),
     ("antigravity", "desktop editor: antigravity.google/docs/mcp"),
 ];

@@ -70,7 +70,31 @@ AGENTS = {
     "openhands": ("openhands", "PyPI", "openhands",
                   'openhands --headless --override-with-envs --exit-without-confirmation -t "$PROMPT"',
                   [".openhands/conversations/**", ".openhands/v1/**"]),
+    # Agents the reference recorder does not run: tools/realagents/more.sh runs them.
+    "copilot": ("copilot", "npm", "@github/copilot",
+                'COPILOT_OFFLINE=true COPILOT_PROVIDER_BASE_URL=$FAKE/v1 COPILOT_MODEL=fake-model '
+                'copilot -p "$PROMPT" --allow-all-tools --no-auto-update',
+                [".copilot/session-state/*/events.jsonl", ".copilot/session-state/*/workspace.yaml",
+                 ".copilot/session-store.db"]),
+    "kilo": ("kilo", "npm", "@kilocode/cli",
+             'kilo run "$PROMPT"',
+             [".local/share/kilo/kilo*.db"]),
+    "droid": ("factory", "npm", "@factory/cli-linux-x64",
+              'droid exec --skip-permissions-unsafe -m custom:fake-model "$PROMPT"',
+              [".factory/sessions/*/*.jsonl", ".factory/sessions/*/*.settings.json"]),
+    "hermes": ("hermes", "PyPI", "hermes-agent",
+               'hermes chat -Q --yolo --provider custom -m fake-model -q "$PROMPT"',
+               [".hermes/state.db", ".hermes/sessions/**"]),
+    "omp": ("omp", "npm", "@oh-my-pi/pi-coding-agent",
+            'omp -p --provider fake --model fake-model "$PROMPT"',
+            [".omp/agent/sessions/**"]),
+    "openclaw": ("openclaw", "npm", "openclaw",
+                 'openclaw agent --local --agent main --model fake/fake-model -m "$PROMPT"',
+                 [".openclaw/agents/*/agent/openclaw-agent.sqlite", ".openclaw/agents/*/sessions/**"]),
 }
+
+# Runs made by tools/realagents/more.sh rather than the reference recorder.
+MORE = {"copilot", "kilo", "droid", "hermes", "omp", "openclaw"}
 
 
 def split_run(name):
@@ -132,10 +156,12 @@ def main():
                     "/home/dev/agent/home-RUN, the project ~/code/proj-RUN)")
     ap.add_argument("--scripted", help="what was scripted, for a run not made with the "
                     "reference recorder's model (scenario.sh)")
+    ap.add_argument("--command", help="the run command, when it differs from the recorder's usual one")
     a = ap.parse_args()
     run = os.path.normpath(a.run_dir)
     label, release = split_run(os.path.basename(run))
     agent, registry, package, command, globs = AGENTS[label]
+    command = a.command or command
     version = release.split("-")[0]
     out = os.path.join(a.dest, agent, release)
     home = os.path.join(out, "home")
@@ -164,7 +190,15 @@ def main():
         command = command.replace("vibe ", "vibe --legacy-harness ", 1)
     pruned_dirs = prune_summary(pruned)
     name = a.run or rerun_name(label, release)
-    if a.scripted:
+    if label in MORE and not a.scripted:
+        how = (f"(`tools/realagents/more.sh {name}`),\n  against the scripted model of `../shared/realagents/fakellm.py` (OpenAI,\n"
+               f"  Anthropic and Gemini APIs on 127.0.0.1, its own port).", f"""- Scripted: the prompt asks to run `echo hello` and what was decided about the
+  quokka library; the model's first turn calls the shell tool with
+  `echo hello` (output `hello`), its second answers with the planted decision
+  "{a.fact}\"""")
+    elif a.scripted and release.endswith("-subagent"):
+        how = ("(one run, as `tools/realagents/scenario.sh --subagent` does)", f"- Scripted: {a.scripted}.")
+    elif a.scripted:
         how = ("(then resumed with the agent's own continue flag, as "
                "`tools/realagents/scenario.sh` does)", f"- Scripted: {a.scripted}.")
     else:

@@ -3,6 +3,7 @@
 #
 # usage: tools/realagents/record.sh [--force] [agent[@version] ...]
 #   agents (the recorder's names): opencode codex claude qwen gemini pi cn cline kimi vibe aider openhands
+#   copilot kilo droid omp hermes (these five run by tools/realagents/more.sh)
 #   default: all of them. agent@version pins a release instead of asking the registry.
 #
 # For each agent: asks its registry (npm or PyPI) for the newest release, and
@@ -37,7 +38,9 @@ export RA=${RA:-/home/dev/agent}
 REALAGENTS=${REALAGENTS:-$(cd "$REPO/.." && pwd)/shared/realagents}
 FORCE=0
 if [ "${1:-}" = "--force" ]; then FORCE=1; shift; fi
-AGENTS=${*:-opencode codex claude qwen gemini pi cn cline kimi vibe aider openhands}
+AGENTS=${*:-opencode codex claude qwen gemini pi cn cline kimi vibe aider openhands copilot kilo droid omp hermes}
+# Agents the reference recorder does not run: tools/realagents/more.sh does.
+MORE=" copilot kilo droid omp hermes "
 
 [ -f "$REALAGENTS/rerun.sh" ] || { echo "record.sh: no recorder at $REALAGENTS (set REALAGENTS)" >&2; exit 2; }
 mkdir -p "$RA/logs" "$RA/out"
@@ -62,13 +65,20 @@ spec() {
     vibe) echo "pypi mistral-vibe 3.13 mistral-vibe";;
     aider) echo "pypi aider-chat 3.12 aider";;
     openhands) echo "pypi openhands 3.12 openhands";;
+    copilot) echo "npm @github/copilot - copilot";;
+    kilo) echo "npm @kilocode/cli - kilo";;
+    # @factory/cli's own platform package lags it on the registry: the
+    # platform package is the droid binary itself.
+    droid) echo "npm @factory/cli-linux-x64 - droid";;
+    omp) echo "npm @oh-my-pi/pi-coding-agent - omp";;
+    hermes) echo "pypi hermes-agent 3.12 hermes";;
     *) echo "record.sh: unknown agent $1" >&2; return 1;;
   esac
 }
 
 # The cairn agent id import.py files a label under.
 agent_id() {
-  case $1 in claude) echo claude-code;; cn) echo continue;; mistral-vibe) echo vibe;; *) echo "$1";; esac
+  case $1 in claude) echo claude-code;; cn) echo continue;; mistral-vibe) echo vibe;; droid) echo factory;; *) echo "$1";; esac
 }
 
 newest() {  # registry package python
@@ -94,6 +104,11 @@ install() {  # name registry package version python
     mkdir -p "$RA/npm/$name"
     npm install --prefix "$RA/npm/$name" --no-audit --no-fund --loglevel=error "$pkg@$ver" \
       > "$RA/logs/install-$name.log" 2>&1
+    # omp runs under bun, whose npm platform package ships the binary.
+    if [ "$name" = omp ] && [ ! -x "$RA/npm/bun/node_modules/@oven/bun-linux-x64/bin/bun" ]; then
+      npm install --prefix "$RA/npm/bun" --no-audit --no-fund --loglevel=error @oven/bun-linux-x64 \
+        >> "$RA/logs/install-$name.log" 2>&1
+    fi
   else
     [ -x "$RA/venv-uv/bin/uv" ] || { python3 -m venv "$RA/venv-uv" && "$RA/venv-uv/bin/pip" -q install uv; }
     [ -d "$RA/venv-$name" ] || "$RA/venv-uv/bin/uv" venv -q -p "$(interp "$py")" "$RA/venv-$name" > "$RA/logs/install-$name.log" 2>&1
@@ -113,11 +128,17 @@ for arg in $AGENTS; do
     echo "$name $ver: already recorded ($dest)"; continue
   fi
   install "$name" "$reg" "$pkg" "$ver" "$py"
-  bash "$REALAGENTS/rerun.sh" "$name"
+  if [[ $MORE == *" $name "* ]]; then
+    bash "$HERE/more.sh" "$name"
+    how="tools/realagents/more.sh"
+  else
+    bash "$REALAGENTS/rerun.sh" "$name"
+    how="tools/realagents/record.sh"
+  fi
   run=$RA/out/$label-$ver
   [ -d "$run" ] || { echo "$name: rerun.sh collected nothing into $run (see $RA/logs/run-$name.*)" >&2; exit 1; }
   python3 "$HERE/import.py" "$run" \
-    --source "tools/realagents/record.sh on $(date -u +%F), recorder $(realpath --relative-to="$REPO" "$REALAGENTS")"
+    --source "$how on $(date -u +%F), recorder $(realpath --relative-to="$REPO" "$REALAGENTS")"
   recorded+=("$dest")
 done
 

@@ -12,6 +12,11 @@ It plays the model side of one session that readers tend to get wrong:
           agent: its output
           model: SECOND_ANSWER
 
+With the subagent prompt (SUB_PROMPT, scenario.sh --subagent) it plays a
+parent that calls the agent's own subagent tool (Agent/Task/task) with
+SUB_TASK, the child that runs `echo from-subagent` and reports, and the
+parent's final answer (SUB_ANSWER).
+
 It is stateless: each request is answered from the conversation it carries
 (which prompt is the last real user message, and whether a tool result
 follows it). Requests that offer no tools (titles, summaries) get a short
@@ -49,7 +54,19 @@ SECRET = "ghp_Sc3nari0TwoTurnWalrus2026abcdEFGH567"
 SECOND_ANSWER = ("It printed second. Decision: the walrus cache stays at 64 MB "
                  "because a bigger one evicts the hot set. The cache admin token is " + SECRET + " for now.")
 TITLE = "Quokka fixtures and walrus cache"
-SHELL = re.compile(r"^(bash|shell|shell_command|exec_command|run_shell_command|execute_command|terminal)$", re.I)
+
+# The subagent scenario (scenario.sh --subagent): the model hands a task to
+# the agent's own subagent tool; the child calls the shell once and reports;
+# the parent answers with a decision.
+SUB_PROMPT = ("Ask a subagent to run `echo from-subagent` with the shell and report, "
+              "then tell me what we decided about the platypus build.")
+SUB_TASK = "Run the shell command `echo from-subagent` and report exactly what it printed."
+SUB_COMMAND = "echo from-subagent"
+SUB_CHILD_ANSWER = "The command printed from-subagent."
+SUB_ANSWER = ("The subagent reported from-subagent. Decision: the platypus build runs nightly "
+              "because the daytime runners are saturated.")
+SUBAGENT_TOOL = re.compile(r"^(Task|Agent|task|agent|spawn_agent|subagent|delegate_task)$")
+SHELL = re.compile(r"^(bash|shell|shell_command|exec_command|exec|run_shell_command|execute_command|terminal)$", re.I)
 
 CAIRN_SEARCH = re.compile(r"cairn.*search|^search$", re.I)
 TOOL_SEARCH = re.compile(r"^(ToolSearch|tool_search)$")
@@ -92,6 +109,41 @@ def shell_args(schema, command):
     return args or {"command": command}
 
 
+def described(schema, description):
+    """A tool's schema with its description beside it (the subagent tool
+    names its kinds of agent there)."""
+    return dict(schema or {}, _description=description or "")
+
+
+def subagent_args(schema):
+    """Arguments for a subagent tool, from its JSON schema: the task as its
+    prompt, a short description, the general-purpose kind of subagent."""
+    props = (schema or {}).get("properties") or {}
+    required = set((schema or {}).get("required") or [])
+    args = {}
+    for name, p in props.items():
+        low = name.lower()
+        if low in ("prompt", "task", "message", "instructions", "goal"):
+            args[name] = SUB_TASK
+        elif low in ("description", "title", "name"):
+            args[name] = "Run echo from-subagent"
+        elif low in ("subagent_type", "agent", "agent_type", "subagent_name", "type"):
+            kinds = p.get("enum") or []
+            # Without an enum, the general kind by the name the agent's
+            # description of the field gives it ("general" in opencode's).
+            # (the shortest: opencode's text names "general" and, in prose,
+            # "general-purpose").
+            # droid names no general kind: its "worker" is.
+            said = re.findall(r"general[\w-]*", json.dumps(schema), re.I) \
+                or re.findall(r"\bworker\b", json.dumps(schema))
+            fallback = min(said, key=len) if said else "general-purpose"
+            args[name] = next((k for k in kinds if "general" in k.lower()), kinds[0] if kinds else fallback)
+        elif name in required:
+            kind = p.get("type")
+            args[name] = {"boolean": False, "integer": 1, "number": 1, "array": [], "object": {}}.get(kind, ".")
+    return args or {"prompt": SUB_TASK}
+
+
 def fill_args(schema, query):
     """Arguments for a search tool: the query, and any other required field."""
     props = (schema or {}).get("properties") or {}
@@ -127,13 +179,35 @@ def decide_wiring(tools, calls_after, results_after, text):
     return ("text", "cairn's search was not offered.")
 
 
-def decide(tools, last_user, tool_result_after):
+REFUSED_KIND = re.compile(r"Available subagents: ([\w-]+)")
+
+
+def decide(tools, last_user, tool_result_after, last_result=""):
     """('call', name, args) or ('text', text) for the conversation so far.
 
     tools: [(name, schema)]; last_user: the last real user text; whether a
     tool result follows it."""
     if not tools:
         return ("text", TITLE)
+    if last_user and SUB_TASK in last_user:  # the subagent's own conversation
+        if tool_result_after:
+            return ("text", SUB_CHILD_ANSWER)
+        shell = next(((n, s) for n, s in tools if SHELL.match(n or "")), None)
+        if shell is None:
+            return ("text", "No shell tool was offered. " + SUB_CHILD_ANSWER)
+        return ("call", shell[0], shell_args(shell[1], SUB_COMMAND))
+    if last_user and SUB_PROMPT in last_user:  # the parent
+        spawn = next(((n, s) for n, s in tools if SUBAGENT_TOOL.match(n or "")), None)
+        refused = REFUSED_KIND.search(last_result or "")
+        if tool_result_after and refused and spawn:
+            # The agent refused the kind asked for and named its own (droid):
+            # ask again for the first it named.
+            return ("call", spawn[0], dict(subagent_args(spawn[1]), subagent_type=refused.group(1)))
+        if tool_result_after:
+            return ("text", SUB_ANSWER)
+        if spawn is None:
+            return ("text", "No subagent tool was offered. " + SUB_ANSWER)
+        return ("call", spawn[0], subagent_args(spawn[1]))
     second = "walrus" in (last_user or "")
     if tool_result_after:
         return ("text", SECOND_ANSWER if second else FIRST_ANSWER)
@@ -144,21 +218,27 @@ def decide(tools, last_user, tool_result_after):
     return ("call", shell[0], shell_args(shell[1], command))
 
 
+# Context an agent adds as a user message after a tool result (OpenClaw):
+# not a new prompt.
+HARNESS_CONTEXT = ("<<<BEGIN_OPENCLAW_INTERNAL_CONTEXT>>>",)
+
+
 def user_texts(content):
     """The user-typed text of a message's content (not tool results or reminders)."""
     if isinstance(content, str):
-        return content
+        return "" if content.lstrip().startswith(HARNESS_CONTEXT) else content
     out = []
     for b in content or []:
         if isinstance(b, dict) and b.get("type") in ("text", "input_text"):
             t = b.get("text", "")
-            if not t.startswith("<system-reminder>"):
+            if not t.startswith("<system-reminder>") and not t.lstrip().startswith(HARNESS_CONTEXT):
                 out.append(t)
     return "\n".join(out)
 
 
 class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    last_result = ""  # the last tool result in the request being answered
 
     def log_message(self, *a):
         pass
@@ -226,7 +306,7 @@ class Handler(BaseHTTPRequestHandler):
         if WIRING is not None:
             a = decide_wiring(tools, calls, after, json.dumps(body))
         else:
-            a = decide(tools, last_user, after)
+            a = decide(tools, last_user, after, self.last_result)
         entry.update({"api": api, "ntools": len(tools),
                       "action": "tool:" + a[1] if a[0] == "call" else "final",
                       "args": a[2] if a[0] == "call" else None})
@@ -234,7 +314,8 @@ class Handler(BaseHTTPRequestHandler):
 
     # -------------------------------------------------------- OpenAI chat
     def chat(self, body, entry):
-        tools = [((t.get("function") or {}).get("name"), (t.get("function") or {}).get("parameters"))
+        tools = [((t.get("function") or {}).get("name"),
+                  described((t.get("function") or {}).get("parameters"), (t.get("function") or {}).get("description")))
                  for t in body.get("tools") or []]
         last_user, after, calls = None, False, []
         for m in body.get("messages") or []:
@@ -242,6 +323,7 @@ class Handler(BaseHTTPRequestHandler):
                 last_user, after, calls = user_texts(m.get("content")), False, []
             elif m.get("role") == "tool":
                 after = True
+                self.last_result = json.dumps(m.get("content"))
             for tc in m.get("tool_calls") or []:
                 calls.append((tc.get("function") or {}).get("name"))
         act = self.act(entry, "chat", tools, last_user, after, calls, body)
@@ -328,7 +410,8 @@ class Handler(BaseHTTPRequestHandler):
 
     # -------------------------------------------------------- Anthropic
     def anthropic(self, body, entry):
-        tools = [(t.get("name"), t.get("input_schema")) for t in body.get("tools") or [] if t.get("name")]
+        tools = [(t.get("name"), described(t.get("input_schema"), t.get("description")))
+                 for t in body.get("tools") or [] if t.get("name")]
         last_user, after, calls = None, False, []
         for m in body.get("messages") or []:
             c = m.get("content")

@@ -2,7 +2,7 @@
 # Check cairn's MCP wiring with the real clients, and keep the evidence.
 #
 # usage: tools/realagents/wiring.sh [agent ...]
-#   agents (the recorder's names): claude gemini opencode kimi codex qwen cline
+#   agents (the recorder's names): claude gemini opencode kimi codex qwen cline copilot droid kilo
 #   default: all of them. Each must be installed already (record.sh or
 #   ../shared/realagents/install_*.sh put them in $RA/npm/<agent>, $RA/venv-<agent>).
 #
@@ -43,7 +43,7 @@ export RA=${RA:-/home/dev/agent}
 REALAGENTS=${REALAGENTS:-$(cd "$REPO/.." && pwd)/shared/realagents}
 PORT=${WIRING_PORT:-18091}
 FAKE=http://127.0.0.1:$PORT
-AGENTS=${*:-claude gemini opencode kimi codex qwen cline}
+AGENTS=${*:-claude gemini opencode kimi codex qwen cline copilot droid kilo}
 WIRING_FACT="Decision: the walrus cache stays at 64 MB because a bigger one evicts the hot set."
 QUERY="walrus cache"
 ORIG_PATH=$PATH
@@ -57,7 +57,7 @@ mkdir -p "$RA/logs/wiring"
 
 # cairn's id for a recorder name.
 agent_id() {
-  case $1 in claude) echo claude-code;; kimi) echo kimi-cli;; *) echo "$1";; esac
+  case $1 in claude) echo claude-code;; kimi) echo kimi-cli;; droid) echo factory;; *) echo "$1";; esac
 }
 
 # A fresh HOME with a git project in it; PATH gets the agent's install.
@@ -176,6 +176,47 @@ run_cline() {
   done
   return $rc
 }
+
+# GitHub Copilot CLI offline with its BYOK provider variables (no GitHub
+# sign-in); its config folder exists, as it does once the CLI has run.
+config_copilot() {
+  mkdir -p "$HOME/.copilot"
+  VER=$(copilot --version 2>/dev/null | grep -oE '[0-9]+\.[0-9]+\.[0-9]+' | head -1)
+}
+run_copilot() {
+  COPILOT_OFFLINE=true COPILOT_AUTO_UPDATE=false COPILOT_PROVIDER_BASE_URL=$FAKE/v1 COPILOT_PROVIDER_TYPE=openai \
+  COPILOT_PROVIDER_API_KEY=sk-fake COPILOT_MODEL=fake-model COPILOT_PROVIDER_MAX_PROMPT_TOKENS=100000 \
+  COPILOT_PROVIDER_MAX_OUTPUT_TOKENS=4000 \
+    timeout 240 copilot -p "$(prompt)" --allow-all-tools --disable-client-telemetry --no-auto-update
+}
+# Factory's droid with a BYOK custom model (no Factory sign-in); the binary
+# is its platform package's (see record.sh).
+config_droid() {
+  mkdir -p "$HOME/.factory"
+  echo "{\"customModels\": [{\"model\": \"fake-model\", \"displayName\": \"Fake\", \"baseUrl\": \"$FAKE/v1\", \"apiKey\": \"sk-fake\", \"provider\": \"generic-chat-completion-api\", \"maxOutputTokens\": 4000}]}" \
+    > "$HOME/.factory/settings.json"
+  export PATH=$RA/npm/droid/node_modules/@factory/cli-linux-x64/bin:$PATH
+  VER=$(droid --version 2>/dev/null | tail -1)
+}
+run_droid() {
+  export PATH=$RA/npm/droid/node_modules/@factory/cli-linux-x64/bin:$PATH
+  timeout 240 droid exec --skip-permissions-unsafe -m custom:fake-model "$(prompt)"
+}
+
+# The Kilo CLI: an opencode-style provider in its own config; its data
+# folder exists, as it does once the CLI has run.
+config_kilo() {
+  mkdir -p "$HOME/.config/kilo" "$HOME/.local/share/kilo"
+  cat > "$HOME/.config/kilo/kilo.json" <<EOF
+{"autoupdate": false, "share": "disabled", "model": "fake/fake-model", "small_model": "fake/fake-model",
+ "provider": {"fake": {"npm": "@ai-sdk/openai-compatible", "name": "Fake",
+   "options": {"baseURL": "$FAKE/v1", "apiKey": "sk-fake"},
+   "models": {"fake-model": {"name": "Fake Model", "tool_call": true}}}},
+ "permission": {"bash": "allow", "edit": "allow"}}
+EOF
+  VER=$(kilo --version 2>/dev/null | tail -1)
+}
+run_kilo() { timeout 240 kilo run "$(prompt)"; }
 
 failed=()
 for a in $AGENTS; do

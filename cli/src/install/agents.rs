@@ -514,6 +514,34 @@ fn more(ctx: &Ctx, out: &mut Vec<Agent>) {
         a.detected |= cli_present;
         a.also.push((cli, cli_present));
     }
+
+    // The Kilo CLI (opencode's code base) reads "mcp" in
+    // `$XDG_CONFIG_HOME/kilo/kilo.json` (or `.jsonc`), not the extension's
+    // file: Kilo CLI 7.7.7 lists and loads cairn from there
+    // (fixtures/agents/kilo/7.7.7/wiring).
+    let kilo_dir = loc.xdg_config_home.join("kilo");
+    let kilo_json = kilo_dir.join("kilo.json");
+    let kilo_jsonc = kilo_dir.join("kilo.jsonc");
+    let kilo_file = if !exists(&kilo_json) && exists(&kilo_jsonc) {
+        kilo_jsonc
+    } else {
+        kilo_json
+    };
+    let kilo_present = exists(&kilo_dir) || exists(&loc.xdg_data_home.join("kilo"));
+    let kilo_cli = Target {
+        agent: "kilo",
+        what: What::McpServer,
+        path: kilo_file,
+        edit: Edit::JsonMember {
+            path: vec!["mcp", NAME],
+            prefer: None,
+            value: json!({"type": "local", "command": [bin, "mcp"], "enabled": true}),
+        },
+    };
+    if let Some(a) = out.iter_mut().find(|a| a.id == "kilo") {
+        a.detected |= kilo_present;
+        a.also.push((kilo_cli, kilo_present));
+    }
 }
 
 /// Quotes a path for a shell command line when it needs it.
@@ -601,6 +629,38 @@ mod tests {
         assert_eq!(
             paths(cline(&c).wanted_mcp()),
             [ext_file.as_path(), &h.join("mcp.json")]
+        );
+    }
+
+    #[test]
+    fn kilo_wires_the_cli_beside_the_extension() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let h = dir.path();
+        let kilo = |c: &Ctx| all(c).into_iter().find(|a| a.id == "kilo").expect("kilo");
+        let ext_file =
+            h.join(".config/Code/User/globalStorage/kilocode.kilo-code/settings/mcp_settings.json");
+        let cli_file = h.join(".config/kilo/kilo.json");
+        let a = kilo(&ctx(h));
+        assert!(!a.detected);
+        assert_eq!(paths(a.wanted_mcp()), [ext_file.as_path()]);
+
+        // Only the CLI's data folder: its own config alone.
+        std::fs::create_dir_all(h.join(".local/share/kilo")).expect("mkdir");
+        let a = kilo(&ctx(h));
+        assert!(a.detected);
+        assert_eq!(paths(a.wanted_mcp()), [cli_file.as_path()]);
+        let Edit::JsonMember { path, value, .. } = &a.wanted_mcp()[0].edit else {
+            panic!("not a JSON member");
+        };
+        assert_eq!(path, &["mcp", NAME]);
+        assert_eq!(value["command"], json!(["/usr/bin/cairn", "mcp"]));
+
+        // A `.jsonc` config alone is edited in place.
+        std::fs::create_dir_all(h.join(".config/kilo")).expect("mkdir");
+        std::fs::write(h.join(".config/kilo/kilo.jsonc"), "{}").expect("write");
+        assert_eq!(
+            paths(kilo(&ctx(h)).wanted_mcp()),
+            [h.join(".config/kilo/kilo.jsonc").as_path()]
         );
     }
 

@@ -332,7 +332,9 @@ impl ClaudeParser {
     fn user(&mut self, message: &Value, ctx: &LineCtx, out: &mut Vec<Record>) {
         match message.get("content") {
             Some(Value::String(s)) => {
-                if let Some(t) = clean_user_text(s) {
+                if let Some(t) = task_notification(s) {
+                    out.push(ctx.record(Role::ToolOutput, cap_text(&t, TOOL_OUTPUT_CAP)));
+                } else if let Some(t) = clean_user_text(s) {
                     out.push(ctx.record(Role::User, cap_text(&t, TEXT_CAP)));
                 }
             }
@@ -422,6 +424,30 @@ fn clean_user_text(s: &str) -> Option<String> {
     }
     let text = text.trim();
     (!text.is_empty()).then(|| text.to_owned())
+}
+
+/// What a `<task-notification>` says, when `s` is one: the harness
+/// (2.1.3xx) hands a background subagent's or command's result to the model
+/// as a user line (`origin.kind: "task-notification"`), not typed by the
+/// user. Its summary and result are the tool's output.
+fn task_notification(s: &str) -> Option<String> {
+    let s = s.trim_start();
+    if !s.starts_with("<task-notification>") {
+        return None;
+    }
+    let body = element(s, "task-notification")?;
+    let text = [element(body, "summary"), element(body, "result")]
+        .into_iter()
+        .flatten()
+        .map(str::trim)
+        .filter(|t| !t.is_empty())
+        .collect::<Vec<_>>()
+        .join("\n");
+    if text.is_empty() {
+        element(body, "status").map(|st| format!("task {}", st.trim()))
+    } else {
+        Some(text)
+    }
 }
 
 /// The content of the first `<tag>…</tag>` in `s`.
@@ -702,6 +728,62 @@ mod tests {
             last.text
                 .contains("Тест падает только после полуночи по UTC.")
         );
+    }
+
+    /// Claude Code 2.1.332 run with a subagent (`tools/realagents/scenario.sh
+    /// --subagent claude`): `-p` launches the Agent tool in the background,
+    /// and its result comes back as a `<task-notification>` user line.
+    #[test]
+    fn recorded_background_subagent() {
+        let base = Path::new(env!("CARGO_MANIFEST_DIR")).join(
+            "../fixtures/agents/claude-code/2.1.332-subagent/home/.claude/projects/\
+             -home-dev-agent-home-claude-subagent-code-proj-claude-subagent",
+        );
+        let parent_id = "a98dbe2f-00b7-4bef-bd24-ba82d64bcf9f";
+        let main = base.join(format!("{parent_id}.jsonl"));
+        let (recs, errors, _) = run(&main, &std::fs::read(&main).unwrap());
+        assert!(errors.is_empty(), "{errors:?}");
+        let roles: Vec<Role> = recs.iter().map(|r| r.role).collect();
+        use Role::*;
+        assert_eq!(
+            roles,
+            [User, ToolCall, ToolOutput, Assistant, ToolOutput, Assistant]
+        );
+        assert_eq!(
+            recs[4].text,
+            "Agent \"Run echo from-subagent\" finished\nThe command printed from-subagent."
+        );
+        assert!(recs.iter().all(|r| !r.text.contains("<task-notification>")));
+        assert!(recs.iter().all(|r| r.parent_session.is_none()));
+
+        let child = base.join(format!(
+            "{parent_id}/subagents/agent-ac261e2093b5047c3.jsonl"
+        ));
+        let (recs, errors, _) = run(&child, &std::fs::read(&child).unwrap());
+        assert!(errors.is_empty(), "{errors:?}");
+        assert_eq!(recs.len(), 4);
+        for r in &recs {
+            assert_eq!(r.session_id, "agent-ac261e2093b5047c3");
+            assert_eq!(r.parent_session.as_deref(), Some(parent_id));
+        }
+        assert_eq!(recs[2].text, "Bash: from-subagent");
+    }
+
+    #[test]
+    fn task_notification_is_tool_output() {
+        let n = "<task-notification>\n<task-id>b1</task-id>\n<status>completed</status>\n\
+                 <summary>Background command \"sleep\" completed</summary>\n</task-notification>";
+        assert_eq!(
+            task_notification(n).as_deref(),
+            Some("Background command \"sleep\" completed")
+        );
+        assert_eq!(
+            task_notification("<task-notification><status>killed</status></task-notification>")
+                .as_deref(),
+            Some("task killed")
+        );
+        let quoted = "what does <task-notification><summary>x</summary></task-notification> mean?";
+        assert_eq!(task_notification(quoted), None);
     }
 
     #[test]

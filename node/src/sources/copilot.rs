@@ -10,6 +10,13 @@
 //! output (failures too). The bookkeeping pseudo-tools `report_intent` and
 //! `task_complete` are skipped along with their results.
 //!
+//! Subagents (the `task` tool, 1.0.x) run inside the same file: between
+//! `subagent.started` and `subagent.completed` (both naming the `task`
+//! call's `toolCallId`) the child's prompt is a `user.message`, and its
+//! turns, tool calls and answers carry `data.parentToolCallId`. They are
+//! read as their own session, `<session id>-<toolCallId>`, whose parent is
+//! the file's session.
+//!
 //! `$COPILOT_HOME` replaces `~/.copilot` as the whole folder (GitHub's
 //! "Copilot CLI configuration directory" reference; the CLI's own source
 //! is not public).
@@ -18,7 +25,7 @@
 //! `{sessionId, startTime, timeline[]}`) is read whole; offsets there are the
 //! entry's index in `timeline[]`.
 
-use std::collections::HashSet;
+use std::collections::{HashSet, VecDeque};
 use std::path::Path;
 
 use serde_json::Value;
@@ -85,6 +92,7 @@ pub fn new_parser(path: &Path) -> Box<dyn LineParser> {
         session_id: folder.to_owned(),
         project: None,
         pseudo_calls: HashSet::new(),
+        awaiting_prompt: VecDeque::new(),
     })
 }
 
@@ -93,11 +101,30 @@ struct EventsParser {
     project: Option<String>,
     /// Tool call ids of pseudo-tools, whose completions are skipped too.
     pseudo_calls: HashSet<String>,
+    /// Subagents started whose prompt (a `user.message`) has not come yet,
+    /// by the `task` call's id, oldest first.
+    awaiting_prompt: VecDeque<String>,
 }
 
 impl EventsParser {
-    fn record(&self, role: Role, text: String, time: Option<i64>, offset: u64) -> Record {
-        let mut r = Record::new(AGENT, &self.session_id, role, text);
+    /// A record of this file's session, or of the subagent the `task`
+    /// call `sub` started.
+    fn record(
+        &self,
+        sub: Option<&str>,
+        role: Role,
+        text: String,
+        time: Option<i64>,
+        offset: u64,
+    ) -> Record {
+        let mut r = match sub {
+            Some(call) => {
+                let mut r = Record::new(AGENT, &format!("{}-{call}", self.session_id), role, text);
+                r.parent_session = Some(self.session_id.clone());
+                r
+            }
+            None => Record::new(AGENT, &self.session_id, role, text),
+        };
         r.project = self.project.clone();
         r.time_ms = time;
         r.offset = offset;
@@ -124,7 +151,19 @@ impl LineParser for EventsParser {
                 .and_then(Value::as_str)
                 .filter(|s| !s.trim().is_empty())
         };
+        // Events of a subagent's own turns name the `task` call.
+        let sub = s("parentToolCallId");
         match kind {
+            "subagent.started" => {
+                if let Some(id) = s("toolCallId") {
+                    self.awaiting_prompt.push_back(id.to_owned());
+                }
+            }
+            "subagent.completed" | "subagent.failed" => {
+                if let Some(id) = s("toolCallId") {
+                    self.awaiting_prompt.retain(|c| c != id);
+                }
+            }
             "session.start" | "session.resume" => {
                 if let Some(id) = s("sessionId") {
                     self.session_id = id.to_owned();
@@ -136,8 +175,14 @@ impl LineParser for EventsParser {
                 }
             }
             "user.message" => {
+                // A started subagent's prompt comes first, before its turns.
+                let child = match sub {
+                    Some(c) => Some(c.to_owned()),
+                    None => self.awaiting_prompt.pop_front(),
+                };
                 if let Some(text) = s("content") {
                     out.push(self.record(
+                        child.as_deref(),
                         Role::User,
                         cap_text(text.trim(), TEXT_CAP),
                         time,
@@ -148,7 +193,7 @@ impl LineParser for EventsParser {
             "assistant.message" => {
                 if let Some(text) = s("content") {
                     let text = cap_text(text.trim(), TEXT_CAP);
-                    out.push(self.record(Role::Assistant, text, time, offset));
+                    out.push(self.record(sub, Role::Assistant, text, time, offset));
                 }
             }
             "tool.execution_start" => {
@@ -161,7 +206,7 @@ impl LineParser for EventsParser {
                 }
                 let args = data.get("arguments").unwrap_or(&Value::Null);
                 let (text, files) = describe_tool(name, args);
-                let mut r = self.record(Role::ToolCall, text, time, offset);
+                let mut r = self.record(sub, Role::ToolCall, text, time, offset);
                 r.files = files;
                 out.push(r);
             }
@@ -172,7 +217,7 @@ impl LineParser for EventsParser {
                 let text = result_text(data);
                 if !text.trim().is_empty() {
                     let text = cap_text(&text, TOOL_OUTPUT_CAP);
-                    out.push(self.record(Role::ToolOutput, text, time, offset));
+                    out.push(self.record(sub, Role::ToolOutput, text, time, offset));
                 }
             }
             // system.message (system prompt), turn markers, model/mode
@@ -213,6 +258,11 @@ fn describe_tool(name: &str, args: &Value) -> (String, Vec<String>) {
         (Some(cmd), Some(f)) => format!("{name} {cmd} {f}"),
         (Some(cmd), None) => format!("{name}: {cmd}"),
         (None, Some(f)) => format!("{name} {f}"),
+        // The `task` tool: what the subagent is asked to do.
+        (None, None) if s("prompt").is_some() => match s("description") {
+            Some(d) => format!("{name}: {d}\n{}", s("prompt").unwrap_or_default()),
+            None => format!("{name}: {}", s("prompt").unwrap_or_default()),
+        },
         (None, None) => match s("query").or(s("pattern")).or(s("url")) {
             Some(q) => format!("{name}: {q}"),
             None if args.as_object().is_some_and(|o| !o.is_empty()) => format!("{name} {args}"),
@@ -428,6 +478,72 @@ mod tests {
         ] {
             assert!(!r.iter().any(|r| r.text.contains(bad)), "{bad}");
         }
+    }
+
+    /// Copilot CLI 1.0.102 with a subagent (`tools/realagents/scenario.sh
+    /// --subagent copilot`): the child's events sit in the parent's file.
+    #[test]
+    fn recorded_subagent_is_its_own_session() {
+        let parent = "c71d9b92-277f-4e5d-a0ea-08a1e3010cf2";
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!(
+            "../fixtures/agents/copilot/1.0.102-subagent/home/.copilot/session-state/{parent}/events.jsonl"
+        ));
+        let (recs, errors) = feed(&path, &std::fs::read(&path).unwrap());
+        assert!(errors.is_empty(), "{errors:?}");
+        let child = format!("{parent}-call_ddc78fba24694893aef4");
+        let got: Vec<(&str, Option<&str>, Role, &str)> = recs
+            .iter()
+            .map(|r| {
+                (
+                    r.session_id.as_str(),
+                    r.parent_session.as_deref(),
+                    r.role,
+                    r.text.as_str(),
+                )
+            })
+            .collect();
+        let task = "Run the shell command `echo from-subagent` and report exactly what it printed.";
+        let answer = "The command printed from-subagent.";
+        assert_eq!(
+            got,
+            [
+                (
+                    parent,
+                    None,
+                    Role::User,
+                    "Ask a subagent to run `echo from-subagent` with the shell and report, then \
+                     tell me what we decided about the platypus build."
+                ),
+                (
+                    parent,
+                    None,
+                    Role::ToolCall,
+                    &*format!("task: Run echo from-subagent\n{task}")
+                ),
+                (child.as_str(), Some(parent), Role::User, task),
+                (
+                    child.as_str(),
+                    Some(parent),
+                    Role::ToolCall,
+                    "bash: echo from-subagent"
+                ),
+                (
+                    child.as_str(),
+                    Some(parent),
+                    Role::ToolOutput,
+                    "from-subagent\n<shellId: 0 completed with exit code 0>"
+                ),
+                (child.as_str(), Some(parent), Role::Assistant, answer),
+                (parent, None, Role::ToolOutput, answer),
+                (
+                    parent,
+                    None,
+                    Role::Assistant,
+                    "The subagent reported from-subagent. Decision: the platypus build runs \
+                     nightly because the daytime runners are saturated."
+                ),
+            ]
+        );
     }
 
     #[test]

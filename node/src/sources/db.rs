@@ -68,7 +68,18 @@ pub fn text(v: ValueRef<'_>) -> Option<String> {
 pub fn time(v: ValueRef<'_>) -> Option<i64> {
     match v {
         ValueRef::Integer(i) => super::common::epoch_to_ms(i),
-        ValueRef::Real(f) => super::common::epoch_to_ms(f as i64),
+        // Epoch seconds with a fraction (Hermes' `time.time()`): keep the
+        // milliseconds; a value already in ms or µs is scaled as an integer.
+        ValueRef::Real(f) if f.is_finite() => {
+            let whole = f as i64;
+            let ms = super::common::epoch_to_ms(whole)?;
+            if ms == whole.saturating_mul(1000) {
+                Some((f * 1000.0).round() as i64)
+            } else {
+                Some(ms)
+            }
+        }
+        ValueRef::Real(_) => None,
         ValueRef::Text(b) | ValueRef::Blob(b) => std::str::from_utf8(b)
             .ok()
             .and_then(super::common::parse_time_str),

@@ -2,16 +2,21 @@
 //! (0.17+, also `profiles/<profile>/state.db`) and the JSONL session logs in
 //! `sessions/`.
 //!
-//! - `state.db`: `messages(id, session_id, role, content, timestamp REAL)`
-//!   (plus `sessions`), read from a message row-id watermark. There is no
-//!   working directory: a profile's name is its project.
+//! - `state.db`: `messages(id, session_id, role, content, timestamp REAL)`,
+//!   read from a message row-id watermark, and `sessions(id, cwd,
+//!   parent_session_id)`: 0.19 records the working folder there (the
+//!   project; older databases without it fall back to the profile's name)
+//!   and a delegated session's parent.
 //! - `sessions/<YYYYMMDD_HHMMSS_hex>.jsonl`: line 1 is `{role: session_meta,
 //!   …}`, then `{role: user|assistant|tool, content, tool_calls,
 //!   timestamp}`, read from the last safe offset. `session_<id>.json`
 //!   snapshots and `sessions.json` repeat the same messages and are not read.
 //!
-//! Tool rows become tool outputs; rows without content are skipped.
+//! Tool rows become tool outputs (the terminal tool's JSON result,
+//! `{output, exit_code, error}`, as its output text plus a non-zero exit
+//! code and the error); rows without content are skipped.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
@@ -78,9 +83,71 @@ fn message(role: &str, v: &Value, mk: Make<'_>, out: &mut Vec<Record>) {
             blocks::content(Role::Assistant, content, mk, out);
             blocks::openai_tool_calls(v.get("tool_calls").unwrap_or(&Value::Null), mk, out);
         }
-        "tool" => blocks::push_output(&blocks::result_text(content), mk, out),
+        "tool" => blocks::push_output(&tool_text(content), mk, out),
         _ => {}
     }
+}
+
+/// A tool row's text: the terminal tool's JSON result
+/// (`{"output", "exit_code", "error"}`) as what it printed, then a non-zero
+/// exit code and the error; anything else as it is.
+fn tool_text(content: &Value) -> String {
+    let parsed = content
+        .as_str()
+        .filter(|s| s.trim_start().starts_with('{'))
+        .and_then(|s| serde_json::from_str::<Value>(s).ok());
+    let Some(obj) = parsed.as_ref().and_then(Value::as_object) else {
+        return blocks::result_text(content);
+    };
+    let Some(output) = obj.get("output").and_then(Value::as_str) else {
+        return blocks::result_text(content);
+    };
+    let mut text = output.to_owned();
+    if let Some(code) = obj
+        .get("exit_code")
+        .and_then(Value::as_i64)
+        .filter(|c| *c != 0)
+    {
+        text.push_str(&format!("\n(exit code {code})"));
+    }
+    if let Some(err) = obj
+        .get("error")
+        .and_then(Value::as_str)
+        .filter(|e| !e.trim().is_empty())
+    {
+        text.push('\n');
+        text.push_str(err);
+    }
+    text
+}
+
+/// Session id → (working folder, parent session id).
+type SessionFacts = HashMap<String, (Option<String>, Option<String>)>;
+
+/// Each session's working folder and parent, from `sessions` when it has
+/// those columns.
+fn session_facts(conn: &rusqlite::Connection) -> rusqlite::Result<SessionFacts> {
+    let cols = db::columns(conn, "sessions")?;
+    if !cols.contains("id") {
+        return Ok(HashMap::new());
+    }
+    let sql = format!(
+        "SELECT id, {}, {} FROM sessions",
+        db::col_or_null(&cols, "cwd"),
+        db::col_or_null(&cols, "parent_session_id"),
+    );
+    let mut stmt = conn.prepare(&sql)?;
+    let mut rows = stmt.query([])?;
+    let mut out = HashMap::new();
+    while let Some(r) = rows.next()? {
+        let Some(id) = db::text(r.get_ref(0)?) else {
+            continue;
+        };
+        let cwd = db::text(r.get_ref(1)?).filter(|c| !c.is_empty());
+        let parent = db::text(r.get_ref(2)?).filter(|p| !p.is_empty());
+        out.insert(id, (cwd, parent));
+    }
+    Ok(out)
 }
 
 /// Reads `state.db` from a message row-id watermark.
@@ -105,6 +172,11 @@ pub fn read_db(path: &Path, watermark: &Watermark) -> Result<DbBatch, SourceErro
         });
     }
     let run = || -> rusqlite::Result<DbBatch> {
+        let facts = if t.contains("sessions") {
+            session_facts(&conn)?
+        } else {
+            HashMap::new()
+        };
         let cols = db::columns(&conn, "messages")?;
         let id = if cols.contains("id") { "id" } else { "rowid" };
         let sql = format!(
@@ -129,10 +201,12 @@ pub fn read_db(path: &Path, watermark: &Watermark) -> Result<DbBatch, SourceErro
                 .and_then(|s| serde_json::from_str::<Value>(&s).ok())
                 .unwrap_or(Value::Null);
             let v = serde_json::json!({"content": content, "tool_calls": calls});
+            let (cwd, parent) = facts.get(&session).cloned().unwrap_or_default();
             let mk = |role: Role, text: String| {
                 let mut rec = Record::new(AGENT, &session, role, text);
                 rec.time_ms = time;
-                rec.project = profile.clone();
+                rec.project = cwd.clone().or_else(|| profile.clone());
+                rec.parent_session = parent.clone();
                 rec.offset = rowid as u64;
                 rec
             };
@@ -176,5 +250,61 @@ impl LineParser for HermesLines {
         };
         message(role, &v, &mk, out);
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Hermes 0.19.0's own `state.db` (`tools/realagents/more.sh hermes`).
+    #[test]
+    fn recorded_state_db() {
+        let recorded = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../fixtures/agents/hermes/0.19.0/home/.hermes/state.db");
+        // A copy: SQLite leaves `-shm`/`-wal` files beside a WAL database.
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("state.db");
+        std::fs::copy(&recorded, &path).expect("copy");
+        let batch = read_db(&path, &None).expect("read");
+        let recs = batch.parsed.records;
+        let roles: Vec<Role> = recs.iter().map(|r| r.role).collect();
+        assert_eq!(
+            roles,
+            [
+                Role::User,
+                Role::ToolCall,
+                Role::ToolOutput,
+                Role::Assistant
+            ]
+        );
+        for r in &recs {
+            assert_eq!(r.session_id, "20261205_215155_203cd3");
+            assert_eq!(
+                r.project.as_deref(),
+                Some("/home/dev/agent/home-hermes/code/proj-hermes")
+            );
+            assert_eq!(r.parent_session, None);
+        }
+        // `timestamp REAL` seconds, kept to the millisecond.
+        assert_eq!(recs[0].time_ms, Some(1796507577580));
+        assert_eq!(recs[2].text, "hello");
+        assert_eq!(batch.watermark.as_deref(), Some("4"));
+    }
+
+    #[test]
+    fn terminal_results_read_as_output() {
+        let ok = Value::String(r#"{"output": "hello", "exit_code": 0, "error": null}"#.into());
+        assert_eq!(tool_text(&ok), "hello");
+        let failed = Value::String(
+            r#"{"output": "ls: cannot access 'x'", "exit_code": 2, "error": "failed"}"#.into(),
+        );
+        assert_eq!(
+            tool_text(&failed),
+            "ls: cannot access 'x'\n(exit code 2)\nfailed"
+        );
+        let other = Value::String(r#"{"files": ["a"]}"#.into());
+        assert_eq!(tool_text(&other), r#"{"files": ["a"]}"#);
+        assert_eq!(tool_text(&Value::String("plain".into())), "plain");
     }
 }
