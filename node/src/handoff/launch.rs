@@ -236,6 +236,30 @@ pub const LAUNCHERS: &[Launcher] = &[
         interactive: false,
         verified: "charmbracelet/crush `crush run --help`: runs a single prompt in non-interactive mode and exits",
     },
+    Launcher {
+        agent: "gptme",
+        program: "gptme",
+        lead: &[],
+        prompt: PromptArg::Positional,
+        interactive: true,
+        verified: "`gptme --help` (0.35.1): `gptme [OPTIONS] [PROMPTS]...`, \"If PROMPTS are provided, a new conversation will be started with it\"; interactive unless `--non-interactive`",
+    },
+    Launcher {
+        agent: "nanocoder",
+        program: "nanocoder",
+        lead: &["run"],
+        prompt: PromptArg::Positional,
+        interactive: false,
+        verified: "`nanocoder --help` (1.30.0): the interactive start takes no prompt; `run` \"Run in non-interactive mode\" with the prompt after it (as recorded in fixtures/agents/nanocoder/1.30.0)",
+    },
+    Launcher {
+        agent: "code-puppy",
+        program: "code-puppy",
+        lead: &[],
+        prompt: PromptArg::Flag("-p"),
+        interactive: false,
+        verified: "`code-puppy --help` (0.0.946): `-p, --prompt PROMPT` \"Execute a single prompt and exit (no interactive mode)\"; `-i` takes no prompt",
+    },
 ];
 
 /// Agents cairn reads but cannot start with a prompt, and why.
@@ -260,6 +284,14 @@ pub const NOT_RESUMABLE: &[(&str, &str)] = &[
     (
         "plandex",
         "cairn cannot read Plandex sessions (they live on its server)",
+    ),
+    (
+        "vscode",
+        "no command-line prompt argument of VS Code's chat has been verified against a release",
+    ),
+    (
+        "zed",
+        "Zed's `zed` command opens folders and files; it takes no prompt",
     ),
     ("notes", "notes are cairn's own, not a coding agent's"),
 ];
