@@ -528,6 +528,12 @@ pub(crate) mod tests {
     fn the_builtin_table_is_named_by_its_hash() {
         assert_eq!(blake3::hash(BUILTIN).to_hex().as_str(), BUILTIN_ID);
         assert_eq!(table_id(), BUILTIN_ID, "no test installs a table");
+        // A damaged table is refused before it could take the built-in
+        // one's place, and the process's name for its table stays.
+        let good = tiny();
+        assert!(install(Vec::leak(good[..good.len() - 1].to_vec())).is_err());
+        assert!(install(b"").is_err());
+        assert_eq!(table_id(), BUILTIN_ID);
     }
 
     #[test]
