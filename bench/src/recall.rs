@@ -71,6 +71,11 @@ pub struct RecallArgs {
     /// ask a miss again with `cairn search`.
     #[arg(long)]
     pub keep: bool,
+    /// Use this embedding table file instead of the built-in one (a
+    /// candidate from `tools/embed/`). Not with a haystack index made
+    /// with another table: its vectors would mean nothing.
+    #[arg(long, conflicts_with = "haystack_index")]
+    pub table: Option<PathBuf>,
 }
 
 /// One message of an evaluation session.
@@ -442,6 +447,12 @@ pub fn main() -> anyhow::Result<()> {
         parse_sessions(&text, &mut sessions).with_context(|| f.display().to_string())?;
     }
     let questions = parse_questions(&std::fs::read_to_string(set.join("questions.tsv"))?)?;
+    if let Some(path) = &args.table {
+        let bytes = std::fs::read(path)
+            .with_context(|| format!("cannot read the table {}", path.display()))?;
+        cairn_node::embed::install(Vec::leak(bytes))
+            .with_context(|| format!("cannot use the table {}", path.display()))?;
+    }
     let ids: HashMap<String, String> = sessions
         .iter()
         .map(|s| (s.label.clone(), session_uuid(&s.label)))

@@ -125,12 +125,51 @@ impl<'a> Embedder<'a> {
     }
 }
 
+/// The blake3 of the built-in table (hex), which names the table that
+/// made a data folder's vectors (`store::vector_file::keep_table`): a
+/// folder whose vectors another table made computes them again. A test
+/// checks it against the bytes, so a new table cannot ship without it.
+pub const BUILTIN_ID: &str = "6b4f3a5ea3af9235a8e5b0a488d5c183a2de6f84f3988f401b30f7cfb7abb856";
+
+/// The table of every data folder written before tables were named:
+/// the single-token distillation of `tools/embed/distill.py`.
+pub const LEGACY_ID: &str = "6b4f3a5ea3af9235a8e5b0a488d5c183a2de6f84f3988f401b30f7cfb7abb856";
+
+/// The process's embedder: the built-in table unless [`install`] put
+/// another in its place first.
+static PROCESS: OnceLock<Embedder<'static>> = OnceLock::new();
+
+/// The name of a table [`install`]ed in place of the built-in one.
+static INSTALLED_ID: OnceLock<String> = OnceLock::new();
+
+/// The name (blake3, hex) of the table this process embeds with, known
+/// without parsing it.
+pub fn table_id() -> &'static str {
+    INSTALLED_ID.get().map_or(BUILTIN_ID, String::as_str)
+}
+
 /// The embedder over the table compiled into cairn, parsed once per
 /// process on first use. Parsing only checks the table; the vocabulary's
 /// map (a millisecond or two) is built when the first text is embedded.
 pub fn builtin() -> &'static Embedder<'static> {
-    static ONCE: OnceLock<Embedder<'static>> = OnceLock::new();
-    ONCE.get_or_init(|| Embedder::from_bytes(BUILTIN).expect("the built-in table is valid"))
+    PROCESS.get_or_init(|| Embedder::from_bytes(BUILTIN).expect("the built-in table is valid"))
+}
+
+/// Makes `bytes` (a table file, see [`table`]) this process's table in
+/// place of the built-in one, for a benchmark that measures a candidate
+/// table without a rebuild. It must come before the first use of
+/// [`builtin`]; a table that does not parse, or a call after that first
+/// use, is refused and changes nothing. Vectors stored with one table
+/// mean nothing to another: only for a data folder made with this table.
+pub fn install(bytes: &'static [u8]) -> Result<(), EmbedError> {
+    let e = Embedder::from_bytes(bytes)?;
+    let id = blake3::hash(bytes).to_hex().to_string();
+    PROCESS
+        .set(e)
+        .map_err(|_| EmbedError::BadTable("a table is already in use in this process".into()))?;
+    // Set second: no other call can have set it, as `PROCESS` was free.
+    let _ = INSTALLED_ID.set(id);
+    Ok(())
 }
 
 /// Quantises a unit vector to int8 (scaled so its largest component is
@@ -483,6 +522,18 @@ pub(crate) mod tests {
         assert!(Embedder::from_bytes(b"").is_err());
         let no_unk = tiny_table(&[("a", &[1.0])]);
         assert!(Embedder::from_bytes(&no_unk).is_err());
+    }
+
+    #[test]
+    fn the_builtin_table_is_named_by_its_hash() {
+        assert_eq!(blake3::hash(BUILTIN).to_hex().as_str(), BUILTIN_ID);
+        assert_eq!(table_id(), BUILTIN_ID, "no test installs a table");
+        // A damaged table is refused before it could take the built-in
+        // one's place, and the process's name for its table stays.
+        let good = tiny();
+        assert!(install(Vec::leak(good[..good.len() - 1].to_vec())).is_err());
+        assert!(install(b"").is_err());
+        assert_eq!(table_id(), BUILTIN_ID);
     }
 
     #[test]

@@ -307,6 +307,7 @@ impl Store {
         runs::backfill(&mut conn).map_err(classified)?;
         packed_runs::backfill(&mut conn).map_err(classified)?;
         vector_file::backfill_blocks(&mut conn, path).map_err(classified)?;
+        vector_file::keep_table(&mut conn, path, crate::embed::table_id()).map_err(classified)?;
         let store = Store {
             conn,
             path: path.to_path_buf(),

@@ -327,6 +327,46 @@ fn lose(conn: &Connection) -> rusqlite::Result<()> {
     )
 }
 
+/// The `meta` key naming the embedding table that made the vectors
+/// (`embed::table_id`); none means `embed::LEGACY_ID`.
+const TABLE_KEY: &str = "vectors_table";
+
+/// Drops every vector, in the table and the file, when another embedding
+/// table than `table` made them: a cosine between vectors of two tables
+/// means nothing, so the next vector pass computes them all again with
+/// `table` (as for a file the database cannot trust, see [`lose`]). Run
+/// when the database is opened, before any search reads a vector; a
+/// folder already named for `table` costs one look-up.
+pub(crate) fn keep_table(conn: &mut Connection, db: &Path, table: &str) -> Result<(), StoreError> {
+    let made_by = |conn: &Connection| -> rusqlite::Result<Option<String>> {
+        conn.query_row("SELECT value FROM meta WHERE key = ?1", [TABLE_KEY], |r| {
+            r.get(0)
+        })
+        .optional()
+    };
+    if made_by(conn)?.as_deref() == Some(table) {
+        return Ok(());
+    }
+    let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+    let stored = made_by(&tx)?;
+    let other = stored.as_deref().unwrap_or(crate::embed::LEGACY_ID) != table;
+    if other {
+        tracing::info!(db = %db.display(), "the meaning vectors were made with another table: computing them again");
+        lose(&tx)?;
+    }
+    tx.execute(
+        "INSERT INTO meta(key, value) VALUES (?1, ?2)
+         ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+        params![TABLE_KEY, table],
+    )?;
+    tx.commit()?;
+    if other {
+        remove(&path_for(db))?;
+        sketch::remove(db);
+    }
+    Ok(())
+}
+
 /// Blanks now the entries of records deleted since the last pass, so
 /// nothing of a forgotten record stays in the file; a file the database
 /// does not vouch for is removed (see [`lose`]).
@@ -1087,6 +1127,67 @@ mod tests {
             None => Vec::new(),
         };
         assert_eq!(held, want);
+    }
+
+    #[test]
+    fn vectors_made_by_another_table_are_dropped_when_the_database_opens() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let db = dir.path().join("c.db");
+        let table_named = |store: &Store| -> Option<String> {
+            store
+                .conn
+                .query_row("SELECT value FROM meta WHERE key = ?1", [TABLE_KEY], |r| {
+                    r.get(0)
+                })
+                .optional()
+                .expect("meta")
+        };
+        let mut store = store_with(dir.path(), 40);
+        add(&mut store, 40, 45);
+        assert_eq!(
+            store.sync_vector_file(3).expect("sync"),
+            Synced::Rebuilt(45)
+        );
+        assert_eq!(
+            table_named(&store).as_deref(),
+            Some(crate::embed::table_id())
+        );
+        // Reopened with the same table: nothing is lost.
+        drop(store);
+        let mut store = Store::open(&db).expect("open");
+        assert_eq!(store.vector_counts().expect("counts").with_vector, 45);
+        // A folder from before tables were named holds the legacy table's
+        // vectors: kept when that is the table in use, and named for it.
+        store
+            .conn
+            .execute("DELETE FROM meta WHERE key = ?1", [TABLE_KEY])
+            .expect("unname");
+        keep_table(&mut store.conn, &db, crate::embed::LEGACY_ID).expect("keep");
+        assert_eq!(store.vector_counts().expect("counts").with_vector, 45);
+        assert_eq!(
+            table_named(&store).as_deref(),
+            Some(crate::embed::LEGACY_ID)
+        );
+        assert!(path_for(&db).exists());
+        // Another table: every vector goes, the file too, and the next
+        // pass examines every record again.
+        add(&mut store, 45, 50);
+        assert!(!table(&store).is_empty());
+        keep_table(&mut store.conn, &db, "another").expect("keep");
+        let counts = store.vector_counts().expect("counts");
+        assert_eq!((counts.with_vector, counts.pending), (0, 50));
+        assert!(!path_for(&db).exists());
+        assert!(store.vector_scan(3).expect("open").is_none());
+        assert_eq!(table_named(&store).as_deref(), Some("another"));
+        // Named now: opening again with it changes nothing.
+        embed_again(&mut store);
+        assert_eq!(
+            store.sync_vector_file(3).expect("sync"),
+            Synced::Rebuilt(50)
+        );
+        keep_table(&mut store.conn, &db, "another").expect("keep");
+        assert_eq!(store.vector_counts().expect("counts").with_vector, 50);
+        assert!(path_for(&db).exists());
     }
 
     #[test]
