@@ -233,8 +233,11 @@ fn briefs_of_every_recorded_release_hold_project_decisions_and_open_ends() {
     secrets.extend(RECORDED_SECRETS.iter().map(|s| (*s).to_owned()));
     for rel in &releases {
         // The two-turn scenario plants two decisions and ends on the walrus
-        // question; the one-turn session plants the quokka decision.
-        let (decided, last_asked): (&[&str], &str) = if rel.ends_with("-turns") {
+        // question; the subagent scenario decides the platypus build; the
+        // one-turn session plants the quokka decision.
+        let (decided, last_asked): (&[&str], &str) = if rel.ends_with("-subagent") {
+            (&["platypus build runs nightly"], "platypus")
+        } else if rel.ends_with("-turns") {
             (
                 &[
                     "quokka fixtures in tests/data",
@@ -269,10 +272,16 @@ fn briefs_of_every_recorded_release_hold_project_decisions_and_open_ends() {
             for secret in &secrets {
                 assert!(!text.contains(secret.as_str()), "{rel} leaks {secret}");
             }
-            assert!(
-                !text.contains("ghp_"),
-                "{rel}: a token prefix got in:\n{text}"
-            );
+            // Hermes and OpenClaw mask the token themselves (`ghp_R3...1234`):
+            // a prefix followed by a token's worth of characters is a leak.
+            let leaked = text.match_indices("ghp_").any(|(i, _)| {
+                text[i + 4..]
+                    .chars()
+                    .take_while(char::is_ascii_alphanumeric)
+                    .count()
+                    >= 20
+            });
+            assert!(!leaked, "{rel}: a token got in:\n{text}");
             assert!(text.contains("## Left open"), "{rel}");
             for d in v["decisions"].as_array().expect("decisions") {
                 let t = d["text"].as_str().expect("text");
