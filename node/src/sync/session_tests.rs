@@ -1006,3 +1006,237 @@ async fn a_flood_is_taken_only_up_to_the_session_and_day_limits() {
     );
     assert!(r.limited.is_some_and(|l| l.contains("per-day")));
 }
+
+/// The planted kinds of `fixtures/planted-kinds.json`: (kind, text, secrets).
+fn planted_kinds() -> Vec<(String, String, Vec<String>)> {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/planted-kinds.json");
+    let v: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(p).expect("read planted-kinds.json")).expect("json");
+    v["kinds"]
+        .as_array()
+        .expect("kinds")
+        .iter()
+        .map(|k| {
+            let s = |f: &str| k[f].as_str().expect("string").to_owned();
+            let secrets = k["secrets"].as_array().expect("secrets");
+            let secrets = secrets.iter().map(|x| x.as_str().expect("s").to_owned());
+            (s("kind"), s("text"), secrets.collect())
+        })
+        .collect()
+}
+
+/// Every byte of a node's database and WAL, after a checkpoint.
+fn database_bytes(n: &TestNode) -> Vec<u8> {
+    let db = n.lock().config().db_path.clone();
+    let mut hay = std::fs::read(&db).expect("db");
+    let mut wal = db.into_os_string();
+    wal.push("-wal");
+    hay.extend(std::fs::read(PathBuf::from(wal)).unwrap_or_default());
+    hay
+}
+
+/// Every text cell of every table of a node's database (decoded record
+/// text included), one string per cell.
+fn every_cell(n: &TestNode) -> Vec<String> {
+    let node = n.lock();
+    let conn = node.store().conn();
+    let tables: Vec<String> = conn
+        .prepare("SELECT name FROM sqlite_master WHERE type = 'table'")
+        .expect("tables")
+        .query_map([], |r| r.get(0))
+        .expect("query")
+        .map(|t| t.expect("row"))
+        .collect();
+    let mut out = Vec::new();
+    for t in tables {
+        let Ok(mut q) = conn.prepare(&format!("SELECT * FROM \"{t}\"")) else {
+            continue; // an FTS shadow or virtual table that cannot be read whole
+        };
+        let cols = q.column_count();
+        let Ok(mut rows) = q.query([]) else { continue };
+        while let Ok(Some(row)) = rows.next() {
+            for c in 0..cols {
+                match row.get_ref(c) {
+                    Ok(rusqlite::types::ValueRef::Text(b)) => {
+                        out.push(String::from_utf8_lossy(b).into_owned());
+                    }
+                    Ok(rusqlite::types::ValueRef::Blob(b)) => {
+                        out.push(String::from_utf8_lossy(b).into_owned());
+                    }
+                    _ => {}
+                }
+            }
+        }
+    }
+    let mut q = conn
+        .prepare("SELECT text, flags FROM records")
+        .expect("records");
+    let texts = q
+        .query_map([], |r| {
+            Ok(crate::store::codec::decode(
+                conn,
+                &r.get::<_, Vec<u8>>(0)?,
+                r.get(1)?,
+            ))
+        })
+        .expect("query");
+    out.extend(texts.map(|t| t.expect("row")));
+    out
+}
+
+/// A paired peer sends, in its own sealed log, every planted kind in
+/// every field of a record — session id, parent id, project, files, and
+/// the text of each role (user, assistant, tool call arguments
+/// JSON-escaped, tool output long enough to be cut) — next to an honest
+/// log; on the same connection, two logs whose forget names a secret
+/// (a session and a project). The receiver stores the records with every
+/// field redacted: no secret in its database bytes, in any table's cells,
+/// in search hits or in a shown session; the forgets are refused with
+/// their batches and counted; the honest log arrives whole.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn secrets_in_every_field_of_a_peer_batch_are_never_stored_and_secret_forgets_are_refused() {
+    let (a, mut b) = (TestNode::new("alpha"), TestNode::new("beta"));
+    pair(&a, &b);
+    a.notes("/p", &texts("quokka", 3));
+    let (aid, a_epoch) = origin_of(&a);
+    let kinds = planted_kinds();
+    assert!(kinds.len() >= 40, "{} kinds", kinds.len());
+    let padding = "step ok: compiled a module\n".repeat(400);
+    let mut planted = Vec::new();
+    for (i, (_, text, _)) in kinds.iter().enumerate() {
+        let bodies = [
+            ("user", format!("kestrel question {i}: {text}")),
+            ("assistant", format!("kestrel answer {i}: {text}")),
+            (
+                "tool_call",
+                serde_json::json!({"command": format!("kestrel {i}; {text}")}).to_string(),
+            ),
+            ("tool_output", format!("{padding}{text}\n{padding}kestrel")),
+            ("tool_output", format!("kestrel {i}\n{padding}{text}")),
+        ];
+        for (role, body) in bodies {
+            let mut r = forged_record(planted.len() as u64 + 1, &body);
+            r.role = role.into();
+            r.session_id = format!("s{i}-{text}");
+            r.parent_session = Some(format!("p{i} {text}"));
+            r.project = Some(format!("/home/dev/{text}/app"));
+            r.files = vec![format!("/home/dev/app/{text}.rs")];
+            r.time_ms = Some(1_767_225_600_000 + planted.len() as i64);
+            r.hash = r.content_hash();
+            planted.push(r);
+        }
+    }
+    let n = planted.len() as u64;
+    let secret_forgets = [
+        cairn_protocol::ForgetTarget::Session {
+            agent: "claude-code".into(),
+            session_id: format!("s0-{}", kinds[0].1),
+        },
+        cairn_protocol::ForgetTarget::Project {
+            project: format!("/home/dev/{}/app", kinds[2].1),
+        },
+    ];
+    let wm = |epoch, seq| cairn_protocol::Watermark {
+        origin: aid,
+        epoch,
+        seq,
+    };
+    let offers = vec![
+        wm(a_epoch, 3),
+        wm(a_epoch + 1, n),
+        wm(a_epoch + 2, 1),
+        wm(a_epoch + 3, 1),
+    ];
+    let signer = crate::seal::Signer::new(a.lock().identity().key()).expect("A's key");
+    let node_a = Arc::clone(&a.node);
+    let report = hostile_session(&a, &mut b, offers, |p| {
+        if p.epoch == a_epoch {
+            return node_a
+                .lock()
+                .expect("lock")
+                .serve_pull(p, None)
+                .expect("serve");
+        }
+        let mut batch = if p.epoch == a_epoch + 1 {
+            let from = p.after_seq as usize;
+            let to = (from + p.max_records as usize).min(planted.len());
+            let mut b = batch_of(p, planted[from..to].to_vec());
+            b.more = to < planted.len();
+            b
+        } else {
+            let target = secret_forgets[(p.epoch - a_epoch - 2) as usize].clone();
+            let mut b = batch_of(p, vec![]);
+            b.tombstones.push(cairn_protocol::Tombstone::new(
+                1,
+                aid,
+                1_767_225_600_000,
+                target,
+            ));
+            b.last_seq = 1;
+            b
+        };
+        signer.seal_own(&mut batch);
+        batch
+    })
+    .await;
+
+    // The secret forgets: refused with their batches, counted, said why.
+    assert_eq!(report.batches_refused, 2, "{report:?}");
+    assert_eq!(report.tombstones_refused, 2, "{report:?}");
+    let reasons = report.refusals.join("\n");
+    assert!(reasons.contains("holding a secret"), "{reasons}");
+    assert_eq!(b.count("SELECT count(*) FROM tombstones"), 0);
+    // The honest log and every planted record arrived, redacted.
+    assert_eq!(b.search("quokka").len(), 1);
+    assert_eq!(b.records(), 3 + n as i64, "{report:?}");
+    assert_eq!(
+        b.count("SELECT count(*) FROM sessions WHERE agent = 'claude-code'"),
+        kinds.len() as i64,
+        "every planted session kept apart by its redacted id"
+    );
+    assert!(b.lock().store().truncate_wal().expect("checkpoint"));
+    let bytes = database_bytes(&b);
+    let cells = every_cell(&b);
+    let hits = b.search("kestrel");
+    assert!(!hits.is_empty());
+    let mut shown = Vec::new();
+    for hit in &hits {
+        let node = b.lock();
+        for s in node
+            .store()
+            .find_sessions(&hit.session_id, 5)
+            .expect("find")
+        {
+            let records = node.store().session_records(s.row, 0, 100).expect("show");
+            shown.push(serde_json::to_string(&(s, records)).expect("json"));
+        }
+    }
+    assert!(!shown.is_empty());
+    let hits = serde_json::to_string(&hits).expect("json");
+    let mut leaked = Vec::new();
+    for (kind, _, secrets) in &kinds {
+        for s in secrets {
+            let where_ = [
+                (
+                    "database bytes",
+                    bytes.windows(s.len()).any(|w| w == s.as_bytes()),
+                ),
+                ("a table cell", cells.iter().any(|c| c.contains(s.as_str()))),
+                ("search hits", hits.contains(s.as_str())),
+                (
+                    "a shown session",
+                    shown.iter().any(|t| t.contains(s.as_str())),
+                ),
+            ];
+            for (place, found) in where_ {
+                if found {
+                    leaked.push(format!("{kind}: {s} in {place}"));
+                }
+            }
+        }
+    }
+    assert!(leaked.is_empty(), "secrets stored in clear: {leaked:#?}");
+    // An honest round on a new connection still goes through.
+    let r = a.sync_ok(&mut b).await;
+    assert_eq!(r.batches_refused, 0, "{r:?}");
+}
