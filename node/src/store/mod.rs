@@ -71,7 +71,7 @@ pub use insert::NewRecord;
 pub use log::{LogKind, OwnLog, StoredRecord};
 pub use read::{AgentCounts, SessionInfo, SessionRecord, SourceRow, StoreStats};
 pub use schema::SCHEMA_VERSION;
-pub use trust::{OriginKey, TrustError};
+pub use trust::{OriginKey, OriginRefusal, RefuseOriginError, TrustError};
 pub use vector_file::Synced;
 pub use vectors::{VectorCounts, embeds_role};
 

@@ -1240,3 +1240,167 @@ async fn secrets_in_every_field_of_a_peer_batch_are_never_stored_and_secret_forg
     let r = a.sync_ok(&mut b).await;
     assert_eq!(r.batches_refused, 0, "{r:?}");
 }
+
+/// Relayed origins are shown with the peer that vouched for them, and the
+/// user can refuse one. Through an honest hub (A - B - C) C sees A as
+/// relayed by B. A paired peer (A, to B) invents a machine X with a fresh,
+/// self-consistent key: B accepts X's sealed log (nothing on the wire
+/// tells it from a hub's) but lists X as vouched by A, with X's key
+/// fingerprint and first sighting. Refused, X's records, logs and seals
+/// are gone from B and its bytes scrubbed; X is never pulled again, a
+/// batch of it is refused whoever brings it, and A's honest log still
+/// arrives on the same connection. Allowed again, X comes back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn relayed_origins_are_shown_with_their_voucher_and_a_refused_one_never_returns() {
+    use crate::sync::origins::{allow_origin, refuse_origin, relayed_origins};
+    let (a, mut b, mut c) = (
+        TestNode::new("alpha"),
+        TestNode::new("beta"),
+        TestNode::new("gamma"),
+    );
+    pair(&a, &b);
+    pair(&b, &c);
+    a.notes("/p", &texts("quokka", 2));
+    a.sync_ok(&mut b).await;
+    b.sync_ok(&mut c).await;
+    // The honest hub: C holds A's records, vouched by B.
+    assert_eq!(c.search("quokka").len(), 1);
+    let seen = relayed_origins(c.lock().config()).expect("relayed");
+    assert_eq!(seen.len(), 1, "{seen:?}");
+    assert_eq!(seen[0].key.origin, a.id());
+    assert_eq!(seen[0].key.name.as_deref(), Some("alpha"));
+    assert_eq!(seen[0].key.vouched_by.as_deref(), Some(b.id().as_str()));
+    assert_eq!(seen[0].vouched_by_name.as_deref(), Some("beta"));
+    assert_eq!(seen[0].key.fingerprint, Some(crate::hex::encode(&a.fp)));
+    assert!(seen[0].key.learned_ms > 0 && seen[0].key.refused_ms.is_none());
+    assert_eq!(seen[0].key.entries, 2);
+    // Paired machines are not relayed origins.
+    assert!(relayed_origins(b.lock().config()).expect("b").is_empty());
+
+    // A invents X, with a key of its own making.
+    let x_key = rcgen::KeyPair::generate().expect("key");
+    let x_signer = crate::seal::Signer::new(&x_key).expect("signer");
+    let x = x_signer.id();
+    let x_fp = cairn_protocol::spki_fingerprint(x_signer.spki());
+    let (aid, a_epoch) = origin_of(&a);
+    let x_log = |p: &cairn_protocol::Pull| {
+        let mut batch = batch_of(
+            p,
+            (1..=4)
+                .map(|i| forged_record(i, &format!("invented sturgeon {i}")))
+                .collect(),
+        );
+        x_signer.seal_own(&mut batch);
+        batch
+    };
+    let wm = |origin, epoch, seq| cairn_protocol::Watermark { origin, epoch, seq };
+    let node_a = Arc::clone(&a.node);
+    let honest = |p: &cairn_protocol::Pull| {
+        node_a
+            .lock()
+            .expect("lock")
+            .serve_pull(p, None)
+            .expect("serve")
+    };
+    let before = b.records();
+    let report = hostile_session(&a, &mut b, vec![wm(x, 7, 4)], |p| {
+        assert_eq!(p.origin, x, "B pulls only X's log");
+        x_log(p)
+    })
+    .await;
+    assert_eq!(report.batches_refused, 0, "{report:?}");
+    assert_eq!(b.records(), before + 4);
+    assert_eq!(b.search("sturgeon").len(), 1);
+    // B shows X: vouched by A, its key's fingerprint, when, what is held.
+    let b_cfg = b.lock().config().clone();
+    let seen = relayed_origins(&b_cfg).expect("relayed");
+    let shown = seen
+        .iter()
+        .find(|o| o.key.origin == x.to_string())
+        .expect("X is listed");
+    assert_eq!(
+        shown.key.vouched_by.as_deref(),
+        Some(aid.to_string().as_str())
+    );
+    assert_eq!(shown.vouched_by_name.as_deref(), Some("alpha"));
+    assert_eq!(shown.key.fingerprint, Some(crate::hex::encode(&x_fp)));
+    assert_eq!(shown.key.entries, 4);
+    assert!(shown.key.refused_ms.is_none());
+
+    // The user refuses X by a prefix of its id.
+    let x_text = x.to_string();
+    let refusal = refuse_origin(&b_cfg, &x_text[..8], now_ms()).expect("refuse");
+    assert_eq!(
+        (refusal.origin.as_str(), refusal.records, refusal.logs),
+        (x_text.as_str(), 4, 1),
+        "{refusal:?}"
+    );
+    assert_eq!(b.records(), before);
+    assert!(b.search("sturgeon").is_empty());
+    assert!(
+        b.lock()
+            .watermarks()
+            .expect("wm")
+            .iter()
+            .all(|w| w.origin != x)
+    );
+    assert_eq!(
+        b.count(&format!(
+            "SELECT count(*) FROM log_seals WHERE log IN (SELECT g.id FROM origin_logs g
+             JOIN origins o ON o.id = g.origin WHERE o.node = '{x_text}')"
+        )),
+        0
+    );
+    let bytes = database_bytes(&b);
+    assert!(
+        !bytes.windows(8).any(|w| w == b"sturgeon"),
+        "X's records are scrubbed from B's files"
+    );
+    let seen = relayed_origins(&b_cfg).expect("relayed");
+    let shown = seen
+        .iter()
+        .find(|o| o.key.origin == x_text)
+        .expect("listed");
+    assert!(shown.key.refused_ms.is_some() && shown.key.entries == 0);
+    // Refusing this machine or a paired one is an error that says why.
+    let own = refuse_origin(&b_cfg, &b.id(), now_ms()).expect_err("own");
+    assert!(own.to_string().contains("own origin"), "{own}");
+    let paired = refuse_origin(&b_cfg, "alpha", now_ms()).expect_err("paired");
+    assert!(
+        paired.to_string().contains("cairn unpair alpha"),
+        "{paired}"
+    );
+    assert!(refuse_origin(&b_cfg, "zzzz", now_ms()).is_err());
+
+    // A offers X again beside new honest notes: X is not pulled, A's
+    // notes arrive on the same connection.
+    a.notes("/p", &texts("heron", 2));
+    let report = hostile_session(&a, &mut b, vec![wm(x, 7, 4), wm(aid, a_epoch, 4)], |p| {
+        assert_ne!(p.origin, x, "a refused origin is never pulled");
+        honest(p)
+    })
+    .await;
+    assert_eq!(report.refused_origin_logs, 1, "{report:?}");
+    assert_eq!(b.search("heron").len(), 1);
+    assert!(b.search("sturgeon").is_empty());
+    // A batch of X is refused whoever brings it, with a reason.
+    let pull = cairn_protocol::Pull {
+        origin: x,
+        epoch: 7,
+        after_seq: 0,
+        max_records: 100,
+        max_bytes: 1 << 20,
+    };
+    let err = b
+        .lock()
+        .apply_batch_from(&pull, &x_log(&pull), Some(&aid))
+        .expect_err("refused");
+    assert!(err.to_string().contains("the user refused"), "{err}");
+    assert!(b.search("sturgeon").is_empty());
+
+    // Allowed again, X's log is pulled at the next session.
+    assert_eq!(allow_origin(&b_cfg, &x_text[..8]).expect("allow"), x);
+    let report = hostile_session(&a, &mut b, vec![wm(x, 7, 4)], x_log).await;
+    assert_eq!(report.batches_refused, 0, "{report:?}");
+    assert_eq!(b.search("sturgeon").len(), 1);
+}
