@@ -55,8 +55,8 @@ pub enum Command {
     Forget(ForgetArgs),
     /// Pair with another machine: `cairn pair` prints a one-time code, `cairn pair CODE` uses it.
     Pair(PairArgs),
-    /// List the paired machines.
-    Peers(JsonArgs),
+    /// List the paired machines and the machines relayed through them; refuse or allow a relayed one.
+    Peers(PeersArgs),
     /// Remove a paired machine; its key is refused from then on.
     Unpair(UnpairArgs),
     /// Choose which projects' records a paired machine may receive (all by default).
@@ -277,6 +277,23 @@ pub struct PairArgs {
     #[arg(long, default_value = "10m", conflicts_with = "code")]
     pub timeout: String,
     /// Print JSON lines instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `cairn peers`
+#[derive(Debug, Args)]
+#[command(group(clap::ArgGroup::new("decide").args(["refuse_origin", "allow_origin"])))]
+pub struct PeersArgs {
+    /// Refuse a relayed machine (its name or a prefix of its node id, as
+    /// `cairn peers` lists it): its records are deleted here and never
+    /// accepted again, whoever relays them.
+    #[arg(long, value_name = "ORIGIN")]
+    pub refuse_origin: Option<String>,
+    /// Accept a refused machine again (its records come back at the next sync).
+    #[arg(long, value_name = "ORIGIN")]
+    pub allow_origin: Option<String>,
+    /// Print JSON instead of text.
     #[arg(long)]
     pub json: bool,
 }

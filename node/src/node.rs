@@ -155,6 +155,10 @@ impl Node {
         // The own sync log's epoch is chosen on first open; reading the
         // clock here keeps the store clock-free.
         store.ensure_log(&origin, crate::clock::now_ms())?;
+        // A database from before every field was redacted: its ids,
+        // projects, titles and files are redacted once, now.
+        let redactor = Redactor::new();
+        store.redact_stored_fields(&redactor)?;
         // Batches of the own log leave sealed with the identity key.
         match crate::seal::Signer::new(identity.key()) {
             Ok(signer) => store.set_signer(std::sync::Arc::new(signer)),
@@ -166,7 +170,7 @@ impl Node {
             config,
             identity,
             store,
-            redactor: Redactor::new(),
+            redactor,
             tightened,
             compared: None,
         })

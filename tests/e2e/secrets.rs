@@ -7,9 +7,14 @@
 //! be left in any file under the node's home, among the full-text index's
 //! terms, nor in `show` / `search` JSON or the MCP server's answers.
 //! Prints the kinds x positions table of leaks (the goal, asserted, is
-//! none). The position "received from a peer" is covered in the node's
-//! store tests with the same kinds, every field of the record included;
-//! the agents' own formats in [`recorded_formats_leak_nothing`].
+//! none). The position "a peer's batch" is covered in the node with the
+//! same kinds (the AWS and prose forms included): by the store test
+//! `every_planted_kind_received_from_a_peer_is_redacted_before_storage`
+//! (every field, text past the cut) and over real QUIC by the hostile-peer
+//! test `secrets_in_every_field_of_a_peer_batch_are_never_stored_and_secret_forgets_are_refused`
+//! (every field and every role, checked in the database bytes, every
+//! table cell, search hits and shown sessions); the agents' own formats
+//! in [`recorded_formats_leak_nothing`].
 
 use std::fmt::Write as _;
 use std::path::Path;

@@ -1006,3 +1006,107 @@ fn a_laptop_back_on_the_network_dials_its_hub_at_once_whatever_its_backoff() {
         "l1's daemon did not notice its network change"
     );
 }
+
+/// A hub relays a laptop's history to a machine that never paired with
+/// it: that machine's `cairn peers` lists the laptop as relayed by the
+/// hub, with its key and first sighting; `--refuse-origin` deletes its
+/// records there and keeps them out of every later round (new lines
+/// included) while the hub still holds them; `--allow-origin` brings them
+/// back.
+#[test]
+fn a_relayed_machine_is_listed_refused_and_allowed_again() {
+    let a = Machine::new(TestHome::seeded(), "fixture-laptop");
+    let hub = Machine::new(TestHome::empty(), "hub");
+    let c = Machine::new(TestHome::empty(), "gamma");
+    a.ok(&["index", "--quiet"]);
+    let a_records = records_of(&a);
+    let hub_listen = format!("127.0.0.1:{}", free_port());
+    pair(&hub, &a, &hub_listen);
+    pair(&hub, &c, &hub_listen);
+    let (_hub_serve, _) = hub.serve(&hub_listen);
+    let (_a_serve, _) = a.serve("127.0.0.1:0");
+    let (_c_serve, _) = c.serve("127.0.0.1:0");
+    if wait_for(DEADLINE, || (records_of(&c) >= a_records).then_some(())).is_none() {
+        dump_logs(&[&a, &hub, &c]);
+        panic!("A's records never reached C through the hub");
+    }
+    assert!(!c.search("timezone").is_empty());
+
+    // C lists A as relayed by the hub; the hub, paired with both, lists none.
+    let peers = c.json(&["peers", "--json"]);
+    let relayed = peers["relayed_origins"].as_array().expect("relayed");
+    assert_eq!(relayed.len(), 1, "{peers}");
+    let o = &relayed[0];
+    assert_eq!(o["name"], a.name, "{o}");
+    assert_eq!(o["vouched_by_name"], hub.name, "{o}");
+    assert_eq!(o["fingerprint"].as_str().map(str::len), Some(64), "{o}");
+    assert!(o["learned_ms"].as_i64().is_some_and(|t| t > 0), "{o}");
+    assert!(o["refused_ms"].is_null(), "{o}");
+    assert!(o["entries"].as_u64().is_some_and(|n| n >= a_records), "{o}");
+    let text = c.ok(&["peers"]);
+    assert!(
+        text.contains("relayed machines") && text.contains(a.name),
+        "{text}"
+    );
+    let hub_peers = hub.json(&["peers", "--json"]);
+    assert_eq!(hub_peers["relayed_origins"], serde_json::json!([]));
+
+    // Refused by name: its records go from C.
+    let refused = c.json(&["peers", "--refuse-origin", a.name, "--json"]);
+    assert_eq!(
+        refused["refused"]["records"].as_u64(),
+        Some(a_records),
+        "{refused}"
+    );
+    assert_eq!(records_of(&c), 0);
+    assert!(c.search("timezone").is_empty());
+    let listed = c.json(&["peers", "--json"]);
+    assert!(
+        listed["relayed_origins"][0]["refused_ms"].is_i64(),
+        "{listed}"
+    );
+    // A new line on A reaches the hub, never C.
+    let sid = "d2a7c4e1-8f3b-4c6d-a5e9-7b1f0c3d2e44";
+    {
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .open(widgets_transcript(&a.home))
+            .expect("open transcript");
+        let line = claude_line(sid, "u-refuse-1", "the okapi relay is refused");
+        writeln!(f, "{line}").expect("append");
+    }
+    if wait_for(DEADLINE, || (!hub.search("okapi").is_empty()).then_some(())).is_none() {
+        dump_logs(&[&a, &hub, &c]);
+        panic!("the new line never reached the hub");
+    }
+    let v = c.json(&["sync", "--json"]);
+    let rep = &v["peers"][0]["report"];
+    assert!(
+        rep["refused_origin_logs"].as_u64().is_some_and(|n| n >= 1),
+        "{v}"
+    );
+    assert!(c.search("okapi").is_empty() && c.search("timezone").is_empty());
+    assert_eq!(records_of(&c), 0);
+    // Unknown names and paired machines are errors that say what to do.
+    let out = c
+        .cmd(&["peers", "--refuse-origin", "nobody"])
+        .output()
+        .expect("run");
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("no relayed origin matches"), "{err}");
+    let out = c
+        .cmd(&["peers", "--refuse-origin", "hub"])
+        .output()
+        .expect("run");
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("cairn unpair hub"), "{err}");
+
+    // Allowed again: back at the next round.
+    c.ok(&["peers", "--allow-origin", a.name]);
+    c.ok(&["sync"]);
+    let back = wait_for(DEADLINE, || (!c.search("okapi").is_empty()).then_some(()));
+    assert!(back.is_some(), "A's records come back once allowed");
+    assert!(!c.search("timezone").is_empty());
+}

@@ -1,7 +1,9 @@
 //! `cairn pair`, `cairn peers` and `cairn unpair`: making, listing and
-//! removing pairings. The exchange itself lives in
+//! removing pairings, and listing, refusing and allowing the machines
+//! relayed through them. The exchange itself lives in
 //! `cairn_node::sync::pairing`, reached through `cairn_node::sync::facade`;
-//! this module parses flags and prints.
+//! relayed origins are `cairn_node::sync::origins`'s; this module parses
+//! flags and prints.
 
 use std::time::Duration;
 
@@ -11,7 +13,9 @@ use cairn_node::sync::pairing::{PairError, Paired};
 use cairn_node::sync::peers::Peer;
 use serde::Serialize;
 
-use crate::args::{GlobalArgs, JsonArgs, PairArgs, UnpairArgs};
+use cairn_node::sync::origins::{self, RelayedOrigin};
+
+use crate::args::{GlobalArgs, PairArgs, PeersArgs, UnpairArgs};
 use crate::output;
 
 /// Longest pairing window accepted.
@@ -187,13 +191,55 @@ fn explain(e: FacadeError) -> anyhow::Error {
 }
 
 /// Runs `cairn peers`.
-pub fn run_peers(global: &GlobalArgs, args: &JsonArgs) -> anyhow::Result<()> {
+pub fn run_peers(global: &GlobalArgs, args: &PeersArgs) -> anyhow::Result<()> {
     let cfg = super::config(global)?;
+    if let Some(query) = &args.refuse_origin {
+        let done = origins::refuse_origin(&cfg, query, cairn_node::clock::now_ms())?;
+        if args.json {
+            #[derive(Serialize)]
+            struct Refused<'a> {
+                refused: &'a cairn_node::store::OriginRefusal,
+            }
+            return output::json(&Refused { refused: &done });
+        }
+        return output::line(
+            &mut output::stdout(),
+            &format!(
+                "refused {}: deleted {} record(s) and {} log(s) of it; its entries are refused from now on (`cairn peers --allow-origin {}` undoes it)",
+                done.origin,
+                done.records,
+                done.logs,
+                &done.origin[..8.min(done.origin.len())]
+            ),
+        );
+    }
+    if let Some(query) = &args.allow_origin {
+        let id = origins::allow_origin(&cfg, query)?;
+        if args.json {
+            #[derive(Serialize)]
+            struct Allowed {
+                allowed: String,
+            }
+            return output::json(&Allowed {
+                allowed: id.to_string(),
+            });
+        }
+        return output::line(
+            &mut output::stdout(),
+            &format!(
+                "allowed {id} again: its entries arrive at the next sync with a peer that holds them"
+            ),
+        );
+    }
     let peers = facade::list_peers(&cfg)?;
+    let relayed = origins::relayed_origins(&cfg)?;
     if args.json {
         #[derive(Serialize)]
         struct Peers<'a> {
             peers: Vec<PeerView<'a>>,
+            /// Machines not paired with this one whose entries arrived
+            /// through a paired peer (or that the user refused).
+            relayed_origins: &'a [RelayedOrigin],
         }
         return output::json(&Peers {
             peers: peers
@@ -204,14 +250,16 @@ pub fn run_peers(global: &GlobalArgs, args: &JsonArgs) -> anyhow::Result<()> {
                     ..PeerView::of(&s.peer)
                 })
                 .collect(),
+            relayed_origins: &relayed,
         });
     }
     let mut out = output::stdout();
     if peers.is_empty() {
-        return output::line(
+        output::line(
             &mut out,
             "no paired machines: run `cairn pair` here and `cairn pair CODE` on the other machine",
-        );
+        )?;
+        return print_relayed(&mut out, &relayed);
     }
     output::line(
         &mut out,
@@ -269,6 +317,56 @@ pub fn run_peers(global: &GlobalArgs, args: &JsonArgs) -> anyhow::Result<()> {
                 &format!("{name}: last sync limited: {}", output::printable(l)),
             )?;
         }
+    }
+    print_relayed(&mut out, &relayed)
+}
+
+/// The machines relayed through paired peers, below the peers: who
+/// vouched for each, its key, when it was first seen, what is held.
+fn print_relayed(out: &mut impl std::io::Write, relayed: &[RelayedOrigin]) -> anyhow::Result<()> {
+    if relayed.is_empty() {
+        return Ok(());
+    }
+    output::line(out, "")?;
+    output::line(
+        out,
+        "relayed machines (not paired here; refuse one with `cairn peers --refuse-origin ID`):",
+    )?;
+    output::line(
+        out,
+        &format!(
+            "{:<16} {:<10} {:<16} {:<18} {:<16} {:>8}",
+            "name", "id", "relayed by", "key", "first seen", "entries"
+        ),
+    )?;
+    for o in relayed {
+        let k = &o.key;
+        let by = o
+            .vouched_by_name
+            .clone()
+            .or_else(|| k.vouched_by.as_ref().map(|v| v.chars().take(8).collect()))
+            .unwrap_or_else(|| "-".to_owned());
+        let key = k
+            .fingerprint
+            .as_deref()
+            .map_or_else(|| "-".to_owned(), |f| f.chars().take(16).collect());
+        let entries = if k.refused_ms.is_some() {
+            "refused".to_owned()
+        } else {
+            k.entries.to_string()
+        };
+        output::line(
+            out,
+            &format!(
+                "{:<16} {:<10} {:<16} {:<18} {:<16} {:>8}",
+                output::printable(k.name.as_deref().unwrap_or("-")),
+                k.origin.chars().take(8).collect::<String>(),
+                output::printable(&by),
+                key,
+                output::short_time(Some(k.learned_ms)),
+                entries
+            ),
+        )?;
     }
     Ok(())
 }

@@ -179,6 +179,12 @@ fn show(results: &[PeerResult]) -> anyhow::Result<()> {
                         rep.own_origin_claims
                     ));
                 }
+                if rep.refused_origin_logs > 0 {
+                    s.push_str(&format!(
+                        "; skipped {} log(s) of machines refused here (`cairn peers`)",
+                        rep.refused_origin_logs
+                    ));
+                }
                 if let Some(limit) = &rep.limited {
                     s.push_str(&format!("; limited: {}", output::printable(limit)));
                 }

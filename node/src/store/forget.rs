@@ -394,22 +394,7 @@ fn purge_rows(
     target: &ForgetTarget,
     doomed: Vec<(i64, i64, Vec<u8>)>,
 ) -> Result<(u64, u64), StoreError> {
-    super::record_bytes::clear(conn, doomed.iter().map(|d| d.0))?;
-    super::record_times::clear(conn, doomed.iter().map(|d| d.0))?;
-    let ids: Vec<i64> = doomed.iter().map(|d| d.0).collect();
-    super::columns_file::zero(conn, &ids)?;
-    let mut sessions = BTreeSet::new();
-    for (id, session, hash) in &doomed {
-        super::fts::delete(conn, *id)?;
-        conn.prepare_cached("DELETE FROM records WHERE id = ?1")?
-            .execute([id])?;
-        conn.prepare_cached(MARK_FORGOTTEN)?.execute(params![
-            hash,
-            LogKind::Forgotten.code(),
-            LogKind::Record.code()
-        ])?;
-        sessions.insert(*session);
-    }
+    let mut sessions = delete_records(conn, &doomed, true)?;
     // A session forget also removes an empty session row.
     if let ForgetTarget::Session { agent, session_id } = target {
         let row: Option<i64> = {
@@ -423,11 +408,51 @@ fn purge_rows(
         };
         sessions.extend(row);
     }
-    let mut deleted_sessions = 0;
-    for session in sessions {
-        deleted_sessions += u64::from(refresh_session(conn, session)?);
+    Ok((doomed.len() as u64, refresh_sessions(conn, sessions)?))
+}
+
+/// Deletes the records `doomed` names (`(id, session, hash)`) with their
+/// full-text rows, side-table bytes and columns entries; with
+/// `mark_forgotten`, the log slots that named them become forgotten
+/// stubs. Returns the sessions they belonged to, for
+/// [`refresh_sessions`].
+pub(crate) fn delete_records(
+    conn: &Connection,
+    doomed: &[(i64, i64, Vec<u8>)],
+    mark_forgotten: bool,
+) -> Result<BTreeSet<i64>, StoreError> {
+    super::record_bytes::clear(conn, doomed.iter().map(|d| d.0))?;
+    super::record_times::clear(conn, doomed.iter().map(|d| d.0))?;
+    let ids: Vec<i64> = doomed.iter().map(|d| d.0).collect();
+    super::columns_file::zero(conn, &ids)?;
+    let mut sessions = BTreeSet::new();
+    for (id, session, hash) in doomed {
+        super::fts::delete(conn, *id)?;
+        conn.prepare_cached("DELETE FROM records WHERE id = ?1")?
+            .execute([id])?;
+        if mark_forgotten {
+            conn.prepare_cached(MARK_FORGOTTEN)?.execute(params![
+                hash,
+                LogKind::Forgotten.code(),
+                LogKind::Record.code()
+            ])?;
+        }
+        sessions.insert(*session);
     }
-    Ok((doomed.len() as u64, deleted_sessions))
+    Ok(sessions)
+}
+
+/// [`refresh_session`] for each of `sessions`; returns how many were
+/// deleted (left with no record).
+pub(crate) fn refresh_sessions(
+    conn: &Connection,
+    sessions: BTreeSet<i64>,
+) -> Result<u64, StoreError> {
+    let mut deleted = 0;
+    for session in sessions {
+        deleted += u64::from(refresh_session(conn, session)?);
+    }
+    Ok(deleted)
 }
 
 /// Recomputes a session's counts, times and title from the records it has

@@ -42,6 +42,7 @@ pub(crate) mod sketch;
 #[cfg(test)]
 mod sync_tests;
 pub mod trust;
+mod upgrade_fields;
 pub(crate) mod vector_file;
 pub(crate) mod vectors;
 pub mod wire;
@@ -71,7 +72,8 @@ pub use insert::NewRecord;
 pub use log::{LogKind, OwnLog, StoredRecord};
 pub use read::{AgentCounts, SessionInfo, SessionRecord, SourceRow, StoreStats};
 pub use schema::SCHEMA_VERSION;
-pub use trust::{OriginKey, TrustError};
+pub use trust::{OriginKey, OriginRefusal, RefuseOriginError, TrustError};
+pub use upgrade_fields::FieldsUpgrade;
 pub use vector_file::Synced;
 pub use vectors::{VectorCounts, embeds_role};
 

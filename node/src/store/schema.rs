@@ -459,6 +459,20 @@ pub(super) const MIGRATIONS: &[&str] = &[
         learned_ms INTEGER NOT NULL
     );
     "#,
+    // v(next): trust, continued (store::trust, store::upgrade_fields).
+    // - `refused_origins`: the origins the user refused (`cairn peers
+    //   --refuse-origin`), and when; their batches are refused from then on.
+    // - `meta.fields_redacted = 0`: the session ids, parent ids, projects,
+    //   titles and files stored before every field was redacted are
+    //   redacted once at the next `Node::open` (which holds the rules).
+    r#"
+    CREATE TABLE IF NOT EXISTS refused_origins(
+        origin     TEXT PRIMARY KEY,
+        refused_ms INTEGER NOT NULL
+    );
+    INSERT INTO meta(key, value) VALUES ('fields_redacted', '0')
+        ON CONFLICT(key) DO UPDATE SET value = '0';
+    "#,
 ];
 
 /// Whether the database has table `name` (one opened read-only before an

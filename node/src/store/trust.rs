@@ -12,7 +12,16 @@
 //!   for it; a different key for a known origin is refused;
 //! - every verified seal is kept, so the entries can be relayed with it:
 //!   a relayed batch ends where the seals this node holds end, and carries
-//!   the hashes of the sealed entries outside it.
+//!   the hashes of the sealed entries outside it;
+//! - an origin the user refused (`cairn peers --refuse-origin`) is refused
+//!   whatever it carries; refusing it drops its logs, seals, forgets and
+//!   the records no other origin's log holds, so nothing of it is kept,
+//!   shown or relayed.
+//!
+//! Which origins the user can see and refuse: every origin whose key a
+//! peer brought ([`Store::origin_keys`], with the peer that vouched for
+//! it and when); `sync::facade::relayed_origins` shows those that are not
+//! paired machines.
 //!
 //! Never signs (that is `crate::seal::Signer`, used by `log::serve_pull`
 //! for the own log) and never touches the network.
@@ -60,6 +69,14 @@ pub enum TrustError {
         /// The batch's origin.
         origin: NodeId,
     },
+    /// An origin the user refused.
+    #[error(
+        "refused {origin}'s log: the user refused this origin (`cairn peers --allow-origin` undoes it)"
+    )]
+    RefusedOrigin {
+        /// The batch's origin.
+        origin: NodeId,
+    },
     /// A forget whose target holds a secret.
     #[error(
         "refused {origin}'s log: a forget in it names a session or project holding a secret, which is never stored or relayed"
@@ -89,15 +106,63 @@ pub fn forget_names_a_secret(
         })
 }
 
-/// A key this node knows for an origin.
+/// A key this node knows for an origin, or an origin the user refused.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct OriginKey {
     /// The origin's node id.
     pub origin: String,
+    /// Its name, as the peers that relay it announce it (`None`: unknown).
+    pub name: Option<String>,
+    /// The blake3 fingerprint of its key, 64 hex digits (`None`: refused
+    /// before any key was seen).
+    pub fingerprint: Option<String>,
     /// The peer that first brought it (`None`: learned before this was kept).
     pub vouched_by: Option<String>,
-    /// When, Unix ms.
+    /// When, Unix ms (for an origin refused before any key was seen:
+    /// when it was refused).
     pub learned_ms: i64,
+    /// When the user refused it, Unix ms (`None`: accepted).
+    pub refused_ms: Option<i64>,
+    /// Log entries of it held (records, forgets and stubs).
+    pub entries: u64,
+}
+
+/// What refusing an origin did.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct OriginRefusal {
+    /// The origin's node id.
+    pub origin: String,
+    /// Records deleted (those no other origin's log holds).
+    pub records: u64,
+    /// Sessions left with no record and deleted.
+    pub sessions: u64,
+    /// Logs of it dropped.
+    pub logs: u64,
+    /// Its forgets dropped.
+    pub tombstones: u64,
+    /// Whether the freed bytes were scrubbed from the files (false when
+    /// another connection held them; the next forget finishes the job).
+    pub wal_truncated: bool,
+}
+
+/// Why an origin cannot be refused.
+#[derive(Debug, thiserror::Error)]
+pub enum RefuseOriginError {
+    /// It is this node's own.
+    #[error("{origin} is this machine's own origin; it cannot refuse itself")]
+    Own {
+        /// This node's id.
+        origin: NodeId,
+    },
+    /// The database failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+impl From<rusqlite::Error> for RefuseOriginError {
+    fn from(e: rusqlite::Error) -> Self {
+        RefuseOriginError::Store(StoreError::Sqlite(e))
+    }
 }
 
 impl Store {
@@ -106,20 +171,157 @@ impl Store {
         self.signer = Some(signer);
     }
 
-    /// The keys known for origins, with who vouched for them.
+    /// The keys known for origins, with who vouched for them, and the
+    /// origins the user refused.
     pub fn origin_keys(&self) -> Result<Vec<OriginKey>, StoreError> {
-        let mut q = self
-            .conn
-            .prepare("SELECT origin, vouched_by, learned_ms FROM origin_keys ORDER BY origin")?;
+        let mut q = self.conn.prepare(
+            "SELECT o.origin, n.name, k.spki, k.vouched_by,
+                    coalesce(k.learned_ms, r.refused_ms), r.refused_ms,
+                    (SELECT coalesce(sum(w.seq), 0) FROM watermarks w WHERE w.origin = o.origin)
+             FROM (SELECT origin FROM origin_keys UNION SELECT origin FROM refused_origins) o
+             LEFT JOIN origin_keys k ON k.origin = o.origin
+             LEFT JOIN refused_origins r ON r.origin = o.origin
+             LEFT JOIN nodes n ON n.id = o.origin
+             ORDER BY 5, 1",
+        )?;
         let rows = q.query_map([], |r| {
+            let spki: Vec<u8> = r.get::<_, Option<Vec<u8>>>(2)?.unwrap_or_default();
             Ok(OriginKey {
                 origin: r.get(0)?,
-                vouched_by: r.get(1)?,
-                learned_ms: r.get(2)?,
+                name: r.get(1)?,
+                fingerprint: (!spki.is_empty())
+                    .then(|| crate::hex::encode(&cairn_protocol::spki_fingerprint(&spki))),
+                vouched_by: r.get(3)?,
+                learned_ms: r.get(4)?,
+                refused_ms: r.get(5)?,
+                entries: r.get::<_, i64>(6)?.max(0) as u64,
             })
         })?;
         Ok(rows.collect::<Result<_, _>>()?)
     }
+
+    /// Refuses `origin` from now on: its batches are refused whoever
+    /// relays them, and what this node holds of it goes: its logs (slots,
+    /// watermarks, seals), its forgets, and the records no other origin's
+    /// log holds (deleted as a forget deletes them, bytes scrubbed).
+    /// Records another origin also holds stay, shown under that origin.
+    pub fn refuse_origin(
+        &mut self,
+        origin: &NodeId,
+        now_ms: i64,
+    ) -> Result<OriginRefusal, RefuseOriginError> {
+        let text = origin.to_string();
+        if own_log(&self.conn)?.is_some_and(|l| l.origin == text) {
+            return Err(RefuseOriginError::Own { origin: *origin });
+        }
+        self.conn.pragma_update(None, "secure_delete", "ON")?;
+        let tx = self
+            .conn
+            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        let mut report = OriginRefusal {
+            origin: text.clone(),
+            ..OriginRefusal::default()
+        };
+        let oid: Option<i64> = tx
+            .query_row("SELECT id FROM origins WHERE node = ?1", [&text], |r| {
+                r.get(0)
+            })
+            .optional()?;
+        if let Some(oid) = oid {
+            // Its records: named by a slot of its logs, or stored under it
+            // (a record redacted again on receipt is stored apart from
+            // the slot naming the hash its origin signed); kept when a
+            // slot of another origin's log names them.
+            let doomed: Vec<(i64, i64, Vec<u8>)> = {
+                let mut q = tx.prepare(
+                    "SELECT r.id, r.session, r.hash FROM records r
+                     WHERE (r.origin = ?1
+                            OR r.id IN (SELECT l.rec FROM logs l
+                                        JOIN origin_logs g ON g.id = l.log
+                                        WHERE g.origin = ?1 AND l.rec IS NOT NULL))
+                       AND NOT EXISTS (SELECT 1 FROM logs l JOIN origin_logs g ON g.id = l.log
+                                       WHERE l.rec = r.id AND g.origin != ?1)",
+                )?;
+                let rows = q.query_map([oid], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?;
+                rows.collect::<Result<_, _>>()?
+            };
+            let sessions = super::forget::delete_records(&tx, &doomed, false)?;
+            report.records = doomed.len() as u64;
+            report.sessions = super::forget::refresh_sessions(&tx, sessions)?;
+            // What stays is shown under an origin that holds it.
+            tx.execute(
+                "UPDATE records SET origin = (
+                     SELECT g.origin FROM logs l JOIN origin_logs g ON g.id = l.log
+                     WHERE l.rec = records.id AND g.origin != ?1 LIMIT 1)
+                 WHERE origin = ?1",
+                [oid],
+            )?;
+            tx.execute(
+                "UPDATE sessions SET origin = coalesce((
+                     SELECT o.node FROM records r JOIN origins o ON o.id = r.origin
+                     WHERE r.session = sessions.id LIMIT 1), origin)
+                 WHERE origin = ?1",
+                [&text],
+            )?;
+            tx.execute(
+                "DELETE FROM log_seals WHERE log IN (SELECT id FROM origin_logs WHERE origin = ?1)",
+                [oid],
+            )?;
+            tx.execute(
+                "DELETE FROM logs WHERE log IN (SELECT id FROM origin_logs WHERE origin = ?1)",
+                [oid],
+            )?;
+            report.logs = tx.execute("DELETE FROM origin_logs WHERE origin = ?1", [oid])? as u64;
+            if report.records > 0 {
+                super::forget::merge_fts(&tx)?;
+            }
+        }
+        tx.execute("DELETE FROM watermarks WHERE origin = ?1", [&text])?;
+        report.tombstones = tx.execute("DELETE FROM tombstones WHERE origin = ?1", [&text])? as u64;
+        tx.execute(
+            "INSERT INTO refused_origins(origin, refused_ms) VALUES (?1, ?2)
+             ON CONFLICT(origin) DO UPDATE SET refused_ms = excluded.refused_ms",
+            params![text, now_ms],
+        )?;
+        tx.commit()?;
+        report.wal_truncated = self.scrub()?;
+        tracing::info!(
+            origin = %origin,
+            records = report.records,
+            logs = report.logs,
+            "refused an origin"
+        );
+        Ok(report)
+    }
+
+    /// Accepts an origin the user refused again (its entries come back at
+    /// the next sync with a peer that holds them). Returns whether it was
+    /// refused.
+    pub fn allow_origin(&mut self, origin: &NodeId) -> Result<bool, StoreError> {
+        let n = self.conn.execute(
+            "DELETE FROM refused_origins WHERE origin = ?1",
+            [origin.to_string()],
+        )?;
+        Ok(n > 0)
+    }
+
+    /// The origins the user refused.
+    pub fn refused_origins(&self) -> Result<Vec<NodeId>, StoreError> {
+        refused(&self.conn)
+    }
+}
+
+/// The origins the user refused (ids that do not parse are left out).
+pub(crate) fn refused(conn: &Connection) -> Result<Vec<NodeId>, StoreError> {
+    let mut q = conn.prepare_cached("SELECT origin FROM refused_origins")?;
+    let rows = q.query_map([], |r| r.get::<_, String>(0))?;
+    let mut out = Vec::new();
+    for row in rows {
+        if let Ok(id) = row?.parse() {
+            out.push(id);
+        }
+    }
+    Ok(out)
 }
 
 /// Checks a batch's origin and seals; see the module docs.
@@ -130,6 +332,12 @@ pub(super) fn check(
     let origin = batch.origin;
     if own_log(conn)?.is_some_and(|l| l.origin == origin.to_string()) {
         return Ok(Err(TrustError::OwnOrigin { origin }));
+    }
+    let refused: bool = conn
+        .prepare_cached("SELECT EXISTS(SELECT 1 FROM refused_origins WHERE origin = ?1)")?
+        .query_row([origin.to_string()], |r| r.get(0))?;
+    if refused {
+        return Ok(Err(TrustError::RefusedOrigin { origin }));
     }
     let checks = match seal_checks(batch) {
         Ok(c) => c,

@@ -11,8 +11,8 @@
 //!
 //! The module root holds the few things several submodules share (the
 //! default port, how a peer-supplied name is cleaned, the runtime for
-//! callers that are not async). `daemon` and `facade` (what the command
-//! line calls) sit on top and nothing else in `sync` uses them; `session`,
+//! callers that are not async). `daemon`, `facade` and `origins` (what the
+//! command line calls) sit on top and nothing else in `sync` uses them; `session`,
 //! `pairing`, `links` and `dial` build on `endpoint` and `peers`; `tls`,
 //! `peers`, `scheduler` and `instance` use no sibling.
 
@@ -24,6 +24,7 @@ pub mod error;
 pub mod facade;
 pub mod instance;
 pub mod links;
+pub mod origins;
 pub mod pairing;
 pub mod peers;
 pub mod quota;

@@ -147,6 +147,10 @@ pub struct SessionReport {
     /// Logs of this node's own origin the peer claimed to hold more of
     /// than this node wrote (another epoch, or past its end): never pulled.
     pub own_origin_claims: u64,
+    /// Logs the peer offered of origins the user refused (`cairn peers
+    /// --refuse-origin`): never pulled.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub refused_origin_logs: u64,
     /// The per-peer limit that stopped this session taking more, if one
     /// did (the rest waits for a later session).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -154,6 +158,10 @@ pub struct SessionReport {
     /// Why entries were refused, one line per refusal (at most a few).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub refusals: Vec<String>,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// Most refusal reasons one report keeps.
@@ -362,6 +370,9 @@ async fn drive(
         })
         .collect();
     let own = with_node(node, |n| n.identity().id()).await?;
+    let refused = with_node(node, |n| n.store().refused_origins())
+        .await?
+        .map_err(NodeError::from)?;
     let usage_key = format!("{USAGE_META}{peer}");
     let (limits, day, db_dir) = {
         let key = usage_key.clone();
@@ -483,7 +494,7 @@ async fn drive(
         }
         let event = tokio::select! {
             m = reader.rx.recv() => match m {
-                Some(Ok(msg)) => Event::Received(strip_own(msg, own, own_wm, &mut report)),
+                Some(Ok(msg)) => Event::Received(strip_own(msg, own, own_wm, &refused, &mut report)),
                 Some(Err(SessionError::Closed)) | None => Event::Closed,
                 Some(Err(e)) => return Err(e.into()),
             },
@@ -558,14 +569,19 @@ fn anyhow_like(e: &dyn std::error::Error) -> impl std::fmt::Display + '_ {
 /// A peer's `Watermarks` without claims on this node's own log beyond
 /// what this node wrote: only this node writes its log, so another epoch
 /// of it, or seqs past its end, are never pulled (counted and logged).
+/// Logs of origins the user refused are left out too (counted).
 fn strip_own(
     msg: Message,
     own: NodeId,
     own_wm: Option<cairn_protocol::Watermark>,
+    refused: &[NodeId],
     report: &mut SessionReport,
 ) -> Message {
     match msg {
         Message::Watermarks { mut entries, names } => {
+            let before = entries.len();
+            entries.retain(|w| !refused.contains(&w.origin));
+            report.refused_origin_logs += (before - entries.len()) as u64;
             let before = entries.len();
             entries.retain(|w| {
                 w.origin != own || own_wm.is_some_and(|o| o.epoch == w.epoch && w.seq <= o.seq)

@@ -1006,3 +1006,419 @@ async fn a_flood_is_taken_only_up_to_the_session_and_day_limits() {
     );
     assert!(r.limited.is_some_and(|l| l.contains("per-day")));
 }
+
+/// The planted kinds of `fixtures/planted-kinds.json`: (kind, text, secrets).
+fn planted_kinds() -> Vec<(String, String, Vec<String>)> {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/planted-kinds.json");
+    let v: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(p).expect("read planted-kinds.json")).expect("json");
+    v["kinds"]
+        .as_array()
+        .expect("kinds")
+        .iter()
+        .map(|k| {
+            let s = |f: &str| k[f].as_str().expect("string").to_owned();
+            let secrets = k["secrets"].as_array().expect("secrets");
+            let secrets = secrets.iter().map(|x| x.as_str().expect("s").to_owned());
+            (s("kind"), s("text"), secrets.collect())
+        })
+        .collect()
+}
+
+/// Every byte of a node's database and WAL, after a checkpoint.
+fn database_bytes(n: &TestNode) -> Vec<u8> {
+    let db = n.lock().config().db_path.clone();
+    let mut hay = std::fs::read(&db).expect("db");
+    let mut wal = db.into_os_string();
+    wal.push("-wal");
+    hay.extend(std::fs::read(PathBuf::from(wal)).unwrap_or_default());
+    hay
+}
+
+/// Every text cell of every table of a node's database (decoded record
+/// text included), one string per cell.
+fn every_cell(n: &TestNode) -> Vec<String> {
+    let node = n.lock();
+    let conn = node.store().conn();
+    let tables: Vec<String> = conn
+        .prepare("SELECT name FROM sqlite_master WHERE type = 'table'")
+        .expect("tables")
+        .query_map([], |r| r.get(0))
+        .expect("query")
+        .map(|t| t.expect("row"))
+        .collect();
+    let mut out = Vec::new();
+    for t in tables {
+        let Ok(mut q) = conn.prepare(&format!("SELECT * FROM \"{t}\"")) else {
+            continue; // an FTS shadow or virtual table that cannot be read whole
+        };
+        let cols = q.column_count();
+        let Ok(mut rows) = q.query([]) else { continue };
+        while let Ok(Some(row)) = rows.next() {
+            for c in 0..cols {
+                match row.get_ref(c) {
+                    Ok(rusqlite::types::ValueRef::Text(b)) => {
+                        out.push(String::from_utf8_lossy(b).into_owned());
+                    }
+                    Ok(rusqlite::types::ValueRef::Blob(b)) => {
+                        out.push(String::from_utf8_lossy(b).into_owned());
+                    }
+                    _ => {}
+                }
+            }
+        }
+    }
+    let mut q = conn
+        .prepare("SELECT text, flags FROM records")
+        .expect("records");
+    let texts = q
+        .query_map([], |r| {
+            Ok(crate::store::codec::decode(
+                conn,
+                &r.get::<_, Vec<u8>>(0)?,
+                r.get(1)?,
+            ))
+        })
+        .expect("query");
+    out.extend(texts.map(|t| t.expect("row")));
+    out
+}
+
+/// A paired peer sends, in its own sealed log, every planted kind in
+/// every field of a record — session id, parent id, project, files, and
+/// the text of each role (user, assistant, tool call arguments
+/// JSON-escaped, tool output long enough to be cut) — next to an honest
+/// log; on the same connection, two logs whose forget names a secret
+/// (a session and a project). The receiver stores the records with every
+/// field redacted: no secret in its database bytes, in any table's cells,
+/// in search hits or in a shown session; the forgets are refused with
+/// their batches and counted; the honest log arrives whole.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn secrets_in_every_field_of_a_peer_batch_are_never_stored_and_secret_forgets_are_refused() {
+    let (a, mut b) = (TestNode::new("alpha"), TestNode::new("beta"));
+    pair(&a, &b);
+    a.notes("/p", &texts("quokka", 3));
+    let (aid, a_epoch) = origin_of(&a);
+    let kinds = planted_kinds();
+    // Every AWS and prose form of issue 56 is among them.
+    for form in [
+        "aws-pair-space",
+        "aws-pair-slash",
+        "aws-pair-csv",
+        "aws-pair-tab",
+        "aws-pair-colon",
+        "aws-pair-prose",
+        "aws-configure-set",
+        "aws-secret-flag",
+        "aws-secret-access-key-json",
+        "aws-secret-prose",
+        "aws-secret-key-prose",
+        "api-key-prose",
+        "access-token-prose",
+        "key-prose-before",
+    ] {
+        assert!(kinds.iter().any(|k| k.0 == form), "{form} planted");
+    }
+    let padding = "step ok: compiled a module\n".repeat(400);
+    let mut planted = Vec::new();
+    for (i, (_, text, _)) in kinds.iter().enumerate() {
+        let bodies = [
+            ("user", format!("kestrel question {i}: {text}")),
+            ("assistant", format!("kestrel answer {i}: {text}")),
+            (
+                "tool_call",
+                serde_json::json!({"command": format!("kestrel {i}; {text}")}).to_string(),
+            ),
+            ("tool_output", format!("{padding}{text}\n{padding}kestrel")),
+            ("tool_output", format!("kestrel {i}\n{padding}{text}")),
+        ];
+        for (role, body) in bodies {
+            let mut r = forged_record(planted.len() as u64 + 1, &body);
+            r.role = role.into();
+            r.session_id = format!("s{i}-{text}");
+            r.parent_session = Some(format!("p{i} {text}"));
+            r.project = Some(format!("/home/dev/{text}/app"));
+            r.files = vec![format!("/home/dev/app/{text}.rs")];
+            r.time_ms = Some(1_767_225_600_000 + planted.len() as i64);
+            r.hash = r.content_hash();
+            planted.push(r);
+        }
+    }
+    let n = planted.len() as u64;
+    let secret_forgets = [
+        cairn_protocol::ForgetTarget::Session {
+            agent: "claude-code".into(),
+            session_id: format!("s0-{}", kinds[0].1),
+        },
+        cairn_protocol::ForgetTarget::Project {
+            project: format!("/home/dev/{}/app", kinds[2].1),
+        },
+    ];
+    let wm = |epoch, seq| cairn_protocol::Watermark {
+        origin: aid,
+        epoch,
+        seq,
+    };
+    let offers = vec![
+        wm(a_epoch, 3),
+        wm(a_epoch + 1, n),
+        wm(a_epoch + 2, 1),
+        wm(a_epoch + 3, 1),
+    ];
+    let signer = crate::seal::Signer::new(a.lock().identity().key()).expect("A's key");
+    let node_a = Arc::clone(&a.node);
+    let report = hostile_session(&a, &mut b, offers, |p| {
+        if p.epoch == a_epoch {
+            return node_a
+                .lock()
+                .expect("lock")
+                .serve_pull(p, None)
+                .expect("serve");
+        }
+        let mut batch = if p.epoch == a_epoch + 1 {
+            let from = p.after_seq as usize;
+            let to = (from + p.max_records as usize).min(planted.len());
+            let mut b = batch_of(p, planted[from..to].to_vec());
+            b.more = to < planted.len();
+            b
+        } else {
+            let target = secret_forgets[(p.epoch - a_epoch - 2) as usize].clone();
+            let mut b = batch_of(p, vec![]);
+            b.tombstones.push(cairn_protocol::Tombstone::new(
+                1,
+                aid,
+                1_767_225_600_000,
+                target,
+            ));
+            b.last_seq = 1;
+            b
+        };
+        signer.seal_own(&mut batch);
+        batch
+    })
+    .await;
+
+    // The secret forgets: refused with their batches, counted, said why.
+    assert_eq!(report.batches_refused, 2, "{report:?}");
+    assert_eq!(report.tombstones_refused, 2, "{report:?}");
+    let reasons = report.refusals.join("\n");
+    assert!(reasons.contains("holding a secret"), "{reasons}");
+    assert_eq!(b.count("SELECT count(*) FROM tombstones"), 0);
+    // The honest log and every planted record arrived, redacted.
+    assert_eq!(b.search("quokka").len(), 1);
+    assert_eq!(b.records(), 3 + n as i64, "{report:?}");
+    assert_eq!(
+        b.count("SELECT count(*) FROM sessions WHERE agent = 'claude-code'"),
+        kinds.len() as i64,
+        "every planted session kept apart by its redacted id"
+    );
+    assert!(b.lock().store().truncate_wal().expect("checkpoint"));
+    let bytes = database_bytes(&b);
+    let cells = every_cell(&b);
+    let hits = b.search("kestrel");
+    assert!(!hits.is_empty());
+    let mut shown = Vec::new();
+    for hit in &hits {
+        let node = b.lock();
+        for s in node
+            .store()
+            .find_sessions(&hit.session_id, 5)
+            .expect("find")
+        {
+            let records = node.store().session_records(s.row, 0, 100).expect("show");
+            shown.push(serde_json::to_string(&(s, records)).expect("json"));
+        }
+    }
+    assert!(!shown.is_empty());
+    let hits = serde_json::to_string(&hits).expect("json");
+    let mut leaked = Vec::new();
+    for (kind, _, secrets) in &kinds {
+        for s in secrets {
+            let where_ = [
+                (
+                    "database bytes",
+                    bytes.windows(s.len()).any(|w| w == s.as_bytes()),
+                ),
+                ("a table cell", cells.iter().any(|c| c.contains(s.as_str()))),
+                ("search hits", hits.contains(s.as_str())),
+                (
+                    "a shown session",
+                    shown.iter().any(|t| t.contains(s.as_str())),
+                ),
+            ];
+            for (place, found) in where_ {
+                if found {
+                    leaked.push(format!("{kind}: {s} in {place}"));
+                }
+            }
+        }
+    }
+    assert!(leaked.is_empty(), "secrets stored in clear: {leaked:#?}");
+    // An honest round on a new connection still goes through.
+    let r = a.sync_ok(&mut b).await;
+    assert_eq!(r.batches_refused, 0, "{r:?}");
+}
+
+/// Relayed origins are shown with the peer that vouched for them, and the
+/// user can refuse one. Through an honest hub (A - B - C) C sees A as
+/// relayed by B. A paired peer (A, to B) invents a machine X with a fresh,
+/// self-consistent key: B accepts X's sealed log (nothing on the wire
+/// tells it from a hub's) but lists X as vouched by A, with X's key
+/// fingerprint and first sighting. Refused, X's records, logs and seals
+/// are gone from B and its bytes scrubbed; X is never pulled again, a
+/// batch of it is refused whoever brings it, and A's honest log still
+/// arrives on the same connection. Allowed again, X comes back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn relayed_origins_are_shown_with_their_voucher_and_a_refused_one_never_returns() {
+    use crate::sync::origins::{allow_origin, refuse_origin, relayed_origins};
+    let (a, mut b, mut c) = (
+        TestNode::new("alpha"),
+        TestNode::new("beta"),
+        TestNode::new("gamma"),
+    );
+    pair(&a, &b);
+    pair(&b, &c);
+    a.notes("/p", &texts("quokka", 2));
+    a.sync_ok(&mut b).await;
+    b.sync_ok(&mut c).await;
+    // The honest hub: C holds A's records, vouched by B.
+    assert_eq!(c.search("quokka").len(), 1);
+    let seen = relayed_origins(c.lock().config()).expect("relayed");
+    assert_eq!(seen.len(), 1, "{seen:?}");
+    assert_eq!(seen[0].key.origin, a.id());
+    assert_eq!(seen[0].key.name.as_deref(), Some("alpha"));
+    assert_eq!(seen[0].key.vouched_by.as_deref(), Some(b.id().as_str()));
+    assert_eq!(seen[0].vouched_by_name.as_deref(), Some("beta"));
+    assert_eq!(seen[0].key.fingerprint, Some(crate::hex::encode(&a.fp)));
+    assert!(seen[0].key.learned_ms > 0 && seen[0].key.refused_ms.is_none());
+    assert_eq!(seen[0].key.entries, 2);
+    // Paired machines are not relayed origins.
+    assert!(relayed_origins(b.lock().config()).expect("b").is_empty());
+
+    // A invents X, with a key of its own making.
+    let x_key = rcgen::KeyPair::generate().expect("key");
+    let x_signer = crate::seal::Signer::new(&x_key).expect("signer");
+    let x = x_signer.id();
+    let x_fp = cairn_protocol::spki_fingerprint(x_signer.spki());
+    let (aid, a_epoch) = origin_of(&a);
+    let x_log = |p: &cairn_protocol::Pull| {
+        let mut batch = batch_of(
+            p,
+            (1..=4)
+                .map(|i| forged_record(i, &format!("invented sturgeon {i}")))
+                .collect(),
+        );
+        x_signer.seal_own(&mut batch);
+        batch
+    };
+    let wm = |origin, epoch, seq| cairn_protocol::Watermark { origin, epoch, seq };
+    let node_a = Arc::clone(&a.node);
+    let honest = |p: &cairn_protocol::Pull| {
+        node_a
+            .lock()
+            .expect("lock")
+            .serve_pull(p, None)
+            .expect("serve")
+    };
+    let before = b.records();
+    let report = hostile_session(&a, &mut b, vec![wm(x, 7, 4)], |p| {
+        assert_eq!(p.origin, x, "B pulls only X's log");
+        x_log(p)
+    })
+    .await;
+    assert_eq!(report.batches_refused, 0, "{report:?}");
+    assert_eq!(b.records(), before + 4);
+    assert_eq!(b.search("sturgeon").len(), 1);
+    // B shows X: vouched by A, its key's fingerprint, when, what is held.
+    let b_cfg = b.lock().config().clone();
+    let seen = relayed_origins(&b_cfg).expect("relayed");
+    let shown = seen
+        .iter()
+        .find(|o| o.key.origin == x.to_string())
+        .expect("X is listed");
+    assert_eq!(
+        shown.key.vouched_by.as_deref(),
+        Some(aid.to_string().as_str())
+    );
+    assert_eq!(shown.vouched_by_name.as_deref(), Some("alpha"));
+    assert_eq!(shown.key.fingerprint, Some(crate::hex::encode(&x_fp)));
+    assert_eq!(shown.key.entries, 4);
+    assert!(shown.key.refused_ms.is_none());
+
+    // The user refuses X by a prefix of its id.
+    let x_text = x.to_string();
+    let refusal = refuse_origin(&b_cfg, &x_text[..8], now_ms()).expect("refuse");
+    assert_eq!(
+        (refusal.origin.as_str(), refusal.records, refusal.logs),
+        (x_text.as_str(), 4, 1),
+        "{refusal:?}"
+    );
+    assert_eq!(b.records(), before);
+    assert!(b.search("sturgeon").is_empty());
+    assert!(
+        b.lock()
+            .watermarks()
+            .expect("wm")
+            .iter()
+            .all(|w| w.origin != x)
+    );
+    assert_eq!(
+        b.count(&format!(
+            "SELECT count(*) FROM log_seals WHERE log IN (SELECT g.id FROM origin_logs g
+             JOIN origins o ON o.id = g.origin WHERE o.node = '{x_text}')"
+        )),
+        0
+    );
+    let bytes = database_bytes(&b);
+    assert!(
+        !bytes.windows(8).any(|w| w == b"sturgeon"),
+        "X's records are scrubbed from B's files"
+    );
+    let seen = relayed_origins(&b_cfg).expect("relayed");
+    let shown = seen
+        .iter()
+        .find(|o| o.key.origin == x_text)
+        .expect("listed");
+    assert!(shown.key.refused_ms.is_some() && shown.key.entries == 0);
+    // Refusing this machine or a paired one is an error that says why.
+    let own = refuse_origin(&b_cfg, &b.id(), now_ms()).expect_err("own");
+    assert!(own.to_string().contains("own origin"), "{own}");
+    let paired = refuse_origin(&b_cfg, "alpha", now_ms()).expect_err("paired");
+    assert!(
+        paired.to_string().contains("cairn unpair alpha"),
+        "{paired}"
+    );
+    assert!(refuse_origin(&b_cfg, "zzzz", now_ms()).is_err());
+
+    // A offers X again beside new honest notes: X is not pulled, A's
+    // notes arrive on the same connection.
+    a.notes("/p", &texts("heron", 2));
+    let report = hostile_session(&a, &mut b, vec![wm(x, 7, 4), wm(aid, a_epoch, 4)], |p| {
+        assert_ne!(p.origin, x, "a refused origin is never pulled");
+        honest(p)
+    })
+    .await;
+    assert_eq!(report.refused_origin_logs, 1, "{report:?}");
+    assert_eq!(b.search("heron").len(), 1);
+    assert!(b.search("sturgeon").is_empty());
+    // A batch of X is refused whoever brings it, with a reason.
+    let pull = cairn_protocol::Pull {
+        origin: x,
+        epoch: 7,
+        after_seq: 0,
+        max_records: 100,
+        max_bytes: 1 << 20,
+    };
+    let err = b
+        .lock()
+        .apply_batch_from(&pull, &x_log(&pull), Some(&aid))
+        .expect_err("refused");
+    assert!(err.to_string().contains("the user refused"), "{err}");
+    assert!(b.search("sturgeon").is_empty());
+
+    // Allowed again, X's log is pulled at the next session.
+    assert_eq!(allow_origin(&b_cfg, &x_text[..8]).expect("allow"), x);
+    let report = hostile_session(&a, &mut b, vec![wm(x, 7, 4)], x_log).await;
+    assert_eq!(report.batches_refused, 0, "{report:?}");
+    assert_eq!(b.search("sturgeon").len(), 1);
+}
