@@ -170,7 +170,7 @@ enum FileScan {
     /// file's nearest records first ([`check_nearest_first`], asked once
     /// by [`prepare`]): the file is scanned for the ids the filters allow
     /// (with the allowed sessions' runs when the search read them already:
-    /// see [`allowed_session_runs`] and [`nearest_with`]).
+    /// see `Store::allowed_session_runs` and [`nearest_with`]).
     Narrow,
     /// Not usable (not trusted or unreadable): only the table is read.
     Unusable,
@@ -462,44 +462,44 @@ fn narrowed_file(
 fn allowed(
     store: &Store,
     upto: i64,
-    opts: &Filter,
+    filter: &Filter,
     pre: Option<&runs::RunMap>,
 ) -> Result<IdSet, SearchError> {
-    if !opts.beyond_columns().unfiltered() {
-        return allowed_by_rows(store, upto, opts);
+    if !filter.beyond_columns().unfiltered() {
+        return allowed_by_rows(store, upto, filter);
     }
     // The sessions' set from the runs (for a filter on the time, the
     // sessions that may hold a record it allows), with the ranges it lies
     // in, where the stamps and the roles are then read (a project's runs,
     // the last two weeks' sessions: a twentieth of the bytes or less).
     let on_session = Filter {
-        since_ms: opts.since_ms,
-        ..opts.on_session()
+        since_ms: filter.since_ms,
+        ..filter.on_session()
     };
-    let (sessions, within) = match opts.by_session() || opts.since_ms.is_some() {
+    let (sessions, within) = match filter.by_session() || filter.since_ms.is_some() {
         true => match allowed_by_runs(store, upto, &on_session, pre)? {
             Some((set, within)) => (Some(set), within),
-            None => return allowed_by_rows(store, upto, opts),
+            None => return allowed_by_rows(store, upto, filter),
         },
         false => (None, vec![(1, upto)]),
     };
-    let times = match opts.since_ms {
+    let times = match filter.since_ms {
         None => None,
         Some(since) => match allowed_since(store, &within, upto, since)? {
             Some(set) => Some(set),
-            None => return allowed_by_rows(store, upto, opts),
+            None => return allowed_by_rows(store, upto, filter),
         },
     };
-    let roles = match opts.roles.is_empty() {
+    let roles = match filter.roles.is_empty() {
         true => None,
-        false => match allowed_by_roles(store, &within, upto, &opts.roles)? {
+        false => match allowed_by_roles(store, &within, upto, &filter.roles)? {
             Some(set) => Some(set),
-            None => return allowed_by_rows(store, upto, opts),
+            None => return allowed_by_rows(store, upto, filter),
         },
     };
     let mut sets = [sessions, times, roles].into_iter().flatten();
     let Some(mut set) = sets.next() else {
-        return allowed_by_rows(store, upto, opts);
+        return allowed_by_rows(store, upto, filter);
     };
     for other in sets {
         set.keep_only(&other);
@@ -562,12 +562,12 @@ type IdsIn = (IdSet, Vec<(i64, i64)>);
 fn allowed_by_runs(
     store: &Store,
     upto: i64,
-    opts: &Filter,
+    filter: &Filter,
     pre: Option<&runs::RunMap>,
 ) -> Result<Option<IdsIn>, SearchError> {
     let (ranges, covered) = match pre {
         Some(map) => map.allowed_ranges(),
-        None => match store.allowed_session_runs(opts)? {
+        None => match store.allowed_session_runs(filter)? {
             Some(map) => map.allowed_ranges(),
             None => return Ok(None),
         },
@@ -579,15 +579,15 @@ fn allowed_by_runs(
     }
     if covered < upto {
         within.push((covered + 1, upto));
-        store.allowed_ids_after((covered, upto), opts, |id| set.insert(id))?;
+        store.allowed_ids_after((covered, upto), filter, |id| set.insert(id))?;
     }
     Ok(Some((set, within)))
 }
 
 /// [`allowed`] from the records' rows (see `Store::allowed_ids_by_rows`).
-fn allowed_by_rows(store: &Store, upto: i64, opts: &Filter) -> Result<IdSet, SearchError> {
+fn allowed_by_rows(store: &Store, upto: i64, filter: &Filter) -> Result<IdSet, SearchError> {
     let mut set = IdSet::upto(upto);
-    store.allowed_ids_by_rows(upto, opts, |id| set.insert(id))?;
+    store.allowed_ids_by_rows(upto, filter, |id| set.insert(id))?;
     Ok(set)
 }
 
@@ -624,7 +624,7 @@ enum Beside {
     NoVector,
     /// Nothing ran beside: a search naming a period, or one whose filters
     /// are narrow enough to scan for the ids they allow (`narrow`; embedded
-    /// and scanned by [`blend`] if needed).
+    /// and scanned by [`nearest_of`] if needed).
     Later { narrow: bool },
 }
 
@@ -725,17 +725,17 @@ fn nearest(store: &Store, qv: &[f32], opts: &SearchOptions) -> Result<Vec<Near>,
 
 /// [`nearest`] with what the vector file gave already (see [`alongside`]),
 /// and the run map the search read up front, if it did (see
-/// `search::search_page`), for the checks of the file's nearest records.
+/// `Plan::runs_up_front`), for the checks of the file's nearest records.
 fn nearest_with(
     store: &Store,
     qv: &[f32],
     file: FileScan,
-    opts: &Filter,
+    filter: &Filter,
     given: Option<&runs::RunMap>,
 ) -> Result<Vec<Near>, SearchError> {
     let scorer = Scorer::new(qv);
     // A filter narrows the file scan to the records it allows.
-    let narrowed = !opts.unfiltered();
+    let narrowed = !filter.unfiltered();
     let (file, known_narrow) = match file {
         FileScan::Narrow => (FileScan::NotTried, true),
         other => (other, false),
@@ -747,18 +747,26 @@ fn nearest_with(
                 // records table for the ids it allows, and a wide filter on
                 // the session allows many: the file's nearest records are
                 // checked one by one first (see `check_nearest_first`).
-                let nearest = match !known_narrow && check_nearest_first(store, opts)? {
+                let nearest = match !known_narrow && check_nearest_first(store, filter)? {
                     true => file_nearest(&scan, &scorer, qv, WIDE),
                     false => FileScan::NotTried,
                 };
-                narrowed_file(store, Some(&scan), &scorer, qv.len(), nearest, opts, given)?
+                narrowed_file(
+                    store,
+                    Some(&scan),
+                    &scorer,
+                    qv.len(),
+                    nearest,
+                    filter,
+                    given,
+                )?
             }
             Some(scan) => scan_file_unfiltered(&scan, &scorer, qv),
             None => FileScan::Unusable,
         },
         // Found beside the lexical tier, for a filtered search.
         nearest @ FileScan::Nearest(..) => {
-            narrowed_file(store, None, &scorer, qv.len(), nearest, opts, given)?
+            narrowed_file(store, None, &scorer, qv.len(), nearest, filter, given)?
         }
         other => other,
     };
@@ -767,7 +775,7 @@ fn nearest_with(
         _ => (TopRecords::new(), i64::MIN),
     };
     // The vectors stored after the file's last entry (all the table holds).
-    store.vectors_after(after, opts, |id, v| top.consider(&scorer, id, v))?;
+    store.vectors_after(after, filter, |id, v| top.consider(&scorer, id, v))?;
     // Where the columns file has an entry, it says the record is still
     // there (a delete zeroes it before it commits), and whose it is.
     let mut columns = store.ranker_columns()?;

@@ -335,6 +335,9 @@ impl Store {
     ) -> Result<(), StoreError> {
         let mut sql =
             String::from("SELECT r.id FROM records r JOIN sessions se ON se.id = r.session");
+        // No join for a search's filter on the session and time, which
+        // is what reads this; a filter on the machine needs one.
+        filter.push_origin_joins(&mut sql);
         sql.push_str(" WHERE r.id > ?1 AND r.id <= ?2");
         let mut args: Vec<SqlValue> = vec![SqlValue::Integer(covered), SqlValue::Integer(upto)];
         filter.push_filters(&mut sql, &mut args);

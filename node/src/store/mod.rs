@@ -40,6 +40,8 @@ pub(crate) mod packed_runs;
 pub(crate) mod period;
 pub(crate) mod ranker;
 mod read;
+#[cfg(test)]
+mod read_api_tests;
 pub(crate) mod record_bytes;
 pub(crate) mod record_times;
 pub(crate) mod runs;
