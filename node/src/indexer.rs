@@ -1727,14 +1727,14 @@ mod tests {
     /// commit of its own.
     fn index_text(store: &Store, rowid: i64, text: &str) {
         store
-            .conn()
+            .test_conn()
             .execute(
                 "INSERT INTO fts(rowid, body, files) VALUES (?1, ?2, '')",
                 (rowid, text),
             )
             .expect("fts");
         store
-            .conn()
+            .test_conn()
             .execute(
                 "INSERT INTO fts_stem(rowid, body) VALUES (?1, ?2)",
                 (rowid, text),
@@ -1745,7 +1745,7 @@ mod tests {
     /// Records the exact index finds for "heron".
     fn heron_hits(store: &Store) -> i64 {
         store
-            .conn()
+            .test_conn()
             .query_row(
                 "SELECT count(*) FROM fts WHERE fts MATCH 'heron'",
                 [],
@@ -2050,7 +2050,7 @@ mod tests {
         let mut store = Store::open(&dir.path().join("cairn.db")).expect("open");
         let redactor = Redactor::new();
         let changes = |s: &Store| -> i64 {
-            s.conn()
+            s.test_conn()
                 .query_row("SELECT total_changes()", [], |r| r.get(0))
                 .expect("total_changes")
         };
@@ -2326,7 +2326,7 @@ mod tests {
             );
         }
         store
-            .conn()
+            .test_conn()
             .execute(
                 "UPDATE sources SET offset = 0, size = 0, head_hash = NULL, tail_hash = NULL",
                 [],
@@ -2347,7 +2347,7 @@ mod tests {
         index_all(&mut store, &ctx(&loc, &redactor, None), &mut |_| {}).expect("index");
         // Forget the file state as if the last transaction never committed.
         store
-            .conn()
+            .test_conn()
             .execute(
                 "UPDATE sources SET offset = 0, size = 0, head_hash = NULL, tail_hash = NULL",
                 [],
@@ -2368,7 +2368,7 @@ mod tests {
         let (dir, loc) = home_with_notes(n, None, "fact ");
         let mut store = Store::open(&dir.path().join("cairn.db")).expect("open");
         store
-            .conn()
+            .test_conn()
             .execute_batch(&format!(
                 "CREATE TRIGGER refuse BEFORE INSERT ON records
                  WHEN (SELECT count(*) FROM records) >= {BATCH}
@@ -2384,7 +2384,7 @@ mod tests {
             "{failed:?}"
         );
         store
-            .conn()
+            .test_conn()
             .execute_batch("DROP TRIGGER refuse")
             .expect("heal");
         let r = index_all(&mut store, &ctx(&loc, &redactor, None), &mut |_| {}).expect("index");

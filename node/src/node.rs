@@ -1440,7 +1440,7 @@ mod tests {
         let vectors = crate::store::vector_file::path_for(node.store().path());
         let in_table = |node: &Node| -> i64 {
             node.store()
-                .conn()
+                .test_conn()
                 .query_row("SELECT count(*) FROM vectors", [], |r| r.get(0))
                 .expect("count")
         };

@@ -7,7 +7,6 @@
 
 use std::collections::BTreeMap;
 
-use rusqlite::params;
 use serde::Serialize;
 
 use super::sanitize::{self, truncate};
@@ -42,12 +41,6 @@ pub enum ToolFailure {
 impl From<StoreError> for ToolFailure {
     fn from(e: StoreError) -> Self {
         ToolFailure::Node(NodeError::Store(e))
-    }
-}
-
-impl From<rusqlite::Error> for ToolFailure {
-    fn from(e: rusqlite::Error) -> Self {
-        ToolFailure::Node(NodeError::Store(StoreError::Sqlite(e)))
     }
 }
 
@@ -174,14 +167,7 @@ fn render_hit(store: &Store, n: usize, h: &Hit) -> Result<String, ToolFailure> {
 
 /// Where a record sits in its session's time order (0-based), and the session's size.
 fn record_position(store: &Store, record_id: i64) -> Result<(usize, usize), ToolFailure> {
-    let mut q = store.conn().prepare_cached(
-        "SELECT id FROM records
-         WHERE session = (SELECT session FROM records WHERE id = ?1)
-         ORDER BY ts IS NULL, ts, source, offset, id",
-    )?;
-    let ids = q
-        .query_map(params![record_id], |r| r.get::<_, i64>(0))?
-        .collect::<Result<Vec<_>, _>>()?;
+    let ids = store.session_order_of(record_id)?;
     let at = ids.iter().position(|&id| id == record_id).unwrap_or(0);
     Ok((at, ids.len()))
 }

@@ -6,7 +6,6 @@
 use std::sync::LazyLock;
 
 use regex::Regex;
-use rusqlite::params;
 
 use super::sanitize::{self, truncate};
 use crate::config::Config;
@@ -30,15 +29,6 @@ static DECISION: LazyLock<Regex> = LazyLock::new(|| {
     .expect("static regex")
 });
 
-struct Recent {
-    row: i64,
-    agent: String,
-    machine: String,
-    last_ms: Option<i64>,
-    title: Option<String>,
-    records: usize,
-}
-
 /// The digest for sessions whose project is `cwd` or a folder under it,
 /// leaving out the session `exclude` (the one starting). `None` when there
 /// is nothing worth saying.
@@ -51,26 +41,7 @@ pub fn project_digest(
     if cwd.is_empty() {
         return Ok(None);
     }
-    let conn = store.conn();
-    let mut q = conn.prepare(
-        "SELECT s.id, s.agent, COALESCE(n.name, s.origin), s.last_ms, s.title, s.records
-         FROM sessions s LEFT JOIN nodes n ON n.id = s.origin
-         WHERE (s.project = ?1 OR substr(s.project, 1, length(?1) + 1) = ?1 || '/')
-           AND s.session_id != ?2
-         ORDER BY s.last_ms IS NULL, s.last_ms DESC LIMIT ?3",
-    )?;
-    let recent = q
-        .query_map(params![cwd, exclude.unwrap_or(""), SESSIONS], |r| {
-            Ok(Recent {
-                row: r.get(0)?,
-                agent: r.get(1)?,
-                machine: r.get(2)?,
-                last_ms: r.get(3)?,
-                title: r.get(4)?,
-                records: r.get::<_, i64>(5)?.max(0) as usize,
-            })
-        })?
-        .collect::<Result<Vec<_>, _>>()?;
+    let recent = store.recent_project_sessions(cwd, exclude, SESSIONS)?;
     if recent.is_empty() {
         return Ok(None);
     }

@@ -18,33 +18,14 @@
 
 use std::collections::HashMap;
 
-use rusqlite::Connection;
-
 use super::SCAN_LIMIT;
 use super::query::Term;
-
-/// A full-text index that frequencies are taken from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub(super) enum Index {
-    /// `fts`: words as written.
-    Exact,
-    /// `fts_stem`: stems of conversation words.
-    Stem,
-}
-
-impl Index {
-    /// The index's table.
-    pub(super) fn table(self) -> &'static str {
-        match self {
-            Index::Exact => "fts",
-            Index::Stem => "fts_stem",
-        }
-    }
-}
+pub(super) use crate::store::candidates::FtsIndex as Index;
+use crate::store::{Store, StoreError};
 
 /// Document frequencies for one search, each looked up once.
-pub(super) struct Frequencies<'c> {
-    conn: &'c Connection,
+pub(super) struct Frequencies<'s> {
+    store: &'s Store,
     /// The lowest and highest record id (0, 0 when there are none).
     ids: (i64, i64),
     /// Each token counted: its frequency, and its newest matches, newest
@@ -52,20 +33,12 @@ pub(super) struct Frequencies<'c> {
     seen: HashMap<(Index, String), (i64, Vec<i64>)>,
 }
 
-impl<'c> Frequencies<'c> {
+impl<'s> Frequencies<'s> {
     /// Reads the span of record ids the estimates scale to.
-    pub(super) fn new(conn: &'c Connection) -> rusqlite::Result<Self> {
-        // Two subqueries: SQLite answers a lone min() or max() from the
-        // end of the table, but scans it whole for both at once.
-        let ids = conn.query_row(
-            "SELECT COALESCE((SELECT min(id) FROM records), 0),
-                    COALESCE((SELECT max(id) FROM records), 0)",
-            [],
-            |r| Ok((r.get(0)?, r.get(1)?)),
-        )?;
+    pub(super) fn new(store: &'s Store) -> Result<Self, StoreError> {
         Ok(Frequencies {
-            conn,
-            ids,
+            store,
+            ids: store.id_span()?,
             seen: HashMap::new(),
         })
     }
@@ -78,12 +51,14 @@ impl<'c> Frequencies<'c> {
 
     /// Records that hold the single token `token` (an index term, as the
     /// tokenizer wrote it) in `index`.
-    pub(super) fn token(&mut self, index: Index, token: &str) -> rusqlite::Result<i64> {
+    pub(super) fn token(&mut self, index: Index, token: &str) -> Result<i64, StoreError> {
         let key = (index, token.to_string());
         if let Some((df, _)) = self.seen.get(&key) {
             return Ok(*df);
         }
-        let ids = newest_matches(self.conn, index.table(), &token_expr(token))?;
+        let ids = self
+            .store
+            .newest_matches(index, &token_expr(token), SCAN_LIMIT + 1)?;
         let oldest = ids.last().copied().unwrap_or(0);
         let df = estimate(ids.len() as i64, oldest, self.ids);
         self.seen.insert(key, (df, ids));
@@ -102,8 +77,10 @@ impl<'c> Frequencies<'c> {
 
     /// An upper bound on the records `term` matches in the exact index: a
     /// phrase matches no more records than its rarest word, and a prefix no
-    /// more than all the words it opens summed.
-    pub(super) fn term(&mut self, term: &Term) -> rusqlite::Result<i64> {
+    /// more than all the words it opens summed (up to 2,000 words, from
+    /// the vocabulary: linear in how often those words occur; prefix
+    /// searches are rare and their own match is no cheaper).
+    pub(super) fn term(&mut self, term: &Term) -> Result<i64, StoreError> {
         match term {
             Term::Phrase(tokens) => {
                 let mut min = i64::MAX;
@@ -112,7 +89,7 @@ impl<'c> Frequencies<'c> {
                 }
                 Ok(if min == i64::MAX { 0 } else { min })
             }
-            Term::Prefix(p) => prefix_sum(self.conn, p),
+            Term::Prefix(p) => self.store.prefix_docs(p),
         }
     }
 }
@@ -120,20 +97,6 @@ impl<'c> Frequencies<'c> {
 /// The FTS5 expression that matches the single index term `token`.
 pub(super) fn token_expr(token: &str) -> String {
     format!("\"{}\"", token.replace('"', "\"\""))
-}
-
-/// The newest `SCAN_LIMIT + 1` records that match `expr` in `table`,
-/// newest first.
-fn newest_matches(conn: &Connection, table: &str, expr: &str) -> rusqlite::Result<Vec<i64>> {
-    let mut stmt = conn.prepare_cached(&format!(
-        "SELECT rowid FROM {table} WHERE {table} MATCH ?1 ORDER BY rowid DESC LIMIT ?2"
-    ))?;
-    let mut rows = stmt.query(rusqlite::params![expr, SCAN_LIMIT + 1])?;
-    let mut ids = Vec::new();
-    while let Some(r) = rows.next()? {
-        ids.push(r.get(0)?);
-    }
-    Ok(ids)
 }
 
 /// The document frequency that `count` newest matches, the oldest of them at
@@ -150,26 +113,9 @@ fn estimate(count: i64, oldest: i64, ids: (i64, i64)) -> i64 {
     ((count as f64 * all / spanned).round() as i64).max(count)
 }
 
-/// The sum of the counts of every indexed word that starts with `prefix`
-/// (up to 2,000 words): read from the vocabulary, so linear in how often
-/// those words occur; prefix searches are rare and their own match is no
-/// cheaper.
-fn prefix_sum(conn: &Connection, prefix: &str) -> rusqlite::Result<i64> {
-    let mut upper = prefix.to_string();
-    upper.push(char::MAX);
-    let mut stmt =
-        conn.prepare_cached("SELECT doc FROM fts_vocab WHERE term >= ?1 AND term < ?2 LIMIT 2000")?;
-    let rows = stmt.query_map([prefix, upper.as_str()], |r| r.get::<_, i64>(0))?;
-    let mut sum = 0i64;
-    for r in rows {
-        sum = sum.saturating_add(r?);
-    }
-    Ok(sum)
-}
-
 /// The exact count from the vocabulary, for tests that compare estimates.
 #[cfg(test)]
-fn vocab_count(conn: &Connection, token: &str) -> rusqlite::Result<i64> {
+fn vocab_count(conn: &rusqlite::Connection, token: &str) -> rusqlite::Result<i64> {
     use rusqlite::OptionalExtension;
     Ok(conn
         .query_row("SELECT doc FROM fts_vocab WHERE term = ?1", [token], |r| {
@@ -205,7 +151,7 @@ mod tests {
     fn estimates_follow_the_vocabulary_and_cost_one_look_up_per_word() {
         let dir = tempfile::tempdir().expect("tempdir");
         let store = crate::store::Store::open(&dir.path().join("c.db")).expect("open");
-        let conn = store.conn();
+        let conn = store.test_conn();
         // 30,000 records: "every" in each, "third" in every third, "rare"
         // in five. The ids the index uses are the records' own.
         conn.execute_batch(
@@ -235,7 +181,7 @@ mod tests {
             .expect("fts");
         }
         tx.commit().expect("commit");
-        let mut df = Frequencies::new(conn).expect("frequencies");
+        let mut df = Frequencies::new(&store).expect("frequencies");
         assert_eq!(df.docs(), 30_000);
         for word in ["every", "third", "rare", "absent"] {
             let exact = vocab_count(conn, word).expect("vocab");

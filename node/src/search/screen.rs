@@ -15,8 +15,8 @@
 //! time, its stamp) is known: both are cleared whenever the record is
 //! deleted, so a known one also says that the record exists.
 
-use super::{SearchError, SearchOptions};
-use crate::store::{codec, columns_file, record_bytes, runs};
+use super::SearchError;
+use crate::store::{Filter, Store, codec, columns_file, record_bytes, runs};
 
 /// A search's screen of its candidates (see the module's notes).
 pub(crate) struct Screen<'c> {
@@ -48,33 +48,28 @@ pub(crate) struct Screen<'c> {
 }
 
 impl<'c> Screen<'c> {
-    /// The screen of `opts`'s filters on `conn`; `map`, when given, holds
-    /// every run, read up front with the filters' verdict on its session
-    /// (see `runs::RunMap`).
+    /// The screen of `filter` on `store`; `map`, when given, holds every
+    /// run, read up front with the filter's verdict on its session (see
+    /// `runs::RunMap`).
     pub(crate) fn new(
-        conn: &'c rusqlite::Connection,
-        opts: &SearchOptions,
+        store: &'c Store,
+        filter: &Filter,
         map: Option<&'c runs::RunMap>,
     ) -> Result<Screen<'c>, SearchError> {
         let runs = match map {
             Some(_) => None,
-            None => super::session_runs(conn, opts)?,
+            None => store.session_runs(filter)?,
         };
-        let roles = (!opts.roles.is_empty())
-            .then(|| opts.roles.iter().map(|r| codec::role_code(*r)).collect());
-        let beyond = SearchOptions {
-            roles: Vec::new(),
-            since_ms: None,
-            ..opts.on_record()
-        };
-        let settles = super::unfiltered(&beyond)
-            && (runs.is_some() || map.is_some() || !super::by_session(opts));
+        let roles = (!filter.roles.is_empty())
+            .then(|| filter.roles.iter().map(|r| codec::role_code(*r)).collect());
+        let settles = filter.beyond_columns().unfiltered()
+            && (runs.is_some() || map.is_some() || !filter.by_session());
         Ok(Screen {
             runs,
             map,
             hint: 0,
             roles,
-            since: opts.since_ms,
+            since: filter.since_ms,
             settles,
             columns_elsewhere: false,
             roles_file: None,

@@ -5,45 +5,21 @@
 //! Exact look-ups (identifiers, error codes, paths, quoted phrases) stay
 //! lexical: their words are the point, and a near-miss in meaning would
 //! only push the exact match down. A question with no lexical match at all
-//! is answered from the vectors alone.
+//! is answered from the vectors alone. [`fuse`](super::fuse) blends what
+//! this tier finds with the lexical ranking.
 
 use std::cmp::Ordering;
 use std::collections::{BinaryHeap, HashMap};
 
-use rusqlite::OptionalExtension;
-use rusqlite::types::Value as SqlValue;
-
 use super::id_set::IdSet;
+use super::plan::Plan;
 use super::screen::Screen;
-use super::{Query, SearchError, SearchOptions, rank::Ranked};
+use super::{SearchError, SearchOptions};
 use crate::embed::{Embedder, Scorer};
-use crate::store::{Store, codec, columns_file, record_bytes, record_times, runs, vector_file};
+use crate::store::{Filter, Store, runs, vector_file};
 
 /// Records the vector scan hands to fusion.
 const VECTOR_RECORDS: usize = 200;
-/// Sessions from each tier that take part in fusion.
-const FUSE_DEPTH: usize = 50;
-/// Reciprocal-rank constant: larger flattens the difference between ranks.
-/// Chosen with VECTOR_WEIGHT on the recall bench's tune split (k 10/60 ×
-/// weight 0.5–1.0); see docs/embeddings.md.
-const RRF_K: f64 = 10.0;
-/// Weight of the vector tier against the lexical one (1.0): the lexical
-/// ranking is the stronger signal when it has one.
-const VECTOR_WEIGHT: f64 = 0.6;
-/// How much a session's lexical score, relative to the best session's,
-/// scales its rank's share in fusion (the power it is raised to). The
-/// lexical score is the session's own evidence: its matching records
-/// summed and its coverage of the question's words. By rank alone, a
-/// session that matched one generic word ("pin the tab" for "pin hyper")
-/// came second to the session that matched both, and the meaning tier's
-/// vote then put it first. Chosen on the recall bench's tune split with
-/// [`MEANING_STRENGTH`] (0.5/1/2 × 1/2/3/4/8, vector weight 0.6–1.0;
-/// docs/embeddings.md): ALL/tune 82.3% -> 84.1%, holdout 83.6% -> 85.5%.
-const LEXICAL_STRENGTH: f64 = 1.0;
-/// The same for a session's best cosine relative to the meaning tier's
-/// best: a steep power, since this table's cosines sit close together
-/// (0.4 is the floor) and one a tenth below the best is far less alike.
-const MEANING_STRENGTH: f64 = 4.0;
 /// Below this cosine a record is not considered related at all (0.25,
 /// 0.4 and 0.5 tried on the tune split: 0.4 keeps recall and drops most
 /// unrelated sessions).
@@ -91,11 +67,11 @@ pub fn is_exact_lookup(raw: &str) -> bool {
 }
 
 /// One session's best record by meaning.
-struct Near {
-    record_id: i64,
-    session: i64,
-    role: String,
-    sim: f32,
+pub(super) struct Near {
+    pub(super) record_id: i64,
+    pub(super) session: i64,
+    pub(super) role: String,
+    pub(super) sim: f32,
 }
 
 /// Heap entry for the top records: similarity, record id.
@@ -194,7 +170,7 @@ enum FileScan {
     /// file's nearest records first ([`check_nearest_first`], asked once
     /// by [`prepare`]): the file is scanned for the ids the filters allow
     /// (with the allowed sessions' runs when the search read them already:
-    /// see [`allowed_session_runs`] and [`nearest_with`]).
+    /// see `Store::allowed_session_runs` and [`nearest_with`]).
     Narrow,
     /// Not usable (not trusted or unreadable): only the table is read.
     Unusable,
@@ -295,11 +271,8 @@ const WIDE: usize = 8_000;
 /// sessions). A filter whose share differs in older sessions is still
 /// answered right, only more slowly: a narrow one judged wide falls back
 /// to the scan when too few of the nearest pass ([`checked`]).
-fn check_nearest_first(
-    conn: &rusqlite::Connection,
-    opts: &SearchOptions,
-) -> rusqlite::Result<bool> {
-    nearest_first_within(conn, opts, SHARE_SESSIONS)
+fn check_nearest_first(store: &Store, filter: &Filter) -> Result<bool, SearchError> {
+    nearest_first_within(store, filter, SHARE_SESSIONS)
 }
 
 /// How many of the newest sessions [`check_nearest_first`] measures a
@@ -316,40 +289,24 @@ const SHARE_SESSIONS: i64 = 2_000;
 /// that started before the time and ended after it is not counted, so a
 /// filter may be judged narrow that is not: that costs speed (the scan of
 /// the ids it allows), never a different answer.
-fn time_share_wide(conn: &rusqlite::Connection, since: i64) -> rusqlite::Result<bool> {
-    let (after, all): (f64, f64) = conn
-        .prepare_cached(
-            "SELECT (SELECT count(*) FROM sessions WHERE first_ms >= ?1),
-                    (SELECT count(*) FROM sessions)",
-        )?
-        .query_row([since], |r| Ok((r.get(0)?, r.get(1)?)))?;
+fn time_share_wide(store: &Store, since: i64) -> Result<bool, SearchError> {
+    let (after, all) = store.sessions_started_since(since)?;
     Ok(after / all.max(1.0) * WIDE as f64 >= 4.0 * VECTOR_RECORDS as f64)
 }
 
 /// [`check_nearest_first`] measured on the newest `sessions` sessions.
 fn nearest_first_within(
-    conn: &rusqlite::Connection,
-    opts: &SearchOptions,
+    store: &Store,
+    filter: &Filter,
     sessions: i64,
-) -> rusqlite::Result<bool> {
-    if !super::by_session(opts) {
-        return match opts.since_ms {
-            Some(since) => time_share_wide(conn, since),
+) -> Result<bool, SearchError> {
+    if !filter.by_session() {
+        return match filter.since_ms {
+            Some(since) => time_share_wide(store, since),
             None => Ok(true),
         };
     }
-    let on_session = opts.on_session();
-    let mut sql = String::from("SELECT total(se.records) FILTER (WHERE true");
-    let mut args: Vec<SqlValue> = Vec::new();
-    super::push_filters(&mut sql, &mut args, &on_session);
-    sql.push_str(&format!(
-        "), total(se.records) FROM (SELECT * FROM sessions ORDER BY id DESC LIMIT {sessions}) se"
-    ));
-    let (mine, all): (f64, f64) = conn
-        .prepare_cached(&sql)?
-        .query_row(rusqlite::params_from_iter(args.iter()), |r| {
-            Ok((r.get(0)?, r.get(1)?))
-        })?;
+    let (mine, all) = store.session_share(filter, sessions)?;
     // Four times the records needed: the nearest may hold less of the
     // filter's sessions than the whole does.
     Ok(mine / all.max(1.0) * WIDE as f64 >= 4.0 * VECTOR_RECORDS as f64)
@@ -409,15 +366,13 @@ fn checked(
     store: &Store,
     nearest: TopRecords,
     (upto, complete): (i64, bool),
-    opts: &SearchOptions,
+    filter: &Filter,
     pre: Option<&runs::RunMap>,
 ) -> Result<Option<FileScan>, SearchError> {
-    let conn = store.conn();
-    let (sql, mut args) = super::row_check(opts);
-    let mut stmt = conn.prepare_cached(&sql)?;
-    let mut screen = Screen::new(conn, opts, pre)?;
-    screen.read_roles(columns_file::Bytes::roles(store));
-    let mut bytes = record_bytes::Reader::new(conn)?;
+    let mut check = store.row_check(filter)?;
+    let mut screen = Screen::new(store, filter, pre)?;
+    screen.read_roles(store.roles_file());
+    let mut bytes = store.bytes_reader()?;
     let mut kept = TopRecords::new();
     // Sorted by `Top`'s order: the nearest first, a batch at a time, so
     // their role bytes are read at once (`Screen::roles_ahead`).
@@ -434,10 +389,7 @@ fn checked(
             }
             let pass = match screen.verdict(&mut bytes, id, role)? {
                 Some(verdict) => verdict,
-                None => {
-                    args[0] = SqlValue::Integer(id);
-                    stmt.exists(rusqlite::params_from_iter(args.iter()))?
-                }
+                None => check.passes(id)?,
             };
             if pass {
                 kept.offer(sim, id);
@@ -458,11 +410,11 @@ fn narrowed_file(
     scorer: &Scorer,
     dim: usize,
     nearest: FileScan,
-    opts: &SearchOptions,
+    filter: &Filter,
     pre: Option<&runs::RunMap>,
 ) -> Result<FileScan, SearchError> {
     if let FileScan::Nearest(top, upto, complete) = nearest
-        && let Some(found) = checked(store, top, (upto, complete), opts, pre)?
+        && let Some(found) = checked(store, top, (upto, complete), filter, pre)?
     {
         return Ok(found);
     }
@@ -477,9 +429,9 @@ fn narrowed_file(
             None => return Ok(FileScan::Unusable),
         },
     };
-    let allowed = allowed(store, scan.upto, opts, pre)?;
+    let allowed = allowed(store, scan.upto, filter, pre)?;
     let cap = VECTOR_RECORDS;
-    let firsts = scan.block_firsts(store.conn())?;
+    let firsts = store.vector_block_firsts(scan)?;
     match scan.fold_wanted(
         &firsts,
         |first, last| allowed.any_in(first, last),
@@ -510,49 +462,44 @@ fn narrowed_file(
 fn allowed(
     store: &Store,
     upto: i64,
-    opts: &SearchOptions,
+    filter: &Filter,
     pre: Option<&runs::RunMap>,
 ) -> Result<IdSet, SearchError> {
-    let beyond = SearchOptions {
-        roles: Vec::new(),
-        since_ms: None,
-        ..opts.on_record()
-    };
-    if !super::unfiltered(&beyond) {
-        return allowed_by_rows(store, upto, opts);
+    if !filter.beyond_columns().unfiltered() {
+        return allowed_by_rows(store, upto, filter);
     }
     // The sessions' set from the runs (for a filter on the time, the
     // sessions that may hold a record it allows), with the ranges it lies
     // in, where the stamps and the roles are then read (a project's runs,
     // the last two weeks' sessions: a twentieth of the bytes or less).
-    let on_session = SearchOptions {
-        since_ms: opts.since_ms,
-        ..opts.on_session()
+    let on_session = Filter {
+        since_ms: filter.since_ms,
+        ..filter.on_session()
     };
-    let (sessions, within) = match super::by_session(opts) || opts.since_ms.is_some() {
+    let (sessions, within) = match filter.by_session() || filter.since_ms.is_some() {
         true => match allowed_by_runs(store, upto, &on_session, pre)? {
             Some((set, within)) => (Some(set), within),
-            None => return allowed_by_rows(store, upto, opts),
+            None => return allowed_by_rows(store, upto, filter),
         },
         false => (None, vec![(1, upto)]),
     };
-    let times = match opts.since_ms {
+    let times = match filter.since_ms {
         None => None,
         Some(since) => match allowed_since(store, &within, upto, since)? {
             Some(set) => Some(set),
-            None => return allowed_by_rows(store, upto, opts),
+            None => return allowed_by_rows(store, upto, filter),
         },
     };
-    let roles = match opts.roles.is_empty() {
+    let roles = match filter.roles.is_empty() {
         true => None,
-        false => match allowed_by_roles(store, &within, upto, &opts.roles)? {
+        false => match allowed_by_roles(store, &within, upto, &filter.roles)? {
             Some(set) => Some(set),
-            None => return allowed_by_rows(store, upto, opts),
+            None => return allowed_by_rows(store, upto, filter),
         },
     };
     let mut sets = [sessions, times, roles].into_iter().flatten();
     let Some(mut set) = sets.next() else {
-        return allowed_by_rows(store, upto, opts);
+        return allowed_by_rows(store, upto, filter);
     };
     for other in sets {
         set.keep_only(&other);
@@ -573,9 +520,8 @@ fn allowed_since(
 ) -> Result<Option<IdSet>, SearchError> {
     let mut set = IdSet::upto(upto);
     let within = up_to(within, upto);
-    let done = record_times::dated_since(store.conn(), &within, since, |first, last| {
-        set.insert_range(first, last)
-    })?;
+    let done =
+        store.ids_dated_since(&within, since, |first, last| set.insert_range(first, last))?;
     Ok(done.map(|()| set))
 }
 
@@ -598,56 +544,10 @@ fn allowed_by_roles(
     upto: i64,
     roles: &[crate::record::Role],
 ) -> Result<Option<IdSet>, SearchError> {
-    let codes: Vec<u8> = roles.iter().map(|r| codec::role_code(*r)).collect();
     let mut set = IdSet::upto(upto);
     let within = up_to(within, upto);
-    let done = record_bytes::with_roles(
-        store.conn(),
-        &within,
-        |b| codes.contains(&b),
-        |first, last| set.insert_range(first, last),
-    )?;
+    let done = store.ids_with_roles(&within, roles, |first, last| set.insert_range(first, last))?;
     Ok(done.map(|()| set))
-}
-
-/// Every run, each with whether a filter on the session allows its
-/// session (see `runs::RunMap`), and a filter on the time whether the
-/// session may hold a record it allows (see `search::push_session_time`):
-/// one read of the sessions it allows and of the runs. `None` without such
-/// a filter or without the runs.
-pub(crate) fn allowed_session_runs(
-    store: &Store,
-    opts: &SearchOptions,
-) -> Result<Option<runs::RunMap>, SearchError> {
-    if !super::by_session(opts) && opts.since_ms.is_none() {
-        return Ok(None);
-    }
-    let conn = store.conn();
-    // A filter on the agent alone: the packed runs carry it.
-    if let Some(f) = super::agent_filter(opts).filter(|f| f.alone && opts.since_ms.is_none())
-        && let Some(packed) = runs::Packed::read(conn)?
-        && packed.agents_known()
-    {
-        let want = packed.agent_index(&f.agent);
-        return Ok(Some(runs::RunMap::of_packed(&packed, |r| {
-            want.is_some() && r.agent == want
-        })));
-    }
-    // Read in table order (`NOT INDEXED`): through the index on the agent,
-    // the rows of its sessions lie one on a page apart, in the order of
-    // their session ids, and at 10 GB an agent and a project took 21 ms
-    // to list that way against 3 ms for reading every row.
-    let mut sql = String::from("SELECT se.id FROM sessions se NOT INDEXED WHERE 1");
-    let mut args: Vec<SqlValue> = Vec::new();
-    super::push_filters(&mut sql, &mut args, &opts.on_session());
-    super::push_session_time(&mut sql, &mut args, opts);
-    let mut stmt = conn.prepare(&sql)?;
-    let mut rows = stmt.query(rusqlite::params_from_iter(args.iter()))?;
-    let mut sessions = rustc_hash::FxHashSet::default();
-    while let Some(r) = rows.next()? {
-        sessions.insert(r.get::<_, i64>(0)?);
-    }
-    Ok(runs::RunMap::read(conn, |s| sessions.contains(&s))?)
 }
 
 /// A set of allowed ids, and the ascending ranges of ids it lies in.
@@ -662,17 +562,16 @@ type IdsIn = (IdSet, Vec<(i64, i64)>);
 fn allowed_by_runs(
     store: &Store,
     upto: i64,
-    opts: &SearchOptions,
+    filter: &Filter,
     pre: Option<&runs::RunMap>,
 ) -> Result<Option<IdsIn>, SearchError> {
     let (ranges, covered) = match pre {
         Some(map) => map.allowed_ranges(),
-        None => match allowed_session_runs(store, opts)? {
+        None => match store.allowed_session_runs(filter)? {
             Some(map) => map.allowed_ranges(),
             None => return Ok(None),
         },
     };
-    let conn = store.conn();
     let mut set = IdSet::upto(upto);
     let mut within = ranges;
     for &(first, last) in &within {
@@ -680,51 +579,15 @@ fn allowed_by_runs(
     }
     if covered < upto {
         within.push((covered + 1, upto));
-        let mut sql =
-            String::from("SELECT r.id FROM records r JOIN sessions se ON se.id = r.session");
-        sql.push_str(" WHERE r.id > ?1 AND r.id <= ?2");
-        let mut args: Vec<SqlValue> = vec![SqlValue::Integer(covered), SqlValue::Integer(upto)];
-        super::push_filters(&mut sql, &mut args, opts);
-        let mut stmt = conn.prepare(&sql)?;
-        let mut rows = stmt.query(rusqlite::params_from_iter(args.iter()))?;
-        while let Some(r) = rows.next()? {
-            set.insert(r.get(0)?);
-        }
+        store.allowed_ids_after((covered, upto), filter, |id| set.insert(id))?;
     }
     Ok(Some((set, within)))
 }
 
-/// [`allowed`] from the records' rows.
-fn allowed_by_rows(store: &Store, upto: i64, opts: &SearchOptions) -> Result<IdSet, SearchError> {
-    // A filter on the session or the time is answered sessions first
-    // (`CROSS JOIN` fixes the order), each one's records sought in
-    // `records_session (session, ts)`: with a project's `instr` SQLite
-    // would otherwise read every entry of that index and look its session
-    // up (0.6 s against 0.2 s at 10 GB), and a time filter alone read every
-    // entry of the index (a question about the last two weeks of 10 GB of
-    // history: 270 ms), where a session that ended before the time is
-    // passed over and the others' records are sought from the time on.
-    let sessions_first = super::by_session(opts) || opts.since_ms.is_some();
-    let mut sql = String::from(match sessions_first {
-        true => "SELECT r.id FROM sessions se CROSS JOIN records r ON r.session = se.id",
-        false => "SELECT r.id FROM records r",
-    });
-    super::push_origin_joins(&mut sql, opts);
-    // `+r.id`: the bound on the id must not pick the plan. Used as a range
-    // on the table's key, it reads every row up to `upto` (the whole table,
-    // text and all); without it, a time filter alone scans the narrow
-    // `records_session (session, ts)` index instead, and a session filter
-    // still seeks it.
-    sql.push_str(" WHERE +r.id <= ?1");
-    let mut args: Vec<SqlValue> = vec![SqlValue::Integer(upto)];
-    super::push_filters(&mut sql, &mut args, opts);
-    super::push_session_time(&mut sql, &mut args, opts);
-    let mut stmt = store.conn().prepare(&sql)?;
-    let mut rows = stmt.query(rusqlite::params_from_iter(args.iter()))?;
+/// [`allowed`] from the records' rows (see `Store::allowed_ids_by_rows`).
+fn allowed_by_rows(store: &Store, upto: i64, filter: &Filter) -> Result<IdSet, SearchError> {
     let mut set = IdSet::upto(upto);
-    while let Some(r) = rows.next()? {
-        set.insert(r.get(0)?);
-    }
+    store.allowed_ids_by_rows(upto, filter, |id| set.insert(id))?;
     Ok(set)
 }
 
@@ -761,7 +624,7 @@ enum Beside {
     NoVector,
     /// Nothing ran beside: a search naming a period, or one whose filters
     /// are narrow enough to scan for the ids they allow (`narrow`; embedded
-    /// and scanned by [`blend`] if needed).
+    /// and scanned by [`nearest_of`] if needed).
     Later { narrow: bool },
 }
 
@@ -779,31 +642,28 @@ pub fn embedder_for(
     Some(crate::embed::builtin())
 }
 
-/// Prepares the meaning tier of `q`; `None` when it does not apply (no
+/// Prepares the meaning tier of `plan`; `None` when it does not apply (no
 /// embedder, lexical only, an exact look-up). A question naming a period
 /// keeps its lexical ranking when it has one, so its file is left for
-/// [`blend`] to scan if needed; so is that of a search whose filters are
-/// too narrow to check the file's nearest records ([`check_nearest_first`]).
+/// [`nearest_of`] to scan if needed; so is that of a search whose filters
+/// are too narrow to check the file's nearest records
+/// ([`check_nearest_first`]).
 pub(crate) fn prepare<'q>(
     store: &Store,
-    q: &'q Query,
-    opts: &SearchOptions,
+    plan: &Plan<'q>,
 ) -> Result<Option<Prepared<'q>>, SearchError> {
-    let Some(embedder) = opts.semantic.filter(|_| !opts.lexical_only) else {
+    let Some(embedder) = plan.embedder else {
         return Ok(None);
     };
-    if is_exact_lookup(&q.text) {
-        return Ok(None);
-    }
-    let filtered = !super::unfiltered(opts);
-    let period = super::when::period(&q.text, opts.now_ms).is_some();
-    let narrow = !period && filtered && !check_nearest_first(store.conn(), opts)?;
+    let filtered = !plan.filter.unfiltered();
+    let period = plan.period.is_some();
+    let narrow = !period && filtered && !check_nearest_first(store, &plan.filter)?;
     let scan = match period || narrow {
         true => None,
         false => store.vector_scan(embedder.dim())?,
     };
     Ok(Some(Prepared {
-        text: &q.text,
+        text: &plan.query.text,
         embedder,
         scan,
         filtered,
@@ -860,23 +720,22 @@ pub(crate) fn alongside<T>(
 /// search filters.
 #[cfg(test)]
 fn nearest(store: &Store, qv: &[f32], opts: &SearchOptions) -> Result<Vec<Near>, SearchError> {
-    nearest_with(store, qv, FileScan::NotTried, opts, None)
+    nearest_with(store, qv, FileScan::NotTried, &opts.filter(), None)
 }
 
 /// [`nearest`] with what the vector file gave already (see [`alongside`]),
 /// and the run map the search read up front, if it did (see
-/// `search::search_page`), for the checks of the file's nearest records.
+/// `Plan::runs_up_front`), for the checks of the file's nearest records.
 fn nearest_with(
     store: &Store,
     qv: &[f32],
     file: FileScan,
-    opts: &SearchOptions,
+    filter: &Filter,
     given: Option<&runs::RunMap>,
 ) -> Result<Vec<Near>, SearchError> {
-    let conn = store.conn();
     let scorer = Scorer::new(qv);
     // A filter narrows the file scan to the records it allows.
-    let narrowed = !super::unfiltered(opts);
+    let narrowed = !filter.unfiltered();
     let (file, known_narrow) = match file {
         FileScan::Narrow => (FileScan::NotTried, true),
         other => (other, false),
@@ -888,18 +747,26 @@ fn nearest_with(
                 // records table for the ids it allows, and a wide filter on
                 // the session allows many: the file's nearest records are
                 // checked one by one first (see `check_nearest_first`).
-                let nearest = match !known_narrow && check_nearest_first(conn, opts)? {
+                let nearest = match !known_narrow && check_nearest_first(store, filter)? {
                     true => file_nearest(&scan, &scorer, qv, WIDE),
                     false => FileScan::NotTried,
                 };
-                narrowed_file(store, Some(&scan), &scorer, qv.len(), nearest, opts, given)?
+                narrowed_file(
+                    store,
+                    Some(&scan),
+                    &scorer,
+                    qv.len(),
+                    nearest,
+                    filter,
+                    given,
+                )?
             }
             Some(scan) => scan_file_unfiltered(&scan, &scorer, qv),
             None => FileScan::Unusable,
         },
         // Found beside the lexical tier, for a filtered search.
         nearest @ FileScan::Nearest(..) => {
-            narrowed_file(store, None, &scorer, qv.len(), nearest, opts, given)?
+            narrowed_file(store, None, &scorer, qv.len(), nearest, filter, given)?
         }
         other => other,
     };
@@ -908,36 +775,16 @@ fn nearest_with(
         _ => (TopRecords::new(), i64::MIN),
     };
     // The vectors stored after the file's last entry (all the table holds).
-    let mut sql = String::from("SELECT v.id, v.v FROM vectors v");
-    if narrowed {
-        sql.push_str(" JOIN records r ON r.id = v.id");
-        super::push_joins(&mut sql, opts);
-    }
-    sql.push_str(" WHERE v.v IS NOT NULL AND v.id > ?1");
-    let mut args: Vec<SqlValue> = vec![SqlValue::Integer(after)];
-    super::push_filters(&mut sql, &mut args, opts);
-    let mut stmt = conn.prepare(&sql)?;
-    let mut rows = stmt.query(rusqlite::params_from_iter(args.iter()))?;
-    while let Some(r) = rows.next()? {
-        let v = r.get_ref(1)?.as_blob().map_err(rusqlite::Error::from)?;
-        top.consider(&scorer, r.get(0)?, v);
-    }
-    let mut owner = conn.prepare_cached("SELECT session, role FROM records WHERE id = ?1")?;
+    store.vectors_after(after, filter, |id, v| top.consider(&scorer, id, v))?;
     // Where the columns file has an entry, it says the record is still
     // there (a delete zeroes it before it commits), and whose it is.
-    let mut flat = columns_file::Reader::open(store);
+    let mut columns = store.ranker_columns()?;
     let mut tops = top.heap.into_vec();
     tops.sort_unstable_by_key(|t| t.1);
     let mut best: HashMap<i64, Near> = HashMap::new();
     for Top(sim, record_id) in tops {
-        let from_file = flat.as_mut().and_then(|f| f.columns(record_id));
         // A record deleted since the file was read is left out.
-        let Some((session, role)) = (match from_file {
-            Some(c) => Some((c.session, c.role.as_str().to_owned())),
-            None => owner
-                .query_row([record_id], |r| Ok((r.get(0)?, codec::role_at(r, 1)?)))
-                .optional()?,
-        }) else {
+        let Some((session, role)) = columns.owner(record_id)? else {
             continue;
         };
         let near = Near {
@@ -961,91 +808,40 @@ fn nearest_with(
     Ok(out)
 }
 
-/// Lexical and meaning ranks fused: each session scores the sum of
-/// `weight × strength / (RRF_K + rank)` over the tiers that found it, a
-/// tier's strength being how close the session comes to that tier's best
-/// (see [`LEXICAL_STRENGTH`], [`MEANING_STRENGTH`]); the lexical tier's
-/// record stands for a session both found.
-fn fuse(lex: Vec<Ranked>, near: Vec<Near>) -> Vec<Ranked> {
-    // Relative to the tier's best; all alike when the best has no score.
-    let strength = |score: f64, best: f64, power: f64| match best > 0.0 {
-        true => (score / best).clamp(0.0, 1.0).powf(power),
-        false => 1.0,
-    };
-    let top_lex = lex.first().map_or(0.0, |r| r.score);
-    let top_sim = near.first().map_or(0.0, |n| f64::from(n.sim));
-    let mut by_session: HashMap<i64, (f64, Ranked)> = HashMap::new();
-    for (i, r) in lex.into_iter().enumerate() {
-        let s = strength(r.score, top_lex, LEXICAL_STRENGTH) / (RRF_K + i as f64 + 1.0);
-        by_session.insert(r.session_row, (s, r));
-    }
-    for (i, n) in near.into_iter().take(FUSE_DEPTH).enumerate() {
-        let s = strength(f64::from(n.sim), top_sim, MEANING_STRENGTH) * VECTOR_WEIGHT
-            / (RRF_K + i as f64 + 1.0);
-        by_session
-            .entry(n.session)
-            .and_modify(|e| e.0 += s)
-            .or_insert((
-                s,
-                Ranked {
-                    record_id: n.record_id,
-                    score: 0.0,
-                    matches: 1,
-                    session_row: n.session,
-                    role: n.role,
-                    answer: None,
-                },
-            ));
-    }
-    let mut all: Vec<(f64, Ranked)> = by_session.into_values().collect();
-    all.sort_by(|a, b| b.0.total_cmp(&a.0).then(b.1.record_id.cmp(&a.1.record_id)));
-    all.into_iter()
-        .map(|(s, mut r)| {
-            r.score = (s * 1e5).round() / 1e5;
-            r
-        })
-        .collect()
-}
-
-/// The lexical ranking `lex` of `q`, fused with the meaning tier when
-/// [`prepare`] found it applies (`scanned`, from [`alongside`]), unless
-/// the question names a period and the lexical tier has an answer.
-pub(crate) fn blend(
+/// The sessions nearest in meaning to `plan`'s question, best first,
+/// from what ran beside the lexical tier (`scanned`, from [`alongside`]),
+/// embedding and scanning now what was left for later; `None` when the
+/// question has no vector.
+pub(super) fn nearest_of(
     store: &Store,
-    q: &Query,
-    opts: &SearchOptions,
-    lex: Vec<Ranked>,
-    scanned: Option<Scanned>,
+    plan: &Plan<'_>,
+    scanned: Scanned,
     pre: Option<&runs::RunMap>,
-) -> Result<Vec<Ranked>, SearchError> {
-    let Some(scanned) = scanned else {
-        return Ok(lex);
-    };
-    // Questions about a named period are answered from the period itself
-    // by the lexical tier.
-    if !lex.is_empty() && super::when::period(&q.text, opts.now_ms).is_some() {
-        return Ok(lex);
-    }
+) -> Result<Option<Vec<Near>>, SearchError> {
     let (qv, file) = match scanned.0 {
         Beside::Found { qv, file } => (qv, file),
-        Beside::NoVector => return Ok(lex),
-        Beside::Later { narrow } => match opts.semantic.and_then(|e| e.embed_one(&q.text)) {
+        Beside::NoVector => return Ok(None),
+        Beside::Later { narrow } => match plan.embedder.and_then(|e| e.embed_one(&plan.query.text))
+        {
             Some(qv) if narrow => (qv, FileScan::Narrow),
             Some(qv) => (qv, FileScan::NotTried),
-            None => return Ok(lex),
+            None => return Ok(None),
         },
     };
-    Ok(fuse(lex, nearest_with(store, &qv, file, opts, pre)?))
+    Ok(Some(nearest_with(store, &qv, file, &plan.filter, pre)?))
 }
 
 #[cfg(test)]
 mod tests {
+    use super::super::fuse::{blend, fuse};
+    use super::super::{Query, rank::Ranked};
     use super::*;
+    use crate::store::record_bytes;
 
     /// The id of the newest record `store` holds.
     fn last_id(store: &Store) -> i64 {
         store
-            .conn()
+            .test_conn()
             .query_row("SELECT max(id) FROM records", [], |r| r.get(0))
             .expect("max")
     }
@@ -1131,28 +927,29 @@ mod tests {
         ];
         let same = |what: &str| {
             for opts in &filters {
-                let rows = allowed_by_rows(&store, upto, opts).expect("rows");
+                let rows = allowed_by_rows(&store, upto, &opts.filter()).expect("rows");
                 assert!(!rows.is_empty(), "{opts:?}");
                 for bound in [upto, upto / 2] {
-                    let rows = allowed_by_rows(&store, bound, opts).expect("rows");
+                    let rows = allowed_by_rows(&store, bound, &opts.filter()).expect("rows");
                     let how = format!("{what}: {opts:?} up to {bound}");
                     assert_eq!(
-                        allowed(&store, bound, opts, None).expect("allowed"),
+                        allowed(&store, bound, &opts.filter(), None).expect("allowed"),
                         rows,
                         "{how}"
                     );
                     // So with every run read up front, as a narrow filter's
                     // search reads them.
-                    let map = allowed_session_runs(&store, opts).expect("map");
+                    let map = store.allowed_session_runs(&opts.filter()).expect("map");
                     assert_eq!(
-                        allowed(&store, bound, opts, map.as_ref()).expect("allowed"),
+                        allowed(&store, bound, &opts.filter(), map.as_ref()).expect("allowed"),
                         rows,
                         "{how}, read up front"
                     );
                     if opts.roles.is_empty() {
-                        let runs = allowed_by_runs(&store, bound, opts, None).expect("runs");
+                        let runs =
+                            allowed_by_runs(&store, bound, &opts.filter(), None).expect("runs");
                         assert_eq!(runs.expect("the table").0, rows, "{how}");
-                    } else if !super::super::by_session(opts) {
+                    } else if !opts.filter().by_session() {
                         let roles = allowed_by_roles(&store, &[(1, bound)], bound, &opts.roles)
                             .expect("roles");
                         assert_eq!(roles.expect("the bytes"), rows, "{how}");
@@ -1164,13 +961,13 @@ mod tests {
         // The last runs gone, as if their records were stored by a path
         // that has not worked them out yet.
         store
-            .conn()
+            .test_conn()
             .execute("DELETE FROM record_runs WHERE first > ?1", [upto / 3])
             .expect("delete");
-        crate::store::packed_runs::repack_all(store.conn()).expect("repack");
+        crate::store::packed_runs::repack_all(store.test_conn()).expect("repack");
         same("the newest records in no run");
         store
-            .conn()
+            .test_conn()
             .execute(
                 "INSERT INTO meta(key, value) VALUES ('run_blocks_backfill', '0')",
                 [],
@@ -1178,10 +975,10 @@ mod tests {
             .expect("unpack");
         same("the newest records in no run, the runs not packed");
         // Some records' bytes not known, then none.
-        record_bytes::clear(store.conn(), 60..120).expect("clear");
+        record_bytes::clear(store.test_conn(), 60..120).expect("clear");
         same("some role bytes not known");
         store
-            .conn()
+            .test_conn()
             .execute("DELETE FROM record_bytes", [])
             .expect("forget bytes");
         same("no role byte known");
@@ -1220,12 +1017,12 @@ mod tests {
         // Every row read with the filters, records first.
         let every_row = |opts: &SearchOptions| -> IdSet {
             let mut sql = String::from("SELECT r.id FROM records r");
-            super::super::push_joins(&mut sql, opts);
+            opts.filter().push_joins(&mut sql);
             sql.push_str(" WHERE 1");
             let mut args = Vec::new();
-            super::super::push_filters(&mut sql, &mut args, opts);
+            opts.filter().push_filters(&mut sql, &mut args);
             let mut set = IdSet::upto(upto);
-            let mut stmt = store.conn().prepare(&sql).expect("prepare");
+            let mut stmt = store.test_conn().prepare(&sql).expect("prepare");
             let mut rows = stmt
                 .query(rusqlite::params_from_iter(args.iter()))
                 .expect("query");
@@ -1246,7 +1043,7 @@ mod tests {
                 "pending" => "INSERT INTO meta(key, value) VALUES ('times_backfill', '0')",
                 _ => "SELECT 1",
             };
-            store.conn().execute_batch(change).expect("stamps");
+            store.test_conn().execute_batch(change).expect("stamps");
             for cut in [
                 0,
                 2 * HOUR + 1_200_000,
@@ -1275,18 +1072,18 @@ mod tests {
                 ] {
                     let want = every_row(&opts);
                     assert_eq!(
-                        allowed_by_rows(&store, upto, &opts).expect("rows"),
+                        allowed_by_rows(&store, upto, &opts.filter()).expect("rows"),
                         want,
                         "{opts:?}"
                     );
                     assert_eq!(
-                        allowed(&store, upto, &opts, None).expect("allowed"),
+                        allowed(&store, upto, &opts.filter(), None).expect("allowed"),
                         want,
                         "{opts:?}, stamps {state}"
                     );
-                    let pre = allowed_session_runs(&store, &opts).expect("map");
+                    let pre = store.allowed_session_runs(&opts.filter()).expect("map");
                     assert_eq!(
-                        allowed(&store, upto, &opts, pre.as_ref()).expect("allowed"),
+                        allowed(&store, upto, &opts.filter(), pre.as_ref()).expect("allowed"),
                         want,
                         "{opts:?}, stamps {state}, the runs read before"
                     );
@@ -1325,7 +1122,8 @@ mod tests {
             ing.insert(&r, None).expect("insert");
         }
         ing.commit().expect("commit");
-        let first = |opts: SearchOptions| check_nearest_first(store.conn(), &opts).expect("share");
+        let first =
+            |opts: SearchOptions| check_nearest_first(&store, &opts.filter()).expect("share");
         let agent = |a: &str| SearchOptions {
             agent: Some(a.into()),
             ..SearchOptions::default()
@@ -1384,7 +1182,7 @@ mod tests {
             project: Some("wide".into()),
             ..SearchOptions::default()
         };
-        let within = |n| nearest_first_within(store.conn(), &wide, n).expect("share");
+        let within = |n| nearest_first_within(&store, &wide.filter(), n).expect("share");
         assert!(within(40) && within(21_000));
         assert!(!within(20), "none of the newest 20");
     }
@@ -1471,7 +1269,7 @@ mod tests {
         for q in &queries {
             let scorer = Scorer::new(q);
             for opts in &narrowed {
-                let ids = allowed(&store, scan.upto, opts, None).expect("allowed");
+                let ids = allowed(&store, scan.upto, &opts.filter(), None).expect("allowed");
                 let FileScan::Found(want, _) = scan_file(&scan, &scorer, |id| ids.contains(id))
                 else {
                     panic!("the file is trusted");
@@ -1479,7 +1277,7 @@ mod tests {
                 let want = want.heap.into_sorted_vec();
                 // Checked with the runs read up front (for a filter on the
                 // session) and without: the same.
-                let map = allowed_session_runs(&store, opts).expect("map");
+                let map = store.allowed_session_runs(&opts.filter()).expect("map");
                 assert_eq!(map.is_some(), opts.roles.is_empty(), "{opts:?}");
                 for wide in [VECTOR_RECORDS, 400, 5_000] {
                     let nearest = || match file_nearest(&scan, &scorer, q, wide) {
@@ -1487,9 +1285,10 @@ mod tests {
                         _ => panic!("the file is trusted"),
                     };
                     let (top, at) = nearest();
-                    let with_map = checked(&store, top, at, opts, map.as_ref()).expect("checked");
+                    let with_map =
+                        checked(&store, top, at, &opts.filter(), map.as_ref()).expect("checked");
                     let (top, at) = nearest();
-                    let got = checked(&store, top, at, opts, None).expect("checked");
+                    let got = checked(&store, top, at, &opts.filter(), None).expect("checked");
                     let heap = |f: &Option<FileScan>| match f {
                         Some(FileScan::Found(t, _)) => Some(t.heap.clone().into_sorted_vec()),
                         _ => None,
@@ -1526,7 +1325,7 @@ mod tests {
         // A deleted record is left out before and after its entry is blanked.
         let best = tail[0][0].0;
         for s in [&store, &twin] {
-            s.conn()
+            s.test_conn()
                 .execute("DELETE FROM records WHERE id = ?1", [best])
                 .expect("delete");
         }
@@ -1544,7 +1343,7 @@ mod tests {
         };
         for (text, want) in [("slow terminal", &tail[0]), ("shell sluggish", &tail[2])] {
             let query = Query::parse(text);
-            let prepared = prepare(&store, &query, &with_tier)
+            let prepared = prepare(&store, &Plan::new(&query, &with_tier))
                 .expect("prepare")
                 .expect("the tier applies");
             assert!(prepared.scan.is_some(), "{text}");
@@ -1554,7 +1353,7 @@ mod tests {
                 panic!("{text}: not scanned beside");
             };
             assert!(matches!(file, FileScan::Found(..)), "{text}");
-            let got: Vec<_> = nearest_with(&store, &qv, file, &all, None)
+            let got: Vec<_> = nearest_with(&store, &qv, file, &all.filter(), None)
                 .expect("nearest")
                 .into_iter()
                 .map(|n| (n.record_id, n.session, n.role, n.sim))
@@ -1571,7 +1370,7 @@ mod tests {
                 ..opts.clone()
             };
             let query = Query::parse("slow terminal");
-            let prepared = prepare(&store, &query, &opts)
+            let prepared = prepare(&store, &Plan::new(&query, &opts))
                 .expect("prepare")
                 .expect("the tier applies");
             assert_eq!(prepared.scan.is_some(), opts.session.is_none(), "{opts:?}");
@@ -1580,8 +1379,8 @@ mod tests {
                     assert!(matches!(file, FileScan::Nearest(..)), "{opts:?}");
                     // The nearest records checked with the runs read up
                     // front (as for a filter on the time) or as they come.
-                    let map = allowed_session_runs(&store, &opts).expect("map");
-                    let got: Vec<_> = nearest_with(&store, &qv, file, &opts, map.as_ref())
+                    let map = store.allowed_session_runs(&opts.filter()).expect("map");
+                    let got: Vec<_> = nearest_with(&store, &qv, file, &opts.filter(), map.as_ref())
                         .expect("nearest")
                         .into_iter()
                         .map(|n| (n.record_id, n.session, n.role, n.sim))
@@ -1595,14 +1394,19 @@ mod tests {
                     // Known narrow already: scanned for the allowed ids.
                     assert!(narrow, "{opts:?}");
                     let qv = embedder.embed_one("slow terminal").expect("vector");
-                    let map = allowed_session_runs(&store, &opts).expect("map");
+                    let map = store.allowed_session_runs(&opts.filter()).expect("map");
                     for pre in [None, map] {
-                        let got: Vec<_> =
-                            nearest_with(&store, &qv, FileScan::Narrow, &opts, pre.as_ref())
-                                .expect("nearest")
-                                .into_iter()
-                                .map(|n| (n.record_id, n.session, n.role, n.sim))
-                                .collect();
+                        let got: Vec<_> = nearest_with(
+                            &store,
+                            &qv,
+                            FileScan::Narrow,
+                            &opts.filter(),
+                            pre.as_ref(),
+                        )
+                        .expect("nearest")
+                        .into_iter()
+                        .map(|n| (n.record_id, n.session, n.role, n.sim))
+                        .collect();
                         assert!(!got.is_empty(), "{opts:?}");
                         assert_eq!(got, found(&twin, &qv, &opts), "{opts:?}");
                     }
@@ -1615,7 +1419,7 @@ mod tests {
         // A question with no word the table knows has no vector, found
         // beside the lexical tier; the lexical ranking stands.
         let query = Query::parse("quite unheard of");
-        let prepared = prepare(&store, &query, &with_tier).expect("prepare");
+        let prepared = prepare(&store, &Plan::new(&query, &with_tier)).expect("prepare");
         let (_, scanned) = alongside(prepared, || ());
         assert!(matches!(scanned, Some(Scanned(Beside::NoVector))));
         let lex = vec![Ranked {
@@ -1626,11 +1430,12 @@ mod tests {
             role: "user".into(),
             answer: None,
         }];
-        let blended = blend(&store, &query, &with_tier, lex, scanned, None).expect("blend");
+        let blended =
+            blend(&store, &Plan::new(&query, &with_tier), lex, scanned, None).expect("blend");
         assert_eq!(blended.iter().map(|r| r.record_id).collect::<Vec<_>>(), [1]);
         // An exact look-up, or --lexical, leaves the tier out.
         assert!(
-            prepare(&store, &Query::parse("rounding"), &with_tier)
+            prepare(&store, &Plan::new(&Query::parse("rounding"), &with_tier))
                 .expect("prepare")
                 .is_none()
         );
@@ -1639,7 +1444,7 @@ mod tests {
             ..with_tier.clone()
         };
         assert!(
-            prepare(&store, &Query::parse("slow terminal"), &lexical)
+            prepare(&store, &Plan::new(&Query::parse("slow terminal"), &lexical))
                 .expect("prepare")
                 .is_none()
         );

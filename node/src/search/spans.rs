@@ -1,5 +1,5 @@
 //! The stretches of record ids that a search reaching back through every
-//! match of a concept reads (a filter on the time: see `search::reach_of`),
+//! match of a concept reads (a filter on the time: see `search::lexical::reach_of`),
 //! when every run was read up front with the filters' verdict on its
 //! session (`runs::RunMap`): the allowed runs, joined where they touch and
 //! then across the narrowest gaps until few remain, and everything after

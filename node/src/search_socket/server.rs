@@ -25,7 +25,7 @@ const READ_TIMEOUT: Duration = Duration::from_secs(2);
 const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
 /// The page cache of the kept connection, in KiB (SQLite's negative
 /// `cache_size`): the pages a search touches stay in memory.
-const CACHE_KIB: i64 = 64 * 1024;
+const CACHE_KIB: u32 = 64 * 1024;
 /// The most the kept connection holds in memory of the vector file's
 /// entries, and of its sketch's (each): the whole vector file up to about
 /// 250,000 vectors (some 2 GB of history), and the sketch, which searches
@@ -83,10 +83,7 @@ impl SearchSocket {
         };
         let mut store = Store::open_read_only(db_path)?;
         store.hold_flat_files(HELD_BYTES);
-        store
-            .conn()
-            .pragma_update(None, "cache_size", -CACHE_KIB)
-            .map_err(StoreError::Sqlite)?;
+        store.set_cache_kib(CACHE_KIB)?;
         let mut raw = [0u8; 32];
         getrandom::fill(&mut raw).map_err(|e| SocketError::Random(e.to_string()))?;
         let token: String = raw.iter().map(|b| format!("{b:02x}")).collect();

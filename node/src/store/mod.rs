@@ -7,8 +7,9 @@
 //! files. It stores what it is given: redaction happens before an indexed
 //! record reaches it (see `crate::indexer`); a record received from a peer
 //! is redacted again by [`wire`] before it is stored, and a stored one
-//! again before it is sent. Other modules still read through
-//! `Store::conn()` with SQL of their own.
+//! again before it is sent. Other modules read through its named methods
+//! (`filter`, `candidates`, `ranker`, `period`, `hits`, `read`, `browse`);
+//! none outside it runs SQL on the database.
 
 mod apply;
 mod backfill;
@@ -17,9 +18,11 @@ mod cells;
 #[cfg(test)]
 pub(crate) use cells::covered_in_file as cells_covered;
 mod blocks;
+pub(crate) mod candidates;
 pub mod codec;
 pub(crate) mod columns_file;
 mod dict;
+pub mod filter;
 mod flat_file;
 mod forget;
 mod fts;
@@ -27,13 +30,18 @@ mod hash_index;
 #[cfg(test)]
 mod hash_index_tests;
 mod held;
+mod hits;
 mod ingest;
 mod insert;
 mod log;
 #[cfg(test)]
 mod open_tests;
 pub(crate) mod packed_runs;
+pub(crate) mod period;
+pub(crate) mod ranker;
 mod read;
+#[cfg(test)]
+mod read_api_tests;
 pub(crate) mod record_bytes;
 pub(crate) mod record_times;
 pub(crate) mod runs;
@@ -66,6 +74,7 @@ pub fn set_upgrade_notice(notice: fn(&Path, u32, u32)) {
 pub use apply::{ApplyError, ApplyReport, Blame};
 pub use browse::{Activity, DayCount, Origin, ProjectCount, RecentFilter};
 pub use dict::Encoder;
+pub use filter::Filter;
 pub use forget::{ForgetCandidate, ForgetError, ForgetReport, MAX_QUERY_FORGET, TombstoneRow};
 pub use ingest::{Ingest, SourceStamp, SourceState};
 pub use insert::NewRecord;
@@ -389,9 +398,26 @@ impl Store {
         &self.path
     }
 
-    /// The underlying connection, for the search module's read queries.
-    pub(crate) fn conn(&self) -> &Connection {
+    /// The underlying connection: SQL stays inside this module.
+    pub(in crate::store) fn conn(&self) -> &Connection {
         &self.conn
+    }
+
+    /// The underlying connection, for tests elsewhere that inspect or
+    /// damage the database directly.
+    #[cfg(test)]
+    pub(crate) fn test_conn(&self) -> &Connection {
+        &self.conn
+    }
+
+    /// Starts a read that sees one snapshot of the database until the
+    /// returned guard is dropped; `None` (nothing to hold) when this
+    /// connection is inside a transaction already.
+    pub(crate) fn read_snapshot(&self) -> Result<Option<rusqlite::Transaction<'_>>, StoreError> {
+        Ok(match self.conn.is_autocommit() {
+            true => Some(self.conn.unchecked_transaction()?),
+            false => None,
+        })
     }
 
     /// A stamp that moves whenever the database's content may have changed:

@@ -270,3 +270,66 @@ pub(crate) fn session_info(r: &rusqlite::Row<'_>) -> rusqlite::Result<SessionInf
         records: r.get::<_, i64>(9)? as u64,
     })
 }
+
+/// A recent session of a project, for the MCP hook's digest.
+#[derive(Debug, Clone)]
+pub struct RecentSession {
+    /// The session's row id.
+    pub row: i64,
+    /// Agent id.
+    pub agent: String,
+    /// The machine's name, else its node id.
+    pub machine: String,
+    /// Its newest record's time, Unix ms.
+    pub last_ms: Option<i64>,
+    /// Its title.
+    pub title: Option<String>,
+    /// Records it holds.
+    pub records: usize,
+}
+
+impl Store {
+    /// The `limit` sessions most recently active in project `cwd` or a
+    /// folder under it, newest first, leaving out session id `exclude`.
+    pub fn recent_project_sessions(
+        &self,
+        cwd: &str,
+        exclude: Option<&str>,
+        limit: i64,
+    ) -> Result<Vec<RecentSession>, StoreError> {
+        let mut q = self.conn.prepare(
+            "SELECT s.id, s.agent, COALESCE(n.name, s.origin), s.last_ms, s.title, s.records
+             FROM sessions s LEFT JOIN nodes n ON n.id = s.origin
+             WHERE (s.project = ?1 OR substr(s.project, 1, length(?1) + 1) = ?1 || '/')
+               AND s.session_id != ?2
+             ORDER BY s.last_ms IS NULL, s.last_ms DESC LIMIT ?3",
+        )?;
+        let recent = q
+            .query_map(params![cwd, exclude.unwrap_or(""), limit], |r| {
+                Ok(RecentSession {
+                    row: r.get(0)?,
+                    agent: r.get(1)?,
+                    machine: r.get(2)?,
+                    last_ms: r.get(3)?,
+                    title: r.get(4)?,
+                    records: r.get::<_, i64>(5)?.max(0) as usize,
+                })
+            })?
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(recent)
+    }
+
+    /// The ids of the records of record `record_id`'s session, in the
+    /// session's time order (undated last, then by source and offset).
+    pub fn session_order_of(&self, record_id: i64) -> Result<Vec<i64>, StoreError> {
+        let mut q = self.conn.prepare_cached(
+            "SELECT id FROM records
+             WHERE session = (SELECT session FROM records WHERE id = ?1)
+             ORDER BY ts IS NULL, ts, source, offset, id",
+        )?;
+        let ids = q
+            .query_map(params![record_id], |r| r.get::<_, i64>(0))?
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(ids)
+    }
+}

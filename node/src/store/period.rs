@@ -17,25 +17,37 @@ use std::collections::BinaryHeap;
 
 use rusqlite::types::Value as SqlValue;
 
-use super::{SearchError, SearchOptions, push_filters, push_origin_joins};
+use super::filter::Filter;
+use super::{Store, StoreError, codec};
 use crate::record::Role;
-use crate::store::codec;
 
 /// A record found in the period: (id, role, time, session row, flags).
-pub(super) type InPeriod = (i64, String, Option<i64>, i64, i64);
+pub(crate) type InPeriod = (i64, String, Option<i64>, i64, i64);
 
 /// A record while the newest are sought: (time, id, role, session row,
 /// flags), ordered by time and id alone (ids are unique).
 type ByTime = (i64, i64, String, i64, i64);
 
-/// The newest `cap` records of people, models and notes with a time in
-/// `[from, to)` that `opts` allows, newest first.
-pub(super) fn newest(
+impl Store {
+    /// The newest `cap` records of people, models and notes with a time in
+    /// `[from, to)` that `filter` allows, newest first.
+    pub(crate) fn newest_in_period(
+        &self,
+        range: (i64, i64),
+        filter: &Filter,
+        cap: usize,
+    ) -> Result<Vec<InPeriod>, StoreError> {
+        newest(self.conn(), range, filter, cap)
+    }
+}
+
+/// [`Store::newest_in_period`].
+fn newest(
     conn: &rusqlite::Connection,
     (from, to): (i64, i64),
-    opts: &SearchOptions,
+    opts: &Filter,
     cap: usize,
-) -> Result<Vec<InPeriod>, SearchError> {
+) -> Result<Vec<InPeriod>, StoreError> {
     if cap == 0 || from >= to {
         return Ok(Vec::new());
     }
@@ -43,7 +55,7 @@ pub(super) fn newest(
     // The filters on the record; those on the session chose the sessions.
     let on_record = opts.on_record();
     let mut sql = String::from("SELECT r.id, r.role, r.ts, r.session, r.flags FROM records r");
-    push_origin_joins(&mut sql, &on_record);
+    on_record.push_origin_joins(&mut sql);
     sql.push_str(&format!(
         " WHERE r.session = ?1 AND r.ts >= ?2 AND r.ts < ?3 AND r.role IN ({})",
         codec::roles_sql(&[Role::User, Role::Assistant, Role::Note])
@@ -53,7 +65,7 @@ pub(super) fn newest(
         SqlValue::Integer(from),
         SqlValue::Integer(to),
     ];
-    push_filters(&mut sql, &mut args, &on_record);
+    on_record.push_filters(&mut sql, &mut args);
     sql.push_str(&format!(" ORDER BY r.ts DESC, r.id DESC LIMIT {cap}"));
     let mut stmt = conn.prepare(&sql)?;
     // The newest `cap` so far, the oldest of them on top.
@@ -99,14 +111,14 @@ pub(super) fn newest(
 fn overlapping(
     conn: &rusqlite::Connection,
     (from, to): (i64, i64),
-    opts: &SearchOptions,
-) -> Result<Vec<(i64, i64)>, SearchError> {
+    opts: &Filter,
+) -> Result<Vec<(i64, i64)>, StoreError> {
     let on_session = opts.on_session();
     let mut sql = String::from(
         "SELECT se.id, se.last_ms FROM sessions se WHERE se.first_ms < ?1 AND se.last_ms >= ?2",
     );
     let mut args = vec![SqlValue::Integer(to), SqlValue::Integer(from)];
-    push_filters(&mut sql, &mut args, &on_session);
+    on_session.push_filters(&mut sql, &mut args);
     let mut stmt = conn.prepare(&sql)?;
     let mut rows = stmt.query(rusqlite::params_from_iter(args.iter()))?;
     let mut out = Vec::new();
@@ -122,7 +134,6 @@ fn overlapping(
 mod tests {
     use super::*;
     use crate::record::Record;
-    use crate::search::push_joins;
     use crate::store::Store;
 
     const HOUR: i64 = 3_600_000;
@@ -131,17 +142,17 @@ mod tests {
     fn scanned(
         conn: &rusqlite::Connection,
         (from, to): (i64, i64),
-        opts: &SearchOptions,
+        opts: &Filter,
         cap: usize,
     ) -> Vec<InPeriod> {
         let mut sql = String::from("SELECT r.id, r.role, r.ts, r.session, r.flags FROM records r");
-        push_joins(&mut sql, opts);
+        opts.push_joins(&mut sql);
         sql.push_str(&format!(
             " WHERE r.ts >= ?1 AND r.ts < ?2 AND r.role IN ({})",
             codec::roles_sql(&[Role::User, Role::Assistant, Role::Note])
         ));
         let mut args = vec![SqlValue::Integer(from), SqlValue::Integer(to)];
-        push_filters(&mut sql, &mut args, opts);
+        opts.push_filters(&mut sql, &mut args);
         sql.push_str(&format!(" ORDER BY r.ts DESC, r.id DESC LIMIT {cap}"));
         let mut stmt = conn.prepare(&sql).expect("prepare");
         let mut rows = stmt
@@ -215,33 +226,33 @@ mod tests {
         let (_dir, store) = store();
         let conn = store.conn();
         let filters = [
-            SearchOptions::default(),
-            SearchOptions {
+            Filter::default(),
+            Filter {
                 agent: Some("codex".into()),
-                ..SearchOptions::default()
+                ..Filter::default()
             },
-            SearchOptions {
+            Filter {
                 project: Some("p1".into()),
-                ..SearchOptions::default()
+                ..Filter::default()
             },
-            SearchOptions {
+            Filter {
                 session: Some("sess-1".into()),
-                ..SearchOptions::default()
+                ..Filter::default()
             },
-            SearchOptions {
+            Filter {
                 machine: Some("peer".into()),
-                ..SearchOptions::default()
+                ..Filter::default()
             },
-            SearchOptions {
+            Filter {
                 roles: vec![Role::User],
                 since_ms: Some(10 * HOUR),
-                ..SearchOptions::default()
+                ..Filter::default()
             },
-            SearchOptions {
+            Filter {
                 agent: Some("claude-code".into()),
                 machine: Some("node".into()),
                 roles: vec![Role::Assistant, Role::Note],
-                ..SearchOptions::default()
+                ..Filter::default()
             },
         ];
         let periods = [

@@ -1,0 +1,453 @@
+//! A search's filters (agent, project, session, machine, role, since),
+//! compiled once into the SQL that judges a record by its row, and the
+//! allowed-checks built on them: which sessions' runs a filter allows, a
+//! record's ranker columns when the filter allows it, the ids it allows
+//! up to a bound (by rows, by runs, by role bytes, by time stamps), and
+//! the share of the newest sessions it allows.
+//!
+//! Everything here only reads. The SQL a filter becomes is written here
+//! and nowhere else; callers get typed answers. What to do with them (how
+//! wide is wide, which check to try first) is the caller's policy.
+
+use rusqlite::types::Value as SqlValue;
+
+use super::ranker::Columns;
+use super::{Store, StoreError, codec, record_bytes, record_times, runs, vector_file};
+use crate::record::Role;
+
+/// The filters of one search, as given.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Filter {
+    /// Only this agent.
+    pub agent: Option<String>,
+    /// Only sessions whose project path contains this.
+    pub project: Option<String>,
+    /// Only records from the machine with this name (or node id).
+    pub machine: Option<String>,
+    /// Only records at or after this time (Unix ms).
+    pub since_ms: Option<i64>,
+    /// Only these roles (all when empty).
+    pub roles: Vec<Role>,
+    /// Only sessions whose id starts with this.
+    pub session: Option<String>,
+}
+
+impl Filter {
+    /// Only the filters on the session: agent, project, session.
+    pub fn on_session(&self) -> Filter {
+        Filter {
+            agent: self.agent.clone(),
+            project: self.project.clone(),
+            session: self.session.clone(),
+            ..Filter::default()
+        }
+    }
+
+    /// Only the filters on the record: machine, time, roles.
+    pub fn on_record(&self) -> Filter {
+        Filter {
+            machine: self.machine.clone(),
+            since_ms: self.since_ms,
+            roles: self.roles.clone(),
+            ..Filter::default()
+        }
+    }
+
+    /// Only the filters that neither the runs, the role bytes nor the
+    /// stamps can judge: the machine.
+    pub fn beyond_columns(&self) -> Filter {
+        Filter {
+            machine: self.machine.clone(),
+            ..Filter::default()
+        }
+    }
+
+    /// Whether a filter names something of the session.
+    pub fn by_session(&self) -> bool {
+        self.agent.is_some() || self.project.is_some() || self.session.is_some()
+    }
+
+    /// Whether nothing narrows the search (no join, no clause).
+    pub fn unfiltered(&self) -> bool {
+        !self.by_session()
+            && self.machine.is_none()
+            && self.since_ms.is_none()
+            && self.roles.is_empty()
+    }
+
+    /// The agent the filters name, and whether they name nothing else of
+    /// the session (see `runs::AgentFilter`).
+    pub(crate) fn agent_filter(&self) -> Option<runs::AgentFilter> {
+        self.agent.as_ref().map(|a| runs::AgentFilter {
+            agent: a.clone(),
+            alone: self.project.is_none() && self.session.is_none(),
+        })
+    }
+
+    /// The joins the filters need (`se` = sessions, `og` = origins, `n` =
+    /// nodes), for a query over `records r`.
+    pub(crate) fn push_joins(&self, sql: &mut String) {
+        if self.by_session() {
+            sql.push_str(" JOIN sessions se ON se.id = r.session");
+        }
+        self.push_origin_joins(sql);
+    }
+
+    /// The joins of [`Filter::push_joins`] for the machine (`og`, `n`).
+    pub(crate) fn push_origin_joins(&self, sql: &mut String) {
+        if self.machine.is_some() {
+            sql.push_str(
+                " JOIN origins og ON og.id = r.origin LEFT JOIN nodes n ON n.id = og.node",
+            );
+        }
+    }
+
+    /// Appends the filters as ` AND ...` clauses, numbering their
+    /// arguments after those already in `args`.
+    pub(crate) fn push_filters(&self, sql: &mut String, args: &mut Vec<SqlValue>) {
+        // Each clause names its argument `?X`; it is numbered as it is pushed.
+        let mut arg = |sql: &mut String, clause: &str, v: SqlValue| {
+            args.push(v);
+            sql.push_str(&clause.replace("?X", &format!("?{}", args.len())));
+        };
+        if let Some(a) = &self.agent {
+            arg(sql, " AND se.agent = ?X", SqlValue::Text(a.clone()));
+        }
+        if let Some(p) = &self.project {
+            arg(
+                sql,
+                " AND instr(se.project, ?X) > 0",
+                SqlValue::Text(p.clone()),
+            );
+        }
+        if let Some(m) = &self.machine {
+            arg(
+                sql,
+                " AND (n.name = ?X OR og.node = ?X)",
+                SqlValue::Text(m.clone()),
+            );
+        }
+        if let Some(t) = self.since_ms {
+            arg(sql, " AND r.ts >= ?X", SqlValue::Integer(t));
+        }
+        if let Some(s) = &self.session {
+            arg(
+                sql,
+                " AND substr(se.session_id, 1, length(?X)) = ?X",
+                SqlValue::Text(s.clone()),
+            );
+        }
+        if !self.roles.is_empty() {
+            sql.push_str(&format!(
+                " AND r.role IN ({})",
+                codec::roles_sql(&self.roles)
+            ));
+        }
+    }
+
+    /// With a filter on the time, adds to a query over sessions `se` the
+    /// clause that passes over a session whose newest dated record is
+    /// older than it: such a session holds no record the filter allows (an
+    /// undated record never passes it). One with no dated record at all
+    /// (`last_ms` unset) is kept, for the records' rows to decide. Returns
+    /// whether it added the clause.
+    pub(crate) fn push_session_time(&self, sql: &mut String, args: &mut Vec<SqlValue>) -> bool {
+        let Some(t) = self.since_ms else {
+            return false;
+        };
+        args.push(SqlValue::Integer(t));
+        sql.push_str(&format!(
+            " AND (se.last_ms IS NULL OR se.last_ms >= ?{})",
+            args.len()
+        ));
+        true
+    }
+
+    /// A query for the ranker's columns of record `?1` (the first
+    /// argument, to be set) when the filters allow it, with its arguments.
+    pub(crate) fn row_check(&self) -> (String, Vec<SqlValue>) {
+        let mut sql = String::from("SELECT r.role, r.ts, r.session, r.flags FROM records r");
+        self.push_joins(&mut sql);
+        sql.push_str(" WHERE r.id = ?1");
+        let mut args: Vec<SqlValue> = vec![SqlValue::Null];
+        self.push_filters(&mut sql, &mut args);
+        (sql, args)
+    }
+}
+
+/// The ranker's columns of a record by id when a filter allows it, read
+/// from its row (see [`Store::row_check`]).
+pub(crate) struct RowCheck<'s> {
+    stmt: rusqlite::CachedStatement<'s>,
+    args: Vec<SqlValue>,
+}
+
+impl RowCheck<'_> {
+    /// The ranker's columns of record `id` when it exists and the filter
+    /// allows it.
+    pub(crate) fn columns(&mut self, id: i64) -> Result<Option<Columns>, StoreError> {
+        use rusqlite::OptionalExtension;
+        self.args[0] = SqlValue::Integer(id);
+        Ok(self
+            .stmt
+            .query_row(rusqlite::params_from_iter(self.args.iter()), |r| {
+                Ok((codec::role_at(r, 0)?, r.get(1)?, r.get(2)?, r.get(3)?))
+            })
+            .optional()?)
+    }
+
+    /// Whether record `id` exists and the filter allows it.
+    pub(crate) fn passes(&mut self, id: i64) -> Result<bool, StoreError> {
+        self.args[0] = SqlValue::Integer(id);
+        Ok(self
+            .stmt
+            .exists(rusqlite::params_from_iter(self.args.iter()))?)
+    }
+}
+
+impl Store {
+    /// The row check of `filter` (see [`RowCheck`]).
+    pub(crate) fn row_check(&self, filter: &Filter) -> Result<RowCheck<'_>, StoreError> {
+        let (sql, args) = filter.row_check();
+        Ok(RowCheck {
+            stmt: self.conn().prepare_cached(&sql)?,
+            args,
+        })
+    }
+
+    /// For a filter on the session (agent, project, session) or the
+    /// time, a reader of whether it allows the session of a record (for
+    /// the time, whether the session may hold a record it allows: see
+    /// [`Filter::push_session_time`]), by the record's run of ids (see
+    /// `store::runs`); `None` without such a filter, or without the table
+    /// (a database opened read-only before its upgrade).
+    pub(crate) fn session_runs(
+        &self,
+        filter: &Filter,
+    ) -> Result<Option<runs::Runs<'_>>, StoreError> {
+        if !filter.by_session() && filter.since_ms.is_none() {
+            return Ok(None);
+        }
+        let conn = self.conn();
+        let mut clauses = String::new();
+        // Numbered after the session row, `?1`.
+        let mut args = vec![SqlValue::Null];
+        filter.on_session().push_filters(&mut clauses, &mut args);
+        let mut agent = filter.agent_filter();
+        if filter.push_session_time(&mut clauses, &mut args)
+            && let Some(f) = agent.as_mut()
+        {
+            // The run's agent alone no longer judges the session.
+            f.alone = false;
+        }
+        args.remove(0);
+        let one = format!("SELECT 1 FROM sessions se WHERE se.id = ?1{clauses}");
+        let every = format!("SELECT se.id FROM sessions se WHERE ?1 IS NULL{clauses}");
+        Ok(match runs::Runs::new(conn, &one, args, agent)? {
+            Some(r) => Some(r.with_every(conn, &every)?),
+            None => None,
+        })
+    }
+
+    /// Every run, each with whether a filter on the session allows its
+    /// session (see `runs::RunMap`), and a filter on the time whether the
+    /// session may hold a record it allows (see
+    /// [`Filter::push_session_time`]): one read of the sessions it allows
+    /// and of the runs. `None` without such a filter or without the runs.
+    pub(crate) fn allowed_session_runs(
+        &self,
+        filter: &Filter,
+    ) -> Result<Option<runs::RunMap>, StoreError> {
+        if !filter.by_session() && filter.since_ms.is_none() {
+            return Ok(None);
+        }
+        let conn = self.conn();
+        // A filter on the agent alone: the packed runs carry it.
+        if let Some(f) = filter
+            .agent_filter()
+            .filter(|f| f.alone && filter.since_ms.is_none())
+            && let Some(packed) = runs::Packed::read(conn)?
+            && packed.agents_known()
+        {
+            let want = packed.agent_index(&f.agent);
+            return Ok(Some(runs::RunMap::of_packed(&packed, |r| {
+                want.is_some() && r.agent == want
+            })));
+        }
+        // Read in table order (`NOT INDEXED`): through the index on the
+        // agent, the rows of its sessions lie one on a page apart, in the
+        // order of their session ids, and at 10 GB an agent and a project
+        // took 21 ms to list that way against 3 ms for reading every row.
+        let mut sql = String::from("SELECT se.id FROM sessions se NOT INDEXED WHERE 1");
+        let mut args: Vec<SqlValue> = Vec::new();
+        filter.on_session().push_filters(&mut sql, &mut args);
+        filter.push_session_time(&mut sql, &mut args);
+        let mut stmt = conn.prepare(&sql)?;
+        let mut rows = stmt.query(rusqlite::params_from_iter(args.iter()))?;
+        let mut sessions = rustc_hash::FxHashSet::default();
+        while let Some(r) = rows.next()? {
+            sessions.insert(r.get::<_, i64>(0)?);
+        }
+        runs::RunMap::read(conn, |s| sessions.contains(&s))
+    }
+
+    /// Of the newest `sessions` sessions, the records of those the filter
+    /// on the session allows and the records of all, as `(allowed, all)`.
+    pub(crate) fn session_share(
+        &self,
+        filter: &Filter,
+        sessions: i64,
+    ) -> Result<(f64, f64), StoreError> {
+        let mut sql = String::from("SELECT total(se.records) FILTER (WHERE true");
+        let mut args: Vec<SqlValue> = Vec::new();
+        filter.on_session().push_filters(&mut sql, &mut args);
+        sql.push_str(&format!(
+            "), total(se.records) FROM (SELECT * FROM sessions ORDER BY id DESC LIMIT {sessions}) se"
+        ));
+        Ok(self
+            .conn()
+            .prepare_cached(&sql)?
+            .query_row(rusqlite::params_from_iter(args.iter()), |r| {
+                Ok((r.get(0)?, r.get(1)?))
+            })?)
+    }
+
+    /// The sessions that started at or after `since` and all sessions, as
+    /// `(after, all)`, counted through `sessions_first_ms` without reading
+    /// a session's row.
+    pub(crate) fn sessions_started_since(&self, since: i64) -> Result<(f64, f64), StoreError> {
+        Ok(self
+            .conn()
+            .prepare_cached(
+                "SELECT (SELECT count(*) FROM sessions WHERE first_ms >= ?1),
+                        (SELECT count(*) FROM sessions)",
+            )?
+            .query_row([since], |r| Ok((r.get(0)?, r.get(1)?)))?)
+    }
+
+    /// Each record id after `covered` up to `upto` that `filter` allows,
+    /// read from the rows (with their sessions), handed to `add`.
+    pub(crate) fn allowed_ids_after(
+        &self,
+        (covered, upto): (i64, i64),
+        filter: &Filter,
+        mut add: impl FnMut(i64),
+    ) -> Result<(), StoreError> {
+        let mut sql =
+            String::from("SELECT r.id FROM records r JOIN sessions se ON se.id = r.session");
+        // No join for a search's filter on the session and time, which
+        // is what reads this; a filter on the machine needs one.
+        filter.push_origin_joins(&mut sql);
+        sql.push_str(" WHERE r.id > ?1 AND r.id <= ?2");
+        let mut args: Vec<SqlValue> = vec![SqlValue::Integer(covered), SqlValue::Integer(upto)];
+        filter.push_filters(&mut sql, &mut args);
+        let mut stmt = self.conn().prepare(&sql)?;
+        let mut rows = stmt.query(rusqlite::params_from_iter(args.iter()))?;
+        while let Some(r) = rows.next()? {
+            add(r.get(0)?);
+        }
+        Ok(())
+    }
+
+    /// Each record id up to `upto` that `filter` allows, read from the
+    /// records' rows, handed to `add`.
+    pub(crate) fn allowed_ids_by_rows(
+        &self,
+        upto: i64,
+        filter: &Filter,
+        mut add: impl FnMut(i64),
+    ) -> Result<(), StoreError> {
+        // A filter on the session or the time is answered sessions first
+        // (`CROSS JOIN` fixes the order), each one's records sought in
+        // `records_session (session, ts)`: with a project's `instr` SQLite
+        // would otherwise read every entry of that index and look its
+        // session up (0.6 s against 0.2 s at 10 GB), and a time filter alone
+        // read every entry of the index (a question about the last two
+        // weeks of 10 GB of history: 270 ms), where a session that ended
+        // before the time is passed over and the others' records are
+        // sought from the time on.
+        let sessions_first = filter.by_session() || filter.since_ms.is_some();
+        let mut sql = String::from(match sessions_first {
+            true => "SELECT r.id FROM sessions se CROSS JOIN records r ON r.session = se.id",
+            false => "SELECT r.id FROM records r",
+        });
+        filter.push_origin_joins(&mut sql);
+        // `+r.id`: the bound on the id must not pick the plan. Used as a
+        // range on the table's key, it reads every row up to `upto` (the
+        // whole table, text and all); without it, a time filter alone scans
+        // the narrow `records_session (session, ts)` index instead, and a
+        // session filter still seeks it.
+        sql.push_str(" WHERE +r.id <= ?1");
+        let mut args: Vec<SqlValue> = vec![SqlValue::Integer(upto)];
+        filter.push_filters(&mut sql, &mut args);
+        filter.push_session_time(&mut sql, &mut args);
+        let mut stmt = self.conn().prepare(&sql)?;
+        let mut rows = stmt.query(rusqlite::params_from_iter(args.iter()))?;
+        while let Some(r) = rows.next()? {
+            add(r.get(0)?);
+        }
+        Ok(())
+    }
+
+    /// The records within `within` (ascending ranges of ids) dated at or
+    /// after `since`, as ranges handed to `add` (see
+    /// `record_times::dated_since`); `None` while the stamps are being
+    /// filled in.
+    pub(crate) fn ids_dated_since(
+        &self,
+        within: &[(i64, i64)],
+        since: i64,
+        add: impl FnMut(i64, i64),
+    ) -> Result<Option<()>, StoreError> {
+        record_times::dated_since(self.conn(), within, since, add)
+    }
+
+    /// The records within `within` (ascending ranges of ids) whose role is
+    /// one of `roles`, as ranges handed to `add` (see
+    /// `record_bytes::with_roles`); `None` while the role bytes are being
+    /// filled in.
+    pub(crate) fn ids_with_roles(
+        &self,
+        within: &[(i64, i64)],
+        roles: &[Role],
+        add: impl FnMut(i64, i64),
+    ) -> Result<Option<()>, StoreError> {
+        let codes: Vec<u8> = roles.iter().map(|r| codec::role_code(*r)).collect();
+        record_bytes::with_roles(self.conn(), within, |b| codes.contains(&b), add)
+    }
+
+    /// Each vector stored in the `vectors` table after record id `after`
+    /// (those not yet in the vector file) whose record `filter` allows,
+    /// handed to `add` with its bytes.
+    pub(crate) fn vectors_after(
+        &self,
+        after: i64,
+        filter: &Filter,
+        mut add: impl FnMut(i64, &[u8]),
+    ) -> Result<(), StoreError> {
+        let mut sql = String::from("SELECT v.id, v.v FROM vectors v");
+        if !filter.unfiltered() {
+            sql.push_str(" JOIN records r ON r.id = v.id");
+            filter.push_joins(&mut sql);
+        }
+        sql.push_str(" WHERE v.v IS NOT NULL AND v.id > ?1");
+        let mut args: Vec<SqlValue> = vec![SqlValue::Integer(after)];
+        filter.push_filters(&mut sql, &mut args);
+        let mut stmt = self.conn().prepare(&sql)?;
+        let mut rows = stmt.query(rusqlite::params_from_iter(args.iter()))?;
+        while let Some(r) = rows.next()? {
+            let v = r.get_ref(1)?.as_blob().map_err(rusqlite::Error::from)?;
+            add(r.get(0)?, v);
+        }
+        Ok(())
+    }
+
+    /// The first record id of each block of the vector file `scan` (see
+    /// `vector_file::Scan::block_firsts`).
+    pub(crate) fn vector_block_firsts(
+        &self,
+        scan: &vector_file::Scan,
+    ) -> Result<Vec<i64>, StoreError> {
+        scan.block_firsts(self.conn())
+    }
+}
