@@ -1039,7 +1039,7 @@ fn database_bytes(n: &TestNode) -> Vec<u8> {
 /// text included), one string per cell.
 fn every_cell(n: &TestNode) -> Vec<String> {
     let node = n.lock();
-    let conn = node.store().conn();
+    let conn = node.store().test_conn();
     let tables: Vec<String> = conn
         .prepare("SELECT name FROM sqlite_master WHERE type = 'table'")
         .expect("tables")
