@@ -127,6 +127,11 @@ const COLUMNS_DUE: i64 = if cfg!(test) { 1 } else { 1_024 };
 /// gigabytes of history.
 const MOVE_EVERY: u64 = if cfg!(test) { 64 } else { 16_000 };
 
+/// Records received in a catch-up (batches with more to follow) after
+/// which the vector and columns files are written without waiting for the
+/// log's last batch (see [`Node::apply_batch_from`]).
+const RECEIVED_FILE_STEP: u64 = if cfg!(test) { 64 } else { MOVE_EVERY };
+
 /// One machine's cairn.
 pub struct Node {
     config: Config,
@@ -137,6 +142,9 @@ pub struct Node {
     /// The rows the last pass compared the disk with, when it had nothing
     /// to read: [`Node::save_survey`] uses them while they are current.
     compared: Option<indexer::Compared>,
+    /// Records received from peers since the vector and columns files were
+    /// last written: a catch-up writes them in steps, not after every batch.
+    received_unfiled: u64,
 }
 
 impl Node {
@@ -173,6 +181,7 @@ impl Node {
             redactor,
             tightened,
             compared: None,
+            received_unfiled: 0,
         })
     }
 
@@ -753,9 +762,13 @@ impl Node {
         batch: &Batch,
         peer: Option<&NodeId>,
     ) -> Result<ApplyReport, ApplyError> {
+        // Received records get their vectors as they are stored; vectors
+        // never travel.
+        let embedder =
+            (self.config.semantic && !batch.records.is_empty()).then(crate::embed::builtin);
         let report = self
             .store
-            .apply_batch_from(pull, batch, &self.redactor, peer)?;
+            .apply_batch_from(pull, batch, &self.redactor, peer, embedder)?;
         if report.tombstones > 0 {
             let targets: Result<Vec<ForgetTarget>, _> = self
                 .store
@@ -772,9 +785,19 @@ impl Node {
                 }
             }
         }
-        // Received records get their vectors here; vectors never travel.
-        self.embed_pending()?;
-        self.write_columns();
+        // The vector file and the columns files: while the peer has more
+        // of this log to send, they wait, as for a local pass's records
+        // until its end: each move of the vectors into the vector file and
+        // each columns write syncs files, which after every batch of a
+        // catch-up cost more than storing the batch. The batch that ends
+        // the log, a step's worth of records, or the next index pass
+        // writes them (and computes any vector still missing).
+        self.received_unfiled += report.stored;
+        if !batch.more || self.received_unfiled >= RECEIVED_FILE_STEP {
+            self.received_unfiled = 0;
+            self.embed_pending()?;
+            self.write_columns();
+        }
         Ok(report)
     }
 

@@ -59,6 +59,10 @@ pub fn words(text: &str, mut each: impl FnMut(&str) -> bool) {
             if !flush(&mut word) {
                 return;
             }
+        } else if c.is_ascii() {
+            // What the general case below gives for ASCII, without its
+            // iterators: nearly every character of a history.
+            word.push(c.to_ascii_lowercase());
         } else {
             // Lower-case, then drop accents (NFD, without combining marks).
             for l in c.to_lowercase() {
@@ -214,6 +218,29 @@ mod tests {
                 tokenize(&v, 0, text, 10),
                 "{text}"
             );
+        }
+    }
+
+    #[test]
+    fn ascii_characters_are_lower_cased_as_the_general_case_does() {
+        for b in 0u8..0x80 {
+            let c = char::from(b);
+            let mut general = String::new();
+            for l in c.to_lowercase() {
+                general.extend(std::iter::once(l).nfd().filter(|d| !is_combining_mark(*d)));
+            }
+            let mut got = Vec::new();
+            words(&format!("x{c}y"), |w| {
+                got.push(w.to_owned());
+                true
+            });
+            let split = c.is_whitespace()
+                || is_punctuation(c)
+                || c == '\0'
+                || (c.is_control() && !c.is_whitespace());
+            if !split {
+                assert_eq!(got, vec![format!("x{general}y")], "{b:#x}");
+            }
         }
     }
 

@@ -19,7 +19,12 @@
 //!   self-verifying on every later hop;
 //! - records are inserted idempotently by content hash: a record that
 //!   arrives twice, or through two origins' logs, is stored once, and each
-//!   log slot that names it is its provenance.
+//!   log slot that names it is its provenance;
+//! - the records are redacted and prepared (hashed, encoded, their
+//!   full-text form made) before the inserts, and their vectors computed on
+//!   a second thread while the inserts run, stored in the same transaction
+//!   when no earlier record still waits for its vector (else the next
+//!   vector pass computes them).
 //!
 //! Never touches the network; never trusts a field it did not check.
 
@@ -28,12 +33,14 @@ use rusqlite::Connection;
 use serde::Serialize;
 
 use super::forget::{covered_counts, merge_fts, purge_owned, store_tombstone};
+use super::insert::{NewRecord, insert};
 use super::log::{
-    LogKind, StoredRecord, any_tombstones, covered_by, log_id, own_log, put_slot, read_watermark,
-    revive, set_watermark,
+    LogKind, any_tombstones, any_unheld, covered_by, log_id, own_log, put_record_slot, put_slot,
+    read_watermark, revive, set_watermark,
 };
 use super::wire;
 use super::{Store, StoreError};
+use crate::embed::{Embedder, quantize};
 use crate::redact::Redactor;
 
 /// What applying one batch did.
@@ -132,17 +139,21 @@ impl Store {
         batch: &Batch,
         redactor: &Redactor,
     ) -> Result<ApplyReport, ApplyError> {
-        self.apply_batch_from(pull, batch, redactor, None)
+        self.apply_batch_from(pull, batch, redactor, None, None)
     }
 
     /// [`Store::apply_batch`] for a batch `peer` sent: the peer is noted as
-    /// the one vouching for an origin key seen for the first time.
+    /// the one vouching for an origin key seen for the first time. With an
+    /// `embedder`, the new records' vectors are computed on a second
+    /// thread while the batch is stored, and stored with it when every
+    /// earlier record has its own (else a vector pass computes them).
     pub fn apply_batch_from(
         &mut self,
         pull: &Pull,
         batch: &Batch,
         redactor: &Redactor,
         peer: Option<&NodeId>,
+        embedder: Option<&Embedder<'_>>,
     ) -> Result<ApplyReport, ApplyError> {
         check_batch(pull, batch)?;
         super::trust::check(&self.conn, batch)??;
@@ -157,7 +168,7 @@ impl Store {
             .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
         // Records are looked up by hash below: a pass's deferral ends.
         super::hash_index::ensure(&tx)?;
-        let mut report = apply_checked(&tx, batch, redactor)?;
+        let mut report = apply_checked(&tx, batch, redactor, embedder)?;
         let log = log_id(&tx, &wire::node_text(&batch.origin), batch.epoch)?;
         super::trust::record(&tx, log, batch, peer, crate::clock::now_ms())?;
         tx.commit()?;
@@ -204,7 +215,7 @@ impl Store {
     ) -> Result<ApplyReport, ApplyError> {
         check_batch(pull, batch)?;
         let tx = self.conn.transaction()?;
-        let report = apply_checked(&tx, batch, redactor)?;
+        let report = apply_checked(&tx, batch, redactor, None)?;
         drop(tx);
         Ok(report)
     }
@@ -215,6 +226,7 @@ fn apply_checked(
     conn: &Connection,
     batch: &Batch,
     redactor: &Redactor,
+    embedder: Option<&Embedder<'_>>,
 ) -> Result<ApplyReport, ApplyError> {
     let origin = wire::node_text(&batch.origin);
     let epoch = batch.epoch;
@@ -265,66 +277,65 @@ fn apply_checked(
         report.stubs += 1;
     }
     let check_tombstones = any_tombstones(conn)?;
-    let mut ids = super::insert::RowIds::default();
-    let mut stmts = super::insert::RecordStatements::prepare(conn)?;
-    for r in &batch.records {
-        if !new(r.seq) {
-            report.already_held += 1;
-            continue;
-        }
-        if check_tombstones
-            && covered_by(
-                conn,
-                &r.hash,
-                &r.agent,
-                &r.session_id,
-                r.project.as_deref(),
-                &origin,
-                &own,
-            )?
-        {
-            put_slot(conn, log, r.seq, LogKind::Forgotten, &r.hash)?;
-            report.refused += 1;
-            continue;
-        }
-        let (row, redacted) = wire::record_from_wire(r, redactor);
-        if redacted {
-            report.redacted += 1;
-            if check_tombstones
-                && covered_by(
-                    conn,
-                    &row.hash,
-                    &row.agent,
-                    &row.session_id,
-                    row.project.as_deref(),
-                    &origin,
-                    &own,
-                )?
-            {
-                put_slot(conn, log, r.seq, LogKind::Forgotten, &r.hash)?;
-                report.refused += 1;
-                continue;
+    // Once per batch, not per record: whether a stored record may have to
+    // take back slots naming its hash, and the text dictionary.
+    let unheld = any_unheld(conn)?;
+    let dict = super::dict::load(conn).ok().flatten();
+    // Every new record redacted again and prepared before the inserts, as
+    // an indexing pass's reader prepares them for its writer.
+    let prepared: Vec<Option<(NewRecord, bool)>> = batch
+        .records
+        .iter()
+        .map(|r| {
+            new(r.seq).then(|| {
+                let (row, redacted) = wire::record_from_wire(r, redactor);
+                (NewRecord::from_stored(row, dict.as_deref()), redacted)
+            })
+        })
+        .collect();
+    // Their vectors need no database: computed beside the inserts, and
+    // kept when this batch's records are the only ones waiting for theirs.
+    let embedder = match embedder {
+        Some(e) if super::vectors::none_pending(conn)? => Some(e),
+        _ => None,
+    };
+    std::thread::scope(|s| {
+        let vectors = embedder.and_then(|e| {
+            let prepared = &prepared;
+            let spawned = std::thread::Builder::new()
+                .name("cairn-embed".into())
+                .spawn_scoped(s, move || vectors_of(e, prepared));
+            // No thread to be had: a vector pass computes them later.
+            spawned.ok()
+        });
+        let stored = store_prepared(
+            conn,
+            batch,
+            &prepared,
+            Context {
+                log,
+                origin: &origin,
+                own: &own,
+                check_tombstones,
+                unheld,
+            },
+            &mut report,
+        )?;
+        if let Some(handle) = vectors {
+            let vectors = handle
+                .join()
+                .unwrap_or_else(|p| std::panic::resume_unwind(p));
+            if let Some(&last) = stored.iter().flatten().max() {
+                let kept: Vec<(i64, Vec<u8>)> = stored
+                    .iter()
+                    .zip(vectors)
+                    .filter_map(|(id, v)| Some(((*id)?, v?)))
+                    .collect();
+                super::vectors::put_examined(conn, &kept, last)?;
             }
         }
-        match insert_record(conn, &mut stmts, &row, &origin, &mut ids)? {
-            Some(id) => {
-                // A record slot of this hash left by an earlier delete
-                // names the record again.
-                revive(conn, id, &row.hash)?;
-                report.stored += 1;
-            }
-            None => report.duplicates += 1,
-        }
-        if redacted {
-            // The redacted record is kept here under its own hash; the slot
-            // keeps the hash its origin signed and is relayed as a stub.
-            put_slot(conn, log, r.seq, LogKind::Withheld, &r.hash)?;
-        } else {
-            // Names the record's row id (stored now or before).
-            put_slot(conn, log, r.seq, LogKind::Record, &row.hash)?;
-        }
-    }
-    stmts.finish(conn)?;
+        Ok::<(), ApplyError>(())
+    })?;
     report.watermark = held.max(batch.last_seq);
     set_watermark(conn, &origin, epoch, report.watermark)?;
     if purged_any {
@@ -333,15 +344,103 @@ fn apply_checked(
     Ok(report)
 }
 
-/// Stores a received record idempotently by hash (FTS row and session
-/// counts only when new). Returns its row id when it was new.
-fn insert_record(
+/// What storing a batch's records needs to know besides them.
+struct Context<'a> {
+    /// The log's number in `origin_logs`.
+    log: i64,
+    /// The log's origin, as stored.
+    origin: &'a str,
+    /// This node's own origin ("" without an own log).
+    own: &'a str,
+    /// Whether any tombstone may refuse a record.
+    check_tombstones: bool,
+    /// Whether a record slot names a record not held (see `log::revive`).
+    unheld: bool,
+}
+
+/// Stores the batch's records prepared beforehand (`None`: a slot this
+/// node already held) and their log slots. Returns, per record, the row
+/// id it was stored under when new.
+fn store_prepared(
     conn: &Connection,
-    stmts: &mut super::insert::RecordStatements<'_>,
-    rec: &StoredRecord,
-    origin: &str,
-    ids: &mut super::insert::RowIds,
-) -> Result<Option<i64>, StoreError> {
-    let new = super::insert::NewRecord::from_stored(rec);
-    super::insert::insert(conn, stmts, &new, origin, None, ids, None)
+    batch: &Batch,
+    prepared: &[Option<(NewRecord, bool)>],
+    cx: Context<'_>,
+    report: &mut ApplyReport,
+) -> Result<Vec<Option<i64>>, ApplyError> {
+    let covered = |hash: &_, agent: &str, session_id: &str, project: Option<&str>| {
+        if !cx.check_tombstones {
+            return Ok(false);
+        }
+        covered_by(conn, hash, agent, session_id, project, cx.origin, cx.own)
+    };
+    let mut ids = super::insert::RowIds::default();
+    let mut stmts = super::insert::RecordStatements::prepare(conn)?;
+    let mut stored_ids = vec![None; prepared.len()];
+    for ((r, prep), stored_id) in batch.records.iter().zip(prepared).zip(&mut stored_ids) {
+        let Some((new, redacted)) = prep else {
+            report.already_held += 1;
+            continue;
+        };
+        let redacted = *redacted;
+        let forgotten = |report: &mut ApplyReport| {
+            report.refused += 1;
+            put_slot(conn, cx.log, r.seq, LogKind::Forgotten, &r.hash)
+        };
+        if covered(&r.hash, &r.agent, &r.session_id, r.project.as_deref())? {
+            forgotten(report)?;
+            continue;
+        }
+        if redacted {
+            report.redacted += 1;
+            // Covered once redacted here.
+            if covered(
+                &new.hash,
+                &new.agent,
+                &new.session_id,
+                new.project.as_deref(),
+            )? {
+                forgotten(report)?;
+                continue;
+            }
+        }
+        let stored = insert(conn, &mut stmts, new, cx.origin, None, &mut ids, None)?;
+        match stored {
+            Some(id) => {
+                // A record slot of this hash left by an earlier delete
+                // names the record again.
+                if cx.unheld {
+                    revive(conn, id, &new.hash)?;
+                }
+                report.stored += 1;
+            }
+            None => report.duplicates += 1,
+        }
+        *stored_id = stored;
+        match (redacted, stored) {
+            // The redacted record is kept here under its own hash; the slot
+            // keeps the hash its origin signed and is relayed as a stub.
+            (true, _) => put_slot(conn, cx.log, r.seq, LogKind::Withheld, &r.hash).map(drop)?,
+            // Names the record's row id: just stored, or found by hash.
+            (false, Some(id)) => put_record_slot(conn, cx.log, r.seq, id)?,
+            (false, None) => put_slot(conn, cx.log, r.seq, LogKind::Record, &new.hash).map(drop)?,
+        }
+    }
+    stmts.finish(conn)?;
+    Ok(stored_ids)
+}
+
+/// The quantized vector of each prepared record that gets one (see
+/// `store::vectors`), in the batch's order.
+fn vectors_of(e: &Embedder<'_>, prepared: &[Option<(NewRecord, bool)>]) -> Vec<Option<Vec<u8>>> {
+    prepared
+        .iter()
+        .map(|p| {
+            let (new, _) = p.as_ref()?;
+            if !super::vectors::embeds_role(new.role()) {
+                return None;
+            }
+            e.embed(new.text()).map(|v| quantize(&v))
+        })
+        .collect()
 }

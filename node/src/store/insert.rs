@@ -78,21 +78,26 @@ impl NewRecord {
         )
     }
 
-    /// Prepares a record received from a peer (already checked and redacted).
-    pub(super) fn from_stored(rec: &super::StoredRecord) -> NewRecord {
-        Self::build(
+    /// Prepares a record received from a peer (already checked and
+    /// redacted), encoding its text with `dict` (the database's, if any),
+    /// so that [`insert`] copies nothing.
+    pub(super) fn from_stored(rec: super::StoredRecord, dict: Option<&TextDict>) -> NewRecord {
+        let kind = Role::parse(&rec.role);
+        let mut new = Self::build(
             rec.hash,
-            rec.agent.clone(),
-            rec.session_id.clone(),
-            rec.parent_session.clone(),
-            rec.project.clone(),
-            Role::parse(&rec.role),
-            rec.role.clone(),
+            rec.agent,
+            rec.session_id,
+            rec.parent_session,
+            rec.project,
+            kind,
+            rec.role,
             rec.time_ms,
             None,
             &rec.files,
-            rec.text.clone(),
-        )
+            rec.text,
+        );
+        new.encode(dict);
+        new
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -144,6 +149,16 @@ impl NewRecord {
     /// The content hash.
     pub fn hash(&self) -> &Hash32 {
         &self.hash
+    }
+
+    /// Role name as stored.
+    pub(super) fn role(&self) -> &str {
+        &self.role
+    }
+
+    /// The text (before compression).
+    pub(super) fn text(&self) -> &str {
+        &self.text
     }
 
     /// Bytes of text (before compression).
@@ -402,8 +417,9 @@ mod tests {
         for role in Role::ALL {
             for text in ["short text", long.as_str()] {
                 let r = record(role, text);
-                let a = NewRecord::from_record(r.clone());
-                let b = NewRecord::from_stored(&stored(&r));
+                let mut a = NewRecord::from_record(r.clone());
+                a.encode(None);
+                let b = NewRecord::from_stored(stored(&r), None);
                 assert_eq!(a.hash, b.hash);
                 assert_eq!(
                     (&a.role, a.flags, &a.title, &a.files, &a.stored, a.stemmed()),
@@ -483,7 +499,7 @@ mod tests {
             .map(|(i, role)| {
                 let mut r = stored(&record(Role::User, &format!("text {i}")));
                 r.role = role.into();
-                (NewRecord::from_stored(&r), "a".repeat(32))
+                (NewRecord::from_stored(r, None), "a".repeat(32))
             });
         let (_dir, store) = store_all(records);
         let conn = store.conn();

@@ -529,8 +529,14 @@ pub(crate) fn put_slot(
     Ok(n == 1)
 }
 
-/// Writes a record slot naming held record `rec` (its row id).
-fn put_record_slot(conn: &Connection, log: i64, seq: u64, rec: i64) -> Result<(), StoreError> {
+/// Writes a record slot naming held record `rec` (its row id); a slot
+/// already present is left as it is.
+pub(crate) fn put_record_slot(
+    conn: &Connection,
+    log: i64,
+    seq: u64,
+    rec: i64,
+) -> Result<(), StoreError> {
     conn.prepare_cached(
         "INSERT INTO logs(log, seq, kind, rec) VALUES (?1, ?2, 0, ?3)
          ON CONFLICT(log, seq) DO NOTHING",

@@ -975,3 +975,65 @@ fn a_forget_naming_a_secret_is_refused_with_its_batch() {
     assert_eq!(d.count("SELECT count(*) FROM tombstones"), 1);
     assert_eq!(d.records(), 0);
 }
+
+/// Every vector in the `vectors` table, by record id, and the vector
+/// pass's mark.
+fn vectors(n: &TestNode) -> (Vec<(i64, Vec<u8>)>, i64) {
+    let conn = n.store.conn();
+    let rows = conn
+        .prepare("SELECT id, v FROM vectors ORDER BY id")
+        .expect("prepare")
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+        .expect("query")
+        .collect::<Result<_, _>>()
+        .expect("rows");
+    let upto = n.count(
+        "SELECT COALESCE((SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'vectors_upto'), 0)",
+    );
+    (rows, upto)
+}
+
+#[test]
+fn received_records_bring_the_vectors_a_vector_pass_would_compute() {
+    let mut a = TestNode::new(1);
+    let mut recs = session("s1", "/p", 40, "heron");
+    for (i, r) in recs.iter_mut().enumerate() {
+        if i % 3 == 0 {
+            // Tool output gets no vector.
+            r.role = Role::ToolOutput;
+        }
+    }
+    assert_eq!(a.index(&recs), 40);
+    let e = crate::embed::builtin();
+    let apply = |to: &mut TestNode, embedder| {
+        let (pull, batch) = first_batch(&a, to);
+        let report = to
+            .store
+            .apply_batch_from(&pull, &batch, &Redactor::new(), None, embedder)
+            .expect("apply");
+        assert_eq!(report.stored, 40);
+    };
+    // With the embedder: stored with the batch, every record examined.
+    let mut b = TestNode::new(2);
+    apply(&mut b, Some(e));
+    let (with, upto) = vectors(&b);
+    assert_eq!(upto, b.count("SELECT max(id) FROM records"));
+    assert!(!b.store.vectors_pending().expect("pending"));
+    // Without: a vector pass afterwards computes the very same ones.
+    let mut c = TestNode::new(3);
+    apply(&mut c, None);
+    assert_eq!(vectors(&c).0, vec![]);
+    assert!(c.store.vectors_pending().expect("pending"));
+    c.store.embed_pending(e).expect("embed");
+    assert_eq!(vectors(&c), (with.clone(), upto));
+    assert_eq!(with.len(), 40 - 14, "user records only");
+    // A record of its own still waiting for its vector: the batch leaves
+    // its records to the vector pass too, which then examines them all.
+    let mut d = TestNode::new(4);
+    d.index(&session("own", "/q", 1, "egret"));
+    apply(&mut d, Some(e));
+    assert_eq!(vectors(&d), (vec![], 0));
+    d.store.embed_pending(e).expect("embed");
+    let (all, upto) = vectors(&d);
+    assert_eq!((all.len(), upto), (1 + with.len(), 41));
+}

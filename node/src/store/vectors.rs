@@ -78,6 +78,36 @@ fn embed_all(e: &Embedder<'_>, texts: &[(i64, String)]) -> Vec<(i64, Vec<u8>)> {
     })
 }
 
+/// Whether every stored record was examined for a vector, asked inside
+/// the caller's write transaction: records it stores next may then bring
+/// their vectors along ([`put_examined`]) instead of waiting for a pass.
+pub(super) fn none_pending(conn: &rusqlite::Connection) -> Result<bool, StoreError> {
+    let upto: i64 = conn.query_row(UPTO, [], |r| r.get(0))?;
+    Ok(!conn
+        .prepare_cached("SELECT EXISTS(SELECT 1 FROM records WHERE id > ?1)")?
+        .query_row([upto], |r| r.get::<_, bool>(0))?)
+}
+
+/// Stores the vectors computed for records this transaction stored after
+/// [`none_pending`] held, and marks every record up to `last` (the
+/// highest of their ids) examined, as a vector pass over them would.
+pub(super) fn put_examined(
+    conn: &rusqlite::Connection,
+    vectors: &[(i64, Vec<u8>)],
+    last: i64,
+) -> Result<(), StoreError> {
+    let mut put = conn.prepare_cached("INSERT OR REPLACE INTO vectors(id, v) VALUES (?1, ?2)")?;
+    for (id, v) in vectors {
+        put.execute(params![id, v])?;
+    }
+    conn.prepare_cached(
+        "INSERT INTO meta(key, value) VALUES ('vectors_upto', ?1)
+         ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+    )?
+    .execute([last])?;
+    Ok(())
+}
+
 /// How far the vectors have come.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
 pub struct VectorCounts {
