@@ -121,6 +121,11 @@ pub struct RefreshedPage {
 /// sync and node tests go through the files.
 const COLUMNS_DUE: i64 = if cfg!(test) { 1 } else { 1_024 };
 
+/// How often a pass with a deadline (the daemon's) checks every page of
+/// the derived files (`Store::check_columns`); a pass without one (`cairn
+/// index`) always does.
+const CHECK_EVERY: std::time::Duration = std::time::Duration::from_secs(600);
+
 /// Records a vector pass examines between moves of their vectors into the
 /// vector file: the `vectors` table, and the free pages it leaves in the
 /// database once emptied, stay a few megabytes even on a first pass over
@@ -137,6 +142,11 @@ pub struct Node {
     /// The rows the last pass compared the disk with, when it had nothing
     /// to read: [`Node::save_survey`] uses them while they are current.
     compared: Option<indexer::Compared>,
+    /// When the derived files were last checked whole.
+    checked_at: Option<std::time::Instant>,
+    /// Derived files that could not be written since the last pass's
+    /// report, with why (see `IndexReport::unwritten`).
+    unwritten: Vec<(String, String)>,
 }
 
 impl Node {
@@ -169,6 +179,8 @@ impl Node {
             redactor: Redactor::new(),
             tightened,
             compared: None,
+            checked_at: None,
+            unwritten: Vec::new(),
         })
     }
 
@@ -419,7 +431,12 @@ impl Node {
             report.absorb(self.read_walked(walk, now_ms, deadline, progress, stores)?);
         }
         self.embed_pending()?;
+        let due = self.checked_at.is_none_or(|t| t.elapsed() >= CHECK_EVERY);
+        if deadline.is_none() || due {
+            self.check_derived(&mut report)?;
+        }
         self.write_columns();
+        report.unwritten.append(&mut self.unwritten);
         match self.store.trim_free_pages() {
             Ok(0) => {}
             Ok(pages) => tracing::debug!(pages, "free pages given back"),
@@ -548,6 +565,8 @@ impl Node {
                             error = %e,
                             "could not write the vector file; searches read the vectors table"
                         );
+                        let path = crate::store::vector_file::path_for(self.store.path());
+                        self.unwritten.push(derived_failure(&path, &e));
                         moving = false;
                     }
                 }
@@ -566,8 +585,25 @@ impl Node {
         match self.store.write_columns_due(COLUMNS_DUE) {
             Ok(0) => {}
             Ok(n) => tracing::debug!(records = n, "columns file"),
-            Err(e) => tracing::warn!(error = %e, "could not write the columns file"),
+            Err(e) => {
+                tracing::warn!(error = %e, "could not write the columns file");
+                let path = crate::store::columns_file::path_for(self.store.path());
+                self.unwritten.push(derived_failure(&path, &e));
+            }
         }
+    }
+
+    /// Checks every page of the derived files; a damaged one is given up,
+    /// noted in `report`, and written anew by this pass.
+    fn check_derived(&mut self, report: &mut IndexReport) -> Result<(), NodeError> {
+        self.checked_at = Some(std::time::Instant::now());
+        if let Some(damage) = self.store.check_columns()? {
+            tracing::warn!(path = %damage.path.display(), why = %damage.why, "a damaged derived file is written anew");
+            report
+                .rebuilt
+                .push((damage.path.display().to_string(), damage.why));
+        }
+        Ok(())
     }
 
     /// Whether the semantic tier is on, and how far the vectors have come.
@@ -713,6 +749,8 @@ impl Node {
         indexer::index_all(&mut self.store, &ctx, &mut |_| {})?;
         self.embed_pending()?;
         self.write_columns();
+        // Logged where they failed; the next pass tries again.
+        self.unwritten.clear();
         Ok(counts)
     }
 
@@ -771,6 +809,8 @@ impl Node {
         // Received records get their vectors here; vectors never travel.
         self.embed_pending()?;
         self.write_columns();
+        // Logged where they failed; the next pass tries again.
+        self.unwritten.clear();
         Ok(report)
     }
 
@@ -907,6 +947,13 @@ fn written(saved: std::io::Result<Result<survey::Trust, survey::NotSaved>>) -> b
 /// The survey's key for `config`: everything a pass depends on is in it.
 fn survey_key(config: &Config) -> [u8; 32] {
     survey::config_key(&format!("{config:?}"), crate::store::SCHEMA_VERSION)
+}
+
+/// A derived file that could not be written, and why, for a report: the
+/// error's own text names the database or the file, and the file is
+/// named first either way.
+fn derived_failure(path: &std::path::Path, e: &StoreError) -> (String, String) {
+    (path.display().to_string(), e.to_string())
 }
 
 #[cfg(test)]

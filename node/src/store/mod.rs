@@ -33,6 +33,7 @@ mod log;
 #[cfg(test)]
 mod open_tests;
 pub(crate) mod packed_runs;
+mod pages;
 mod read;
 pub(crate) mod record_bytes;
 pub(crate) mod record_times;
@@ -64,6 +65,7 @@ pub fn set_upgrade_notice(notice: fn(&Path, u32, u32)) {
 
 pub use apply::{ApplyError, ApplyReport, Blame};
 pub use browse::{Activity, DayCount, Origin, ProjectCount, RecentFilter};
+pub use columns_file::Damage;
 pub use dict::Encoder;
 pub use forget::{ForgetCandidate, ForgetError, ForgetReport, MAX_QUERY_FORGET, TombstoneRow};
 pub use ingest::{Ingest, SourceStamp, SourceState};
@@ -114,6 +116,15 @@ pub enum StoreError {
         found: u32,
         /// Newest version this build knows.
         supported: u32,
+    },
+    /// A derived file beside the database could not be written.
+    #[error("could not write {path}: {source}")]
+    Derived {
+        /// The file.
+        path: PathBuf,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
     },
     /// The home folder could not be created.
     #[error("failed to create {path}: {source}")]
