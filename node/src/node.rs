@@ -430,11 +430,13 @@ impl Node {
             let walk = indexer::Walk::start(&self.config.locations, &self.config.disabled, None);
             report.absorb(self.read_walked(walk, now_ms, deadline, progress, stores)?);
         }
-        self.embed_pending()?;
+        // Checked before they are written: a damaged file is written anew
+        // by this same pass.
         let due = self.checked_at.is_none_or(|t| t.elapsed() >= CHECK_EVERY);
         if deadline.is_none() || due {
             self.check_derived(&mut report)?;
         }
+        self.embed_pending()?;
         self.write_columns();
         report.unwritten.append(&mut self.unwritten);
         match self.store.trim_free_pages() {
@@ -597,7 +599,11 @@ impl Node {
     /// noted in `report`, and written anew by this pass.
     fn check_derived(&mut self, report: &mut IndexReport) -> Result<(), NodeError> {
         self.checked_at = Some(std::time::Instant::now());
-        if let Some(damage) = self.store.check_columns()? {
+        let vectors = match self.config.semantic {
+            true => self.store.check_vectors()?,
+            false => None,
+        };
+        for damage in [self.store.check_columns()?, vectors].into_iter().flatten() {
             tracing::warn!(path = %damage.path.display(), why = %damage.why, "a damaged derived file is written anew");
             report
                 .rebuilt

@@ -602,7 +602,8 @@ impl super::Store {
         };
         let path = path_for(&self.path);
         let why = match open_marked(&self.path, &mark, false) {
-            None if !path.exists() => return Ok(None),
+            // None, or an older version's: written anew all the same.
+            None if !path.exists() || former_format(&path) => return Ok(None),
             None => Some("its header does not match the database".to_owned()),
             Some(file) => bad_pages(&file, &mark),
         };
@@ -613,6 +614,15 @@ impl super::Store {
         tx.commit()?;
         Ok(Some(Damage { path, why }))
     }
+}
+
+/// Whether the file at `path` is an older version's (magic `cairnrc1`).
+fn former_format(path: &Path) -> bool {
+    let mut magic = [0u8; 8];
+    File::open(path)
+        .and_then(|f| flat_file::read_at(&f, &mut magic, 0))
+        .is_ok()
+        && &magic == b"cairnrc1"
 }
 
 /// What is wrong with the pages of `file` that `mark` vouches for, if
@@ -946,6 +956,13 @@ pub(crate) mod tests {
         assert_true_to(&store, "written again");
     }
 
+    fn file_of(path: &Path) -> File {
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(path)
+            .expect("open")
+    }
+
     #[test]
     fn a_damaged_page_is_never_read_and_the_check_has_it_written_anew() {
         let (_dir, store, _) = store_of(1_300);
@@ -1011,6 +1028,11 @@ pub(crate) mod tests {
         flat_file::write_at(&file, b"cairnXX2", 0).expect("magic");
         let damage = store.check_columns().expect("check").expect("header");
         assert!(damage.why.contains("header"), "{}", damage.why);
+        // An older version's file is written anew without a word.
+        store.write_columns().expect("anew");
+        flat_file::write_at(&file_of(&path), b"cairnrc1", 0).expect("magic");
+        assert_eq!(store.check_columns().expect("check"), None, "former");
+        assert_eq!(store.write_columns().expect("anew"), 1_300);
     }
 
     #[test]
