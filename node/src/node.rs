@@ -264,6 +264,9 @@ impl Node {
         walk: &mut indexer::Walk,
     ) -> Option<IndexReport> {
         let key = survey_key(config);
+        if derived_changed_since_survey(config) {
+            return None;
+        }
         let known = survey::Survey::load(&config.home, &key, &config.db_path)?;
         let stores = indexer::unchanged_since(walk, known)?;
         Some(IndexReport {
@@ -960,6 +963,22 @@ fn survey_key(config: &Config) -> [u8; 32] {
 /// named first either way.
 fn derived_failure(path: &std::path::Path, e: &StoreError) -> (String, String) {
     (path.display().to_string(), e.to_string())
+}
+
+/// A derived file beside the database written after the survey (which
+/// is saved after the pass that writes them): damage, or another
+/// program. A pass then runs and checks them (`Node::check_derived`).
+fn derived_changed_since_survey(config: &Config) -> bool {
+    let mtime = |p: &std::path::Path| std::fs::metadata(p).and_then(|m| m.modified()).ok();
+    let Some(surveyed) = mtime(&config.home.join(survey::FILE)) else {
+        return false;
+    };
+    [
+        crate::store::columns_file::path_for(&config.db_path),
+        crate::store::vector_file::path_for(&config.db_path),
+    ]
+    .iter()
+    .any(|p| mtime(p).is_some_and(|t| t > surveyed))
 }
 
 #[cfg(test)]
