@@ -1059,6 +1059,31 @@ mod tests {
         Node::unchanged_since_survey(cfg, &mut walk).ok_or(Box::new(walk))
     }
 
+    /// A derived file written after the survey (damage, another program)
+    /// stops the survey's shortcut, and the pass that runs instead finds
+    /// the damage, names the file and writes it anew.
+    #[cfg(unix)]
+    #[test]
+    fn a_derived_file_changed_after_the_survey_is_checked_by_a_pass() {
+        let (_dir, cfg, mut node, _) = indexed_home("a heron in the marsh");
+        settle(&mut node);
+        assert!(surveyed(&cfg).is_ok(), "nothing changed");
+        let columns = crate::store::columns_file::path_for(&cfg.db_path);
+        let mut bytes = std::fs::read(&columns).expect("columns file");
+        // Newer than the survey by the file system's clock.
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        bytes[40] ^= 0xff;
+        std::fs::write(&columns, &bytes).expect("damage");
+        let walk = surveyed(&cfg).expect_err("the shortcut is not taken");
+        let r = node
+            .index_walked(*walk, 0, None, &mut |_| {})
+            .expect("pass");
+        assert_eq!(r.rebuilt.len(), 1, "{r:?}");
+        assert_eq!(r.rebuilt[0].0, columns.display().to_string());
+        assert!(r.unwritten.is_empty(), "{r:?}");
+        assert_eq!(node.store.check_columns().expect("check"), None, "anew");
+    }
+
     /// A walk that tallied its stores with the survey's keys, one that
     /// tallied with other keys and one that tallied nothing all compare
     /// alike: the tallies of the last two are made on comparing.
