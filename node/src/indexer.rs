@@ -167,6 +167,15 @@ pub struct IndexReport {
     pub failed: Vec<(String, String)>,
     /// Stores left (wholly or partly) for the next pass because the deadline passed.
     pub deferred: u64,
+    /// Derived files beside the database (the columns and vector files)
+    /// that could not be written, with why: searches read the database
+    /// instead until a later pass writes them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unwritten: Vec<(String, String)>,
+    /// Derived files found damaged, with what was wrong: never read, and
+    /// written anew by this pass.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rebuilt: Vec<(String, String)>,
 }
 
 impl IndexReport {
@@ -181,6 +190,8 @@ impl IndexReport {
         self.skipped += later.skipped;
         self.failed = later.failed;
         self.deferred = later.deferred;
+        self.unwritten.extend(later.unwritten);
+        self.rebuilt.extend(later.rebuilt);
     }
 
     /// The pass read nothing, wrote nothing and left nothing for later: the
@@ -191,6 +202,8 @@ impl IndexReport {
             && self.removed == 0
             && self.deferred == 0
             && self.failed.is_empty()
+            && self.unwritten.is_empty()
+            && self.rebuilt.is_empty()
     }
 }
 

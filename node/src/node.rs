@@ -121,6 +121,11 @@ pub struct RefreshedPage {
 /// sync and node tests go through the files.
 const COLUMNS_DUE: i64 = if cfg!(test) { 1 } else { 1_024 };
 
+/// How often a pass with a deadline (the daemon's) checks every page of
+/// the derived files (`Store::check_columns`); a pass without one (`cairn
+/// index`) always does.
+const CHECK_EVERY: std::time::Duration = std::time::Duration::from_secs(600);
+
 /// Records a vector pass examines between moves of their vectors into the
 /// vector file: the `vectors` table, and the free pages it leaves in the
 /// database once emptied, stay a few megabytes even on a first pass over
@@ -145,6 +150,11 @@ pub struct Node {
     /// Records received from peers since the vector and columns files were
     /// last written: a catch-up writes them in steps, not after every batch.
     received_unfiled: u64,
+    /// When the derived files were last checked whole.
+    checked_at: Option<std::time::Instant>,
+    /// Derived files that could not be written since the last pass's
+    /// report, with why (see `IndexReport::unwritten`).
+    unwritten: Vec<(String, String)>,
 }
 
 impl Node {
@@ -182,6 +192,8 @@ impl Node {
             tightened,
             compared: None,
             received_unfiled: 0,
+            checked_at: None,
+            unwritten: Vec::new(),
         })
     }
 
@@ -265,6 +277,9 @@ impl Node {
         walk: &mut indexer::Walk,
     ) -> Option<IndexReport> {
         let key = survey_key(config);
+        if derived_changed_since_survey(config) {
+            return None;
+        }
         let known = survey::Survey::load(&config.home, &key, &config.db_path)?;
         let stores = indexer::unchanged_since(walk, known)?;
         Some(IndexReport {
@@ -431,8 +446,15 @@ impl Node {
             let walk = indexer::Walk::start(&self.config.locations, &self.config.disabled, None);
             report.absorb(self.read_walked(walk, now_ms, deadline, progress, stores)?);
         }
+        // Checked before they are written: a damaged file is written anew
+        // by this same pass.
+        let due = self.checked_at.is_none_or(|t| t.elapsed() >= CHECK_EVERY);
+        if deadline.is_none() || due {
+            self.check_derived(&mut report)?;
+        }
         self.embed_pending()?;
         self.write_columns();
+        report.unwritten.append(&mut self.unwritten);
         match self.store.trim_free_pages() {
             Ok(0) => {}
             Ok(pages) => tracing::debug!(pages, "free pages given back"),
@@ -561,6 +583,8 @@ impl Node {
                             error = %e,
                             "could not write the vector file; searches read the vectors table"
                         );
+                        let path = crate::store::vector_file::path_for(self.store.path());
+                        self.unwritten.push(derived_failure(&path, &e));
                         moving = false;
                     }
                 }
@@ -579,8 +603,29 @@ impl Node {
         match self.store.write_columns_due(COLUMNS_DUE) {
             Ok(0) => {}
             Ok(n) => tracing::debug!(records = n, "columns file"),
-            Err(e) => tracing::warn!(error = %e, "could not write the columns file"),
+            Err(e) => {
+                tracing::warn!(error = %e, "could not write the columns file");
+                let path = crate::store::columns_file::path_for(self.store.path());
+                self.unwritten.push(derived_failure(&path, &e));
+            }
         }
+    }
+
+    /// Checks every page of the derived files; a damaged one is given up,
+    /// noted in `report`, and written anew by this pass.
+    fn check_derived(&mut self, report: &mut IndexReport) -> Result<(), NodeError> {
+        self.checked_at = Some(std::time::Instant::now());
+        let vectors = match self.config.semantic {
+            true => self.store.check_vectors()?,
+            false => None,
+        };
+        for damage in [self.store.check_columns()?, vectors].into_iter().flatten() {
+            tracing::warn!(path = %damage.path.display(), why = %damage.why, "a damaged derived file is written anew");
+            report
+                .rebuilt
+                .push((damage.path.display().to_string(), damage.why));
+        }
+        Ok(())
     }
 
     /// Whether the semantic tier is on, and how far the vectors have come.
@@ -726,6 +771,8 @@ impl Node {
         indexer::index_all(&mut self.store, &ctx, &mut |_| {})?;
         self.embed_pending()?;
         self.write_columns();
+        // Logged where they failed; the next pass tries again.
+        self.unwritten.clear();
         Ok(counts)
     }
 
@@ -797,6 +844,8 @@ impl Node {
             self.received_unfiled = 0;
             self.embed_pending()?;
             self.write_columns();
+            // Logged where they failed; the next pass tries again.
+            self.unwritten.clear();
         }
         Ok(report)
     }
@@ -936,6 +985,29 @@ fn survey_key(config: &Config) -> [u8; 32] {
     survey::config_key(&format!("{config:?}"), crate::store::SCHEMA_VERSION)
 }
 
+/// A derived file that could not be written, and why, for a report: the
+/// error's own text names the database or the file, and the file is
+/// named first either way.
+fn derived_failure(path: &std::path::Path, e: &StoreError) -> (String, String) {
+    (path.display().to_string(), e.to_string())
+}
+
+/// A derived file beside the database written after the survey (which
+/// is saved after the pass that writes them): damage, or another
+/// program. A pass then runs and checks them (`Node::check_derived`).
+fn derived_changed_since_survey(config: &Config) -> bool {
+    let mtime = |p: &std::path::Path| std::fs::metadata(p).and_then(|m| m.modified()).ok();
+    let Some(surveyed) = mtime(&config.home.join(survey::FILE)) else {
+        return false;
+    };
+    [
+        crate::store::columns_file::path_for(&config.db_path),
+        crate::store::vector_file::path_for(&config.db_path),
+    ]
+    .iter()
+    .any(|p| mtime(p).is_some_and(|t| t > surveyed))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1012,6 +1084,31 @@ mod tests {
     fn surveyed(cfg: &Config) -> Result<IndexReport, Box<indexer::Walk>> {
         let mut walk = Node::start_walk(cfg);
         Node::unchanged_since_survey(cfg, &mut walk).ok_or(Box::new(walk))
+    }
+
+    /// A derived file written after the survey (damage, another program)
+    /// stops the survey's shortcut, and the pass that runs instead finds
+    /// the damage, names the file and writes it anew.
+    #[cfg(unix)]
+    #[test]
+    fn a_derived_file_changed_after_the_survey_is_checked_by_a_pass() {
+        let (_dir, cfg, mut node, _) = indexed_home("a heron in the marsh");
+        settle(&mut node);
+        assert!(surveyed(&cfg).is_ok(), "nothing changed");
+        let columns = crate::store::columns_file::path_for(&cfg.db_path);
+        let mut bytes = std::fs::read(&columns).expect("columns file");
+        // Newer than the survey by the file system's clock.
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        bytes[40] ^= 0xff;
+        std::fs::write(&columns, &bytes).expect("damage");
+        let walk = surveyed(&cfg).expect_err("the shortcut is not taken");
+        let r = node
+            .index_walked(*walk, 0, None, &mut |_| {})
+            .expect("pass");
+        assert_eq!(r.rebuilt.len(), 1, "{r:?}");
+        assert_eq!(r.rebuilt[0].0, columns.display().to_string());
+        assert!(r.unwritten.is_empty(), "{r:?}");
+        assert_eq!(node.store.check_columns().expect("check"), None, "anew");
     }
 
     /// A walk that tallied its stores with the survey's keys, one that

@@ -8,6 +8,7 @@ mod util;
 mod agents;
 mod cli;
 mod conformance;
+mod derived;
 mod discovery;
 mod docs;
 mod forget;

@@ -61,16 +61,37 @@ pub fn run(global: &GlobalArgs, args: &IndexArgs) -> anyhow::Result<()> {
 
 fn show(report: &IndexReport, started: std::time::Instant, args: &IndexArgs) -> anyhow::Result<()> {
     if args.json {
-        return output::json(report);
-    }
-    if !args.quiet {
+        output::json(report)?;
+    } else if !args.quiet {
         let mut out = output::stdout();
         output::line(&mut out, &summary(report, started.elapsed().as_secs_f64()))?;
         for (path, why) in &report.failed {
             output::line(&mut out, &format!("  not read this pass: {path}: {why}"))?;
         }
+        for (path, why) in &report.rebuilt {
+            output::line(&mut out, &format!("  damaged, written anew: {path}: {why}"))?;
+        }
     }
-    Ok(())
+    unwritten(&report.unwritten)
+}
+
+/// An error naming every derived file a pass could not write (a full
+/// disk, a file in the way): the records are stored, but searches slow
+/// down until a pass writes them, so the command must not say all is well.
+fn unwritten(files: &[(String, String)]) -> anyhow::Result<()> {
+    match files {
+        [] => Ok(()),
+        _ => {
+            let each: Vec<String> = files
+                .iter()
+                .map(|(p, why)| format!("{p} ({why})"))
+                .collect();
+            anyhow::bail!(
+                "the records are stored, but these derived files could not be written: {}",
+                each.join("; ")
+            )
+        }
+    }
 }
 
 fn summary(report: &IndexReport, secs: f64) -> String {
@@ -104,15 +125,21 @@ fn served(home: &std::path::Path, state: &ServeState, args: &IndexArgs) -> anyho
         last = daemon::last_pass(home, state);
     }
     let fresh = is_fresh(&last);
+    // What the daemon's pass asked for could not write fails this command too.
+    let failed = match (&last, fresh) {
+        (Some(p), true) => p.report.unwritten.clone(),
+        _ => Vec::new(),
+    };
     if args.json {
-        return output::json(&Served {
+        output::json(&Served {
             served_by: state,
             fresh,
             last_pass: last.as_ref(),
-        });
+        })?;
+        return unwritten(&failed);
     }
     if args.quiet {
-        return Ok(());
+        return unwritten(&failed);
     }
     let mut out = output::stdout();
     output::line(
@@ -138,6 +165,9 @@ fn served(home: &std::path::Path, state: &ServeState, args: &IndexArgs) -> anyho
             for (path, why) in &p.report.failed {
                 output::line(&mut out, &format!("  not read that pass: {path}: {why}"))?;
             }
+            for (path, why) in &p.report.rebuilt {
+                output::line(&mut out, &format!("  damaged, written anew: {path}: {why}"))?;
+            }
         }
         None => output::line(
             &mut out,
@@ -147,5 +177,5 @@ fn served(home: &std::path::Path, state: &ServeState, args: &IndexArgs) -> anyho
             ),
         )?,
     }
-    Ok(())
+    unwritten(&failed)
 }

@@ -1263,24 +1263,29 @@ mod store_tests {
         held.hold_flat_files(1 << 30);
         assert_eq!(pages(&held), from_tables, "from the files mapped");
 
-        // Every length read as the longest class: the word tier's scores
-        // move, so it read them.
-        let lengths = columns_file::lengths_path_for(store.path());
-        let mut bytes = std::fs::read(&lengths).expect("read");
-        bytes[32..].fill(200);
-        std::fs::write(&lengths, &bytes).expect("tamper");
+        // Every length read as the longest class (the pages sealed again,
+        // as a writer would): the word tier's scores move, so it read them.
+        let columns = columns_file::path_for(store.path());
+        let pristine = std::fs::read(&columns).expect("read");
+        let restore = || {
+            let file = std::fs::OpenOptions::new()
+                .write(true)
+                .open(&columns)
+                .expect("open");
+            std::os::unix::fs::FileExt::write_all_at(&file, &pristine, 0).expect("restore");
+        };
+        columns_file::tests::rewrite_entries(&store, true, |e| e[columns_file::LENGTH_AT] = 200);
         assert_ne!(pages(&store), from_tables, "lengths from the file");
         assert_eq!(pages(&held), pages(&store), "lengths from the mapping");
-        std::fs::remove_file(&lengths).expect("remove");
+        restore();
+        assert_eq!(pages(&store), from_tables, "restored");
 
         // Every role byte read as a tool's output: the search filtered on
         // the user's and the assistant's words finds none of them, so its
-        // screen read the roles file; the others do not read it.
+        // screen read the role bytes; the others do not read them.
         let by_tables = pages(&store);
-        let roles = columns_file::roles_path_for(store.path());
-        let mut bytes = std::fs::read(&roles).expect("read");
-        bytes[32..].fill(codec::role_code(Role::ToolOutput));
-        std::fs::write(&roles, &bytes).expect("tamper");
+        let tool = codec::role_code(Role::ToolOutput);
+        columns_file::tests::rewrite_entries(&store, true, |e| e[columns_file::ROLE_AT] = tool);
         let tampered = pages(&store);
         let n = questions.len();
         assert!(by_tables[n..2 * n].iter().all(|p| !p.is_empty()));
@@ -1288,14 +1293,13 @@ mod store_tests {
         assert_eq!(tampered[..n], by_tables[..n], "unfiltered");
         assert_eq!(tampered[2 * n..], by_tables[2 * n..], "on the time");
         assert_eq!(pages(&held), tampered, "roles from the mapping");
-        std::fs::remove_file(&roles).expect("remove");
-        assert_eq!(pages(&store), by_tables, "roles from the tables again");
+        restore();
+        assert_eq!(pages(&store), by_tables, "roles as written again");
 
         // Every record dated a year earlier in the columns file: recency
-        // moves the scores, so it read them.
-        let columns = columns_file::path_for(store.path());
-        let mut bytes = std::fs::read(&columns).expect("read");
-        for e in bytes[32..].chunks_mut(16) {
+        // moves the scores, so it read them. The same bytes not sealed
+        // again (damage on disk) are never read: the tables answer.
+        let older = |e: &mut [u8]| {
             let w = u64::from_le_bytes(e[..8].try_into().expect("word"));
             if let Some(s) = crate::store::record_times::Stamp::from_word(w) {
                 let older = crate::store::record_times::Stamp {
@@ -1304,9 +1308,14 @@ mod store_tests {
                 };
                 e[..8].copy_from_slice(&older.word().to_le_bytes());
             }
-        }
-        std::fs::write(&columns, &bytes).expect("tamper");
+        };
+        columns_file::tests::rewrite_entries(&store, true, older);
         assert_ne!(pages(&store), from_tables, "columns from the file");
+        restore();
+        columns_file::tests::rewrite_entries(&store, false, older);
+        columns_file::tests::rewrite_entries(&store, false, |e| e[columns_file::ROLE_AT] = tool);
+        assert_eq!(pages(&store), from_tables, "damaged pages are not read");
+        assert_eq!(pages(&held), from_tables, "nor through a mapping");
         // Without the files, the tables again; a write makes them anew.
         std::fs::remove_file(&columns).expect("remove");
         assert_eq!(pages(&store), from_tables, "from the tables again");

@@ -1,66 +1,43 @@
-//! What the ranker needs of every record in two flat files beside the
-//! database, so a search reads a candidate's with a small read instead of
-//! look-ups in SQLite tables.
+//! What the ranker needs of every record, in one checked file beside the
+//! database (`cairn.db-columns`), so a search reads a candidate's with a
+//! look into a mapping instead of look-ups in SQLite tables: its role,
+//! time, decision mark and session for the ranker's candidates (in
+//! `records` that look-up reads two pages at 10 GB), its length class
+//! (`record_bytes::class_of`) for scoring a word's newest matches, and its
+//! role byte (`record_bytes::role_byte`) for a filtered search's screen.
 //!
-//! - `cairn.db-columns`: its role, time, decision mark and session, 16
-//!   bytes a record, for the ranker's candidates: in `records` that
-//!   look-up reads two pages at 10 GB (an inner page of the table, about
-//!   800 of them, and the leaf), and a question makes about two thousand.
-//! - `cairn.db-lengths`: its length class (`record_bytes::class_of`), a
-//!   byte a record, for scoring a word's newest matches: up to 8,000 a
-//!   concept, spread over the history, which in `record_lens` cost a row
-//!   look-up per block of 1,024 records met; here the bytes of the
-//!   stretches that hold them are read in a few large reads
-//!   ([`Bytes::of`]).
-//! - `cairn.db-roles`: its role byte (`record_bytes::role_byte`), a byte a
-//!   record, for a filtered search's screen: a reach back through a word's
-//!   newest 32,000 matches, or the meaning tier's 8,000 nearest records,
-//!   asks each one's role (and, with a filter on the session, whether it
-//!   exists), which in `record_bytes` cost a row read per block of 1,024
-//!   records met (10 GB, `--role user`: a sixth of a question's CPU).
-//!
-//! All three start with the 32-byte header of [`super::flat_file`] (the
-//! magic, `cairnrc1`, `cairnrl1` or `cairnro1`, the entry length, 16 or 1,
-//! where the vector files put their vector length, and the token they
-//! share), then one entry per record id, at `32 + entry * id`. A columns entry is the
-//! record's stamp word ([`Stamp::word`], u64 LE), its session row (u32 LE),
-//! its role code ([`codec::role_code`]) and three zero bytes; an entry
-//! whose word, session or role is zero says nothing (a session row past
-//! u32, a role with no code, a deleted record), and so does a length or
-//! a role byte of 0.
+//! Layout: the 32-byte header of [`super::flat_file`] (magic `cairnrc2`,
+//! entry length 16, the file's token), then checked pages
+//! ([`super::pages`]) of [`PER_PAGE`] entries, record id `id` in page
+//! `id / PER_PAGE`. An entry is the stamp word ([`Stamp::word`], u64 LE),
+//! the session row (u32 LE), the role code ([`codec::role_code`]), the
+//! length class, the role byte and a zero byte. The first 13 bytes say
+//! nothing when the word, session or role code is zero (a session row past
+//! u32, a role with no code, a deleted record); a length or role byte of 0
+//! says nothing.
 //!
 //! What the database vouches for: `meta.columns_file` holds the token and
-//! `upto`, and the three files with that token hold the entries of every
-//! record with an id up to `upto` that existed when they were written.
-//! Record ids are never reused (`AUTOINCREMENT`) and a record's columns
-//! never change, so an entry stays right while its record exists; a
-//! search reads only entries up to the mark its snapshot reads, and asks
-//! the tables about anything else (a store that holds its flat files,
-//! the daemon's, reads them through mappings kept under the token and
-//! each file's identity, `store::held`; any other maps the lengths and the
-//! roles for the one search, and reads the columns a little at a time with
-//! `pread`). What lies past the mark may be anything
-//! (a write that never reached its mark, or files written for a newer copy
-//! of the database).
+//! `upto`, and the file with that token holds the entries of every record
+//! with an id up to `upto` that existed when it was written. A page is
+//! trusted only once its checksum holds ([`pages::intact`]); a page that
+//! fails is never read (its records are asked of `records`, the search
+//! logs the file's name once) and the next full pass finds it
+//! ([`Store::check_columns`]) and writes the file anew. Record ids are
+//! never reused and a record's columns never change, so an entry stays
+//! right while its record exists.
 //!
-//! Written by [`Store::write_columns`] (after an index pass and a batch
-//! applied, beside the vector pass), under the write lock, in steps of
-//! [`STEP`] records, each step's entries made durable before its mark is
-//! committed, the lengths copied from `record_lens`; files that are missing
-//! or do not match the mark are written anew under a new token. Every path
-//! that deletes records (a forget, a peer's tombstone, a rewritten file's
-//! vanished records) zeroes their columns entries in its own transaction
-//! ([`zero`]; files it cannot zero lose their mark in that transaction
-//! instead): the write lock it holds keeps any write of the files out
-//! until it commits, after which those records are gone from every
-//! snapshot that could write them, and a zero left by a rollback only
-//! sends searches to `records`. So a columns entry that is not zero also
-//! says that its record exists in the snapshot of a search that reads it
-//! (which the meaning tier relies on), and nothing of a forgotten record's
-//! columns stays; were an id ever given again, its entry would be the zero
-//! its delete left, and its row would be read. A migration that gave
-//! records other ids would have to delete `meta.columns_file`. Derived:
-//! losing the files costs speed only.
+//! Written by [`Store::write_columns`] under the write lock, in steps of
+//! [`STEP`] records, whole sealed pages at a time (the last page of a step
+//! is written again by the next), each step's pages made durable before
+//! its mark is committed, so a torn write fails its check and is never
+//! trusted. A file that is missing or does not match the mark is written
+//! anew under a new token. Every path that deletes records zeroes their
+//! entries and seals their pages again in its own transaction ([`zero`]);
+//! a file it cannot zero (or a page that already fails) loses its mark in
+//! that transaction instead. So an entry that is not zero also says that
+//! its record exists in the snapshot of a search that reads it (which the
+//! meaning tier relies on). Derived: losing the file costs speed only.
+//! Must not: read or write anything but this file and `meta`'s mark.
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
@@ -69,21 +46,25 @@ use rusqlite::{Connection, OptionalExtension};
 
 use super::flat_file::{self, HEADER_LEN};
 use super::held::{self, Which};
+use super::pages::{self, BODY, PAGE};
 use super::record_times::Stamp;
 use super::{Store, StoreError, codec, record_bytes};
 use crate::record::Role;
 
-/// The columns file's magic.
-const MAGIC: &[u8; 8] = b"cairnrc1";
+/// The file's magic.
+const MAGIC: &[u8; 8] = b"cairnrc2";
 
-/// The lengths file's magic.
-const LENGTHS_MAGIC: &[u8; 8] = b"cairnrl1";
-
-/// The roles file's magic.
-const ROLES_MAGIC: &[u8; 8] = b"cairnro1";
-
-/// Bytes per record in the columns file.
+/// Bytes per record.
 const ENTRY: usize = 16;
+
+/// Entries per page.
+const PER_PAGE: usize = BODY / ENTRY;
+
+/// Where an entry keeps the length class.
+pub(crate) const LENGTH_AT: usize = 13;
+
+/// Where an entry keeps the role byte.
+pub(crate) const ROLE_AT: usize = 14;
 
 /// The `meta` key of the mark.
 const MARK_KEY: &str = "columns_file";
@@ -91,38 +72,36 @@ const MARK_KEY: &str = "columns_file";
 /// Records written per transaction.
 pub(crate) const STEP: i64 = 65_536;
 
-/// Columns entries read at once: a question's candidates come in id order
-/// and at times close together (a session's records are consecutive).
-const WINDOW: usize = 4;
+/// Pages a writer keeps before it writes them out.
+const WRITE_PAGES: u64 = 256;
 
-/// Bytes of the lengths file between two wanted ones that are read
-/// through rather than skipped with another read: a read costs about what
-/// copying a few pages does.
-const LENGTHS_GAP: u64 = 4096;
-
-/// Bytes of the lengths file read at a time (the buffer stays small, so
-/// it costs no fresh pages, and stays in cache).
-const LENGTHS_CHUNK: usize = 128 * 1024;
+/// The files older versions kept beside the database, removed when the
+/// file is written anew.
+const FORMER: [&str; 2] = ["-lengths", "-roles"];
 
 /// The columns file beside the database at `db`.
 pub(crate) fn path_for(db: &Path) -> PathBuf {
     beside(db, "-columns")
 }
 
-/// The lengths file beside the database at `db`.
-pub(crate) fn lengths_path_for(db: &Path) -> PathBuf {
-    beside(db, "-lengths")
-}
-
-/// The roles file beside the database at `db`.
-pub(crate) fn roles_path_for(db: &Path) -> PathBuf {
-    beside(db, "-roles")
-}
-
 fn beside(db: &Path, suffix: &str) -> PathBuf {
     let mut p = db.as_os_str().to_owned();
     p.push(suffix);
     PathBuf::from(p)
+}
+
+/// The page holding record `id`'s entry, and where in the page.
+fn place(id: i64) -> (u64, usize) {
+    let id = id as u64;
+    (
+        id / PER_PAGE as u64,
+        (id % PER_PAGE as u64) as usize * ENTRY,
+    )
+}
+
+/// Where page `n` starts in the file.
+fn page_offset(n: u64) -> u64 {
+    HEADER_LEN as u64 + n * PAGE as u64
 }
 
 /// What the ranker needs of a record.
@@ -135,10 +114,18 @@ pub(crate) struct Columns {
 
 impl Columns {
     /// The entry of a record's `role`, `ts`, `session` and `flags`
-    /// columns; zeros when it cannot hold them.
-    fn entry(role: rusqlite::types::ValueRef<'_>, stamp: Stamp, session: i64) -> [u8; ENTRY] {
+    /// columns and its length class; its first 13 bytes zero when it
+    /// cannot hold them.
+    fn entry(
+        role: rusqlite::types::ValueRef<'_>,
+        stamp: Stamp,
+        session: i64,
+        class: u8,
+    ) -> [u8; ENTRY] {
         let mut e = [0u8; ENTRY];
-        let (Some(role), Ok(session), word) = (
+        e[LENGTH_AT] = class;
+        e[ROLE_AT] = record_bytes::role_byte(role);
+        let (Some(code), Ok(session), word) = (
             codec::role_code_in(role),
             u32::try_from(session),
             stamp.word(),
@@ -150,7 +137,7 @@ impl Columns {
         }
         e[..8].copy_from_slice(&word.to_le_bytes());
         e[8..12].copy_from_slice(&session.to_le_bytes());
-        e[12] = role;
+        e[12] = code;
         e
     }
 
@@ -161,7 +148,7 @@ impl Columns {
         let role = Role::ALL
             .into_iter()
             .find(|r| codec::role_code(*r) == e[12])?;
-        if session == 0 || e[13..].iter().any(|&b| b != 0) {
+        if session == 0 || e[ENTRY - 1] != 0 {
             return None;
         }
         Some(Columns {
@@ -196,6 +183,11 @@ impl Mark {
             upto: upto.parse().ok().filter(|u| *u >= 0)?,
         })
     }
+
+    /// Bytes of pages that hold the entries it vouches for.
+    fn pages_len(&self) -> u64 {
+        (place(self.upto).0 + 1) * PAGE as u64
+    }
 }
 
 fn read_mark(conn: &Connection) -> rusqlite::Result<Option<Mark>> {
@@ -216,256 +208,177 @@ fn write_mark(conn: &Connection, mark: &Mark) -> rusqlite::Result<()> {
     Ok(())
 }
 
-/// One of the three files: its suffix, magic and entry length.
-#[derive(Debug, Clone, Copy)]
-struct Kind {
-    path: fn(&Path) -> PathBuf,
-    magic: &'static [u8; 8],
-    entry: usize,
+fn drop_mark(conn: &Connection) -> rusqlite::Result<()> {
+    conn.execute("DELETE FROM meta WHERE key = ?1", [MARK_KEY])?;
+    Ok(())
 }
 
-const COLUMNS: Kind = Kind {
-    path: path_for,
-    magic: MAGIC,
-    entry: ENTRY,
-};
+fn header(token: &[u8; 16]) -> [u8; HEADER_LEN] {
+    flat_file::header(MAGIC, ENTRY, token)
+}
 
-const LENGTHS: Kind = Kind {
-    path: lengths_path_for,
-    magic: LENGTHS_MAGIC,
-    entry: 1,
-};
+/// The file of the database at `db` when its header names `mark`'s token.
+fn open_marked(db: &Path, mark: &Mark, write: bool) -> Option<File> {
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(write)
+        .open(path_for(db))
+        .ok()?;
+    let mut h = [0u8; HEADER_LEN];
+    flat_file::read_at(&file, &mut h, 0).ok()?;
+    (h == header(&mark.token)).then_some(file)
+}
 
-const ROLES: Kind = Kind {
-    path: roles_path_for,
-    magic: ROLES_MAGIC,
-    entry: 1,
-};
-
-/// The three files, in the order `write_step` takes them.
-const KINDS: [Kind; 3] = [COLUMNS, LENGTHS, ROLES];
-
-impl Kind {
-    fn header(&self, token: &[u8; 16]) -> [u8; HEADER_LEN] {
-        flat_file::header(self.magic, self.entry, token)
+/// A new file for the database at `db`, with the header for `token`, put
+/// in place of any other (and of the files older versions kept).
+fn create(db: &Path, token: &[u8; 16]) -> Result<File, StoreError> {
+    let path = path_for(db);
+    let (file, tmp) = flat_file::create_beside(&path).map_err(io(&path))?;
+    flat_file::write_at(&file, &header(token), 0).map_err(io(&tmp))?;
+    file.sync_data().map_err(io(&tmp))?;
+    std::fs::rename(&tmp, &path).map_err(io(&path))?;
+    for former in FORMER {
+        let _ = std::fs::remove_file(beside(db, former));
     }
+    Ok(file)
+}
 
-    /// The file of the database at `db` when its header names `mark`'s token.
-    fn open_marked(&self, db: &Path, mark: &Mark, write: bool) -> Option<File> {
-        let file = std::fs::OpenOptions::new()
-            .read(true)
-            .write(write)
-            .open((self.path)(db))
-            .ok()?;
-        let mut h = [0u8; HEADER_LEN];
-        flat_file::read_at(&file, &mut h, 0).ok()?;
-        (h == self.header(&mark.token)).then_some(file)
+fn io(path: &Path) -> impl Fn(std::io::Error) -> StoreError + '_ {
+    move |source| StoreError::Derived {
+        path: path.to_path_buf(),
+        source,
     }
+}
 
-    /// Where `store`'s searches read this file, and the record id up to
-    /// which the mark its snapshot reads vouches for it; `None` when there
-    /// is no such mark or the file is not its. A store that holds its flat
-    /// files (a daemon's) reads its mapping of the file, kept under the
-    /// mark's token and the file's identity (`store::held`); any other
-    /// reads the file.
-    fn vouched(&self, store: &Store, which: Which) -> Option<(Source, i64)> {
+/// A search's view of the file, as far as its snapshot's mark vouches,
+/// each page checked before it is read.
+struct Pages {
+    /// The file's pages, mapped: the store's mapping when it holds its
+    /// flat files (a daemon's, `store::held`), else one for this search.
+    map: held::Entries,
+    token: [u8; 16],
+    upto: i64,
+    checked: pages::Checked,
+    path: PathBuf,
+    /// Whether a damaged page was logged.
+    told: bool,
+}
+
+impl Pages {
+    /// The file of `store`'s database as its snapshot vouches; `None` when
+    /// there is none it vouches for or it cannot be mapped.
+    fn open(store: &Store) -> Option<Pages> {
         let mark = read_mark(store.conn()).ok()??;
-        let file = self.open_marked(store.path(), &mark, false)?;
-        let len = (u64::try_from(mark.upto).ok()? + 1).checked_mul(self.entry as u64)?;
-        let mapped = match &store.held {
+        let file = open_marked(store.path(), &mark, false)?;
+        let len = mark.pages_len();
+        let map = match &store.held {
             Some(held) => flat_file::identity(&file).and_then(|id| {
                 let key = held::Key {
                     token: mark.token,
-                    dim: self.entry,
+                    dim: ENTRY,
                     blank: 0,
                     file: Some(id),
                 };
-                held.entries(which, key, &file, HEADER_LEN as u64, len)
+                held.entries(Which::Columns, key, &file, HEADER_LEN as u64, len)
             }),
-            // A process that holds nothing (a fresh `cairn search`) maps the
-            // files of a byte a record all the same: its screen and its
-            // scoring ask for the bytes of batches of ids spread over the
-            // history, batch after batch over the same stretches, which
-            // `pread` copied out again each time (10 GB, a question about
-            // the last two weeks: 19.4 -> 23.5 ms when the role bytes came
-            // that way; mapped, 19.2), where a mapping faults each page in
-            // once. The columns file's scattered 16-byte entries are still
-            // read with `pread`: mapping every flat file cost a fresh
-            // search more than it saved.
-            None if self.entry == 1 => held::map_once(&file, HEADER_LEN as u64, len),
-            None => None,
+            None => held::map_once(&file, HEADER_LEN as u64, len),
+        }?;
+        Some(Pages {
+            map,
+            token: mark.token,
+            upto: mark.upto,
+            checked: pages::Checked::default(),
+            path: path_for(store.path()),
+            told: false,
+        })
+    }
+
+    /// Record `id`'s entry; `None` past the mark or in a page that fails
+    /// its check.
+    fn entry(&mut self, id: i64) -> Option<&[u8]> {
+        if id < 1 || id > self.upto {
+            return None;
+        }
+        let (n, at) = place(id);
+        let from = usize::try_from(n).ok()? * PAGE;
+        let page = self.map.get(from..from + PAGE)?;
+        let ok = match self.checked.of(n) {
+            Some(ok) => ok,
+            None => {
+                // A delete seals a page again while a mapping may read
+                // it: a page caught half written is read once more.
+                let ok = pages::intact(&self.token, n, page) || {
+                    std::thread::yield_now();
+                    pages::intact(&self.token, n, page)
+                };
+                self.checked.note(n, ok);
+                if !ok && !self.told {
+                    self.told = true;
+                    tracing::error!(
+                        path = %self.path.display(),
+                        page = n,
+                        "a damaged page of a derived file: its records are read from the database, and the next `cairn index` writes the file anew"
+                    );
+                }
+                ok
+            }
         };
-        let source = match mapped {
-            Some(entries) => Source::Mapped(entries),
-            None => Source::File(file),
-        };
-        Some((source, mark.upto))
-    }
-
-    /// A new file for the database at `db`, with the header for `token`,
-    /// put in place of any other.
-    fn create(&self, db: &Path, token: &[u8; 16]) -> Result<File, StoreError> {
-        let path = (self.path)(db);
-        let (file, tmp) = flat_file::create_beside(&path).map_err(io(&path))?;
-        flat_file::write_at(&file, &self.header(token), 0).map_err(io(&tmp))?;
-        file.sync_data().map_err(io(&tmp))?;
-        std::fs::rename(&tmp, &path).map_err(io(&path))?;
-        Ok(file)
-    }
-
-    fn offset(&self, id: i64) -> u64 {
-        HEADER_LEN as u64 + id as u64 * self.entry as u64
+        ok.then(|| &page[at..at + ENTRY])
     }
 }
 
-fn offset(id: i64) -> u64 {
-    COLUMNS.offset(id)
-}
-
-/// Where a reader takes its entries from.
-enum Source {
-    /// The file, a read at a time.
-    File(File),
-    /// The store's mapping of the file's entries, from record id 0's on.
-    Mapped(held::Entries),
-}
-
-/// A search's reader of the file, as far as its snapshot's mark vouches.
+/// A search's reader of the ranker's columns.
 pub(crate) struct Reader {
-    source: Source,
-    upto: i64,
-    /// Entries read last, from record id `first`.
-    buf: Vec<u8>,
-    first: i64,
+    pages: Pages,
 }
 
 impl Reader {
     /// The file of `store`'s database, read as its snapshot vouches;
     /// `None` when there is none it vouches for.
     pub(crate) fn open(store: &Store) -> Option<Reader> {
-        let (source, upto) = COLUMNS.vouched(store, Which::Columns)?;
         Some(Reader {
-            source,
-            upto,
-            buf: Vec::with_capacity(WINDOW * ENTRY),
-            first: 0,
+            pages: Pages::open(store)?,
         })
     }
 
     /// Record `id`'s columns; `None` when the file cannot say (past the
-    /// mark, an entry that says nothing, a failed read): ask `records`.
+    /// mark, an entry that says nothing, a damaged page): ask `records`.
     pub(crate) fn columns(&mut self, id: i64) -> Option<Columns> {
-        if id < 1 || id > self.upto {
-            return None;
-        }
-        let file = match &self.source {
-            Source::File(file) => file,
-            Source::Mapped(entries) => {
-                let at = usize::try_from(id).ok()? * ENTRY;
-                return Columns::of(entries.get(at..at + ENTRY)?);
-            }
-        };
-        let held = self.buf.len() / ENTRY;
-        let at = match id.checked_sub(self.first) {
-            Some(d) if d >= 0 && (d as usize) < held => d as usize,
-            _ => {
-                let n = (self.upto - id + 1).min(WINDOW as i64) as usize;
-                self.buf.resize(n * ENTRY, 0);
-                if flat_file::read_at(file, &mut self.buf, offset(id)).is_err() {
-                    self.buf.clear();
-                    return None;
-                }
-                self.first = id;
-                0
-            }
-        };
-        Columns::of(&self.buf[at * ENTRY..(at + 1) * ENTRY])
+        Columns::of(self.pages.entry(id)?)
     }
 }
 
-fn io(path: &Path) -> impl Fn(std::io::Error) -> StoreError + '_ {
-    move |source| StoreError::Io {
-        path: path.to_path_buf(),
-        source,
-    }
-}
-
-/// A search's reader of a file of a byte a record (the lengths or the
-/// roles), as far as its snapshot's mark vouches.
+/// A search's reader of one byte of each entry: the length class or the
+/// role byte.
 pub(crate) struct Bytes {
-    source: Source,
-    upto: i64,
-    buf: Vec<u8>,
-    kind: Kind,
+    pages: Pages,
+    at: usize,
 }
 
 impl Bytes {
-    /// The lengths file of `store`'s database, read as its snapshot
-    /// vouches; `None` when there is none it vouches for.
+    /// The length classes of `store`'s database, read as its snapshot
+    /// vouches; `None` when there is no file it vouches for.
     pub(crate) fn lengths(store: &Store) -> Option<Bytes> {
-        Self::open(store, LENGTHS, Which::Lengths)
-    }
-
-    /// The roles file of `store`'s database, as [`Bytes::lengths`].
-    pub(crate) fn roles(store: &Store) -> Option<Bytes> {
-        Self::open(store, ROLES, Which::Roles)
-    }
-
-    fn open(store: &Store, kind: Kind, which: Which) -> Option<Bytes> {
-        let (source, upto) = kind.vouched(store, which)?;
         Some(Bytes {
-            source,
-            upto,
-            buf: Vec::new(),
-            kind,
+            pages: Pages::open(store)?,
+            at: LENGTH_AT,
+        })
+    }
+
+    /// The role bytes, as [`Bytes::lengths`].
+    pub(crate) fn roles(store: &Store) -> Option<Bytes> {
+        Some(Bytes {
+            pages: Pages::open(store)?,
+            at: ROLE_AT,
         })
     }
 
     /// The bytes of `ids` (in any order), each 0 where the file cannot
-    /// say (past the mark, a length or role not known, a deleted record, a
-    /// failed read). The stretches holding them are read in order, a gap
-    /// of up to [`LENGTHS_GAP`] bytes read through, at most
-    /// [`LENGTHS_CHUNK`] at a time.
+    /// say (past the mark, not known, a deleted record, a damaged page).
     pub(crate) fn of(&mut self, ids: &[i64]) -> Vec<u8> {
-        let mut out = vec![0u8; ids.len()];
-        let wanted = |id: i64| id >= 1 && id <= self.upto;
-        let file = match &self.source {
-            Source::File(file) => file,
-            Source::Mapped(entries) => {
-                for (o, &id) in out.iter_mut().zip(ids) {
-                    if wanted(id) {
-                        *o = entries.get(id as usize).copied().unwrap_or(0);
-                    }
-                }
-                return out;
-            }
-        };
-        let mut order: Vec<usize> = (0..ids.len()).filter(|&i| wanted(ids[i])).collect();
-        order.sort_unstable_by_key(|&i| ids[i]);
-        let mut i = 0;
-        while i < order.len() {
-            // A chunk from the first id left: every wanted id within it,
-            // up to a gap too wide to read through.
-            let from = self.kind.offset(ids[order[i]]);
-            let mut to = from + 1;
-            let mut j = i + 1;
-            while j < order.len() {
-                let at = self.kind.offset(ids[order[j]]);
-                if at >= from + LENGTHS_CHUNK as u64 || at > to + LENGTHS_GAP {
-                    break;
-                }
-                to = to.max(at + 1);
-                j += 1;
-            }
-            self.buf.resize((to - from) as usize, 0);
-            if flat_file::read_at(file, &mut self.buf, from).is_ok() {
-                for &k in &order[i..j] {
-                    out[k] = self.buf[(self.kind.offset(ids[k]) - from) as usize];
-                }
-            }
-            i = j;
-        }
-        out
+        ids.iter()
+            .map(|&id| self.pages.entry(id).map_or(0, |e| e[self.at]))
+            .collect()
     }
 }
 
@@ -475,80 +388,107 @@ impl record_bytes::Classes for Bytes {
     }
 }
 
-/// Writes the entries of up to [`STEP`] records the files lack, in one
-/// transaction; returns how many (0: the files are complete).
+/// Pages being written from page `first` on, sealed and written out
+/// [`WRITE_PAGES`] at a time.
+struct Writing<'f> {
+    file: &'f File,
+    path: &'f Path,
+    token: [u8; 16],
+    first: u64,
+    buf: Vec<u8>,
+}
+
+impl Writing<'_> {
+    /// The bytes of record `id`'s entry, every page before its own
+    /// written out (empty ones included) once enough wait.
+    fn entry(&mut self, id: i64) -> Result<&mut [u8], StoreError> {
+        let (n, at) = place(id);
+        while n >= self.first + WRITE_PAGES {
+            self.buf.resize(WRITE_PAGES as usize * PAGE, 0);
+            self.flush()?;
+        }
+        let need = (n - self.first + 1) as usize * PAGE;
+        if self.buf.len() < need {
+            self.buf.resize(need, 0);
+        }
+        let from = (n - self.first) as usize * PAGE + at;
+        Ok(&mut self.buf[from..from + ENTRY])
+    }
+
+    /// Seals and writes the pages held; the next starts after them.
+    fn flush(&mut self) -> Result<(), StoreError> {
+        for (page, n) in self.buf.chunks_mut(PAGE).zip(self.first..) {
+            pages::seal(&self.token, n, page);
+        }
+        flat_file::write_at(self.file, &self.buf, page_offset(self.first))
+            .map_err(io(self.path))?;
+        self.first += self.buf.len() as u64 / PAGE as u64;
+        self.buf.clear();
+        Ok(())
+    }
+}
+
+/// Writes the entries of up to [`STEP`] records the file lacks, in one
+/// transaction; returns how many (0: the file is complete).
 pub(crate) fn write_step(conn: &Connection, db: &Path) -> Result<u64, StoreError> {
     let tx = rusqlite::Transaction::new_unchecked(conn, rusqlite::TransactionBehavior::Immediate)?;
     let newest: Option<i64> = tx.query_row("SELECT max(id) FROM records", [], |r| r.get(0))?;
     let Some(newest) = newest else {
         return Ok(0);
     };
-    let found = read_mark(&tx)?.and_then(|m| {
-        let [c, l, r] = KINDS.map(|k| k.open_marked(db, &m, true));
-        Some(([c?, l?, r?], m))
-    });
-    let ([columns, lengths, roles], mut mark) = match found {
+    let found = read_mark(&tx)?.and_then(|m| Some((open_marked(db, &m, true)?, m)));
+    let (file, mut mark) = match found {
         Some((_, m)) if m.upto >= newest => return Ok(0),
         Some(found) => found,
         None => {
-            let token = flat_file::new_token(b"cairn columns files", db);
-            let [c, l, r] = KINDS.map(|k| k.create(db, &token));
-            ([c?, l?, r?], Mark { token, upto: 0 })
+            let token = flat_file::new_token(b"cairn columns file", db);
+            (create(db, &token)?, Mark { token, upto: 0 })
         }
     };
-    let (cpath, lpath, rpath) = (path_for(db), lengths_path_for(db), roles_path_for(db));
+    let path = path_for(db);
+    // From the first record of the page the next entry goes in: the page
+    // is written whole again, sealed with what it holds now.
+    let first = place(mark.upto + 1).0;
+    let mut w = Writing {
+        file: &file,
+        path: &path,
+        token: mark.token,
+        first,
+        buf: Vec::new(),
+    };
     let mut stmt = tx.prepare_cached(
-        "SELECT id, role, ts, session, flags FROM records WHERE id > ?1 ORDER BY id LIMIT ?2",
+        "SELECT id, role, ts, session, flags FROM records WHERE id >= ?1 ORDER BY id LIMIT ?2",
     )?;
-    let mut rows = stmt.query((mark.upto, STEP))?;
+    let before = mark.upto;
+    let from = (first * PER_PAGE as u64) as i64;
+    let mut rows = stmt.query((from, STEP + (before - from + 1).max(0)))?;
     // The lengths as `record_lens` holds them, a block at a time.
     let mut classes = record_bytes::Reader::new(&tx)?;
-    // Consecutive ids are written together; a gap (a deleted record) is left.
-    let mut run: Vec<u8> = Vec::new();
-    let mut run_lens: Vec<u8> = Vec::new();
-    let mut run_roles: Vec<u8> = Vec::new();
-    let mut run_first = 0i64;
-    let flush = |first: i64, run: &[u8], lens: &[u8], roles_of: &[u8]| {
-        if !run.is_empty() {
-            flat_file::write_at(&columns, run, COLUMNS.offset(first)).map_err(io(&cpath))?;
-            flat_file::write_at(&lengths, lens, LENGTHS.offset(first)).map_err(io(&lpath))?;
-            flat_file::write_at(&roles, roles_of, ROLES.offset(first)).map_err(io(&rpath))?;
-        }
-        Ok::<(), StoreError>(())
-    };
     let mut written = 0u64;
     while let Some(r) = rows.next()? {
         let id: i64 = r.get(0)?;
         let stamp = Stamp::of(r.get(2)?, r.get(4)?);
-        let e = Columns::entry(r.get_ref(1)?, stamp, r.get(3)?);
-        if run_lens.is_empty() || run_first + run_lens.len() as i64 != id {
-            flush(run_first, &run, &run_lens, &run_roles)?;
-            run.clear();
-            run_lens.clear();
-            run_roles.clear();
-            run_first = id;
+        let e = Columns::entry(r.get_ref(1)?, stamp, r.get(3)?, classes.class(id)?);
+        w.entry(id)?.copy_from_slice(&e);
+        if id > before {
+            written += 1;
         }
-        run.extend_from_slice(&e);
-        run_lens.push(classes.class(id)?);
-        run_roles.push(record_bytes::role_byte(r.get_ref(1)?));
-        mark.upto = id;
-        written += 1;
+        mark.upto = mark.upto.max(id);
     }
-    flush(run_first, &run, &run_lens, &run_roles)?;
+    w.flush()?;
     drop((rows, classes));
     drop(stmt);
-    columns.sync_data().map_err(io(&cpath))?;
-    lengths.sync_data().map_err(io(&lpath))?;
-    roles.sync_data().map_err(io(&rpath))?;
+    file.sync_data().map_err(io(&path))?;
     write_mark(&tx, &mark)?;
     tx.commit()?;
     Ok(written)
 }
 
-/// Zeroes the entries of `ids` the files of `conn`'s database hold (the
-/// records a delete removes, in its transaction). Files that cannot be
-/// zeroed lose their mark in that transaction instead, so the delete is
-/// never stopped by them.
+/// Zeroes the entries of `ids` the file of `conn`'s database holds (the
+/// records a delete removes, in its transaction), sealing their pages
+/// again. A file that cannot be zeroed, or a page that already fails its
+/// check, loses the file its mark in that transaction instead, so the
+/// delete is never stopped by it and no damaged page is sealed as good.
 pub(crate) fn zero(conn: &Connection, ids: &[i64]) -> Result<(), StoreError> {
     if ids.is_empty() {
         return Ok(());
@@ -559,7 +499,7 @@ pub(crate) fn zero(conn: &Connection, ids: &[i64]) -> Result<(), StoreError> {
     let Some(mark) = read_mark(conn)? else {
         return Ok(());
     };
-    let held: Vec<i64> = ids
+    let mut held: Vec<i64> = ids
         .iter()
         .copied()
         .filter(|&id| id >= 1 && id <= mark.upto)
@@ -567,48 +507,65 @@ pub(crate) fn zero(conn: &Connection, ids: &[i64]) -> Result<(), StoreError> {
     if held.is_empty() {
         return Ok(());
     }
+    held.sort_unstable();
     let db = Path::new(db);
-    let zeroed = |kind: Kind| -> std::io::Result<()> {
-        let file = kind
-            .open_marked(db, &mark, true)
-            .ok_or(std::io::ErrorKind::NotFound)?;
-        let blank = vec![0u8; kind.entry];
-        for &id in &held {
-            flat_file::write_at(&file, &blank, kind.offset(id))?;
+    let zeroed = || -> std::io::Result<()> {
+        let file = open_marked(db, &mark, true).ok_or(std::io::ErrorKind::NotFound)?;
+        let mut page = vec![0u8; PAGE];
+        let mut i = 0;
+        while i < held.len() {
+            let n = place(held[i]).0;
+            flat_file::read_at(&file, &mut page, page_offset(n))?;
+            if !pages::intact(&mark.token, n, &page) {
+                return Err(std::io::Error::other(format!("page {n} fails its check")));
+            }
+            while i < held.len() && place(held[i]).0 == n {
+                let at = place(held[i]).1;
+                page[at..at + ENTRY].fill(0);
+                i += 1;
+            }
+            pages::seal(&mark.token, n, &mut page);
+            flat_file::write_at(&file, &page, page_offset(n))?;
         }
         file.sync_data()
     };
-    for kind in KINDS {
-        if let Err(e) = zeroed(kind) {
-            // Files that cannot be zeroed are vouched for no more (in this
-            // same transaction): the delete goes on, and the next write
-            // makes them anew.
-            tracing::warn!(error = %e, path = %(kind.path)(db).display(), "could not zero deleted records' columns; the columns files are given up");
-            conn.execute("DELETE FROM meta WHERE key = ?1", [MARK_KEY])?;
-            return Ok(());
-        }
+    if let Err(e) = zeroed() {
+        // A file that cannot be zeroed is vouched for no more (in this
+        // same transaction): the delete goes on, and the next write makes
+        // it anew.
+        tracing::warn!(error = %e, path = %path_for(db).display(), "could not zero deleted records' columns; the columns file is given up");
+        drop_mark(conn)?;
     }
     Ok(())
 }
 
 /// How many records past the mark wait for their entries, read without
-/// the write lock; `i64::MAX` when the files are missing or do not match
-/// the mark, so that they are written anew however few records there are.
+/// the write lock; `i64::MAX` when the file is missing or does not match
+/// the mark, so that it is written anew however few records there are.
 fn pending(conn: &Connection, db: &Path) -> Result<i64, StoreError> {
     let newest: Option<i64> = conn.query_row("SELECT max(id) FROM records", [], |r| r.get(0))?;
     let Some(newest) = newest else {
         return Ok(0);
     };
     let upto = match read_mark(conn)? {
-        Some(m) if KINDS.iter().all(|k| k.open_marked(db, &m, false).is_some()) => m.upto,
+        Some(m) if open_marked(db, &m, false).is_some() => m.upto,
         _ => return Ok(i64::MAX),
     };
     Ok((newest - upto).max(0))
 }
 
+/// What checking a derived file found wrong with it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Damage {
+    /// The file.
+    pub path: PathBuf,
+    /// What was wrong.
+    pub why: String,
+}
+
 impl super::Store {
     /// [`Store::write_columns`] once at least `at_least` records wait for
-    /// their entries (or the files must be written anew); else nothing, and
+    /// their entries (or the file must be written anew); else nothing, and
     /// searches read those few records' rows. Returns how many it wrote.
     pub fn write_columns_due(&self, at_least: i64) -> Result<u64, StoreError> {
         match pending(&self.conn, &self.path)? {
@@ -629,6 +586,68 @@ impl super::Store {
             }
         }
     }
+
+    /// Checks every page of the columns file the database vouches for;
+    /// when one fails (or the file is cut short or its header changed),
+    /// the database vouches for it no more, so that the next
+    /// [`Store::write_columns`] writes it anew, and says what was wrong.
+    /// A missing file is no damage: it is written anew all the same.
+    pub fn check_columns(&self) -> Result<Option<Damage>, StoreError> {
+        let tx = rusqlite::Transaction::new_unchecked(
+            &self.conn,
+            rusqlite::TransactionBehavior::Immediate,
+        )?;
+        let Some(mark) = read_mark(&tx)? else {
+            return Ok(None);
+        };
+        let path = path_for(&self.path);
+        let why = match open_marked(&self.path, &mark, false) {
+            // None, or an older version's: written anew all the same.
+            None if !path.exists() || former_format(&path) => return Ok(None),
+            None => Some("its header does not match the database".to_owned()),
+            Some(file) => bad_pages(&file, &mark),
+        };
+        let Some(why) = why else {
+            return Ok(None);
+        };
+        drop_mark(&tx)?;
+        tx.commit()?;
+        Ok(Some(Damage { path, why }))
+    }
+}
+
+/// Whether the file at `path` is an older version's (magic `cairnrc1`).
+fn former_format(path: &Path) -> bool {
+    let mut magic = [0u8; 8];
+    File::open(path)
+        .and_then(|f| flat_file::read_at(&f, &mut magic, 0))
+        .is_ok()
+        && &magic == b"cairnrc1"
+}
+
+/// What is wrong with the pages of `file` that `mark` vouches for, if
+/// anything.
+fn bad_pages(file: &File, mark: &Mark) -> Option<String> {
+    let total = mark.pages_len() / PAGE as u64;
+    let mut buf = vec![0u8; WRITE_PAGES as usize * PAGE];
+    let mut bad = Vec::new();
+    let mut n = 0;
+    while n < total {
+        let count = (total - n).min(WRITE_PAGES);
+        let chunk = &mut buf[..count as usize * PAGE];
+        if flat_file::read_at(file, chunk, page_offset(n)).is_err() {
+            return Some(format!("it is cut short before page {n} of {total}"));
+        }
+        bad.extend(pages::damaged(&mark.token, n, chunk));
+        n += count;
+    }
+    match bad.as_slice() {
+        [] => None,
+        [first, ..] => Some(format!(
+            "{} of its {total} pages fail their checksum (the first: page {first})",
+            bad.len()
+        )),
+    }
 }
 
 #[cfg(test)]
@@ -636,7 +655,7 @@ pub(crate) mod tests {
     use super::*;
     use crate::store::Store;
 
-    /// Asserts that `store`'s columns files, as far as their mark, give
+    /// Asserts that `store`'s columns file, as far as their mark, give
     /// every record its row's columns and `record_lens`' length, and hold
     /// nothing for an id no record has (a record deleted after they were
     /// written included).
@@ -671,6 +690,23 @@ pub(crate) mod tests {
     }
 
     use crate::store::record_times::tests::{three_lines_of_a_file, varied};
+
+    /// Applies `f` to every entry of `store`'s columns file in place, and
+    /// seals the pages again when `seal` (as a writer would); otherwise
+    /// the change is damage.
+    pub(crate) fn rewrite_entries(store: &Store, seal: bool, f: impl Fn(&mut [u8])) {
+        let mark = read_mark(store.conn()).expect("mark").expect("a mark");
+        let file = open_marked(store.path(), &mark, true).expect("file");
+        let mut page = vec![0u8; PAGE];
+        for n in 0..mark.pages_len() / PAGE as u64 {
+            flat_file::read_at(&file, &mut page, page_offset(n)).expect("read");
+            page[..BODY].chunks_mut(ENTRY).for_each(&f);
+            if seal {
+                pages::seal(&mark.token, n, &mut page);
+            }
+            flat_file::write_at(&file, &page, page_offset(n)).expect("write");
+        }
+    }
 
     /// Every record's columns as its row holds them, by id.
     fn rows(conn: &Connection) -> Vec<(i64, Columns)> {
@@ -726,7 +762,7 @@ pub(crate) mod tests {
         }
     }
 
-    /// Asserts that the lengths and the roles files, read through each of
+    /// Asserts that the length classes and the role bytes, read through each of
     /// `stores`, give every record of `want` its class from `record_lens`
     /// and its role byte from `record_bytes` where `held` says the files
     /// hold it, and 0 for every other id, asked in shuffled order.
@@ -769,7 +805,8 @@ pub(crate) mod tests {
     fn entry_bytes(store: &Store, id: i64) -> Vec<u8> {
         let file = File::open(path_for(store.path())).expect("file");
         let mut e = vec![0u8; ENTRY];
-        flat_file::read_at(&file, &mut e, offset(id)).expect("read");
+        let (n, at) = place(id);
+        flat_file::read_at(&file, &mut e, page_offset(n) + at as u64).expect("read");
         e
     }
 
@@ -806,17 +843,17 @@ pub(crate) mod tests {
         // Nothing before the first write.
         assert!(Reader::open(&store).is_none());
         assert_eq!(store.write_columns().expect("write"), 1_300);
-        // A daemon's reader of the same database, which maps the files
-        // (store::held): it reads what the files' own readers read at
-        // every step below, its mappings kept, grown and replaced.
+        // A daemon's reader of the same database, which maps the file
+        // (store::held): it reads what a fresh reader reads at every step
+        // below, its mapping kept, grown and replaced.
         let mut held = Store::open_read_only(store.path()).expect("read-only");
         held.hold_flat_files(1 << 30);
         reads_as(&[&store, &held], &want, |_| true, "written");
         lengths_as(&[&store, &held], &want, |_| true, "written");
         let holds = held.held.as_ref().expect("holds");
-        assert!(holds.mapped(Which::Columns) && holds.mapped(Which::Lengths));
-        assert!(holds.mapped(Which::Roles));
+        assert!(holds.mapped(Which::Columns));
         assert_eq!(store.write_columns().expect("again"), 0, "nothing new");
+        assert_true_to(&store, "written");
 
         // Records stored since are past the mark: read from their rows
         // until the next write, whatever the file holds there. A write
@@ -825,11 +862,6 @@ pub(crate) mod tests {
         assert_eq!(pending(store.conn(), store.path()).expect("pending"), 100);
         assert_eq!(store.write_columns_due(101).expect("not due"), 0);
         let top = want.last().expect("records").0;
-        let file = std::fs::OpenOptions::new()
-            .write(true)
-            .open(path_for(store.path()))
-            .expect("open");
-        flat_file::write_at(&file, &[0x55; ENTRY * 10], offset(top + 1)).expect("junk");
         let want = rows(store.conn());
         reads_as(&[&store, &held], &want, |id| id <= top, "stored since");
         lengths_as(&[&store, &held], &want, |id| id <= top, "stored since");
@@ -837,12 +869,10 @@ pub(crate) mod tests {
         assert_eq!(pending(store.conn(), store.path()).expect("pending"), 0);
         reads_as(&[&store, &held], &want, |_| true, "caught up");
         lengths_as(&[&store, &held], &want, |_| true, "caught up");
-
-        // A snapshot taken before a write keeps the mark it read.
-        let old_mark = read_mark(store.conn()).expect("mark").expect("a mark");
-        assert_eq!(old_mark.upto, want.last().expect("records").0);
+        assert_eq!(store.check_columns().expect("check"), None, "caught up");
 
         // A forgotten record leaves no entry behind.
+        let old_mark = read_mark(store.conn()).expect("mark").expect("a mark");
         let target = cairn_protocol::ForgetTarget::Session {
             agent: "claude-code".into(),
             session_id: "s3".into(),
@@ -863,19 +893,13 @@ pub(crate) mod tests {
             .collect();
         let report = store.forget(&[target], 2_000).expect("forget");
         assert_eq!(report.records as usize, gone.len());
-        let lengths = File::open(lengths_path_for(store.path())).expect("lengths");
-        let roles = File::open(roles_path_for(store.path())).expect("roles");
         for id in &gone {
             assert_eq!(entry_bytes(&store, *id), vec![0; ENTRY], "forgotten {id}");
-            for (file, kind) in [(&lengths, LENGTHS), (&roles, ROLES)] {
-                let mut b = [9u8];
-                flat_file::read_at(file, &mut b, kind.offset(*id)).expect("read");
-                assert_eq!(b, [0], "forgotten {id}'s byte in {:?}", kind.magic);
-            }
         }
         let left = rows(store.conn());
         reads_as(&[&store, &held], &left, |_| true, "forgotten");
         lengths_as(&[&store, &held], &left, |_| true, "forgotten");
+        assert_eq!(store.check_columns().expect("check"), None, "resealed");
 
         // Nor does a record a rewritten file no longer holds.
         let mut ing = store.ingest(&origin).expect("ingest");
@@ -894,7 +918,8 @@ pub(crate) mod tests {
         lengths_as(&[&store, &held], &left, |_| true, "a rewrite");
 
         // A file another token names, or none, is not read, and the next
-        // write makes it anew under a new token.
+        // write makes it anew under a new token; the files older versions
+        // kept go with it.
         let path = path_for(store.path());
         let file = std::fs::OpenOptions::new()
             .write(true)
@@ -902,13 +927,14 @@ pub(crate) mod tests {
             .expect("open");
         flat_file::write_at(&file, &[0xAB; 16], 16).expect("another token");
         reads_as(&[&store, &held], &left, |_| false, "another token");
-        lengths_as(
-            &[&store, &held],
-            &left,
-            |_| true,
-            "the lengths file still matches",
-        );
+        lengths_as(&[&store, &held], &left, |_| false, "another token");
+        for former in FORMER {
+            std::fs::write(beside(store.path(), former), b"old").expect("former");
+        }
         assert_eq!(store.write_columns().expect("anew"), left.len() as u64);
+        for former in FORMER {
+            assert!(!beside(store.path(), former).exists(), "{former} removed");
+        }
         reads_as(&[&store, &held], &left, |_| true, "written anew");
         assert_ne!(
             read_mark(store.conn())
@@ -919,6 +945,7 @@ pub(crate) mod tests {
         );
         std::fs::remove_file(&path).expect("remove");
         reads_as(&[&store, &held], &left, |_| false, "no file");
+        assert_eq!(store.check_columns().expect("check"), None, "missing");
         // Due however few records came since: every one waits.
         assert_eq!(
             store.write_columns_due(10_000).expect("anew"),
@@ -926,43 +953,96 @@ pub(crate) mod tests {
         );
         reads_as(&[&store, &held], &left, |_| true, "written again");
         lengths_as(&[&store, &held], &left, |_| true, "written again");
-        std::fs::remove_file(lengths_path_for(store.path())).expect("remove");
-        std::fs::remove_file(roles_path_for(store.path())).expect("remove");
-        lengths_as(
-            &[&store, &held],
-            &left,
-            |_| false,
-            "no lengths or roles file",
-        );
-        reads_as(
-            &[&store, &held],
-            &left,
-            |_| true,
-            "the columns file still matches",
-        );
-        assert_eq!(store.write_columns().expect("anew"), left.len() as u64);
-        reads_as(&[&store, &held], &left, |_| true, "all anew");
-        lengths_as(&[&store, &held], &left, |_| true, "all anew");
-        // A database whose files came before the roles file (an older
-        // cairn's) writes all three anew.
-        std::fs::remove_file(roles_path_for(store.path())).expect("remove");
-        assert_eq!(
-            pending(store.conn(), store.path()).expect("pending"),
-            i64::MAX
-        );
-        assert!(Bytes::roles(&store).is_none());
-        assert_eq!(store.write_columns().expect("anew"), left.len() as u64);
-        lengths_as(&[&store, &held], &left, |_| true, "roles anew");
+        assert_true_to(&store, "written again");
+    }
+
+    fn file_of(path: &Path) -> File {
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(path)
+            .expect("open")
     }
 
     #[test]
-    fn files_that_cannot_be_zeroed_are_given_up_and_the_delete_goes_on() {
+    fn a_damaged_page_is_never_read_and_the_check_has_it_written_anew() {
+        let (_dir, store, _) = store_of(1_300);
+        assert_eq!(store.write_columns().expect("write"), 1_300);
+        let want = rows(store.conn());
+        let path = path_for(store.path());
+        let file = std::fs::OpenOptions::new()
+            .write(true)
+            .open(&path)
+            .expect("open");
+        let mut held = Store::open_read_only(store.path()).expect("read-only");
+        held.hold_flat_files(1 << 30);
+        // A few bytes changed in page 1, page 3 zeroed whole (a lost
+        // write), a torn write in the last page: those pages' records
+        // are read from their rows, every other from the file.
+        let bad = |id: i64| [1, 3, 5].contains(&place(id).0);
+        flat_file::write_at(&file, &[0x5a; 3], page_offset(1) + 700).expect("damage");
+        flat_file::write_at(&file, &[0; PAGE], page_offset(3)).expect("zero");
+        flat_file::write_at(&file, &[0x11; 9], page_offset(5) + 10).expect("torn");
+        assert_eq!(place(want.last().expect("records").0).0, 5, "six pages");
+        reads_as(&[&store, &held], &want, |id| !bad(id), "damaged");
+        lengths_as(&[&store, &held], &want, |id| !bad(id), "damaged");
+        // A delete does not seal a damaged page as good: the file is given up.
+        let (_dir2, mut other, _) = store_of(600);
+        other.write_columns().expect("write");
+        let p2 = path_for(other.path());
+        let f2 = std::fs::OpenOptions::new()
+            .write(true)
+            .open(&p2)
+            .expect("open");
+        flat_file::write_at(&f2, &[0x77; 2], page_offset(0) + 40).expect("damage");
+        let target = cairn_protocol::ForgetTarget::Session {
+            agent: "claude-code".into(),
+            session_id: "s0".into(),
+        };
+        other.forget(&[target], 2_000).expect("forget");
+        assert_eq!(read_mark(other.conn()).expect("mark"), None, "given up");
+        // The check names the file and what was wrong, and the next write
+        // makes it anew.
+        let damage = store.check_columns().expect("check").expect("damage");
+        assert_eq!(damage.path, path);
+        assert!(damage.why.contains("3 of its 6 pages"), "{}", damage.why);
+        assert!(Reader::open(&store).is_none(), "vouched for no more");
+        assert_eq!(store.write_columns().expect("anew"), 1_300);
+        assert_eq!(store.check_columns().expect("check"), None);
+        reads_as(&[&store, &held], &want, |_| true, "written anew");
+        assert_true_to(&store, "written anew");
+        // A file cut short, or whose header changed, is named too.
+        let len = std::fs::metadata(&path).expect("meta").len();
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(&path)
+            .expect("open")
+            .set_len(len - 100)
+            .expect("cut");
+        let damage = store.check_columns().expect("check").expect("cut short");
+        assert!(damage.why.contains("cut short"), "{}", damage.why);
+        store.write_columns().expect("anew");
+        let file = std::fs::OpenOptions::new()
+            .write(true)
+            .open(&path)
+            .expect("open");
+        flat_file::write_at(&file, b"cairnXX2", 0).expect("magic");
+        let damage = store.check_columns().expect("check").expect("header");
+        assert!(damage.why.contains("header"), "{}", damage.why);
+        // An older version's file is written anew without a word.
+        store.write_columns().expect("anew");
+        flat_file::write_at(&file_of(&path), b"cairnrc1", 0).expect("magic");
+        assert_eq!(store.check_columns().expect("check"), None, "former");
+        assert_eq!(store.write_columns().expect("anew"), 1_300);
+    }
+
+    #[test]
+    fn a_file_that_cannot_be_zeroed_is_given_up_and_the_delete_goes_on() {
         let (_dir, mut store, _) = store_of(70);
         assert_eq!(store.write_columns().expect("write"), 70);
-        // The lengths file cannot be opened for writing: a folder now.
-        let lengths = lengths_path_for(store.path());
-        std::fs::remove_file(&lengths).expect("remove");
-        std::fs::create_dir(&lengths).expect("a folder");
+        // The file cannot be opened for writing: a folder now.
+        let path = path_for(store.path());
+        std::fs::remove_file(&path).expect("remove");
+        std::fs::create_dir(&path).expect("a folder");
         let target = cairn_protocol::ForgetTarget::Session {
             agent: "claude-code".into(),
             session_id: "s3".into(),
@@ -971,115 +1051,56 @@ pub(crate) mod tests {
         assert_eq!(report.records, 10);
         assert_eq!(read_mark(store.conn()).expect("mark"), None, "given up");
         assert!(Reader::open(&store).is_none());
-        // Written anew once they can be.
-        assert!(store.write_columns().is_err(), "the folder is in the way");
-        std::fs::remove_dir(&lengths).expect("remove the folder");
+        // Written anew once it can be; until then the error names it.
+        let err = store.write_columns().expect_err("the folder is in the way");
+        assert!(err.to_string().contains("-columns"), "{err}");
+        std::fs::remove_dir(&path).expect("remove the folder");
         assert_eq!(store.write_columns().expect("anew"), 60);
         assert_true_to(&store, "anew");
     }
 
     #[test]
-    fn lengths_are_read_in_stretches_wherever_they_lie() {
-        // A file of 600 KB whose byte at each id is a pattern, and ids
-        // asked for close together, far apart (past a chunk), at the
-        // chunk's edge, twice, and past the mark.
-        let dir = tempfile::tempdir().expect("tmp");
-        let path = dir.path().join("l");
-        let n: i64 = 600_000;
-        let pattern = |id: i64| (id % 251) as u8 + 1;
-        let mut bytes = vec![0u8; HEADER_LEN];
-        bytes.extend((0..n).map(pattern));
-        std::fs::write(&path, &bytes).expect("write");
-        let upto = n - 1_000;
-        let file = File::open(&path).expect("open");
-        let mut l = Bytes {
-            source: Source::File(file.try_clone().expect("clone")),
-            upto,
-            buf: Vec::new(),
-            kind: LENGTHS,
-        };
-        let chunk = LENGTHS_CHUNK as i64;
-        let gap = LENGTHS_GAP as i64;
-        let mut ids: Vec<i64> = vec![
-            5,
-            6,
-            6,
-            7 + gap,
-            8 + 2 * gap + 1,
-            chunk - 1,
-            chunk,
-            chunk + 1,
-            3 * chunk + 17,
-            upto,
-            upto + 1,
-            n - 1,
-            0,
-            -4,
-        ];
-        ids.extend((0..2_000).map(|i| 1 + i * 271));
-        ids.reverse();
-        let got_by_reads = l.of(&ids);
-        for (id, got) in ids.iter().zip(got_by_reads.iter().copied()) {
-            let expect = match (1..=upto).contains(id) {
-                true => pattern(*id),
-                false => 0,
-            };
-            assert_eq!(got, expect, "id {id}");
-        }
-        assert!(l.buf.capacity() <= 2 * LENGTHS_CHUNK, "bounded buffer");
-        assert_eq!(l.of(&[]), Vec::<u8>::new());
-        // The same from a mapping of the file, as a daemon reads it.
-        let key = held::Key {
-            token: [3; 16],
-            dim: 1,
-            blank: 0,
-            file: flat_file::identity(&file),
-        };
-        let mapped = held::Held::new(1 << 30)
-            .entries(
-                Which::Lengths,
-                key,
-                &file,
-                HEADER_LEN as u64,
-                upto as u64 + 1,
-            )
-            .expect("mapped");
-        let mut m = Bytes {
-            source: Source::Mapped(mapped),
-            upto,
-            buf: Vec::new(),
-            kind: LENGTHS,
-        };
-        assert_eq!(m.of(&ids), got_by_reads);
-        assert!(m.buf.is_empty(), "nothing read into the buffer");
-    }
-
-    #[test]
     fn an_entry_says_nothing_unless_whole() {
         let stamp = Stamp::of(Some(1_767_225_600_123), codec::DECISION);
-        let e = Columns::entry(rusqlite::types::ValueRef::Text(b"user"), stamp, 42);
+        let user = rusqlite::types::ValueRef::Text(b"user");
+        let e = Columns::entry(user, stamp, 42, 9);
         let c = Columns::of(&e).expect("whole");
         assert_eq!((c.role, c.stamp, c.session), (Role::User, stamp, 42));
+        assert_eq!(
+            (e[LENGTH_AT], e[ROLE_AT]),
+            (9, codec::role_code(Role::User))
+        );
         // A role with no code, a session row past u32, none, a time too far
-        // out for a word: zeros.
-        for e in [
-            Columns::entry(rusqlite::types::ValueRef::Text(b"robot"), stamp, 42),
-            Columns::entry(rusqlite::types::ValueRef::Text(b"user"), stamp, 1 << 32),
-            Columns::entry(rusqlite::types::ValueRef::Text(b"user"), stamp, 0),
-            Columns::entry(
-                rusqlite::types::ValueRef::Text(b"user"),
-                Stamp::of(Some(i64::MAX), 0),
-                42,
+        // out for a word: the columns say nothing; the length and the role
+        // byte stay.
+        let robot = rusqlite::types::ValueRef::Text(b"robot");
+        for (e, role) in [
+            (
+                Columns::entry(robot, stamp, 42, 9),
+                record_bytes::OTHER_ROLE,
+            ),
+            (
+                Columns::entry(user, stamp, 1 << 32, 9),
+                codec::role_code(Role::User),
+            ),
+            (
+                Columns::entry(user, stamp, 0, 9),
+                codec::role_code(Role::User),
+            ),
+            (
+                Columns::entry(user, Stamp::of(Some(i64::MAX), 0), 42, 9),
+                codec::role_code(Role::User),
             ),
         ] {
-            assert_eq!(e, [0; ENTRY]);
+            assert_eq!(e[..LENGTH_AT], [0; LENGTH_AT]);
+            assert_eq!((e[LENGTH_AT], e[ROLE_AT], e[15]), (9, role, 0));
             assert_eq!(Columns::of(&e), None);
         }
-        // Bytes no writer makes: an unknown role code, reserved bytes set.
-        let mut bad = Columns::entry(rusqlite::types::ValueRef::Text(b"user"), stamp, 42);
+        // Bytes no writer makes: an unknown role code, the last byte set.
+        let mut bad = Columns::entry(user, stamp, 42, 9);
         bad[12] = 0xee;
         assert_eq!(Columns::of(&bad), None);
-        let mut bad = Columns::entry(rusqlite::types::ValueRef::Text(b"user"), stamp, 42);
+        let mut bad = Columns::entry(user, stamp, 42, 9);
         bad[15] = 1;
         assert_eq!(Columns::of(&bad), None);
         assert_eq!(

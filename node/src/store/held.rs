@@ -28,8 +28,8 @@
 //! pressure), and under one key it is kept until the file outgrows it,
 //! then mapped again. See [`Mapped`] for what a mapping relies on.
 //!
-//! The ranker's columns files (`store::columns_file`) are always mapped,
-//! under their own token and each file's identity: a delete zeroes their
+//! The ranker's columns file (`store::columns_file`) is always mapped,
+//! under its own token and the file's identity: a delete zeroes its
 //! entries in place, which a mapping shows as soon as it is written, as a
 //! `pread` would, and a file written anew has a new token and inode.
 
@@ -114,22 +114,16 @@ pub(crate) enum Which {
     /// The ranker's columns (`store::columns_file`): always mapped, as the
     /// cells are. A question reads some two thousand entries of 16 bytes
     /// scattered over the file (85 MB at 10 GB of history), which through
-    /// `pread` were a fifth of the daemon's CPU for a question there.
+    /// `pread` were a fifth of the daemon's CPU for a question there. Each
+    /// reader checks a page before it reads it (`store::pages`).
     Columns,
-    /// The records' length classes (`store::columns_file`): always mapped.
-    Lengths,
-    /// The records' role bytes (`store::columns_file`): always mapped.
-    Roles,
 }
 
 impl Which {
     /// Whether this file is mapped whatever its size: read a little here
     /// and there by each question, never scanned whole.
     fn mapped_always(self) -> bool {
-        matches!(
-            self,
-            Which::Cells | Which::Columns | Which::Lengths | Which::Roles
-        )
+        matches!(self, Which::Cells | Which::Columns)
     }
 }
 
@@ -142,8 +136,6 @@ pub(crate) struct Held {
     sketch: Mutex<Option<Copy>>,
     cells: Mutex<Option<Copy>>,
     columns: Mutex<Option<Copy>>,
-    lengths: Mutex<Option<Copy>>,
-    roles: Mutex<Option<Copy>>,
 }
 
 impl Held {
@@ -155,8 +147,6 @@ impl Held {
             sketch: Mutex::new(None),
             cells: Mutex::new(None),
             columns: Mutex::new(None),
-            lengths: Mutex::new(None),
-            roles: Mutex::new(None),
         }
     }
 
@@ -200,8 +190,6 @@ impl Held {
             Which::Sketch => &self.sketch,
             Which::Cells => &self.cells,
             Which::Columns => &self.columns,
-            Which::Lengths => &self.lengths,
-            Which::Roles => &self.roles,
         }
         .lock()
         .unwrap_or_else(PoisonError::into_inner)

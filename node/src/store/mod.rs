@@ -37,6 +37,7 @@ mod log;
 #[cfg(test)]
 mod open_tests;
 pub(crate) mod packed_runs;
+mod pages;
 pub(crate) mod period;
 pub(crate) mod ranker;
 mod read;
@@ -73,6 +74,7 @@ pub fn set_upgrade_notice(notice: fn(&Path, u32, u32)) {
 
 pub use apply::{ApplyError, ApplyReport, Blame};
 pub use browse::{Activity, DayCount, Origin, ProjectCount, RecentFilter};
+pub use columns_file::Damage;
 pub use dict::Encoder;
 pub use filter::Filter;
 pub use forget::{ForgetCandidate, ForgetError, ForgetReport, MAX_QUERY_FORGET, TombstoneRow};
@@ -125,6 +127,15 @@ pub enum StoreError {
         found: u32,
         /// Newest version this build knows.
         supported: u32,
+    },
+    /// A derived file beside the database could not be written.
+    #[error("could not write {path}: {source}")]
+    Derived {
+        /// The file.
+        path: PathBuf,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
     },
     /// The home folder could not be created.
     #[error("failed to create {path}: {source}")]

@@ -38,6 +38,7 @@
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use rusqlite::{Connection, OptionalExtension, params};
 
@@ -46,7 +47,7 @@ use super::flat_file::{self, read_at, write_at};
 use super::held::{self, Held, Which};
 use super::sketch;
 
-const MAGIC: &[u8; 8] = b"cairnvf1";
+const MAGIC: &[u8; 8] = b"cairnvf2";
 /// Bytes before the first entry.
 pub(crate) const HEADER_LEN: u64 = flat_file::HEADER_LEN as u64;
 /// The `meta` key that vouches for the file.
@@ -126,7 +127,34 @@ fn header(dim: usize, token: &[u8; 16]) -> [u8; HEADER_LEN as usize] {
 
 /// Bytes of one entry for vectors of length `dim`.
 fn entry_len(dim: usize) -> u64 {
-    12 + dim as u64
+    16 + dim as u64
+}
+
+/// The checksum of an entry: the CRC-32 of its id, inverse norm and
+/// vector (all but the checksum's own four bytes, 12 to 16).
+fn entry_sum(e: &[u8]) -> u32 {
+    let mut h = crc32fast::Hasher::new();
+    h.update(&e[..12]);
+    h.update(&e[16..]);
+    h.finalize()
+}
+
+/// The entry of record `id`: its inverse norm and offset-binary vector,
+/// sealed with its checksum.
+fn entry(id: i64, inverse_norm: f32, offset_binary: &[u8]) -> Vec<u8> {
+    let mut e = Vec::with_capacity(16 + offset_binary.len());
+    e.extend_from_slice(&id.to_le_bytes());
+    e.extend_from_slice(&inverse_norm.to_le_bytes());
+    e.extend_from_slice(&[0; 4]);
+    e.extend_from_slice(offset_binary);
+    let sum = entry_sum(&e);
+    e[12..16].copy_from_slice(&sum.to_le_bytes());
+    e
+}
+
+/// Whether an entry holds what its writer sealed.
+fn intact(e: &[u8]) -> bool {
+    e.len() >= 16 && e[12..16] == entry_sum(e).to_le_bytes()
 }
 
 /// Whether a file of `len` bytes holds the entries `mark` trusts (a count
@@ -196,8 +224,7 @@ fn find(file: &File, count: u64, dim: usize, id: i64) -> std::io::Result<Option<
 /// already; returns the positions of those it blanked. The caller syncs
 /// the file.
 fn blank(file: &File, mark: &Mark, dim: usize, ids: &[i64]) -> std::io::Result<Vec<u64>> {
-    let mut blank = vec![0x80u8; 4 + dim];
-    blank[..4].copy_from_slice(&0f32.to_le_bytes());
+    let zero = vec![0x80u8; dim];
     let mut inv = [0u8; 4];
     let mut done = Vec::new();
     for &id in ids.iter().filter(|&&id| id <= mark.upto) {
@@ -206,7 +233,7 @@ fn blank(file: &File, mark: &Mark, dim: usize, ids: &[i64]) -> std::io::Result<V
         };
         read_at(file, &mut inv, at + 8)?;
         if f32::from_le_bytes(inv) != 0.0 {
-            write_at(file, &blank, at + 8)?;
+            write_at(file, &entry(id, 0.0, &zero), at)?;
             done.push((at - HEADER_LEN) / entry_len(dim));
         }
     }
@@ -219,8 +246,8 @@ fn blank(file: &File, mark: &Mark, dim: usize, ids: &[i64]) -> std::io::Result<V
 fn read_range(
     file: &File,
     dim: usize,
-    from: u64,
-    to: u64,
+    (from, to): (u64, u64),
+    damaged: Option<&AtomicU64>,
     visit: &mut impl FnMut(i64, f32, &[u8]) -> std::io::Result<()>,
 ) -> std::io::Result<()> {
     let size = entry_len(dim) as usize;
@@ -230,7 +257,7 @@ fn read_range(
         let n = ((to - at) as usize).min(CHUNK_ENTRIES);
         let bytes = &mut buf[..n * size];
         read_at(file, bytes, HEADER_LEN + at * size as u64)?;
-        each_entry(bytes, size, visit)?;
+        each_entry(bytes, size, damaged, visit)?;
         at += n as u64;
     }
     Ok(())
@@ -250,7 +277,11 @@ fn follow(db: &Path, mark: &Mark, dim: usize, blanked: &[u64], cells: sketch::Ce
             dim,
             mark.count,
             &mut |from, to, each| {
-                read_range(&file, dim, from, to, &mut |_, inverse, v| each(inverse, v))
+                // Entry for entry, damaged or not: the sketch's entries
+                // stand by position, and a damaged entry is never scored.
+                read_range(&file, dim, (from, to), None, &mut |_, inverse, v| {
+                    each(inverse, v)
+                })
             },
             cells,
         )
@@ -292,19 +323,20 @@ pub(crate) fn lookup(conn: &Connection, db: &Path, id: i64) -> Result<Option<Vec
     let Some(at) = find(&file, mark.count, dim, id).map_err(io)? else {
         return Ok(None);
     };
-    let mut entry = vec![0u8; 4 + dim];
-    read_at(&file, &mut entry, at + 8).map_err(io)?;
-    let (inv, v) = entry.split_at(4);
-    Ok(
-        (f32::from_le_bytes(inv.try_into().expect("4 bytes")) != 0.0)
-            .then(|| crate::embed::offset_binary(v)),
-    )
+    let mut entry = vec![0u8; entry_len(dim) as usize];
+    read_at(&file, &mut entry, at).map_err(io)?;
+    if !intact(&entry) {
+        tracing::error!(path = %path.display(), record = id, "a damaged entry of the vector file is not read; the next `cairn index` writes the file anew");
+        return Ok(None);
+    }
+    let inv = f32::from_le_bytes(entry[8..12].try_into().expect("4 bytes"));
+    Ok((inv != 0.0).then(|| crate::embed::offset_binary(&entry[16..])))
 }
 
 /// Removes a file that is no longer this database's.
 fn remove(path: &Path) -> Result<(), StoreError> {
     match std::fs::remove_file(path) {
-        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(StoreError::Io {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(StoreError::Derived {
             path: path.to_path_buf(),
             source: e,
         }),
@@ -407,6 +439,51 @@ pub(crate) fn scrub(conn: &Connection, db: &Path) -> Result<(), StoreError> {
     Ok(())
 }
 
+/// Checks the checksum of every entry the database vouches for; when one
+/// fails (or the file's header no longer matches), the file is lost as
+/// [`sync`] loses one (its vectors are computed again by the next vector
+/// pass) and what was wrong is returned. An older version's file, or
+/// none, is no damage: it is written anew all the same.
+pub(crate) fn check(conn: &Connection, db: &Path) -> Result<Option<String>, StoreError> {
+    let tx = rusqlite::Transaction::new_unchecked(conn, rusqlite::TransactionBehavior::Immediate)?;
+    let Some(mark) = read_mark(&tx)? else {
+        return Ok(None);
+    };
+    let path = path_for(db);
+    let why = match open_marked(&path, &mark, None, false) {
+        Some((file, dim)) => {
+            let bad = AtomicU64::new(0);
+            let read = read_range(&file, dim, (0, mark.count), Some(&bad), &mut |_, _, _| {
+                Ok(())
+            });
+            match (read, bad.load(Ordering::Relaxed)) {
+                (Err(e), _) => Some(format!("it cannot be read: {e}")),
+                (Ok(()), 0) => None,
+                (Ok(()), n) => Some(format!(
+                    "{n} of its {} entries fail their checksum",
+                    mark.count
+                )),
+            }
+        }
+        None => {
+            let mut magic = [0u8; 8];
+            match File::open(&path).and_then(|f| read_at(&f, &mut magic, 0)) {
+                Ok(()) if &magic == b"cairnvf1" => None,
+                Ok(()) => Some("its header does not match the database, or it is cut short".into()),
+                Err(_) => None,
+            }
+        }
+    };
+    let Some(why) = why else {
+        return Ok(None);
+    };
+    lose(&tx)?;
+    tx.commit()?;
+    remove(&path)?;
+    sketch::remove(db);
+    Ok(Some(why))
+}
+
 fn write_mark(conn: &Connection, mark: &Mark) -> rusqlite::Result<()> {
     conn.execute(
         "INSERT INTO meta(key, value) VALUES (?1, ?2)
@@ -446,7 +523,7 @@ pub(crate) fn sync(
     let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
     let newest = newest(&tx)?;
     let path = path_for(db);
-    let io = |source| StoreError::Io {
+    let io = |source| StoreError::Derived {
         path: path.clone(),
         source,
     };
@@ -529,7 +606,7 @@ fn fill(
     dim: usize,
     path: &Path,
 ) -> Result<(u64, i64), StoreError> {
-    let io = |source| StoreError::Io {
+    let io = |source| StoreError::Derived {
         path: path.to_path_buf(),
         source,
     };
@@ -637,7 +714,7 @@ impl CopyError {
     fn at(self, path: &Path) -> StoreError {
         match self {
             CopyError::Db(e) => e.into(),
-            CopyError::Io(source) => StoreError::Io {
+            CopyError::Io(source) => StoreError::Derived {
                 path: path.to_path_buf(),
                 source,
             },
@@ -675,11 +752,12 @@ fn write_entries(
         if (at + n) % SKIP_BLOCK == 0 {
             firsts.push(((at + n) / SKIP_BLOCK, id));
         }
-        w.write_all(&id.to_le_bytes()).map_err(CopyError::Io)?;
-        w.write_all(&crate::embed::inverse_norm(v).to_le_bytes())
-            .map_err(CopyError::Io)?;
-        w.write_all(&crate::embed::offset_binary(v))
-            .map_err(CopyError::Io)?;
+        let e = entry(
+            id,
+            crate::embed::inverse_norm(v),
+            &crate::embed::offset_binary(v),
+        );
+        w.write_all(&e).map_err(CopyError::Io)?;
         n += 1;
     }
     Ok((n, upto))
@@ -701,6 +779,17 @@ pub(crate) struct Scan {
     dim: usize,
     /// Vectors of records above this id are not in the file.
     pub(crate) upto: i64,
+    /// Entries read that fail their checksum (never scored); said once,
+    /// when the scan ends.
+    damaged: AtomicU64,
+}
+
+impl Drop for Scan {
+    fn drop(&mut self) {
+        if self.damaged.load(Ordering::Relaxed) > 0 {
+            tracing::error!(path = %self.path.display(), "damaged entries of the vector file were not read; the next `cairn index` writes the file anew");
+        }
+    }
 }
 
 /// The file of the database at `db` as the database on `conn` vouches for
@@ -742,20 +831,30 @@ pub(crate) fn open(
         count: mark.count,
         dim,
         upto: mark.upto,
+        damaged: AtomicU64::new(0),
     }))
 }
 
 /// Calls `step` for each entry in `bytes` (whole entries of `size` bytes)
-/// until it fails.
+/// until it fails. With `damaged`, an entry that fails its checksum is
+/// passed over and counted there.
 #[inline(always)]
 fn each_entry(
     bytes: &[u8],
     size: usize,
+    damaged: Option<&AtomicU64>,
     step: &mut impl FnMut(i64, f32, &[u8]) -> std::io::Result<()>,
 ) -> std::io::Result<()> {
     for e in bytes.chunks_exact(size) {
+        if let Some(d) = damaged
+            && !intact(e)
+        {
+            d.fetch_add(1, Ordering::Relaxed);
+            continue;
+        }
         let (id, rest) = e.split_at(8);
-        let (inverse_norm, v) = rest.split_at(4);
+        let (inverse_norm, rest) = rest.split_at(4);
+        let v = &rest[4..];
         let id = i64::from_le_bytes(id.try_into().expect("8 bytes"));
         let inverse_norm = f32::from_le_bytes(inverse_norm.try_into().expect("4 bytes"));
         step(id, inverse_norm, v)?;
@@ -788,9 +887,9 @@ impl Scan {
             Some(bytes) => {
                 let size = entry_len(self.dim) as usize;
                 let (from, to) = (from as usize * size, to as usize * size);
-                each_entry(&bytes[from..to], size, visit)
+                each_entry(&bytes[from..to], size, Some(&self.damaged), visit)
             }
-            None => read_range(&self.file, self.dim, from, to, visit),
+            None => read_range(&self.file, self.dim, (from, to), Some(&self.damaged), visit),
         }
     }
 
@@ -849,7 +948,7 @@ impl Scan {
             let size = size as usize;
             for &p in positions {
                 let at = p as usize * size;
-                each_entry(&bytes[at..at + size], size, visit)?;
+                each_entry(&bytes[at..at + size], size, Some(&self.damaged), visit)?;
             }
             return Ok(());
         }
@@ -869,7 +968,12 @@ impl Scan {
             read_at(&self.file, &mut buf, HEADER_LEN + first * size)?;
             for &p in &positions[i..j] {
                 let at = ((p - first) * size) as usize;
-                each_entry(&buf[at..at + size as usize], size as usize, visit)?;
+                each_entry(
+                    &buf[at..at + size as usize],
+                    size as usize,
+                    Some(&self.damaged),
+                    visit,
+                )?;
             }
             i = j;
         }
@@ -1560,6 +1664,69 @@ mod tests {
             Synced::Rebuilt(25)
         );
         assert_eq!(scanned(&store, 1).as_ref(), Some(&all));
+    }
+
+    #[test]
+    fn a_damaged_entry_is_never_scored_and_the_check_has_the_file_computed_again() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let mut store = store_with(dir.path(), 40);
+        let all = table(&store);
+        store.sync_vector_file(3).expect("sync");
+        assert_eq!(store.check_vectors().expect("check"), None, "intact");
+        let path = path_for(store.path());
+        let size = entry_len(3);
+        let damage = |entry: u64, at: u64, bytes: &[u8]| {
+            let f = std::fs::OpenOptions::new()
+                .write(true)
+                .open(&path)
+                .expect("open");
+            write_at(&f, bytes, HEADER_LEN + entry * size + at).expect("damage");
+        };
+        // A vector byte, an inverse norm, an id, an entry zeroed whole:
+        // each entry is passed over, every other read as written, through
+        // the file and through a daemon's copy of it.
+        damage(3, 17, &[0x01]);
+        damage(9, 9, &[0x7f]);
+        damage(20, 0, &[0x44]);
+        damage(31, 0, &vec![0; size as usize]);
+        let kept: Vec<(i64, Vec<u8>)> = all
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| ![3, 9, 20, 31].contains(i))
+            .map(|(_, e)| e.clone())
+            .collect();
+        assert_eq!(scanned(&store, 1).as_ref(), Some(&kept));
+        assert_eq!(scanned(&store, 3).as_ref(), Some(&kept));
+        let mut held = Store::open_read_only(store.path()).expect("read-only");
+        held.hold_flat_files(1 << 30);
+        assert_eq!(scanned(&held, 1).as_ref(), Some(&kept), "a copy");
+        assert_eq!(store.vector(all[3].0).expect("lookup"), None, "damaged");
+        assert_eq!(
+            store.vector(all[4].0).expect("lookup"),
+            Some(all[4].1.clone())
+        );
+        // The check names what was wrong and loses the file; the vectors
+        // are computed again and the file written anew whole.
+        let why = store.check_vectors().expect("check").expect("damage");
+        assert!(why.why.contains("4 of its 40 entries"), "{}", why.why);
+        assert_eq!(why.path, path);
+        assert!(!path.exists());
+        embed_again(&mut store);
+        assert_eq!(
+            store.sync_vector_file(3).expect("sync"),
+            Synced::Rebuilt(40)
+        );
+        assert_eq!(scanned(&store, 1).as_ref(), Some(&all));
+        assert_eq!(store.check_vectors().expect("check"), None);
+        // A blanked entry is sealed again: no damage.
+        let seven = all[7].0;
+        store
+            .conn
+            .execute("DELETE FROM records WHERE id = ?1", [seven])
+            .expect("delete");
+        store.scrub().expect("scrub");
+        assert_eq!(store.vector(seven).expect("lookup"), None, "blanked");
+        assert_eq!(store.check_vectors().expect("check"), None, "blanked");
     }
 
     /// The sketch file's mean and entries (one byte each for the tiny

@@ -227,6 +227,17 @@ impl Store {
         )
     }
 
+    /// Checks every entry of the vector file; a damaged file is lost (the
+    /// next vector pass computes its vectors again) and named.
+    pub fn check_vectors(&self) -> Result<Option<super::Damage>, StoreError> {
+        Ok(
+            vector_file::check(&self.conn, &self.path)?.map(|why| super::Damage {
+                path: vector_file::path_for(&self.path),
+                why,
+            }),
+        )
+    }
+
     /// [`Store::sync_vector_file`] for a step of a long vector pass, with
     /// more vectors to move after it: the sketch's cells wait for the last
     /// step's sync (see [`sketch::CellsWhen::Later`](super::sketch::CellsWhen)).

@@ -535,6 +535,12 @@ async fn index_loop(
                 if rep.added > 0 || rep.removed > 0 {
                     tracing::info!(added = rep.added, "indexed new history");
                 }
+                // A derived file that cannot be written (a full disk) is
+                // said on stderr whatever the log level: searches slow
+                // down until it is.
+                for (path, why) in &rep.unwritten {
+                    tracing::error!(path = %path, why = %why, "could not write a derived file beside the database");
+                }
                 // Our own log grew (this pass, or `cairn remember` / `cairn
                 // forget` run beside the daemon): push it.
                 if mark != last_mark {
