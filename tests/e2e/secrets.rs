@@ -433,37 +433,65 @@ fn copy_replacing(from: &Path, to: &Path, needle: &[u8], with: &[u8]) -> usize {
     replaced
 }
 
-/// Every recorded agent (`../shared/real-histories/recorded`: what
-/// today's releases write), its final answer replaced by each new secret
-/// form, indexed by the real binary: the agent's answer is found, with a
-/// marker where the secret was, and no secret is left anywhere.
+/// Every recorded agent (`../shared/real-histories/recorded` and the
+/// project's own recordings under `fixtures/agents/*/*/home` that hold the
+/// recorder's decision: what today's releases write), its final answer
+/// replaced by each new secret form, indexed by the real binary: the
+/// agent's answer is found, with a marker where the secret was, and no
+/// secret is left anywhere.
 #[test]
 fn recorded_formats_leak_nothing() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/real-histories/recorded");
-    let Ok(rd) = std::fs::read_dir(&root) else {
-        eprintln!(
-            "SKIPPED recorded_formats_leak_nothing: {} is absent",
-            root.display()
-        );
-        return;
+    let mut agents: Vec<_> = match std::fs::read_dir(&root) {
+        Ok(rd) => rd
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| p.is_dir())
+            .collect(),
+        Err(_) => {
+            eprintln!(
+                "SKIPPED recorded_formats_leak_nothing for {}: absent (the project's own recordings still run)",
+                root.display()
+            );
+            Vec::new()
+        }
     };
-    let mut agents: Vec<_> = rd
-        .flatten()
-        .map(|e| e.path())
-        .filter(|p| p.is_dir())
-        .collect();
     agents.sort();
-    assert!(agents.len() >= 10, "{agents:?}");
+    let fact = RECORDED_FACT.as_bytes();
+    let own: Vec<_> = crate::util::recorded_releases("home")
+        .into_iter()
+        .map(|rel| crate::util::agent_fixtures().join(rel).join("home"))
+        .filter(|home| {
+            all_bytes_under(home)
+                .iter()
+                .any(|(_, b)| b.windows(fact.len()).any(|w| w == fact))
+        })
+        .collect();
+    assert!(own.len() >= 20, "{own:?}");
+    agents.extend(own);
     let mut report =
         String::from("recorded formats: leaks per form (- = the answer is not indexed)\n");
     let mut total = 0;
     let mut indexed = 0;
     for dir in &agents {
-        let name = dir
-            .file_name()
-            .and_then(|n| n.to_str())
-            .unwrap_or("?")
-            .to_owned();
+        // A shared recording is named by its folder, the project's own by
+        // `<agent>/<release>` (its folder is `home`).
+        let name = if dir.ends_with("home") {
+            dir.parent()
+                .and_then(|r| {
+                    Some(format!(
+                        "{}/{}",
+                        r.parent()?.file_name()?.to_str()?,
+                        r.file_name()?.to_str()?
+                    ))
+                })
+                .unwrap_or_else(|| "?".to_owned())
+        } else {
+            dir.file_name()
+                .and_then(|n| n.to_str())
+                .unwrap_or("?")
+                .to_owned()
+        };
         let _ = write!(report, "{name:<32}");
         for (form, secrets) in RECORDED_FORMS {
             assert!(form.len() <= RECORDED_FACT.len(), "{form}");
