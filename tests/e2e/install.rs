@@ -537,6 +537,7 @@ fn more_agents_are_wired_reversibly_and_yaml_gets_a_snippet() {
     assert!(out.contains(&format!("cmd: {bin}")), "{out}");
     assert!(out.contains(&goose.display().to_string()), "{out}");
     assert!(out.contains("- name: cairn"), "{out}");
+    // Continue without a config: the entry is printed, no file is made.
     assert!(!h.join(".continue/config.yaml").exists());
 
     // Idempotent.
@@ -567,6 +568,66 @@ fn more_agents_are_wired_reversibly_and_yaml_gets_a_snippet() {
     }
     assert_eq!(read(&goose), pasted, "uninstall never rewrites YAML");
     assert!(un.contains("remove this entry from"), "{un}");
+}
+
+/// Continue's CLI reads `mcpServers:` in `~/.continue/config.yaml`: cairn
+/// adds its item there keeping every other byte, once, shows it in a dry
+/// run, removes it byte for byte, and refuses YAML it cannot edit safely.
+#[test]
+fn continue_config_yaml_gets_a_reversible_mcp_server_item() {
+    let home = TestHome::empty();
+    let cfg = home.path().join(".continue/config.yaml");
+    std::fs::create_dir_all(cfg.parent().expect("parent")).expect("mkdir");
+    let original = "# my assistant\nname: Local Config\nversion: 1.0.0\nschema: v1\nmodels:\n  - name: m # main\n    provider: openai\n    model: gpt-4o\nmcpServers:\n  - name: other\n    command: npx\n    args: [\"-y\", other-mcp]\nrules:\n  - be brief\n";
+    std::fs::write(&cfg, original).expect("write");
+    let bin = bin();
+
+    let dry = home.ok(&[
+        "install",
+        "--agent",
+        "continue",
+        "--dry-run",
+        "--no-service",
+    ]);
+    assert!(dry.contains("would add"), "{dry}");
+    assert!(dry.contains("+  - name: cairn"), "{dry}");
+    assert_eq!(read(&cfg), original, "a dry run writes nothing");
+
+    let out = home.ok(&["install", "--agent", "continue", "--no-service"]);
+    assert!(out.contains("added"), "{out}");
+    let now = read(&cfg);
+    assert_pure_insertion(original, &now, &cfg);
+    assert!(
+        now.contains(&format!(
+            "    args: [\"-y\", other-mcp]\n  - name: cairn\n    command: {bin}\n    args:\n      - mcp\nrules:\n"
+        )),
+        "{now}"
+    );
+    assert_eq!(read(&backup(&cfg)), original);
+    let again = home.ok(&["install", "--agent", "continue", "--no-service"]);
+    assert!(again.contains("already wired"), "{again}");
+    assert_eq!(read(&cfg), now);
+    let status: serde_json::Value =
+        serde_json::from_str(&home.ok(&["status", "--json"])).expect("status json");
+    let wired = status["wired"].as_array().expect("wired");
+    assert!(
+        wired
+            .iter()
+            .any(|w| w["agent"] == "continue" && w["command"] == format!("{bin} mcp")),
+        "{wired:?}"
+    );
+
+    home.ok(&["uninstall", "--agent", "continue"]);
+    assert_eq!(read(&cfg), original, "not restored byte for byte");
+
+    // Flow style is refused with a reason; the file stays as it was.
+    let flow = "name: c\nversion: 1.0.0\nschema: v1\nmcpServers: []\n";
+    std::fs::write(&cfg, flow).expect("write");
+    let out = home.run(&["install", "--agent", "continue", "--no-service"]);
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("the list is written inline"), "{stderr}");
+    assert_eq!(read(&cfg), flow);
 }
 
 /// A malformed config of a newly wired agent is left byte for byte, with an

@@ -131,6 +131,16 @@ const WIRED: &[Wired] = &[
         calls: &["ToolSearch", "cairn___search"],
         passed: true,
     },
+    // Continue's CLI reads `mcpServers:` in ~/.continue/config.yaml and
+    // offers MCP tools under their own names.
+    Wired {
+        dir: "continue/1.5.47",
+        agent: "continue",
+        offered: Some("search"),
+        listed: None,
+        calls: &["search"],
+        passed: true,
+    },
 ];
 
 /// Wiring targets the recorder cannot run, with what each rests on.
@@ -159,10 +169,6 @@ const UNVERIFIED: &[(&str, &str)] = &[
     (
         "windsurf",
         "desktop editor: docs.windsurf.com/windsurf/cascade/mcp",
-    ),
-    (
-        "continue",
-        "cairn prints a snippet and writes nothing: docs.continue.dev/customize/deep-dives/mcp",
     ),
     ("kiro", "desktop editor: kiro.dev/docs/mcp/configuration/"),
     (
@@ -267,6 +273,16 @@ fn entry_at(file: &Path, format: &str, key: &[&str]) -> Result<Value, String> {
     let text = std::fs::read_to_string(file)
         .map_err(|e| format!("{} not written: {e}", file.display()))?;
     let text = text.replace(&cairn_bin().to_string_lossy().into_owned(), "{CAIRN}");
+    if format == "yaml" {
+        // A named item of a top-level list (Continue's `mcpServers`).
+        let [list, name] = key else {
+            return Err(format!("unexpected YAML key {key:?}"));
+        };
+        let (command, args) = cairn::install::yaml::entry(&text, list, name)
+            .map_err(|e| format!("{}: {e}", file.display()))?
+            .ok_or_else(|| format!("{} has no {list} item named {name}", file.display()))?;
+        return Ok(serde_json::json!({"name": name, "command": command, "args": args}));
+    }
     let mut v = if format == "toml" {
         let doc: toml_edit::DocumentMut = text
             .parse()
@@ -297,6 +313,12 @@ fn check_install(w: &Wired) -> Vec<String> {
     for c in &configs {
         let file = home.path().join(c["file"].as_str().unwrap_or_default());
         std::fs::create_dir_all(file.parent().expect("parent")).expect("mkdir");
+        // cairn adds to a YAML config but never creates one (Continue would
+        // then load only cairn's entry): the user's config exists.
+        if c["format"] == "yaml" {
+            std::fs::write(&file, "name: Local Config\nversion: 1.0.0\nschema: v1\n")
+                .expect("write");
+        }
     }
     let out = home.run(&["install", "--agent", w.agent, "--no-service"]);
     if !out.status.success() {

@@ -2,7 +2,7 @@
 # Check cairn's MCP wiring with the real clients, and keep the evidence.
 #
 # usage: tools/realagents/wiring.sh [agent ...]
-#   agents (the recorder's names): claude gemini opencode kimi codex qwen cline copilot droid kilo
+#   agents (the recorder's names): claude gemini opencode kimi codex qwen cline copilot droid kilo cn
 #   default: all of them. Each must be installed already (record.sh or
 #   ../shared/realagents/install_*.sh put them in $RA/npm/<agent>, $RA/venv-<agent>).
 #
@@ -43,7 +43,7 @@ export RA=${RA:-/home/dev/agent}
 REALAGENTS=${REALAGENTS:-$(cd "$REPO/.." && pwd)/shared/realagents}
 PORT=${WIRING_PORT:-18091}
 FAKE=http://127.0.0.1:$PORT
-AGENTS=${*:-claude gemini opencode kimi codex qwen cline copilot droid kilo}
+AGENTS=${*:-claude gemini opencode kimi codex qwen cline copilot droid kilo cn}
 WIRING_FACT="Decision: the walrus cache stays at 64 MB because a bigger one evicts the hot set."
 QUERY="walrus cache"
 ORIG_PATH=$PATH
@@ -57,7 +57,7 @@ mkdir -p "$RA/logs/wiring"
 
 # cairn's id for a recorder name.
 agent_id() {
-  case $1 in claude) echo claude-code;; kimi) echo kimi-cli;; droid) echo factory;; *) echo "$1";; esac
+  case $1 in claude) echo claude-code;; kimi) echo kimi-cli;; droid) echo factory;; cn) echo continue;; *) echo "$1";; esac
 }
 
 # A fresh HOME with a git project in it; PATH gets the agent's install.
@@ -217,6 +217,27 @@ EOF
   VER=$(kilo --version 2>/dev/null | tail -1)
 }
 run_kilo() { timeout 240 kilo run "$(prompt)"; }
+
+# Continue's CLI with the user's config.yaml holding the scripted model;
+# `cn` then loads that file by default (no --config), as a user's would.
+config_cn() {
+  mkdir -p "$HOME/.continue"
+  cat > "$HOME/.continue/config.yaml" <<EOF
+name: fake-assistant
+version: 1.0.0
+schema: v1
+models:
+  - name: fake-model
+    provider: openai
+    model: fake-model
+    apiBase: $FAKE/v1
+    apiKey: sk-fake
+    roles: [chat, edit, apply]
+    capabilities: [tool_use]
+EOF
+  VER=$(cn --version)
+}
+run_cn() { timeout 240 cn -p --auto "$(prompt)"; }
 
 failed=()
 for a in $AGENTS; do

@@ -48,6 +48,14 @@ def cairn_entries(doc, path=()):
                 yield list(path) + [k], v
             else:
                 yield from cairn_entries(v, path + (k,))
+    elif isinstance(doc, list):
+        # A YAML list of named items (Continue's mcpServers): the item
+        # named cairn, keyed by that name.
+        for v in doc:
+            if isinstance(v, dict) and v.get("name") == "cairn":
+                yield list(path) + ["cairn"], v
+            else:
+                yield from cairn_entries(v, path)
 
 
 def step_config(a):
@@ -69,6 +77,9 @@ def step_config(a):
             rel = os.path.relpath(p, a.home)
             if f.endswith(".toml"):
                 fmt, doc = "toml", tomllib.loads(text)
+            elif f.endswith((".yaml", ".yml")):
+                import yaml  # PyYAML, only for the agents whose config is YAML
+                fmt, doc = "yaml", yaml.safe_load(text)
             else:
                 fmt, doc = "json", json.loads(text)
             for key, entry in cairn_entries(doc):

@@ -302,6 +302,16 @@ fn index_check(node: &cairn_node::node::Node, serving: bool) -> Check {
     )
 }
 
+/// Whether `cairn install` leaves this entry to the user: a format it does
+/// not rewrite, or a config it will not create.
+fn by_hand(t: &crate::install::Target) -> bool {
+    let text = crate::install::read(&t.path)
+        .ok()
+        .flatten()
+        .unwrap_or_default();
+    t.snippet(&text).is_some() || t.needs_existing(&text).is_some()
+}
+
 fn agent_checks(global: &GlobalArgs) -> Vec<Check> {
     let ctx = match super::install::ctx(global) {
         Ok(c) => c,
@@ -322,9 +332,10 @@ fn agent_checks(global: &GlobalArgs) -> Vec<Check> {
             .iter()
             .find(|w| w.agent == a.id && w.what == crate::install::What::McpServer);
         match entry {
-            // Configs cairn does not rewrite (YAML with comments): the
-            // entry is pasted by hand from what `cairn install` prints.
-            None if a.detected && a.mcp.snippet("").is_some() => out.push(check(
+            // Configs cairn does not rewrite (YAML with comments), or one
+            // it adds to but never creates (Continue's absent config.yaml):
+            // the entry is pasted by hand from what `cairn install` prints.
+            None if a.detected && by_hand(&a.mcp) => out.push(check(
                 "agents",
                 Level::Warn,
                 format!(

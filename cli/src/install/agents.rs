@@ -406,7 +406,8 @@ fn more(ctx: &Ctx, out: &mut Vec<Agent>) {
         mcp_servers("windsurf", windsurf.join("mcp_config.json"), plain.clone()),
     );
 
-    // Continue: mcpServers in config.yaml; printed, never rewritten.
+    // Continue: the `mcpServers:` list in config.yaml, the only file its
+    // CLI (`cn`) loads servers from without a flag.
     let cont = loc.var_or("CONTINUE_GLOBAL_DIR", home.join(".continue"));
     push(
         "continue",
@@ -415,11 +416,10 @@ fn more(ctx: &Ctx, out: &mut Vec<Agent>) {
             agent: "continue",
             what: What::McpServer,
             path: cont.join("config.yaml"),
-            edit: Edit::Snippet {
-                snippet: format!(
-                    "mcpServers:\n  - name: cairn\n    command: {bin}\n    args:\n      - mcp\n"
-                ),
-                marker: "- name: cairn",
+            edit: Edit::YamlServer {
+                key: "mcpServers",
+                command: bin.to_owned(),
+                args: vec!["mcp"],
             },
         },
     );

@@ -111,6 +111,18 @@ pub fn apply(target: &Target, action: Action, dry_run: bool) -> Result<Change, A
             },
         });
     }
+    if action == Action::Install
+        && let Some(entry) = target.needs_existing(old_text)
+    {
+        return Ok(Change::Manual {
+            instructions: format!(
+                "{} is missing or empty; run the agent once so it writes its config, \
+                 then run `cairn install` again, or add this to it:\n{}",
+                path.display(),
+                entry.trim_end()
+            ),
+        });
+    }
     let backup_path = backup_path(&path);
     let original = match action {
         Action::Uninstall => std::fs::read_to_string(&backup_path).ok(),

@@ -3,7 +3,8 @@
 //! the background service that runs `cairn serve` (`service`).
 //!
 //! Edits are format-preserving (JSON by splicing spans, TOML with
-//! toml_edit), idempotent, and reversible byte for byte; a config that does
+//! toml_edit, Continue's YAML list line by line), idempotent, and
+//! reversible byte for byte; a config that does
 //! not parse is never written.
 
 mod agents;
@@ -12,6 +13,7 @@ pub mod jsonc;
 pub mod service;
 mod target;
 pub mod toml;
+pub mod yaml;
 
 pub use agents::{Agent, Ctx, UNSUPPORTED, all};
 pub use apply::{Action, ApplyError, BACKUP_SUFFIX, Change, apply, read};

@@ -7,6 +7,7 @@ use serde_json::Value;
 
 use super::jsonc::{Doc, EditError};
 use super::toml::{self as tomled, TomlError};
+use super::yaml::{self as yamled, YamlError};
 
 /// The name of cairn's entry in every agent config.
 pub const NAME: &str = "cairn";
@@ -65,6 +66,16 @@ pub enum Edit {
         /// A line that shows the entry is present (e.g. `cairn:`).
         marker: &'static str,
     },
+    /// The item named `cairn` with `command` and `args` in the YAML block
+    /// list under the top-level `key` (Continue's `mcpServers:`).
+    YamlServer {
+        /// The top-level key.
+        key: &'static str,
+        /// The command.
+        command: String,
+        /// Its arguments.
+        args: Vec<&'static str>,
+    },
     /// `[parent.cairn]` in TOML with `command` and `args`.
     TomlServer {
         /// The parent table.
@@ -98,6 +109,9 @@ pub enum TargetError {
     /// TOML.
     #[error(transparent)]
     Toml(#[from] TomlError),
+    /// YAML.
+    #[error(transparent)]
+    Yaml(#[from] YamlError),
 }
 
 fn json_path<'p>(
@@ -149,6 +163,21 @@ impl Target {
         }
     }
 
+    /// For a YAML list target whose file is missing or empty: the entry to
+    /// add by hand. cairn does not create that file, since the agent would
+    /// then load only it (Continue drops its hub config and models).
+    pub fn needs_existing(&self, text: &str) -> Option<String> {
+        match &self.edit {
+            Edit::YamlServer { key, command, args } if text.trim().is_empty() => {
+                let item = yamled::set_server("x: 1\n", key, NAME, command, args)
+                    .ok()
+                    .flatten()?;
+                Some(item.trim_start_matches("x: 1\n").to_owned())
+            }
+            _ => None,
+        }
+    }
+
     /// The new text with the entry added or brought up to date; `None` when already there.
     pub fn install(&self, text: &str) -> Result<Option<String>, TargetError> {
         match &self.edit {
@@ -182,6 +211,9 @@ impl Target {
                 command,
                 args,
             } => Ok(tomled::set_server(text, parent, NAME, command, args)?),
+            Edit::YamlServer { key, command, args } => {
+                Ok(yamled::set_server(text, key, NAME, command, args)?)
+            }
         }
     }
 
@@ -208,6 +240,7 @@ impl Target {
                 Ok(our_hook_index(&doc, path).and_then(|i| doc.remove_item(path, i, &keep)))
             }
             Edit::TomlServer { parent, .. } => Ok(tomled::remove_server(text, parent, NAME)?),
+            Edit::YamlServer { key, .. } => Ok(yamled::remove_server(text, key, NAME)?),
         }
     }
 
@@ -245,6 +278,7 @@ impl Target {
             Edit::TomlServer { parent, .. } => Ok(
                 tomled::server(text, parent, NAME)?.map(|(c, a)| format!("{c} {}", a.join(" ")))
             ),
+            Edit::YamlServer { key, .. } => Ok(yamled::server(text, key, NAME)?),
         }
     }
 }
