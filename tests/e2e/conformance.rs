@@ -1265,5 +1265,23 @@ fn source_written_fixtures_are_indexed_redacted_and_found() {
                 path.display()
             );
         }
+        // The brief to hand the session on (`cairn handoff`): its project,
+        // its decision, what was left open, bounded, without the secret.
+        let handle = format!("{agent}:{}", f.session);
+        let brief = home.json(&["handoff", "--json", &handle]);
+        let text = brief["text"].as_str().expect("text");
+        assert!(text.len() <= 8192, "{agent}: {} bytes", text.len());
+        assert!(
+            text.contains(&format!("project: {}", f.project)),
+            "{agent}: {text}"
+        );
+        assert!(text.contains("## Left open"), "{agent}: {text}");
+        assert!(!text.contains(f.secret), "{agent}: {text}");
+        let decided = brief["decisions"]
+            .as_array()
+            .expect("decisions")
+            .iter()
+            .any(|d| d["text"].as_str().is_some_and(|t| t.contains("re-encoded")));
+        assert!(decided, "{agent}: no decision in {text}");
     }
 }
