@@ -122,8 +122,8 @@ pub struct RefreshedPage {
 const COLUMNS_DUE: i64 = if cfg!(test) { 1 } else { 1_024 };
 
 /// How often a pass with a deadline (the daemon's) checks every page of
-/// the derived files (`Store::check_columns`); a pass without one (`cairn
-/// index`) always does.
+/// the derived files (`Store::check_columns`), counted from its first
+/// pass; a pass without one (`cairn index`) always does.
 const CHECK_EVERY: std::time::Duration = std::time::Duration::from_secs(600);
 
 /// Records a vector pass examines between moves of their vectors into the
@@ -150,7 +150,8 @@ pub struct Node {
     /// Records received from peers since the vector and columns files were
     /// last written: a catch-up writes them in steps, not after every batch.
     received_unfiled: u64,
-    /// When the derived files were last checked whole.
+    /// When the derived files were last checked whole, or when the first
+    /// pass with a deadline began (its clock for the next check).
     checked_at: Option<std::time::Instant>,
     /// Derived files that could not be written since the last pass's
     /// report, with why (see `IndexReport::unwritten`).
@@ -448,8 +449,13 @@ impl Node {
         }
         // Checked before they are written: a damaged file is written anew
         // by this same pass.
-        let due = self.checked_at.is_none_or(|t| t.elapsed() >= CHECK_EVERY);
-        if deadline.is_none() || due {
+        // A pass with a deadline (a search's refresh, MCP, the daemon)
+        // starts the clock on its first pass and checks once it has run
+        // for [`CHECK_EVERY`]: a one-shot search never pays for reading
+        // both files whole (its reads check the pages they touch anyway).
+        let now = std::time::Instant::now();
+        let started = *self.checked_at.get_or_insert(now);
+        if deadline.is_none() || now.duration_since(started) >= CHECK_EVERY {
             self.check_derived(&mut report)?;
         }
         self.embed_pending()?;
