@@ -92,6 +92,26 @@ pub fn watermark_i64(w: &super::Watermark) -> Option<i64> {
     w.as_deref().and_then(|s| s.trim().parse().ok())
 }
 
+/// The tables of an agent's database when it holds every one of `needed`.
+/// `Ok(None)` when it holds no table at all (the agent created it and has
+/// not written its schema yet: nothing to read); the error of
+/// [`foreign_schema`] naming `wanted` when it holds others.
+pub fn require_tables(
+    path: &Path,
+    conn: &Connection,
+    needed: &[&str],
+    wanted: &str,
+) -> Result<Option<HashSet<String>>, SourceError> {
+    let t = tables(conn).map_err(|e| sql_err(path, e))?;
+    if needed.iter().all(|n| t.contains(*n)) {
+        return Ok(Some(t));
+    }
+    match foreign_schema(path, conn, &t, wanted) {
+        Some(e) => Err(e),
+        None => Ok(None),
+    }
+}
+
 /// The error for a database whose `tables` lack the ones its reader knows
 /// (`wanted`, in words): [`SourceError::NotUnderstood`], naming the tables
 /// it has and its `user_version` when set. `None` when it has no table at

@@ -122,17 +122,15 @@ fn message_records(role: &str, content: &Value, mk: Make<'_>, out: &mut Vec<Reco
 pub fn read_db(path: &Path, watermark: &Watermark) -> Result<DbBatch, SourceError> {
     let conn = db::open_read_only(path)?;
     let since = db::watermark_i64(watermark).unwrap_or(0);
-    let t = db::tables(&conn).map_err(|e| db::sql_err(path, e))?;
-    if !(t.contains("sessions") && t.contains("messages")) {
-        if let Some(e) = db::foreign_schema(path, &conn, &t, "goose's sessions and messages tables")
-        {
-            return Err(e);
-        }
-        return Ok(DbBatch {
-            parsed: Parsed::default(),
-            watermark: watermark.clone(),
-        });
-    }
+    let Some(_) = db::require_tables(
+        path,
+        &conn,
+        &["sessions", "messages"],
+        "goose's sessions and messages tables",
+    )?
+    else {
+        return Ok(DbBatch::nothing(watermark));
+    };
     let run = || -> rusqlite::Result<DbBatch> {
         let m = db::columns(&conn, "messages")?;
         let s = db::columns(&conn, "sessions")?;

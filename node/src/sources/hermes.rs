@@ -161,16 +161,9 @@ pub fn read_db(path: &Path, watermark: &Watermark) -> Result<DbBatch, SourceErro
         .and_then(|d| d.file_name())
         .and_then(|n| n.to_str())
         .map(str::to_owned);
-    let t = db::tables(&conn).map_err(|e| db::sql_err(path, e))?;
-    if !t.contains("messages") {
-        if let Some(e) = db::foreign_schema(path, &conn, &t, "Hermes' messages table") {
-            return Err(e);
-        }
-        return Ok(DbBatch {
-            parsed: Parsed::default(),
-            watermark: watermark.clone(),
-        });
-    }
+    let Some(t) = db::require_tables(path, &conn, &["messages"], "Hermes' messages table")? else {
+        return Ok(DbBatch::nothing(watermark));
+    };
     let run = || -> rusqlite::Result<DbBatch> {
         let facts = if t.contains("sessions") {
             session_facts(&conn)?

@@ -231,16 +231,15 @@ fn conversation_records(
 pub fn read_db(path: &Path, watermark: &Watermark) -> Result<DbBatch, SourceError> {
     let conn = db::open_read_only(path)?;
     let since = db::watermark_i64(watermark).unwrap_or(i64::MIN);
-    let t = db::tables(&conn).map_err(|e| db::sql_err(path, e))?;
-    if !t.contains("conversations_v2") {
-        if let Some(e) = db::foreign_schema(path, &conn, &t, "Kiro's conversations_v2 table") {
-            return Err(e);
-        }
-        return Ok(DbBatch {
-            parsed: Parsed::default(),
-            watermark: watermark.clone(),
-        });
-    }
+    let Some(_) = db::require_tables(
+        path,
+        &conn,
+        &["conversations_v2"],
+        "Kiro's conversations_v2 table",
+    )?
+    else {
+        return Ok(DbBatch::nothing(watermark));
+    };
     let run = || -> rusqlite::Result<DbBatch> {
         let mut stmt = conn.prepare(
             "SELECT rowid, key, conversation_id, value, updated_at FROM conversations_v2 \

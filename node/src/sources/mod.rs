@@ -286,6 +286,16 @@ pub struct DbBatch {
     pub watermark: Watermark,
 }
 
+impl DbBatch {
+    /// Nothing read: resume from `watermark` next time.
+    pub fn nothing(watermark: &Watermark) -> DbBatch {
+        DbBatch {
+            parsed: Parsed::default(),
+            watermark: watermark.clone(),
+        }
+    }
+}
+
 /// How the indexer reads one discovered store.
 #[derive(Clone, Copy)]
 pub enum Reader {

@@ -100,16 +100,15 @@ fn event_text(json: ValueRef<'_>, zstd: ValueRef<'_>) -> Option<Vec<u8>> {
 pub fn read_db(path: &Path, watermark: &Watermark) -> Result<DbBatch, SourceError> {
     let conn = db::open_read_only(path)?;
     let since = db::watermark_i64(watermark).unwrap_or(0);
-    let t = db::tables(&conn).map_err(|e| db::sql_err(path, e))?;
-    if !t.contains("transcript_events") {
-        if let Some(e) = db::foreign_schema(path, &conn, &t, "OpenClaw's transcript_events table") {
-            return Err(e);
-        }
-        return Ok(DbBatch {
-            parsed: Parsed::default(),
-            watermark: watermark.clone(),
-        });
-    }
+    let Some(_) = db::require_tables(
+        path,
+        &conn,
+        &["transcript_events"],
+        "OpenClaw's transcript_events table",
+    )?
+    else {
+        return Ok(DbBatch::nothing(watermark));
+    };
     let run = || -> rusqlite::Result<DbBatch> {
         let mut stmt = conn.prepare(
             "SELECT rowid, session_id, seq, event_json, event_zstd FROM transcript_events \

@@ -326,16 +326,9 @@ fn thread_records(row: &Row<'_>, thread: &Value, parsed: &mut Parsed) {
 /// seen, as Zed writes it: RFC 3339 in UTC, which sorts as text).
 pub fn read_db(path: &Path, watermark: &Watermark) -> Result<DbBatch, SourceError> {
     let conn = db::open_read_only(path)?;
-    let t = db::tables(&conn).map_err(|e| db::sql_err(path, e))?;
-    if !t.contains("threads") {
-        if let Some(e) = db::foreign_schema(path, &conn, &t, "Zed's threads table") {
-            return Err(e);
-        }
-        return Ok(DbBatch {
-            parsed: Parsed::default(),
-            watermark: watermark.clone(),
-        });
-    }
+    let Some(_) = db::require_tables(path, &conn, &["threads"], "Zed's threads table")? else {
+        return Ok(DbBatch::nothing(watermark));
+    };
     let cols = db::columns(&conn, "threads").map_err(|e| db::sql_err(path, e))?;
     let since = watermark.clone().unwrap_or_default();
     let run = || -> rusqlite::Result<DbBatch> {
