@@ -11,8 +11,8 @@ use crate::redact::{RedactionCounts, Redactor};
 use crate::search::{self, Hit, Query, SearchError, SearchOptions};
 use crate::sources::notes;
 use crate::store::{
-    ApplyError, ApplyReport, ForgetCandidate, ForgetError, ForgetReport, MAX_QUERY_FORGET, Store,
-    StoreError, StoreStats, Synced,
+    ApplyError, ApplyReport, ForgetCandidate, ForgetError, ForgetReport, MAX_QUERY_FORGET,
+    SessionLookup, Store, StoreError, StoreStats, Synced,
 };
 use crate::survey;
 use cairn_protocol::{Batch, ForgetTarget, NodeId, Pull, Watermark};
@@ -879,14 +879,15 @@ impl Node {
         };
         let plan = match req {
             ForgetRequest::Session(prefix) => {
-                let found = self.store.find_sessions(prefix, 2)?;
-                let s = match found.as_slice() {
-                    [] => return Err(nothing(&format!("session {prefix}"))),
-                    [one] => one,
-                    _ => {
+                let s = match self.store.find_session(prefix)? {
+                    SessionLookup::One(s) => *s,
+                    SessionLookup::None => {
+                        return Err(nothing(&format!("session {prefix}")));
+                    }
+                    SessionLookup::Several { count, .. } => {
                         return Err(NodeError::AmbiguousSession {
                             prefix: prefix.clone(),
-                            count: found.len(),
+                            count,
                         });
                     }
                 };

@@ -6,6 +6,8 @@ use std::process::{Command, Stdio};
 use anyhow::bail;
 use serde::Serialize;
 
+use cairn_node::store::SessionLookup;
+
 use crate::args::{GlobalArgs, ShowArgs};
 use crate::output;
 
@@ -24,36 +26,17 @@ struct JsonOut<'a> {
 /// Runs `cairn show`.
 pub fn run(global: &GlobalArgs, args: &ShowArgs) -> anyhow::Result<()> {
     let node = super::open(global)?;
-    let mut found = node.store().find_sessions(&args.session, 20)?;
-    // An exact id wins over longer ids sharing it as a prefix.
-    if let Some(i) = found.iter().position(|s| s.session_id == args.session) {
-        found = vec![found.swap_remove(i)];
-    }
-    let session = match found.len() {
-        0 => bail!(
+    let session = match node.store().find_session(&args.session)? {
+        SessionLookup::One(s) => *s,
+        SessionLookup::None => bail!(
             "no session id starts with {:?}; `cairn search` shows ids",
             args.session
         ),
-        1 => found.remove(0),
-        _ => {
-            let ids: Vec<String> = found
-                .iter()
-                .map(|s| {
-                    format!(
-                        "  {} ({}, {})",
-                        s.session_id,
-                        s.agent,
-                        output::short_time(s.last_ms)
-                    )
-                })
-                .collect();
-            bail!(
-                "{:?} matches {} sessions; give more of the id:\n{}",
-                args.session,
-                found.len(),
-                ids.join("\n")
-            );
-        }
+        SessionLookup::Several { count, handles } => bail!(
+            "{:?} matches {count} sessions; give more of the id or a handle:\n  {}",
+            args.session,
+            handles.join("\n  ")
+        ),
     };
     let records = node
         .store()

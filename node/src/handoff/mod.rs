@@ -14,7 +14,7 @@ pub mod launch;
 
 pub use brief::{Brief, DEFAULT_MAX_BYTES, Header, MIN_MAX_BYTES, Turn, build};
 
-use crate::store::{SessionInfo, Store, StoreError};
+use crate::store::{SessionInfo, SessionLookup, Store, StoreError};
 
 /// Why no brief could be made.
 #[derive(Debug, thiserror::Error)]
@@ -41,38 +41,13 @@ pub enum HandoffError {
 /// (`agent:session_id`), a session id, or a unique prefix of one. An exact
 /// id wins over longer ids it is a prefix of.
 pub fn find_session(store: &Store, given: &str) -> Result<SessionInfo, HandoffError> {
-    let given = given.trim();
-    let (agent, id) = match given.split_once(':') {
-        Some((a, id))
-            if !id.is_empty() && crate::sources::registry().iter().any(|s| s.agent() == a) =>
-        {
-            (Some(a), id)
-        }
-        _ => (None, given),
-    };
-    if id.is_empty() {
-        return Err(HandoffError::NotFound(given.to_owned()));
-    }
-    let mut found: Vec<SessionInfo> = store
-        .find_sessions(id, 50)?
-        .into_iter()
-        .filter(|s| agent.is_none_or(|a| s.agent == a))
-        .collect();
-    if let Some(i) = found.iter().position(|s| s.session_id == id) {
-        return Ok(found.swap_remove(i));
-    }
-    match found.len() {
-        0 => Err(HandoffError::NotFound(given.to_owned())),
-        1 => Ok(found.remove(0)),
-        n => Err(HandoffError::Ambiguous {
-            given: given.to_owned(),
-            count: n,
-            some: found
-                .iter()
-                .take(5)
-                .map(|s| format!("{}:{}", s.agent, s.session_id))
-                .collect::<Vec<_>>()
-                .join(", "),
+    match store.find_session(given)? {
+        SessionLookup::One(s) => Ok(*s),
+        SessionLookup::None => Err(HandoffError::NotFound(given.trim().to_owned())),
+        SessionLookup::Several { count, handles } => Err(HandoffError::Ambiguous {
+            given: given.trim().to_owned(),
+            count,
+            some: handles.join(", "),
         }),
     }
 }

@@ -13,7 +13,7 @@ use super::sanitize::{self, truncate};
 use super::tools::{SearchRequest, SessionRequest};
 use crate::node::{Node, NodeError};
 use crate::search::{Hit, SearchOptions};
-use crate::store::{SessionInfo, Store, StoreError};
+use crate::store::{SessionInfo, SessionLookup, Store, StoreError};
 
 /// Byte budget of a `search` answer.
 pub const SEARCH_BUDGET: usize = 6 * 1024;
@@ -174,50 +174,16 @@ fn record_position(store: &Store, record_id: i64) -> Result<(usize, usize), Tool
 
 /// Finds the one session a handle, id or id prefix names.
 pub fn resolve(store: &Store, handle_or_id: &str) -> Result<SessionInfo, ToolFailure> {
-    let known: Vec<&'static str> = crate::sources::registry()
-        .iter()
-        .map(|s| s.agent())
-        .collect();
-    // `agent:session_id` first, then the whole text as an id or prefix.
-    if let Some((agent, id)) = handle_or_id.split_once(':')
-        && known.contains(&agent)
-        && !id.is_empty()
-    {
-        let found: Vec<SessionInfo> = store
-            .find_sessions(id, 50)?
-            .into_iter()
-            .filter(|s| s.agent == agent)
-            .collect();
-        if let Some(one) = pick(found, id)? {
-            return Ok(one);
-        }
-    }
-    let found = store.find_sessions(handle_or_id, 50)?;
-    match pick(found, handle_or_id)? {
-        Some(one) => Ok(one),
-        None => Err(ToolFailure::NotFound(format!(
+    match store.find_session(handle_or_id)? {
+        SessionLookup::One(s) => Ok(*s),
+        SessionLookup::None => Err(ToolFailure::NotFound(format!(
             "no session matches {:?}; use a `handle` from a `search` hit",
             sanitize::recalled(handle_or_id)
         ))),
-    }
-}
-
-fn pick(mut found: Vec<SessionInfo>, id: &str) -> Result<Option<SessionInfo>, ToolFailure> {
-    if let Some(i) = found.iter().position(|s| s.session_id == id) {
-        return Ok(Some(found.swap_remove(i)));
-    }
-    match found.len() {
-        0 => Ok(None),
-        1 => Ok(found.pop()),
-        n => {
-            let some: Vec<String> = found
-                .iter()
-                .take(5)
-                .map(|s| handle(&s.agent, &s.session_id))
-                .collect();
+        SessionLookup::Several { count, handles } => {
             Err(ToolFailure::NotFound(sanitize::recalled(&format!(
-                "{id:?} matches {n} sessions; pass one handle: {}",
-                some.join(", ")
+                "{handle_or_id:?} matches {count} sessions; pass one handle: {}",
+                handles.join(", ")
             ))))
         }
     }

@@ -47,6 +47,7 @@ pub(crate) mod record_bytes;
 pub(crate) mod record_times;
 pub(crate) mod runs;
 mod schema;
+mod session_lookup;
 pub(crate) mod sketch;
 #[cfg(test)]
 mod sync_tests;
@@ -83,6 +84,7 @@ pub use insert::NewRecord;
 pub use log::{LogKind, OwnLog, StoredRecord};
 pub use read::{AgentCounts, SessionInfo, SessionRecord, SourceRow, StoreStats};
 pub use schema::SCHEMA_VERSION;
+pub use session_lookup::{SessionLookup, handle_of};
 pub use trust::{OriginKey, OriginRefusal, RefuseOriginError, TrustError};
 pub use upgrade_fields::FieldsUpgrade;
 pub use vector_file::Synced;

@@ -16,7 +16,9 @@ use super::UiState;
 use crate::clock::now_ms;
 use crate::record::Role;
 use crate::search::{self, SearchOptions};
-use crate::store::{Origin, RecentFilter, SessionInfo, SessionRecord, Store, StoreError};
+use crate::store::{
+    Origin, RecentFilter, SessionInfo, SessionLookup, SessionRecord, Store, StoreError,
+};
 use crate::sync::peers::PeerTable;
 
 const DAY_MS: i64 = 86_400_000;
@@ -204,21 +206,17 @@ struct SessionPage {
     local_sources: Vec<String>,
 }
 
-/// Resolves a session id or unique prefix the way `cairn show` does.
+/// Resolves a session handle, id or unique prefix the way `cairn show` does.
 fn resolve_session(store: &Store, id: &str) -> Result<SessionInfo, ApiError> {
-    let mut found = store.find_sessions(id, 20)?;
-    if let Some(i) = found.iter().position(|s| s.session_id == id) {
-        return Ok(found.swap_remove(i));
-    }
-    match found.len() {
-        0 => Err(ApiError(
+    match store.find_session(id)? {
+        SessionLookup::One(s) => Ok(*s),
+        SessionLookup::None => Err(ApiError(
             StatusCode::NOT_FOUND,
             format!("no session id starts with {id:?}"),
         )),
-        1 => Ok(found.remove(0)),
-        n => Err(ApiError(
+        SessionLookup::Several { count, .. } => Err(ApiError(
             StatusCode::CONFLICT,
-            format!("{id:?} matches {n} sessions; give more of the id"),
+            format!("{id:?} matches {count} sessions; give more of the id"),
         )),
     }
 }
