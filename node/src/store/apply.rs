@@ -155,17 +155,45 @@ impl Store {
         peer: Option<&NodeId>,
         embedder: Option<&Embedder<'_>>,
     ) -> Result<ApplyReport, ApplyError> {
+        self.check_before_apply(pull, batch, redactor)?;
+        self.apply_checked_batch(batch, redactor, peer, embedder)
+    }
+
+    /// Everything about a batch that can be judged before taking the
+    /// write lock: its shape against the pull, its origin and seals (the
+    /// signature check is the costly part) and its forgets.
+    fn check_before_apply(
+        &self,
+        pull: &Pull,
+        batch: &Batch,
+        redactor: &Redactor,
+    ) -> Result<(), ApplyError> {
         check_batch(pull, batch)?;
         super::trust::check(&self.conn, batch)??;
         if let Some(refusal) = super::trust::forget_names_a_secret(batch, redactor) {
             return Err(refusal.into());
         }
+        Ok(())
+    }
+
+    /// Stores a batch [`Store::check_before_apply`] passed. Inside the
+    /// write transaction the origin is judged again (refused meanwhile,
+    /// or its key learned from another batch), since another connection
+    /// may have changed that after the check.
+    fn apply_checked_batch(
+        &mut self,
+        batch: &Batch,
+        redactor: &Redactor,
+        peer: Option<&NodeId>,
+        embedder: Option<&Embedder<'_>>,
+    ) -> Result<ApplyReport, ApplyError> {
         if !batch.tombstones.is_empty() {
             self.conn.pragma_update(None, "secure_delete", "ON")?;
         }
         let tx = self
             .conn
             .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        super::trust::recheck(&tx, batch)??;
         // Records are looked up by hash below: a pass's deferral ends.
         super::hash_index::ensure(&tx)?;
         let mut report = apply_checked(&tx, batch, redactor, embedder)?;
@@ -202,6 +230,21 @@ impl Store {
             "applied batch"
         );
         Ok(report)
+    }
+
+    /// Test hook: the check, then `between` (another connection's change,
+    /// say), then the store, as a concurrent apply would interleave.
+    #[cfg(test)]
+    pub(crate) fn apply_batch_with_change_between(
+        &mut self,
+        pull: &Pull,
+        batch: &Batch,
+        redactor: &Redactor,
+        between: impl FnOnce(),
+    ) -> Result<ApplyReport, ApplyError> {
+        self.check_before_apply(pull, batch, redactor)?;
+        between();
+        self.apply_checked_batch(batch, redactor, None, None)
     }
 
     /// Test hook: runs the whole apply, then drops the transaction instead

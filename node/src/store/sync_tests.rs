@@ -1037,3 +1037,52 @@ fn received_records_bring_the_vectors_a_vector_pass_would_compute() {
     let (all, upto) = vectors(&d);
     assert_eq!((all.len(), upto), (1 + with.len(), 41));
 }
+
+/// The trust check runs before the write lock; what another connection
+/// changes in between (the user refusing the origin, another batch
+/// teaching a first key for it) is judged again inside the transaction.
+#[test]
+fn an_origin_refused_or_keyed_between_check_and_store_is_refused() {
+    let mut a = TestNode::new(1);
+    let mut b = TestNode::new(2);
+    let c = TestNode::new(3);
+    a.index(&session("s", "/p", 4, "raced"));
+    let (pull, batch) = first_batch(&a, &b);
+    let before = b.records();
+    let path = b.store.path().to_path_buf();
+    // Refused by `cairn peers --refuse-origin` in another process.
+    let e = b
+        .store
+        .apply_batch_with_change_between(&pull, &batch, &Redactor::new(), || {
+            let mut other = Store::open(&path).expect("second connection");
+            other.refuse_origin(&a.id, 5).expect("refuse");
+        })
+        .expect_err("refused meanwhile");
+    assert!(
+        matches!(e, ApplyError::Refused(TrustError::RefusedOrigin { .. })),
+        "{e}"
+    );
+    assert_eq!(b.records(), before, "nothing of the batch stored");
+    assert_eq!(b.store.watermarks().expect("wm").len(), 1, "only B's own");
+    // A first key for A learned from another batch meanwhile (another
+    // peer relaying A's log with a different key).
+    b.store.allow_origin(&a.id).expect("allow");
+    let e = b
+        .store
+        .apply_batch_with_change_between(&pull, &batch, &Redactor::new(), || {
+            let other = Store::open(&path).expect("second connection");
+            other
+                .conn()
+                .execute(
+                    "INSERT INTO origin_keys(origin, spki, learned_ms) VALUES (?1, ?2, 0)",
+                    rusqlite::params![a.id.to_string(), c.signer.spki()],
+                )
+                .expect("key learned meanwhile");
+        })
+        .expect_err("another key meanwhile");
+    assert!(
+        matches!(e, ApplyError::Refused(TrustError::KeyChanged { .. })),
+        "{e}"
+    );
+    assert_eq!(b.records(), before);
+}

@@ -333,10 +333,7 @@ pub(super) fn check(
     if own_log(conn)?.is_some_and(|l| l.origin == origin.to_string()) {
         return Ok(Err(TrustError::OwnOrigin { origin }));
     }
-    let refused: bool = conn
-        .prepare_cached("SELECT EXISTS(SELECT 1 FROM refused_origins WHERE origin = ?1)")?
-        .query_row([origin.to_string()], |r| r.get(0))?;
-    if refused {
+    if is_refused(conn, &origin)? {
         return Ok(Err(TrustError::RefusedOrigin { origin }));
     }
     let checks = match seal_checks(batch) {
@@ -353,6 +350,27 @@ pub(super) fn check(
     }
     if crate::seal::verify(&batch.origin_key, &checks).is_err() {
         return Ok(Err(TrustError::BadSignature { origin }));
+    }
+    Ok(Ok(()))
+}
+
+/// Judges a checked batch's origin again inside the apply transaction:
+/// what another connection may have changed since [`check`] (a refusal
+/// of the origin, a first key learned from another batch). Only table
+/// look-ups; the seals were verified by [`check`].
+pub(super) fn recheck(
+    conn: &Connection,
+    batch: &Batch,
+) -> Result<Result<(), TrustError>, StoreError> {
+    let origin = batch.origin;
+    if is_refused(conn, &origin)? {
+        return Ok(Err(TrustError::RefusedOrigin { origin }));
+    }
+    if !batch.seals.is_empty()
+        && let Some(known) = known_key(conn, &origin)?
+        && known != batch.origin_key
+    {
+        return Ok(Err(TrustError::KeyChanged { origin }));
     }
     Ok(Ok(()))
 }
@@ -387,6 +405,12 @@ pub(super) fn record(
         put.execute(params![log, s.first as i64, s.last as i64, &s.sig[..]])?;
     }
     Ok(())
+}
+
+fn is_refused(conn: &Connection, origin: &NodeId) -> Result<bool, StoreError> {
+    Ok(conn
+        .prepare_cached("SELECT EXISTS(SELECT 1 FROM refused_origins WHERE origin = ?1)")?
+        .query_row([origin.to_string()], |r| r.get(0))?)
 }
 
 fn known_key(conn: &Connection, origin: &NodeId) -> Result<Option<Vec<u8>>, StoreError> {
