@@ -10,7 +10,9 @@
 //! commit by another process while it looked, and the ordinary compare
 //! runs instead, on the same walk.
 
-use super::{Found, IndexReport, Plan, Stores, Walk, read_whole_at};
+use super::IndexReport;
+use super::detect::{Plan, read_whole_at};
+use super::walk::{Found, Stores, Walk};
 use crate::store::{SourceState, Store, StoreError};
 use crate::survey::{Keys, Known, Survey, Tallied, Was, store_hash};
 
