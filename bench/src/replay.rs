@@ -219,7 +219,7 @@ pub fn run(
     // The same without the survey the previous pass left: the pass opens
     // the database and compares with its rows (as the first pass with
     // nothing new after a write does), then writes the survey again.
-    let survey = s.cairn_home.join(cairn_node::survey::FILE);
+    let survey = s.cairn_home.join(cairn_node::store::survey::FILE);
     figures.push(index_runs(
         cairn,
         &s,

@@ -4,10 +4,10 @@
 //! keeps records in SQLite with an FTS5 index, and search answers queries.
 //! The modules are layered (ARCHITECTURE.md, checked by `tests/layers.rs`):
 //! `record`, `home`, `lock`, `clock`, `hex`, `text`, `embed`, `pathmap` at
-//! the bottom; then `redact`, `identity`, `survey`; `sources`; `config`,
-//! `store`; `indexer`,
-//! `search`; the [`node::Node`] façade and `search_socket` (searches the
-//! daemon answers for the CLI); `sync`, which drives a shared node;
+//! the bottom; then `redact`, `identity`, `seal`; `sources`; `projects`;
+//! `config`, `store` (with the survey); `indexer`, `search`, `handoff`;
+//! the [`node::Node`] façade and `search_socket` (searches the daemon
+//! answers for the CLI); `sync`, which drives a shared node;
 //! and the front ends served from the library, `mcp` and `ui`. Each imports
 //! only from layers below its own.
 //!
@@ -35,7 +35,6 @@ pub mod search;
 pub mod search_socket;
 pub mod sources;
 pub mod store;
-pub mod survey;
 pub mod sync;
 pub mod text;
 pub mod ui;

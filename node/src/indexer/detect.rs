@@ -211,7 +211,7 @@ impl Known {
 /// thread) `None`, and the walk keeps what it found so far, and the
 /// survey, for the pass; it stops comparing at the first source that
 /// differs, so the pass can start while the walk goes on.
-pub fn unchanged_since(walk: &mut Walk, survey: crate::survey::Survey) -> Option<u64> {
+pub fn unchanged_since(walk: &mut Walk, survey: crate::store::survey::Survey) -> Option<u64> {
     // A survey its files do not vouch for is for the pass, which asks the
     // database for its generation.
     if !survey.by_files() {
@@ -258,14 +258,14 @@ pub fn unchanged_since(walk: &mut Walk, survey: crate::survey::Survey) -> Option
     None
 }
 
-/// The survey's tally of `found` (see [`crate::survey::Tally`]), hashed
+/// The survey's tally of `found` (see [`crate::store::survey::Tally`]), hashed
 /// by a walk with `walked_with`.
 fn tally_of(
     found: &[Found],
-    walked_with: Option<crate::survey::Keys>,
-    keys: crate::survey::Keys,
-) -> crate::survey::Tally {
-    let mut tally = crate::survey::Tally::default();
+    walked_with: Option<crate::store::survey::Keys>,
+    keys: crate::store::survey::Keys,
+) -> crate::store::survey::Tally {
+    let mut tally = crate::store::survey::Tally::default();
     for f in found {
         tally.add_hash(f.hash(walked_with, keys));
     }

@@ -20,21 +20,21 @@ pub(super) struct Found {
     pub(super) file: SourceFile,
     pub(super) size: u64,
     pub(super) mtime_ns: i64,
-    /// Its [`crate::survey::store_hash`] with the keys of the walk that
+    /// Its [`crate::store::survey::store_hash`] with the keys of the walk that
     /// found it, when it was given some.
     pub(super) hash: Option<u128>,
 }
 
 impl Found {
-    /// Its [`crate::survey::store_hash`] with `keys`.
+    /// Its [`crate::store::survey::store_hash`] with `keys`.
     pub(super) fn hash(
         &self,
-        walked_with: Option<crate::survey::Keys>,
-        keys: crate::survey::Keys,
+        walked_with: Option<crate::store::survey::Keys>,
+        keys: crate::store::survey::Keys,
     ) -> u128 {
         match self.hash {
             Some(h) if walked_with == Some(keys) => h,
-            _ => crate::survey::store_hash(
+            _ => crate::store::survey::store_hash(
                 keys,
                 self.file.path.as_os_str().as_encoded_bytes(),
                 self.size,
@@ -55,7 +55,7 @@ pub struct Walk {
     /// The walking thread, and each source's stores as it finds them.
     pub(super) walker: Option<(std::thread::JoinHandle<()>, Receiver<Batch>)>,
     /// The keys the walking thread tallies each source's stores with.
-    pub(super) keys: Option<crate::survey::Keys>,
+    pub(super) keys: Option<crate::store::survey::Keys>,
     /// The walk is over and everything it found is in `taken`.
     pub(super) done: bool,
     /// What to walk, when no thread could be had.
@@ -66,7 +66,7 @@ pub struct Walk {
     pub(super) partial: bool,
     /// A survey that held for the database when [`super::unchanged_since`] found
     /// a store that differs from it: the pass compares with it first.
-    pub(super) survey: Option<Box<crate::survey::Survey>>,
+    pub(super) survey: Option<Box<crate::store::survey::Survey>>,
 }
 
 impl std::fmt::Debug for Walk {
@@ -89,7 +89,7 @@ impl Walk {
     pub fn start(
         locations: &Locations,
         disabled: &[String],
-        keys: Option<crate::survey::Keys>,
+        keys: Option<crate::store::survey::Keys>,
     ) -> Walk {
         let (mut loc, dis) = (locations.clone(), disabled.to_vec());
         let (tx, rx) = std::sync::mpsc::channel();
@@ -144,7 +144,7 @@ impl Walk {
     }
 
     /// A whole walk that is over and found `batches` (hashed with `keys`).
-    pub(super) fn over(batches: Vec<Vec<Found>>, keys: Option<crate::survey::Keys>) -> Walk {
+    pub(super) fn over(batches: Vec<Vec<Found>>, keys: Option<crate::store::survey::Keys>) -> Walk {
         Walk {
             taken: batches,
             walker: None,
@@ -301,7 +301,7 @@ const DISCOVER_THREADS: usize = 2;
 pub(super) struct Batch {
     pub(super) found: Vec<Found>,
     /// Their tally, when the walk was given keys.
-    pub(super) tally: Option<crate::survey::Tally>,
+    pub(super) tally: Option<crate::store::survey::Tally>,
 }
 
 /// Walks every enabled source, handing each one's stores (and with `keys`
@@ -311,7 +311,7 @@ pub(super) struct Batch {
 fn discover_all(
     locations: &Locations,
     disabled: &[String],
-    keys: Option<crate::survey::Keys>,
+    keys: Option<crate::store::survey::Keys>,
     out: &mut dyn FnMut(Batch) -> bool,
 ) {
     let enabled: Vec<Box<dyn sources::Source>> = sources::registry()
@@ -320,7 +320,7 @@ fn discover_all(
         .collect();
     let walk_one = |i: usize| {
         let source = &enabled[i];
-        let mut tally = keys.map(|_| crate::survey::Tally::default());
+        let mut tally = keys.map(|_| crate::store::survey::Tally::default());
         let found = source
             .discover(locations)
             .into_iter()

@@ -49,6 +49,7 @@ pub(crate) mod record_times;
 pub(crate) mod runs;
 mod schema;
 pub(crate) mod sketch;
+pub mod survey;
 #[cfg(test)]
 mod sync_tests;
 pub mod trust;

@@ -54,7 +54,7 @@ use super::tls::AllowList;
 use super::watch::{self, Watch};
 use crate::clock::now_ms;
 use crate::indexer;
-use crate::node::Node;
+use crate::node::{IndexRequest, Node};
 
 /// Inbound sessions served at once.
 const MAX_INBOUND: usize = 32;
@@ -506,9 +506,10 @@ async fn index_loop(
         let started_ms = now_ms();
         let r = with_node(&node, move |n| {
             let deadline = Some(started + Duration::from_secs(5));
+            let req = IndexRequest::new(now_ms()).until(deadline);
             let rep = match (some, &mut keep) {
-                (Some(walk), _) => n.index_walked(walk, now_ms(), deadline, &mut |_| {}),
-                (None, k) => n.index_keeping(now_ms(), deadline, k.get_or_insert_default()),
+                (Some(walk), _) => n.index(req.walked(walk)),
+                (None, k) => n.index(req.keeping(k.get_or_insert_default())),
             };
             (rep, own_mark(n), keep)
         })
