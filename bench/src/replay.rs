@@ -550,12 +550,10 @@ impl Daemon {
                 .with_context(|| format!("cannot start {} serve", cairn.display()))?,
         );
         let home = &s.cairn_home;
-        d.wait_until(60, "start serving", || {
-            cairn_node::sync::daemon::is_serving(home)
-        })?;
+        d.wait_until(60, "start serving", || cairn_node::daemon::is_serving(home))?;
         d.wait_until(600, "finish its first pass", || {
-            cairn_node::sync::daemon::running_state(home)
-                .and_then(|st| cairn_node::sync::daemon::last_pass(home, &st))
+            cairn_node::daemon::running_state(home)
+                .and_then(|st| cairn_node::daemon::last_pass(home, &st))
                 .is_some()
         })?;
         Ok(d)
@@ -585,8 +583,8 @@ impl Daemon {
         let pid = self.0.id();
         let home = s.cairn_home.clone();
         let last = || {
-            cairn_node::sync::daemon::running_state(&home)
-                .and_then(|st| cairn_node::sync::daemon::last_pass(&home, &st))
+            cairn_node::daemon::running_state(&home)
+                .and_then(|st| cairn_node::daemon::last_pass(&home, &st))
         };
         let before = crate::measure::proc_cpu_ms(pid);
         let mut passes = Vec::new();

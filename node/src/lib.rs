@@ -7,9 +7,9 @@
 //! the bottom; then `redact`, `identity`, `seal`; `sources`; `projects`;
 //! `config`, `store` (with the survey); `indexer`, `search`, `handoff`;
 //! the [`node::Node`] façade and `search_socket` (searches the daemon
-//! answers for the CLI); `sync`, which drives a shared node;
-//! and the front ends served from the library, `mcp` and `ui`. Each imports
-//! only from layers below its own.
+//! answers for the CLI); `sync`, which drives a shared node; the `cairn
+//! serve` `daemon`, which uses `sync`; and the front ends served from the
+//! library, `mcp` and `ui`. Each imports only from layers below its own.
 //!
 //! The node never reads environment variables itself: the caller resolves a
 //! [`config::Config`] from a captured [`config::Env`] and passes it in, so
@@ -17,6 +17,7 @@
 
 pub mod clock;
 pub mod config;
+pub mod daemon;
 pub mod embed;
 pub mod handoff;
 pub mod hex;

@@ -38,6 +38,9 @@ const LAYERS: &[&[&str]] = &[
     // Replication, which drives a shared node (and its own façade,
     // `sync::facade`, for the CLI).
     &["sync"],
+    // The `cairn serve` daemon: the index loop, the watch, the search
+    // socket and the sync service around one shared node.
+    &["daemon"],
     // Front ends served from the library.
     &["mcp", "ui"],
 ];

@@ -212,10 +212,11 @@ type Pair = (SharedNode, SharedNode);
 fn pair_and_sync(laptop: Node, desktop: Node) -> anyhow::Result<(SessionReport, Pair)> {
     let loopback = SocketAddr::from(([127, 0, 0, 1], 0));
     let handshake = Duration::from_secs(10);
-    let invitation = facade::invite(&desktop, Some(loopback), &[], Duration::from_secs(60))?;
+    // The demo's homes are new: no daemon serves them.
+    let invitation = facade::invite(&desktop, None, Some(loopback), &[], Duration::from_secs(60))?;
     let code = invitation.code().encode();
     let waiting = std::thread::spawn(move || invitation.wait());
-    let joined = facade::join(&laptop, &code);
+    let joined = facade::join(&laptop, None, &code);
     waiting
         .join()
         .map_err(|_| anyhow!("the pairing window stopped"))?

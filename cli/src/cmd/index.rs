@@ -5,9 +5,9 @@
 //! only compete with the daemon for the database.
 
 use anyhow::Context;
+use cairn_node::daemon::{self, LastPass, ServeState};
 use cairn_node::indexer::IndexReport;
 use cairn_node::node::{IndexRequest, Node};
-use cairn_node::sync::daemon::{self, LastPass, ServeState};
 use serde::Serialize;
 
 use crate::args::{GlobalArgs, IndexArgs};

@@ -27,17 +27,17 @@ use std::time::{Duration, Instant};
 use tokio::sync::Notify;
 
 use crate::config::Config;
+use crate::daemon;
+use crate::daemon::watch::{self, Watch};
 use crate::indexer::Stores;
 use crate::node::{IndexRequest, Node};
-use crate::sync::daemon;
-use crate::sync::watch::{self, Watch};
 
 /// The longest an MCP read waits for new history to be indexed.
 pub const REFRESH_BUDGET: Duration = Duration::from_millis(1500);
 
 /// How long the server trusts its watch alone: a read this long after the
 /// last pass walks the stores anyway, as the daemon's poll does.
-pub use crate::sync::watch::BACKSTOP;
+pub use crate::daemon::watch::BACKSTOP;
 
 /// The longest a read waits for the watch to handle the events queued
 /// before it (it takes well under a millisecond).
@@ -382,7 +382,7 @@ mod tests {
         );
         // A daemon for this home, as `cairn serve` records it: a live
         // process (this one) named in serve.json.
-        let state = cfg.home.join(crate::sync::instance::SERVE_STATE_FILE);
+        let state = cfg.home.join(crate::daemon::instance::SERVE_STATE_FILE);
         let serving = serde_json::json!({
             "listen_addr": "127.0.0.1:9", "pid": std::process::id(), "started_ms": 1
         });
