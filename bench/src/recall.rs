@@ -23,7 +23,7 @@ use std::time::Instant;
 
 use anyhow::{Context, bail};
 use cairn_node::config::{Config, Env};
-use cairn_node::node::Node;
+use cairn_node::node::{IndexRequest, Node};
 use cairn_node::search::SearchOptions;
 use clap::Parser;
 use serde::Serialize;
@@ -287,7 +287,7 @@ fn index_haystack(dir: &Path, home: &str, data: &str, now_ms: i64) -> anyhow::Re
         data,
         &[("CLAUDE_CONFIG_DIR", &claude), ("CODEX_HOME", &codex)],
     )?;
-    let report = node.index(now_ms, &mut |_| {})?;
+    let report = node.index(IndexRequest::new(now_ms))?;
     eprintln!(
         "haystack: {} records from {} stores in {:.1} s",
         report.added,
@@ -488,7 +488,7 @@ pub fn main() -> anyhow::Result<()> {
     }
     drop_haystack_cells(&data)?;
     let mut node = open_node(&home_s, &data_s, &[])?;
-    let report = node.index(now_ms, &mut |_| {})?;
+    let report = node.index(IndexRequest::new(now_ms))?;
     let stats = node.stats()?;
     eprintln!(
         "indexed {} sessions, {} records ({} new)",

@@ -219,7 +219,7 @@ pub fn run(
     // The same without the survey the previous pass left: the pass opens
     // the database and compares with its rows (as the first pass with
     // nothing new after a write does), then writes the survey again.
-    let survey = s.cairn_home.join(cairn_node::survey::FILE);
+    let survey = s.cairn_home.join(cairn_node::store::survey::FILE);
     figures.push(index_runs(
         cairn,
         &s,
@@ -550,12 +550,10 @@ impl Daemon {
                 .with_context(|| format!("cannot start {} serve", cairn.display()))?,
         );
         let home = &s.cairn_home;
-        d.wait_until(60, "start serving", || {
-            cairn_node::sync::daemon::is_serving(home)
-        })?;
+        d.wait_until(60, "start serving", || cairn_node::daemon::is_serving(home))?;
         d.wait_until(600, "finish its first pass", || {
-            cairn_node::sync::daemon::running_state(home)
-                .and_then(|st| cairn_node::sync::daemon::last_pass(home, &st))
+            cairn_node::daemon::running_state(home)
+                .and_then(|st| cairn_node::daemon::last_pass(home, &st))
                 .is_some()
         })?;
         Ok(d)
@@ -585,8 +583,8 @@ impl Daemon {
         let pid = self.0.id();
         let home = s.cairn_home.clone();
         let last = || {
-            cairn_node::sync::daemon::running_state(&home)
-                .and_then(|st| cairn_node::sync::daemon::last_pass(&home, &st))
+            cairn_node::daemon::running_state(&home)
+                .and_then(|st| cairn_node::daemon::last_pass(&home, &st))
         };
         let before = crate::measure::proc_cpu_ms(pid);
         let mut passes = Vec::new();

@@ -4,12 +4,12 @@
 //! keeps records in SQLite with an FTS5 index, and search answers queries.
 //! The modules are layered (ARCHITECTURE.md, checked by `tests/layers.rs`):
 //! `record`, `home`, `lock`, `clock`, `hex`, `text`, `embed`, `pathmap` at
-//! the bottom; then `redact`, `identity`, `survey`; `sources`; `config`,
-//! `store`; `indexer`,
-//! `search`; the [`node::Node`] façade and `search_socket` (searches the
-//! daemon answers for the CLI); `sync`, which drives a shared node;
-//! and the front ends served from the library, `mcp` and `ui`. Each imports
-//! only from layers below its own.
+//! the bottom; then `redact`, `identity`, `seal`; `sources`; `projects`;
+//! `config`, `store` (with the survey); `indexer`, `search`, `handoff`;
+//! the [`node::Node`] façade and `search_socket` (searches the daemon
+//! answers for the CLI); `sync`, which drives a shared node; the `cairn
+//! serve` `daemon`, which uses `sync`; and the front ends served from the
+//! library, `mcp` and `ui`. Each imports only from layers below its own.
 //!
 //! The node never reads environment variables itself: the caller resolves a
 //! [`config::Config`] from a captured [`config::Env`] and passes it in, so
@@ -17,6 +17,7 @@
 
 pub mod clock;
 pub mod config;
+pub mod daemon;
 pub mod embed;
 pub mod handoff;
 pub mod hex;
@@ -35,7 +36,6 @@ pub mod search;
 pub mod search_socket;
 pub mod sources;
 pub mod store;
-pub mod survey;
 pub mod sync;
 pub mod text;
 pub mod ui;

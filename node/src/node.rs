@@ -10,11 +10,11 @@ use crate::indexer::{self, IndexContext, IndexError, IndexReport, Progress};
 use crate::redact::{RedactionCounts, Redactor};
 use crate::search::{self, Hit, Query, SearchError, SearchOptions};
 use crate::sources::notes;
+use crate::store::survey;
 use crate::store::{
     ApplyError, ApplyReport, ForgetCandidate, ForgetError, ForgetReport, MAX_QUERY_FORGET,
     SessionLookup, Store, StoreError, StoreStats, Synced,
 };
-use crate::survey;
 use cairn_protocol::{Batch, ForgetTarget, NodeId, Pull, Watermark};
 
 /// Failures of node operations.
@@ -111,6 +111,84 @@ pub struct RefreshedPage {
     /// Whether the query ran a second time because the pass (or another
     /// process) changed the index after the first answer.
     pub reran: bool,
+}
+
+/// What an indexing pass is asked to do ([`Node::index`]). By default: a
+/// pass at its time over a walk of every store, to its end, reporting no
+/// progress, keeping no list of stores and leaving no survey.
+pub struct IndexRequest<'a> {
+    now_ms: i64,
+    deadline: Option<std::time::Instant>,
+    walk: Option<indexer::Walk>,
+    keep: Option<&'a mut indexer::Stores>,
+    survey: bool,
+    progress: Option<&'a mut dyn FnMut(Progress)>,
+}
+
+impl std::fmt::Debug for IndexRequest<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("IndexRequest")
+            .field("now_ms", &self.now_ms)
+            .field("deadline", &self.deadline)
+            .field("walk", &self.walk)
+            .field("keep", &self.keep.is_some())
+            .field("survey", &self.survey)
+            .field("progress", &self.progress.is_some())
+            .finish()
+    }
+}
+
+impl<'a> IndexRequest<'a> {
+    /// A pass at `now_ms` (Unix ms), the time its rows are stamped with.
+    pub fn new(now_ms: i64) -> IndexRequest<'a> {
+        IndexRequest {
+            now_ms,
+            deadline: None,
+            walk: None,
+            keep: None,
+            survey: false,
+            progress: None,
+        }
+    }
+
+    /// Stops taking on new work at `deadline` (newest stores first; a
+    /// large file at a batch boundary): what is left is read by the next
+    /// pass. `None` reads everything.
+    pub fn until(mut self, deadline: Option<std::time::Instant>) -> IndexRequest<'a> {
+        self.deadline = deadline;
+        self
+    }
+
+    /// Reads what `walk` finds: a walk from [`Node::start_walk`] for this
+    /// node's configuration (started before the node was opened), or one
+    /// of a few stores from [`indexer::Stores::walk_of`].
+    pub fn walked(mut self, walk: indexer::Walk) -> IndexRequest<'a> {
+        self.walk = Some(walk);
+        self
+    }
+
+    /// Leaves in `stores` every store a whole walk found, for later passes
+    /// over a few of them ([`indexer::Stores::walk_of`]); a walk of some
+    /// stores leaves it as it was.
+    pub fn keeping(mut self, stores: &'a mut indexer::Stores) -> IndexRequest<'a> {
+        self.keep = Some(stores);
+        self
+    }
+
+    /// Leaves a survey for the next pass when one can be had cheaply:
+    /// after a pass that found nothing new, or one that compared the disk
+    /// with a survey that held and read what differed (see
+    /// [`crate::store::survey`]). Not leaving one is logged, not failed.
+    pub fn leaving_survey(mut self) -> IndexRequest<'a> {
+        self.survey = true;
+        self
+    }
+
+    /// Reports the pass's progress to `f` (for a progress bar).
+    pub fn progress(mut self, f: &'a mut dyn FnMut(Progress)) -> IndexRequest<'a> {
+        self.progress = Some(f);
+        self
+    }
 }
 
 /// Records stored since the columns files were last written before a pass
@@ -237,30 +315,65 @@ impl Node {
         self.store.hold_flat_files(budget);
     }
 
-    /// Runs one incremental indexing pass.
-    pub fn index(
-        &mut self,
-        now_ms: i64,
-        progress: &mut dyn FnMut(Progress),
-    ) -> Result<IndexReport, NodeError> {
-        self.index_until(now_ms, None, progress)
-    }
-
-    /// Runs an indexing pass that stops taking on new work at `deadline`
-    /// (newest stores first); what is left is read by the next pass.
-    pub fn index_until(
-        &mut self,
-        now_ms: i64,
-        deadline: Option<std::time::Instant>,
-        progress: &mut dyn FnMut(Progress),
-    ) -> Result<IndexReport, NodeError> {
-        // Not compared with a survey: no tallies.
-        let walk = indexer::Walk::start(&self.config.locations, &self.config.disabled, None);
-        self.index_walked(walk, now_ms, deadline, progress)
+    /// Runs one incremental indexing pass as `req` asks: over its walk
+    /// (else one of every store), until its deadline, keeping the stores
+    /// a whole walk found, and leaving a survey for the next pass. After
+    /// the read: vectors for the new records, the columns file, the
+    /// derived files checked when due, free pages given back.
+    pub fn index(&mut self, req: IndexRequest<'_>) -> Result<IndexReport, NodeError> {
+        let IndexRequest {
+            now_ms,
+            deadline,
+            walk,
+            mut keep,
+            survey,
+            progress,
+        } = req;
+        let mut quiet = |_: Progress| {};
+        let progress: &mut dyn FnMut(Progress) = match progress {
+            Some(p) => p,
+            None => &mut quiet,
+        };
+        // A walk of its own is compared with no survey: no tallies.
+        let walk = walk.unwrap_or_else(|| {
+            indexer::Walk::start(&self.config.locations, &self.config.disabled, None)
+        });
+        let mut report = self.read_walked(walk, now_ms, deadline, progress, keep.as_deref_mut())?;
+        // Sessions just read may name project folders holding stores no
+        // walk found (an aider history where Claude Code ran): read them now.
+        if report.added > 0 && self.learn_project_folders()? {
+            let walk = indexer::Walk::start(&self.config.locations, &self.config.disabled, None);
+            report.absorb(self.read_walked(walk, now_ms, deadline, progress, keep)?);
+        }
+        // Checked before they are written: a damaged file is written anew
+        // by this same pass.
+        // A pass with a deadline (a search's refresh, MCP, the daemon)
+        // starts the clock on its first pass and checks once it has run
+        // for [`CHECK_EVERY`]: a one-shot search never pays for reading
+        // both files whole (its reads check the pages they touch anyway).
+        let now = std::time::Instant::now();
+        let started = *self.checked_at.get_or_insert(now);
+        if deadline.is_none() || now.duration_since(started) >= CHECK_EVERY {
+            self.check_derived(&mut report)?;
+        }
+        self.embed_pending()?;
+        self.write_columns();
+        report.unwritten.append(&mut self.unwritten);
+        match self.store.trim_free_pages() {
+            Ok(0) => {}
+            Ok(pages) => tracing::debug!(pages, "free pages given back"),
+            Err(e) => tracing::warn!(error = %e, "could not give free pages back"),
+        }
+        // The survey only spares a later pass its compare: a failure to
+        // leave one costs that pass time, never an answer.
+        if survey && let Err(e) = self.leave_survey(&report) {
+            tracing::warn!(error = %e, "cannot leave a survey for the next pass");
+        }
+        Ok(report)
     }
 
     /// Starts the disk walk of a pass for the node `config` will open, so
-    /// that it overlaps opening it (see [`Node::index_walked`]). Its
+    /// that it overlaps opening it (see [`IndexRequest::walked`]). Its
     /// threads tally what they find for [`Node::unchanged_since_survey`].
     pub fn start_walk(config: &Config) -> indexer::Walk {
         let keys = survey::Keys::of(&survey_key(config));
@@ -269,10 +382,10 @@ impl Node {
 
     /// The report of a pass over `walk` (from [`Node::start_walk`]) that the
     /// survey shows has nothing to do, told without opening the node or its
-    /// database (see [`crate::survey`]). `None` when there is no survey, it
+    /// database (see [`crate::store::survey`]). `None` when there is no survey, it
     /// no longer describes the database, or the walk finds a store that
     /// differs from it: then `walk` (with what it found so far, and still
-    /// going) is for [`Node::index_walked`].
+    /// going) is for the pass ([`IndexRequest::walked`]).
     pub fn unchanged_since_survey(
         config: &Config,
         walk: &mut indexer::Walk,
@@ -297,10 +410,10 @@ impl Node {
     /// read transaction, and nothing is written when another process
     /// committed meanwhile. When the files changed too recently to be
     /// trusted, it is written for a pass to trust by the rows' generation
-    /// (see [`crate::survey`]). Returns whether one that a walk trusts
+    /// (see [`crate::store::survey`]). Returns whether one that a walk trusts
     /// before the database is opened was written; failing to write it is
     /// only logged.
-    pub fn save_survey(&mut self) -> Result<bool, NodeError> {
+    fn save_survey(&mut self) -> Result<bool, NodeError> {
         let enabled = crate::sources::enabled_agents(&self.config.disabled);
         // The rows the last pass compared with stand while nothing was
         // committed since before it read them (checked after the stat);
@@ -366,7 +479,7 @@ impl Node {
     /// differed from it, from that survey and those stores' rows now (when
     /// no other process committed since). Returns what
     /// [`Node::save_survey`] returns.
-    pub fn leave_survey(&mut self, report: &IndexReport) -> Result<bool, NodeError> {
+    fn leave_survey(&mut self, report: &IndexReport) -> Result<bool, NodeError> {
         let resurvey = match self.compared.take() {
             Some(indexer::Compared::Surveyed(r)) => r,
             other => {
@@ -401,72 +514,6 @@ impl Node {
             taken,
             sources,
         )))
-    }
-
-    /// [`Node::index_until`] that leaves in `stores` every store its walk
-    /// found, for later passes over a few of them ([`indexer::Stores::walk_of`],
-    /// given to [`Node::index_walked`]).
-    pub fn index_keeping(
-        &mut self,
-        now_ms: i64,
-        deadline: Option<std::time::Instant>,
-        stores: &mut indexer::Stores,
-    ) -> Result<IndexReport, NodeError> {
-        let walk = indexer::Walk::start(&self.config.locations, &self.config.disabled, None);
-        self.index_walked_keeping(walk, now_ms, deadline, &mut |_| {}, Some(stores))
-    }
-
-    /// [`Node::index_until`] with a walk from [`Node::start_walk`] for this
-    /// node's configuration, or with a walk of some stores from
-    /// [`indexer::Stores::walk_of`].
-    pub fn index_walked(
-        &mut self,
-        walk: indexer::Walk,
-        now_ms: i64,
-        deadline: Option<std::time::Instant>,
-        progress: &mut dyn FnMut(Progress),
-    ) -> Result<IndexReport, NodeError> {
-        self.index_walked_keeping(walk, now_ms, deadline, progress, None)
-    }
-
-    /// [`Node::index_walked`] that leaves in `stores`, when given, every
-    /// store a whole walk found (see [`Node::index_keeping`]).
-    pub fn index_walked_keeping(
-        &mut self,
-        walk: indexer::Walk,
-        now_ms: i64,
-        deadline: Option<std::time::Instant>,
-        progress: &mut dyn FnMut(Progress),
-        mut stores: Option<&mut indexer::Stores>,
-    ) -> Result<IndexReport, NodeError> {
-        let mut report =
-            self.read_walked(walk, now_ms, deadline, progress, stores.as_deref_mut())?;
-        // Sessions just read may name project folders holding stores no
-        // walk found (an aider history where Claude Code ran): read them now.
-        if report.added > 0 && self.learn_project_folders()? {
-            let walk = indexer::Walk::start(&self.config.locations, &self.config.disabled, None);
-            report.absorb(self.read_walked(walk, now_ms, deadline, progress, stores)?);
-        }
-        // Checked before they are written: a damaged file is written anew
-        // by this same pass.
-        // A pass with a deadline (a search's refresh, MCP, the daemon)
-        // starts the clock on its first pass and checks once it has run
-        // for [`CHECK_EVERY`]: a one-shot search never pays for reading
-        // both files whole (its reads check the pages they touch anyway).
-        let now = std::time::Instant::now();
-        let started = *self.checked_at.get_or_insert(now);
-        if deadline.is_none() || now.duration_since(started) >= CHECK_EVERY {
-            self.check_derived(&mut report)?;
-        }
-        self.embed_pending()?;
-        self.write_columns();
-        report.unwritten.append(&mut self.unwritten);
-        match self.store.trim_free_pages() {
-            Ok(0) => {}
-            Ok(pages) => tracing::debug!(pages, "free pages given back"),
-            Err(e) => tracing::warn!(error = %e, "could not give free pages back"),
-        }
-        Ok(report)
     }
 
     /// The indexer's pass over `walk` with this node's settings, and
@@ -704,7 +751,12 @@ impl Node {
                 reran: false,
             });
         }
-        let report = self.index_walked(walk, now_ms, deadline, progress)?;
+        let report = self.index(
+            IndexRequest::new(now_ms)
+                .walked(walk)
+                .until(deadline)
+                .progress(progress),
+        )?;
         let untouched = report.changed == 0
             && report.added == 0
             && report.removed == 0
@@ -719,7 +771,7 @@ impl Node {
         // and none would have been wrong, or one held for the database and
         // the pass read what differed. The second is left after the query
         // ran again, so the database files have had time to settle (see
-        // `crate::survey`). After another process's commit, none.
+        // `crate::store::survey`). After another process's commit, none.
         if untouched || !report.nothing_new() {
             self.leave_survey(&report)?;
         }
@@ -1049,7 +1101,7 @@ mod tests {
     fn settle(node: &mut Node) {
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
         loop {
-            let r = node.index(0, &mut |_| {}).expect("pass");
+            let r = node.index(IndexRequest::new(0)).expect("pass");
             assert_eq!((r.changed, r.added, r.removed), (0, 0, 0), "{r:?}");
             if node.save_survey().expect("save") {
                 return;
@@ -1070,14 +1122,14 @@ mod tests {
         let mut node = Node::open(cfg.clone()).expect("open");
         let file = cfg.locations.claude_dir.join("projects/-p/s1.jsonl");
         append(&file, &claude_line("s1", 0, text));
-        node.index(0, &mut |_| {}).expect("first pass");
+        node.index(IndexRequest::new(0)).expect("first pass");
         (dir, cfg, node, file)
     }
 
     /// A pass over the walk the survey hands back (it must, `why`).
     fn pass_after_walk(cfg: &Config, node: &mut Node, why: &str) -> IndexReport {
         let walk = surveyed(cfg).expect_err(why);
-        node.index_walked(*walk, 0, None, &mut |_| {})
+        node.index(IndexRequest::new(0).walked(*walk))
             .expect("pass")
     }
 
@@ -1110,7 +1162,7 @@ mod tests {
         std::fs::write(&columns, &bytes).expect("damage");
         let walk = surveyed(&cfg).expect_err("the shortcut is not taken");
         let r = node
-            .index_walked(*walk, 0, None, &mut |_| {})
+            .index(IndexRequest::new(0).walked(*walk))
             .expect("pass");
         assert_eq!(r.rebuilt.len(), 1, "{r:?}");
         assert_eq!(r.rebuilt[0].0, columns.display().to_string());
@@ -1160,7 +1212,7 @@ mod tests {
             &first,
             &claude_line("s1", 0, "the heron flew over the marsh"),
         );
-        node.index(0, &mut |_| {}).expect("first pass");
+        node.index(IndexRequest::new(0)).expect("first pass");
         settle(&mut node);
         let report = surveyed(&cfg).expect("nothing new");
         assert_eq!((report.stores, report.changed, report.added), (1, 0, 0));
@@ -1225,7 +1277,7 @@ mod tests {
         // a reset would) just after a pass with nothing new: neither the
         // survey from before nor one written from that pass's rows may say
         // nothing changed.
-        let r = node.index(0, &mut |_| {}).expect("pass");
+        let r = node.index(IndexRequest::new(0)).expect("pass");
         assert_eq!(r.changed, 0);
         let raw = rusqlite::Connection::open(&cfg.db_path).expect("raw");
         raw.execute("UPDATE sources SET size = 0", [])
@@ -1296,7 +1348,7 @@ mod tests {
                 "\n"
             ),
         );
-        node.index(0, &mut |_| {}).expect("first pass");
+        node.index(IndexRequest::new(0)).expect("first pass");
         settle(&mut node);
         let codex_known = node
             .store
@@ -1312,7 +1364,7 @@ mod tests {
         let walk = surveyed(&cfg).expect_err("two stores differ");
         let mut kept = indexer::Stores::default();
         let r = node
-            .index_walked_keeping(*walk, 0, None, &mut |_| {}, Some(&mut kept))
+            .index(IndexRequest::new(0).walked(*walk).keeping(&mut kept))
             .expect("pass");
         assert_eq!(
             (r.stores, r.changed, r.added),
@@ -1365,7 +1417,7 @@ mod tests {
             })
             .expect("checkpoint");
         let r = node
-            .index_walked(*walk, 0, None, &mut |_| {})
+            .index(IndexRequest::new(0).walked(*walk))
             .expect("pass");
         assert_eq!((r.changed, r.added), (1, 1));
         assert!(by_survey(&node));
@@ -1470,7 +1522,7 @@ mod tests {
             &file,
             &claude_line("s1", 0, "the heron flew over the marsh"),
         );
-        node.index(0, &mut |_| {}).expect("first pass");
+        node.index(IndexRequest::new(0)).expect("first pass");
         let opts = SearchOptions {
             limit: 10,
             ..SearchOptions::default()
@@ -1508,7 +1560,7 @@ mod tests {
         let before = node.store().change_stamp().expect("stamp");
         let mut other = Node::open(node.config().clone()).expect("second open");
         append(&file, &claude_line("s1", 2, "an egret in the reeds"));
-        other.index(0, &mut |_| {}).expect("other pass");
+        other.index(IndexRequest::new(0)).expect("other pass");
         assert_ne!(node.store().change_stamp().expect("stamp"), before);
         let r = search(&mut node, "egret");
         assert_eq!(r.page.hits.len(), 1);
@@ -1538,7 +1590,7 @@ mod tests {
                 lines.push_str(&claude_line("s1", i, &said));
             }
             append(&file, &lines);
-            node.index(0, &mut |_| {}).expect("pass");
+            node.index(IndexRequest::new(0)).expect("pass");
             let counts = node.store().vector_counts().expect("counts");
             assert_eq!(counts.with_vector, u64::from(records));
             let covered = crate::store::cells_covered(node.store().path());
@@ -1561,7 +1613,7 @@ mod tests {
         for (i, t) in said.iter().enumerate() {
             append(&file, &claude_line("s1", i as u32, t));
         }
-        node.index(0, &mut |_| {}).expect("pass");
+        node.index(IndexRequest::new(0)).expect("pass");
         let counts = node.store().vector_counts().expect("counts");
         assert_eq!((counts.with_vector, counts.pending), (3, 0));
         let vectors = crate::store::vector_file::path_for(node.store().path());

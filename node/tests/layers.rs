@@ -21,9 +21,9 @@ const LAYERS: &[&[&str]] = &[
     &[
         "record", "home", "lock", "clock", "hex", "text", "embed", "pathmap",
     ],
-    // Secret scrubbing (pure), the node's key pair, signing with it (seals)
-    // and the survey file.
-    &["redact", "identity", "seal", "survey"],
+    // Secret scrubbing (pure), the node's key pair and signing with it
+    // (seals).
+    &["redact", "identity", "seal"],
     // Reading the agents' histories.
     &["sources"],
     // Where the per-project stores are, found without configuration.
@@ -38,6 +38,9 @@ const LAYERS: &[&[&str]] = &[
     // Replication, which drives a shared node (and its own façade,
     // `sync::facade`, for the CLI).
     &["sync"],
+    // The `cairn serve` daemon: the index loop, the watch, the search
+    // socket and the sync service around one shared node.
+    &["daemon"],
     // Front ends served from the library.
     &["mcp", "ui"],
 ];

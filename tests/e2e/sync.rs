@@ -95,7 +95,10 @@ impl Machine {
     pub(crate) fn serve(&self, listen: &str) -> (Reap, String) {
         let child = self
             .cmd(&["serve", "--listen", listen])
-            .env("CAIRN_LOG", "info,cairn_node::sync=debug")
+            .env(
+                "CAIRN_LOG",
+                "info,cairn_node::sync=debug,cairn_node::daemon=debug",
+            )
             .stdout(Stdio::null())
             .stderr(
                 std::fs::File::create(self.home.path().join("serve.log"))

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use anyhow::{Context, anyhow};
 use cairn_node::config::{Config, Env};
-use cairn_node::node::Node;
+use cairn_node::node::{IndexRequest, Node};
 use cairn_node::search::{Hit, SearchOptions};
 use cairn_node::sync::facade::{self, Station, StationRole};
 use cairn_node::sync::peers::PeerTable;
@@ -72,8 +72,8 @@ pub fn run(args: &DemoArgs) -> anyhow::Result<()> {
     let now = super::now_ms();
     let mut laptop = open(&laptop_dir, "laptop")?;
     let mut desktop = open(&desktop_dir, "desktop")?;
-    laptop.index(now, &mut |_| {})?;
-    desktop.index(now, &mut |_| {})?;
+    laptop.index(IndexRequest::new(now))?;
+    desktop.index(IndexRequest::new(now))?;
     let (laptop_records, desktop_records) = (laptop.stats()?.records, desktop.stats()?.records);
     let redactions: u64 = [&laptop, &desktop]
         .iter()
@@ -212,10 +212,11 @@ type Pair = (SharedNode, SharedNode);
 fn pair_and_sync(laptop: Node, desktop: Node) -> anyhow::Result<(SessionReport, Pair)> {
     let loopback = SocketAddr::from(([127, 0, 0, 1], 0));
     let handshake = Duration::from_secs(10);
-    let invitation = facade::invite(&desktop, Some(loopback), &[], Duration::from_secs(60))?;
+    // The demo's homes are new: no daemon serves them.
+    let invitation = facade::invite(&desktop, None, Some(loopback), &[], Duration::from_secs(60))?;
     let code = invitation.code().encode();
     let waiting = std::thread::spawn(move || invitation.wait());
-    let joined = facade::join(&laptop, &code);
+    let joined = facade::join(&laptop, None, &code);
     waiting
         .join()
         .map_err(|_| anyhow!("the pairing window stopped"))?

@@ -10,8 +10,8 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use anyhow::bail;
+use cairn_node::daemon;
 use cairn_node::sync::DEFAULT_PORT;
-use cairn_node::sync::daemon;
 use cairn_node::sync::facade;
 use cairn_node::sync::peers::{Peer, PeerTable};
 use cairn_node::sync::session::SyncError;

@@ -5,9 +5,9 @@
 //! only compete with the daemon for the database.
 
 use anyhow::Context;
+use cairn_node::daemon::{self, LastPass, ServeState};
 use cairn_node::indexer::IndexReport;
-use cairn_node::node::Node;
-use cairn_node::sync::daemon::{self, LastPass, ServeState};
+use cairn_node::node::{IndexRequest, Node};
 use serde::Serialize;
 
 use crate::args::{GlobalArgs, IndexArgs};
@@ -51,9 +51,13 @@ pub fn run(global: &GlobalArgs, args: &IndexArgs) -> anyhow::Result<()> {
             let home = cfg.home.clone();
             let mut node = Node::open(cfg)
                 .with_context(|| format!("cannot open the cairn node in {}", home.display()))?;
-            let report = super::refresh_walked(&mut node, walk, !args.quiet && !args.json, None)?;
-            node.leave_survey(&report)?;
-            report
+            super::with_bar(!args.quiet && !args.json, |on_progress| {
+                let req = IndexRequest::new(super::now_ms())
+                    .walked(walk)
+                    .leaving_survey()
+                    .progress(on_progress);
+                Ok(node.index(req)?)
+            })?
         }
     };
     show(&report, started, args)

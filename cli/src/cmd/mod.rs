@@ -25,8 +25,8 @@ use std::io::IsTerminal;
 
 use anyhow::Context;
 use cairn_node::config::{Config, Env};
-use cairn_node::indexer::{IndexReport, Progress, Walk};
-use cairn_node::node::Node;
+use cairn_node::indexer::{IndexReport, Progress};
+use cairn_node::node::{IndexRequest, Node};
 
 use crate::args::GlobalArgs;
 
@@ -55,25 +55,14 @@ pub fn refresh(
     show_bar: bool,
     budget: Option<std::time::Duration>,
 ) -> anyhow::Result<IndexReport> {
-    // A plain pass (`Node::index_until`): it compares nothing with the
-    // survey, so its walk tallies nothing.
+    // A plain pass: it compares nothing with the survey, so its walk
+    // tallies nothing.
     let deadline = budget.map(|b| std::time::Instant::now() + b);
     with_bar(show_bar, |on_progress| {
-        Ok(node.index_until(now_ms(), deadline, on_progress)?)
-    })
-}
-
-/// [`refresh`] with the walk already started (by [`Node::start_walk`] on
-/// this node's configuration, before opening it).
-pub fn refresh_walked(
-    node: &mut Node,
-    walk: Walk,
-    show_bar: bool,
-    budget: Option<std::time::Duration>,
-) -> anyhow::Result<IndexReport> {
-    let deadline = budget.map(|b| std::time::Instant::now() + b);
-    with_bar(show_bar, |on_progress| {
-        Ok(node.index_walked(walk, now_ms(), deadline, on_progress)?)
+        let req = IndexRequest::new(now_ms())
+            .until(deadline)
+            .progress(on_progress);
+        Ok(node.index(req)?)
     })
 }
 

@@ -103,11 +103,15 @@ pub fn parse_window(s: &str) -> anyhow::Result<Duration> {
 /// Runs `cairn pair [CODE]`.
 pub fn run(global: &GlobalArgs, args: &PairArgs) -> anyhow::Result<()> {
     let node = super::open(global)?;
+    // Told to the other side, to dial back once the pairing port closes.
+    let serve_port =
+        cairn_node::daemon::running_state(&node.config().home).map(|s| s.listen_addr.port());
     let paired = match &args.code {
-        Some(code) => facade::join(&node, code).map_err(explain)?,
+        Some(code) => facade::join(&node, serve_port, code).map_err(explain)?,
         None => {
             let window = parse_window(&args.timeout)?;
-            let invitation = facade::invite(&node, args.listen, &args.advertise, window)?;
+            let invitation =
+                facade::invite(&node, serve_port, args.listen, &args.advertise, window)?;
             show_code(&invitation, args.json)?;
             invitation.wait().map_err(explain)?
         }

@@ -60,7 +60,7 @@ pub fn run(global: &GlobalArgs, args: &SearchArgs) -> anyhow::Result<()> {
         None => None,
     };
     let cfg = super::config(global)?;
-    let serving = cairn_node::sync::daemon::is_serving(&cfg.home);
+    let serving = cairn_node::daemon::is_serving(&cfg.home);
     let opts = SearchOptions {
         limit: usize::from(args.limit),
         agent: args.agent.clone(),

@@ -1,11 +1,11 @@
 //! `cairn serve [--listen ADDR] [--no-discovery]`: runs the sync daemon in the foreground
-//! until SIGINT or SIGTERM. The daemon lives in `cairn_node::sync::daemon`;
+//! until SIGINT or SIGTERM. The daemon lives in `cairn_node::daemon`;
 //! this module resolves the node, starts a runtime and prints where it
 //! listens (also written to `serve.json` in the node's home, shown by
 //! `cairn status --json`).
 
 use anyhow::Context;
-use cairn_node::sync::daemon::{self, DaemonConfig};
+use cairn_node::daemon::{self, DaemonConfig};
 
 use crate::args::{GlobalArgs, ServeArgs};
 use crate::output;

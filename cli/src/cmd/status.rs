@@ -63,7 +63,7 @@ pub fn run(global: &GlobalArgs, args: &JsonArgs) -> anyhow::Result<()> {
         wired: super::install::ctx(global)
             .map(|c| super::install::wired(&c))
             .unwrap_or_default(),
-        listen_addr: cairn_node::sync::daemon::running_state(&cfg.home)
+        listen_addr: cairn_node::daemon::running_state(&cfg.home)
             .map(|s| s.listen_addr.to_string()),
         peers: cairn_node::sync::peers::PeerTable::load(&cfg.home)
             .map(|t| t.peers().len())

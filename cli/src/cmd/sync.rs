@@ -68,7 +68,7 @@ pub fn run(global: &GlobalArgs, args: &SyncArgs) -> anyhow::Result<()> {
     let started = Instant::now();
     let mut node = super::open(global)?;
     let home = node.config().home.clone();
-    if !cairn_node::sync::daemon::is_serving(&home) {
+    if !cairn_node::daemon::is_serving(&home) {
         super::refresh(&mut node, !args.json, None)?;
     }
     let outcomes = facade::sync_once(node, args.peer.as_deref(), DIAL_TIMEOUT)?;

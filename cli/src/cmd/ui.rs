@@ -6,8 +6,8 @@
 use std::path::PathBuf;
 
 use anyhow::{Context, bail};
+use cairn_node::daemon;
 use cairn_node::sources::Locations;
-use cairn_node::sync::daemon;
 use cairn_node::ui::{UiContext, UiServer, guard};
 
 use crate::args::{GlobalArgs, UiArgs};

@@ -10,9 +10,11 @@
 //! commit by another process while it looked, and the ordinary compare
 //! runs instead, on the same walk.
 
-use super::{Found, IndexReport, Plan, Stores, Walk, read_whole_at};
+use super::IndexReport;
+use super::detect::{Plan, read_whole_at};
+use super::walk::{Found, Stores, Walk};
+use crate::store::survey::{Keys, Known, Survey, Tallied, Was, store_hash};
 use crate::store::{SourceState, Store, StoreError};
-use crate::survey::{Keys, Known, Survey, Tallied, Was, store_hash};
 
 /// What the compare with a survey decided.
 pub(super) enum FromSurvey {
@@ -183,7 +185,7 @@ fn differing(
         };
         seen.push(agent);
         let hashes: Vec<u128> = batch.iter().map(|f| f.hash(walked_with, keys)).collect();
-        let mut tally = crate::survey::Tally::default();
+        let mut tally = crate::store::survey::Tally::default();
         hashes.iter().for_each(|&h| tally.add_hash(h));
         if survey.same(agent, tally) {
             continue;

@@ -27,17 +27,17 @@ use std::time::{Duration, Instant};
 use tokio::sync::Notify;
 
 use crate::config::Config;
+use crate::daemon;
+use crate::daemon::watch::{self, Watch};
 use crate::indexer::Stores;
-use crate::node::Node;
-use crate::sync::daemon;
-use crate::sync::watch::{self, Watch};
+use crate::node::{IndexRequest, Node};
 
 /// The longest an MCP read waits for new history to be indexed.
 pub const REFRESH_BUDGET: Duration = Duration::from_millis(1500);
 
 /// How long the server trusts its watch alone: a read this long after the
 /// last pass walks the stores anyway, as the daemon's poll does.
-pub use crate::sync::watch::BACKSTOP;
+pub use crate::daemon::watch::BACKSTOP;
 
 /// The longest a read waits for the watch to handle the events queued
 /// before it (it takes well under a millisecond).
@@ -162,7 +162,8 @@ pub fn refresh(node: &mut Node, now_ms: i64, budget: Duration, watched: &mut Wat
     // A pass that is cut short or fails leaves the next read to walk.
     let last = watched.last_pass.take();
     if let Some(walk) = watched.known.as_ref().and_then(|k| k.walk_of(&wrote)) {
-        return match node.index_walked(walk, now_ms, Some(deadline), &mut |_| {}) {
+        let req = IndexRequest::new(now_ms).until(Some(deadline)).walked(walk);
+        return match node.index(req) {
             Ok(rep) => {
                 if rep.deferred == 0 {
                     watched.last_pass = last;
@@ -180,7 +181,7 @@ pub fn refresh(node: &mut Node, now_ms: i64, budget: Duration, watched: &mut Wat
     }
     // A whole pass lists the stores anew; one that fails leaves none.
     let mut known = watched.known.take().unwrap_or_default();
-    // Nothing new by the survey: no pass (see `crate::survey`).
+    // Nothing new by the survey: no pass (see `crate::store::survey`).
     let mut walk = Node::start_walk(node.config());
     if Node::unchanged_since_survey(node.config(), &mut walk).is_some() {
         watched.last_pass = Some(started);
@@ -190,16 +191,17 @@ pub fn refresh(node: &mut Node, now_ms: i64, budget: Duration, watched: &mut Wat
             deferred: 0,
         };
     }
-    let pass =
-        node.index_walked_keeping(walk, now_ms, Some(deadline), &mut |_| {}, Some(&mut known));
+    let req = IndexRequest::new(now_ms)
+        .until(Some(deadline))
+        .walked(walk)
+        .keeping(&mut known)
+        .leaving_survey();
+    let pass = node.index(req);
     match pass {
         Ok(rep) => {
             watched.known = Some(known);
             if rep.deferred == 0 {
                 watched.last_pass = Some(started);
-            }
-            if let Err(e) = node.leave_survey(&rep) {
-                tracing::debug!(error = %e, "cannot leave a survey");
             }
             if rep.added > 0 || rep.deferred > 0 {
                 tracing::info!(
@@ -380,7 +382,7 @@ mod tests {
         );
         // A daemon for this home, as `cairn serve` records it: a live
         // process (this one) named in serve.json.
-        let state = cfg.home.join(crate::sync::instance::SERVE_STATE_FILE);
+        let state = cfg.home.join(crate::daemon::instance::SERVE_STATE_FILE);
         let serving = serde_json::json!({
             "listen_addr": "127.0.0.1:9", "pid": std::process::id(), "started_ms": 1
         });

@@ -31,7 +31,7 @@ use crate::search::{Page, SearchOptions};
 /// database (`offset` into the sessions), or `None` when it gives none: no
 /// socket (always, off Unix), a refusal, an error, a timeout. The caller
 /// then searches on its own. Used by `cairn search` and the MCP server's
-/// `search` tool once `sync::instance::is_serving` says a daemon runs.
+/// `search` tool once `daemon::is_serving` says a daemon runs.
 pub fn served(
     cfg: &crate::config::Config,
     query: &str,

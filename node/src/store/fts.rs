@@ -222,7 +222,7 @@ mod tests {
         assert_eq!(segments(conn, "fts"), 12);
         assert_eq!(segments(conn, "fts_stem"), 12);
         store
-            .merge_text_indexes(None, crate::store::MERGE_PAGES)
+            .merge_text_indexes(None, crate::store::bulk::MERGE_PAGES)
             .expect("merge");
         let conn = store.conn();
         assert_eq!(segments(conn, "fts"), 1);

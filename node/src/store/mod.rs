@@ -14,6 +14,7 @@
 mod apply;
 mod backfill;
 mod browse;
+pub(crate) mod bulk;
 mod cells;
 #[cfg(test)]
 pub(crate) use cells::covered_in_file as cells_covered;
@@ -49,6 +50,7 @@ pub(crate) mod runs;
 mod schema;
 mod session_lookup;
 pub(crate) mod sketch;
+pub mod survey;
 #[cfg(test)]
 mod sync_tests;
 pub mod trust;
@@ -217,30 +219,6 @@ fn retry_busy<T>(mut f: impl FnMut() -> rusqlite::Result<T>) -> rusqlite::Result
 /// Free pages below which [`Store::trim_free_pages`] leaves them for
 /// reuse (4 MiB of 8 KiB pages).
 const TRIM_MIN_PAGES: i64 = 512;
-
-/// The meta key present while a merge of the full-text indexes is due
-/// (see [`Store::note_merge_due`]).
-const MERGE_DUE: &str = "fts_merge_due";
-
-/// Ends a merge of the full-text indexes in its last transaction `tx`: the
-/// note that it was due goes, and FTS5 merges on its own again (a large
-/// pass paused it: see [`Store::pause_text_merging`]).
-fn merged(tx: &rusqlite::Transaction<'_>) -> Result<(), StoreError> {
-    tx.execute("DELETE FROM meta WHERE key = ?1", [MERGE_DUE])?;
-    fts::resume_merging(tx)
-}
-
-/// Leaf pages of full-text merge work per transaction: about 50 ms of it.
-pub(crate) const MERGE_PAGES: u32 = 2_000;
-
-/// How long a stepped merge lets go of the write lock between steps, for
-/// a writer waiting on it to take it (SQLite's busy handler retries every
-/// few milliseconds at first, then every 25 to 100).
-const MERGE_PAUSE: std::time::Duration = std::time::Duration::from_millis(25);
-
-/// Steps of one stepped merge at most: far more than any history needs
-/// (10 GB takes a few hundred), a bound on the loop.
-const MAX_MERGE_STEPS: u32 = 100_000;
 
 /// An open cairn database.
 pub struct Store {
@@ -505,103 +483,6 @@ impl Store {
         self.conn
             .pragma_update(None, "cache_size", -i64::from(kib))?;
         Ok(())
-    }
-
-    /// Merges each full-text index into one segment: with a deadline
-    /// `until`, a step of about `pages` leaf pages per transaction, until
-    /// nothing is left to merge or `until` has passed (one step at least);
-    /// with none, in one transaction. A large pass ends with it: the segments it leaves on the lowest level would otherwise be
-    /// merged by whichever small write later fills that level, a search's
-    /// refresh or a daemon's pass (1.2 s of one search at 1 GB), where here
-    /// it costs 0.9 s at 1 GB and 10 s at 10 GB once. In steps, so that
-    /// another writer (a note remembered, a daemon's received batch) waits
-    /// a step, not the whole merge: after each step the lock is let go for
-    /// [`MERGE_PAUSE`]. The merge noted as due ([`Store::note_merge_due`])
-    /// is forgotten with the last step, in its transaction; a merge cut
-    /// short is noted as due, for a later pass to go on with it. Returns
-    /// whether it finished.
-    pub(crate) fn merge_text_indexes(
-        &mut self,
-        until: Option<std::time::Instant>,
-        pages: u32,
-    ) -> Result<bool, StoreError> {
-        let Some(until) = until else {
-            // No deadline (a `cairn index`, whose own transactions hold
-            // the lock as long): the whole merge at once, which is faster
-            // and leaves fewer free pages than steps.
-            let tx = self.conn.transaction()?;
-            fts::optimize(&tx)?;
-            merged(&tx)?;
-            tx.commit()?;
-            return Ok(true);
-        };
-        for step in 0..MAX_MERGE_STEPS {
-            if step > 0 {
-                if std::time::Instant::now() >= until {
-                    self.note_merge_due()?;
-                    return Ok(false);
-                }
-                std::thread::sleep(MERGE_PAUSE);
-            }
-            let tx = self
-                .conn
-                .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
-            let worked = fts::merge_step(&tx, pages)?;
-            if !worked {
-                merged(&tx)?;
-            }
-            tx.commit()?;
-            if !worked {
-                return Ok(true);
-            }
-        }
-        self.note_merge_due()?;
-        Ok(false)
-    }
-
-    /// Notes that the full-text indexes hold the segments of a large
-    /// backlog that passes cut short by their deadline (a daemon's, a
-    /// search's) stored, for the pass that finishes it to merge.
-    pub(crate) fn note_merge_due(&self) -> Result<(), StoreError> {
-        self.set_meta(MERGE_DUE, "1")
-    }
-
-    /// Stops FTS5's own merging of the full-text indexes for a large pass
-    /// (see `fts::pause_merging`) and notes the merge as due, in one
-    /// transaction: whatever becomes of the pass, merging resumes with the
-    /// merge of everything its commits left, by the pass that finishes the
-    /// backlog ([`Store::merge_text_indexes`]), never before it.
-    pub(crate) fn pause_text_merging(&mut self) -> Result<(), StoreError> {
-        let tx = self.conn.transaction()?;
-        fts::pause_merging(&tx)?;
-        tx.execute(
-            "INSERT INTO meta(key, value) VALUES (?1, '1')
-             ON CONFLICT(key) DO UPDATE SET value = excluded.value",
-            [MERGE_DUE],
-        )?;
-        tx.commit()?;
-        Ok(())
-    }
-
-    /// Segments in the full-text index and in the stemmed one.
-    #[cfg(test)]
-    pub(crate) fn text_index_segments(&self) -> (u64, u64) {
-        (
-            fts::segments(&self.conn, "fts"),
-            fts::segments(&self.conn, "fts_stem"),
-        )
-    }
-
-    /// Whether FTS5 merges the full-text indexes on its own, as the schema
-    /// has it (not paused by [`Store::pause_text_merging`]).
-    #[cfg(test)]
-    pub(crate) fn text_merging(&self) -> bool {
-        fts::merging(&self.conn)
-    }
-
-    /// Whether a merge was noted as due and not done since.
-    pub(crate) fn merge_due(&self) -> Result<bool, StoreError> {
-        Ok(self.meta(MERGE_DUE)?.is_some())
     }
 
     /// Records a node id and its human name so hits can say which machine they came from.

@@ -402,7 +402,7 @@ pub(super) const MIGRATIONS: &[&str] = &[
     "#,
     // v19: a generation of the `sources` rows, set to a new random value
     // by every change to what a survey describes of them (see
-    // crate::survey), in the same transaction: a survey made at one
+    // crate::store::survey), in the same transaction: a survey made at one
     // generation holds while the database is at it, whatever else was
     // written or checkpointed since. Random rather than counted, so a
     // database put back from a copy is at no generation it had before.

@@ -301,12 +301,13 @@ impl Invitation {
 /// code names `advertise` (else the bound address).
 pub fn invite(
     node: &Node,
+    serve_port: Option<u16>,
     listen: Option<SocketAddr>,
     advertise: &[Advertise],
     window: Duration,
 ) -> Result<Invitation, FacadeError> {
     let rt = runtime().map_err(FacadeError::Runtime)?;
-    let local = LocalNode::of(node);
+    let local = LocalNode::of(node, serve_port);
     let now = now_unix();
     let inviter = {
         let _guard = rt.enter();
@@ -328,10 +329,10 @@ pub fn invite(
 }
 
 /// Pairs `node` with the machine that made `code`.
-pub fn join(node: &Node, code: &str) -> Result<Paired, FacadeError> {
+pub fn join(node: &Node, serve_port: Option<u16>, code: &str) -> Result<Paired, FacadeError> {
     let rt = runtime().map_err(FacadeError::Runtime)?;
     Ok(rt.block_on(pairing::join(
-        LocalNode::of(node),
+        LocalNode::of(node, serve_port),
         code,
         now_unix(),
         HANDSHAKE_TIMEOUT,
@@ -424,11 +425,11 @@ mod tests {
 
         // Pair over loopback: the window waits on its own thread.
         let loopback = SocketAddr::from(([127, 0, 0, 1], 0));
-        let inv = invite(&a, Some(loopback), &[], Duration::from_secs(30)).expect("invite");
+        let inv = invite(&a, None, Some(loopback), &[], Duration::from_secs(30)).expect("invite");
         let code = inv.code().encode();
         assert_eq!(inv.dials().len(), 1);
         let waiter = std::thread::spawn(move || inv.wait());
-        let joined = join(&b, &code).expect("join");
+        let joined = join(&b, None, &code).expect("join");
         let invited = waiter.join().expect("thread").expect("invited");
         assert_eq!(joined.peer.name, "alpha");
         assert_eq!(invited.peer.name, "beta");

@@ -1,6 +1,7 @@
 //! Peer-to-peer sync: TLS identities with pinned peer keys, the QUIC
 //! endpoint, the pairing exchange, the peer table, sync sessions, LAN
-//! discovery and the `cairn serve` daemon.
+//! discovery and the sync service a daemon runs (`service`; the daemon
+//! itself is `crate::daemon`, which this module never imports).
 //! A session's rules are the pure state machine `cairn_protocol::Conversation`;
 //! `session` is its driver (stream I/O, store calls, the timer).
 //!
@@ -11,27 +12,25 @@
 //!
 //! The module root holds the few things several submodules share (the
 //! default port, how a peer-supplied name is cleaned, the runtime for
-//! callers that are not async). `daemon`, `facade` and `origins` (what the
-//! command line calls) sit on top and nothing else in `sync` uses them; `session`,
-//! `pairing`, `links` and `dial` build on `endpoint` and `peers`; `tls`,
-//! `peers`, `scheduler` and `instance` use no sibling.
+//! callers that are not async). `service`, `facade` and `origins` (what
+//! the daemon and the command line call) sit on top and nothing else in
+//! `sync` uses them; `session`, `pairing`, `links` and `dial` build on
+//! `endpoint` and `peers`; `tls`, `peers` and `scheduler` use no sibling.
 
-pub mod daemon;
 pub mod dial;
 pub mod discovery;
 pub mod endpoint;
 pub mod error;
 pub mod facade;
-pub mod instance;
 pub mod links;
 pub mod origins;
 pub mod pairing;
 pub mod peers;
 pub mod quota;
 pub mod scheduler;
+pub mod service;
 pub mod session;
 pub mod tls;
-pub mod watch;
 
 /// The UDP port `cairn serve` and `cairn pair` listen on by default.
 pub const DEFAULT_PORT: u16 = 7878;

@@ -63,14 +63,14 @@ pub struct LocalNode<'a> {
 }
 
 impl<'a> LocalNode<'a> {
-    /// The pairing view of an open node.
-    pub fn of(node: &'a crate::node::Node) -> LocalNode<'a> {
+    /// The pairing view of an open node whose running `cairn serve`, if
+    /// any, listens on `serve_port` (see `crate::daemon::running_state`).
+    pub fn of(node: &'a crate::node::Node, serve_port: Option<u16>) -> LocalNode<'a> {
         LocalNode {
             key: node.identity().key(),
             name: &node.config().node_name,
             home: &node.config().home,
-            serve_port: super::instance::running_state(&node.config().home)
-                .map(|s| s.listen_addr.port()),
+            serve_port,
         }
     }
 }

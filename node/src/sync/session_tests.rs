@@ -167,7 +167,9 @@ impl TestNode {
             .open(&path)
             .expect("open notes");
         f.write_all(body.as_bytes()).expect("write notes");
-        self.lock().index(now_ms(), &mut |_| {}).expect("index");
+        self.lock()
+            .index(crate::node::IndexRequest::new(now_ms()))
+            .expect("index");
     }
 
     fn count(&self, sql: &str) -> i64 {

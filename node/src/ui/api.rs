@@ -84,7 +84,7 @@ pub(crate) async fn overview(State(state): State<Arc<UiState>>) -> ApiResult {
         let peers = PeerTable::load(&st.ctx.home)
             .map(|t| t.peers().len())
             .unwrap_or(0);
-        let listen = crate::sync::daemon::running_state(&st.ctx.home)
+        let listen = crate::daemon::running_state(&st.ctx.home)
             .map(|s| s.listen_addr.to_string());
         to_json(json!({
             "node": {
@@ -358,7 +358,7 @@ pub(crate) async fn machines(State(state): State<Arc<UiState>>) -> ApiResult {
             short_id: crate::identity::short_id(&st.ctx.node_id),
             name: st.ctx.node_name.clone(),
             relation: "self",
-            addresses: crate::sync::daemon::running_state(&st.ctx.home)
+            addresses: crate::daemon::running_state(&st.ctx.home)
                 .map(|s| vec![s.listen_addr.to_string()])
                 .unwrap_or_default(),
             last_addr: None,

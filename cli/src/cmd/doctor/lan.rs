@@ -3,7 +3,7 @@
 //! the daemon heard on this network.
 
 use cairn_node::config::Config;
-use cairn_node::sync::daemon::ServeState;
+use cairn_node::daemon::ServeState;
 use cairn_node::sync::discovery::{self, Off, Status};
 use cairn_node::sync::peers::PeerTable;
 

@@ -7,8 +7,8 @@
 use std::collections::HashSet;
 use std::net::{Ipv4Addr, SocketAddr, UdpSocket};
 
+use cairn_node::daemon::ServeState;
 use cairn_node::sync::DEFAULT_PORT;
-use cairn_node::sync::daemon::ServeState;
 
 use super::{Check, Level, check as finding};
 

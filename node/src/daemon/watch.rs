@@ -18,8 +18,8 @@
 //! on the same queue as the stores, is written, and the kernel queues that
 //! write's event after every earlier one.
 //!
-//! [`DaemonConfig::backstop_interval`]: super::daemon::DaemonConfig::backstop_interval
-//! [`DaemonConfig::poll_interval`]: super::daemon::DaemonConfig::poll_interval
+//! [`DaemonConfig::backstop_interval`]: super::DaemonConfig::backstop_interval
+//! [`DaemonConfig::poll_interval`]: super::DaemonConfig::poll_interval
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
