@@ -1,7 +1,6 @@
 //! Work a migration leaves for Rust to do over the records already stored
-//! (`fts::backfill_stems`, `record_bytes::backfill_lengths` and
-//! `backfill_roles`, `record_times::backfill`, `runs::backfill`): SQL
-//! cannot decode their text, nor pack bytes into blocks. The work goes in
+//! (`fts::backfill_stems`, `runs::backfill`, `packed_runs::backfill`):
+//! SQL cannot decode their text, nor pack runs into blocks. The work goes in
 //! batches by record id, each in its own write transaction, resuming from
 //! the last id done, which a `meta` row keeps (removed when done); and
 //! whether it is done, for a reader ([`done`]).
