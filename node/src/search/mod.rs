@@ -577,13 +577,10 @@ mod store_tests {
         // the same: a record no run holds is looked up.
         // So with only some role bytes in the columns file, or no file.
         let with_runs: Vec<_> = filters.iter().map(&got).collect();
-        // The packed runs follow the table (as every writer keeps them),
-        // and are then set aside (their packing pending).
         let every_other_role = "every other entry's role byte zeroed (and sealed)";
         let no_file = "the columns file removed";
         for cut in [
             "DELETE FROM record_runs WHERE first % 3 = 0",
-            "INSERT INTO meta(key, value) VALUES ('run_blocks_backfill', '0')",
             every_other_role,
             "DELETE FROM record_runs",
             no_file,
@@ -601,7 +598,6 @@ mod store_tests {
             } else {
                 conn.execute(cut, []).expect("cut");
             }
-            crate::store::packed_runs::repack_all(conn).expect("repack");
             for (opts, want) in filters.iter().zip(&with_runs) {
                 assert_eq!(&got(opts), want, "{cut} {opts:?}");
             }
@@ -796,7 +792,6 @@ mod store_tests {
             "DELETE FROM record_runs WHERE first > 5000",
         ] {
             conn.execute(cut, []).expect("cut");
-            crate::store::packed_runs::repack_all(conn).expect("repack");
             for opts in &filters {
                 let (read, _) = got(opts, true);
                 assert_eq!(read, want(opts), "{cut} {opts:?}");
@@ -1329,10 +1324,10 @@ mod store_tests {
     }
 
     /// A database from the build before the side tables went (their rows
-    /// and a pending backfill mark included) opens at the current version
-    /// without them, and its filtered searches (role, since, project, and
-    /// together) answer as they did before the upgrade, from the columns
-    /// file and, without it, from the rows.
+    /// and pending backfill marks included) opens at the current version
+    /// without them, and its filtered searches (role, since, project,
+    /// session, and together) answer as they did before the upgrade, from
+    /// the columns file and, without it, from the rows.
     #[test]
     fn an_old_database_loses_its_side_tables_and_answers_as_before() {
         const HOUR: i64 = 3_600_000;
@@ -1364,6 +1359,11 @@ mod store_tests {
             },
             SearchOptions {
                 project: Some("p1".into()),
+                ..SearchOptions::default()
+            },
+            SearchOptions {
+                agent: Some("claude-code".into()),
+                session: Some("s1".into()),
                 ..SearchOptions::default()
             },
             SearchOptions {
@@ -1422,7 +1422,10 @@ mod store_tests {
                 "CREATE TABLE record_lens(block INTEGER PRIMARY KEY, lens BLOB NOT NULL);
                  CREATE TABLE record_bytes(block INTEGER PRIMARY KEY, lens BLOB NOT NULL, roles BLOB);
                  CREATE TABLE record_times(block INTEGER PRIMARY KEY, times BLOB NOT NULL);
-                 INSERT INTO meta(key, value) VALUES ('times_backfill', '700');",
+                 CREATE TABLE run_blocks(block INTEGER PRIMARY KEY, runs BLOB NOT NULL);
+                 INSERT INTO run_blocks(block, runs) VALUES (0, x'01ffff');
+                 INSERT INTO meta(key, value) VALUES ('times_backfill', '700');
+                 INSERT INTO meta(key, value) VALUES ('run_blocks_backfill', '3');",
             )
             .expect("old tables");
             for block in 0..2i64 {
@@ -1454,7 +1457,7 @@ mod store_tests {
         let left: i64 = conn
             .query_row(
                 "SELECT count(*) FROM sqlite_master
-                 WHERE name IN ('record_lens', 'record_bytes', 'record_times')",
+                 WHERE name IN ('record_lens', 'record_bytes', 'record_times', 'run_blocks')",
                 [],
                 |r| r.get(0),
             )
@@ -1462,8 +1465,8 @@ mod store_tests {
         assert_eq!(left, 0, "the side tables are gone");
         let marks: i64 = conn
             .query_row(
-                "SELECT count(*) FROM meta WHERE key LIKE '%_backfill'
-                 AND key IN ('lengths_backfill', 'roles_backfill', 'times_backfill')",
+                "SELECT count(*) FROM meta WHERE key IN
+                 ('lengths_backfill', 'roles_backfill', 'times_backfill', 'run_blocks_backfill')",
                 [],
                 |r| r.get(0),
             )

@@ -968,16 +968,7 @@ mod tests {
             .test_conn()
             .execute("DELETE FROM record_runs WHERE first > ?1", [upto / 3])
             .expect("delete");
-        crate::store::packed_runs::repack_all(store.test_conn()).expect("repack");
         same("the newest records in no run");
-        store
-            .test_conn()
-            .execute(
-                "INSERT INTO meta(key, value) VALUES ('run_blocks_backfill', '0')",
-                [],
-            )
-            .expect("unpack");
-        same("the newest records in no run, the runs not packed");
         // Some records' role bytes not known (their rows tell), a page
         // damaged (never read), then no file (the rows tell).
         columns_file::tests::rewrite_entries_by_id(&store, true, |id, e| {

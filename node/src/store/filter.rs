@@ -78,15 +78,6 @@ impl Filter {
             && self.roles.is_empty()
     }
 
-    /// The agent the filters name, and whether they name nothing else of
-    /// the session (see `runs::AgentFilter`).
-    pub(crate) fn agent_filter(&self) -> Option<runs::AgentFilter> {
-        self.agent.as_ref().map(|a| runs::AgentFilter {
-            agent: a.clone(),
-            alone: self.project.is_none() && self.session.is_none(),
-        })
-    }
-
     /// The joins the filters need (`se` = sessions, `og` = origins, `n` =
     /// nodes), for a query over `records r`.
     pub(crate) fn push_joins(&self, sql: &mut String) {
@@ -236,17 +227,11 @@ impl Store {
         // Numbered after the session row, `?1`.
         let mut args = vec![SqlValue::Null];
         filter.on_session().push_filters(&mut clauses, &mut args);
-        let mut agent = filter.agent_filter();
-        if filter.push_session_time(&mut clauses, &mut args)
-            && let Some(f) = agent.as_mut()
-        {
-            // The run's agent alone no longer judges the session.
-            f.alone = false;
-        }
+        filter.push_session_time(&mut clauses, &mut args);
         args.remove(0);
         let one = format!("SELECT 1 FROM sessions se WHERE se.id = ?1{clauses}");
         let every = format!("SELECT se.id FROM sessions se WHERE ?1 IS NULL{clauses}");
-        Ok(match runs::Runs::new(conn, &one, args, agent)? {
+        Ok(match runs::Runs::new(conn, &one, args)? {
             Some(r) => Some(r.with_every(conn, &every)?),
             None => None,
         })
@@ -265,18 +250,6 @@ impl Store {
             return Ok(None);
         }
         let conn = self.conn();
-        // A filter on the agent alone: the packed runs carry it.
-        if let Some(f) = filter
-            .agent_filter()
-            .filter(|f| f.alone && filter.since_ms.is_none())
-            && let Some(packed) = runs::Packed::read(conn)?
-            && packed.agents_known()
-        {
-            let want = packed.agent_index(&f.agent);
-            return Ok(Some(runs::RunMap::of_packed(&packed, |r| {
-                want.is_some() && r.agent == want
-            })));
-        }
         // Read in table order (`NOT INDEXED`): through the index on the
         // agent, the rows of its sessions lie one on a page apart, in the
         // order of their session ids, and at 10 GB an agent and a project

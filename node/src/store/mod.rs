@@ -36,7 +36,6 @@ mod insert;
 mod log;
 #[cfg(test)]
 mod open_tests;
-pub(crate) mod packed_runs;
 mod pages;
 pub(crate) mod period;
 pub(crate) mod ranker;
@@ -328,7 +327,6 @@ impl Store {
         schema::migrate(&mut conn).map_err(classified)?;
         fts::backfill_stems(&mut conn).map_err(classified)?;
         runs::backfill(&mut conn).map_err(classified)?;
-        packed_runs::backfill(&mut conn).map_err(classified)?;
         vector_file::backfill_blocks(&mut conn, path).map_err(classified)?;
         vector_file::keep_table(&mut conn, path, crate::embed::table_id()).map_err(classified)?;
         let store = Store {
