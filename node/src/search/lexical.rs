@@ -12,8 +12,8 @@ use super::plan::Plan;
 use super::query::{Query, Term};
 use super::screen::Screen;
 use super::{SearchError, df, rank};
-use crate::store::ranker::Columns;
-use crate::store::{Filter, Store, StoreError, record_bytes, runs};
+use crate::store::ranker::{Columns, Facts};
+use crate::store::{Filter, Store, StoreError, runs};
 
 /// How many of a concept's best-scored matches go to the ranker.
 pub(super) const CANDIDATES: usize = 600;
@@ -21,7 +21,7 @@ pub(super) const CANDIDATES: usize = 600;
 /// When a query could match more records than this, only the newest this
 /// many matches are scored: search cost stays bounded however large the
 /// memory grows, and very common words cannot stall it. (Each one costs a
-/// length look-up that its neighbours mostly share: see `store::record_bytes`.)
+/// length look-up that its neighbours mostly share: see `store::ranker::Facts`.)
 pub(super) const SCAN_LIMIT: i64 = 8_000;
 
 /// How many of a concept's newest matches a filtered search reaches back
@@ -95,7 +95,7 @@ const PERIOD_CANDIDATES: usize = 400;
 /// Its newest [`SCAN_LIMIT`] matches are taken (all of them, for most
 /// concepts): the cost stays bounded however large the memory grows.
 /// Each is scored by BM25 with a term frequency of one: the weight from
-/// the planner's `df`, the length from `store::record_bytes` against the newest
+/// the planner's `df`, the length from `store::ranker::Facts` against the newest
 /// records' average length. The best [`CANDIDATES`] are returned, best
 /// first, for the ranker; only they are looked up in `records` (by the
 /// caller, and only those no concept found before).
@@ -119,7 +119,7 @@ const PERIOD_CANDIDATES: usize = 400;
 /// at 1 GB and at 10 GB of history.
 pub(super) fn concept_candidates(
     store: &Store,
-    lengths: &mut record_bytes::Reader<'_>,
+    lengths: &mut Facts<'_>,
     concept: Concept<'_>,
     (df, docs): (i64, i64),
     filter: &Filter,
@@ -182,7 +182,7 @@ pub(super) fn concept_candidates(
 fn newest_allowed(
     store: &Store,
     (index, expr): (df::Index, &str),
-    (screen, bytes): (&mut Screen<'_>, &mut record_bytes::Reader<'_>),
+    (screen, bytes): (&mut Screen<'_>, &mut Facts<'_>),
     filter: &Filter,
     reach: usize,
 ) -> Result<Vec<(i64, Option<Columns>)>, SearchError> {
@@ -248,10 +248,10 @@ pub(super) fn best_of(mut scored: Vec<Scored>, n: usize) -> Vec<Scored> {
 }
 
 /// Each match scored by BM25 with a term frequency of one, `weight` being
-/// the concept's idf: its length from `store::record_bytes` against the newest
+/// the concept's idf: its length from `store::ranker::Facts` against the newest
 /// records' average length.
 pub(super) fn scored(
-    lengths: &mut record_bytes::Reader<'_>,
+    lengths: &mut Facts<'_>,
     found: Vec<(i64, Option<Columns>)>,
     weight: f64,
 ) -> Result<Vec<Scored>, SearchError> {
@@ -295,7 +295,7 @@ fn allowed_best(
     scored: Vec<Scored>,
     filter: &Filter,
     known: &dyn Fn(i64) -> bool,
-    (screen, bytes): (&mut Screen<'_>, &mut record_bytes::Reader<'_>),
+    (screen, bytes): (&mut Screen<'_>, &mut Facts<'_>),
 ) -> Result<Vec<Scored>, SearchError> {
     let mut check = store.row_check(filter)?;
     let mut kept: Vec<Scored> = Vec::new();
@@ -455,7 +455,7 @@ pub(super) fn run(
     concepts.sort_by_key(|c| c.2);
     concepts.truncate(rank::MAX_CONCEPTS);
     let weights: Vec<f64> = concepts.iter().map(|c| idf(c.2)).collect();
-    let mut lengths = store.lengths_reader()?;
+    let mut lengths = store.facts()?;
     let mut screen = Screen::new(store, filter, pre)?;
     // Only a filtered concept asks the screen (an unfiltered search would
     // open and map the file for nothing).

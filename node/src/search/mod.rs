@@ -226,7 +226,7 @@ mod store_tests {
     use super::screen::Screen;
     use super::*;
     use crate::record::Record;
-    use crate::store::{codec, columns_file, record_bytes};
+    use crate::store::{codec, columns_file};
 
     const DAY: i64 = 86_400_000;
     const NOW: i64 = 1_764_547_200_000; // 2025-12-01
@@ -256,8 +256,9 @@ mod store_tests {
     }
 
     /// Every match of `expr` on `fts`, newest first, scored with `weight`.
-    fn every_match_scored(conn: &rusqlite::Connection, expr: &str, weight: f64) -> Vec<Scored> {
-        let mut lengths = record_bytes::Reader::new(conn).expect("lengths");
+    fn every_match_scored(store: &Store, expr: &str, weight: f64) -> Vec<Scored> {
+        let conn = store.test_conn();
+        let mut lengths = store.facts().expect("lengths");
         let all: Vec<i64> = conn
             .prepare("SELECT rowid FROM fts WHERE fts MATCH ?1 ORDER BY rowid DESC")
             .expect("prepare")
@@ -435,7 +436,7 @@ mod store_tests {
             // Some records an earlier concept found, so known to pass.
             let passing = allowed(opts);
             let known = |id| id % 7 == 0 && passing.contains(&id);
-            let mut lengths = record_bytes::Reader::new(conn).expect("lengths");
+            let mut lengths = store.facts().expect("lengths");
             let concept = Concept {
                 index: df::Index::Exact,
                 expr: expr.clone(),
@@ -464,7 +465,7 @@ mod store_tests {
                 judge.columns_elsewhere(elsewhere);
                 let mut ahead = Screen::new(&store, &opts.filter(), map.as_ref()).expect("screen");
                 ahead.read_roles(columns_file::Bytes::roles(&store));
-                let mut bytes = record_bytes::Reader::new(conn).expect("bytes");
+                let mut bytes = store.facts().expect("bytes");
                 let top: i64 = conn
                     .query_row("SELECT max(id) FROM records", [], |r| r.get(0))
                     .expect("top");
@@ -534,7 +535,7 @@ mod store_tests {
         };
         let got = |opts: &SearchOptions| got_within(opts, REACH_LIMIT);
         // Every match, newest first, scored.
-        let all = every_match_scored(conn, &expr, weight);
+        let all = every_match_scored(&store, &expr, weight);
         assert_eq!(all.len() as i64, n);
         let want_within =
             |opts: &SearchOptions, reach: usize| kept_by_rows(&all, &allowed(opts), reach);
@@ -574,19 +575,29 @@ mod store_tests {
         }
         // With only some runs (a database still being filled in) or none,
         // the same: a record no run holds is looked up.
-        // So with only some role bytes known, or none.
+        // So with only some role bytes in the columns file, or no file.
         let with_runs: Vec<_> = filters.iter().map(&got).collect();
-        // The packed runs follow the table (as every writer keeps them),
-        // and are then set aside (their packing pending).
+        let every_other_role = "every other entry's role byte zeroed (and sealed)";
+        let no_file = "the columns file removed";
         for cut in [
             "DELETE FROM record_runs WHERE first % 3 = 0",
-            "INSERT INTO meta(key, value) VALUES ('run_blocks_backfill', '0')",
-            "UPDATE record_bytes SET roles = NULL WHERE block % 2 = 0",
+            every_other_role,
             "DELETE FROM record_runs",
-            "UPDATE record_bytes SET roles = NULL",
+            no_file,
         ] {
-            conn.execute(cut, []).expect("cut");
-            crate::store::packed_runs::repack_all(conn).expect("repack");
+            if cut == every_other_role {
+                let nth = std::cell::Cell::new(0);
+                columns_file::tests::rewrite_entries(&store, true, |e| {
+                    nth.set(nth.get() + 1);
+                    if nth.get() % 2 == 0 {
+                        e[columns_file::ROLE_AT] = 0;
+                    }
+                });
+            } else if cut == no_file {
+                std::fs::remove_file(columns_file::path_for(store.path())).expect("remove");
+            } else {
+                conn.execute(cut, []).expect("cut");
+            }
             for (opts, want) in filters.iter().zip(&with_runs) {
                 assert_eq!(&got(opts), want, "{cut} {opts:?}");
             }
@@ -693,7 +704,7 @@ mod store_tests {
         let conn = store.test_conn();
         let (df, docs, weight, expr) = common_gadget(&store);
         let got = |opts: &SearchOptions, up_front: bool| -> (Vec<(f64, i64)>, usize) {
-            let mut lengths = record_bytes::Reader::new(conn).expect("lengths");
+            let mut lengths = store.facts().expect("lengths");
             let map = match up_front {
                 true => store.allowed_session_runs(&opts.filter()).expect("map"),
                 false => None,
@@ -723,7 +734,7 @@ mod store_tests {
             )
         };
         // Every match newest first, and what the rows say a concept keeps.
-        let all = every_match_scored(conn, &expr, weight);
+        let all = every_match_scored(&store, &expr, weight);
         let want =
             |opts: &SearchOptions| kept_by_rows(&all, &allowed_by_rows(conn, opts), usize::MAX);
         let since = |days: i64| SearchOptions {
@@ -781,7 +792,6 @@ mod store_tests {
             "DELETE FROM record_runs WHERE first > 5000",
         ] {
             conn.execute(cut, []).expect("cut");
-            crate::store::packed_runs::repack_all(conn).expect("repack");
             for opts in &filters {
                 let (read, _) = got(opts, true);
                 assert_eq!(read, want(opts), "{cut} {opts:?}");
@@ -827,12 +837,11 @@ mod store_tests {
             .optional()
             .expect("row")
         };
-        // With the records' stamps, and then without (a database whose
-        // stamps are not filled in yet): then only the rows can allow.
-        for stamps in [true, false] {
-            if !stamps {
-                conn.execute("DELETE FROM record_times", [])
-                    .expect("no stamps");
+        // The stamps from the rows (no columns file yet), then from the
+        // columns file: the same verdicts.
+        for file in [false, true] {
+            if file {
+                assert_eq!(store.write_columns().expect("columns"), top as u64);
             }
             for cut in [0, 3, 5, 8, 9, 20] {
                 let since = NOW - 20 * HOUR + cut * HOUR + 5 * 60_000;
@@ -844,7 +853,7 @@ mod store_tests {
                     };
                     let mut screen = Screen::new(&store, &opts.filter(), None).expect("screen");
                     assert!(screen.prunes());
-                    let mut bytes = record_bytes::Reader::new(conn).expect("bytes");
+                    let mut bytes = store.facts().expect("bytes");
                     let mut out = 0;
                     for id in 1..=top + 2 {
                         let verdict = screen.verdict(&mut bytes, id, 0).expect("verdict");
@@ -855,27 +864,18 @@ mod store_tests {
                         let ended = last.is_some_and(|l| l < since);
                         let other = agent.is_some_and(|want| want != a);
                         let early = ts.is_none_or(|t| t < since);
-                        if stamps {
-                            // Exactly what the row says.
-                            assert_eq!(verdict, Some(!(other || early)), "{opts:?}: {id}");
-                        } else {
-                            assert_ne!(verdict, Some(true), "{opts:?}: {id}");
-                            assert_eq!(verdict == Some(false), ended || other, "{opts:?}: {id}");
-                        }
+                        // Exactly what the row says, with or without the file.
+                        assert_eq!(verdict, Some(!(other || early)), "{opts:?}: {id} {file}");
+                        assert!(!ended || verdict == Some(false), "{opts:?}: {id}");
                         if verdict == Some(false) {
                             assert!(other || early, "{opts:?}: {id}");
                             out += 1;
                         }
                     }
-                    // Without stamps, sessions 0..cut ended before it (all of
-                    // them at 20, but the undated one); with them, every
-                    // record before it and every undated one is out too.
-                    let ended = match stamps {
-                        false => cut.min(9) * 10,
-                        true => (1..=top)
-                            .filter(|&id| of(id).is_some_and(|o| o.0.is_none_or(|t| t < since)))
-                            .count() as i64,
-                    };
+                    // Every record before it and every undated one is out.
+                    let ended = (1..=top)
+                        .filter(|&id| of(id).is_some_and(|o| o.0.is_none_or(|t| t < since)))
+                        .count() as i64;
                     if agent.is_none() {
                         assert_eq!(out, ended, "{opts:?}");
                     }
@@ -1301,8 +1301,8 @@ mod store_tests {
         // again (damage on disk) are never read: the tables answer.
         let older = |e: &mut [u8]| {
             let w = u64::from_le_bytes(e[..8].try_into().expect("word"));
-            if let Some(s) = crate::store::record_times::Stamp::from_word(w) {
-                let older = crate::store::record_times::Stamp {
+            if let Some(s) = crate::store::columns::Stamp::from_word(w) {
+                let older = crate::store::columns::Stamp {
                     ts: s.ts.map(|t| t - 365 * DAY),
                     ..s
                 };
@@ -1321,5 +1321,161 @@ mod store_tests {
         assert_eq!(pages(&store), from_tables, "from the tables again");
         assert_eq!(store.write_columns().expect("anew"), 600);
         assert_eq!(pages(&store), from_tables, "from the files anew");
+    }
+
+    /// A database from the build before the side tables went (their rows
+    /// and pending backfill marks included) opens at the current version
+    /// without them, and its filtered searches (role, since, project,
+    /// session, and together) answer as they did before the upgrade, from
+    /// the columns file and, without it, from the rows.
+    #[test]
+    fn an_old_database_loses_its_side_tables_and_answers_as_before() {
+        const HOUR: i64 = 3_600_000;
+        let dir = tempfile::tempdir().expect("tmp");
+        let path = dir.path().join("c.db");
+        let recs: Vec<Record> = (0..1_500i64)
+            .map(|i| {
+                let role = Role::ALL[(i % 4) as usize];
+                let text = format!("gadget note {i} {}", "padding ".repeat((i % 13) as usize));
+                let mut r = rec(
+                    &format!("s{}", i % 23),
+                    role,
+                    Some(NOW - (1_500 - i) * HOUR),
+                    &text,
+                );
+                r.project = Some(format!("/work/p{}", i % 23 % 3));
+                r
+            })
+            .collect();
+        let searches = [
+            SearchOptions::default(),
+            SearchOptions {
+                roles: vec![Role::User],
+                ..SearchOptions::default()
+            },
+            SearchOptions {
+                since_ms: Some(NOW - 300 * HOUR),
+                ..SearchOptions::default()
+            },
+            SearchOptions {
+                project: Some("p1".into()),
+                ..SearchOptions::default()
+            },
+            SearchOptions {
+                agent: Some("claude-code".into()),
+                session: Some("s1".into()),
+                ..SearchOptions::default()
+            },
+            SearchOptions {
+                roles: vec![Role::Assistant, Role::ToolOutput],
+                since_ms: Some(NOW - 900 * HOUR),
+                project: Some("p2".into()),
+                ..SearchOptions::default()
+            },
+        ];
+        let answers = |store: &Store| -> Vec<Vec<String>> {
+            searches
+                .iter()
+                .map(|opts| {
+                    let opts = SearchOptions {
+                        limit: 30,
+                        now_ms: NOW,
+                        lexical_only: true,
+                        ..opts.clone()
+                    };
+                    let hits = search(store, &Query::parse("gadget"), &opts).expect("search");
+                    for h in &hits {
+                        let role_ok = opts.roles.is_empty()
+                            || opts.roles.iter().any(|r| r.as_str() == h.role);
+                        let p = h.project.as_deref().unwrap_or_default();
+                        let project_ok =
+                            opts.project.as_ref().is_none_or(|w| p.contains(w.as_str()));
+                        assert!(role_ok && project_ok, "{opts:?}: {h:?}");
+                    }
+                    hits.iter().map(|h| format!("{h:?}")).collect()
+                })
+                .collect()
+        };
+        let before = {
+            let mut store = Store::open(&path).expect("open");
+            let mut ing = store.ingest("node").expect("ingest");
+            for r in &recs {
+                ing.insert(r, None).expect("insert");
+            }
+            ing.commit().expect("commit");
+            assert_eq!(store.write_columns().expect("columns"), 1_500);
+            answers(&store)
+        };
+        for (opts, hits) in searches.iter().zip(&before) {
+            assert!(hits.len() >= 3, "{opts:?}: {hits:?}");
+        }
+        // As the build before left it: the side tables, filled, with a
+        // backfill still pending, at the version before the one that
+        // drops them.
+        let dropping = crate::store::schema_migrations()
+            .iter()
+            .position(|m| m.contains("DROP TABLE IF EXISTS record_times"))
+            .expect("the migration");
+        {
+            let conn = rusqlite::Connection::open(&path).expect("raw");
+            conn.execute_batch(
+                "CREATE TABLE record_lens(block INTEGER PRIMARY KEY, lens BLOB NOT NULL);
+                 CREATE TABLE record_bytes(block INTEGER PRIMARY KEY, lens BLOB NOT NULL, roles BLOB);
+                 CREATE TABLE record_times(block INTEGER PRIMARY KEY, times BLOB NOT NULL);
+                 CREATE TABLE run_blocks(block INTEGER PRIMARY KEY, runs BLOB NOT NULL);
+                 INSERT INTO run_blocks(block, runs) VALUES (0, x'01ffff');
+                 INSERT INTO meta(key, value) VALUES ('times_backfill', '700');
+                 INSERT INTO meta(key, value) VALUES ('run_blocks_backfill', '3');",
+            )
+            .expect("old tables");
+            for block in 0..2i64 {
+                conn.execute(
+                    "INSERT INTO record_lens(block, lens) VALUES (?1, ?2)",
+                    (block, vec![9u8; 1024]),
+                )
+                .expect("lens");
+                conn.execute(
+                    "INSERT INTO record_bytes(block, lens, roles) VALUES (?1, x'', ?2)",
+                    (block, vec![codec::role_code(Role::User); 1024]),
+                )
+                .expect("roles");
+            }
+            conn.execute(
+                "INSERT INTO record_times(block, times) VALUES (0, ?1)",
+                [vec![1u8; 2048]],
+            )
+            .expect("times");
+            conn.pragma_update(None, "user_version", dropping as i64)
+                .expect("version");
+        }
+        let store = Store::open(&path).expect("upgrade");
+        let conn = store.test_conn();
+        let version: i64 = conn
+            .query_row("PRAGMA user_version", [], |r| r.get(0))
+            .expect("version");
+        assert_eq!(version, i64::from(crate::store::SCHEMA_VERSION));
+        let left: i64 = conn
+            .query_row(
+                "SELECT count(*) FROM sqlite_master
+                 WHERE name IN ('record_lens', 'record_bytes', 'record_times', 'run_blocks')",
+                [],
+                |r| r.get(0),
+            )
+            .expect("tables");
+        assert_eq!(left, 0, "the side tables are gone");
+        let marks: i64 = conn
+            .query_row(
+                "SELECT count(*) FROM meta WHERE key IN
+                 ('lengths_backfill', 'roles_backfill', 'times_backfill', 'run_blocks_backfill')",
+                [],
+                |r| r.get(0),
+            )
+            .expect("marks");
+        assert_eq!(marks, 0, "their backfill marks are gone");
+        assert_eq!(answers(&store), before, "from the columns file");
+        std::fs::remove_file(columns_file::path_for(store.path())).expect("remove");
+        assert_eq!(answers(&store), before, "from the rows");
+        assert_eq!(store.write_columns().expect("anew"), 1_500);
+        assert_eq!(answers(&store), before, "from the file written anew");
     }
 }

@@ -67,17 +67,16 @@ impl<'q> Plan<'q> {
     /// reach back through every match of a word reads only the stretches
     /// of ids the runs leave open, and a screen judging sessions one by
     /// one reads every allowed session anyway once it has met 64: 10 GB,
-    /// the last six months, 19.9-46.3 -> 16.3-31.4 ms a question); and for
-    /// a filter on the agent alone, whose map comes from the packed runs
-    /// without reading a session (10 GB, `--agent codex`: 18.1 -> 17.3
-    /// ms). `None` otherwise.
+    /// the last six months, 19.9-46.3 -> 16.3-31.4 ms a question). `None`
+    /// otherwise: a filter on the agent alone judges sessions as its
+    /// candidates meet them (its map read from the packed runs, since
+    /// removed, took 10 GB `--agent codex` from 18.1 to 17.3 ms).
     pub(crate) fn runs_up_front(
         &self,
         store: &Store,
         narrow: bool,
     ) -> Result<Option<runs::RunMap>, SearchError> {
-        let agent_alone = self.filter.agent_filter().is_some_and(|f| f.alone);
-        match narrow || self.filter.since_ms.is_some() || agent_alone {
+        match narrow || self.filter.since_ms.is_some() {
             true => Ok(store.allowed_session_runs(&self.filter)?),
             false => Ok(None),
         }

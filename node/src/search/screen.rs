@@ -1,22 +1,23 @@
 //! What a filtered search can tell of a candidate without reading its row
 //! in `records`: whether the filters allow its session, from the run of
 //! record ids that holds it (`store::runs`), whether they allow its role,
-//! from its role byte (`store::record_bytes`), and whether a filter on the
-//! time (`--since`) allows it, from its stamp (`store::record_times`).
-//! The runs rule out first the sessions whose newest dated record is
-//! older than the time, so the stamps of their records are never read.
+//! from its role byte, and whether a filter on the time (`--since`)
+//! allows it, from its stamp (both from the columns file, through
+//! `store::ranker::Facts`, which reads the row only where the file cannot
+//! say). The runs rule out first the sessions whose newest dated record
+//! is older than the time, so the stamps of their records are never read.
 //!
 //! A look-up in `records` reads a leaf page of the table that holds the
 //! records' text, one per candidate spread over the history; the runs and
-//! the bytes are small tables whose rows a search's candidates share. A
-//! candidate the screen rules out is never looked up. One it finds
-//! allowed by every filter needs no look-up either when nothing else
-//! filters (no machine) and its role byte (and, with a filter on the
-//! time, its stamp) is known: both are cleared whenever the record is
-//! deleted, so a known one also says that the record exists.
+//! the columns file are small, and a search's candidates share their
+//! pages. A candidate the screen rules out is never looked up. One it
+//! finds allowed by every filter needs no look-up either when nothing
+//! else filters (no machine): a role byte or stamp is known only for a
+//! record that exists (a delete zeroes its entry before it commits).
 
 use super::SearchError;
-use crate::store::{Filter, Store, codec, columns_file, record_bytes, runs};
+use crate::store::ranker::Facts;
+use crate::store::{Filter, Store, codec, columns_file, runs};
 
 /// A search's screen of its candidates (see the module's notes).
 pub(crate) struct Screen<'c> {
@@ -43,7 +44,7 @@ pub(crate) struct Screen<'c> {
     /// The roles file (`store::columns_file`), where the search has it:
     /// the role bytes of a batch of candidates read at once, in a few
     /// reads of the stretches that hold them ([`Screen::roles_ahead`]),
-    /// instead of a row of `record_bytes` per block of 1,024 records met.
+    /// instead of one look-up each.
     roles_file: Option<columns_file::Bytes>,
 }
 
@@ -77,7 +78,7 @@ impl<'c> Screen<'c> {
     }
 
     /// Gives the screen the roles file to read candidates' role bytes
-    /// ahead from (`None`: every role byte from `record_bytes`).
+    /// ahead from (`None`: every role byte through [`Facts`]).
     pub(crate) fn read_roles(&mut self, file: Option<columns_file::Bytes>) {
         self.roles_file = file;
     }
@@ -85,7 +86,7 @@ impl<'c> Screen<'c> {
     /// The role bytes of `ids`, in their order, from the roles file: 0
     /// where it cannot say (past its mark, a deleted record) and for every
     /// id without the file. For [`Screen::verdict`], which asks
-    /// `record_bytes` about those.
+    /// [`Facts`] about those.
     pub(crate) fn roles_ahead(&mut self, ids: &[i64]) -> Vec<u8> {
         match &mut self.roles_file {
             Some(file) => file.of(ids),
@@ -108,7 +109,7 @@ impl<'c> Screen<'c> {
     /// when not known.
     pub(crate) fn judge(
         &mut self,
-        bytes: &mut record_bytes::Reader<'_>,
+        bytes: &mut Facts<'_>,
         id: i64,
         ahead: u8,
     ) -> Result<Option<bool>, SearchError> {
@@ -151,7 +152,7 @@ impl<'c> Screen<'c> {
     /// read. `ahead` as for [`Screen::judge`].
     pub(crate) fn rules_out(
         &mut self,
-        bytes: &mut record_bytes::Reader<'_>,
+        bytes: &mut Facts<'_>,
         id: i64,
         ahead: u8,
     ) -> Result<bool, SearchError> {
@@ -172,13 +173,14 @@ impl<'c> Screen<'c> {
     /// ([`Screen::roles_ahead`]); when 0, it is read from `bytes`.
     pub(crate) fn verdict(
         &mut self,
-        bytes: &mut record_bytes::Reader<'_>,
+        bytes: &mut Facts<'_>,
         id: i64,
         ahead: u8,
     ) -> Result<Option<bool>, SearchError> {
         let mut known = self.settles;
         // The session first: the runs are a small table whose pages a
-        // search soon holds, the role bytes a row per 1,024 records. Asking
+        // search soon holds, the role bytes a page of the columns file per
+        // 255 records (in the days of side tables, a row per 1,024). Asking
         // the role first cost a project-filtered question at 10 GB 6 ms
         // more (a block read for each candidate the project rules out) and
         // saved `--role user --agent codex` 2 ms.
@@ -192,7 +194,8 @@ impl<'c> Screen<'c> {
             Some(None) => known = false,
             _ => {}
         }
-        // A role byte is known only for a record that exists.
+        // A role byte is known only for a record that exists; for one that
+        // is gone, its row (none) tells.
         let role = match ahead {
             0 => bytes.role(id)?,
             b => Some(b),

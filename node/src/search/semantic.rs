@@ -372,7 +372,7 @@ fn checked(
     let mut check = store.row_check(filter)?;
     let mut screen = Screen::new(store, filter, pre)?;
     screen.read_roles(store.roles_file());
-    let mut bytes = store.bytes_reader()?;
+    let mut bytes = store.facts()?;
     let mut kept = TopRecords::new();
     // Sorted by `Top`'s order: the nearest first, a batch at a time, so
     // their role bytes are read at once (`Screen::roles_ahead`).
@@ -507,11 +507,11 @@ fn allowed(
     Ok(set)
 }
 
-/// [`allowed`] for a filter on the time, from the records' stamps (see
-/// `store::record_times`) of the ids `within` (ascending ranges, the runs
+/// [`allowed`] for a filter on the time, from the records' stamps (the
+/// columns file's, see `Store::ids_dated_since`) of the ids `within` (ascending ranges, the runs
 /// of the sessions that may hold a record it allows) up to `upto`: at
 /// 10 GB the rows of the last two weeks' records took 7 ms to read from
-/// `records_session`. `None` while the stamps are being filled in.
+/// `records_session`. `None` without a columns file.
 fn allowed_since(
     store: &Store,
     within: &[(i64, i64)],
@@ -534,10 +534,10 @@ fn up_to(within: &[(i64, i64)], upto: i64) -> Vec<(i64, i64)> {
         .collect()
 }
 
-/// [`allowed`] for a filter on roles, from the records' role bytes (see
-/// `store::record_bytes`) of the ids `within` (ascending ranges) up to
-/// `upto`: a read of every record's row took 0.5 s or more at 10 GB.
-/// `None` while the bytes are being filled in.
+/// [`allowed`] for a filter on roles, from the records' role bytes (the
+/// columns file's, see `Store::ids_with_roles`) of the ids `within`
+/// (ascending ranges) up to `upto`: a read of every record's row took
+/// 0.5 s or more at 10 GB. `None` without a columns file.
 fn allowed_by_roles(
     store: &Store,
     within: &[(i64, i64)],
@@ -836,7 +836,7 @@ mod tests {
     use super::super::fuse::{blend, fuse};
     use super::super::{Query, rank::Ranked};
     use super::*;
-    use crate::store::record_bytes;
+    use crate::store::columns_file;
 
     /// The id of the newest record `store` holds.
     fn last_id(store: &Store) -> i64 {
@@ -896,6 +896,7 @@ mod tests {
             ing.commit().expect("commit");
         }
         let upto = last_id(&store);
+        assert_eq!(store.write_columns().expect("columns"), upto as u64);
         let filters = [
             SearchOptions {
                 agent: Some("codex".into()),
@@ -952,7 +953,10 @@ mod tests {
                     } else if !opts.filter().by_session() {
                         let roles = allowed_by_roles(&store, &[(1, bound)], bound, &opts.roles)
                             .expect("roles");
-                        assert_eq!(roles.expect("the bytes"), rows, "{how}");
+                        match columns_file::path_for(store.path()).exists() {
+                            true => assert_eq!(roles.expect("the file"), rows, "{how}"),
+                            false => assert!(roles.is_none(), "{how}: no file"),
+                        }
                     }
                 }
             }
@@ -964,24 +968,23 @@ mod tests {
             .test_conn()
             .execute("DELETE FROM record_runs WHERE first > ?1", [upto / 3])
             .expect("delete");
-        crate::store::packed_runs::repack_all(store.test_conn()).expect("repack");
         same("the newest records in no run");
-        store
-            .test_conn()
-            .execute(
-                "INSERT INTO meta(key, value) VALUES ('run_blocks_backfill', '0')",
-                [],
-            )
-            .expect("unpack");
-        same("the newest records in no run, the runs not packed");
-        // Some records' bytes not known, then none.
-        record_bytes::clear(store.test_conn(), 60..120).expect("clear");
+        // Some records' role bytes not known (their rows tell), a page
+        // damaged (never read), then no file (the rows tell).
+        columns_file::tests::rewrite_entries_by_id(&store, true, |id, e| {
+            if (60..120).contains(&id) {
+                e[columns_file::ROLE_AT] = 0;
+            }
+        });
         same("some role bytes not known");
-        store
-            .test_conn()
-            .execute("DELETE FROM record_bytes", [])
-            .expect("forget bytes");
-        same("no role byte known");
+        columns_file::tests::rewrite_entries_by_id(&store, false, |id, e| {
+            if id < 30 {
+                e[columns_file::ROLE_AT] = crate::store::codec::role_code(Role::ToolOutput);
+            }
+        });
+        same("a damaged page");
+        std::fs::remove_file(columns_file::path_for(store.path())).expect("remove");
+        same("no columns file");
     }
 
     /// The ids a filter on the time allows, read sessions first (each
@@ -1032,18 +1035,30 @@ mod tests {
             set
         };
         let mut sizes = Vec::new();
-        // The stamps as written, damaged, missing (then the rows of their
-        // stretches say), and being filled in (then every id comes from
-        // the rows); each with the sessions' runs read on the way and read
-        // before, as a narrow search reads them.
-        for state in ["written", "damaged", "missing", "pending"] {
-            let change = match state {
-                "damaged" => "UPDATE record_times SET times = x'01'",
-                "missing" => "DELETE FROM record_times",
-                "pending" => "INSERT INTO meta(key, value) VALUES ('times_backfill', '0')",
-                _ => "SELECT 1",
-            };
-            store.test_conn().execute_batch(change).expect("stamps");
+        // The stamps from the rows (no columns file yet), from the file as
+        // written, with some entries saying nothing or a page damaged
+        // (then the rows of their stretches say), and with the file gone;
+        // each with the sessions' runs read on the way and read before, as
+        // a narrow search reads them.
+        for state in ["rows", "written", "some unknown", "damaged", "missing"] {
+            let older = |e: &mut [u8]| e[..8].copy_from_slice(&(1u64 | 5 << 3).to_le_bytes());
+            match state {
+                "written" => {
+                    assert_eq!(store.write_columns().expect("columns"), upto as u64);
+                }
+                "some unknown" => {
+                    columns_file::tests::rewrite_entries_by_id(&store, true, |id, e| {
+                        if id % 3 == 0 {
+                            e[..8].fill(0);
+                        }
+                    })
+                }
+                "damaged" => columns_file::tests::rewrite_entries(&store, false, older),
+                "missing" => {
+                    std::fs::remove_file(columns_file::path_for(store.path())).expect("remove")
+                }
+                _ => {}
+            }
             for cut in [
                 0,
                 2 * HOUR + 1_200_000,
@@ -1087,7 +1102,7 @@ mod tests {
                         want,
                         "{opts:?}, stamps {state}, the runs read before"
                     );
-                    if state == "written" {
+                    if state == "rows" {
                         sizes.push((1..=upto).filter(|&id| want.contains(id)).count());
                     }
                 }

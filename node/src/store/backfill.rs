@@ -1,26 +1,12 @@
 //! Work a migration leaves for Rust to do over the records already stored
-//! (`fts::backfill_stems`, `record_bytes::backfill_lengths` and
-//! `backfill_roles`, `record_times::backfill`, `runs::backfill`): SQL
-//! cannot decode their text, nor pack bytes into blocks. The work goes in
-//! batches by record id, each in its own write transaction, resuming from
-//! the last id done, which a `meta` row keeps (removed when done); and
-//! whether it is done, for a reader ([`done`]).
+//! (`fts::backfill_stems`, `runs::backfill`): SQL cannot decode their
+//! text, nor work out runs cheaply. The work goes in batches by record
+//! id, each in its own write transaction, resuming from the last id done,
+//! which a `meta` row keeps (removed when done).
 
 use rusqlite::{Connection, OptionalExtension, Transaction};
 
 use super::StoreError;
-
-/// Whether table `table` exists and the backfill that `key` names in
-/// `meta` is done: a reader that takes a missing value in the table to
-/// mean something needs both (a database opened read-only may predate the
-/// table, and until the backfill ends the older records have no values).
-pub(super) fn done(conn: &Connection, table: &str, key: &str) -> rusqlite::Result<bool> {
-    conn.prepare_cached(
-        "SELECT EXISTS(SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?1)
-         AND NOT EXISTS(SELECT 1 FROM meta WHERE key = ?2)",
-    )?
-    .query_row([table, key], |r| r.get(0))
-}
 
 /// Runs `batch` until it reports nothing left. `key` names the `meta` row
 /// that holds the last record id done; with no such row there is nothing

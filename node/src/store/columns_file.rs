@@ -3,8 +3,11 @@
 //! look into a mapping instead of look-ups in SQLite tables: its role,
 //! time, decision mark and session for the ranker's candidates (in
 //! `records` that look-up reads two pages at 10 GB), its length class
-//! (`record_bytes::class_of`) for scoring a word's newest matches, and its
-//! role byte (`record_bytes::role_byte`) for a filtered search's screen.
+//! (`columns::class_of`) for scoring a word's newest matches, and its
+//! role byte (`columns::role_byte`) for a filtered search's screen and
+//! the ids a filter on roles or the time allows ([`each_within`]). It is
+//! the one derived home of these facts: where it cannot say, the reader
+//! asks `records`.
 //!
 //! Layout: the 32-byte header of [`super::flat_file`] (magic `cairnrc2`,
 //! entry length 16, the file's token), then checked pages
@@ -44,11 +47,11 @@ use std::path::{Path, PathBuf};
 
 use rusqlite::{Connection, OptionalExtension};
 
+use super::columns::{self, Stamp};
 use super::flat_file::{self, HEADER_LEN};
 use super::held::{self, Which};
 use super::pages::{self, BODY, PAGE};
-use super::record_times::Stamp;
-use super::{Store, StoreError, codec, record_bytes};
+use super::{Store, StoreError, codec};
 use crate::record::Role;
 
 /// The file's magic.
@@ -124,7 +127,7 @@ impl Columns {
     ) -> [u8; ENTRY] {
         let mut e = [0u8; ENTRY];
         e[LENGTH_AT] = class;
-        e[ROLE_AT] = record_bytes::role_byte(role);
+        e[ROLE_AT] = columns::role_byte(role);
         let (Some(code), Ok(session), word) = (
             codec::role_code_in(role),
             u32::try_from(session),
@@ -142,7 +145,7 @@ impl Columns {
     }
 
     /// What an entry holds; `None` when it says nothing.
-    fn of(e: &[u8]) -> Option<Columns> {
+    pub(crate) fn of(e: &[u8]) -> Option<Columns> {
         let word = u64::from_le_bytes(e[..8].try_into().ok()?);
         let session = u32::from_le_bytes(e[8..12].try_into().ok()?);
         let role = Role::ALL
@@ -346,6 +349,75 @@ impl Reader {
     pub(crate) fn columns(&mut self, id: i64) -> Option<Columns> {
         Columns::of(self.pages.entry(id)?)
     }
+
+    /// Record `id`'s byte at `at` ([`LENGTH_AT`], [`ROLE_AT`]); 0 when
+    /// the file cannot say.
+    pub(crate) fn byte(&mut self, id: i64, at: usize) -> u8 {
+        self.pages.entry(id).map_or(0, |e| e[at])
+    }
+}
+
+/// Every record within `within` (ascending, disjoint ranges of ids) that
+/// exists, handed to `take` in ascending order with what `judge` makes of
+/// its entry in `file`, or where that cannot say (`None`: no file, past
+/// its mark, a page that fails its check, or `judge` says so, as for a
+/// zero byte) what `from_row` makes of its row. `rows` selects `id` and
+/// the columns `from_row` reads, `WHERE id BETWEEN ?1 AND ?2 ORDER BY
+/// id`: a stretch of ids the file cannot say of is one range query. So
+/// the answer is the rows' own, only slower where the file cannot say.
+pub(crate) fn each_within<T>(
+    conn: &Connection,
+    mut file: Option<&mut Reader>,
+    within: &[(i64, i64)],
+    judge: impl Fn(&[u8]) -> Option<T>,
+    (rows, from_row): (&str, impl Fn(&rusqlite::Row<'_>) -> rusqlite::Result<T>),
+    mut take: impl FnMut(i64, T),
+) -> Result<(), StoreError> {
+    let mut stmt = conn.prepare_cached(rows)?;
+    let mut read = |stretch: Option<(i64, i64)>, take: &mut dyn FnMut(i64, T)| {
+        let Some((a, b)) = stretch else {
+            return Ok::<(), StoreError>(());
+        };
+        let mut found = stmt.query((a, b))?;
+        while let Some(r) = found.next()? {
+            take(r.get(0)?, from_row(r)?);
+        }
+        Ok(())
+    };
+    let upto = file.as_ref().map_or(0, |f| f.pages.upto);
+    // The ids just before the one at hand that the file cannot say of.
+    let mut unknown: Option<(i64, i64)> = None;
+    for &(first, last) in within {
+        let first = first.max(1);
+        for id in first..=last.min(upto) {
+            match file
+                .as_mut()
+                .and_then(|f| f.pages.entry(id))
+                .and_then(&judge)
+            {
+                Some(v) => {
+                    read(unknown.take(), &mut take)?;
+                    take(id, v);
+                }
+                None => {
+                    unknown = Some(match unknown {
+                        Some((a, b)) if b + 1 == id => (a, id),
+                        other => {
+                            read(other, &mut take)?;
+                            (id, id)
+                        }
+                    });
+                }
+            }
+        }
+        // Past the mark: the rest of the range from the rows.
+        let tail = first.max(upto + 1);
+        if tail <= last {
+            read(unknown.take(), &mut take)?;
+            read(Some((tail, last)), &mut take)?;
+        }
+    }
+    read(unknown, &mut take)
 }
 
 /// A search's reader of one byte of each entry: the length class or the
@@ -358,6 +430,7 @@ pub(crate) struct Bytes {
 impl Bytes {
     /// The length classes of `store`'s database, read as its snapshot
     /// vouches; `None` when there is no file it vouches for.
+    #[cfg(test)]
     pub(crate) fn lengths(store: &Store) -> Option<Bytes> {
         Some(Bytes {
             pages: Pages::open(store)?,
@@ -379,12 +452,6 @@ impl Bytes {
         ids.iter()
             .map(|&id| self.pages.entry(id).map_or(0, |e| e[self.at]))
             .collect()
-    }
-}
-
-impl record_bytes::Classes for Bytes {
-    fn classes(&mut self, ids: &[i64]) -> Vec<u8> {
-        self.of(ids)
     }
 }
 
@@ -457,18 +524,20 @@ pub(crate) fn write_step(conn: &Connection, db: &Path) -> Result<u64, StoreError
         buf: Vec::new(),
     };
     let mut stmt = tx.prepare_cached(
-        "SELECT id, role, ts, session, flags FROM records WHERE id >= ?1 ORDER BY id LIMIT ?2",
+        "SELECT id, role, ts, session, flags, text FROM records WHERE id >= ?1 ORDER BY id LIMIT ?2",
     )?;
     let before = mark.upto;
     let from = (first * PER_PAGE as u64) as i64;
     let mut rows = stmt.query((from, STEP + (before - from + 1).max(0)))?;
-    // The lengths as `record_lens` holds them, a block at a time.
-    let mut classes = record_bytes::Reader::new(&tx)?;
     let mut written = 0u64;
     while let Some(r) = rows.next()? {
         let id: i64 = r.get(0)?;
-        let stamp = Stamp::of(r.get(2)?, r.get(4)?);
-        let e = Columns::entry(r.get_ref(1)?, stamp, r.get(3)?, classes.class(id)?);
+        let flags: i64 = r.get(4)?;
+        let stamp = Stamp::of(r.get(2)?, flags);
+        // A text that cannot state its length leaves the class unknown:
+        // a search then reads the row.
+        let class = columns::stored_len(r.get_ref(5)?, flags).map_or(0, columns::class_of);
+        let e = Columns::entry(r.get_ref(1)?, stamp, r.get(3)?, class);
         w.entry(id)?.copy_from_slice(&e);
         if id > before {
             written += 1;
@@ -476,7 +545,7 @@ pub(crate) fn write_step(conn: &Connection, db: &Path) -> Result<u64, StoreError
         mark.upto = mark.upto.max(id);
     }
     w.flush()?;
-    drop((rows, classes));
+    drop(rows);
     drop(stmt);
     file.sync_data().map_err(io(&path))?;
     write_mark(&tx, &mark)?;
@@ -655,18 +724,39 @@ pub(crate) mod tests {
     use super::*;
     use crate::store::Store;
 
+    /// Every record's length class (from its decoded text) and role byte,
+    /// by id: what the file should hold.
+    pub(crate) fn expected_bytes(conn: &Connection) -> std::collections::HashMap<i64, (u8, u8)> {
+        let mut stmt = conn
+            .prepare("SELECT id, flags, text, role FROM records ORDER BY id")
+            .expect("records");
+        let rows = stmt
+            .query_map([], |r| {
+                Ok((
+                    r.get::<_, i64>(0)?,
+                    r.get::<_, i64>(1)?,
+                    r.get::<_, Vec<u8>>(2)?,
+                    columns::role_byte(r.get_ref(3)?),
+                ))
+            })
+            .expect("rows");
+        rows.map(|row| {
+            let (id, flags, text, role) = row.expect("row");
+            let class = columns::class_of(codec::decode(conn, &text, flags).len());
+            (id, (class, role))
+        })
+        .collect()
+    }
+
     /// Asserts that `store`'s columns file, as far as their mark, give
-    /// every record its row's columns and `record_lens`' length, and hold
+    /// every record its row's columns and its text's length, and hold
     /// nothing for an id no record has (a record deleted after they were
     /// written included).
     pub(crate) fn assert_true_to(store: &Store, what: &str) {
         let conn = store.conn();
         let mark = read_mark(conn).expect("mark").expect("a mark");
         let live = rows(conn);
-        let bytes: std::collections::HashMap<i64, (u8, u8)> = record_bytes::held(conn)
-            .into_iter()
-            .map(|(id, c, r)| (id, (c, r)))
-            .collect();
+        let bytes = expected_bytes(conn);
         let mut reader = Reader::open(store).expect("columns");
         let ids: Vec<i64> = (1..=mark.upto).collect();
         let lengths = Bytes::lengths(store).expect("lengths").of(&ids);
@@ -689,18 +779,79 @@ pub(crate) mod tests {
         }
     }
 
-    use crate::store::record_times::tests::{three_lines_of_a_file, varied};
+    /// A Claude Code record of `session` with `role`, time `ts` and `text`.
+    pub(crate) fn record(
+        session: &str,
+        role: Role,
+        ts: Option<i64>,
+        text: &str,
+    ) -> crate::record::Record {
+        let mut r = crate::record::Record::new("claude-code", session, role, text);
+        r.time_ms = ts;
+        r
+    }
+
+    /// The `i`th of a run of records in seven sessions, undated ones, old
+    /// ones and decisions among them, in the first `roles` roles in turn.
+    pub(crate) fn varied(i: i64, roles: usize) -> crate::record::Record {
+        let ts = match i % 5 {
+            0 => None,
+            1 => Some(-86_400_000 * i),
+            _ => Some(1_767_225_600_000 + 61_000 * i),
+        };
+        let text = match i % 4 {
+            0 => format!("we decided to pin hyper to 0.14, note {i}"),
+            _ => format!("the queue worker retries the job, line {i}"),
+        };
+        record(
+            &format!("s{}", i % 7),
+            Role::ALL[i as usize % roles],
+            ts,
+            &text,
+        )
+    }
+
+    /// Stores three lines of one file (`/tmp/x.jsonl`) through `ing`;
+    /// returns the file's source id and the hashes a rewrite keeps (the
+    /// first line's), for `retain_source_records` to delete the other two.
+    pub(crate) fn three_lines_of_a_file(
+        ing: &mut crate::store::Ingest<'_>,
+    ) -> (i64, std::collections::HashSet<[u8; 32]>) {
+        let src = ing
+            .source("claude-code", "/tmp/x.jsonl", "lines")
+            .expect("source");
+        for i in 0..3 {
+            let r = record(
+                "rewritten",
+                Role::User,
+                Some(5_000 + i),
+                &format!("line {i}"),
+            );
+            ing.insert(&r, Some(src.id)).expect("insert");
+        }
+        let keep = [record("rewritten", Role::User, Some(5_000), "line 0").content_hash()]
+            .into_iter()
+            .collect();
+        (src.id, keep)
+    }
 
     /// Applies `f` to every entry of `store`'s columns file in place, and
     /// seals the pages again when `seal` (as a writer would); otherwise
     /// the change is damage.
     pub(crate) fn rewrite_entries(store: &Store, seal: bool, f: impl Fn(&mut [u8])) {
+        rewrite_entries_by_id(store, seal, |_, e| f(e));
+    }
+
+    /// [`rewrite_entries`], `f` told each entry's record id.
+    pub(crate) fn rewrite_entries_by_id(store: &Store, seal: bool, f: impl Fn(i64, &mut [u8])) {
         let mark = read_mark(store.conn()).expect("mark").expect("a mark");
         let file = open_marked(store.path(), &mark, true).expect("file");
         let mut page = vec![0u8; PAGE];
         for n in 0..mark.pages_len() / PAGE as u64 {
             flat_file::read_at(&file, &mut page, page_offset(n)).expect("read");
-            page[..BODY].chunks_mut(ENTRY).for_each(&f);
+            for (i, e) in page[..BODY].chunks_mut(ENTRY).enumerate() {
+                f((n as usize * PER_PAGE + i) as i64, e);
+            }
             if seal {
                 pages::seal(&mark.token, n, &mut page);
             }
@@ -763,9 +914,9 @@ pub(crate) mod tests {
     }
 
     /// Asserts that the length classes and the role bytes, read through each of
-    /// `stores`, give every record of `want` its class from `record_lens`
-    /// and its role byte from `record_bytes` where `held` says the files
-    /// hold it, and 0 for every other id, asked in shuffled order.
+    /// `stores`, give every record of `want` its class from its text and
+    /// its role byte where `held` says the file holds it, and 0 for every
+    /// other id, asked in shuffled order.
     fn lengths_as(
         stores: &[&Store],
         want: &[(i64, Columns)],
@@ -773,10 +924,7 @@ pub(crate) mod tests {
         what: &str,
     ) {
         for store in stores {
-            let bytes: std::collections::HashMap<i64, (u8, u8)> = record_bytes::held(store.conn())
-                .into_iter()
-                .map(|(id, c, r)| (id, (c, r)))
-                .collect();
+            let bytes = expected_bytes(store.conn());
             let top = want.last().map_or(0, |w| w.0);
             let mut ids: Vec<i64> = (-1..top + 40).collect();
             // A fixed shuffle: the reader sorts what it is asked.
@@ -1075,10 +1223,7 @@ pub(crate) mod tests {
         // byte stay.
         let robot = rusqlite::types::ValueRef::Text(b"robot");
         for (e, role) in [
-            (
-                Columns::entry(robot, stamp, 42, 9),
-                record_bytes::OTHER_ROLE,
-            ),
+            (Columns::entry(robot, stamp, 42, 9), columns::OTHER_ROLE),
             (
                 Columns::entry(user, stamp, 1 << 32, 9),
                 codec::role_code(Role::User),

@@ -2,7 +2,8 @@
 //! compiled once into the SQL that judges a record by its row, and the
 //! allowed-checks built on them: which sessions' runs a filter allows, a
 //! record's ranker columns when the filter allows it, the ids it allows
-//! up to a bound (by rows, by runs, by role bytes, by time stamps), and
+//! up to a bound (by rows, by runs, by the columns file's role bytes and
+//! time stamps), and
 //! the share of the newest sessions it allows.
 //!
 //! Everything here only reads. The SQL a filter becomes is written here
@@ -11,8 +12,10 @@
 
 use rusqlite::types::Value as SqlValue;
 
+use super::columns;
+use super::columns_file::{self, ROLE_AT};
 use super::ranker::Columns;
-use super::{Store, StoreError, codec, record_bytes, record_times, runs, vector_file};
+use super::{Store, StoreError, codec, runs, vector_file};
 use crate::record::Role;
 
 /// The filters of one search, as given.
@@ -73,15 +76,6 @@ impl Filter {
             && self.machine.is_none()
             && self.since_ms.is_none()
             && self.roles.is_empty()
-    }
-
-    /// The agent the filters name, and whether they name nothing else of
-    /// the session (see `runs::AgentFilter`).
-    pub(crate) fn agent_filter(&self) -> Option<runs::AgentFilter> {
-        self.agent.as_ref().map(|a| runs::AgentFilter {
-            agent: a.clone(),
-            alone: self.project.is_none() && self.session.is_none(),
-        })
     }
 
     /// The joins the filters need (`se` = sessions, `og` = origins, `n` =
@@ -233,17 +227,11 @@ impl Store {
         // Numbered after the session row, `?1`.
         let mut args = vec![SqlValue::Null];
         filter.on_session().push_filters(&mut clauses, &mut args);
-        let mut agent = filter.agent_filter();
-        if filter.push_session_time(&mut clauses, &mut args)
-            && let Some(f) = agent.as_mut()
-        {
-            // The run's agent alone no longer judges the session.
-            f.alone = false;
-        }
+        filter.push_session_time(&mut clauses, &mut args);
         args.remove(0);
         let one = format!("SELECT 1 FROM sessions se WHERE se.id = ?1{clauses}");
         let every = format!("SELECT se.id FROM sessions se WHERE ?1 IS NULL{clauses}");
-        Ok(match runs::Runs::new(conn, &one, args, agent)? {
+        Ok(match runs::Runs::new(conn, &one, args)? {
             Some(r) => Some(r.with_every(conn, &every)?),
             None => None,
         })
@@ -262,18 +250,6 @@ impl Store {
             return Ok(None);
         }
         let conn = self.conn();
-        // A filter on the agent alone: the packed runs carry it.
-        if let Some(f) = filter
-            .agent_filter()
-            .filter(|f| f.alone && filter.since_ms.is_none())
-            && let Some(packed) = runs::Packed::read(conn)?
-            && packed.agents_known()
-        {
-            let want = packed.agent_index(&f.agent);
-            return Ok(Some(runs::RunMap::of_packed(&packed, |r| {
-                want.is_some() && r.agent == want
-            })));
-        }
         // Read in table order (`NOT INDEXED`): through the index on the
         // agent, the rows of its sessions lie one on a page apart, in the
         // order of their session ids, and at 10 GB an agent and a project
@@ -390,30 +366,67 @@ impl Store {
     }
 
     /// The records within `within` (ascending ranges of ids) dated at or
-    /// after `since`, as ranges handed to `add` (see
-    /// `record_times::dated_since`); `None` while the stamps are being
-    /// filled in.
+    /// after `since`, as ranges handed to `add`, judged from the columns
+    /// file's stamps and, where it cannot say, from the rows (see
+    /// `columns_file::each_within`); `None` without a columns file (the
+    /// caller then reads the rows its own way).
     pub(crate) fn ids_dated_since(
         &self,
         within: &[(i64, i64)],
         since: i64,
         add: impl FnMut(i64, i64),
     ) -> Result<Option<()>, StoreError> {
-        record_times::dated_since(self.conn(), within, since, add)
+        let Some(mut file) = columns_file::Reader::open(self) else {
+            return Ok(None);
+        };
+        let dated = |ts: Option<i64>| ts.is_some_and(|ts| ts >= since);
+        let mut ranges = Ranges::new(add);
+        columns_file::each_within(
+            self.conn(),
+            Some(&mut file),
+            within,
+            |e| columns_file::Columns::of(e).map(|c| dated(c.stamp.ts)),
+            (
+                "SELECT id, ts FROM records WHERE id BETWEEN ?1 AND ?2 ORDER BY id",
+                |r| Ok(dated(r.get(1)?)),
+            ),
+            |id, wanted| ranges.take(id, wanted),
+        )?;
+        ranges.close();
+        Ok(Some(()))
     }
 
     /// The records within `within` (ascending ranges of ids) whose role is
-    /// one of `roles`, as ranges handed to `add` (see
-    /// `record_bytes::with_roles`); `None` while the role bytes are being
-    /// filled in.
+    /// one of `roles`, as ranges handed to `add`, judged from the columns
+    /// file's role bytes and, where it cannot say, from the rows; `None`
+    /// without a columns file.
     pub(crate) fn ids_with_roles(
         &self,
         within: &[(i64, i64)],
         roles: &[Role],
         add: impl FnMut(i64, i64),
     ) -> Result<Option<()>, StoreError> {
-        let codes: Vec<u8> = roles.iter().map(|r| codec::role_code(*r)).collect();
-        record_bytes::with_roles(self.conn(), within, |b| codes.contains(&b), add)
+        let Some(mut file) = columns_file::Reader::open(self) else {
+            return Ok(None);
+        };
+        let mut wants = [false; 256];
+        for r in roles {
+            wants[usize::from(codec::role_code(*r))] = true;
+        }
+        let mut ranges = Ranges::new(add);
+        columns_file::each_within(
+            self.conn(),
+            Some(&mut file),
+            within,
+            |e| (e[ROLE_AT] != 0).then(|| wants[usize::from(e[ROLE_AT])]),
+            (
+                "SELECT id, role FROM records WHERE id BETWEEN ?1 AND ?2 ORDER BY id",
+                |r| Ok(wants[usize::from(columns::role_byte(r.get_ref(1)?))]),
+            ),
+            |id, wanted| ranges.take(id, wanted),
+        )?;
+        ranges.close();
+        Ok(Some(()))
     }
 
     /// Each vector stored in the `vectors` table after record id `after`
@@ -449,5 +462,37 @@ impl Store {
         scan: &vector_file::Scan,
     ) -> Result<Vec<i64>, StoreError> {
         scan.block_firsts(self.conn())
+    }
+}
+
+/// Ids handed on as ranges: consecutive wanted ids joined, ascending.
+struct Ranges<A: FnMut(i64, i64)> {
+    add: A,
+    run: Option<(i64, i64)>,
+}
+
+impl<A: FnMut(i64, i64)> Ranges<A> {
+    fn new(add: A) -> Self {
+        Ranges { add, run: None }
+    }
+
+    /// Takes record `id` (ascending), wanted or not.
+    fn take(&mut self, id: i64, wanted: bool) {
+        match self.run {
+            Some((a, b)) if wanted && b + 1 == id => self.run = Some((a, id)),
+            _ => {
+                self.close();
+                if wanted {
+                    self.run = Some((id, id));
+                }
+            }
+        }
+    }
+
+    /// Hands on the range being joined.
+    fn close(&mut self) {
+        if let Some((a, b)) = self.run.take() {
+            (self.add)(a, b);
+        }
     }
 }

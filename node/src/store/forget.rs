@@ -412,7 +412,7 @@ fn purge_rows(
 }
 
 /// Deletes the records `doomed` names (`(id, session, hash)`) with their
-/// full-text rows, side-table bytes and columns entries; with
+/// full-text rows and columns entries; with
 /// `mark_forgotten`, the log slots that named them become forgotten
 /// stubs. Returns the sessions they belonged to, for
 /// [`refresh_sessions`].
@@ -421,8 +421,6 @@ pub(crate) fn delete_records(
     doomed: &[(i64, i64, Vec<u8>)],
     mark_forgotten: bool,
 ) -> Result<BTreeSet<i64>, StoreError> {
-    super::record_bytes::clear(conn, doomed.iter().map(|d| d.0))?;
-    super::record_times::clear(conn, doomed.iter().map(|d| d.0))?;
     let ids: Vec<i64> = doomed.iter().map(|d| d.0).collect();
     super::columns_file::zero(conn, &ids)?;
     let mut sessions = BTreeSet::new();

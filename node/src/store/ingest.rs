@@ -599,13 +599,6 @@ impl Ingest<'_> {
 
     fn delete_record(&mut self, id: i64, session: i64) -> Result<(), StoreError> {
         super::fts::delete(self.conn, id)?;
-        // A known role byte says that its record exists (`search::screen`):
-        // neither a stored byte nor one still to be written may outlive it.
-        super::record_bytes::clear(self.conn, [id])?;
-        super::record_times::clear(self.conn, [id])?;
-        if let Some(stmts) = &mut self.statements {
-            stmts.forget_bytes(id);
-        }
         self.conn
             .prepare_cached("DELETE FROM records WHERE id = ?1")?
             .execute([id])?;

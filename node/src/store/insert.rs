@@ -219,11 +219,6 @@ pub(crate) struct RecordStatements<'c> {
     add_row: Statement<'c>,
     count_in_session: Statement<'c>,
     fts: super::fts::Inserts<'c>,
-    /// The new records' bytes (length, role), written by
-    /// [`RecordStatements::finish`].
-    bytes: super::record_bytes::Pending,
-    /// The new records' times and decision marks, written with `bytes`.
-    times: super::record_times::Pending,
 }
 
 impl<'c> RecordStatements<'c> {
@@ -245,26 +240,14 @@ impl<'c> RecordStatements<'c> {
                  WHERE id = ?1",
             )?,
             fts: super::fts::Inserts::prepare(conn)?,
-            bytes: super::record_bytes::Pending::default(),
-            times: super::record_times::Pending::default(),
         })
     }
 
     /// Writes what the inserts so far leave to the end of the transaction
-    /// (the records' lengths and roles, the runs of their sessions): to be called
-    /// before it commits. Records whose length or run is never written are
-    /// still found and ranked the same, only more slowly (see
-    /// `store::record_bytes` and `store::runs`).
-    /// Drops what was noted of record `id`'s bytes (a record deleted in
-    /// the transaction that stored it).
-    pub(crate) fn forget_bytes(&mut self, id: i64) {
-        self.bytes.forget(id);
-        self.times.forget(id);
-    }
-
+    /// (the runs of their sessions): to be called before it commits.
+    /// Records whose run is never written are still found and ranked the
+    /// same, only more slowly (see `store::runs`).
     pub(crate) fn finish(&mut self, conn: &Connection) -> Result<(), StoreError> {
-        self.bytes.write(conn)?;
-        self.times.write(conn)?;
         super::runs::extend(conn)
     }
 }
@@ -368,12 +351,6 @@ pub(crate) fn insert(
         text
     ])?;
     let rowid = conn.last_insert_rowid();
-    let role = super::record_bytes::role_byte(rusqlite::types::ValueRef::from(&role_value));
-    stmts.bytes.add(rowid, rec.text.len(), role);
-    stmts.times.add(
-        rowid,
-        super::record_times::Stamp::of(rec.time_ms, rec.flags),
-    );
     stmts.fts.add(
         rowid,
         rec.stemmed(),

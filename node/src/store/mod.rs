@@ -1,7 +1,7 @@
 //! The node's SQLite database and the flat files beside it: records,
 //! sessions, per-source file state, redaction counts, the full-text
 //! indexes, origin logs and tombstones for sync, meaning vectors, and the
-//! side tables and files search reads instead of rows.
+//! runs and flat files search reads instead of rows.
 //!
 //! This module is the only code that writes to the database and those
 //! files. It stores what it is given: redaction happens before an indexed
@@ -18,9 +18,9 @@ pub(crate) mod bulk;
 mod cells;
 #[cfg(test)]
 pub(crate) use cells::covered_in_file as cells_covered;
-mod blocks;
 pub(crate) mod candidates;
 pub mod codec;
+pub(crate) mod columns;
 pub(crate) mod columns_file;
 mod dict;
 pub mod filter;
@@ -37,15 +37,12 @@ mod insert;
 mod log;
 #[cfg(test)]
 mod open_tests;
-pub(crate) mod packed_runs;
 mod pages;
 pub(crate) mod period;
 pub(crate) mod ranker;
 mod read;
 #[cfg(test)]
 mod read_api_tests;
-pub(crate) mod record_bytes;
-pub(crate) mod record_times;
 pub(crate) mod runs;
 mod schema;
 mod session_lookup;
@@ -87,6 +84,12 @@ pub use log::{LogKind, OwnLog, StoredRecord};
 pub use read::{AgentCounts, SessionInfo, SessionRecord, SourceRow, StoreStats};
 pub use schema::SCHEMA_VERSION;
 pub use session_lookup::{SessionLookup, handle_of};
+
+/// The migrations, in order (for tests that make an older database).
+#[cfg(test)]
+pub(crate) fn schema_migrations() -> &'static [&'static str] {
+    schema::MIGRATIONS
+}
 pub use trust::{OriginKey, OriginRefusal, RefuseOriginError, TrustError};
 pub use upgrade_fields::FieldsUpgrade;
 pub use vector_file::Synced;
@@ -303,11 +306,7 @@ impl Store {
         }
         schema::migrate(&mut conn).map_err(classified)?;
         fts::backfill_stems(&mut conn).map_err(classified)?;
-        record_bytes::backfill_lengths(&mut conn).map_err(classified)?;
-        record_bytes::backfill_roles(&mut conn).map_err(classified)?;
-        record_times::backfill(&mut conn).map_err(classified)?;
         runs::backfill(&mut conn).map_err(classified)?;
-        packed_runs::backfill(&mut conn).map_err(classified)?;
         vector_file::backfill_blocks(&mut conn, path).map_err(classified)?;
         vector_file::keep_table(&mut conn, path, crate::embed::table_id()).map_err(classified)?;
         let store = Store {

@@ -1,14 +1,17 @@
 //! What a ranker reads of a record: its columns (role, time, session row,
-//! decision flag), from the columns file where it vouches and else from
-//! the row; the length classes and role bytes its scores and screens
-//! read; and the oldest session's start, the far end of recency.
+//! decision flag), and the lengths, role bytes and stamps its scores and
+//! screens read ([`Facts`]), each from the columns file where it vouches
+//! and else from the record's row, so the answer is the same either way;
+//! and the oldest session's start, the far end of recency.
 //!
-//! Only reads, through the side tables' and flat files' own readers
-//! (`record_bytes`, `columns_file`); it changes none of them.
+//! Only reads, through the columns file's own reader (`columns_file`);
+//! it changes nothing.
 
 use rusqlite::OptionalExtension;
 
-use super::{Store, StoreError, codec, columns_file, record_bytes};
+use super::columns::{self, Stamp};
+use super::columns_file::{self, LENGTH_AT, ROLE_AT};
+use super::{Store, StoreError, codec};
 
 /// What the ranker needs of a record: role, time, session row, flags.
 pub(crate) type Columns = (String, Option<i64>, i64, i64);
@@ -70,13 +73,20 @@ impl Store {
         })
     }
 
-    /// A reader of records' length classes, role bytes and stamps, the
-    /// lengths read many at once from the lengths file where it vouches.
-    pub(crate) fn lengths_reader(&self) -> Result<record_bytes::Reader<'_>, StoreError> {
-        Ok(record_bytes::Reader::new(self.conn())?.with_many(
-            columns_file::Bytes::lengths(self)
-                .map(|l| Box::new(l) as Box<dyn record_bytes::Classes>),
-        ))
+    /// A reader of records' lengths, role bytes and stamps for one
+    /// search (see [`Facts`]).
+    pub(crate) fn facts(&self) -> Result<Facts<'_>, StoreError> {
+        Ok(Facts {
+            conn: self.conn(),
+            file: columns_file::Reader::open(self),
+            row: self
+                .conn()
+                .prepare_cached("SELECT role, ts, flags FROM records WHERE id = ?1")?,
+            text: self
+                .conn()
+                .prepare_cached("SELECT flags, text FROM records WHERE id = ?1")?,
+            typical: None,
+        })
     }
 
     /// The roles file, where the store has one it vouches for: many
@@ -85,15 +95,118 @@ impl Store {
         columns_file::Bytes::roles(self)
     }
 
-    /// A reader of records' role bytes and stamps from the side tables.
-    pub(crate) fn bytes_reader(&self) -> Result<record_bytes::Reader<'_>, StoreError> {
-        Ok(record_bytes::Reader::new(self.conn())?)
-    }
-
     /// When the oldest session started (Unix ms), if any is dated.
     pub(crate) fn oldest_session_ms(&self) -> Result<Option<i64>, StoreError> {
         Ok(self
             .conn()
             .query_row("SELECT min(first_ms) FROM sessions", [], |r| r.get(0))?)
+    }
+}
+
+/// Records whose lengths [`Facts::typical`] averages: the newest 65,536
+/// by id.
+const TYPICAL: i64 = 65_536;
+
+/// A search's reader of records' facts: length, role byte, stamp. Each
+/// comes from the columns file where it vouches for the record, else from
+/// the record's row (the file's tail past its mark, a damaged page, no
+/// file): the same answer, more slowly.
+pub(crate) struct Facts<'s> {
+    conn: &'s rusqlite::Connection,
+    file: Option<columns_file::Reader>,
+    /// A record's role, time and flags.
+    row: rusqlite::CachedStatement<'s>,
+    /// A record's flags and stored text, for its length.
+    text: rusqlite::CachedStatement<'s>,
+    /// [`Facts::typical`], once read.
+    typical: Option<Option<f64>>,
+}
+
+impl Facts<'_> {
+    /// The lengths (bytes of plain text, to 10%) of `ids`, in their order;
+    /// `None` for a record that is gone.
+    pub(crate) fn lengths(&mut self, ids: &[i64]) -> Result<Vec<Option<f64>>, StoreError> {
+        ids.iter().map(|&id| self.length(id)).collect()
+    }
+
+    /// The length of record `id` (see [`Facts::lengths`]).
+    pub(crate) fn length(&mut self, id: i64) -> Result<Option<f64>, StoreError> {
+        let class = self.file.as_mut().map_or(0, |f| f.byte(id, LENGTH_AT));
+        if let Some(len) = columns::length_of(class) {
+            return Ok(Some(len));
+        }
+        let len = self
+            .text
+            .query_row([id], |r| Ok(columns::stored_len(r.get_ref(1)?, r.get(0)?)))
+            .optional()?
+            .flatten();
+        Ok(len.and_then(|n| columns::length_of(columns::class_of(n))))
+    }
+
+    /// The average length of the newest [`TYPICAL`] records (so the cost
+    /// is the same at any size of history), which BM25 measures each
+    /// match's length against; `None` when no length is known.
+    pub(crate) fn typical(&mut self) -> Result<Option<f64>, StoreError> {
+        if let Some(t) = self.typical {
+            return Ok(t);
+        }
+        let newest: Option<i64> = self
+            .conn
+            .query_row("SELECT max(id) FROM records", [], |r| r.get(0))?;
+        let (mut sum, mut n) = (0.0, 0u64);
+        if let Some(newest) = newest {
+            columns_file::each_within(
+                self.conn,
+                self.file.as_mut(),
+                &[((newest - TYPICAL + 1).max(1), newest)],
+                |e| columns::length_of(e[LENGTH_AT]).map(Some),
+                (
+                    "SELECT id, flags, text FROM records WHERE id BETWEEN ?1 AND ?2 ORDER BY id",
+                    |r| {
+                        Ok(columns::stored_len(r.get_ref(2)?, r.get(1)?)
+                            .and_then(|n| columns::length_of(columns::class_of(n))))
+                    },
+                ),
+                |_, len| {
+                    if let Some(len) = len {
+                        sum += len;
+                        n += 1;
+                    }
+                },
+            )?;
+        }
+        let t = (n > 0).then(|| sum / n as f64);
+        self.typical = Some(t);
+        Ok(t)
+    }
+
+    /// The role byte of record `id`; `None` for a record that is gone.
+    pub(crate) fn role(&mut self, id: i64) -> Result<Option<u8>, StoreError> {
+        match self.file.as_mut().map_or(0, |f| f.byte(id, ROLE_AT)) {
+            0 => Ok(self.row(id)?.map(|(role, _)| role)),
+            b => Ok(Some(b)),
+        }
+    }
+
+    /// The time and decision mark of record `id`; `None` for a record
+    /// that is gone.
+    pub(crate) fn stamp(&mut self, id: i64) -> Result<Option<Stamp>, StoreError> {
+        if let Some(c) = self.file.as_mut().and_then(|f| f.columns(id)) {
+            return Ok(Some(c.stamp));
+        }
+        Ok(self.row(id)?.map(|(_, stamp)| stamp))
+    }
+
+    /// Record `id`'s role byte and stamp from its row.
+    fn row(&mut self, id: i64) -> Result<Option<(u8, Stamp)>, StoreError> {
+        Ok(self
+            .row
+            .query_row([id], |r| {
+                Ok((
+                    columns::role_byte(r.get_ref(0)?),
+                    Stamp::of(r.get(1)?, r.get(2)?),
+                ))
+            })
+            .optional()?)
     }
 }

@@ -205,6 +205,30 @@ fn a_compiled_filter_allows_what_the_records_fields_say() {
 fn role_bytes_and_stamps_give_the_ids_with_a_role_or_a_time() {
     let (_dir, store, known) = fixture();
     let n = known.len() as i64;
+    // Without a columns file, nothing to judge by: the caller reads rows.
+    let none = store.ids_with_roles(&[(1, n)], &[Role::User], |_, _| {});
+    assert!(none.expect("roles").is_none());
+    let none = store.ids_dated_since(&[(1, n)], NOW, |_, _| {});
+    assert!(none.expect("stamps").is_none());
+    // From the file as written, then with some entries saying nothing
+    // (their rows tell): the same ids.
+    assert_eq!(store.write_columns().expect("columns"), n as u64);
+    for state in ["written", "some entries say nothing"] {
+        if state != "written" {
+            super::columns_file::tests::rewrite_entries_by_id(&store, true, |id, e| {
+                if id % 3 == 1 {
+                    e.fill(0);
+                }
+            });
+        }
+        judged_from_the_file(&store, &known, state);
+    }
+}
+
+/// Asserts that the ids with a role, or dated since a time, that the
+/// columns file gives (`state` says how it stands) are the rows' own.
+fn judged_from_the_file(store: &Store, known: &[Known], state: &str) {
+    let n = known.len() as i64;
     let collect = |ranges: Vec<(i64, i64)>| -> BTreeSet<i64> {
         ranges.into_iter().flat_map(|(a, b)| a..=b).collect()
     };
@@ -213,12 +237,12 @@ fn role_bytes_and_stamps_give_the_ids_with_a_role_or_a_time() {
         let done = store
             .ids_with_roles(&[(1, n)], &roles, |a, b| got.push((a, b)))
             .expect("roles");
-        assert!(done.is_some(), "role bytes filled in");
+        assert!(done.is_some(), "{state}: a file");
         let f = Filter {
             roles: roles.clone(),
             ..Filter::default()
         };
-        assert_eq!(collect(got), truth(&f, &known), "{roles:?}");
+        assert_eq!(collect(got), truth(&f, known), "{state}: {roles:?}");
     }
     for back in [0, 5, 20, 100] {
         let since = NOW - back * HOUR;
@@ -226,12 +250,12 @@ fn role_bytes_and_stamps_give_the_ids_with_a_role_or_a_time() {
         let done = store
             .ids_dated_since(&[(1, n)], since, |a, b| got.push((a, b)))
             .expect("stamps");
-        assert!(done.is_some(), "stamps filled in");
+        assert!(done.is_some(), "{state}: a file");
         let f = Filter {
             since_ms: Some(since),
             ..Filter::default()
         };
-        assert_eq!(collect(got), truth(&f, &known), "{back} hours");
+        assert_eq!(collect(got), truth(&f, known), "{state}: {back} hours");
         let started = store.sessions_started_since(since).expect("started");
         assert_eq!(started.1, 14.0);
         assert!(started.0 <= started.1);

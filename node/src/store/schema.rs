@@ -473,6 +473,19 @@ pub(super) const MIGRATIONS: &[&str] = &[
     INSERT INTO meta(key, value) VALUES ('fields_redacted', '0')
         ON CONFLICT(key) DO UPDATE SET value = '0';
     "#,
+    // v(next): one home per record fact. The lengths, role bytes, times
+    // and decision marks of v13–v21's side tables live in the columns
+    // file (store::columns_file), which a reader backs with `records`
+    // where it cannot say; the packed copy of `record_runs` earned too
+    // little to keep. The tables and their pending backfills go.
+    r#"
+    DROP TABLE IF EXISTS record_lens;
+    DROP TABLE IF EXISTS record_bytes;
+    DROP TABLE IF EXISTS record_times;
+    DROP TABLE IF EXISTS run_blocks;
+    DELETE FROM meta WHERE key IN
+        ('lengths_backfill', 'roles_backfill', 'times_backfill', 'run_blocks_backfill');
+    "#,
 ];
 
 /// Whether the database has table `name` (one opened read-only before an

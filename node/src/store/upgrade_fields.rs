@@ -9,7 +9,7 @@
 //! `redact::fields` makes it (an id keeps its `~` + hash suffix), and each
 //! record's content hash recomputed over its redacted session id and
 //! files. Nothing is lost and the logs stay gap-free:
-//! - a record keeps its row id (side tables, flat files and vectors stay
+//! - a record keeps its row id (runs, flat files and vectors stay
 //!   valid); its full-text row is rewritten when its files changed;
 //! - this node's own log keeps naming the record: the own log is served
 //!   redacted again anyway, so peers already hold the new hash;
@@ -523,11 +523,15 @@ mod tests {
                 raw[2].session_id
             ))
             .expect("peer slot");
-            // As the build before the upgrade left it.
+            // As the build before the upgrade left it: at the version
+            // before the migration that marks the fields for redaction.
+            let before = super::super::schema::MIGRATIONS
+                .iter()
+                .position(|m| m.contains("'fields_redacted'"))
+                .expect("the migration");
             conn.execute_batch(&format!(
                 "DROP TABLE refused_origins; DELETE FROM meta WHERE key = 'fields_redacted';
-                 PRAGMA user_version = {};",
-                super::super::SCHEMA_VERSION - 1
+                 PRAGMA user_version = {before};"
             ))
             .expect("downgrade");
             store.truncate_wal().expect("checkpoint");
