@@ -367,6 +367,12 @@ impl Node {
     /// no other process committed since). Returns what
     /// [`Node::save_survey`] returns.
     pub fn leave_survey(&mut self, report: &IndexReport) -> Result<bool, NodeError> {
+        // A derived file left unwritten must be tried by the next pass,
+        // which a survey would skip.
+        if !report.unwritten.is_empty() {
+            self.compared = None;
+            return Ok(false);
+        }
         let resurvey = match self.compared.take() {
             Some(indexer::Compared::Surveyed(r)) => r,
             other => {

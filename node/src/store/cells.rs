@@ -143,7 +143,12 @@ pub(crate) fn open(
     let file = File::open(&path).ok()?;
     let seal = Component::Cells.seal_token(token);
     let size = dim.div_ceil(8);
-    let (count, covered, head) = read_head(&file, &seal, token, dim)?;
+    let Some((count, covered, head)) = read_head(&file, &seal, token, dim) else {
+        if flat_file::claims(&file, MAGIC, token) {
+            tracing::error!(path = %path.display(), "the head of the sketch's cells is damaged: they are not read (every sketch is); the next `cairn index` writes them anew");
+        }
+        return None;
+    };
     if head[32..48] != mean[..] || covered > sketched {
         return None;
     }

@@ -321,7 +321,12 @@ pub(crate) fn open(db: &Path, of: held::Key, trusted: u64, held: Option<&Held>) 
     let dim = of.dim;
     let file = File::open(path_for(db)).ok()?;
     let seal = Component::Sketch.seal_token(&of.token);
-    let (mean, count) = check(&file, &of.token, dim)?;
+    let Some((mean, count)) = check(&file, &of.token, dim) else {
+        if flat_file::claims(&file, MAGIC, &of.token) {
+            tracing::error!(path = %path_for(db).display(), "the sketch's head is damaged: it is not read (every vector is scored); the next `cairn index` writes it anew");
+        }
+        return None;
+    };
     let count = count.min(trusted);
     if count < from() {
         return None;
