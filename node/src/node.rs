@@ -1007,7 +1007,7 @@ fn derived_changed_since_survey(config: &Config) -> bool {
     let Some(surveyed) = mtime(&config.home.join(survey::FILE)) else {
         return false;
     };
-    crate::store::derived::ALL
+    Component::ALL
         .iter()
         .any(|c| mtime(&c.path(&config.db_path)).is_some_and(|t| t > surveyed))
 }

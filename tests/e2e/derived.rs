@@ -8,7 +8,16 @@
 
 use std::path::{Path, PathBuf};
 
+use cairn_node::store::Component;
+
 use crate::util::{TestHome, copy_tree};
+
+/// The names of `components`' files beside `cairn.db`, sorted.
+fn names_of(components: &[Component]) -> Vec<String> {
+    let mut out: Vec<String> = components.iter().map(|c| c.file_name("cairn.db")).collect();
+    out.sort();
+    out
+}
 
 /// A seeded home whose commands sketch the vectors (and file the sketches
 /// under cells) from 500 entries on, and score a quarter of them exactly.
@@ -173,7 +182,7 @@ fn damage(bytes: &mut [u8], kind: usize, seed: u64) {
 /// `expected`, then damages each in both ways, from the same indexed
 /// home each time: the answers stay or the search names the file, and
 /// the next `cairn index` names it, writes it anew and answers as before.
-fn damage_each_derived_file(home: &TestHome, expected: &[&str]) {
+fn damage_each_derived_file(home: &TestHome, expected: &[Component]) {
     long_session(home.path(), "fleet-ops", 2_400);
     home.ok(&["index", "--quiet"]);
     let cairn = home.cairn_home();
@@ -182,7 +191,7 @@ fn damage_each_derived_file(home: &TestHome, expected: &[&str]) {
         .iter()
         .map(|p| p.file_name().expect("name").to_string_lossy().into_owned())
         .collect();
-    assert_eq!(names, expected, "derived files");
+    assert_eq!(names, names_of(expected), "derived files");
     let (want, quiet) = answers(home);
     assert!(quiet.is_empty(), "undamaged searches say nothing: {quiet}");
     assert!(
@@ -260,33 +269,26 @@ fn damaged_derived_data_never_changes_an_answer_unnamed() {
     // A small history: the columns and the vectors, nothing else.
     damage_each_derived_file(
         &TestHome::seeded(),
-        &["cairn.db-columns", "cairn.db-vectors"],
+        &[Component::Columns, Component::Vectors],
     );
 }
 
 #[test]
 fn a_damaged_sketch_or_cells_never_changes_an_answer_unnamed() {
-    damage_each_derived_file(
-        &sketched_home(),
-        &[
-            "cairn.db-cells",
-            "cairn.db-columns",
-            "cairn.db-sketch",
-            "cairn.db-vectors",
-        ],
-    );
+    // Every file the list names.
+    damage_each_derived_file(&sketched_home(), &Component::ALL);
 }
 
 /// For each of `names`, with a folder in the way of that file: two
 /// `cairn index` runs that must write it exit 2 naming it (the JSON report
 /// lists it as unwritten), searches still answer, and once the way is
 /// clear the next pass writes it.
-fn unwritable_fails_index_naming_it(home: &TestHome, names: &[&str]) {
+fn unwritable_fails_index_naming_it(home: &TestHome, components: &[Component]) {
     let cairn = home.cairn_home();
-    for name in names {
+    for name in names_of(components) {
         // The file cannot be put in place (a folder is in the way) and
         // must be written anew: new history to index.
-        let path = cairn.join(name);
+        let path = cairn.join(&name);
         std::fs::remove_file(&path).expect("remove");
         std::fs::create_dir(&path).expect("a folder in the way");
         long_session(home.path(), &format!("more-{name}"), 30);
@@ -320,7 +322,7 @@ fn unwritable_fails_index_naming_it(home: &TestHome, names: &[&str]) {
 fn a_derived_file_that_cannot_be_written_fails_index_naming_it() {
     let home = TestHome::seeded();
     home.ok(&["index", "--quiet"]);
-    unwritable_fails_index_naming_it(&home, &["cairn.db-columns", "cairn.db-vectors"]);
+    unwritable_fails_index_naming_it(&home, &[Component::Columns, Component::Vectors]);
 }
 
 #[test]
@@ -328,5 +330,5 @@ fn a_sketch_or_cells_that_cannot_be_written_fails_index_naming_it() {
     let home = sketched_home();
     long_session(home.path(), "fleet-ops", 700);
     home.ok(&["index", "--quiet"]);
-    unwritable_fails_index_naming_it(&home, &["cairn.db-sketch", "cairn.db-cells"]);
+    unwritable_fails_index_naming_it(&home, &[Component::Sketch, Component::Cells]);
 }

@@ -3,7 +3,7 @@
 //! check ([`Store::check_derived`](super::Store::check_derived)), the
 //! survey's look for files changed behind its back, `cairn index`'s
 //! naming of a file it could not write, and the tests all go through
-//! [`ALL`].
+//! [`Component::ALL`].
 //!
 //! Losing any of these files costs speed or a recomputation, never a
 //! record: each is rebuilt from the database (or from the vector file).
@@ -47,15 +47,6 @@ pub struct Spec {
     pub rebuilt: &'static str,
 }
 
-/// Every derived file, in the order the full check takes them (the
-/// vector file before the sketch and cells it vouches for).
-pub const ALL: [Component; 4] = [
-    Component::Columns,
-    Component::Vectors,
-    Component::Sketch,
-    Component::Cells,
-];
-
 const COLUMNS: Spec = Spec {
     suffix: "-columns",
     magic: b"cairnrc2",
@@ -93,6 +84,20 @@ const CELLS: Spec = Spec {
 };
 
 impl Component {
+    /// Every derived file, in the order the full check takes them (the
+    /// vector file before the sketch and cells it vouches for).
+    pub const ALL: [Component; 4] = [
+        Component::Columns,
+        Component::Vectors,
+        Component::Sketch,
+        Component::Cells,
+    ];
+
+    /// The file's name beside a database named `db_name` (`cairn.db`).
+    pub fn file_name(self, db_name: &str) -> String {
+        format!("{db_name}{}", self.spec().suffix)
+    }
+
     /// What the list says of it.
     pub const fn spec(self) -> &'static Spec {
         match self {
@@ -112,7 +117,7 @@ impl Component {
 
     /// The component whose file of the database at `db` is `path`.
     pub fn of_path(db: &Path, path: &Path) -> Option<Component> {
-        ALL.into_iter().find(|c| c.path(db) == path)
+        Component::ALL.into_iter().find(|c| c.path(db) == path)
     }
 
     /// The token its pages are sealed with, for a file made for the
@@ -151,13 +156,13 @@ pub fn failure(db: &Path, fallback: Component, e: &StoreError) -> (String, Strin
 
 impl super::Store {
     /// Checks every page or entry of every derived file (the semantic
-    /// tier's only when `semantic`), in the order of [`ALL`]; a damaged
+    /// tier's only when `semantic`), in the order of [`Component::ALL`]; a damaged
     /// one is given up as its [`Spec::rebuilt`] says, so that the pass
     /// that follows writes it anew, and is returned with what was wrong.
     /// A missing file or a former version's is no damage.
     pub fn check_derived(&self, semantic: bool) -> Result<Vec<Damage>, StoreError> {
         let mut out = Vec::new();
-        for c in ALL {
+        for c in Component::ALL {
             if c.spec().semantic && !semantic {
                 continue;
             }
@@ -186,7 +191,7 @@ mod tests {
     fn each_component_has_its_own_file_magic_and_seal() {
         let db = Path::new("/h/cairn.db");
         let mut seen = std::collections::HashSet::new();
-        for c in ALL {
+        for c in Component::ALL {
             let s = c.spec();
             assert!(
                 seen.insert(s.suffix) && seen.insert(std::str::from_utf8(s.magic).expect("ascii"))
