@@ -273,7 +273,12 @@ fn follow(
     blanked: &[u64],
     cells: sketch::CellsWhen,
 ) -> Result<(), StoreError> {
-    sketch::blank(db, &mark.token, dim, blanked)?;
+    if let Err(e) = sketch::blank(db, &mark.token, dim, blanked) {
+        // No sketch of a blanked entry may stay: the next sync writes
+        // the sketch anew.
+        sketch::remove(db);
+        return Err(e);
+    }
     let path = path_for(db);
     let file = File::open(&path).map_err(|source| StoreError::Io {
         path: path.clone(),
