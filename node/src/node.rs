@@ -12,8 +12,8 @@ use crate::search::{self, Hit, Query, SearchError, SearchOptions};
 use crate::sources::notes;
 use crate::store::survey;
 use crate::store::{
-    ApplyError, ApplyReport, ForgetCandidate, ForgetError, ForgetReport, MAX_QUERY_FORGET,
-    SessionLookup, Store, StoreError, StoreStats, Synced,
+    ApplyError, ApplyReport, Component, ForgetCandidate, ForgetError, ForgetReport,
+    MAX_QUERY_FORGET, SessionLookup, Store, StoreError, StoreStats, Synced,
 };
 use cairn_protocol::{Batch, ForgetTarget, NodeId, Pull, Watermark};
 
@@ -480,6 +480,12 @@ impl Node {
     /// no other process committed since). Returns what
     /// [`Node::save_survey`] returns.
     fn leave_survey(&mut self, report: &IndexReport) -> Result<bool, NodeError> {
+        // A derived file left unwritten must be tried by the next pass,
+        // which a survey would skip.
+        if !report.unwritten.is_empty() {
+            self.compared = None;
+            return Ok(false);
+        }
         let resurvey = match self.compared.take() {
             Some(indexer::Compared::Surveyed(r)) => r,
             other => {
@@ -636,8 +642,11 @@ impl Node {
                             error = %e,
                             "could not write the vector file; searches read the vectors table"
                         );
-                        let path = crate::store::vector_file::path_for(self.store.path());
-                        self.unwritten.push(derived_failure(&path, &e));
+                        self.unwritten.push(crate::store::derived::failure(
+                            self.store.path(),
+                            Component::Vectors,
+                            &e,
+                        ));
                         moving = false;
                     }
                 }
@@ -658,8 +667,11 @@ impl Node {
             Ok(n) => tracing::debug!(records = n, "columns file"),
             Err(e) => {
                 tracing::warn!(error = %e, "could not write the columns file");
-                let path = crate::store::columns_file::path_for(self.store.path());
-                self.unwritten.push(derived_failure(&path, &e));
+                self.unwritten.push(crate::store::derived::failure(
+                    self.store.path(),
+                    Component::Columns,
+                    &e,
+                ));
             }
         }
     }
@@ -668,11 +680,7 @@ impl Node {
     /// noted in `report`, and written anew by this pass.
     fn check_derived(&mut self, report: &mut IndexReport) -> Result<(), NodeError> {
         self.checked_at = Some(std::time::Instant::now());
-        let vectors = match self.config.semantic {
-            true => self.store.check_vectors()?,
-            false => None,
-        };
-        for damage in [self.store.check_columns()?, vectors].into_iter().flatten() {
+        for damage in self.store.check_derived(self.config.semantic)? {
             tracing::warn!(path = %damage.path.display(), why = %damage.why, "a damaged derived file is written anew");
             report
                 .rebuilt
@@ -1044,13 +1052,6 @@ fn survey_key(config: &Config) -> [u8; 32] {
     survey::config_key(&format!("{config:?}"), crate::store::SCHEMA_VERSION)
 }
 
-/// A derived file that could not be written, and why, for a report: the
-/// error's own text names the database or the file, and the file is
-/// named first either way.
-fn derived_failure(path: &std::path::Path, e: &StoreError) -> (String, String) {
-    (path.display().to_string(), e.to_string())
-}
-
 /// A derived file beside the database written after the survey (which
 /// is saved after the pass that writes them): damage, or another
 /// program. A pass then runs and checks them (`Node::check_derived`).
@@ -1059,12 +1060,9 @@ fn derived_changed_since_survey(config: &Config) -> bool {
     let Some(surveyed) = mtime(&config.home.join(survey::FILE)) else {
         return false;
     };
-    [
-        crate::store::columns_file::path_for(&config.db_path),
-        crate::store::vector_file::path_for(&config.db_path),
-    ]
-    .iter()
-    .any(|p| mtime(p).is_some_and(|t| t > surveyed))
+    Component::ALL
+        .iter()
+        .any(|c| mtime(&c.path(&config.db_path)).is_some_and(|t| t > surveyed))
 }
 
 #[cfg(test)]

@@ -1,12 +1,29 @@
 //! Derived data beside the database: a small history keeps at most two
-//! derived files; damage to either (random bytes over 5% of its body, or
+//! derived files; damage to any (random bytes over 5% of its body, or
 //! every 8th 4 KiB page zeroed) never changes an answer without cairn
 //! naming the file; and a derived file that cannot be written fails
-//! `cairn index`, naming it.
+//! `cairn index`, naming it. The sketch and its cells, written from
+//! 100,000 and 400,000 vectors, are had here from a small history through
+//! the tests-only `CAIRN_TEST_SKETCH_FROM` (see `store::sketch`).
 
 use std::path::{Path, PathBuf};
 
+use cairn_node::store::Component;
+
 use crate::util::{TestHome, copy_tree};
+
+/// The names of `components`' files beside `cairn.db`, sorted.
+fn names_of(components: &[Component]) -> Vec<String> {
+    let mut out: Vec<String> = components.iter().map(|c| c.file_name("cairn.db")).collect();
+    out.sort();
+    out
+}
+
+/// A seeded home whose commands sketch the vectors (and file the sketches
+/// under cells) from 500 entries on, and score a quarter of them exactly.
+fn sketched_home() -> TestHome {
+    TestHome::seeded().with_env("CAIRN_TEST_SKETCH_FROM", "500")
+}
 
 /// One Claude Code session of `turns` alternating user and assistant
 /// lines built from a small vocabulary, a day apart every 40 turns, so
@@ -161,9 +178,11 @@ fn damage(bytes: &mut [u8], kind: usize, seed: u64) {
     }
 }
 
-#[test]
-fn damaged_derived_data_never_changes_an_answer_unnamed() {
-    let home = TestHome::seeded();
+/// Indexes a long session in `home`, checks that the derived files are
+/// `expected`, then damages each in both ways, from the same indexed
+/// home each time: the answers stay or the search names the file, and
+/// the next `cairn index` names it, writes it anew and answers as before.
+fn damage_each_derived_file(home: &TestHome, expected: &[Component]) {
     long_session(home.path(), "fleet-ops", 2_400);
     home.ok(&["index", "--quiet"]);
     let cairn = home.cairn_home();
@@ -172,13 +191,8 @@ fn damaged_derived_data_never_changes_an_answer_unnamed() {
         .iter()
         .map(|p| p.file_name().expect("name").to_string_lossy().into_owned())
         .collect();
-    // A small history: the columns and the vectors, nothing else.
-    assert_eq!(
-        names,
-        ["cairn.db-columns", "cairn.db-vectors"],
-        "derived files"
-    );
-    let (want, quiet) = answers(&home);
+    assert_eq!(names, names_of(expected), "derived files");
+    let (want, quiet) = answers(home);
     assert!(quiet.is_empty(), "undamaged searches say nothing: {quiet}");
     assert!(
         want.iter()
@@ -211,7 +225,7 @@ fn damaged_derived_data_never_changes_an_answer_unnamed() {
             std::fs::write(path, &bytes).expect("damage");
             // Read at once: a damaged part is never read; the search
             // names the file when it met one.
-            let (now, said) = answers(&home);
+            let (now, said) = answers(home);
             let named = said.contains(&name);
             assert!(
                 now == want || named,
@@ -219,6 +233,11 @@ fn damaged_derived_data_never_changes_an_answer_unnamed() {
             );
             if name.ends_with("-columns") {
                 assert_eq!(now, want, "{name}, damage {kind}: the rows answer instead");
+            }
+            // Random bytes reach the head of the sketch and of the cells,
+            // which every meaning search reads: the check there names it.
+            if kind == 0 && (name.ends_with("-sketch") || name.ends_with("-cells")) {
+                assert!(named, "{name}: the search names it: {said}");
             }
             // The next `cairn index` finds it, names it and writes it anew:
             // every answer as before, and nothing more to say.
@@ -233,7 +252,12 @@ fn damaged_derived_data_never_changes_an_answer_unnamed() {
                 printed.contains("damaged, written anew") && printed.contains(&name),
                 "{name}, damage {kind}: index names it: {printed}"
             );
-            let (after, said) = answers(&home);
+            assert_eq!(
+                derived_files(&cairn),
+                files,
+                "{name}, damage {kind}: all there"
+            );
+            let (after, said) = answers(home);
             assert_eq!(after, want, "{name}, damage {kind}: after `cairn index`");
             assert!(said.is_empty(), "{name}, damage {kind}: {said}");
         }
@@ -241,14 +265,30 @@ fn damaged_derived_data_never_changes_an_answer_unnamed() {
 }
 
 #[test]
-fn a_derived_file_that_cannot_be_written_fails_index_naming_it() {
-    let home = TestHome::seeded();
-    home.ok(&["index", "--quiet"]);
+fn damaged_derived_data_never_changes_an_answer_unnamed() {
+    // A small history: the columns and the vectors, nothing else.
+    damage_each_derived_file(
+        &TestHome::seeded(),
+        &[Component::Columns, Component::Vectors],
+    );
+}
+
+#[test]
+fn a_damaged_sketch_or_cells_never_changes_an_answer_unnamed() {
+    // Every file the list names.
+    damage_each_derived_file(&sketched_home(), &Component::ALL);
+}
+
+/// For each of `names`, with a folder in the way of that file: two
+/// `cairn index` runs that must write it exit 2 naming it (the JSON report
+/// lists it as unwritten), searches still answer, and once the way is
+/// clear the next pass writes it.
+fn unwritable_fails_index_naming_it(home: &TestHome, components: &[Component]) {
     let cairn = home.cairn_home();
-    for name in ["cairn.db-columns", "cairn.db-vectors"] {
+    for name in names_of(components) {
         // The file cannot be put in place (a folder is in the way) and
         // must be written anew: new history to index.
-        let path = cairn.join(name);
+        let path = cairn.join(&name);
         std::fs::remove_file(&path).expect("remove");
         std::fs::create_dir(&path).expect("a folder in the way");
         long_session(home.path(), &format!("more-{name}"), 30);
@@ -276,4 +316,19 @@ fn a_derived_file_that_cannot_be_written_fails_index_naming_it() {
         home.ok(&["index", "--quiet"]);
         assert!(path.is_file(), "{name} written");
     }
+}
+
+#[test]
+fn a_derived_file_that_cannot_be_written_fails_index_naming_it() {
+    let home = TestHome::seeded();
+    home.ok(&["index", "--quiet"]);
+    unwritable_fails_index_naming_it(&home, &[Component::Columns, Component::Vectors]);
+}
+
+#[test]
+fn a_sketch_or_cells_that_cannot_be_written_fails_index_naming_it() {
+    let home = sketched_home();
+    long_session(home.path(), "fleet-ops", 700);
+    home.ok(&["index", "--quiet"]);
+    unwritable_fails_index_naming_it(&home, &[Component::Sketch, Component::Cells]);
 }

@@ -29,6 +29,8 @@ pub fn planted_secrets() -> Vec<String> {
 /// A temporary `$HOME` (with the node's data under it) for one test.
 pub struct TestHome {
     dir: tempfile::TempDir,
+    /// Variables every command of this home gets besides the usual.
+    env: Vec<(String, String)>,
 }
 
 impl TestHome {
@@ -36,7 +38,14 @@ impl TestHome {
     pub fn empty() -> TestHome {
         TestHome {
             dir: tempfile::tempdir().expect("create temp home"),
+            env: Vec::new(),
         }
+    }
+
+    /// This home, its commands run with `key` set to `value` too.
+    pub fn with_env(mut self, key: &str, value: &str) -> TestHome {
+        self.env.push((key.to_owned(), value.to_owned()));
+        self
     }
 
     /// A home seeded with a copy of `fixtures/home`.
@@ -68,6 +77,7 @@ impl TestHome {
             // Never the real systemctl/launchctl: a stand-in in the temp
             // home (absent unless a test writes it).
             .env("CAIRN_SERVICE_CTL", self.path().join("service-ctl"))
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
             .current_dir(self.path());
         c
     }

@@ -13,34 +13,49 @@
 //! 36.7 MB) every question read and compared all of them: a third of a
 //! fresh search's CPU. Writing the cells there takes about 4 s.
 //!
-//! Layout: a 32-byte header (the magic `cairncl1`, the vector length as
-//! u32 LE, 4 reserved bytes, the vector file's token), 16 bytes naming the
-//! sketch's mean (the first 16 bytes of its blake3 hash), the number of
-//! cells (u32 LE), 4 reserved bytes, the entries covered (u64 LE; entries
-//! `0..covered` of the sketch), the centroids (one sketch each), the first
-//! entry of each cell and then `covered` (u64 LE each, ascending), then
-//! per cell its entries' positions (u32 LE each, ascending) followed by
-//! their sketches, copied from the sketch file.
+//! Layout, in 4 KiB pages sealed with a CRC-32 (`store::pages`, with the
+//! token `derived::Component::Cells` derives from the vector file's): a
+//! head of a 32-byte header (the magic `cairncl2`, the vector length as
+//! u32 LE, 4 reserved bytes, the vector file's token), 16 bytes naming
+//! the sketch's mean (the first 16 bytes of its blake3 hash), the number
+//! of cells (u32 LE), 4 reserved bytes, the entries covered (u64 LE;
+//! entries `0..covered` of the sketch), the centroids (one sketch each),
+//! the first entry of each cell and then `covered` (u64 LE each,
+//! ascending); then counted pages of the entries, cell by cell and in
+//! each cell ascending by position, each page holding its entries'
+//! positions (u32 LE each) and then their sketches, copied from the
+//! sketch file.
 //!
-//! The file is derived, like the sketch: one whose header does not name
-//! the vector file, the sketch's mean and a consistent shape is ignored.
-//! It is written anew from the sketch file when the sketch holds [`FROM`]
-//! entries or more and the cells cover less than three quarters of them;
-//! a blank in the sketch (a forget) removes it, so no copy of a blanked
-//! entry's sketch outlives the entry.
+//! The file is derived, like the sketch: one whose head fails its check
+//! or does not name the vector file, the sketch's mean and a consistent
+//! shape is ignored. A page of entries that fails its check sends the
+//! question to the sketch's full scan and names the file. The file is
+//! written whole, synced and renamed into place, anew from the sketch
+//! file when the sketch holds [`from`] entries or more and the cells cover
+//! less than three quarters of them; a blank in the sketch (a forget)
+//! removes it, so no copy of a blanked entry's sketch outlives the entry.
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
+use super::derived::Component;
 use super::flat_file::{self, read_at};
 use super::held::{self, Held, Which};
+use super::pages::{self, PAGE};
 
-const MAGIC: &[u8; 8] = b"cairncl1";
+const MAGIC: &[u8; 8] = Component::Cells.spec().magic;
+
 /// Sketched entries from which searches go through the cells (about 3.5
 /// GB of history): below, reading every sketch costs a question little.
-/// Tests cluster small files.
-pub(crate) const FROM: u64 = if cfg!(test) { 64 } else { 400_000 };
+/// Unit tests cluster small files; the built binary's tests set
+/// `CAIRN_TEST_SKETCH_FROM` (see `store::sketch`).
+pub(crate) fn from() -> u64 {
+    match cfg!(test) {
+        true => 64,
+        false => super::sketch::test_knob().unwrap_or(400_000),
+    }
+}
 /// A search reads at least one in this many of the covered entries. On
 /// the recall set with 10 GB of history (1.15 million sketches; R@1 of
 /// 366 questions, the full scan 85.5% unfiltered, 87.7% by agent): one in
@@ -56,9 +71,17 @@ const FIXED: u64 = flat_file::HEADER_LEN as u64 + 32;
 
 /// The cells file of the database at `db`.
 pub(crate) fn path_for(db: &Path) -> PathBuf {
-    let mut p = db.as_os_str().to_owned();
-    p.push("-cells");
-    PathBuf::from(p)
+    Component::Cells.path(db)
+}
+
+/// Entries (position and sketch) a page holds, for sketches of `size` bytes.
+fn per_page(size: usize) -> u64 {
+    pages::per_page(4 + size) as u64
+}
+
+/// Bytes of the head of `count` cells of sketches of `size` bytes.
+fn head_len(count: usize, size: usize) -> usize {
+    FIXED as usize + count * size + 8 * (count + 1)
 }
 
 /// The 16 bytes that name a sketch's mean.
@@ -87,6 +110,10 @@ fn cells_for(n: usize) -> usize {
 #[derive(Debug)]
 pub(crate) struct Cells {
     file: File,
+    /// The file's path, to name it.
+    pub(crate) path: PathBuf,
+    /// The token its pages are sealed with.
+    seal: [u8; 16],
     /// Bytes of one sketch.
     size: usize,
     /// The entries of the sketch it covers, from the first.
@@ -94,7 +121,7 @@ pub(crate) struct Cells {
     centroids: Vec<u8>,
     /// The first entry of each cell, then `covered`.
     starts: Vec<u64>,
-    /// Where the cells' entries start.
+    /// The file's number of the first page of entries.
     body: u64,
     /// The cells' entries mapped by a long-lived reader (see
     /// [`Cells::held_in`]), read there instead of from the file.
@@ -112,27 +139,20 @@ pub(crate) fn open(
     mean: &[u8; 16],
     sketched: u64,
 ) -> Option<Cells> {
-    let file = File::open(path_for(db)).ok()?;
-    let len = file.metadata().ok()?.len();
-    let mut fixed = [0u8; FIXED as usize];
-    read_at(&file, &mut fixed, 0).ok()?;
-    let header = flat_file::header(MAGIC, dim, token);
-    if fixed[..header.len()] != header || fixed[32..48] != mean[..] {
-        return None;
-    }
-    let count = u32::from_le_bytes(fixed[48..52].try_into().ok()?) as usize;
-    let covered = u64::from_le_bytes(fixed[56..64].try_into().ok()?);
+    let path = path_for(db);
+    let file = File::open(&path).ok()?;
+    let seal = Component::Cells.seal_token(token);
     let size = dim.div_ceil(8);
-    if count == 0 || covered > sketched || count as u64 > covered {
+    let Some((count, covered, head)) = read_head(&file, &seal, token, dim) else {
+        if flat_file::claims(&file, MAGIC, token) {
+            tracing::error!(path = %path.display(), "the head of the sketch's cells is damaged: they are not read (every sketch is); the next `cairn index` writes them anew");
+        }
+        return None;
+    };
+    if head[32..48] != mean[..] || covered > sketched {
         return None;
     }
-    let body = FIXED + (count * size) as u64 + 8 * (count as u64 + 1);
-    if len != body + covered * (4 + size as u64) {
-        return None;
-    }
-    let mut raw = vec![0u8; (body - FIXED) as usize];
-    read_at(&file, &mut raw, FIXED).ok()?;
-    let (centroids, starts) = raw.split_at(count * size);
+    let (centroids, starts) = head[FIXED as usize..].split_at(count * size);
     let starts: Vec<u64> = starts
         .chunks_exact(8)
         .map(|b| u64::from_le_bytes(b.try_into().expect("8 bytes")))
@@ -142,13 +162,43 @@ pub(crate) fn open(
     }
     Some(Cells {
         file,
+        path,
+        seal,
         size,
         covered,
         centroids: centroids.to_vec(),
         starts,
-        body,
+        body: pages::head_pages(head_len(count, size)),
         held: None,
     })
+}
+
+/// The number of cells, the entries covered and the head of the cells
+/// `file` made for the vector file `token` (sealed with `seal`), when the
+/// head is intact, names that file, and the file's length fits its shape.
+fn read_head(
+    file: &File,
+    seal: &[u8; 16],
+    token: &[u8; 16],
+    dim: usize,
+) -> Option<(usize, u64, Vec<u8>)> {
+    let len = file.metadata().ok()?.len();
+    let fixed = pages::read_head(file, seal, FIXED as usize)?;
+    if fixed[..flat_file::HEADER_LEN] != flat_file::header(MAGIC, dim, token) {
+        return None;
+    }
+    let count = u32::from_le_bytes(fixed[48..52].try_into().ok()?) as usize;
+    let covered = u64::from_le_bytes(fixed[56..64].try_into().ok()?);
+    let size = dim.div_ceil(8);
+    if count == 0 || count as u64 > covered || count > 1 << 20 {
+        return None;
+    }
+    let head = head_len(count, size);
+    let pages = pages::head_pages(head) + covered.div_ceil(per_page(size));
+    if len != pages * PAGE as u64 {
+        return None;
+    }
+    Some((count, covered, pages::read_head(file, seal, head)?))
 }
 
 impl Cells {
@@ -161,7 +211,7 @@ impl Cells {
         query: &[u8],
         want: u64,
         each: impl FnMut(&[u32], &[u8]),
-    ) -> std::io::Result<()> {
+    ) -> std::io::Result<bool> {
         self.read(&self.nearest(query, want), each)
     }
 
@@ -204,8 +254,8 @@ impl Cells {
             file: Some(identity),
             ..of
         };
-        let len = self.covered * (4 + self.size as u64);
-        self.held = held.entries(Which::Cells, key, &self.file, self.body, len);
+        let len = self.covered.div_ceil(per_page(self.size)) * PAGE as u64;
+        self.held = held.entries(Which::Cells, key, &self.file, self.body * PAGE as u64, len);
         self
     }
 
@@ -216,67 +266,129 @@ impl Cells {
     }
 
     /// Calls `each` with the positions and the sketches of the entries of
-    /// each of `cells`, in that order.
+    /// each of `cells`, in that order, a page at a time. Returns false,
+    /// having stopped, at the first page that fails its check.
     pub(crate) fn read(
         &self,
         cells: &[usize],
         mut each: impl FnMut(&[u32], &[u8]),
-    ) -> std::io::Result<()> {
-        let mut buf = Vec::new();
+    ) -> std::io::Result<bool> {
+        let per = per_page(self.size);
+        let mut buf = vec![0u8; PAGE];
         let mut positions = Vec::new();
-        let entry = 4 + self.size;
         for &c in cells {
             let (first, end) = (self.starts[c], self.starts[c + 1]);
-            let m = (end - first) as usize;
-            let at = first as usize * entry;
-            let bytes: &[u8] = match &self.held {
-                Some(held) => &held[at..at + m * entry],
-                None => {
-                    buf.resize(m * entry, 0);
-                    read_at(&self.file, &mut buf, self.body + at as u64)?;
-                    &buf
+            let mut at = first;
+            while at < end {
+                let p = at / per;
+                let (lo, hi) = (
+                    (at - p * per) as usize,
+                    (end.min((p + 1) * per) - p * per) as usize,
+                );
+                let page: &[u8] = match &self.held {
+                    Some(held) => &held[p as usize * PAGE..(p as usize + 1) * PAGE],
+                    None => {
+                        read_at(&self.file, &mut buf, (self.body + p) * PAGE as u64)?;
+                        &buf
+                    }
+                };
+                if !pages::intact(&self.seal, self.body + p, page) || pages::count_of(page) < hi {
+                    return Ok(false);
                 }
-            };
-            let (raw, sketches) = bytes.split_at(4 * m);
-            positions.clear();
-            positions.extend(
-                raw.chunks_exact(4)
-                    .map(|b| u32::from_le_bytes(b.try_into().expect("4 bytes"))),
-            );
-            each(&positions, sketches);
+                positions.clear();
+                positions.extend(
+                    page[4 * lo..4 * hi]
+                        .chunks_exact(4)
+                        .map(|b| u32::from_le_bytes(b.try_into().expect("4 bytes"))),
+                );
+                let sketches = 4 * per as usize;
+                each(
+                    &positions,
+                    &page[sketches + lo * self.size..sketches + hi * self.size],
+                );
+                at = (p + 1) * per;
+            }
         }
-        Ok(())
+        Ok(true)
     }
 }
 
-/// Writes the cells of the sketch file `sketch` (its `count` entries of
-/// `size` bytes from byte `at`) anew when it holds [`FROM`] entries or
-/// more and the cells there cover less than three quarters of them, or
-/// are missing or made for another sketch. Returns whether it wrote them.
+/// Writes the cells of the sketch whose `count` entries `sketches` reads
+/// (`None` when a page of them fails its check) anew when it holds
+/// [`from`] entries or more and the cells there cover less than three
+/// quarters of them, or are missing or made for another sketch. Returns
+/// whether it wrote them.
 pub(crate) fn refresh(
     db: &Path,
     token: &[u8; 16],
     dim: usize,
     mean: &[f32],
-    sketch: &File,
-    at: u64,
+    sketches: impl FnOnce() -> std::io::Result<Option<Vec<u8>>>,
     count: u64,
 ) -> std::io::Result<bool> {
-    if count < FROM {
+    if current(db, token, dim, mean, count) {
         return Ok(false);
     }
+    let Some(sketches) = sketches()? else {
+        return Ok(false);
+    };
     let key = mean_key(mean);
-    if let Some(cells) = open(db, token, dim, &key, count)
-        && cells.covered * 4 >= count * 3
-    {
-        return Ok(false);
-    }
     let size = dim.div_ceil(8);
-    let mut sketches = vec![0u8; count as usize * size];
-    read_at(sketch, &mut sketches, at)?;
     let (centroids, cell_of) = cluster(&sketches, size);
     write(db, token, dim, &key, &sketches, size, &centroids, &cell_of)?;
     Ok(true)
+}
+
+/// Whether the cells need no writing for a sketch of `count` entries with
+/// `mean`: it holds fewer than [`from`], or cells made for it cover three
+/// quarters of them.
+pub(crate) fn current(db: &Path, token: &[u8; 16], dim: usize, mean: &[f32], count: u64) -> bool {
+    count < from()
+        || open(db, token, dim, &mean_key(mean), count).is_some_and(|c| c.covered * 4 >= count * 3)
+}
+
+/// What is wrong with the cells beside `db`, made for the vector file
+/// named by `token` (vectors of length `dim`), if anything: a page of its
+/// head or of its entries fails its check, or its shape does not fit its
+/// length. None for no file, a former version's, or one made for another
+/// vector file (written anew anyway).
+pub(crate) fn damage(db: &Path, token: &[u8; 16], dim: usize) -> Option<String> {
+    let path = path_for(db);
+    if !path.is_file() || Component::Cells.is_former(&path) {
+        return None;
+    }
+    let Ok(file) = File::open(&path) else {
+        return Some("it cannot be opened".into());
+    };
+    let seal = Component::Cells.seal_token(token);
+    let Some((count, covered, _)) = read_head(&file, &seal, token, dim) else {
+        let mut h = [0u8; flat_file::HEADER_LEN];
+        let other =
+            read_at(&file, &mut h, 0).is_ok() && h[..8] == MAGIC[..] && h[16..] != token[..];
+        return (!other).then(|| "its head fails its check or does not fit its length".into());
+    };
+    let size = dim.div_ceil(8);
+    let (first, per) = (pages::head_pages(head_len(count, size)), per_page(size));
+    let total = first + covered.div_ceil(per);
+    let mut page = vec![0u8; PAGE];
+    let mut bad = Vec::new();
+    for n in first..total {
+        let want = (covered - (n - first) * per).min(per) as usize;
+        let ok = read_at(&file, &mut page, n * PAGE as u64).is_ok()
+            && pages::intact(&seal, n, &page)
+            && pages::count_of(&page) == want;
+        if !ok {
+            bad.push(n);
+        }
+    }
+    (!bad.is_empty()).then(|| {
+        format!(
+            "{} of its {} pages fail their check (first: page {})",
+            bad.len(),
+            total,
+            bad[0]
+        )
+    })
 }
 
 /// How many entries the cells file beside `db` says it covers, if there
@@ -420,31 +532,44 @@ fn write(
     // Entries in cell order, ascending by position within a cell.
     let mut order: Vec<u32> = (0..n as u32).collect();
     order.sort_by_key(|&i| (cell_of[i as usize], i));
+    let mut head = flat_file::header(MAGIC, dim, token).to_vec();
+    head.extend_from_slice(key);
+    head.extend_from_slice(&(k as u32).to_le_bytes());
+    head.extend_from_slice(&[0u8; 4]);
+    head.extend_from_slice(&(n as u64).to_le_bytes());
+    head.extend_from_slice(centroids);
+    for s in &starts {
+        head.extend_from_slice(&s.to_le_bytes());
+    }
+    let seal = Component::Cells.seal_token(token);
     let path = path_for(db);
     let (file, tmp) = flat_file::create_beside(&path)?;
-    let mut w = BufWriter::with_capacity(1 << 20, &file);
-    w.write_all(&flat_file::header(MAGIC, dim, token))?;
-    w.write_all(key)?;
-    w.write_all(&(k as u32).to_le_bytes())?;
-    w.write_all(&[0u8; 4])?;
-    w.write_all(&(n as u64).to_le_bytes())?;
-    w.write_all(centroids)?;
-    for s in &starts {
-        w.write_all(&s.to_le_bytes())?;
-    }
-    for c in 0..k {
-        let members = &order[starts[c] as usize..starts[c + 1] as usize];
-        for &i in members {
-            w.write_all(&i.to_le_bytes())?;
+    let written = (|| -> std::io::Result<()> {
+        let mut w = BufWriter::with_capacity(1 << 20, &file);
+        w.write_all(&pages::sealed_head(&seal, &head))?;
+        let first = pages::head_pages(head.len());
+        let per = per_page(size) as usize;
+        let mut page = vec![0u8; PAGE];
+        for (p, members) in order.chunks(per).enumerate() {
+            page.fill(0);
+            let sketches_at = 4 * per;
+            for (j, &i) in members.iter().enumerate() {
+                page[4 * j..4 * j + 4].copy_from_slice(&i.to_le_bytes());
+                let (i, at) = (i as usize, sketches_at + j * size);
+                page[at..at + size].copy_from_slice(&sketches[i * size..(i + 1) * size]);
+            }
+            pages::seal_counted(&seal, first + p as u64, &mut page, members.len());
+            w.write_all(&page)?;
         }
-        for &i in members {
-            let i = i as usize;
-            w.write_all(&sketches[i * size..(i + 1) * size])?;
-        }
+        w.flush()?;
+        drop(w);
+        file.sync_data()?;
+        std::fs::rename(&tmp, &path)
+    })();
+    if written.is_err() {
+        let _ = std::fs::remove_file(&tmp);
     }
-    w.flush()?;
-    drop(w);
-    std::fs::rename(&tmp, &path)
+    written
 }
 
 #[cfg(test)]

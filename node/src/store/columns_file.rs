@@ -55,7 +55,7 @@ use super::{Store, StoreError, codec};
 use crate::record::Role;
 
 /// The file's magic.
-const MAGIC: &[u8; 8] = b"cairnrc2";
+const MAGIC: &[u8; 8] = super::derived::Component::Columns.spec().magic;
 
 /// Bytes per record.
 const ENTRY: usize = 16;
@@ -84,7 +84,7 @@ const FORMER: [&str; 2] = ["-lengths", "-roles"];
 
 /// The columns file beside the database at `db`.
 pub(crate) fn path_for(db: &Path) -> PathBuf {
-    beside(db, "-columns")
+    super::derived::Component::Columns.path(db)
 }
 
 fn beside(db: &Path, suffix: &str) -> PathBuf {
@@ -672,7 +672,9 @@ impl super::Store {
         let path = path_for(&self.path);
         let why = match open_marked(&self.path, &mark, false) {
             // None, or an older version's: written anew all the same.
-            None if !path.exists() || former_format(&path) => return Ok(None),
+            None if !path.exists() || super::derived::Component::Columns.is_former(&path) => {
+                return Ok(None);
+            }
             None => Some("its header does not match the database".to_owned()),
             Some(file) => bad_pages(&file, &mark),
         };
@@ -683,15 +685,6 @@ impl super::Store {
         tx.commit()?;
         Ok(Some(Damage { path, why }))
     }
-}
-
-/// Whether the file at `path` is an older version's (magic `cairnrc1`).
-fn former_format(path: &Path) -> bool {
-    let mut magic = [0u8; 8];
-    File::open(path)
-        .and_then(|f| flat_file::read_at(&f, &mut magic, 0))
-        .is_ok()
-        && &magic == b"cairnrc1"
 }
 
 /// What is wrong with the pages of `file` that `mark` vouches for, if

@@ -48,6 +48,14 @@ pub(super) fn header(magic: &[u8; 8], dim: usize, token: &[u8; 16]) -> [u8; HEAD
     h
 }
 
+/// Whether `file` opens with the header of a file of this `magic` made
+/// for `token` (whatever the rest says): a file that claims to be the one
+/// wanted, so that one failing its check is damage, not a stale file.
+pub(super) fn claims(file: &File, magic: &[u8; 8], token: &[u8; 16]) -> bool {
+    let mut h = [0u8; HEADER_LEN];
+    read_at(file, &mut h, 0).is_ok() && h[..8] == magic[..] && h[16..] == token[..]
+}
+
 /// The device and inode of `file`, which a flat file written anew (and
 /// renamed over the old one) changes.
 #[cfg(unix)]

@@ -120,6 +120,13 @@ pub(crate) enum Which {
 }
 
 impl Which {
+    /// Whether an append rewrites the file's last 4 KiB page in place
+    /// (the sketch's counted pages, `store::pages`): a copy extended then
+    /// reads that page again.
+    fn rewrites_last_page(self) -> bool {
+        matches!(self, Which::Sketch)
+    }
+
     /// Whether this file is mapped whatever its size: read a little here
     /// and there by each question, never scanned whole.
     fn mapped_always(self) -> bool {
@@ -172,7 +179,7 @@ impl Held {
         let got = if len > self.budget || which.mapped_always() {
             map(have, file, start, len)
         } else {
-            extend(have, file, start, len)
+            extend(have, file, start, len, which.rewrites_last_page())
         };
         if let Some(bytes) = &got {
             *slot = Some(Copy {
@@ -215,9 +222,15 @@ impl Held {
 }
 
 /// `have` (a copy of the leading bytes of the entries, if any) made at
-/// least `len` long by reading what it lacks from `file`; `None` when the
-/// read fails.
-fn extend(have: Option<Entries>, file: &File, start: u64, len: u64) -> Option<Entries> {
+/// least `len` long by reading what it lacks from `file` (and, when `paged`,
+/// its last 4 KiB page again); `None` when the read fails.
+fn extend(
+    have: Option<Entries>,
+    file: &File,
+    start: u64,
+    len: u64,
+    paged: bool,
+) -> Option<Entries> {
     let mut have = match have {
         Some(Entries::Copied(bytes)) => bytes,
         _ => Arc::new(Vec::new()),
@@ -227,6 +240,10 @@ fn extend(have: Option<Entries>, file: &File, start: u64, len: u64) -> Option<En
     if from >= len {
         return Some(Entries::Copied(have));
     }
+    let from = match paged {
+        true => from - from % super::pages::PAGE,
+        false => from,
+    };
     // Usually the only owner (scans end with their search); otherwise the
     // bytes are copied once, and the scan holding the old ones keeps them.
     let bytes = Arc::make_mut(&mut have);
@@ -346,6 +363,32 @@ mod tests {
                 .is_none()
         );
         assert!(!held.mapped(Which::Vectors));
+    }
+
+    #[test]
+    fn a_sketch_copy_extended_reads_its_last_page_again() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let path = dir.path().join("f");
+        let page = super::super::pages::PAGE;
+        let mut bytes = vec![1u8; 3 * page];
+        std::fs::write(&path, &bytes).expect("write");
+        let file = File::open(&path).expect("open");
+        let held = Held::new(1 << 20);
+        for which in [Which::Sketch, Which::Vectors] {
+            held.entries(which, key(0), &file, 0, (page + 10) as u64)
+                .expect("held");
+        }
+        // An append rewrites the second page in place and adds a third.
+        bytes[page + 5] = 9;
+        std::fs::write(&path, &bytes).expect("write");
+        let sketch = held
+            .entries(Which::Sketch, key(0), &file, 0, (3 * page) as u64)
+            .expect("held");
+        assert_eq!(sketch[page + 5], 9, "the page rewritten is read again");
+        let vectors = held
+            .entries(Which::Vectors, key(0), &file, 0, (3 * page) as u64)
+            .expect("held");
+        assert_eq!(vectors[page + 5], 1, "entries never rewritten: kept");
     }
 
     #[test]

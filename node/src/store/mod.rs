@@ -22,6 +22,7 @@ pub(crate) mod candidates;
 pub mod codec;
 pub(crate) mod columns;
 pub(crate) mod columns_file;
+pub(crate) mod derived;
 mod dict;
 pub mod filter;
 mod flat_file;
@@ -75,6 +76,7 @@ pub fn set_upgrade_notice(notice: fn(&Path, u32, u32)) {
 pub use apply::{ApplyError, ApplyReport, Blame};
 pub use browse::{Activity, DayCount, Origin, ProjectCount, RecentFilter};
 pub use columns_file::Damage;
+pub use derived::Component;
 pub use dict::Encoder;
 pub use filter::Filter;
 pub use forget::{ForgetCandidate, ForgetError, ForgetReport, MAX_QUERY_FORGET, TombstoneRow};

@@ -1,5 +1,6 @@
 //! Checked pages: the unit in which a derived file beside the database
-//! (`store::columns_file`) is written, checked and given up.
+//! (`store::columns_file`, `store::sketch`, `store::cells`) is written,
+//! checked and given up.
 //!
 //! A page is 4 KiB: [`BODY`] bytes of entries, then a 16-byte trailer
 //! whose first four bytes are the CRC-32 of the file's token, the page's
@@ -9,6 +10,10 @@
 //! disk, a page zeroed or copied from elsewhere) is never read: its
 //! entries say nothing and the reader asks the database, and the next
 //! index pass, which checks every page, writes the file anew.
+//!
+//! A counted page keeps how many entries it holds in the last four bytes
+//! of its body; a head is a file's opening bytes (header, mean, index)
+//! over as many sealed pages as they fill.
 //!
 //! This module knows nothing of what the entries mean, nor of the
 //! database; it never writes a file.
@@ -52,6 +57,61 @@ pub(crate) fn damaged(token: &[u8; 16], first: u64, bytes: &[u8]) -> Vec<u64> {
         .filter(|(p, n)| !intact(token, *n, p))
         .map(|(_, n)| n)
         .collect()
+}
+
+/// Bytes of a counted page's body that hold entries: the last four bytes
+/// of [`BODY`] say how many entries the page holds (u32 LE), so that a
+/// file appended to a page at a time needs no count kept elsewhere.
+pub(crate) const COUNTED: usize = BODY - 4;
+
+/// How many entries of `size` bytes a counted page holds at most.
+pub(crate) fn per_page(size: usize) -> usize {
+    COUNTED / size.max(1)
+}
+
+/// The number of entries a counted page says it holds.
+pub(crate) fn count_of(page: &[u8]) -> usize {
+    u32::from_le_bytes(page[COUNTED..BODY].try_into().expect("4 bytes")) as usize
+}
+
+/// Writes `count` into counted `page` and seals it as page `n`.
+pub(crate) fn seal_counted(token: &[u8; 16], n: u64, page: &mut [u8], count: usize) {
+    page[COUNTED..BODY].copy_from_slice(&(count as u32).to_le_bytes());
+    seal(token, n, page);
+}
+
+/// Pages that a head of `len` bytes fills (at least one).
+pub(crate) fn head_pages(len: usize) -> u64 {
+    len.div_ceil(BODY).max(1) as u64
+}
+
+/// `head` cut into the bodies of pages `0..`[`head_pages`], each sealed:
+/// a file's opening bytes, read back whole by [`read_head`].
+pub(crate) fn sealed_head(token: &[u8; 16], head: &[u8]) -> Vec<u8> {
+    let pages = head_pages(head.len());
+    let mut out = vec![0u8; pages as usize * PAGE];
+    for (n, (page, body)) in out.chunks_mut(PAGE).zip(head.chunks(BODY)).enumerate() {
+        page[..body.len()].copy_from_slice(body);
+        seal(token, n as u64, page);
+    }
+    if head.is_empty() {
+        seal(token, 0, &mut out);
+    }
+    out
+}
+
+/// The first `len` bytes of the head of `file`, when every page of it is
+/// intact; `None` when one fails or cannot be read.
+pub(crate) fn read_head(file: &std::fs::File, token: &[u8; 16], len: usize) -> Option<Vec<u8>> {
+    let pages = head_pages(len) as usize;
+    let mut raw = vec![0u8; pages * PAGE];
+    super::flat_file::read_at(file, &mut raw, 0).ok()?;
+    if !damaged(token, 0, &raw).is_empty() {
+        return None;
+    }
+    let mut out: Vec<u8> = raw.chunks(PAGE).flat_map(|p| &p[..BODY]).copied().collect();
+    out.truncate(len);
+    Some(out)
 }
 
 /// What a reader has learnt of the pages it checked: each is checked
@@ -121,6 +181,34 @@ mod tests {
         assert_eq!(damaged(&token, 3, &two), Vec::<u64>::new());
         two[PAGE + 9] = 0xff;
         assert_eq!(damaged(&token, 3, &two), vec![4]);
+    }
+
+    #[test]
+    fn a_head_reads_back_whole_and_counted_pages_keep_their_count() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let path = dir.path().join("f");
+        let token = [9u8; 16];
+        for len in [0usize, 1, BODY - 1, BODY, BODY + 1, 3 * BODY + 17] {
+            let head: Vec<u8> = (0..len).map(|i| (i * 7) as u8).collect();
+            let bytes = sealed_head(&token, &head);
+            assert_eq!(bytes.len() as u64, head_pages(len) * PAGE as u64, "{len}");
+            std::fs::write(&path, &bytes).expect("write");
+            let f = std::fs::File::open(&path).expect("open");
+            assert_eq!(read_head(&f, &token, len).as_deref(), Some(&head[..]));
+            assert_eq!(read_head(&f, &[1; 16], len), None, "another token");
+            // A byte changed in any page of it: not read.
+            let mut bad = bytes.clone();
+            let at = bad.len() - PAGE + 5;
+            bad[at] ^= 1;
+            std::fs::write(&path, &bad).expect("write");
+            let f = std::fs::File::open(&path).expect("open");
+            assert_eq!(read_head(&f, &token, len), None, "{len}");
+        }
+        assert_eq!((per_page(32), per_page(36), per_page(16)), (127, 113, 254));
+        let mut page = vec![0u8; PAGE];
+        seal_counted(&token, 4, &mut page, 77);
+        assert!(intact(&token, 4, &page));
+        assert_eq!(count_of(&page), 77);
     }
 
     #[test]

@@ -12,35 +12,69 @@
 //! the vector file (`docs/embeddings.md` has what this keeps of the exact
 //! result).
 //!
-//! Layout: a 32-byte header (the magic `cairnsk1`, the vector length as
-//! u32 LE, 4 reserved bytes, and the token of the vector file it
-//! sketches), the mean unit vector (one f32 LE per dimension), then one
-//! sketch of `dim / 8` bytes per entry of the vector file, in the same
-//! order (entry `i` here is entry `i` there).
+//! Layout, in 4 KiB pages sealed with a CRC-32 (`store::pages`, with
+//! the token `derived::Component::Sketch` derives from the vector file's):
+//! a head of a 32-byte header (the magic `cairnsk2`, the vector length
+//! as u32 LE, 4 reserved bytes, and the token of the vector file it
+//! sketches) and the mean unit vector (one f32 LE per dimension); then
+//! counted pages of sketches, `dim / 8` bytes each, one per entry of the
+//! vector file in the same order (entry `i` here is entry `i` there).
 //!
-//! The file is derived: nothing vouches for it in the database. A sketch
-//! whose header does not name the vector file's token and length is
-//! ignored and written anew; entries past those it holds (or past a torn
-//! last one) are scanned exactly. Its entries are written after the
-//! vector file's, for entries the database already trusts, so entry `i`
-//! is always the sketch of the vector at entry `i`; a blanked entry's
-//! sketch is zeroed with it. Below [`FROM`] entries there is no sketch and
-//! every search scans the vectors exactly.
+//! The file is derived: the vector file's token in its header is all that
+//! ties it to the database. A sketch whose head fails its check or does
+//! not name the vector file's token and length is ignored and written
+//! anew. A page is checked before any sketch of it is used: the entries
+//! of a page that fails (or that holds fewer than it should) are bypassed,
+//! scored exactly as if the sketch had put them nearest, and the file is
+//! named once; the full check (`derived`) removes such a file and the
+//! vector sync writes it anew. Entries past those it holds are scanned
+//! exactly. Its entries are written after the vector file's, for entries
+//! the database already trusts, a whole sealed page at a time and synced,
+//! so a torn page fails its check; a blanked entry's sketch is zeroed
+//! with it. Below [`from`] entries there is no sketch and every search
+//! scans the vectors exactly.
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use super::StoreError;
 use super::cells::{self, Cells};
+use super::derived::Component;
 use super::flat_file::{self, read_at, write_at};
 use super::held::{self, Held, Which};
+use super::pages::{self, PAGE};
 
-const MAGIC: &[u8; 8] = b"cairnsk1";
+const MAGIC: &[u8; 8] = Component::Sketch.spec().magic;
 const HEADER_LEN: u64 = flat_file::HEADER_LEN as u64;
+
+/// `CAIRN_TEST_SKETCH_FROM`, for tests of the built binary only: with a
+/// number `n`, the sketch and its cells are written from `n` entries on
+/// (instead of 100,000 and 400,000) and a search scores a quarter of the
+/// entries exactly, so that a small history exercises them.
+const TEST_KNOB: &str = "CAIRN_TEST_SKETCH_FROM";
+
+/// The value of [`TEST_KNOB`], read once.
+pub(crate) fn test_knob() -> Option<u64> {
+    static KNOB: std::sync::OnceLock<Option<u64>> = std::sync::OnceLock::new();
+    *KNOB.get_or_init(|| {
+        let n = std::env::var(TEST_KNOB).ok()?.parse().ok()?;
+        tracing::warn!(entries = n, "{TEST_KNOB} is set: sketches from {n} entries");
+        Some(n)
+    })
+}
+
 /// Entries of the vector file from which searches go through the sketch
 /// (about 850 MB of history); below, the exact scan reads little enough.
-/// Tests sketch small files.
-pub(crate) const FROM: u64 = if cfg!(test) { 16 } else { 100_000 };
+/// Unit tests sketch small files; see [`TEST_KNOB`] for the binary's.
+pub(crate) fn from() -> u64 {
+    match cfg!(test) {
+        true => 16,
+        false => test_knob().unwrap_or(100_000),
+    }
+}
 /// The fewest and the most entries scored exactly after the sketch scan.
 const CANDIDATES: (usize, usize) = (8_000, 16_000);
 /// Entries times candidates, from which the fewest are scored.
@@ -53,15 +87,19 @@ const CANDIDATE_PRODUCT: u64 = 1_920_000_000;
 /// kept (16,000 gave the exact scan's figures); with 10 GB (1.15 million
 /// entries), 16,000 gained nothing over 8,000 and cost 1.2 ms a question.
 pub(crate) fn candidates(entries: u64) -> usize {
+    if !cfg!(test)
+        && let Some(n) = test_knob()
+        && entries >= n
+    {
+        return (entries / 4).max(1) as usize;
+    }
     let (fewest, most) = CANDIDATES;
     (CANDIDATE_PRODUCT / entries.max(1)).clamp(fewest as u64, most as u64) as usize
 }
 
 /// The sketch file of the database at `db`.
 pub(crate) fn path_for(db: &Path) -> PathBuf {
-    let mut p = db.as_os_str().to_owned();
-    p.push("-sketch");
-    PathBuf::from(p)
+    Component::Sketch.path(db)
 }
 
 /// Bytes of one sketch of a vector of length `dim`.
@@ -73,9 +111,29 @@ fn header(dim: usize, token: &[u8; 16]) -> [u8; HEADER_LEN as usize] {
     flat_file::header(MAGIC, dim, token)
 }
 
-/// Where the entries start.
-fn entries_at(dim: usize) -> u64 {
-    HEADER_LEN + 4 * dim as u64
+/// Bytes of the head: the header and the mean.
+fn head_len(dim: usize) -> usize {
+    HEADER_LEN as usize + 4 * dim
+}
+
+/// Pages of the head.
+fn head_pages(dim: usize) -> u64 {
+    pages::head_pages(head_len(dim))
+}
+
+/// Sketches a page holds.
+fn per_page(dim: usize) -> u64 {
+    pages::per_page(sketch_len(dim)) as u64
+}
+
+/// Pages that hold `count` sketches.
+fn pages_for(dim: usize, count: u64) -> u64 {
+    count.div_ceil(per_page(dim))
+}
+
+/// Where page `p` of the sketches starts (page `head_pages + p` of the file).
+fn page_at(dim: usize, p: u64) -> u64 {
+    (head_pages(dim) + p) * PAGE as u64
 }
 
 /// The sketch of `v` (offset binary, as the vector file keeps it) whose
@@ -226,6 +284,10 @@ pub(super) fn distance_by_popcount(a: &[u8], b: &[u8]) -> u32 {
 #[derive(Debug)]
 pub(crate) struct Reader {
     file: File,
+    /// The file's path, to name it.
+    path: PathBuf,
+    /// The token its pages are sealed with.
+    seal: [u8; 16],
     /// The entries from the first, at least `count` of them, when the
     /// store holds them in memory (a copy or a mapping, see `store::held`).
     held: Option<held::Entries>,
@@ -233,22 +295,40 @@ pub(crate) struct Reader {
     /// Entries it holds of those the vector file's trusted ones.
     pub(crate) count: u64,
     dim: usize,
-    /// Its coarse cells, when they cover [`cells::FROM`] entries or more.
+    /// Its coarse cells, when they cover [`cells::from`] entries or more.
     cells: Option<Cells>,
+    /// Entries bypassed because their page failed its check; the file is
+    /// named once, when the reader is dropped.
+    damaged: AtomicU64,
+}
+
+impl Drop for Reader {
+    fn drop(&mut self) {
+        let n = self.damaged.load(Ordering::Relaxed);
+        if n > 0 {
+            tracing::error!(path = %self.path.display(), entries = n, "damaged pages of the sketch were not read (their vectors were scored exactly); the next `cairn index` writes the file anew");
+        }
+    }
 }
 
 /// The sketch of the vector file `of` names (its token, vector length and
 /// blank count; `trusted` entries), when it is there and holds at least
-/// [`FROM`] of them; its entries read from `held`'s copy or mapping when given.
+/// [`from()`] of them; its entries read from `held`'s copy or mapping when given.
 pub(crate) fn open(db: &Path, of: held::Key, trusted: u64, held: Option<&Held>) -> Option<Reader> {
-    if trusted < FROM {
+    if trusted < from() {
         return None;
     }
     let dim = of.dim;
     let file = File::open(path_for(db)).ok()?;
-    let (mean, count) = check(&file, &of.token, dim)?;
+    let seal = Component::Sketch.seal_token(&of.token);
+    let Some((mean, count)) = check(&file, &of.token, dim) else {
+        if flat_file::claims(&file, MAGIC, &of.token) {
+            tracing::error!(path = %path_for(db).display(), "the sketch's head is damaged: it is not read (every vector is scored); the next `cairn index` writes it anew");
+        }
+        return None;
+    };
     let count = count.min(trusted);
-    if count < FROM {
+    if count < from() {
         return None;
     }
     let entries = held.and_then(|h| {
@@ -257,46 +337,120 @@ pub(crate) fn open(db: &Path, of: held::Key, trusted: u64, held: Option<&Held>) 
             ..of
         };
         key.file?;
-        let len = count * sketch_len(dim) as u64;
-        h.entries(Which::Sketch, key, &file, entries_at(dim), len)
+        let len = pages_for(dim, count) * PAGE as u64;
+        h.entries(Which::Sketch, key, &file, page_at(dim, 0), len)
     });
     let cells = cells::open(db, &of.token, dim, &cells::mean_key(&mean), count)
-        .filter(|c| c.covered >= cells::FROM)
+        .filter(|c| c.covered >= cells::from())
         .map(|c| match held {
             Some(h) => c.held_in(h, of),
             None => c,
         });
     Some(Reader {
         file,
+        path: path_for(db),
+        seal,
         held: entries,
         mean,
         count,
         dim,
         cells,
+        damaged: AtomicU64::new(0),
     })
 }
 
-/// The mean and entry count of a sketch file made for `token` and `dim`.
+/// The mean and entry count of a sketch file made for `token` and `dim`,
+/// when its head is intact: the entries of the pages before the last,
+/// and those the last says it holds when it is intact (a torn last page
+/// counts none, and is written again by the next update).
 fn check(file: &File, token: &[u8; 16], dim: usize) -> Option<(Vec<f32>, u64)> {
+    let seal = Component::Sketch.seal_token(token);
     let len = file.metadata().ok()?.len();
-    if len < entries_at(dim) {
+    let head = head_pages(dim);
+    let total = len / PAGE as u64;
+    if total < head {
         return None;
     }
-    let mut h = [0u8; HEADER_LEN as usize];
-    read_at(file, &mut h, 0).ok()?;
-    if h != header(dim, token) {
+    let bytes = pages::read_head(file, &seal, head_len(dim))?;
+    if bytes[..HEADER_LEN as usize] != header(dim, token) {
         return None;
     }
-    let mut raw = vec![0u8; 4 * dim];
-    read_at(file, &mut raw, HEADER_LEN).ok()?;
-    let mean: Vec<f32> = raw
+    let mean: Vec<f32> = bytes[HEADER_LEN as usize..]
         .chunks_exact(4)
         .map(|b| f32::from_le_bytes(b.try_into().expect("4 bytes")))
         .collect();
     if mean.iter().any(|m| !m.is_finite()) {
         return None;
     }
-    Some((mean, (len - entries_at(dim)) / sketch_len(dim) as u64))
+    let pages = total - head;
+    if pages == 0 {
+        return Some((mean, 0));
+    }
+    let per = per_page(dim);
+    let mut last = vec![0u8; PAGE];
+    read_at(file, &mut last, page_at(dim, pages - 1)).ok()?;
+    let in_last = match pages::intact(&seal, head + pages - 1, &last) {
+        true => (pages::count_of(&last) as u64).min(per),
+        false => 0,
+    };
+    Some((mean, (pages - 1) * per + in_last))
+}
+
+/// What is wrong with the sketch beside `db`, made for the vector file
+/// named by `token` (vectors of length `dim`), if anything: its head, or
+/// any page of its sketches, fails its check, or a page before the last
+/// holds fewer sketches than a page holds. None for no file, a former
+/// version's, or one made for another vector file (written anew anyway).
+pub(crate) fn damage(db: &Path, token: &[u8; 16], dim: usize) -> Option<String> {
+    let path = path_for(db);
+    if !path.is_file() || Component::Sketch.is_former(&path) {
+        return None;
+    }
+    let Ok(file) = File::open(&path) else {
+        return Some("it cannot be opened".into());
+    };
+    let seal = Component::Sketch.seal_token(token);
+    let Some(head) = pages::read_head(&file, &seal, head_len(dim)) else {
+        let mut h = [0u8; HEADER_LEN as usize];
+        let other =
+            read_at(&file, &mut h, 0).is_ok() && h[..8] == MAGIC[..] && h[16..] != token[..];
+        return (!other).then(|| "its head fails its check".into());
+    };
+    if head[..HEADER_LEN as usize] != header(dim, token) {
+        return None;
+    }
+    let len = file.metadata().map_or(0, |m| m.len());
+    if len % PAGE as u64 != 0 {
+        return Some(format!("it is cut short ({len} bytes)"));
+    }
+    let (first, total) = (head_pages(dim), len / PAGE as u64);
+    let per = per_page(dim) as usize;
+    let mut bad = Vec::new();
+    let mut buf = vec![0u8; 32 * PAGE];
+    let mut n = first;
+    while n < total {
+        let m = (total - n).min(32);
+        let chunk = &mut buf[..m as usize * PAGE];
+        if read_at(&file, chunk, n * PAGE as u64).is_err() {
+            return Some(format!("it cannot be read at page {n}"));
+        }
+        for (i, page) in chunk.chunks(PAGE).enumerate() {
+            let p = n + i as u64;
+            let short = p + 1 < total && pages::count_of(page) != per;
+            if !pages::intact(&seal, p, page) || short {
+                bad.push(p);
+            }
+        }
+        n += m;
+    }
+    (!bad.is_empty()).then(|| {
+        format!(
+            "{} of its {} pages fail their check (first: page {})",
+            bad.len(),
+            total,
+            bad[0]
+        )
+    })
 }
 
 impl Reader {
@@ -325,6 +479,12 @@ impl Reader {
         if let Some(cells) = &self.cells {
             return self.nearest_in_cells(cells, query, k);
         }
+        self.nearest_scan(query, k)
+    }
+
+    /// [`Reader::nearest`] over every entry of the sketch.
+    fn nearest_scan(&self, query: &[u8], k: usize) -> std::io::Result<Vec<u64>> {
+        let n = self.count as usize;
         let size = sketch_len(self.dim);
         // Each thread reads its part and returns every entry's distance
         // (at most the number of bits, which fits u16) and a histogram.
@@ -334,16 +494,19 @@ impl Reader {
         let per = n.div_ceil(threads);
         let bits = 8 * size;
         let part = |i: usize| -> std::io::Result<(Vec<u16>, Vec<u32>)> {
-            let first = i * per;
+            let first = (i * per).min(n);
             let end = (first + per).min(n);
             let mut dist = Vec::with_capacity(end.saturating_sub(first));
             let mut hist = vec![0u32; bits + 1];
-            self.each_chunk(first, end, |bytes| {
-                distances(query, bytes, &mut dist, &mut hist)
+            self.each_run(first as u64, end as u64, |_, m, bytes| match bytes {
+                Some(bytes) => distances(query, bytes, &mut dist, &mut hist),
+                // Bypassed: never chosen by distance, scored all the same.
+                None => dist.extend(std::iter::repeat_n(BYPASSED, m)),
             })?;
             Ok((dist, hist))
         };
         let parts = flat_file::in_parts(threads, part)?;
+        let mut bypassed = Vec::new();
         let mut hist = vec![0u64; bits + 1];
         for (_, h) in &parts {
             for (t, c) in hist.iter_mut().zip(h) {
@@ -355,6 +518,10 @@ impl Reader {
         for (p, (dist, _)) in parts.iter().enumerate().rev() {
             let first = p * per;
             for (i, &d) in dist.iter().enumerate().rev() {
+                if d == BYPASSED {
+                    bypassed.push((first + i) as u64);
+                    continue;
+                }
                 let d = usize::from(d);
                 if d < limit {
                     out.push((first + i) as u64);
@@ -364,7 +531,8 @@ impl Reader {
                 }
             }
         }
-        out.reverse();
+        out.extend(bypassed);
+        out.sort_unstable();
         Ok(out)
     }
 
@@ -383,57 +551,115 @@ impl Reader {
             .clamp(1, 4);
         let (from, end) = (cells.covered as usize, self.count as usize);
         let tail_per = end.saturating_sub(from).div_ceil(threads);
-        let part = |i: usize| -> std::io::Result<Nearest> {
+        let part = |i: usize| -> std::io::Result<Option<Nearest>> {
             let mut near = Nearest::new(bits, k);
             let mine: Vec<usize> = chosen.iter().skip(i).step_by(threads).copied().collect();
-            cells.read(&mine, |pos, sketches| {
+            let whole = cells.read(&mine, |pos, sketches| {
                 near.add(query, pos.iter().map(|&p| u64::from(p)), sketches);
             })?;
+            if !whole {
+                return Ok(None);
+            }
             let first = (from + i * tail_per).min(end);
             let last = (first + tail_per).min(end);
-            let mut at = first as u64;
-            self.each_chunk(first, last, |bytes| {
-                let n = (bytes.len() / query.len()) as u64;
-                near.add(query, at..at + n, bytes);
-                at += n;
+            self.each_run(first as u64, last as u64, |at, m, bytes| match bytes {
+                Some(bytes) => near.add(query, at..at + m as u64, bytes),
+                None => near.bypassed.extend(at..at + m as u64),
             })?;
-            Ok(near)
+            Ok(Some(near))
         };
-        Ok(select(&flat_file::in_parts(threads, part)?, k))
+        let parts = flat_file::in_parts(threads, part)?;
+        match parts.into_iter().collect::<Option<Vec<Nearest>>>() {
+            Some(parts) => Ok(select(&parts, k)),
+            // A page of the cells failed its check: its entries are not
+            // known, so every sketch is read instead.
+            None => {
+                tracing::error!(path = %cells.path.display(), "a damaged page of the sketch's cells was not read (every sketch was read instead); the next `cairn index` writes the file anew");
+                self.nearest_scan(query, k)
+            }
+        }
     }
 
-    /// Calls `count` with the sketches of entries `first..end`, a chunk
-    /// at a time.
-    fn each_chunk(
+    /// Calls `each(at, n, sketches)` for the entries `first..end`, run
+    /// by run, in order: the `n` sketches from entry `at`, or `None` for
+    /// `n` entries whose page failed its check (or holds fewer than it
+    /// should), which the caller scores exactly.
+    fn each_run(
         &self,
-        first: usize,
-        end: usize,
-        mut count: impl FnMut(&[u8]),
+        first: u64,
+        end: u64,
+        mut each: impl FnMut(u64, usize, Option<&[u8]>),
     ) -> std::io::Result<()> {
-        let size = sketch_len(self.dim);
         if first >= end {
             return Ok(());
         }
-        if let Some(held) = &self.held {
-            count(&held[first * size..end * size]);
-            return Ok(());
-        }
-        // Sketches per read: 128 KiB, which stays in cache and costs
-        // a fresh process few page faults (1 MiB reads took 1.3–2.4 ms
-        // more of a question at 1 and at 10 GB; 64 KiB no less).
-        const CHUNK: usize = 1 << 12;
-        let mut buf = vec![0u8; CHUNK.min(end - first) * size];
-        let mut at = first;
-        while at < end {
-            let m = (end - at).min(CHUNK);
-            let bytes = &mut buf[..m * size];
-            read_at(&self.file, bytes, entries_at(self.dim) + (at * size) as u64)?;
-            count(bytes);
-            at += m;
+        let size = sketch_len(self.dim);
+        let per = per_page(self.dim);
+        // Pages per read: 128 KiB, which stays in cache and costs a
+        // fresh process few page faults (1 MiB reads took 1.3–2.4 ms more
+        // of a question at 1 and at 10 GB; 64 KiB no less).
+        const CHUNK: u64 = 32;
+        let (last, head) = ((end - 1) / per + 1, head_pages(self.dim));
+        let mut buf = Vec::new();
+        let mut spare = vec![0u8; PAGE];
+        let mut p = first / per;
+        while p < last {
+            let m = (last - p).min(CHUNK);
+            let bytes: &[u8] = match &self.held {
+                Some(held) => &held[p as usize * PAGE..(p + m) as usize * PAGE],
+                None => {
+                    buf.resize(m as usize * PAGE, 0);
+                    read_at(&self.file, &mut buf, page_at(self.dim, p))?;
+                    &buf
+                }
+            };
+            for (i, page) in bytes.chunks_exact(PAGE).enumerate() {
+                let n = p + i as u64;
+                let (lo, hi) = ((n * per).max(first), ((n + 1) * per).min(end));
+                let need = (hi - n * per) as usize;
+                let page = self.checked(head + n, page, need, &mut spare);
+                if page.is_none() {
+                    self.damaged.fetch_add(hi - lo, Ordering::Relaxed);
+                }
+                let held = page.map_or(0, |pg| pages::count_of(pg).min(need));
+                let good = (n * per + held as u64).max(lo);
+                if let Some(page) = page
+                    && good > lo
+                {
+                    let from = (lo - n * per) as usize * size;
+                    each(lo, (good - lo) as usize, Some(&page[from..held * size]));
+                }
+                if hi > good {
+                    each(good, (hi - good) as usize, None);
+                }
+            }
+            p += m;
         }
         Ok(())
     }
+
+    /// Page `n` of the file (`bytes`, as read or held) when it is intact;
+    /// when it fails or holds fewer than `need` sketches (a page rewritten
+    /// by an append since it was held or read), read again from the file
+    /// into `spare` once. `None` when it still fails.
+    fn checked<'a>(
+        &self,
+        n: u64,
+        bytes: &'a [u8],
+        need: usize,
+        spare: &'a mut [u8],
+    ) -> Option<&'a [u8]> {
+        if pages::intact(&self.seal, n, bytes) && pages::count_of(bytes) >= need {
+            return Some(bytes);
+        }
+        let read = read_at(&self.file, spare, n * PAGE as u64).is_ok();
+        (read && pages::intact(&self.seal, n, spare)).then_some(spare)
+    }
 }
+
+/// The distance a bypassed entry is given in a scan: more than any
+/// sketch's, never chosen by distance.
+const BYPASSED: u16 = u16::MAX;
 
 /// The entries of one part of a search through the cells that may be
 /// among the `k` nearest: every entry read is counted in `hist`, but kept
@@ -452,6 +678,8 @@ struct Nearest {
     limit: usize,
     /// The distances of the entries being added.
     scratch: Vec<u16>,
+    /// Entries whose page failed its check: chosen whatever their distance.
+    bypassed: Vec<u64>,
 }
 
 impl Nearest {
@@ -462,6 +690,7 @@ impl Nearest {
             kept: Vec::new(),
             limit: bits,
             scratch: Vec::new(),
+            bypassed: Vec::new(),
         }
     }
 
@@ -510,6 +739,7 @@ fn select(parts: &[Nearest], k: usize) -> Vec<u64> {
     }
     ties.sort_unstable_by(|a, b| b.cmp(a));
     out.extend(ties.into_iter().take(at_limit as usize));
+    out.extend(parts.iter().flat_map(|p| p.bypassed.iter().copied()));
     out.sort_unstable();
     out
 }
@@ -559,9 +789,11 @@ pub(crate) enum CellsWhen {
 /// Brings the sketch of the vector file named by `token` (vectors of
 /// length `dim`, `trusted` entries, read through `entries`) up to date:
 /// writes the sketches of entries it lacks, or the whole file anew (with
-/// a new mean) when it is missing or made for another file. Nothing below
-/// [`FROM`] entries. The cells over the sketch (see `store::cells`) are
-/// brought up to date too, unless `cells` is [`CellsWhen::Later`].
+/// a new mean) when it is missing, damaged at its head or made for
+/// another file. Nothing below [`from`] entries. The cells over the sketch
+/// (see `store::cells`) are brought up to date too, unless `cells` is
+/// [`CellsWhen::Later`]. Every page is synced before this returns; an
+/// error names the file that could not be written.
 pub(crate) fn update(
     db: &Path,
     token: &[u8; 16],
@@ -569,52 +801,154 @@ pub(crate) fn update(
     trusted: u64,
     entries: &mut Entries<'_>,
     cells: CellsWhen,
-) -> std::io::Result<()> {
-    if trusted < FROM {
+) -> Result<(), StoreError> {
+    if trusted < from() {
         return Ok(());
     }
     let path = path_for(db);
+    let io = |source| StoreError::Derived {
+        path: path.clone(),
+        source,
+    };
     let existing = crate::home::private_file()
         .read(true)
         .write(true)
         .open(&path)
         .ok()
         .and_then(|f| check(&f, token, dim).map(|(mean, n)| (f, mean, n)));
-    match existing {
+    let seal = Component::Sketch.seal_token(token);
+    let (file, mean) = match existing {
         Some((file, mean, n)) if n <= trusted => {
             if n < trusted {
-                let mut w = BufWriter::with_capacity(1 << 20, &file);
-                std::io::Seek::seek(
-                    &mut w,
-                    std::io::SeekFrom::Start(entries_at(dim) + n * sketch_len(dim) as u64),
-                )?;
-                write_sketches(entries, dim, n, trusted, &mean, &mut w)?;
-                w.flush()?;
+                append(&file, &seal, dim, n, trusted, &mean, entries).map_err(io)?;
             }
-            if cells == CellsWhen::Later {
-                return Ok(());
-            }
-            refresh_cells(db, token, dim, &mean, &file, trusted)
+            (file, mean)
         }
         _ => {
-            let mean = mean_of(entries, dim, trusted)?;
-            let (file, tmp) = flat_file::create_beside(&path)?;
-            let mut w = BufWriter::with_capacity(1 << 20, &file);
-            w.write_all(&header(dim, token))?;
-            for m in &mean {
-                w.write_all(&m.to_le_bytes())?;
-            }
-            write_sketches(entries, dim, 0, trusted, &mean, &mut w)?;
-            w.flush()?;
-            drop(w);
-            std::fs::rename(&tmp, &path)?;
-            if cells == CellsWhen::Later {
-                // Cells made for the old sketch's mean are ignored now.
-                return Ok(());
+            let mean = mean_of(entries, dim, trusted).map_err(io)?;
+            let (file, tmp) = flat_file::create_beside(&path).map_err(io)?;
+            let written = write_new(&file, &seal, token, dim, trusted, &mean, entries)
+                .and_then(|()| std::fs::rename(&tmp, &path));
+            if let Err(e) = written {
+                let _ = std::fs::remove_file(&tmp);
+                return Err(io(e));
             }
             // Written for writing only: read back through a new handle.
-            refresh_cells(db, token, dim, &mean, &File::open(&path)?, trusted)
+            (File::open(&path).map_err(io)?, mean)
         }
+    };
+    if cells == CellsWhen::Later {
+        // Cells made for an old sketch's mean are ignored meanwhile.
+        return Ok(());
+    }
+    refresh_cells(db, token, dim, &mean, &file, trusted)
+}
+
+/// Writes a new sketch file into `file`: its head, then the sketches of
+/// entries `0..trusted`, synced.
+fn write_new(
+    file: &File,
+    seal: &[u8; 16],
+    token: &[u8; 16],
+    dim: usize,
+    trusted: u64,
+    mean: &[f32],
+    entries: &mut Entries<'_>,
+) -> std::io::Result<()> {
+    let mut head = header(dim, token).to_vec();
+    for m in mean {
+        head.extend_from_slice(&m.to_le_bytes());
+    }
+    let mut w = BufWriter::with_capacity(1 << 20, file);
+    w.write_all(&pages::sealed_head(seal, &head))?;
+    let mut pw = PageWriter::new(seal, dim, 0, vec![0u8; PAGE], 0);
+    let mut out = vec![0u8; sketch_len(dim)];
+    entries(0, trusted, &mut |inverse, v| {
+        of_offset(v, inverse, mean, &mut out);
+        pw.push(&out, &mut w)
+    })?;
+    pw.finish(&mut w)?;
+    w.flush()?;
+    drop(w);
+    file.sync_data()
+}
+
+/// Appends the sketches of entries `n..trusted` to `file` (which holds
+/// `n`), rewriting its last page when it is not full; synced.
+fn append(
+    file: &File,
+    seal: &[u8; 16],
+    dim: usize,
+    n: u64,
+    trusted: u64,
+    mean: &[f32],
+    entries: &mut Entries<'_>,
+) -> std::io::Result<()> {
+    let per = per_page(dim);
+    let (p, fill) = (n / per, (n % per) as usize);
+    let mut page = vec![0u8; PAGE];
+    if fill > 0 {
+        // The last page, intact (`check` counted its sketches).
+        read_at(file, &mut page, page_at(dim, p))?;
+    }
+    let mut w = BufWriter::with_capacity(1 << 20, file);
+    std::io::Seek::seek(&mut w, std::io::SeekFrom::Start(page_at(dim, p)))?;
+    let mut pw = PageWriter::new(seal, dim, p, page, fill);
+    let mut out = vec![0u8; sketch_len(dim)];
+    entries(n, trusted, &mut |inverse, v| {
+        of_offset(v, inverse, mean, &mut out);
+        pw.push(&out, &mut w)
+    })?;
+    pw.finish(&mut w)?;
+    w.flush()?;
+    drop(w);
+    file.sync_data()
+}
+
+/// Fills counted pages of sketches and writes each, sealed, once full.
+struct PageWriter<'a> {
+    seal: &'a [u8; 16],
+    /// The file's number of the page being filled.
+    n: u64,
+    page: Vec<u8>,
+    fill: usize,
+    per: usize,
+    size: usize,
+}
+
+impl<'a> PageWriter<'a> {
+    /// Fills page `p` of the sketches, which holds `fill` already.
+    fn new(seal: &'a [u8; 16], dim: usize, p: u64, page: Vec<u8>, fill: usize) -> Self {
+        PageWriter {
+            seal,
+            n: head_pages(dim) + p,
+            page,
+            fill,
+            per: per_page(dim) as usize,
+            size: sketch_len(dim),
+        }
+    }
+
+    fn push(&mut self, sketch: &[u8], w: &mut impl Write) -> std::io::Result<()> {
+        let at = self.fill * self.size;
+        self.page[at..at + self.size].copy_from_slice(sketch);
+        self.fill += 1;
+        if self.fill == self.per {
+            self.finish(w)?;
+            self.page.fill(0);
+            self.fill = 0;
+            self.n += 1;
+        }
+        Ok(())
+    }
+
+    /// Writes the page being filled, when it holds any sketch.
+    fn finish(&mut self, w: &mut impl Write) -> std::io::Result<()> {
+        if self.fill == 0 {
+            return Ok(());
+        }
+        pages::seal_counted(self.seal, self.n, &mut self.page, self.fill);
+        w.write_all(&self.page)
     }
 }
 
@@ -627,9 +961,16 @@ fn refresh_cells(
     mean: &[f32],
     file: &File,
     count: u64,
-) -> std::io::Result<()> {
+) -> Result<(), StoreError> {
     let started = std::time::Instant::now();
-    if cells::refresh(db, token, dim, mean, file, entries_at(dim), count)? {
+    let sketches = || sketches_of(file, token, dim, count);
+    let wrote = cells::refresh(db, token, dim, mean, sketches, count).map_err(|source| {
+        StoreError::Derived {
+            path: cells::path_for(db),
+            source,
+        }
+    })?;
+    if wrote {
         tracing::info!(
             entries = count,
             ms = started.elapsed().as_millis() as u64,
@@ -639,45 +980,106 @@ fn refresh_cells(
     Ok(())
 }
 
+/// The first `count` sketches of `file` (made for `token`), one after
+/// another; `None` when a page of them fails its check (the cells are
+/// then not written from it: the full check writes the sketch anew).
+fn sketches_of(
+    file: &File,
+    token: &[u8; 16],
+    dim: usize,
+    count: u64,
+) -> std::io::Result<Option<Vec<u8>>> {
+    let (seal, size, per) = (
+        Component::Sketch.seal_token(token),
+        sketch_len(dim),
+        per_page(dim),
+    );
+    let pages = pages_for(dim, count);
+    let mut raw = vec![0u8; pages as usize * PAGE];
+    read_at(file, &mut raw, page_at(dim, 0))?;
+    let mut out = Vec::with_capacity(count as usize * size);
+    for (p, page) in raw.chunks_exact(PAGE).enumerate() {
+        let want = (count - p as u64 * per).min(per) as usize;
+        if !pages::intact(&seal, head_pages(dim) + p as u64, page) || pages::count_of(page) < want {
+            return Ok(None);
+        }
+        out.extend_from_slice(&page[..want * size]);
+    }
+    Ok(Some(out))
+}
+
 /// Zeroes the sketches of the entries at `positions` (blanked in the
-/// vector file named by `token`), where the sketch has them.
+/// vector file named by `token`), where the sketch has them, and syncs
+/// them; a page that fails its check is left (it is never read). An
+/// error names the file.
 pub(crate) fn blank(
     db: &Path,
     token: &[u8; 16],
     dim: usize,
     positions: &[u64],
-) -> std::io::Result<()> {
+) -> Result<(), StoreError> {
     if positions.is_empty() {
         return Ok(());
     }
+    let path = path_for(db);
     let Ok(file) = crate::home::private_file()
         .read(true)
         .write(true)
-        .open(path_for(db))
+        .open(&path)
     else {
         return Ok(());
     };
     let Some((_, n)) = check(&file, token, dim) else {
         return Ok(());
     };
-    let zero = vec![0u8; sketch_len(dim)];
+    let seal = Component::Sketch.seal_token(token);
+    let (size, per) = (sketch_len(dim), per_page(dim));
+    let mut page = vec![0u8; PAGE];
     let mut blanked = false;
-    for &p in positions.iter().filter(|&&p| p < n) {
-        write_at(&file, &zero, entries_at(dim) + p * zero.len() as u64)?;
-        blanked = true;
-    }
+    let done = (|| -> std::io::Result<()> {
+        for &p in positions.iter().filter(|&&p| p < n) {
+            let (at, number) = (page_at(dim, p / per), head_pages(dim) + p / per);
+            read_at(&file, &mut page, at)?;
+            if !pages::intact(&seal, number, &page) {
+                continue;
+            }
+            let slot = (p % per) as usize * size;
+            page[slot..slot + size].fill(0);
+            pages::seal(&seal, number, &mut page);
+            write_at(&file, &page, at)?;
+            blanked = true;
+        }
+        file.sync_data()
+    })();
     // The cells hold copies of the sketches: written anew from the sketch
     // by the update that follows, so no copy of a blanked one remains.
-    if blanked {
+    if blanked || done.is_err() {
         cells::remove(db);
     }
-    Ok(())
+    done.map_err(|source| StoreError::Derived { path, source })
 }
 
 /// Removes the sketch (when its vector file is lost).
 pub(crate) fn remove(db: &Path) {
     let _ = std::fs::remove_file(path_for(db));
     cells::remove(db);
+}
+
+/// Whether the sketch and its cells are as an update would leave them for
+/// the vector file named by `token` with `trusted` entries: none below
+/// [`from`], else a sketch that holds every entry and cells that cover
+/// three quarters of them (checked by their heads and last pages only).
+pub(crate) fn current(db: &Path, token: &[u8; 16], dim: usize, trusted: u64) -> bool {
+    if trusted < from() {
+        return true;
+    }
+    let Some((mean, n)) = File::open(path_for(db))
+        .ok()
+        .and_then(|f| check(&f, token, dim))
+    else {
+        return false;
+    };
+    n == trusted && cells::current(db, token, dim, &mean, n)
 }
 
 /// The mean of the unit vectors of entries `0..trusted` (blank ones left out).
@@ -699,19 +1101,16 @@ fn mean_of(entries: &mut Entries<'_>, dim: usize, trusted: u64) -> std::io::Resu
         .collect())
 }
 
-fn write_sketches(
-    entries: &mut Entries<'_>,
-    dim: usize,
-    from: u64,
-    to: u64,
-    mean: &[f32],
-    w: &mut impl Write,
-) -> std::io::Result<()> {
-    let mut out = vec![0u8; sketch_len(dim)];
-    entries(from, to, &mut |inverse, v| {
-        of_offset(v, inverse, mean, &mut out);
-        w.write_all(&out)
-    })
+/// The mean and the first `count` sketches of the sketch beside `db`
+/// (for tests that compare them with the vectors).
+#[cfg(test)]
+pub(crate) fn read_all(db: &Path, token: &[u8; 16], dim: usize) -> (Vec<f32>, Vec<u8>) {
+    let file = File::open(path_for(db)).expect("sketch");
+    let (mean, n) = check(&file, token, dim).expect("intact");
+    let all = sketches_of(&file, token, dim, n)
+        .expect("read")
+        .expect("intact");
+    (mean, all)
 }
 
 #[cfg(test)]
@@ -906,13 +1305,32 @@ mod tests {
         assert!(!open(&db, &token, most.len()).has_cells());
         sketch_all(&db, &token, &most);
         assert!(open(&db, &token, most.len()).has_cells());
-        // A sketch written anew (another mean) leaves them unused until
-        // they are written for it; a lost sketch takes them along.
+        // A sketch whose head fails its check is not read at all.
         let path = super::path_for(&db);
-        let mut bytes = std::fs::read(&path).expect("read");
+        let good = std::fs::read(&path).expect("read");
+        let mut bytes = good.clone();
         bytes[40] ^= 0x10;
         std::fs::write(&path, &bytes).expect("write");
-        assert!(!open(&db, &token, most.len()).has_cells());
+        let key = super::held::Key {
+            token,
+            dim: 64,
+            blank: 0,
+            file: None,
+        };
+        assert!(super::open(&db, key, 700, None).is_none());
+        // A sketch written anew (another mean) leaves them unused until
+        // they are written for it; a lost sketch takes them along.
+        std::fs::remove_file(&path).expect("rm");
+        let fewer = vectors(500);
+        let mut entries = |from: u64, to: u64, each: &mut super::EachEntry<'_>| {
+            for (inv, v) in &fewer[from as usize..to as usize] {
+                each(*inv, v)?;
+            }
+            Ok(())
+        };
+        super::update(&db, &token, 64, 500, &mut entries, super::CellsWhen::Later).expect("update");
+        assert!(super::cells::path_for(&db).exists());
+        assert!(!open(&db, &token, 500).has_cells());
         super::remove(&db);
         assert!(!super::cells::path_for(&db).exists());
     }
@@ -957,6 +1375,258 @@ mod tests {
         // Removed by a blank: no cells, held or not.
         super::blank(&db, &token, 64, &[3]).expect("blank");
         assert!(!open_held(700).has_cells());
+    }
+
+    /// Sketches `all` without cells (as a long pass's steps leave them).
+    fn sketch_without_cells(db: &std::path::Path, token: &[u8; 16], all: &[(f32, Vec<u8>)]) {
+        let mut entries = |from: u64, to: u64, each: &mut super::EachEntry<'_>| {
+            for (inv, v) in &all[from as usize..to as usize] {
+                each(*inv, v)?;
+            }
+            Ok(())
+        };
+        super::update(
+            db,
+            token,
+            64,
+            all.len() as u64,
+            &mut entries,
+            super::CellsWhen::Later,
+        )
+        .expect("update");
+    }
+
+    /// Each entry's sketch against `mean`, with its position.
+    fn sketches(all: &[(f32, Vec<u8>)], mean: &[f32]) -> Vec<(u64, Vec<u8>)> {
+        all.iter()
+            .enumerate()
+            .map(|(p, (inv, v))| {
+                let mut out = vec![0u8; 8];
+                super::of_offset(v, *inv, mean, &mut out);
+                (p as u64, out)
+            })
+            .collect()
+    }
+
+    /// Damage as a disk does it to page `n` of the file at `path`: random
+    /// bytes over part of it, or the page zeroed.
+    fn damage_page(path: &std::path::Path, n: usize, zero: bool) {
+        let mut bytes = std::fs::read(path).expect("read");
+        let page = &mut bytes[n * super::PAGE..(n + 1) * super::PAGE];
+        match zero {
+            true => page.fill(0),
+            false => noise(n as u64 + 7, 200)
+                .iter()
+                .enumerate()
+                .for_each(|(i, b)| page[i * 13 % super::PAGE] ^= b | 1),
+        }
+        std::fs::write(path, bytes).expect("write");
+    }
+
+    #[test]
+    fn a_damaged_page_of_sketches_is_never_trusted_and_its_entries_are_handed_on() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let db = dir.path().join("c.db");
+        let token = [4u8; 16];
+        let all = vectors(2_000);
+        sketch_without_cells(&db, &token, &all);
+        let path = super::path_for(&db);
+        let pristine = std::fs::read(&path).expect("read");
+        let per = super::per_page(64);
+        assert_eq!((per, super::head_pages(64)), (509, 1));
+        let held = super::Held::new(1 << 20);
+        let key = super::held::Key {
+            token,
+            dim: 64,
+            blank: 0,
+            file: None,
+        };
+        let reader = open(&db, &token, all.len());
+        assert!(!reader.has_cells());
+        let every = sketches(&all, &reader.mean);
+        let queries: Vec<Vec<u8>> = [5usize, 600, 1_999]
+            .iter()
+            .map(|&i| every[i].1.clone())
+            .collect();
+        let want: Vec<Vec<u64>> = queries
+            .iter()
+            .map(|q| reader.nearest(q, 40).expect("nearest"))
+            .collect();
+        drop(reader);
+        assert_eq!(super::damage(&db, &token, 64), None, "intact");
+        // The second page of sketches (entries 509..1018, the file's page
+        // 2), damaged either way.
+        for zero in [false, true] {
+            std::fs::write(&path, &pristine).expect("put back");
+            damage_page(&path, 2, zero);
+            let why = super::damage(&db, &token, 64).expect("damage found");
+            assert!(why.contains("1 of its 5 pages"), "{why}");
+            for reader in [
+                open(&db, &token, all.len()),
+                super::open(&db, key, 2_000, Some(&held)).expect("held"),
+            ] {
+                for (q, want) in queries.iter().zip(&want) {
+                    let got = reader.nearest(q, 40).expect("nearest");
+                    // Every entry of the damaged page is handed on to be
+                    // scored exactly; elsewhere the nearest by sketch.
+                    let page: Vec<u64> = (per..2 * per).collect();
+                    let (inside, outside): (Vec<u64>, Vec<u64>) =
+                        got.iter().partition(|p| page.contains(p));
+                    assert_eq!(inside, page);
+                    let others: Vec<(u64, Vec<u8>)> = every
+                        .iter()
+                        .filter(|(p, _)| !page.contains(p))
+                        .cloned()
+                        .collect();
+                    assert_eq!(outside, brute(q, &others, 40));
+                    // So every entry the intact file chose is scored still.
+                    assert!(want.iter().all(|p| got.contains(p)), "zero {zero}");
+                }
+                assert!(reader.damaged.load(super::Ordering::Relaxed) >= per);
+            }
+        }
+        // The head damaged: no sketch at all (every vector scored).
+        std::fs::write(&path, &pristine).expect("put back");
+        damage_page(&path, 0, false);
+        assert!(super::open(&db, key, 2_000, None).is_none());
+        assert!(
+            super::damage(&db, &token, 64)
+                .expect("head")
+                .contains("head")
+        );
+        // Made for another vector file: not damage, written anew anyway.
+        std::fs::write(&path, &pristine).expect("put back");
+        assert_eq!(super::damage(&db, &[9; 16], 64), None);
+    }
+
+    #[test]
+    fn a_torn_append_is_never_trusted_and_the_next_update_writes_it_again() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let db = dir.path().join("c.db");
+        let token = [6u8; 16];
+        let all = vectors(1_300);
+        sketch_without_cells(&db, &token, &all[..600]);
+        let path = super::path_for(&db);
+        let file = || std::fs::File::open(&path).expect("open");
+        assert_eq!(super::check(&file(), &token, 64).map(|c| c.1), Some(600));
+        // A pass that died while it rewrote the second page (holding 91)
+        // and appended a third: the second torn, the third written.
+        sketch_without_cells(&db, &token, &all[..1_300]);
+        damage_page(&path, 2, false);
+        // Only the pages before the torn one count; the last page, intact,
+        // says how many it holds, but a page before it short of its count
+        // is handed on whole.
+        let (mean, n) = super::check(&file(), &token, 64).expect("head intact");
+        assert_eq!(n, 1_300);
+        let reader = open(&db, &token, 1_300);
+        let every = sketches(&all, &mean);
+        let got = reader.nearest(&every[3].1, 10).expect("nearest");
+        assert!((509..1_018).all(|p| got.contains(&p)));
+        drop(reader);
+        // The last page torn instead: it counts nothing, and the next
+        // update writes it again from its first entry.
+        sketch_without_cells(&db, &token, &all[..600]);
+        std::fs::remove_file(&path).expect("rm");
+        sketch_without_cells(&db, &token, &all[..600]);
+        let len = std::fs::metadata(&path).expect("stat").len();
+        sketch_without_cells(&db, &token, &all[..1_100]);
+        damage_page(&path, 3, true);
+        assert_eq!(super::check(&file(), &token, 64).map(|c| c.1), Some(1_018));
+        assert!(super::damage(&db, &token, 64).is_some());
+        sketch_without_cells(&db, &token, &all[..1_100]);
+        assert_eq!(super::check(&file(), &token, 64).map(|c| c.1), Some(1_100));
+        assert_eq!(super::damage(&db, &token, 64), None, "whole again");
+        let (mean2, read) = super::read_all(&db, &token, 64);
+        assert_eq!(mean2, mean, "appended, not written anew");
+        let want: Vec<u8> = sketches(&all[..1_100], &mean)
+            .into_iter()
+            .flat_map(|(_, s)| s)
+            .collect();
+        assert_eq!(read, want);
+        assert!(len < std::fs::metadata(&path).expect("stat").len());
+    }
+
+    #[test]
+    fn a_damaged_page_of_cells_sends_the_question_to_every_sketch() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let db = dir.path().join("c.db");
+        let token = [8u8; 16];
+        let all = vectors(2_000);
+        sketch_all(&db, &token, &all);
+        let path = super::cells::path_for(&db);
+        let pristine = std::fs::read(&path).expect("read");
+        assert_eq!(super::cells::damage(&db, &token, 64), None, "intact");
+        let reader = open(&db, &token, all.len());
+        assert!(reader.has_cells());
+        let every = sketches(&all, &reader.mean);
+        let q = every[77].1.clone();
+        let through_cells = reader.nearest(&q, 30).expect("nearest");
+        let full = reader.nearest_scan(&q, 30).expect("scan");
+        drop(reader);
+        let pages = pristine.len() / super::PAGE;
+        assert!(pages > 4, "{pages} pages");
+        for zero in [false, true] {
+            std::fs::write(&path, &pristine).expect("put back");
+            damage_page(&path, pages - 2, zero);
+            let why = super::cells::damage(&db, &token, 64).expect("found");
+            assert!(why.contains("1 of its"), "{why}");
+            // Every query that reads the damaged page answers as the full
+            // scan; one that does not, as the cells did.
+            let reader = open(&db, &token, all.len());
+            assert!(reader.has_cells(), "the head is intact");
+            let got = reader.nearest(&q, 30).expect("nearest");
+            assert!(got == full || got == through_cells, "zero {zero}");
+            let all_cells = reader.nearest(&q, 1_000).expect("nearest");
+            assert_eq!(all_cells, reader.nearest_scan(&q, 1_000).expect("scan"));
+        }
+        // The head damaged: the cells are not used.
+        std::fs::write(&path, &pristine).expect("put back");
+        damage_page(&path, 0, false);
+        assert!(!open(&db, &token, all.len()).has_cells());
+        assert!(super::cells::damage(&db, &token, 64).is_some());
+    }
+
+    #[test]
+    fn a_former_file_is_written_anew_and_an_unwritable_one_is_named() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let db = dir.path().join("c.db");
+        let token = [2u8; 16];
+        let all = vectors(700);
+        let path = super::path_for(&db);
+        let mut former = b"cairnsk1".to_vec();
+        former.extend(std::iter::repeat_n(7u8, 9_000));
+        std::fs::write(&path, &former).expect("write");
+        std::fs::write(super::cells::path_for(&db), b"cairncl1 and more").expect("write");
+        assert_eq!(super::damage(&db, &token, 64), None, "former, not damaged");
+        assert_eq!(super::cells::damage(&db, &token, 64), None, "former");
+        sketch_all(&db, &token, &all);
+        assert!(open(&db, &token, 700).has_cells(), "both written anew");
+        // Something in the way of either: the error names the file.
+        for (path, with_cells) in [
+            (super::path_for(&db), false),
+            (super::cells::path_for(&db), true),
+        ] {
+            super::remove(&db);
+            std::fs::create_dir(&path).expect("a folder in the way");
+            let mut entries = |from: u64, to: u64, each: &mut super::EachEntry<'_>| {
+                for (inv, v) in &all[from as usize..to as usize] {
+                    each(*inv, v)?;
+                }
+                Ok(())
+            };
+            let err = super::update(&db, &token, 64, 700, &mut entries, super::CellsWhen::Now)
+                .expect_err("cannot be written");
+            match err {
+                super::StoreError::Derived { path: named, .. } => assert_eq!(named, path),
+                other => panic!("{other}"),
+            }
+            assert!(
+                !dir.path().join("c.db-sketch.tmp").exists()
+                    && !dir.path().join("c.db-cells.tmp").exists()
+            );
+            std::fs::remove_dir(&path).expect("clear");
+            assert!(with_cells || !super::cells::path_for(&db).exists());
+        }
     }
 
     #[test]

@@ -47,7 +47,7 @@ use super::flat_file::{self, read_at, write_at};
 use super::held::{self, Held, Which};
 use super::sketch;
 
-const MAGIC: &[u8; 8] = b"cairnvf2";
+const MAGIC: &[u8; 8] = super::derived::Component::Vectors.spec().magic;
 /// Bytes before the first entry.
 pub(crate) const HEADER_LEN: u64 = flat_file::HEADER_LEN as u64;
 /// The `meta` key that vouches for the file.
@@ -66,9 +66,7 @@ const SKIP_BLOCK: u64 = 64;
 
 /// The file of the database at `db`.
 pub(crate) fn path_for(db: &Path) -> PathBuf {
-    let mut p = db.as_os_str().to_owned();
-    p.push("-vectors");
-    PathBuf::from(p)
+    super::derived::Component::Vectors.path(db)
 }
 
 /// What the database vouches for: the file with this token, its first
@@ -265,30 +263,41 @@ fn read_range(
 
 /// Brings the sketch (see [`sketch`]) in line with the file after a
 /// committed change: blanks the sketches of `blanked` entries, then adds
-/// those of new entries. A failure is only logged: searches then scan
-/// what the sketch lacks exactly. The sketch's cells follow unless
-/// `cells` puts them off.
-fn follow(db: &Path, mark: &Mark, dim: usize, blanked: &[u64], cells: sketch::CellsWhen) {
-    let done = sketch::blank(db, &mark.token, dim, blanked).and_then(|()| {
-        let file = File::open(path_for(db))?;
-        sketch::update(
-            db,
-            &mark.token,
-            dim,
-            mark.count,
-            &mut |from, to, each| {
-                // Entry for entry, damaged or not: the sketch's entries
-                // stand by position, and a damaged entry is never scored.
-                read_range(&file, dim, (from, to), None, &mut |_, inverse, v| {
-                    each(inverse, v)
-                })
-            },
-            cells,
-        )
-    });
-    if let Err(e) = done {
-        tracing::warn!(error = %e, "cannot update the vector sketch; searches scan every vector");
+/// those of new entries. The sketch's cells follow unless `cells` puts
+/// them off. A failure names the file it could not write: searches then
+/// scan exactly what the sketch lacks, and the caller reports it.
+fn follow(
+    db: &Path,
+    mark: &Mark,
+    dim: usize,
+    blanked: &[u64],
+    cells: sketch::CellsWhen,
+) -> Result<(), StoreError> {
+    if let Err(e) = sketch::blank(db, &mark.token, dim, blanked) {
+        // No sketch of a blanked entry may stay: the next sync writes
+        // the sketch anew.
+        sketch::remove(db);
+        return Err(e);
     }
+    let path = path_for(db);
+    let file = File::open(&path).map_err(|source| StoreError::Io {
+        path: path.clone(),
+        source,
+    })?;
+    sketch::update(
+        db,
+        &mark.token,
+        dim,
+        mark.count,
+        &mut |from, to, each| {
+            // Entry for entry, damaged or not: the sketch's entries
+            // stand by position, and a damaged entry is never scored.
+            read_range(&file, dim, (from, to), None, &mut |_, inverse, v| {
+                each(inverse, v)
+            })
+        },
+        cells,
+    )
 }
 
 /// Whether the file holds every vector and no deleted record's (checked
@@ -299,7 +308,42 @@ pub(crate) fn current(conn: &Connection, db: &Path) -> Result<bool, StoreError> 
     };
     Ok(mark.upto >= newest(conn)?
         && !any_gone(conn)?
-        && open_marked(&path_for(db), &mark, None, false).is_some())
+        && open_marked(&path_for(db), &mark, None, false)
+            .is_some_and(|(_, dim)| sketch::current(db, &mark.token, dim, mark.count)))
+}
+
+/// What [`sketch::damage`] or [`cells::damage`](super::cells::damage)
+/// finds wrong with the sketch (`cells` false) or its cells, made for the
+/// file the database vouches for; a damaged one is removed (the cells
+/// with the sketch they copy), so that the next sync writes it anew.
+fn check_follower(conn: &Connection, db: &Path, cells: bool) -> Result<Option<String>, StoreError> {
+    let Some(mark) = read_mark(conn)? else {
+        return Ok(None);
+    };
+    let Some((_, dim)) = open_marked(&path_for(db), &mark, None, false) else {
+        return Ok(None);
+    };
+    let why = match cells {
+        false => sketch::damage(db, &mark.token, dim),
+        true => super::cells::damage(db, &mark.token, dim),
+    };
+    if why.is_some() {
+        match cells {
+            false => sketch::remove(db),
+            true => super::cells::remove(db),
+        }
+    }
+    Ok(why)
+}
+
+/// Checks every page of the sketch (see [`check_follower`]).
+pub(crate) fn check_sketch(conn: &Connection, db: &Path) -> Result<Option<String>, StoreError> {
+    check_follower(conn, db, false)
+}
+
+/// Checks every page of the sketch's cells (see [`check_follower`]).
+pub(crate) fn check_cells(conn: &Connection, db: &Path) -> Result<Option<String>, StoreError> {
+    check_follower(conn, db, true)
 }
 
 /// How many entries of the file hold a vector (trusted and not blanked).
@@ -429,7 +473,12 @@ pub(crate) fn scrub(conn: &Connection, db: &Path) -> Result<(), StoreError> {
                 write_mark(&tx, &m)?;
                 tx.execute("DELETE FROM vectors_gone", [])?;
                 tx.commit()?;
-                follow(db, &m, dim, &blanked, sketch::CellsWhen::Now);
+                // The forget is done; a sketch that cannot follow is
+                // removed (no copy of a blanked entry's sketch stays).
+                if let Err(e) = follow(db, &m, dim, &blanked, sketch::CellsWhen::Now) {
+                    tracing::warn!(error = %e, "cannot update the vector sketch; it is removed");
+                    sketch::remove(db);
+                }
                 return Ok(());
             }
         },
@@ -465,14 +514,8 @@ pub(crate) fn check(conn: &Connection, db: &Path) -> Result<Option<String>, Stor
                 )),
             }
         }
-        None => {
-            let mut magic = [0u8; 8];
-            match File::open(&path).and_then(|f| read_at(&f, &mut magic, 0)) {
-                Ok(()) if &magic == b"cairnvf1" => None,
-                Ok(()) => Some("its header does not match the database, or it is cut short".into()),
-                Err(_) => None,
-            }
-        }
+        None if !path.is_file() || super::derived::Component::Vectors.is_former(&path) => None,
+        None => Some("its header does not match the database, or it is cut short".into()),
     };
     let Some(why) = why else {
         return Ok(None);
@@ -542,7 +585,7 @@ pub(crate) fn sync(
             if m.upto >= newest && !any_gone(&tx)? {
                 tx.commit()?;
                 // A sketch missing or behind (a failed update) catches up.
-                follow(db, &m, dim, &[], cells);
+                follow(db, &m, dim, &[], cells)?;
                 return Ok(Synced::Current);
             }
             let blanked = blank(&file, &m, dim, &gone(&tx)?).map_err(io)?;
@@ -582,7 +625,7 @@ pub(crate) fn sync(
     tx.execute("DELETE FROM vectors WHERE id <= ?1", [mark.upto])?;
     tx.execute("DELETE FROM vectors_gone", [])?;
     tx.commit()?;
-    follow(db, &mark, dim, &blanked, cells);
+    follow(db, &mark, dim, &blanked, cells)?;
     Ok(done)
 }
 
@@ -1517,14 +1560,15 @@ mod tests {
         let size = entry_len(3) as usize;
         let copy = held.held.as_ref().expect("held");
         assert_eq!(copy.len(Which::Vectors), 50 * size);
-        assert_eq!(copy.len(Which::Sketch), 50);
+        // The sketch is held in whole pages: 50 sketches of one byte fill one.
+        assert_eq!(copy.len(Which::Sketch), super::super::pages::PAGE);
         // Appended entries are read into the copies.
         add(&mut store, 50, 80);
         store.sync_vector_file(3).expect("sync");
         same(&held, &store, "appended");
         let copy = held.held.as_ref().expect("held");
         assert_eq!(copy.len(Which::Vectors), 80 * size);
-        assert_eq!(copy.len(Which::Sketch), 80);
+        assert_eq!(copy.len(Which::Sketch), super::super::pages::PAGE);
         // A forgotten record's blanked entry is read blank.
         store
             .conn
@@ -1557,10 +1601,10 @@ mod tests {
         assert_eq!(sketched_scan(&small, &q), sketched_scan(&store, &q));
         let scan = small.vector_scan(3).expect("open").expect("file");
         assert!(scan.held());
-        assert!(scan.sketch.as_ref().expect("sketch").held(), "79 bytes fit");
+        assert!(scan.sketch.as_ref().expect("sketch").held());
         let copies = small.held.as_ref().expect("held");
         assert!(copies.mapped(Which::Vectors), "the vector file is mapped");
-        assert!(!copies.mapped(Which::Sketch), "the sketch is copied");
+        assert!(copies.mapped(Which::Sketch), "the sketch's page too");
         // The mapping follows appends and blanking as the copies do.
         add(&mut store, 80, 120);
         store.sync_vector_file(3).expect("sync");
@@ -1666,6 +1710,55 @@ mod tests {
         assert_eq!(scanned(&store, 1).as_ref(), Some(&all));
     }
 
+    /// The full check names a damaged sketch or cells file and removes
+    /// it; the file is then no longer current, and the next sync writes
+    /// it anew, after which the check finds nothing.
+    #[test]
+    fn the_full_check_names_a_damaged_sketch_or_cells_and_the_next_sync_rewrites_it() {
+        use crate::store::derived::Component;
+        let dir = tempfile::tempdir().expect("tmp");
+        let mut store = store_with(dir.path(), 80);
+        store.sync_vector_file(3).expect("sync");
+        assert!(store.vector_file_current().expect("current"));
+        assert_eq!(store.check_derived(true).expect("check"), Vec::new());
+        for c in [Component::Sketch, Component::Cells] {
+            let path = c.path(store.path());
+            let mut bytes = std::fs::read(&path).expect("read");
+            // The last page, zeroed: its check fails.
+            let at = bytes.len() - crate::store::pages::PAGE;
+            bytes[at..].fill(0);
+            std::fs::write(&path, &bytes).expect("damage");
+            let found = store.check_derived(true).expect("check");
+            assert_eq!(found.len(), 1, "{c:?}: {found:?}");
+            assert_eq!(found[0].path, path, "{c:?}");
+            assert!(!path.exists(), "{c:?}: given up");
+            assert!(!store.vector_file_current().expect("current"), "{c:?}");
+            assert_eq!(store.sync_vector_file(3).expect("sync"), Synced::Current);
+            assert!(path.exists(), "{c:?}: written anew");
+            assert!(store.vector_file_current().expect("current"));
+            assert_eq!(
+                store.check_derived(true).expect("check"),
+                Vec::new(),
+                "{c:?}"
+            );
+        }
+        // Without the semantic tier, only the columns file is checked.
+        std::fs::write(Component::Sketch.path(store.path()), b"junk").expect("write");
+        assert_eq!(store.check_derived(false).expect("check"), Vec::new());
+        assert_eq!(store.check_derived(true).expect("check").len(), 1);
+        // A sketch that cannot be written fails the sync, naming it.
+        let path = Component::Sketch.path(store.path());
+        std::fs::create_dir(&path).expect("a folder in the way");
+        match store.sync_vector_file(3) {
+            Err(StoreError::Derived { path: named, .. }) => assert_eq!(named, path),
+            other => panic!("{other:?}"),
+        }
+        assert!(
+            !store.vector_file_current().expect("current"),
+            "tried again"
+        );
+    }
+
     #[test]
     fn a_damaged_entry_is_never_scored_and_the_check_has_the_file_computed_again() {
         let dir = tempfile::tempdir().expect("tmp");
@@ -1732,12 +1825,8 @@ mod tests {
     /// The sketch file's mean and entries (one byte each for the tiny
     /// table's three dimensions).
     fn sketch_file(store: &Store) -> (Vec<f32>, Vec<u8>) {
-        let bytes = std::fs::read(sketch::path_for(store.path())).expect("sketch");
-        let mean = bytes[32..44]
-            .chunks_exact(4)
-            .map(|b| f32::from_le_bytes(b.try_into().expect("4")))
-            .collect();
-        (mean, bytes[44..].to_vec())
+        let mark = read_mark(&store.conn).expect("mark").expect("a mark");
+        sketch::read_all(store.path(), &mark.token, 3)
     }
 
     /// Whether a scan of the store's file goes through a sketch.
@@ -1848,13 +1937,9 @@ mod tests {
         let upto = store.vector_scan(3).expect("open").expect("file").upto;
         // Appended to the file without a sketch update, as after a
         // failed one.
+        let before = std::fs::read(sketch::path_for(store.path())).expect("sketch");
         store.sync_vector_file(3).expect("sync");
-        std::fs::OpenOptions::new()
-            .write(true)
-            .open(sketch::path_for(store.path()))
-            .expect("open")
-            .set_len(44 + 60)
-            .expect("cut");
+        std::fs::write(sketch::path_for(store.path()), before).expect("put back");
         let scan = store.vector_scan(3).expect("open").expect("file");
         assert!(scan.upto > upto);
         let seen: Vec<i64> = sketched_scan(&store, &q)

@@ -1,0 +1,217 @@
+//! The derived files beside the database, listed once: each one's name,
+//! magic, former magics, how it is checked and how it is rebuilt. The full
+//! check ([`Store::check_derived`](super::Store::check_derived)), the
+//! survey's look for files changed behind its back, `cairn index`'s
+//! naming of a file it could not write, and the tests all go through
+//! [`Component::ALL`].
+//!
+//! Losing any of these files costs speed or a recomputation, never a
+//! record: each is rebuilt from the database (or from the vector file).
+//!
+//! This module holds no file's format and writes no file: the formats are
+//! `columns_file`, `vector_file`, `sketch` and `cells`, the sealing is
+//! `pages`.
+
+use std::path::{Path, PathBuf};
+
+use super::{Damage, StoreError};
+
+/// One derived file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Component {
+    /// `-columns`: the ranker's columns by record id (`store::columns_file`).
+    Columns,
+    /// `-vectors`: the meaning vectors (`store::vector_file`).
+    Vectors,
+    /// `-sketch`: a sign sketch per vector (`store::sketch`).
+    Sketch,
+    /// `-cells`: the sketches filed under coarse cells (`store::cells`).
+    Cells,
+}
+
+/// What the list says of a component.
+#[derive(Debug)]
+pub struct Spec {
+    /// Appended to the database's path to name the file.
+    pub suffix: &'static str,
+    /// The magic its first 8 bytes hold.
+    pub magic: &'static [u8; 8],
+    /// Magics of former versions: such a file is written anew once,
+    /// without being reported as damaged.
+    pub former: &'static [&'static [u8; 8]],
+    /// Whether it exists only with the semantic tier on.
+    pub semantic: bool,
+    /// How it is checked.
+    pub checked: &'static str,
+    /// How it is rebuilt.
+    pub rebuilt: &'static str,
+}
+
+const COLUMNS: Spec = Spec {
+    suffix: "-columns",
+    magic: b"cairnrc2",
+    former: &[b"cairnrc1"],
+    semantic: false,
+    checked: "4 KiB pages sealed with a CRC-32 (`store::pages`), each checked before it is read",
+    rebuilt: "its `meta` mark is dropped; the pass's columns step writes it anew",
+};
+
+const VECTORS: Spec = Spec {
+    suffix: "-vectors",
+    magic: b"cairnvf2",
+    former: &[b"cairnvf1"],
+    semantic: true,
+    checked: "a CRC-32 per entry, checked before the entry is scored",
+    rebuilt: "lost with its `meta` mark; the vector pass computes every vector again",
+};
+
+const SKETCH: Spec = Spec {
+    suffix: "-sketch",
+    magic: b"cairnsk2",
+    former: &[b"cairnsk1"],
+    semantic: true,
+    checked: "sealed counted pages (`store::pages`); a failing page's entries are scored exactly",
+    rebuilt: "removed with its cells; the vector sync writes it anew from the vector file",
+};
+
+const CELLS: Spec = Spec {
+    suffix: "-cells",
+    magic: b"cairncl2",
+    former: &[b"cairncl1"],
+    semantic: true,
+    checked: "sealed pages (`store::pages`); a failing page sends the question to the full sketch scan",
+    rebuilt: "removed; the vector sync writes it anew from the sketch",
+};
+
+impl Component {
+    /// Every derived file, in the order the full check takes them (the
+    /// vector file before the sketch and cells it vouches for).
+    pub const ALL: [Component; 4] = [
+        Component::Columns,
+        Component::Vectors,
+        Component::Sketch,
+        Component::Cells,
+    ];
+
+    /// The file's name beside a database named `db_name` (`cairn.db`).
+    pub fn file_name(self, db_name: &str) -> String {
+        format!("{db_name}{}", self.spec().suffix)
+    }
+
+    /// What the list says of it.
+    pub const fn spec(self) -> &'static Spec {
+        match self {
+            Component::Columns => &COLUMNS,
+            Component::Vectors => &VECTORS,
+            Component::Sketch => &SKETCH,
+            Component::Cells => &CELLS,
+        }
+    }
+
+    /// The file of the database at `db`.
+    pub fn path(self, db: &Path) -> PathBuf {
+        let mut p = db.as_os_str().to_owned();
+        p.push(self.spec().suffix);
+        PathBuf::from(p)
+    }
+
+    /// The component whose file of the database at `db` is `path`.
+    pub fn of_path(db: &Path, path: &Path) -> Option<Component> {
+        Component::ALL.into_iter().find(|c| c.path(db) == path)
+    }
+
+    /// The token its pages are sealed with, for a file made for the
+    /// vector file (or columns file) named by `token`: a page of one
+    /// component never passes as another's.
+    pub(crate) fn seal_token(self, token: &[u8; 16]) -> [u8; 16] {
+        let mut h = blake3::Hasher::new();
+        h.update(b"cairn derived page");
+        h.update(self.spec().suffix.as_bytes());
+        h.update(token);
+        let mut t = [0u8; 16];
+        t.copy_from_slice(&h.finalize().as_bytes()[..16]);
+        t
+    }
+
+    /// Whether the file at `path` is a former version's (its magic is one
+    /// of [`Spec::former`]): written anew, not reported as damaged.
+    pub(crate) fn is_former(self, path: &Path) -> bool {
+        let mut magic = [0u8; 8];
+        std::fs::File::open(path)
+            .and_then(|f| super::flat_file::read_at(&f, &mut magic, 0))
+            .is_ok()
+            && self.spec().former.contains(&&magic)
+    }
+}
+
+/// The file a failure to write derived data names, and why: the file the
+/// error carries, else `fallback`'s.
+pub fn failure(db: &Path, fallback: Component, e: &StoreError) -> (String, String) {
+    let path = match e {
+        StoreError::Derived { path, .. } => path.clone(),
+        _ => fallback.path(db),
+    };
+    (path.display().to_string(), e.to_string())
+}
+
+impl super::Store {
+    /// Checks every page or entry of every derived file (the semantic
+    /// tier's only when `semantic`), in the order of [`Component::ALL`]; a damaged
+    /// one is given up as its [`Spec::rebuilt`] says, so that the pass
+    /// that follows writes it anew, and is returned with what was wrong.
+    /// A missing file or a former version's is no damage.
+    pub fn check_derived(&self, semantic: bool) -> Result<Vec<Damage>, StoreError> {
+        let mut out = Vec::new();
+        for c in Component::ALL {
+            if c.spec().semantic && !semantic {
+                continue;
+            }
+            let why = match c {
+                Component::Columns => self.check_columns()?.map(|d| d.why),
+                Component::Vectors => super::vector_file::check(&self.conn, &self.path)?,
+                Component::Sketch => super::vector_file::check_sketch(&self.conn, &self.path)?,
+                Component::Cells => super::vector_file::check_cells(&self.conn, &self.path)?,
+            };
+            if let Some(why) = why {
+                out.push(Damage {
+                    path: c.path(&self.path),
+                    why,
+                });
+            }
+        }
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_component_has_its_own_file_magic_and_seal() {
+        let db = Path::new("/h/cairn.db");
+        let mut seen = std::collections::HashSet::new();
+        for c in Component::ALL {
+            let s = c.spec();
+            assert!(
+                seen.insert(s.suffix) && seen.insert(std::str::from_utf8(s.magic).expect("ascii"))
+            );
+            for f in s.former {
+                assert_ne!(*f, s.magic, "{c:?}");
+                assert!(seen.insert(std::str::from_utf8(*f).expect("ascii")));
+            }
+            assert_eq!(Component::of_path(db, &c.path(db)), Some(c));
+        }
+        assert_eq!(Component::Sketch.path(db), Path::new("/h/cairn.db-sketch"));
+        assert_eq!(Component::of_path(db, Path::new("/h/cairn.db-wal")), None);
+        let t = [3u8; 16];
+        assert_ne!(
+            Component::Sketch.seal_token(&t),
+            Component::Cells.seal_token(&t)
+        );
+        assert_ne!(
+            Component::Sketch.seal_token(&t),
+            Component::Sketch.seal_token(&[4; 16])
+        );
+    }
+}
