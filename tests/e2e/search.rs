@@ -281,10 +281,10 @@ fn a_running_daemon_answers_searches_with_the_same_page() {
 
     let daemon = Reap(home.spawn_serve());
     let socket = home.cairn_home().join("search.sock");
+    let state = home.cairn_home().join("serve.json");
     let deadline = Duration::from_secs(60);
     // The socket is bound before `serve.json` names the daemon, and the
-    // CLI asks the daemon only once it is named: wait for both.
-    let state = home.cairn_home().join("serve.json");
+    // CLI asks the daemon only once that file does.
     wait_for(deadline, || {
         (socket.exists() && state.exists()).then_some(())
     })
