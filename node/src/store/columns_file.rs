@@ -40,7 +40,9 @@
 //! that transaction instead. So an entry that is not zero also says that
 //! its record exists in the snapshot of a search that reads it (which the
 //! meaning tier relies on). Derived: losing the file costs speed only.
-//! Must not: read or write anything but this file and `meta`'s mark.
+//! Must not: write anything but this file and `meta`'s mark; it reads
+//! `records` only to write entries and, in [`each_within`], for the ids
+//! the file cannot say of.
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
