@@ -508,8 +508,11 @@ fn mcp_searches_are_answered_by_a_running_daemon() {
     );
     let _daemon = Reap(home.spawn_serve());
     let socket = home.cairn_home().join("search.sock");
+    // The socket is bound before `serve.json` names the daemon, and a
+    // search asks the daemon only once it is named: wait for both.
+    let state = home.cairn_home().join("serve.json");
     wait_for(std::time::Duration::from_secs(60), || {
-        socket.exists().then_some(())
+        (socket.exists() && state.exists()).then_some(())
     })
     .unwrap_or_else(|| panic!("the daemon never opened its search socket"));
     let log = home.path().join("mcp.log");

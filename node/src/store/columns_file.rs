@@ -40,7 +40,9 @@
 //! that transaction instead. So an entry that is not zero also says that
 //! its record exists in the snapshot of a search that reads it (which the
 //! meaning tier relies on). Derived: losing the file costs speed only.
-//! Must not: read or write anything but this file and `meta`'s mark.
+//! Must not: write anything but this file and `meta`'s mark; it reads
+//! `records` only to write entries and, in [`each_within`], for the ids
+//! the file cannot say of.
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
@@ -303,6 +305,11 @@ impl Pages {
             return None;
         }
         let (n, at) = place(id);
+        self.page(n).map(|page| &page[at..at + ENTRY])
+    }
+
+    /// Page `n`, whole; `None` past the mapping or when it fails its check.
+    fn page(&mut self, n: u64) -> Option<&[u8]> {
         let from = usize::try_from(n).ok()? * PAGE;
         let page = self.map.get(from..from + PAGE)?;
         let ok = match self.checked.of(n) {
@@ -326,7 +333,7 @@ impl Pages {
                 ok
             }
         };
-        ok.then(|| &page[at..at + ENTRY])
+        ok.then_some(page)
     }
 }
 
@@ -389,26 +396,32 @@ pub(crate) fn each_within<T>(
     let mut unknown: Option<(i64, i64)> = None;
     for &(first, last) in within {
         let first = first.max(1);
-        for id in first..=last.min(upto) {
-            match file
-                .as_mut()
-                .and_then(|f| f.pages.entry(id))
-                .and_then(&judge)
-            {
-                Some(v) => {
-                    read(unknown.take(), &mut take)?;
-                    take(id, v);
-                }
-                None => {
-                    unknown = Some(match unknown {
-                        Some((a, b)) if b + 1 == id => (a, id),
-                        other => {
-                            read(other, &mut take)?;
-                            (id, id)
-                        }
-                    });
+        let end = last.min(upto);
+        let mut id = first;
+        // A page at a time: each checked once, its entries read in place.
+        while id <= end {
+            let n = place(id).0;
+            let stop = end.min(((n + 1) * PER_PAGE as u64 - 1) as i64);
+            let page = file.as_mut().and_then(|f| f.pages.page(n));
+            for id in id..=stop {
+                let at = place(id).1;
+                match page.and_then(|p| judge(&p[at..at + ENTRY])) {
+                    Some(v) => {
+                        read(unknown.take(), &mut take)?;
+                        take(id, v);
+                    }
+                    None => {
+                        unknown = Some(match unknown {
+                            Some((a, b)) if b + 1 == id => (a, id),
+                            other => {
+                                read(other, &mut take)?;
+                                (id, id)
+                            }
+                        });
+                    }
                 }
             }
+            id = stop + 1;
         }
         // Past the mark: the rest of the range from the rows.
         let tail = first.max(upto + 1);
