@@ -370,25 +370,12 @@ pub(crate) fn damage(db: &Path, token: &[u8; 16], dim: usize) -> Option<String> 
     let size = dim.div_ceil(8);
     let (first, per) = (pages::head_pages(head_len(count, size)), per_page(size));
     let total = first + covered.div_ceil(per);
-    let mut page = vec![0u8; PAGE];
-    let mut bad = Vec::new();
-    for n in first..total {
-        let want = (covered - (n - first) * per).min(per) as usize;
-        let ok = read_at(&file, &mut page, n * PAGE as u64).is_ok()
-            && pages::intact(&seal, n, &page)
-            && pages::count_of(&page) == want;
-        if !ok {
-            bad.push(n);
-        }
+    // Every page full but the last, which holds the rest.
+    let want = |n: u64| Some((covered - (n - first) * per).min(per) as usize);
+    match pages::bad_counted(&file, &seal, (first, total), want) {
+        Ok(bad) => pages::failing(&bad, total),
+        Err(e) => Some(format!("it cannot be read: {e}")),
     }
-    (!bad.is_empty()).then(|| {
-        format!(
-            "{} of its {} pages fail their check (first: page {})",
-            bad.len(),
-            total,
-            bad[0]
-        )
-    })
 }
 
 /// How many entries the cells file beside `db` says it covers, if there
