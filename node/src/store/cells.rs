@@ -274,24 +274,27 @@ impl Cells {
         mut each: impl FnMut(&[u32], &[u8]),
     ) -> std::io::Result<bool> {
         let per = per_page(self.size);
-        let mut buf = vec![0u8; PAGE];
+        let sketches_at = 4 * per as usize;
+        let mut buf = Vec::new();
         let mut positions = Vec::new();
         for &c in cells {
             let (first, end) = (self.starts[c], self.starts[c + 1]);
-            let mut at = first;
-            while at < end {
-                let p = at / per;
-                let (lo, hi) = (
-                    (at - p * per) as usize,
-                    (end.min((p + 1) * per) - p * per) as usize,
-                );
-                let page: &[u8] = match &self.held {
-                    Some(held) => &held[p as usize * PAGE..(p as usize + 1) * PAGE],
-                    None => {
-                        read_at(&self.file, &mut buf, (self.body + p) * PAGE as u64)?;
-                        &buf
-                    }
-                };
+            if first == end {
+                continue;
+            }
+            // The cell's pages, in one read when they are not held.
+            let (p0, p1) = (first / per, (end - 1) / per + 1);
+            let span: &[u8] = match &self.held {
+                Some(held) => &held[p0 as usize * PAGE..p1 as usize * PAGE],
+                None => {
+                    buf.resize((p1 - p0) as usize * PAGE, 0);
+                    read_at(&self.file, &mut buf, (self.body + p0) * PAGE as u64)?;
+                    &buf
+                }
+            };
+            for (page, p) in span.chunks_exact(PAGE).zip(p0..) {
+                let lo = (first.max(p * per) - p * per) as usize;
+                let hi = (end.min((p + 1) * per) - p * per) as usize;
                 if !pages::intact(&self.seal, self.body + p, page) || pages::count_of(page) < hi {
                     return Ok(false);
                 }
@@ -301,12 +304,10 @@ impl Cells {
                         .chunks_exact(4)
                         .map(|b| u32::from_le_bytes(b.try_into().expect("4 bytes"))),
                 );
-                let sketches = 4 * per as usize;
                 each(
                     &positions,
-                    &page[sketches + lo * self.size..sketches + hi * self.size],
+                    &page[sketches_at + lo * self.size..sketches_at + hi * self.size],
                 );
-                at = (p + 1) * per;
             }
         }
         Ok(true)
@@ -370,25 +371,12 @@ pub(crate) fn damage(db: &Path, token: &[u8; 16], dim: usize) -> Option<String> 
     let size = dim.div_ceil(8);
     let (first, per) = (pages::head_pages(head_len(count, size)), per_page(size));
     let total = first + covered.div_ceil(per);
-    let mut page = vec![0u8; PAGE];
-    let mut bad = Vec::new();
-    for n in first..total {
-        let want = (covered - (n - first) * per).min(per) as usize;
-        let ok = read_at(&file, &mut page, n * PAGE as u64).is_ok()
-            && pages::intact(&seal, n, &page)
-            && pages::count_of(&page) == want;
-        if !ok {
-            bad.push(n);
-        }
+    // Every page full but the last, which holds the rest.
+    let want = |n: u64| Some((covered - (n - first) * per).min(per) as usize);
+    match pages::bad_counted(&file, &seal, (first, total), want) {
+        Ok(bad) => pages::failing(&bad, total),
+        Err(e) => Some(format!("it cannot be read: {e}")),
     }
-    (!bad.is_empty()).then(|| {
-        format!(
-            "{} of its {} pages fail their check (first: page {})",
-            bad.len(),
-            total,
-            bad[0]
-        )
-    })
 }
 
 /// How many entries the cells file beside `db` says it covers, if there

@@ -114,6 +114,44 @@ pub(crate) fn read_head(file: &std::fs::File, token: &[u8; 16], len: usize) -> O
     Some(out)
 }
 
+/// The numbers of the counted pages `first..end` of `file` (sealed with
+/// `token`) that fail their check or do not hold `want(n)` entries
+/// (`None`: any number); an error when they cannot all be read.
+pub(crate) fn bad_counted(
+    file: &std::fs::File,
+    token: &[u8; 16],
+    (first, end): (u64, u64),
+    want: impl Fn(u64) -> Option<usize>,
+) -> std::io::Result<Vec<u64>> {
+    const AT_ONCE: u64 = 32;
+    let mut bad = Vec::new();
+    let mut buf = vec![0u8; AT_ONCE as usize * PAGE];
+    let mut n = first;
+    while n < end {
+        let m = (end - n).min(AT_ONCE);
+        let chunk = &mut buf[..m as usize * PAGE];
+        super::flat_file::read_at(file, chunk, n * PAGE as u64)?;
+        for (page, n) in chunk.chunks(PAGE).zip(n..) {
+            let short = want(n).is_some_and(|w| count_of(page) != w);
+            if short || !intact(token, n, page) {
+                bad.push(n);
+            }
+        }
+        n += m;
+    }
+    Ok(bad)
+}
+
+/// What the full check says of a file whose pages `bad` (of `total`)
+/// failed, if any did.
+pub(crate) fn failing(bad: &[u64], total: u64) -> Option<String> {
+    let first = bad.first()?;
+    Some(format!(
+        "{} of its {total} pages fail their check (first: page {first})",
+        bad.len()
+    ))
+}
+
 /// What a reader has learnt of the pages it checked: each is checked
 /// once per reader.
 #[derive(Debug, Default)]

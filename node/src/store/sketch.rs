@@ -425,32 +425,12 @@ pub(crate) fn damage(db: &Path, token: &[u8; 16], dim: usize) -> Option<String> 
     }
     let (first, total) = (head_pages(dim), len / PAGE as u64);
     let per = per_page(dim) as usize;
-    let mut bad = Vec::new();
-    let mut buf = vec![0u8; 32 * PAGE];
-    let mut n = first;
-    while n < total {
-        let m = (total - n).min(32);
-        let chunk = &mut buf[..m as usize * PAGE];
-        if read_at(&file, chunk, n * PAGE as u64).is_err() {
-            return Some(format!("it cannot be read at page {n}"));
-        }
-        for (i, page) in chunk.chunks(PAGE).enumerate() {
-            let p = n + i as u64;
-            let short = p + 1 < total && pages::count_of(page) != per;
-            if !pages::intact(&seal, p, page) || short {
-                bad.push(p);
-            }
-        }
-        n += m;
+    // Every page full but the last.
+    let want = |n: u64| (n + 1 < total).then_some(per);
+    match pages::bad_counted(&file, &seal, (first, total), want) {
+        Ok(bad) => pages::failing(&bad, total),
+        Err(e) => Some(format!("it cannot be read: {e}")),
     }
-    (!bad.is_empty()).then(|| {
-        format!(
-            "{} of its {} pages fail their check (first: page {})",
-            bad.len(),
-            total,
-            bad[0]
-        )
-    })
 }
 
 impl Reader {
