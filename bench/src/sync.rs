@@ -4,7 +4,8 @@
 //! Reports (never asserts on time):
 //! - catch-up of N records (~1 KB each) from a fresh peer: records/s
 //!   applied, FTS indexing on (wall time from the receiver's start until
-//!   `cairn status` shows all N);
+//!   `cairn status` shows all N), and when their meaning vectors, which a
+//!   large catch-up computes after its records, are all there;
 //! - bytes on the wire per record: the loopback interface's byte counter
 //!   over the catch-up (`/proc/net/dev`, Linux; other loopback traffic on
 //!   the machine at the same time is counted too);
@@ -77,6 +78,9 @@ pub struct SyncFigures {
     pub catch_up_secs: f64,
     /// Records applied per second.
     pub records_per_sec: f64,
+    /// Seconds from the receiver's start until no record waits for its
+    /// meaning vector (`None`: the meaning tier is off).
+    pub vectors_ready_secs: Option<f64>,
     /// Loopback bytes per record over the catch-up (both directions).
     pub wire_bytes_per_record: Option<f64>,
     /// Peak RSS of the sending daemon, MB.
@@ -126,6 +130,18 @@ impl Side {
         self.json(cairn, &["status", "--json"])?["records"]
             .as_u64()
             .context("status has no record count")
+    }
+
+    /// Records waiting for a meaning vector, when the meaning tier is on.
+    fn vectors_pending(&self, cairn: &Path) -> anyhow::Result<Option<u64>> {
+        let status = self.json(cairn, &["status", "--json"])?;
+        if status["semantic"] != serde_json::Value::Bool(true) {
+            return Ok(None);
+        }
+        status["vectors"]["pending"]
+            .as_u64()
+            .map(Some)
+            .context("status has no vector count")
     }
 
     fn notes_file(&self) -> PathBuf {
@@ -240,6 +256,10 @@ pub fn main() -> anyhow::Result<()> {
         "catch-up: {} records in {:.2} s = {:.0} records/s applied (FTS on)",
         figures.records, figures.catch_up_secs, figures.records_per_sec
     );
+    match figures.vectors_ready_secs {
+        Some(s) => println!("meaning vectors: all computed {s:.2} s after the receiver's start"),
+        None => println!("meaning vectors: off"),
+    }
     match figures.wire_bytes_per_record {
         Some(b) => println!("wire: {b:.0} loopback bytes per record"),
         None => println!("wire: unavailable (no /proc/net/dev)"),
@@ -370,6 +390,18 @@ pub fn run(cairn: &Path, args: &SyncBenchArgs) -> anyhow::Result<SyncFigures> {
     let sender_rss = peak_rss_mb(a_serve.0.id());
     let receiver_rss = peak_rss_mb(b_serve.0.id());
     let (sender_cpu, receiver_cpu) = (cpu_secs(a_serve.0.id()), cpu_secs(b_serve.0.id()));
+    let mut vectors_ready = None;
+    while started.elapsed() < limit {
+        match b.vectors_pending(cairn)? {
+            Some(0) => vectors_ready = Some(started.elapsed().as_secs_f64()),
+            Some(_) => {
+                std::thread::sleep(Duration::from_millis(50));
+                continue;
+            }
+            None => {}
+        }
+        break;
+    }
 
     eprintln!("measuring propagation ...");
     let mut lat = Vec::new();
@@ -404,6 +436,7 @@ pub fn run(cairn: &Path, args: &SyncBenchArgs) -> anyhow::Result<SyncFigures> {
         records: args.records,
         catch_up_secs: catch_up,
         records_per_sec: args.records as f64 / catch_up.max(1e-9),
+        vectors_ready_secs: vectors_ready,
         wire_bytes_per_record: wire,
         sender_peak_rss_mb: sender_rss,
         receiver_peak_rss_mb: receiver_rss,

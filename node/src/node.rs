@@ -228,6 +228,15 @@ pub struct Node {
     /// Records received from peers since the vector and columns files were
     /// last written: a catch-up writes them in steps, not after every batch.
     received_unfiled: u64,
+    /// A large catch-up on the bulk path, between its batches (see
+    /// `store::catch_up`).
+    catch_up: Option<crate::store::CatchUp>,
+    /// A catch-up left its records' vectors to [`Node::finish_catch_up`].
+    catch_up_vectors: bool,
+    /// A move of vectors made while more records waited put the sketch's
+    /// cells off (`sketch::CellsWhen::Later`): the last move writes them,
+    /// in this call of [`Node::embed_pending`] or a later one.
+    cells_put_off: bool,
     /// When the derived files were last checked whole, or when the first
     /// pass with a deadline began (its clock for the next check).
     checked_at: Option<std::time::Instant>,
@@ -271,6 +280,9 @@ impl Node {
             tightened,
             compared: None,
             received_unfiled: 0,
+            catch_up: None,
+            catch_up_vectors: false,
+            cells_put_off: false,
             checked_at: None,
             unwritten: Vec::new(),
         })
@@ -602,16 +614,20 @@ impl Node {
     /// that cannot be trusted any more is written again from vectors
     /// computed anew.
     pub fn embed_pending(&mut self) -> Result<u64, StoreError> {
+        self.embed_pending_upto(None).map(|(done, _)| done)
+    }
+
+    /// [`Node::embed_pending`] that stops once it examined about `most`
+    /// records (`None`: all), at a move; returns how many it examined and
+    /// whether more wait for the next call.
+    fn embed_pending_upto(&mut self, most: Option<u64>) -> Result<(u64, bool), StoreError> {
         if !self.config.semantic {
-            return Ok(0);
+            return Ok((0, false));
         }
         // Loaded only when there is work: parsing the table costs more than
         // a pass with nothing new.
         let embedder = crate::embed::builtin;
         let (mut done, mut lost, mut moving) = (0, false, true);
-        // A move made while more records waited put the sketch's cells off
-        // (`sketch::CellsWhen::Later`): the last move writes them.
-        let mut cells_put_off = false;
         loop {
             let examined = match self.store.vectors_pending()? {
                 true => self.store.embed_some(embedder(), MOVE_EVERY)?,
@@ -619,9 +635,9 @@ impl Node {
             };
             done += examined;
             let more = examined >= MOVE_EVERY;
-            if moving && (!self.store.vector_file_current()? || (!more && cells_put_off)) {
+            if moving && (!self.store.vector_file_current()? || (!more && self.cells_put_off)) {
                 let dim = embedder().dim();
-                cells_put_off = more;
+                self.cells_put_off = more;
                 let synced = match more {
                     true => self.store.sync_vector_file_step(dim),
                     false => self.store.sync_vector_file(dim),
@@ -652,7 +668,10 @@ impl Node {
                 }
             }
             if !more {
-                return Ok(done);
+                return Ok((done, false));
+            }
+            if most.is_some_and(|m| done >= m) {
+                return Ok((done, true));
             }
         }
     }
@@ -875,13 +894,61 @@ impl Node {
         batch: &Batch,
         peer: Option<&NodeId>,
     ) -> Result<ApplyReport, ApplyError> {
-        // Received records get their vectors as they are stored; vectors
-        // never travel.
-        let embedder =
-            (self.config.semantic && !batch.records.is_empty()).then(crate::embed::builtin);
-        let report = self
-            .store
-            .apply_batch_from(pull, batch, &self.redactor, peer, embedder)?;
+        self.apply_pulled(pull, batch, peer, 0)
+    }
+
+    /// [`Node::apply_batch_from`] for a batch after which the peer holds
+    /// `coming` more entries of its log (from its watermarks). A large
+    /// catch-up takes the bulk path (`store::catch_up`): its records are
+    /// stored without their vectors and, when the database is small beside
+    /// what comes, with the records' hash index deferred. The index is
+    /// built when its last log is caught up (or [`Node::end_catch_up`]),
+    /// the vectors after the session ([`Node::finish_catch_up`]), as a cold
+    /// indexing pass makes them after its records.
+    pub fn apply_pulled(
+        &mut self,
+        pull: &Pull,
+        batch: &Batch,
+        peer: Option<&NodeId>,
+        coming: u64,
+    ) -> Result<ApplyReport, ApplyError> {
+        if batch.more && coming >= crate::store::CATCH_UP_MIN {
+            match &mut self.catch_up {
+                Some(c) => c.add_log(batch.origin, batch.epoch),
+                None => {
+                    self.catch_up = self
+                        .store
+                        .begin_catch_up(batch.origin, batch.epoch, coming)?
+                }
+            }
+        }
+        let bulk = self
+            .catch_up
+            .as_ref()
+            .is_some_and(|c| c.covers(batch.origin, batch.epoch));
+        // Received records get their vectors as they are stored, except in
+        // a large catch-up; vectors never travel.
+        let embedder = (self.config.semantic && !batch.records.is_empty() && !bulk)
+            .then(crate::embed::builtin);
+        let applied = self.store.apply_batch_catching_up(
+            pull,
+            batch,
+            &self.redactor,
+            peer,
+            embedder,
+            self.catch_up.as_mut(),
+        );
+        let report = match applied {
+            Ok(r) => r,
+            Err(e) => {
+                // The session ends on most failures; the index and vectors
+                // are not left waiting for it.
+                if !matches!(e, ApplyError::Stale { .. }) {
+                    self.end_catch_up();
+                }
+                return Err(e);
+            }
+        };
         if report.tombstones > 0 {
             let targets: Result<Vec<ForgetTarget>, _> = self
                 .store
@@ -898,22 +965,74 @@ impl Node {
                 }
             }
         }
+        self.received_unfiled += report.stored;
+        if bulk && !batch.more {
+            let done = self
+                .catch_up
+                .as_mut()
+                .is_some_and(|c| c.log_done(batch.origin, batch.epoch));
+            if done {
+                self.end_catch_up();
+            }
+        }
         // The vector file and the columns files: while the peer has more
         // of this log to send, they wait, as for a local pass's records
         // until its end: each move of the vectors into the vector file and
         // each columns write syncs files, which after every batch of a
         // catch-up cost more than storing the batch. The batch that ends
         // the log, a step's worth of records, or the next index pass
-        // writes them (and computes any vector still missing).
-        self.received_unfiled += report.stored;
+        // writes them (and computes any vector still missing). A large
+        // catch-up leaves the vectors to the end of the session.
         if !batch.more || self.received_unfiled >= RECEIVED_FILE_STEP {
             self.received_unfiled = 0;
-            self.embed_pending()?;
+            if self.catch_up.is_none() && !self.catch_up_vectors {
+                self.embed_pending()?;
+            }
             self.write_columns();
             // Logged where they failed; the next pass tries again.
             self.unwritten.clear();
         }
         Ok(report)
+    }
+
+    /// Ends a large catch-up, if one is on: builds the records' hash index
+    /// if it deferred it (a failure is logged: the next writer builds it).
+    /// Its vectors wait for [`Node::finish_catch_up`]. Called when its last
+    /// log is caught up, when a batch fails and when a session ends.
+    pub fn end_catch_up(&mut self) {
+        let Some(c) = self.catch_up.take() else {
+            return;
+        };
+        if let Err(e) = self.store.end_catch_up(c) {
+            tracing::warn!(error = %e, "the records' hash index not built after a catch-up");
+        }
+        self.catch_up_vectors = true;
+    }
+
+    /// One step of what an ended catch-up left: the vectors of about
+    /// [`MOVE_EVERY`] of its records computed and moved into the vector
+    /// file, then, at the last step, the columns files written. Returns
+    /// whether more steps remain. A session calls it after it ended, in
+    /// steps, so that whoever else uses the node gets in between; a
+    /// failure is logged and leaves the rest to the next index pass.
+    pub fn finish_catch_up(&mut self) -> bool {
+        self.end_catch_up();
+        if !self.catch_up_vectors {
+            return false;
+        }
+        match self.embed_pending_upto(Some(MOVE_EVERY)) {
+            Ok((_, true)) => return true,
+            Ok((_, false)) => {}
+            Err(e) => {
+                tracing::warn!(error = %e, "the vectors of a catch-up not computed; the next pass does");
+            }
+        }
+        self.catch_up_vectors = false;
+        self.received_unfiled = 0;
+        self.write_columns();
+        // Logged where they failed; the next pass tries again.
+        self.unwritten.clear();
+        false
     }
 
     /// Removes the notes `targets` cover from the notes file; returns how many.

@@ -20,11 +20,15 @@
 //! - records are inserted idempotently by content hash: a record that
 //!   arrives twice, or through two origins' logs, is stored once, and each
 //!   log slot that names it is its provenance;
-//! - the records are redacted and prepared (hashed, encoded, their
-//!   full-text form made) before the inserts, and their vectors computed on
-//!   a second thread while the inserts run, stored in the same transaction
-//!   when no earlier record still waits for its vector (else the next
-//!   vector pass computes them).
+//! - the records are redacted again and prepared (hashed, encoded) on a
+//!   second thread, in chunks handed over as they are ready, while the
+//!   transaction's thread stores them, as an indexing pass's reader feeds
+//!   its writer; their vectors are computed there too and stored in the
+//!   same transaction when no earlier record still waits for its vector
+//!   (else the next vector pass computes them);
+//! - the batches of a large catch-up (`store::catch_up`) look hashes up in
+//!   the catch-up's map while it holds the records' hash index deferred;
+//!   every other batch builds the index first (`hash_index::ensure`).
 //!
 //! Never touches the network; never trusts a field it did not check.
 
@@ -32,6 +36,7 @@ use cairn_protocol::{Batch, BatchError, NodeId, Pull, check_batch};
 use rusqlite::Connection;
 use serde::Serialize;
 
+use super::catch_up::CatchUp;
 use super::forget::{covered_counts, merge_fts, purge_owned, store_tombstone};
 use super::insert::{NewRecord, insert};
 use super::log::{
@@ -155,8 +160,23 @@ impl Store {
         peer: Option<&NodeId>,
         embedder: Option<&Embedder<'_>>,
     ) -> Result<ApplyReport, ApplyError> {
+        self.apply_batch_catching_up(pull, batch, redactor, peer, embedder, None)
+    }
+
+    /// [`Store::apply_batch_from`] for a batch of a large `catch_up`
+    /// (`store::catch_up`): while it holds the records' hash index
+    /// deferred, its map stands in for the index.
+    pub fn apply_batch_catching_up(
+        &mut self,
+        pull: &Pull,
+        batch: &Batch,
+        redactor: &Redactor,
+        peer: Option<&NodeId>,
+        embedder: Option<&Embedder<'_>>,
+        catch_up: Option<&mut CatchUp>,
+    ) -> Result<ApplyReport, ApplyError> {
         self.check_before_apply(pull, batch, redactor)?;
-        self.apply_checked_batch(batch, redactor, peer, embedder)
+        self.apply_checked_batch(batch, redactor, peer, embedder, catch_up)
     }
 
     /// Everything about a batch that can be judged before taking the
@@ -186,6 +206,7 @@ impl Store {
         redactor: &Redactor,
         peer: Option<&NodeId>,
         embedder: Option<&Embedder<'_>>,
+        mut catch_up: Option<&mut CatchUp>,
     ) -> Result<ApplyReport, ApplyError> {
         if !batch.tombstones.is_empty() {
             self.conn.pragma_update(None, "secure_delete", "ON")?;
@@ -194,9 +215,15 @@ impl Store {
             .conn
             .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
         super::trust::recheck(&tx, batch)??;
-        // Records are looked up by hash below: a pass's deferral ends.
-        super::hash_index::ensure(&tx)?;
-        let mut report = apply_checked(&tx, batch, redactor, embedder)?;
+        let deferred = match catch_up.as_deref_mut() {
+            Some(c) => c.hold(&tx, !batch.tombstones.is_empty())?,
+            None => false,
+        };
+        if !deferred {
+            // Records are looked up by hash below: a pass's deferral ends.
+            super::hash_index::ensure(&tx)?;
+        }
+        let mut report = apply_checked(&tx, batch, redactor, embedder, catch_up)?;
         let log = log_id(&tx, &wire::node_text(&batch.origin), batch.epoch)?;
         super::trust::record(&tx, log, batch, peer, crate::clock::now_ms())?;
         tx.commit()?;
@@ -244,7 +271,7 @@ impl Store {
     ) -> Result<ApplyReport, ApplyError> {
         self.check_before_apply(pull, batch, redactor)?;
         between();
-        self.apply_checked_batch(batch, redactor, None, None)
+        self.apply_checked_batch(batch, redactor, None, None, None)
     }
 
     /// Test hook: runs the whole apply, then drops the transaction instead
@@ -258,18 +285,20 @@ impl Store {
     ) -> Result<ApplyReport, ApplyError> {
         check_batch(pull, batch)?;
         let tx = self.conn.transaction()?;
-        let report = apply_checked(&tx, batch, redactor, None)?;
+        let report = apply_checked(&tx, batch, redactor, None, None)?;
         drop(tx);
         Ok(report)
     }
 }
 
-/// Applies a checked batch inside `conn`'s open transaction.
+/// Applies a checked batch inside `conn`'s open transaction; a catch-up's
+/// map stands in for the records' hash index while it defers it.
 fn apply_checked(
     conn: &Connection,
     batch: &Batch,
     redactor: &Redactor,
     embedder: Option<&Embedder<'_>>,
+    catch_up: Option<&mut CatchUp>,
 ) -> Result<ApplyReport, ApplyError> {
     let origin = wire::node_text(&batch.origin);
     let epoch = batch.epoch;
@@ -324,67 +353,126 @@ fn apply_checked(
     // take back slots naming its hash, and the text dictionary.
     let unheld = any_unheld(conn)?;
     let dict = super::dict::load(conn).ok().flatten();
-    // Every new record redacted again and prepared before the inserts, as
-    // an indexing pass's reader prepares them for its writer.
-    let prepared: Vec<Option<(NewRecord, bool)>> = batch
-        .records
-        .iter()
-        .map(|r| {
-            new(r.seq).then(|| {
-                let (row, redacted) = wire::record_from_wire(r, redactor);
-                (NewRecord::from_stored(row, dict.as_deref()), redacted)
-            })
-        })
-        .collect();
-    // Their vectors need no database: computed beside the inserts, and
-    // kept when this batch's records are the only ones waiting for theirs.
+    // Vectors need no database: computed beside the inserts, and kept when
+    // this batch's records are the only ones waiting for theirs.
     let embedder = match embedder {
         Some(e) if super::vectors::none_pending(conn)? => Some(e),
         _ => None,
     };
-    std::thread::scope(|s| {
-        let vectors = embedder.and_then(|e| {
-            let prepared = &prepared;
-            let spawned = std::thread::Builder::new()
-                .name("cairn-embed".into())
-                .spawn_scoped(s, move || vectors_of(e, prepared));
-            // No thread to be had: a vector pass computes them later.
-            spawned.ok()
-        });
-        let stored = store_prepared(
-            conn,
-            batch,
-            &prepared,
-            Context {
-                log,
-                origin: &origin,
-                own: &own,
-                check_tombstones,
-                unheld,
-            },
-            &mut report,
-        )?;
-        if let Some(handle) = vectors {
-            let vectors = handle
-                .join()
-                .unwrap_or_else(|p| std::panic::resume_unwind(p));
-            if let Some(&last) = stored.iter().flatten().max() {
-                let kept: Vec<(i64, Vec<u8>)> = stored
-                    .iter()
-                    .zip(vectors)
-                    .filter_map(|(id, v)| Some(((*id)?, v?)))
-                    .collect();
-                super::vectors::put_examined(conn, &kept, last)?;
+    let cx = Context {
+        log,
+        origin: &origin,
+        own: &own,
+        check_tombstones,
+        unheld,
+    };
+    let prep = Prep {
+        batch,
+        held,
+        redactor,
+        dict: dict.as_deref(),
+        embedder,
+    };
+    // Every new record is redacted again and prepared (and given its
+    // vector) on a second thread, in chunks handed over as they are
+    // ready, while this one stores them: as an indexing pass's reader
+    // prepares records for its writer.
+    let stored = std::thread::scope(|s| {
+        let (tx, rx) = std::sync::mpsc::sync_channel(CHUNKS_IN_FLIGHT);
+        let spawned = std::thread::Builder::new()
+            .name("cairn-prepare".into())
+            .spawn_scoped(s, move || prep.chunks(|c| tx.send(c).is_ok()));
+        match spawned {
+            Ok(handle) => {
+                let stored = store_prepared(conn, batch, rx.iter(), cx, catch_up, &mut report);
+                // However the inserts ended, the preparing thread stops.
+                drop(rx);
+                if let Err(p) = handle.join() {
+                    std::panic::resume_unwind(p);
+                }
+                stored
+            }
+            Err(e) => {
+                // No thread to be had: prepared here first.
+                tracing::debug!(error = %e, "records prepared on the applying thread");
+                let mut chunks = Vec::new();
+                prep.chunks(|c| {
+                    chunks.push(c);
+                    true
+                });
+                store_prepared(conn, batch, chunks, cx, catch_up, &mut report)
             }
         }
-        Ok::<(), ApplyError>(())
     })?;
+    if embedder.is_some()
+        && let Some(last) = stored.last
+    {
+        super::vectors::put_examined(conn, &stored.vectors, last)?;
+    }
     report.watermark = held.max(batch.last_seq);
     set_watermark(conn, &origin, epoch, report.watermark)?;
     if purged_any {
         merge_fts(conn)?;
     }
     Ok(report)
+}
+
+/// Records prepared per chunk handed to the inserts.
+const CHUNK: usize = 64;
+/// Chunks prepared ahead of the inserts (a batch holds at most 1,000
+/// records, so this bounds nothing but a slow insert's backlog).
+const CHUNKS_IN_FLIGHT: usize = 4;
+
+/// A new record of the batch, ready to store: redacted again (and whether
+/// that changed it), hashed and encoded, with its quantized vector when
+/// one is computed.
+struct Prepared {
+    new: NewRecord,
+    redacted: bool,
+    vector: Option<Vec<u8>>,
+}
+
+/// What preparing a batch's records needs.
+#[derive(Clone, Copy)]
+struct Prep<'a, 'e> {
+    batch: &'a Batch,
+    /// This node's watermark for the log: slots up to it are not prepared.
+    held: u64,
+    redactor: &'a Redactor,
+    dict: Option<&'a super::codec::TextDict>,
+    embedder: Option<&'a Embedder<'e>>,
+}
+
+impl Prep<'_, '_> {
+    /// Prepares the batch's records in order, in chunks of [`CHUNK`]
+    /// (`None`: a slot this node already holds), handing each to `each`
+    /// until it returns false.
+    fn chunks(&self, mut each: impl FnMut(Vec<Option<Prepared>>) -> bool) {
+        for chunk in self.batch.records.chunks(CHUNK) {
+            let prepared = chunk
+                .iter()
+                .map(|r| (r.seq > self.held).then(|| self.prepare(r)))
+                .collect();
+            if !each(prepared) {
+                return;
+            }
+        }
+    }
+
+    fn prepare(&self, r: &cairn_protocol::WireRecord) -> Prepared {
+        let (row, redacted) = wire::record_from_wire(r, self.redactor);
+        let new = NewRecord::from_stored(row, self.dict);
+        let vector = self.embedder.and_then(|e| {
+            super::vectors::embeds_role(new.role())
+                .then(|| e.embed(new.text()).map(|v| quantize(&v)))
+                .flatten()
+        });
+        Prepared {
+            new,
+            redacted,
+            vector,
+        }
+    }
 }
 
 /// What storing a batch's records needs to know besides them.
@@ -401,16 +489,24 @@ struct Context<'a> {
     unheld: bool,
 }
 
-/// Stores the batch's records prepared beforehand (`None`: a slot this
-/// node already held) and their log slots. Returns, per record, the row
-/// id it was stored under when new.
+/// What storing a batch's records left: the vectors of the new records
+/// that got one, and the highest new row id.
+#[derive(Default)]
+struct Stored {
+    vectors: Vec<(i64, Vec<u8>)>,
+    last: Option<i64>,
+}
+
+/// Stores the batch's records, prepared in order in `chunks` (`None`: a
+/// slot this node already held), and their log slots.
 fn store_prepared(
     conn: &Connection,
     batch: &Batch,
-    prepared: &[Option<(NewRecord, bool)>],
+    chunks: impl IntoIterator<Item = Vec<Option<Prepared>>>,
     cx: Context<'_>,
+    mut catch_up: Option<&mut CatchUp>,
     report: &mut ApplyReport,
-) -> Result<Vec<Option<i64>>, ApplyError> {
+) -> Result<Stored, ApplyError> {
     let covered = |hash: &_, agent: &str, session_id: &str, project: Option<&str>| {
         if !cx.check_tombstones {
             return Ok(false);
@@ -419,13 +515,20 @@ fn store_prepared(
     };
     let mut ids = super::insert::RowIds::default();
     let mut stmts = super::insert::RecordStatements::prepare(conn)?;
-    let mut stored_ids = vec![None; prepared.len()];
-    for ((r, prep), stored_id) in batch.records.iter().zip(prepared).zip(&mut stored_ids) {
-        let Some((new, redacted)) = prep else {
+    let mut out = Stored::default();
+    // In the batch's order; a preparing thread that stopped early (it
+    // panicked) leaves records out, and the caller resumes its panic
+    // before anything commits.
+    for (r, prep) in batch.records.iter().zip(chunks.into_iter().flatten()) {
+        let Some(Prepared {
+            new,
+            redacted,
+            vector,
+        }) = prep
+        else {
             report.already_held += 1;
             continue;
         };
-        let redacted = *redacted;
         let forgotten = |report: &mut ApplyReport| {
             report.refused += 1;
             put_slot(conn, cx.log, r.seq, LogKind::Forgotten, &r.hash)
@@ -447,43 +550,46 @@ fn store_prepared(
                 continue;
             }
         }
-        let stored = insert(conn, &mut stmts, new, cx.origin, None, &mut ids, None)?;
+        let map = catch_up.as_deref_mut().and_then(CatchUp::map);
+        let known = map.as_deref();
+        let stored = insert(conn, &mut stmts, &new, cx.origin, None, &mut ids, known)?;
         match stored {
             Some(id) => {
+                if let Some(m) = map
+                    && !m.add(&new.hash, id)
+                    && let Some(c) = catch_up.as_deref_mut()
+                {
+                    // A row id past what the map holds: the index again.
+                    c.give_up(conn)?;
+                }
                 // A record slot of this hash left by an earlier delete
                 // names the record again.
                 if cx.unheld {
                     revive(conn, id, &new.hash)?;
                 }
                 report.stored += 1;
+                out.last = Some(id);
+                if let Some(v) = vector {
+                    out.vectors.push((id, v));
+                }
             }
             None => report.duplicates += 1,
         }
-        *stored_id = stored;
         match (redacted, stored) {
             // The redacted record is kept here under its own hash; the slot
             // keeps the hash its origin signed and is relayed as a stub.
             (true, _) => put_slot(conn, cx.log, r.seq, LogKind::Withheld, &r.hash).map(drop)?,
             // Names the record's row id: just stored, or found by hash.
             (false, Some(id)) => put_record_slot(conn, cx.log, r.seq, id)?,
-            (false, None) => put_slot(conn, cx.log, r.seq, LogKind::Record, &new.hash).map(drop)?,
+            (false, None) => {
+                let map = catch_up.as_deref_mut().and_then(CatchUp::map);
+                match super::catch_up::record_id(conn, map.as_deref(), &new.hash)? {
+                    Some(id) => put_record_slot(conn, cx.log, r.seq, id)?,
+                    None => put_slot(conn, cx.log, r.seq, LogKind::Record, &new.hash).map(drop)?,
+                }
+            }
         }
     }
     stmts.finish(conn)?;
-    Ok(stored_ids)
-}
-
-/// The quantized vector of each prepared record that gets one (see
-/// `store::vectors`), in the batch's order.
-fn vectors_of(e: &Embedder<'_>, prepared: &[Option<(NewRecord, bool)>]) -> Vec<Option<Vec<u8>>> {
-    prepared
-        .iter()
-        .map(|p| {
-            let (new, _) = p.as_ref()?;
-            if !super::vectors::embeds_role(new.role()) {
-                return None;
-            }
-            e.embed(new.text()).map(|v| quantize(&v))
-        })
-        .collect()
+    Ok(out)
 }

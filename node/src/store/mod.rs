@@ -15,6 +15,7 @@ mod apply;
 mod backfill;
 mod browse;
 pub(crate) mod bulk;
+mod catch_up;
 mod cells;
 #[cfg(test)]
 pub(crate) use cells::covered_in_file as cells_covered;
@@ -75,6 +76,7 @@ pub fn set_upgrade_notice(notice: fn(&Path, u32, u32)) {
 
 pub use apply::{ApplyError, ApplyReport, Blame};
 pub use browse::{Activity, DayCount, Origin, ProjectCount, RecentFilter};
+pub use catch_up::{CATCH_UP_MIN, CatchUp};
 pub use columns_file::Damage;
 pub use derived::Component;
 pub use dict::Encoder;

@@ -978,14 +978,16 @@ fn vectors(n: &TestNode) -> (Vec<(i64, Vec<u8>)>, i64) {
 #[test]
 fn received_records_bring_the_vectors_a_vector_pass_would_compute() {
     let mut a = TestNode::new(1);
-    let mut recs = session("s1", "/p", 40, "heron");
+    // More than one chunk of prepared records (64): each vector follows
+    // its own record across them.
+    let mut recs = session("s1", "/p", 150, "heron");
     for (i, r) in recs.iter_mut().enumerate() {
         if i % 3 == 0 {
             // Tool output gets no vector.
             r.role = Role::ToolOutput;
         }
     }
-    assert_eq!(a.index(&recs), 40);
+    assert_eq!(a.index(&recs), 150);
     let e = crate::embed::builtin();
     let apply = |to: &mut TestNode, embedder| {
         let (pull, batch) = first_batch(&a, to);
@@ -993,7 +995,7 @@ fn received_records_bring_the_vectors_a_vector_pass_would_compute() {
             .store
             .apply_batch_from(&pull, &batch, &Redactor::new(), None, embedder)
             .expect("apply");
-        assert_eq!(report.stored, 40);
+        assert_eq!(report.stored, 150);
     };
     // With the embedder: stored with the batch, every record examined.
     let mut b = TestNode::new(2);
@@ -1008,7 +1010,7 @@ fn received_records_bring_the_vectors_a_vector_pass_would_compute() {
     assert!(c.store.vectors_pending().expect("pending"));
     c.store.embed_pending(e).expect("embed");
     assert_eq!(vectors(&c), (with.clone(), upto));
-    assert_eq!(with.len(), 40 - 14, "user records only");
+    assert_eq!(with.len(), 150 - 50, "user records only");
     // A record of its own still waiting for its vector: the batch leaves
     // its records to the vector pass too, which then examines them all.
     let mut d = TestNode::new(4);
@@ -1017,7 +1019,260 @@ fn received_records_bring_the_vectors_a_vector_pass_would_compute() {
     assert_eq!(vectors(&d), (vec![], 0));
     d.store.embed_pending(e).expect("embed");
     let (all, upto) = vectors(&d);
-    assert_eq!((all.len(), upto), (1 + with.len(), 41));
+    assert_eq!((all.len(), upto), (1 + with.len(), 151));
+}
+
+/// The records as stored, by hash: session, role, time, flags, text
+/// bytes, whether `origin` is their origin (else the receiver's own), files.
+type RecordRow = (
+    Vec<u8>,
+    String,
+    Vec<u8>,
+    Option<i64>,
+    i64,
+    Vec<u8>,
+    bool,
+    String,
+);
+
+fn stored_rows(n: &TestNode, origin: &TestNode) -> Vec<RecordRow> {
+    n.store
+        .conn()
+        .prepare(
+            "SELECT r.hash, s.session_id, CAST(r.role AS BLOB), r.ts, r.flags, r.text, o.node = ?1,
+                    r.files
+             FROM records r JOIN sessions s ON s.id = r.session JOIN origins o ON o.id = r.origin
+             ORDER BY r.hash",
+        )
+        .expect("prepare")
+        .query_map([origin.origin()], |r| {
+            Ok((
+                r.get(0)?,
+                r.get(1)?,
+                r.get(2)?,
+                r.get(3)?,
+                r.get(4)?,
+                r.get(5)?,
+                r.get(6)?,
+                r.get(7)?,
+            ))
+        })
+        .expect("query")
+        .collect::<Result<_, _>>()
+        .expect("rows")
+}
+
+/// The slots `n` holds of `log_origin`'s log: (seq, kind, record hash).
+fn slots(n: &TestNode, log_origin: &TestNode) -> Vec<(i64, i64, Vec<u8>)> {
+    n.store
+        .conn()
+        .prepare(
+            "SELECT l.seq, l.kind, COALESCE(l.hash, r.hash) FROM logs l
+             JOIN origin_logs g ON g.id = l.log JOIN origins o ON o.id = g.origin
+             LEFT JOIN records r ON r.id = l.rec
+             WHERE o.node = ?1 ORDER BY l.seq",
+        )
+        .expect("prepare")
+        .query_map([log_origin.origin()], |r| {
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+        })
+        .expect("query")
+        .collect::<Result<_, _>>()
+        .expect("rows")
+}
+
+/// Pulls A's whole log into `to` in batches of `max_records`, each
+/// applied within `catch_up`; after each, `check` sees the receiver.
+fn pull_catching_up(
+    a: &TestNode,
+    to: &mut TestNode,
+    max_records: u32,
+    catch_up: &mut super::CatchUp,
+    mut check: impl FnMut(&mut TestNode, &super::CatchUp),
+) -> u64 {
+    let redactor = Redactor::new();
+    let mut stored = 0;
+    loop {
+        let pull = Pull {
+            origin: a.id,
+            epoch: 1001,
+            after_seq: to.store.watermark(&a.id, 1001).expect("wm"),
+            max_records,
+            max_bytes: 1 << 20,
+        };
+        let batch = a.store.serve_pull(&pull, None, &redactor).expect("serve");
+        let report = to
+            .store
+            .apply_batch_catching_up(&pull, &batch, &redactor, None, None, Some(catch_up))
+            .expect("apply");
+        stored += report.stored;
+        check(to, catch_up);
+        if !batch.more {
+            return stored;
+        }
+    }
+}
+
+fn index_present(n: &TestNode) -> bool {
+    super::hash_index::present(n.store.conn())
+}
+
+fn deferral_noted(n: &TestNode) -> bool {
+    n.count("SELECT count(*) FROM meta WHERE key = 'records_hash8_deferred'") == 1
+}
+
+#[test]
+fn a_large_catch_up_stores_what_batch_by_batch_does_and_builds_the_index_once() {
+    let mut a = TestNode::new(1);
+    let mut recs = session("s1", "/p", 300, "heron");
+    recs.extend(session("s2", "/q", 200, "egret"));
+    // A secret this node's rules take out again on receipt.
+    recs[7].text = format!("the key is {SECRET}");
+    assert_eq!(a.index(&recs), 500);
+    // Both receivers already hold some of A's records (duplicates, a
+    // second provenance) and one of their own.
+    let mut plain = TestNode::new(2);
+    let mut bulk = TestNode::new(3);
+    for n in [&mut plain, &mut bulk] {
+        n.index(&recs[100..120]);
+        n.index(&session("own", "/r", 1, "ibis"));
+    }
+    let moved = pull_all(&a, &mut plain, None, limits(70));
+
+    let mut c = bulk
+        .store
+        .begin_catch_up(a.id, 1001, super::CATCH_UP_MIN)
+        .expect("begin")
+        .expect("large enough");
+    assert!(c.defers_hash_index() && !index_present(&bulk) && deferral_noted(&bulk));
+    let mut batches = 0;
+    let stored = pull_catching_up(&a, &mut bulk, 70, &mut c, |n, c| {
+        batches += 1;
+        assert!(c.defers_hash_index(), "batch {batches}");
+        assert!(!index_present(n) && deferral_noted(n), "batch {batches}");
+    });
+    assert_eq!(batches, 8);
+    bulk.store.end_catch_up(c).expect("end");
+    assert!(index_present(&bulk) && !deferral_noted(&bulk));
+
+    assert_eq!((stored, moved.stored), (480, 480));
+    let rows = stored_rows(&bulk, &a);
+    // Compared whole only when they differ: the rows are long.
+    assert!(rows == stored_rows(&plain, &a), "stored rows differ");
+    assert_eq!(rows.iter().filter(|r| r.6).count(), 480);
+    assert_eq!(slots(&bulk, &a), slots(&plain, &a));
+    assert_eq!(slots(&bulk, &a).len(), 500);
+    for n in [&bulk, &plain] {
+        assert_eq!(n.store.watermark(&a.id, 1001).expect("wm"), 500);
+    }
+    assert!(
+        bulk.file_bytes()
+            .windows(SECRET.len())
+            .all(|w| w != SECRET.as_bytes())
+    );
+    // Record 7 carried the secret instead of its word.
+    for (word, hits) in [("heron", 299), ("egret", 200)] {
+        let sql = format!("SELECT count(*) FROM fts WHERE fts MATCH '{word}'");
+        assert_eq!(
+            (bulk.count(&sql), plain.count(&sql)),
+            (hits, hits),
+            "{word}"
+        );
+    }
+    // Served onward alike: the same slots, hashes and stubs.
+    let pull = Pull {
+        origin: a.id,
+        epoch: 1001,
+        after_seq: 0,
+        max_records: 1000,
+        max_bytes: 1 << 20,
+    };
+    let serve = |n: &TestNode| {
+        n.store
+            .serve_pull(&pull, None, &Redactor::new())
+            .expect("serve")
+    };
+    let (x, y) = (serve(&bulk), serve(&plain));
+    assert_eq!((x.records, x.stubs), (y.records, y.stubs));
+    // And applied again, nothing is stored twice.
+    assert_eq!(pull_all(&a, &mut bulk, None, all()).stored, 0);
+    assert_eq!(
+        bulk.count("SELECT count(DISTINCT hash) FROM records"),
+        bulk.records()
+    );
+}
+
+#[test]
+fn a_catch_up_gives_the_index_up_to_another_writer_and_a_killed_one_leaves_it_to_the_next() {
+    let mut a = TestNode::new(1);
+    let recs = session("s1", "/p", 300, "heron");
+    assert_eq!(a.index(&recs), 300);
+
+    // Another writer builds the index between two batches: the catch-up
+    // looks hashes up through it from then on.
+    let mut b = TestNode::new(2);
+    let mut c = b
+        .store
+        .begin_catch_up(a.id, 1001, super::CATCH_UP_MIN)
+        .expect("begin")
+        .expect("large enough");
+    let mut batches = 0;
+    let stored = pull_catching_up(&a, &mut b, 100, &mut c, |n, c| {
+        batches += 1;
+        if batches == 1 {
+            assert!(c.defers_hash_index());
+            // A's next batch holds this record: a duplicate, found by hash.
+            assert_eq!(n.index(&recs[150..151]), 1);
+            assert!(index_present(n) && !deferral_noted(n));
+        } else {
+            assert!(!c.defers_hash_index(), "batch {batches}");
+        }
+    });
+    b.store.end_catch_up(c).expect("end");
+    assert_eq!(stored, 299);
+    assert_eq!(b.records(), 300);
+    assert_eq!(b.count("SELECT count(DISTINCT hash) FROM records"), 300);
+    assert_eq!(slots(&b, &a).len(), 300);
+
+    // A process killed during a catch-up leaves the note: the next batch,
+    // applied without it, builds the index before looking anything up.
+    let mut k = TestNode::new(3);
+    let mut c = k
+        .store
+        .begin_catch_up(a.id, 1001, super::CATCH_UP_MIN)
+        .expect("begin")
+        .expect("large enough");
+    let (pull, batch) = {
+        let pull = Pull {
+            origin: a.id,
+            epoch: 1001,
+            after_seq: 0,
+            max_records: 100,
+            max_bytes: 1 << 20,
+        };
+        let batch = a
+            .store
+            .serve_pull(&pull, None, &Redactor::new())
+            .expect("serve");
+        (pull, batch)
+    };
+    k.store
+        .apply_batch_catching_up(&pull, &batch, &Redactor::new(), None, None, Some(&mut c))
+        .expect("apply");
+    drop(c);
+    assert!(!index_present(&k) && deferral_noted(&k));
+    let moved = pull_all(&a, &mut k, None, limits(100));
+    assert_eq!(moved.stored, 200);
+    assert!(index_present(&k) && !deferral_noted(&k));
+    assert_eq!(k.count("SELECT count(DISTINCT hash) FROM records"), 300);
+
+    // Too few coming: no bulk path.
+    assert!(
+        k.store
+            .begin_catch_up(a.id, 1001, super::CATCH_UP_MIN - 1)
+            .expect("begin")
+            .is_none()
+    );
 }
 
 /// The trust check runs before the write lock; what another connection

@@ -301,7 +301,7 @@ pub async fn run_opened(
     let start = Instant::now();
     // The conversation ends itself at `max_duration`; this also bounds the
     // database work it waits on.
-    match tokio::time::timeout_at(
+    let result = match tokio::time::timeout_at(
         start + cfg.max_duration,
         drive(session, peer, node, scope, cfg, start),
     )
@@ -309,7 +309,12 @@ pub async fn run_opened(
     {
         Err(_) => Err(too_long(peer, cfg)),
         Ok(r) => r,
-    }
+    };
+    // What a large catch-up left (a deferred index if it was cut short,
+    // the vectors of its records), in steps between which other users of
+    // the node get in; the peer no longer waits for any of it.
+    while let Ok(true) = with_node(node, Node::finish_catch_up).await {}
+    result
 }
 
 fn too_long(peer: NodeId, cfg: &SessionConfig) -> SyncError {
@@ -442,8 +447,17 @@ async fn drive(
                         continue;
                     }
                     let (key, day) = (usage_key.clone(), quota.day().to_text());
+                    // What the peer holds past this batch: a large
+                    // catch-up takes the bulk path.
+                    let coming = conv
+                        .remote()
+                        .and_then(|r| {
+                            r.iter()
+                                .find(|w| w.origin == batch.origin && w.epoch == batch.epoch)
+                        })
+                        .map_or(0, |w| w.seq.saturating_sub(batch.last_seq));
                     let (applied, local) = with_node(node, move |n| {
-                        let applied = n.apply_batch_from(&pull, &batch, Some(&peer));
+                        let applied = n.apply_pulled(&pull, &batch, Some(&peer), coming);
                         // What this peer sent today counts whatever became of it.
                         if let Err(e) = n.store().set_meta(&key, &day) {
                             tracing::warn!(error = %e, "could not note the peer's usage");

@@ -434,6 +434,19 @@ async fn offline_node_catches_up_on_10k_records() {
     assert_eq!(b.records(), 10_001);
     assert_eq!(b.count("SELECT count(DISTINCT hash) FROM records"), 10_001);
     assert!(!b.search("backlog").is_empty());
+    // A large catch-up (`store::catch_up`) leaves nothing for later: the
+    // records' hash index built again, every vector computed.
+    assert_eq!(
+        b.count("SELECT count(*) FROM sqlite_master WHERE name = 'records_hash8'"),
+        1
+    );
+    assert_eq!(
+        b.count("SELECT count(*) FROM meta WHERE key = 'records_hash8_deferred'"),
+        0
+    );
+    let (_, vectors) = b.lock().semantic_status().expect("vectors");
+    assert_eq!(vectors.pending, 0, "{vectors:?}");
+    assert_eq!(vectors.with_vector, 10_001);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

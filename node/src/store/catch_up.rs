@@ -1,0 +1,187 @@
+//! A large catch-up from a peer, stored on the local bulk path.
+//!
+//! While a peer holds much more of a log than this node (a first sync of
+//! a big history), its batches are stored as a large local pass stores
+//! its records: the records' hash index is deferred across the batches
+//! (`store::hash_index`: dropped and noted in the catch-up's first
+//! transaction, a map of hash prefixes standing in for it, built once at
+//! the end) and the new records' vectors are left to the vector pass the
+//! node runs when the catch-up ends, as a cold pass leaves them to the one
+//! after it. Each batch is still checked and stored in its own transaction
+//! with its watermark (`store::apply`); only where the index work happens
+//! moves.
+//!
+//! Owns when a catch-up is large enough ([`Store::begin_catch_up`]) and
+//! the hold on the deferred index between batches. Must not keep the
+//! index deferred past [`Store::end_catch_up`], and never trusts its map
+//! once another writer built the index (checked at each batch).
+
+use std::collections::BTreeSet;
+
+use cairn_protocol::{Hash32, NodeId};
+use rusqlite::Connection;
+
+use super::hash_index::{self, HashIds};
+use super::{Store, StoreError};
+
+/// Entries a peer must hold past a batch for the batches that bring them
+/// to take the bulk path: a dozen batches or more. Below it, per-batch
+/// vectors and the index as it stands cost less than the work at the end.
+/// In tests a few batches do, so sessions go through it.
+pub const CATCH_UP_MIN: u64 = if cfg!(test) { 64 } else { 12_000 };
+
+/// A catch-up on the bulk path, from [`Store::begin_catch_up`] until
+/// [`Store::end_catch_up`]. Held by the caller between batches.
+#[derive(Debug)]
+pub struct CatchUp {
+    /// The logs (origin, epoch) whose remaining entries come in bulk.
+    logs: BTreeSet<(NodeId, u64)>,
+    /// The hold on the deferred hash index, while it lasts.
+    deferral: Option<Deferral>,
+}
+
+/// The map standing in for the hash index, and the token in `meta` that
+/// says it still does.
+#[derive(Debug)]
+struct Deferral {
+    ids: HashIds,
+    token: String,
+}
+
+/// Whether a catch-up bringing `coming` entries into a database holding
+/// `stored` records defers the hash index: building it once over both at
+/// the end costs less than `coming` random inserts into it only when what
+/// is there is not much larger than what comes (a local pass asks the
+/// same of bytes: `indexer::defers_hash_index`).
+pub(crate) fn defers_index(coming: u64, stored: u64) -> bool {
+    coming >= CATCH_UP_MIN && stored <= coming
+}
+
+impl CatchUp {
+    /// Adds a log whose remaining entries come in bulk.
+    pub fn add_log(&mut self, origin: NodeId, epoch: u64) {
+        self.logs.insert((origin, epoch));
+    }
+
+    /// The log is caught up; returns whether no bulk log is left.
+    pub fn log_done(&mut self, origin: NodeId, epoch: u64) -> bool {
+        self.logs.remove(&(origin, epoch));
+        self.logs.is_empty()
+    }
+
+    /// Whether the batch's records are stored without their vectors.
+    pub fn covers(&self, origin: NodeId, epoch: u64) -> bool {
+        self.logs.contains(&(origin, epoch))
+    }
+
+    /// Whether this catch-up holds the hash index deferred (for tests).
+    #[cfg(test)]
+    pub(crate) fn defers_hash_index(&self) -> bool {
+        self.deferral.is_some()
+    }
+
+    /// At the start of a batch's transaction: whether this catch-up still
+    /// holds the hash index deferred. Another writer that built the index
+    /// since ends the deferral; so does a batch with `tombstones`, whose
+    /// purges look records up by hash in SQL (the caller then builds the
+    /// index with [`hash_index::ensure`]).
+    pub(super) fn hold(&mut self, conn: &Connection, tombstones: bool) -> Result<bool, StoreError> {
+        if let Some(d) = &self.deferral
+            && (tombstones || !hash_index::holds(conn, &d.token)?)
+        {
+            tracing::info!("the catch-up's deferred hash index is built now");
+            self.deferral = None;
+        }
+        Ok(self.deferral.is_some())
+    }
+
+    /// The map standing in for the hash index, while it does (checked at
+    /// the start of the transaction by [`CatchUp::hold`]).
+    pub(super) fn map(&mut self) -> Option<&mut HashIds> {
+        self.deferral.as_mut().map(|d| &mut d.ids)
+    }
+
+    /// Gives the map up inside the current transaction: the index is built
+    /// there (a row id the map cannot hold).
+    pub(super) fn give_up(&mut self, conn: &Connection) -> Result<(), StoreError> {
+        self.deferral = None;
+        hash_index::ensure(conn)?;
+        Ok(())
+    }
+}
+
+impl Store {
+    /// Starts the bulk path for a catch-up of the log `(origin, epoch)`,
+    /// whose peer holds `coming` entries past the batch in hand. `None`
+    /// when that is too few ([`CATCH_UP_MIN`]). The hash index is deferred
+    /// here, in a transaction of its own, when the database is small beside
+    /// what comes and no other pass defers it.
+    pub fn begin_catch_up(
+        &mut self,
+        origin: NodeId,
+        epoch: u64,
+        coming: u64,
+    ) -> Result<Option<CatchUp>, StoreError> {
+        if coming < CATCH_UP_MIN {
+            return Ok(None);
+        }
+        let tx = self
+            .conn
+            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        let stored: i64 = tx.query_row("SELECT count(*) FROM records", [], |r| r.get(0))?;
+        let deferral = if defers_index(coming, stored.max(0) as u64) {
+            let token = hash_index::new_token();
+            hash_index::defer(&tx, &token)?.map(|ids| Deferral { ids, token })
+        } else {
+            None
+        };
+        tx.commit()?;
+        tracing::info!(
+            coming,
+            stored,
+            defers_hash_index = deferral.is_some(),
+            "a large catch-up takes the bulk path"
+        );
+        Ok(Some(CatchUp {
+            logs: BTreeSet::from([(origin, epoch)]),
+            deferral,
+        }))
+    }
+
+    /// Ends a catch-up: builds the records' hash index if it deferred it.
+    /// The caller computes the vectors it left.
+    pub fn end_catch_up(&mut self, c: CatchUp) -> Result<(), StoreError> {
+        if c.deferral.is_some() {
+            // Its memory goes before the index build's sorter takes some.
+            drop(c);
+            self.ensure_hash_index()?;
+        }
+        Ok(())
+    }
+}
+
+/// The row id of the stored record with `hash`: from the catch-up's map
+/// while it stands in for the index, else through the index.
+pub(super) fn record_id(
+    conn: &Connection,
+    map: Option<&HashIds>,
+    hash: &Hash32,
+) -> Result<Option<i64>, StoreError> {
+    match map {
+        Some(m) => m.find(conn, hash),
+        None => super::log::record_id(conn, hash),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_large_catch_up_into_a_database_no_larger_defers_the_index() {
+        assert!(defers_index(CATCH_UP_MIN, 0));
+        assert!(defers_index(CATCH_UP_MIN * 5, CATCH_UP_MIN * 5));
+        assert!(!defers_index(CATCH_UP_MIN * 5, CATCH_UP_MIN * 5 + 1));
+        assert!(!defers_index(CATCH_UP_MIN - 1, 0));
+    }
+}
