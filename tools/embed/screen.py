@@ -123,8 +123,10 @@ class Onnx:
             feeds = {"input_ids": ids, "attention_mask": mask}
             if "token_type_ids" in self.inputs:
                 feeds["token_type_ids"] = np.zeros_like(ids)
-            h = self.sess.run(None, feeds)[0]
-            v = mean_pool(h, mask)
+            outs = self.sess.run(None, feeds)
+            # Token states if the graph gives them (mean-pooled here), else its own pooled output.
+            h = next((o for o in outs if o.ndim == 3), outs[0])
+            v = mean_pool(h, mask) if h.ndim == 3 else h / (np.linalg.norm(h, axis=1, keepdims=True) + 1e-12)
             if out.shape[1] == 0:
                 out = np.zeros((len(texts), v.shape[1]), dtype=np.float32)
             out[group] = v
@@ -368,6 +370,7 @@ def main() -> None:
     ap.add_argument("--dl", type=Path, default=Path("target/embed-dl"))
     ap.add_argument("--cache", type=Path, default=Path("target/embed-screen"))
     ap.add_argument("--json", type=Path, help="append results as JSON lines")
+    ap.add_argument("--records-only", action="store_true", help="skip windows and whole sessions (slow models)")
     a = ap.parse_args()
 
     sess = sessions()
@@ -386,12 +389,15 @@ def main() -> None:
         enc = make(spec, a.dl)
         qv = cached(spec, enc, a.cache, [q["text"] for q in qs], True)
         mv = cached(spec, enc, a.cache, [m for _, m in msgs], False)
-        wv = cached(spec, enc, a.cache, windows, False)
-        dv = cached(spec, enc, a.cache, docs, False)
         rec = best_per_session(qv @ mv.T, owner, len(labels))
-        win = best_per_session(qv @ wv.T, owner, len(labels))
-        doc = qv @ dv.T
-        variants = {"record": rec, "window": win, "doc": doc, "rec+doc": (rec + doc) / 2}
+        variants = {"record": rec}
+        if not a.records_only:
+            wv = cached(spec, enc, a.cache, windows, False)
+            dv = cached(spec, enc, a.cache, docs, False)
+            doc = qv @ dv.T
+            variants["window"] = best_per_session(qv @ wv.T, owner, len(labels))
+            variants["doc"] = doc
+            variants["rec+doc"] = (rec + doc) / 2
         print(f"== {spec} (dim {qv.shape[1]})")
         print("  variant   " + " ".join(f"{c[:14]:>14}" for c in CATS))
         for name, s in variants.items():
