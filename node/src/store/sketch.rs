@@ -1119,21 +1119,23 @@ mod tests {
     }
 
     fn sketch_all(db: &std::path::Path, token: &[u8; 16], all: &[(f32, Vec<u8>)]) {
+        sketch_entries(db, token, all, super::CellsWhen::Now);
+    }
+
+    /// Sketches `all` in one update, cells now or later.
+    fn sketch_entries(
+        db: &std::path::Path,
+        token: &[u8; 16],
+        all: &[(f32, Vec<u8>)],
+        cells: super::CellsWhen,
+    ) {
         let mut entries = |from: u64, to: u64, each: &mut super::EachEntry<'_>| {
             for (inv, v) in &all[from as usize..to as usize] {
                 each(*inv, v)?;
             }
             Ok(())
         };
-        super::update(
-            db,
-            token,
-            64,
-            all.len() as u64,
-            &mut entries,
-            super::CellsWhen::Now,
-        )
-        .expect("update");
+        super::update(db, token, 64, all.len() as u64, &mut entries, cells).expect("update");
     }
 
     fn open(db: &std::path::Path, token: &[u8; 16], n: usize) -> super::Reader {
@@ -1359,21 +1361,7 @@ mod tests {
 
     /// Sketches `all` without cells (as a long pass's steps leave them).
     fn sketch_without_cells(db: &std::path::Path, token: &[u8; 16], all: &[(f32, Vec<u8>)]) {
-        let mut entries = |from: u64, to: u64, each: &mut super::EachEntry<'_>| {
-            for (inv, v) in &all[from as usize..to as usize] {
-                each(*inv, v)?;
-            }
-            Ok(())
-        };
-        super::update(
-            db,
-            token,
-            64,
-            all.len() as u64,
-            &mut entries,
-            super::CellsWhen::Later,
-        )
-        .expect("update");
+        sketch_entries(db, token, all, super::CellsWhen::Later);
     }
 
     /// Each entry's sketch against `mean`, with its position.
