@@ -121,14 +121,19 @@ def main() -> None:
     proj *= weight[:, None]
     proj[~real] = 0.0
 
-    maxabs = np.abs(proj).max(axis=1)
-    scale = np.where(maxabs > 0, maxabs / 127.0, 1.0).astype(np.float32)
-    q = np.clip(np.rint(proj / scale[:, None]), -127, 127).astype(np.int8)
+    write_table(out, tokens, proj)
 
+
+def write_table(out: Path, tokens: list, rows: np.ndarray) -> None:
+    """Quantises `rows` to int8 with one f32 scale per row and writes the
+    CAIRNEMB table of `tokens` (format above)."""
+    maxabs = np.abs(rows).max(axis=1)
+    scale = np.where(maxabs > 0, maxabs / 127.0, 1.0).astype(np.float32)
+    q = np.clip(np.rint(rows / scale[:, None]), -127, 127).astype(np.int8)
     vocab_bytes = "\n".join(tokens).encode("utf-8")
     with open(out, "wb") as f:
         f.write(b"CAIRNEMB")
-        f.write(struct.pack("<IIII", 1, n, DIM, len(vocab_bytes)))
+        f.write(struct.pack("<IIII", 1, len(tokens), rows.shape[1], len(vocab_bytes)))
         f.write(vocab_bytes)
         f.write(scale.astype("<f4").tobytes())
         f.write(q.tobytes())

@@ -28,8 +28,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
 from distill import DIM, SIF_A, TOKENIZER_MEMBER, TOKENIZER_SHA256, TOKENIZER_WHEEL  # noqa: E402
-from distill import member, token_frequencies  # noqa: E402
-from retable import write_table  # noqa: E402
+from distill import member, token_frequencies, write_table  # noqa: E402
 
 
 def main() -> None:

@@ -20,7 +20,6 @@ Usage:
 import argparse
 import hashlib
 import json
-import struct
 import sys
 from pathlib import Path
 
@@ -29,23 +28,8 @@ from tokenizers import Tokenizer
 
 sys.path.insert(0, str(Path(__file__).parent))
 from distill import SIF_A, TOKENIZER_MEMBER, TOKENIZER_SHA256, TOKENIZER_WHEEL  # noqa: E402
-from distill import member, token_frequencies  # noqa: E402
+from distill import member, token_frequencies, write_table  # noqa: E402
 from screen import load_safetensors, wheel_member  # noqa: E402
-
-
-def write_table(out: Path, tokens: list, rows: np.ndarray) -> None:
-    maxabs = np.abs(rows).max(axis=1)
-    scale = np.where(maxabs > 0, maxabs / 127.0, 1.0).astype(np.float32)
-    q = np.clip(np.rint(rows / scale[:, None]), -127, 127).astype(np.int8)
-    vocab_bytes = "\n".join(tokens).encode("utf-8")
-    with open(out, "wb") as f:
-        f.write(b"CAIRNEMB")
-        f.write(struct.pack("<IIII", 1, len(tokens), rows.shape[1], len(vocab_bytes)))
-        f.write(vocab_bytes)
-        f.write(scale.astype("<f4").tobytes())
-        f.write(q.tobytes())
-    digest = hashlib.sha256(out.read_bytes()).hexdigest()
-    print(f"wrote {out}: {out.stat().st_size} bytes, sha256 {digest}", file=sys.stderr)
 
 
 def main() -> None:

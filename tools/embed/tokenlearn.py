@@ -29,9 +29,7 @@ Usage:
 """
 
 import argparse
-import hashlib
 import json
-import struct
 import sys
 from pathlib import Path
 
@@ -39,7 +37,7 @@ import numpy as np
 import onnxruntime as ort
 import scipy.sparse as sp
 
-from distill import BATCH, FIRST_WORD, token_frequencies, MODEL_MEMBER, MODEL_SHA256, MODEL_WHEEL, member
+from distill import BATCH, FIRST_WORD, token_frequencies, MODEL_MEMBER, MODEL_SHA256, MODEL_WHEEL, member, write_table
 from teacher import MAX_LEN, tokenizer
 
 DIM = 256
@@ -136,21 +134,6 @@ def cosines(a: sp.csr_matrix, e: np.ndarray, y: np.ndarray) -> np.ndarray:
     pred = a @ e
     pred /= np.linalg.norm(pred, axis=1, keepdims=True) + 1e-12
     return (pred * (y / (np.linalg.norm(y, axis=1, keepdims=True) + 1e-12))).sum(axis=1)
-
-
-def write_table(out: Path, tokens: list, rows: np.ndarray) -> None:
-    maxabs = np.abs(rows).max(axis=1)
-    scale = np.where(maxabs > 0, maxabs / 127.0, 1.0).astype(np.float32)
-    q = np.clip(np.rint(rows / scale[:, None]), -127, 127).astype(np.int8)
-    vocab_bytes = "\n".join(tokens).encode("utf-8")
-    with open(out, "wb") as f:
-        f.write(b"CAIRNEMB")
-        f.write(struct.pack("<IIII", 1, len(tokens), rows.shape[1], len(vocab_bytes)))
-        f.write(vocab_bytes)
-        f.write(scale.astype("<f4").tobytes())
-        f.write(q.tobytes())
-    digest = hashlib.sha256(out.read_bytes()).hexdigest()
-    print(f"wrote {out}: {out.stat().st_size} bytes, sha256 {digest}", file=sys.stderr)
 
 
 def main() -> None:

@@ -841,16 +841,8 @@ fn write_new(
     }
     let mut w = BufWriter::with_capacity(1 << 20, file);
     w.write_all(&pages::sealed_head(seal, &head))?;
-    let mut pw = PageWriter::new(seal, dim, 0, vec![0u8; PAGE], 0);
-    let mut out = vec![0u8; sketch_len(dim)];
-    entries(0, trusted, &mut |inverse, v| {
-        of_offset(v, inverse, mean, &mut out);
-        pw.push(&out, &mut w)
-    })?;
-    pw.finish(&mut w)?;
-    w.flush()?;
-    drop(w);
-    file.sync_data()
+    let pw = PageWriter::new(seal, dim, 0, vec![0u8; PAGE], 0);
+    write_pages(file, w, pw, (0, trusted), mean, entries)
 }
 
 /// Appends the sketches of entries `n..trusted` to `file` (which holds
@@ -873,9 +865,22 @@ fn append(
     }
     let mut w = BufWriter::with_capacity(1 << 20, file);
     std::io::Seek::seek(&mut w, std::io::SeekFrom::Start(page_at(dim, p)))?;
-    let mut pw = PageWriter::new(seal, dim, p, page, fill);
-    let mut out = vec![0u8; sketch_len(dim)];
-    entries(n, trusted, &mut |inverse, v| {
+    let pw = PageWriter::new(seal, dim, p, page, fill);
+    write_pages(file, w, pw, (n, trusted), mean, entries)
+}
+
+/// Writes the sketches of entries `from..to` through `pw` into `w`, then
+/// the last page, and syncs `file`.
+fn write_pages(
+    file: &File,
+    mut w: BufWriter<&File>,
+    mut pw: PageWriter<'_>,
+    (from, to): (u64, u64),
+    mean: &[f32],
+    entries: &mut Entries<'_>,
+) -> std::io::Result<()> {
+    let mut out = vec![0u8; pw.size];
+    entries(from, to, &mut |inverse, v| {
         of_offset(v, inverse, mean, &mut out);
         pw.push(&out, &mut w)
     })?;
