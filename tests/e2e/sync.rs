@@ -93,6 +93,17 @@ impl Machine {
 
     /// Starts `cairn serve --listen ADDR` and waits (bounded) for its state file.
     pub(crate) fn serve(&self, listen: &str) -> (Reap, String) {
+        let child = self.spawn_serve(listen);
+        let addr = wait_for(DEADLINE, || {
+            let v = self.json(&["status", "--json"]);
+            v["listen_addr"].as_str().map(str::to_owned)
+        })
+        .unwrap_or_else(|| panic!("{}: cairn serve never reported its address", self.name));
+        (child, addr)
+    }
+
+    /// Starts `cairn serve` without waiting for it to listen.
+    pub(crate) fn spawn_serve(&self, listen: &str) -> Reap {
         let child = self
             .cmd(&["serve", "--listen", listen])
             .env(
@@ -106,13 +117,7 @@ impl Machine {
             )
             .spawn()
             .expect("spawn cairn serve");
-        let child = Reap(child);
-        let addr = wait_for(DEADLINE, || {
-            let v = self.json(&["status", "--json"]);
-            v["listen_addr"].as_str().map(str::to_owned)
-        })
-        .unwrap_or_else(|| panic!("{}: cairn serve never reported its address", self.name));
-        (child, addr)
+        Reap(child)
     }
 }
 
@@ -543,6 +548,45 @@ fn kill9(mut child: Reap) {
     let _ = child.0.wait();
 }
 
+/// Records in the database at `db`, read without opening a node (a node's
+/// open may wait on a writer's lock, and the writer may be stopped).
+fn stored_records(db: &std::path::Path) -> Option<u64> {
+    let conn = rusqlite::Connection::open_with_flags(
+        db,
+        rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )
+    .ok()?;
+    conn.query_row("SELECT count(*) FROM records", [], |r| r.get::<_, i64>(0))
+        .ok()
+        .and_then(|n| u64::try_from(n).ok())
+}
+
+/// Lets a daemon run in slices of `slice` and, between slices, stops it
+/// (SIGSTOP) and counts the records in `db`; once there are `target`, kills
+/// it (SIGKILL) while it is still stopped. The kill lands at the count just
+/// read however fast the catch-up runs and however loaded the machine is,
+/// so it lands mid-way. Returns that count, or `None` at the deadline.
+fn kill9_at(child: Reap, db: &std::path::Path, target: u64, slice: Duration) -> Option<u64> {
+    use nix::sys::signal::{Signal, kill};
+    let pid = nix::unistd::Pid::from_raw(i32::try_from(child.0.id()).expect("pid"));
+    let signal = |sig: Signal| {
+        let _ = kill(pid, sig);
+    };
+    let start = Instant::now();
+    let mut reached = None;
+    while start.elapsed() < DEADLINE {
+        signal(Signal::SIGCONT);
+        std::thread::sleep(slice);
+        signal(Signal::SIGSTOP);
+        if let Some(n) = stored_records(db).filter(|n| *n >= target) {
+            reached = Some(n);
+            break;
+        }
+    }
+    kill9(child);
+    reached
+}
+
 #[test]
 fn kill_9_of_the_receiver_mid_catch_up_loses_and_duplicates_nothing() {
     const TOTAL: u64 = 40_000;
@@ -571,18 +615,15 @@ fn kill_9_of_the_receiver_mid_catch_up_loses_and_duplicates_nothing() {
     let (_a_serve, _) = a.serve(&a_listen);
 
     // Three times: start B, let the catch-up get going, kill -9 it mid-way.
+    let b_db = b.home.cairn_home().join("cairn.db");
     let mut seen = 0;
     let mut mid_way_kills = 0;
     for round in 0..3 {
-        let (b_serve, _) = b.serve("127.0.0.1:0");
+        let b_serve = b.spawn_serve("127.0.0.1:0");
         // Kill at a different depth each time: after the first batch, then later.
         let target = seen + 1 + round * 4_000;
-        let progressed = wait_for(DEADLINE, || {
-            let n = records_of(&b);
-            (n >= target).then_some(n)
-        })
-        .unwrap_or_else(|| panic!("round {round}: B made no progress"));
-        kill9(b_serve);
+        let progressed = kill9_at(b_serve, &b_db, target, Duration::from_millis(15))
+            .unwrap_or_else(|| panic!("round {round}: B made no progress"));
         let after = records_of(&b);
         assert!(after >= progressed, "committed batches survive a kill -9");
         assert!(after <= TOTAL, "never more than A holds: {after}");
