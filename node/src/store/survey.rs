@@ -58,6 +58,8 @@ use std::path::Path;
 
 use siphasher::sip128::{Hasher128, SipHasher13};
 
+use super::{SourceStamp, Store, StoreError};
+
 /// The survey's file name in the node's home.
 pub const FILE: &str = "survey.bin";
 
@@ -78,7 +80,7 @@ const COUNTS_LEN: usize = 8 + 8;
 
 /// One file as stat'ed: enough to tell that it was written since.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct FileId {
+struct FileId {
     dev: u64,
     ino: u64,
     size: u64,
@@ -112,7 +114,7 @@ impl FileId {
 
 /// The database file and its write-ahead log as stat'ed now.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct DbFiles {
+struct DbFiles {
     db: FileId,
     /// `None` when there is no log or an empty one.
     wal: Option<FileId>,
@@ -121,7 +123,7 @@ pub struct DbFiles {
 impl DbFiles {
     /// Stats the database at `db_path` and its `-wal`; `None` when there
     /// is no database (or on a system without a survey).
-    pub fn of(db_path: &Path) -> Option<DbFiles> {
+    fn of(db_path: &Path) -> Option<DbFiles> {
         let db = FileId::of(db_path)?;
         let mut wal_path = db_path.as_os_str().to_owned();
         wal_path.push("-wal");
@@ -139,7 +141,7 @@ impl DbFiles {
 /// A clock reading to compare file times with, and how much older than it
 /// the files must be (see the module documentation).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Reading {
+struct Reading {
     now_ns: i64,
     margin_ns: i64,
 }
@@ -147,7 +149,7 @@ pub struct Reading {
 impl Reading {
     /// Reads the clock for the files of the folder `dir`. Take it before
     /// the files are stat'ed.
-    pub fn take(dir: &Path) -> Reading {
+    fn take(dir: &Path) -> Reading {
         #[cfg(target_os = "linux")]
         {
             let t = rustix::time::clock_gettime(rustix::time::ClockId::RealtimeCoarse);
@@ -209,14 +211,14 @@ fn local_fine_clock(dir: &Path) -> bool {
 }
 
 /// The configuration a survey belongs to: a hash of a full description
-/// of everything a pass depends on (the resolved configuration), of this
-/// build and of its database `schema` version.
-pub fn config_key(config: &str, schema: u32) -> [u8; 32] {
+/// of everything a pass depends on (the resolved configuration, whose
+/// `Debug` form names all of it), of this build and of its schema.
+pub fn config_key(config: &dyn std::fmt::Debug) -> [u8; 32] {
     let mut h = blake3::Hasher::new();
     h.update(MAGIC);
     h.update(env!("CARGO_PKG_VERSION").as_bytes());
-    h.update(&schema.to_le_bytes());
-    h.update(config.as_bytes());
+    h.update(&super::SCHEMA_VERSION.to_le_bytes());
+    h.update(format!("{config:?}").as_bytes());
     *h.finalize().as_bytes()
 }
 
@@ -379,7 +381,7 @@ pub enum Was {
 /// Why a survey was not written (not an error: the next pass just opens
 /// the database).
 #[derive(Debug, PartialEq, Eq)]
-pub enum NotSaved {
+enum NotSaved {
     /// The database files changed too recently to be trusted, and there
     /// is no generation to trust it by.
     Unsettled,
@@ -389,7 +391,7 @@ pub enum NotSaved {
 
 /// How a survey that was written will be trusted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Trust {
+enum Trust {
     /// By its database files, before the database is opened (and by its
     /// generation too, when it has one).
     Files,
@@ -399,7 +401,7 @@ pub enum Trust {
 }
 
 /// The sources of a survey of the `sources` rows `known`.
-pub fn tallied<'a>(keys: Keys, known: impl IntoIterator<Item = Known<'a>>) -> Vec<Tallied> {
+fn tallied<'a>(keys: Keys, known: impl IntoIterator<Item = Known<'a>>) -> Vec<Tallied> {
     let mut sources: Vec<Tallied> = Vec::new();
     for k in known {
         if k.missing {
@@ -433,7 +435,7 @@ pub fn tallied<'a>(keys: Keys, known: impl IntoIterator<Item = Known<'a>>) -> Ve
 /// (stat'ed after `reading`) and the generation of the `sources` rows,
 /// both inside the transaction that read the rows.
 #[derive(Debug, Clone, Copy)]
-pub struct Taken {
+struct Taken {
     /// The clock reading before the files were stat'ed.
     pub reading: Reading,
     /// The database files; `None` when there is no database.
@@ -445,7 +447,7 @@ pub struct Taken {
 /// Writes a survey of `known`, the rows read with `taken`. Replaces the
 /// file atomically. Returns how it will be trusted, or why nothing was
 /// written.
-pub fn save<'a>(
+fn save<'a>(
     home: &Path,
     key: &[u8; 32],
     taken: Taken,
@@ -455,7 +457,7 @@ pub fn save<'a>(
 }
 
 /// Writes a survey whose sources are `sources` (see [`save`]).
-pub fn save_tallied(
+fn save_tallied(
     home: &Path,
     key: &[u8; 32],
     taken: Taken,
@@ -506,6 +508,121 @@ pub fn save_tallied(
     tmp.write_all(&out)?;
     tmp.persist(home.join(FILE)).map_err(|e| e.error)?;
     Ok(Ok(trust))
+}
+
+/// The survey in `home` a walk may compare with (see [`Survey::load`]):
+/// none when a derived file beside the database at `db_path` was written
+/// after it (damage, or another program), so that a pass checks them.
+pub fn load_current(home: &Path, key: &[u8; 32], db_path: &Path) -> Option<Survey> {
+    let mtime = |p: &Path| std::fs::metadata(p).and_then(|m| m.modified()).ok();
+    let surveyed = mtime(&home.join(FILE));
+    let changed = surveyed.is_some_and(|surveyed| {
+        super::Component::ALL
+            .iter()
+            .any(|c| mtime(&c.path(db_path)).is_some_and(|t| t > surveyed))
+    });
+    if changed {
+        return None;
+    }
+    Survey::load(home, key, db_path)
+}
+
+/// The `sources` rows a pass with nothing to read compared the disk with,
+/// and the store's [`Store::change_stamp`] from before it read them: while
+/// the stamp has not moved they are still the rows.
+pub type ComparedRows = ((i64, u64), Vec<SourceStamp>);
+
+impl Store {
+    /// Writes the survey of the `sources` rows of the `enabled` agents
+    /// into `home` (keyed `key`): `compared` while nothing was committed
+    /// since before its rows were read (checked after the database files
+    /// are stat'ed), otherwise the rows read again with the files stat'ed
+    /// in one read transaction, and nothing when another connection
+    /// committed meanwhile. When the files changed too recently to be
+    /// trusted, it is written to be trusted by the rows' generation.
+    /// Returns whether one that a walk trusts before the database is
+    /// opened was written; failing to write the file is only logged.
+    pub fn save_survey(
+        &self,
+        home: &Path,
+        key: &[u8; 32],
+        enabled: &[&str],
+        compared: Option<ComparedRows>,
+    ) -> Result<bool, StoreError> {
+        let compared = match compared {
+            Some((before, stamps)) => {
+                let mut taken = self.taken(home, None);
+                taken.generation = self.sources_gen()?;
+                let current = self.change_stamp().ok() == Some(before);
+                current.then_some((stamps, taken))
+            }
+            None => None,
+        };
+        let snapshot = match compared {
+            Some(s) => Some(s),
+            None => {
+                self.read_consistent(|s| Ok((s.source_stamps()?, s.taken(home, s.sources_gen()?))))?
+            }
+        };
+        let Some((stamps, taken)) = snapshot else {
+            return Ok(false);
+        };
+        let known = stamps
+            .iter()
+            .filter(|s| enabled.contains(&s.agent.as_str()))
+            .map(|s| Known {
+                agent: &s.agent,
+                path: &s.path,
+                size: s.size,
+                mtime_ns: s.mtime_ns,
+                failed: s.failed,
+                missing: s.missing,
+            });
+        Ok(written(save(home, key, taken, known)))
+    }
+
+    /// Writes the survey whose sources `sources` reads (with the
+    /// generation of the `sources` rows they are of) inside one read
+    /// transaction with the database files stat'ed; nothing when it
+    /// answers `None` or another connection committed meanwhile. Returns
+    /// what [`Store::save_survey`] returns.
+    pub fn save_survey_of(
+        &self,
+        home: &Path,
+        key: &[u8; 32],
+        sources: impl FnOnce(&Store) -> Result<Option<(Vec<Tallied>, Option<i64>)>, StoreError>,
+    ) -> Result<bool, StoreError> {
+        let snapshot = self.read_consistent(|s| {
+            Ok(sources(s)?.map(|(sources, generation)| (sources, s.taken(home, generation))))
+        })?;
+        let Some((sources, taken)) = snapshot.flatten() else {
+            return Ok(false);
+        };
+        Ok(written(save_tallied(home, key, taken, sources)))
+    }
+
+    /// The database files stat'ed after a clock reading for the file
+    /// system they are on, with the rows' `generation`.
+    fn taken(&self, home: &Path, generation: Option<i64>) -> Taken {
+        let reading = Reading::take(self.path().parent().unwrap_or(home));
+        Taken {
+            reading,
+            files: DbFiles::of(self.path()),
+            generation,
+        }
+    }
+}
+
+/// Whether a survey was written that a walk trusts before the database is
+/// opened; failing to write one is only logged.
+fn written(saved: std::io::Result<Result<Trust, NotSaved>>) -> bool {
+    match saved {
+        Ok(trust) => trust == Ok(Trust::Files),
+        Err(e) => {
+            tracing::debug!(error = %e, "cannot write the survey");
+            false
+        }
+    }
 }
 
 /// Removes the survey (a pass that found it stale writes it again).
