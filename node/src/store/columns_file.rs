@@ -47,9 +47,10 @@
 use std::fs::File;
 use std::path::{Path, PathBuf};
 
-use rusqlite::{Connection, OptionalExtension};
+use rusqlite::Connection;
 
 use super::columns::{self, Stamp};
+use super::derived::{self, Component};
 use super::flat_file::{self, HEADER_LEN};
 use super::held::{self, Which};
 use super::pages::{self, BODY, PAGE};
@@ -57,7 +58,7 @@ use super::{Store, StoreError, codec};
 use crate::record::Role;
 
 /// The file's magic.
-const MAGIC: &[u8; 8] = super::derived::Component::Columns.spec().magic;
+const MAGIC: &[u8; 8] = Component::Columns.spec().magic;
 
 /// Bytes per record.
 const ENTRY: usize = 16;
@@ -71,9 +72,6 @@ pub(crate) const LENGTH_AT: usize = 13;
 /// Where an entry keeps the role byte.
 pub(crate) const ROLE_AT: usize = 14;
 
-/// The `meta` key of the mark.
-const MARK_KEY: &str = "columns_file";
-
 /// Records written per transaction.
 pub(crate) const STEP: i64 = 65_536;
 
@@ -86,7 +84,7 @@ const FORMER: [&str; 2] = ["-lengths", "-roles"];
 
 /// The columns file beside the database at `db`.
 pub(crate) fn path_for(db: &Path) -> PathBuf {
-    super::derived::Component::Columns.path(db)
+    Component::Columns.path(db)
 }
 
 fn beside(db: &Path, suffix: &str) -> PathBuf {
@@ -173,20 +171,13 @@ struct Mark {
 
 impl Mark {
     fn encode(&self) -> String {
-        format!("{} {}", crate::hex::encode(&self.token), self.upto)
+        derived::mark_text(&self.token, &[self.upto.into()])
     }
 
     fn decode(s: &str) -> Option<Mark> {
-        let (token, upto) = s.split_once(' ')?;
-        let token = data_encoding::HEXLOWER_PERMISSIVE
-            .decode(token.as_bytes())
-            .ok()?
-            .try_into()
-            .ok()?;
-        Some(Mark {
-            token,
-            upto: upto.parse().ok().filter(|u| *u >= 0)?,
-        })
+        let (token, [upto]) = derived::parse_mark(s)?;
+        let upto = i64::try_from(upto).ok().filter(|u| *u >= 0)?;
+        Some(Mark { token, upto })
     }
 
     /// Bytes of pages that hold the entries it vouches for.
@@ -196,26 +187,16 @@ impl Mark {
 }
 
 fn read_mark(conn: &Connection) -> rusqlite::Result<Option<Mark>> {
-    let v: Option<String> = conn
-        .query_row("SELECT value FROM meta WHERE key = ?1", [MARK_KEY], |r| {
-            r.get(0)
-        })
-        .optional()?;
+    let v = Component::Columns.read_mark(conn)?;
     Ok(v.as_deref().and_then(Mark::decode))
 }
 
 fn write_mark(conn: &Connection, mark: &Mark) -> rusqlite::Result<()> {
-    conn.execute(
-        "INSERT INTO meta(key, value) VALUES (?1, ?2)
-         ON CONFLICT(key) DO UPDATE SET value = excluded.value",
-        (MARK_KEY, mark.encode()),
-    )?;
-    Ok(())
+    Component::Columns.write_mark(conn, &mark.encode())
 }
 
 fn drop_mark(conn: &Connection) -> rusqlite::Result<()> {
-    conn.execute("DELETE FROM meta WHERE key = ?1", [MARK_KEY])?;
-    Ok(())
+    Component::Columns.drop_mark(conn)
 }
 
 fn header(token: &[u8; 16]) -> [u8; HEADER_LEN] {
@@ -685,7 +666,7 @@ impl super::Store {
         let path = path_for(&self.path);
         let why = match open_marked(&self.path, &mark, false) {
             // None, or an older version's: written anew all the same.
-            None if !path.exists() || super::derived::Component::Columns.is_former(&path) => {
+            None if !path.exists() || Component::Columns.is_former(&path) => {
                 return Ok(None);
             }
             None => Some("its header does not match the database".to_owned()),

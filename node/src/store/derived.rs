@@ -14,6 +14,8 @@
 
 use std::path::{Path, PathBuf};
 
+use rusqlite::{Connection, OptionalExtension};
+
 use super::{Damage, StoreError};
 
 /// One derived file.
@@ -41,6 +43,10 @@ pub struct Spec {
     pub former: &'static [&'static [u8; 8]],
     /// Whether it exists only with the semantic tier on.
     pub semantic: bool,
+    /// The `meta` key whose value vouches for what of the file a reader
+    /// may trust (its token and how far); none for the cells, which their
+    /// head ties to the sketch they file.
+    pub mark: Option<&'static str>,
     /// How it is checked.
     pub checked: &'static str,
     /// How it is rebuilt.
@@ -52,6 +58,7 @@ const COLUMNS: Spec = Spec {
     magic: b"cairnrc2",
     former: &[b"cairnrc1"],
     semantic: false,
+    mark: Some("columns_file"),
     checked: "4 KiB pages sealed with a CRC-32 (`store::pages`), each checked before it is read",
     rebuilt: "its `meta` mark is dropped; the pass's columns step writes it anew",
 };
@@ -61,6 +68,7 @@ const VECTORS: Spec = Spec {
     magic: b"cairnvf2",
     former: &[b"cairnvf1"],
     semantic: true,
+    mark: Some("vector_file"),
     checked: "a CRC-32 per entry, checked before the entry is scored",
     rebuilt: "lost with its `meta` mark; the vector pass computes every vector again",
 };
@@ -70,6 +78,7 @@ const SKETCH: Spec = Spec {
     magic: b"cairnsk2",
     former: &[b"cairnsk1"],
     semantic: true,
+    mark: Some("sketch_file"),
     checked: "sealed counted pages (`store::pages`); a failing page's entries are scored exactly",
     rebuilt: "removed with its cells; the vector sync writes it anew from the vector file",
 };
@@ -79,6 +88,7 @@ const CELLS: Spec = Spec {
     magic: b"cairncl2",
     former: &[b"cairncl1"],
     semantic: true,
+    mark: None,
     checked: "sealed pages (`store::pages`); a failing page sends the question to the full sketch scan",
     rebuilt: "removed; the vector sync writes it anew from the sketch",
 };
@@ -133,6 +143,35 @@ impl Component {
         t
     }
 
+    /// The value of its `meta` mark, if it has one.
+    pub(crate) fn read_mark(self, conn: &Connection) -> rusqlite::Result<Option<String>> {
+        let Some(key) = self.spec().mark else {
+            return Ok(None);
+        };
+        conn.query_row("SELECT value FROM meta WHERE key = ?1", [key], |r| r.get(0))
+            .optional()
+    }
+
+    /// Sets its `meta` mark to `value` (nothing for a file without one).
+    pub(crate) fn write_mark(self, conn: &Connection, value: &str) -> rusqlite::Result<()> {
+        if let Some(key) = self.spec().mark {
+            conn.execute(
+                "INSERT INTO meta(key, value) VALUES (?1, ?2)
+                 ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+                (key, value),
+            )?;
+        }
+        Ok(())
+    }
+
+    /// Drops its `meta` mark: the database vouches for none of the file.
+    pub(crate) fn drop_mark(self, conn: &Connection) -> rusqlite::Result<()> {
+        if let Some(key) = self.spec().mark {
+            conn.execute("DELETE FROM meta WHERE key = ?1", [key])?;
+        }
+        Ok(())
+    }
+
     /// Whether the file at `path` is a former version's (its magic is one
     /// of [`Spec::former`]): written anew, not reported as damaged.
     pub(crate) fn is_former(self, path: &Path) -> bool {
@@ -142,6 +181,31 @@ impl Component {
             .is_ok()
             && self.spec().former.contains(&&magic)
     }
+}
+
+/// A mark's value: the file's token in hex, then `numbers`, spaced.
+pub(crate) fn mark_text(token: &[u8; 16], numbers: &[i128]) -> String {
+    let mut out = crate::hex::encode(token);
+    for n in numbers {
+        out.push_str(&format!(" {n}"));
+    }
+    out
+}
+
+/// The token and the `N` numbers of a mark's value (see [`mark_text`]),
+/// wide enough for any `u64` or `i64` a mark holds.
+pub(crate) fn parse_mark<const N: usize>(s: &str) -> Option<([u8; 16], [i128; N])> {
+    let mut parts = s.split(' ');
+    let token = data_encoding::HEXLOWER_PERMISSIVE
+        .decode(parts.next()?.as_bytes())
+        .ok()?
+        .try_into()
+        .ok()?;
+    let mut numbers = [0i128; N];
+    for n in &mut numbers {
+        *n = parts.next()?.parse().ok()?;
+    }
+    parts.next().is_none().then_some((token, numbers))
 }
 
 /// The file a failure to write derived data names, and why: the file the

@@ -115,7 +115,7 @@ pub(crate) fn read_head(file: &std::fs::File, token: &[u8; 16], len: usize) -> O
 }
 
 /// The numbers of the counted pages `first..end` of `file` (sealed with
-/// `token`) that fail their check or do not hold `want(n)` entries
+/// `token`) that fail their check or hold fewer than `want(n)` entries
 /// (`None`: any number); an error when they cannot all be read.
 pub(crate) fn bad_counted(
     file: &std::fs::File,
@@ -132,7 +132,7 @@ pub(crate) fn bad_counted(
         let chunk = &mut buf[..m as usize * PAGE];
         super::flat_file::read_at(file, chunk, n * PAGE as u64)?;
         for (page, n) in chunk.chunks(PAGE).zip(n..) {
-            let short = want(n).is_some_and(|w| count_of(page) != w);
+            let short = want(n).is_some_and(|w| count_of(page) < w);
             if short || !intact(token, n, page) {
                 bad.push(n);
             }

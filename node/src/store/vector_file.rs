@@ -43,15 +43,14 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use rusqlite::{Connection, OptionalExtension, params};
 
 use super::StoreError;
+use super::derived::{self, Component};
 use super::flat_file::{self, read_at, write_at};
 use super::held::{self, Held, Which};
 use super::sketch;
 
-const MAGIC: &[u8; 8] = super::derived::Component::Vectors.spec().magic;
+const MAGIC: &[u8; 8] = Component::Vectors.spec().magic;
 /// Bytes before the first entry.
 pub(crate) const HEADER_LEN: u64 = flat_file::HEADER_LEN as u64;
-/// The `meta` key that vouches for the file.
-const MARK_KEY: &str = "vector_file";
 /// Entries read per read call by a scanning thread.
 const CHUNK_ENTRIES: usize = 2048;
 /// Below this many entries a scan stays on the calling thread.
@@ -66,7 +65,7 @@ const SKIP_BLOCK: u64 = 64;
 
 /// The file of the database at `db`.
 pub(crate) fn path_for(db: &Path) -> PathBuf {
-    super::derived::Component::Vectors.path(db)
+    Component::Vectors.path(db)
 }
 
 /// What the database vouches for: the file with this token, its first
@@ -82,40 +81,23 @@ struct Mark {
 
 impl Mark {
     fn encode(&self) -> String {
-        format!(
-            "{} {} {} {}",
-            crate::hex::encode(&self.token),
-            self.count,
-            self.upto,
-            self.blank
-        )
+        let numbers = [self.count.into(), self.upto.into(), self.blank.into()];
+        derived::mark_text(&self.token, &numbers)
     }
 
     fn decode(s: &str) -> Option<Mark> {
-        let mut parts = s.split(' ');
-        let token = data_encoding::HEXLOWER_PERMISSIVE
-            .decode(parts.next()?.as_bytes())
-            .ok()?
-            .try_into()
-            .ok()?;
-        let count = parts.next()?.parse().ok()?;
-        let upto = parts.next()?.parse().ok()?;
-        let blank = parts.next()?.parse().ok()?;
-        parts.next().is_none().then_some(Mark {
+        let (token, [count, upto, blank]) = derived::parse_mark(s)?;
+        Some(Mark {
             token,
-            count,
-            upto,
-            blank,
+            count: u64::try_from(count).ok()?,
+            upto: i64::try_from(upto).ok()?,
+            blank: u64::try_from(blank).ok()?,
         })
     }
 }
 
 fn read_mark(conn: &Connection) -> Result<Option<Mark>, StoreError> {
-    let v: Option<String> = conn
-        .query_row("SELECT value FROM meta WHERE key = ?1", [MARK_KEY], |r| {
-            r.get(0)
-        })
-        .optional()?;
+    let v = Component::Vectors.read_mark(conn)?;
     Ok(v.as_deref().and_then(Mark::decode))
 }
 
@@ -267,6 +249,7 @@ fn read_range(
 /// them off. A failure names the file it could not write: searches then
 /// scan exactly what the sketch lacks, and the caller reports it.
 fn follow(
+    conn: &Connection,
     db: &Path,
     mark: &Mark,
     dim: usize,
@@ -288,7 +271,7 @@ fn follow(
         db,
         &mark.token,
         dim,
-        mark.count,
+        (mark.count, sketch::vouched(conn, &mark.token)?),
         &mut |from, to, each| {
             // Entry for entry, damaged or not: the sketch's entries
             // stand by position, and a damaged entry is never scored.
@@ -296,6 +279,7 @@ fn follow(
                 each(inverse, v)
             })
         },
+        &mut |count| sketch::vouch(conn, &mark.token, count),
         cells,
     )
 }
@@ -306,10 +290,11 @@ pub(crate) fn current(conn: &Connection, db: &Path) -> Result<bool, StoreError> 
     let Some(mark) = read_mark(conn)? else {
         return Ok(newest(conn)? == 0);
     };
+    let vouched = sketch::vouched(conn, &mark.token)?;
     Ok(mark.upto >= newest(conn)?
         && !any_gone(conn)?
         && open_marked(&path_for(db), &mark, None, false)
-            .is_some_and(|(_, dim)| sketch::current(db, &mark.token, dim, mark.count)))
+            .is_some_and(|(_, dim)| sketch::current(db, &mark.token, dim, (mark.count, vouched))))
 }
 
 /// What [`sketch::damage`] or [`cells::damage`](super::cells::damage)
@@ -324,7 +309,7 @@ fn check_follower(conn: &Connection, db: &Path, cells: bool) -> Result<Option<St
         return Ok(None);
     };
     let why = match cells {
-        false => sketch::damage(db, &mark.token, dim),
+        false => sketch::damage(db, &mark.token, dim, sketch::vouched(conn, &mark.token)?),
         true => super::cells::damage(db, &mark.token, dim),
     };
     if why.is_some() {
@@ -475,7 +460,7 @@ pub(crate) fn scrub(conn: &Connection, db: &Path) -> Result<(), StoreError> {
                 tx.commit()?;
                 // The forget is done; a sketch that cannot follow is
                 // removed (no copy of a blanked entry's sketch stays).
-                if let Err(e) = follow(db, &m, dim, &blanked, sketch::CellsWhen::Now) {
+                if let Err(e) = follow(conn, db, &m, dim, &blanked, sketch::CellsWhen::Now) {
                     tracing::warn!(error = %e, "cannot update the vector sketch; it is removed");
                     sketch::remove(db);
                 }
@@ -514,7 +499,7 @@ pub(crate) fn check(conn: &Connection, db: &Path) -> Result<Option<String>, Stor
                 )),
             }
         }
-        None if !path.is_file() || super::derived::Component::Vectors.is_former(&path) => None,
+        None if !path.is_file() || Component::Vectors.is_former(&path) => None,
         None => Some("its header does not match the database, or it is cut short".into()),
     };
     let Some(why) = why else {
@@ -528,12 +513,7 @@ pub(crate) fn check(conn: &Connection, db: &Path) -> Result<Option<String>, Stor
 }
 
 fn write_mark(conn: &Connection, mark: &Mark) -> rusqlite::Result<()> {
-    conn.execute(
-        "INSERT INTO meta(key, value) VALUES (?1, ?2)
-         ON CONFLICT(key) DO UPDATE SET value = excluded.value",
-        params![MARK_KEY, mark.encode()],
-    )?;
-    Ok(())
+    Component::Vectors.write_mark(conn, &mark.encode())
 }
 
 /// What [`sync`] did.
@@ -585,7 +565,7 @@ pub(crate) fn sync(
             if m.upto >= newest && !any_gone(&tx)? {
                 tx.commit()?;
                 // A sketch missing or behind (a failed update) catches up.
-                follow(db, &m, dim, &[], cells)?;
+                follow(conn, db, &m, dim, &[], cells)?;
                 return Ok(Synced::Current);
             }
             let blanked = blank(&file, &m, dim, &gone(&tx)?).map_err(io)?;
@@ -625,7 +605,7 @@ pub(crate) fn sync(
     tx.execute("DELETE FROM vectors WHERE id <= ?1", [mark.upto])?;
     tx.execute("DELETE FROM vectors_gone", [])?;
     tx.commit()?;
-    follow(db, &mark, dim, &blanked, cells)?;
+    follow(conn, db, &mark, dim, &blanked, cells)?;
     Ok(done)
 }
 
@@ -870,7 +850,13 @@ pub(crate) fn open(
         file,
         path: path_for(db),
         held: entries,
-        sketch: sketch::open(db, key, mark.count, held),
+        sketch: sketch::open(
+            db,
+            key,
+            mark.count,
+            sketch::vouched(conn, &mark.token)?,
+            held,
+        ),
         count: mark.count,
         dim,
         upto: mark.upto,
@@ -1757,6 +1743,36 @@ mod tests {
             !store.vector_file_current().expect("current"),
             "tried again"
         );
+    }
+
+    /// A sketch the database does not vouch for (its update died before
+    /// the mark moved, or an older cairn wrote it) is stale, not damaged:
+    /// the full check names nothing, searches do not read it, and the next
+    /// sync writes it again and vouches for it.
+    #[test]
+    fn a_sketch_past_its_mark_is_stale_not_damaged() {
+        use crate::store::derived::Component;
+        let dir = tempfile::tempdir().expect("tmp");
+        let mut store = store_with(dir.path(), 80);
+        store.sync_vector_file(3).expect("sync");
+        let token = read_mark(&store.conn).expect("mark").expect("a mark").token;
+        assert_eq!(sketch::vouched(&store.conn, &token).expect("vouched"), 80);
+        assert!(sketched(&store));
+        Component::Sketch.drop_mark(&store.conn).expect("drop");
+        let path = Component::Sketch.path(store.path());
+        let mut bytes = std::fs::read(&path).expect("read");
+        let at = bytes.len() - crate::store::pages::PAGE;
+        bytes[at..].fill(0);
+        std::fs::write(&path, &bytes).expect("torn");
+        assert_eq!(store.check_derived(true).expect("check"), Vec::new());
+        assert!(path.exists(), "not given up");
+        assert!(!sketched(&store), "not read");
+        assert!(!store.vector_file_current().expect("current"), "stale");
+        assert_eq!(store.sync_vector_file(3).expect("sync"), Synced::Current);
+        assert_eq!(sketch::vouched(&store.conn, &token).expect("vouched"), 80);
+        assert!(sketched(&store));
+        assert!(store.vector_file_current().expect("current"));
+        assert_eq!(store.check_derived(true).expect("check"), Vec::new());
     }
 
     #[test]
