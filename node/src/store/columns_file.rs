@@ -1,48 +1,18 @@
-//! What the ranker needs of every record, in one checked file beside the
-//! database (`cairn.db-columns`), so a search reads a candidate's with a
-//! look into a mapping instead of look-ups in SQLite tables: its role,
-//! time, decision mark and session for the ranker's candidates (in
-//! `records` that look-up reads two pages at 10 GB), its length class
-//! (`columns::class_of`) for scoring a word's newest matches, and its
-//! role byte (`columns::role_byte`) for a filtered search's screen and
-//! the ids a filter on roles or the time allows ([`each_within`]). It is
-//! the one derived home of these facts: where it cannot say, the reader
-//! asks `records`.
+//! The columns file (`cairn.db-columns`): per record id, what the ranker
+//! and the filters need (role, time, decision mark, session, length
+//! class, role byte), the one derived home of these facts; where it
+//! cannot say, the reader asks `records`.
 //!
-//! Layout: the 32-byte header of [`super::flat_file`] (magic `cairnrc2`,
-//! entry length 16, the file's token), then checked pages
-//! ([`super::pages`]) of [`PER_PAGE`] entries, record id `id` in page
-//! `id / PER_PAGE`. An entry is the stamp word ([`Stamp::word`], u64 LE),
-//! the session row (u32 LE), the role code ([`codec::role_code`]), the
-//! length class, the role byte and a zero byte. The first 13 bytes say
-//! nothing when the word, session or role code is zero (a session row past
-//! u32, a role with no code, a deleted record); a length or role byte of 0
-//! says nothing.
-//!
-//! What the database vouches for: `meta.columns_file` holds the token and
-//! `upto`, and the file with that token holds the entries of every record
-//! with an id up to `upto` that existed when it was written. A page is
-//! trusted only once its checksum holds ([`pages::intact`]); a page that
-//! fails is never read (its records are asked of `records`, the search
-//! logs the file's name once) and the next full pass finds it
-//! ([`Store::check_columns`]) and writes the file anew. Record ids are
-//! never reused and a record's columns never change, so an entry stays
-//! right while its record exists.
-//!
-//! Written by [`Store::write_columns`] under the write lock, in steps of
-//! [`STEP`] records, whole sealed pages at a time (the last page of a step
-//! is written again by the next), each step's pages made durable before
-//! its mark is committed, so a torn write fails its check and is never
-//! trusted. A file that is missing or does not match the mark is written
-//! anew under a new token. Every path that deletes records zeroes their
-//! entries and seals their pages again in its own transaction ([`zero`]);
-//! a file it cannot zero (or a page that already fails) loses its mark in
-//! that transaction instead. So an entry that is not zero also says that
-//! its record exists in the snapshot of a search that reads it (which the
-//! meaning tier relies on). Derived: losing the file costs speed only.
-//! Must not: write anything but this file and `meta`'s mark; it reads
-//! `records` only to write entries and, in [`each_within`], for the ids
-//! the file cannot say of.
+//! Layout: the [`super::flat_file`] header (magic `cairnrc2`), then sealed
+//! [`super::pages`] of [`PER_PAGE`] 16-byte entries, record `id` in page
+//! `id / PER_PAGE`: the stamp word (u64 LE), the session row (u32 LE), the
+//! role code, the length class, the role byte, a zero byte. A zero field
+//! says nothing. `meta.columns_file` (token, `upto`) vouches for every
+//! record up to `upto`; pages are written whole and synced before the
+//! mark moves ([`Store::write_columns`]); a deleting path zeroes its
+//! records' entries in its own transaction ([`zero`]) or drops the mark,
+//! so a non-zero entry also says its record exists in the reader's
+//! snapshot. Must not: write anything but this file and its mark.
 
 use std::fs::File;
 use std::path::{Path, PathBuf};

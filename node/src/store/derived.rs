@@ -1,16 +1,9 @@
-//! The derived files beside the database, listed once: each one's name,
-//! magic, former magics, how it is checked and how it is rebuilt. The full
-//! check ([`Store::check_derived`](super::Store::check_derived)), the
-//! survey's look for files changed behind its back, `cairn index`'s
-//! naming of a file it could not write, and the tests all go through
-//! [`Component::ALL`].
-//!
-//! Losing any of these files costs speed or a recomputation, never a
-//! record: each is rebuilt from the database (or from the vector file).
-//!
-//! This module holds no file's format and writes no file: the formats are
-//! `columns_file`, `vector_file`, `sketch` and `cells`, the sealing is
-//! `pages`.
+//! The derived files beside the database, listed once ([`Component::ALL`]):
+//! each one's name, magic, former magics, `meta` mark, check and rebuild,
+//! for the full check, the survey, `cairn index`'s naming of a file it
+//! could not write, and the tests. Losing any costs speed or a
+//! recomputation, never a record. Holds no file's format and writes no
+//! file but the marks.
 
 use std::path::{Path, PathBuf};
 

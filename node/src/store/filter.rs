@@ -1,14 +1,8 @@
 //! A search's filters (agent, project, session, machine, role, since),
 //! compiled once into the SQL that judges a record by its row, and the
-//! allowed-checks built on them: which sessions' runs a filter allows, a
-//! record's ranker columns when the filter allows it, the ids it allows
-//! up to a bound (by rows, by runs, by the columns file's role bytes and
-//! time stamps), and
-//! the share of the newest sessions it allows.
-//!
-//! Everything here only reads. The SQL a filter becomes is written here
-//! and nowhere else; callers get typed answers. What to do with them (how
-//! wide is wide, which check to try first) is the caller's policy.
+//! allowed-checks built on them (by rows, runs or the columns file). Only
+//! reads; the SQL is written here and nowhere else, and what to try first
+//! is the caller's policy.
 
 use rusqlite::types::Value as SqlValue;
 

@@ -1,37 +1,17 @@
-//! Sign sketches of the meaning vectors, in a file beside the vector file
-//! (`<db>-sketch`), so that a search over a large history reads 32 bytes
-//! per vector to pick the likely nearest, instead of all 268.
+//! Sign sketches of the meaning vectors (`<db>-sketch`): one bit per
+//! dimension, whether the unit vector lies above the file's mean there
+//! (centred, since every vector of the table leans the same way), so a
+//! search reads 32 bytes a vector to pick the [`candidates`] the vector
+//! file then scores exactly. Below [`from`] entries there is none.
 //!
-//! A vector's sketch is one bit per dimension: whether the unit vector
-//! lies above the file's mean unit vector there. The built-in table is
-//! strongly anisotropic (every vector leans the same way), so the signs of
-//! the raw values would be nearly alike; the signs of the centred ones
-//! tell vectors apart. The Hamming distance between the query's sketch
-//! and a vector's ranks the vectors roughly as their cosines do; the
-//! [`candidates`] nearest by that distance are then scored exactly from
-//! the vector file (`docs/embeddings.md` has what this keeps of the exact
-//! result).
-//!
-//! Layout, in 4 KiB pages sealed with a CRC-32 (`store::pages`, with
-//! the token `derived::Component::Sketch` derives from the vector file's):
-//! a head of a 32-byte header (the magic `cairnsk2`, the vector length
-//! as u32 LE, 4 reserved bytes, and the token of the vector file it
-//! sketches) and the mean unit vector (one f32 LE per dimension); then
-//! counted pages of sketches, `dim / 8` bytes each, one per entry of the
-//! vector file in the same order (entry `i` here is entry `i` there).
-//!
-//! The file is derived. Its header names the vector file's token, and
-//! `meta.sketch_file` (that token and a count) vouches for its first
-//! entries: written after the vector file's, a whole sealed page at a
-//! time and synced before the mark moves, so entries past the mark (a
-//! torn or unfinished append) are stale, not damaged, and are written
-//! again. A sketch whose head fails or names another vector file is
-//! ignored and written anew. A vouched page is checked before any sketch
-//! of it is used: the entries of one that fails are bypassed (scored
-//! exactly) and the file is named once; the full check (`derived`)
-//! removes it and the vector sync writes it anew. Entries past those it
-//! vouches for are scanned exactly; a blanked entry's sketch is zeroed
-//! with it. Below [`from`] entries there is no sketch.
+//! Layout, in sealed [`super::pages`]: a head (header with magic
+//! `cairnsk2` and the vector file's token, the mean as f32 LE), then
+//! counted pages of sketches, entry `i` here being entry `i` there.
+//! `meta.sketch_file` (that token, a count) vouches for the first entries,
+//! moved only once they are synced: entries past it are stale, never
+//! damage, and are written again from their page's start. A failing
+//! vouched page's entries are scored exactly and the file named once; the
+//! full check removes it. A blanked entry's sketch is zeroed with it.
 
 use std::fs::File;
 use std::io::{BufWriter, Write};

@@ -1,39 +1,16 @@
-//! The meaning vectors as one flat file beside the database
-//! (`<db>-vectors`), so that the meaning tier of a search reads them as
-//! plain bytes, a megabyte at a time, instead of a row at a time through
-//! SQLite (600 ms for 1.1 million vectors at 10 GB of history), and each
-//! vector is kept once.
+//! The vector file (`<db>-vectors`): every record's meaning vector as
+//! plain bytes, read a megabyte at a time instead of a row at a time.
 //!
-//! Layout:
-//!
-//! - a 32-byte header: the magic `cairnvf1`, the vector length (u32 LE),
-//!   4 reserved bytes, and a random 16-byte token naming this file;
-//! - then entries of the record id (i64 LE), one over the vector's length
-//!   (f32 LE) and the int8 vector as offset binary (each value plus 128),
-//!   ascending by id: what `embed::Scorer::score_offset` takes.
-//!
-//! The file holds the vectors of records up to an id, and the `vectors`
-//! table only those stored since (each pass moves them here). `meta.vector_file`
-//! holds the token, how many entries are trusted, the highest record id
-//! they cover and how many of them are blanked. It is written in the
-//! transaction that moves vectors into the file, after the file's bytes
-//! are on disk, so the database never vouches for bytes that are not
-//! there; bytes past the trusted count (a pass that died before its
-//! commit) are ignored and overwritten.
-//!
-//! The first record id of each block of [`SKIP_BLOCK`] entries is kept in
-//! `vector_blocks`, written in the same transaction as the mark that
-//! vouches for the entries: a search for some records ([`Scan::fold_wanted`])
-//! picks the blocks to read from these rows instead of reading each
-//! block's first id from the file.
-//!
-//! A record deleted while the file holds its vector is noted in
-//! `vectors_gone` (a trigger); the next pass, or at once a forget's scrub,
-//! blanks its entry in place (a zero vector with inverse norm 0, which no
-//! search keeps). A file the database does not vouch for (missing, cut
-//! short, another token or vector length) is lost: it is deleted, and the
-//! vector pass starts again from the first record (see [`sync`]); until
-//! then searches read what the table holds.
+//! Layout: the [`flat_file`] header (magic `cairnvf2`), then entries
+//! ascending by record id: the id (i64 LE), the inverse norm (f32 LE), a
+//! CRC-32 of the rest, the int8 vector as offset binary. `meta.vector_file`
+//! (token, trusted count, highest id covered, blanked count) is written in
+//! the transaction that moves vectors here from the `vectors` table, after
+//! the bytes are synced; bytes past it are ignored and overwritten.
+//! `vector_blocks` keeps each [`SKIP_BLOCK`]'s first id for
+//! [`Scan::fold_wanted`]. Deleted records (`vectors_gone`) are blanked in
+//! place. A file the database does not vouch for is lost and its vectors
+//! computed again ([`sync`]); the sketch follows the file.
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
