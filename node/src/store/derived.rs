@@ -7,7 +7,7 @@
 
 use std::path::{Path, PathBuf};
 
-use rusqlite::{Connection, OptionalExtension};
+use rusqlite::Connection;
 
 use super::{Damage, StoreError};
 
@@ -118,11 +118,6 @@ impl Component {
         PathBuf::from(p)
     }
 
-    /// The component whose file of the database at `db` is `path`.
-    pub fn of_path(db: &Path, path: &Path) -> Option<Component> {
-        Component::ALL.into_iter().find(|c| c.path(db) == path)
-    }
-
     /// The token its pages are sealed with, for a file made for the
     /// vector file (or columns file) named by `token`: a page of one
     /// component never passes as another's.
@@ -138,31 +133,24 @@ impl Component {
 
     /// The value of its `meta` mark, if it has one.
     pub(crate) fn read_mark(self, conn: &Connection) -> rusqlite::Result<Option<String>> {
-        let Some(key) = self.spec().mark else {
-            return Ok(None);
-        };
-        conn.query_row("SELECT value FROM meta WHERE key = ?1", [key], |r| r.get(0))
-            .optional()
+        match self.spec().mark {
+            Some(key) => super::meta_get(conn, key),
+            None => Ok(None),
+        }
     }
 
     /// Sets its `meta` mark to `value` (nothing for a file without one).
     pub(crate) fn write_mark(self, conn: &Connection, value: &str) -> rusqlite::Result<()> {
-        if let Some(key) = self.spec().mark {
-            conn.execute(
-                "INSERT INTO meta(key, value) VALUES (?1, ?2)
-                 ON CONFLICT(key) DO UPDATE SET value = excluded.value",
-                (key, value),
-            )?;
-        }
-        Ok(())
+        self.spec()
+            .mark
+            .map_or(Ok(()), |key| super::meta_set(conn, key, value))
     }
 
     /// Drops its `meta` mark: the database vouches for none of the file.
     pub(crate) fn drop_mark(self, conn: &Connection) -> rusqlite::Result<()> {
-        if let Some(key) = self.spec().mark {
-            conn.execute("DELETE FROM meta WHERE key = ?1", [key])?;
-        }
-        Ok(())
+        self.spec()
+            .mark
+            .map_or(Ok(()), |key| super::meta_drop(conn, key))
     }
 
     /// Whether the file at `path` is a former version's (its magic is one
@@ -257,10 +245,8 @@ mod tests {
                 assert_ne!(*f, s.magic, "{c:?}");
                 assert!(seen.insert(std::str::from_utf8(*f).expect("ascii")));
             }
-            assert_eq!(Component::of_path(db, &c.path(db)), Some(c));
         }
         assert_eq!(Component::Sketch.path(db), Path::new("/h/cairn.db-sketch"));
-        assert_eq!(Component::of_path(db, Path::new("/h/cairn.db-wal")), None);
         let t = [3u8; 16];
         assert_ne!(
             Component::Sketch.seal_token(&t),

@@ -587,11 +587,6 @@ fn written(saved: std::io::Result<Result<Trust, NotSaved>>) -> bool {
     }
 }
 
-/// Removes the survey (a pass that found it stale writes it again).
-pub fn remove(home: &Path) {
-    let _ = std::fs::remove_file(home.join(FILE));
-}
-
 fn put_files(out: &mut Vec<u8>, f: &DbFiles) {
     put_id(out, Some(&f.db));
     put_id(out, f.wal.as_ref());

@@ -59,14 +59,7 @@ impl Store {
         let tx = self
             .conn
             .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
-        let due: Option<String> = tx
-            .query_row(
-                "SELECT value FROM meta WHERE key = ?1",
-                [META_FIELDS_REDACTED],
-                |r| r.get(0),
-            )
-            .optional()?;
-        if due.as_deref() != Some("0") {
+        if super::meta_get(&tx, META_FIELDS_REDACTED)?.as_deref() != Some("0") {
             return Ok(None);
         }
         // Records are looked up by hash below: a pass's deferral ends.

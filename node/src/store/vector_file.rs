@@ -17,13 +17,13 @@ use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use rusqlite::{Connection, OptionalExtension, params};
+use rusqlite::{Connection, params};
 
-use super::StoreError;
 use super::derived::{self, Component};
 use super::flat_file::{self, read_at, write_at};
 use super::held::{self, Held, Which};
 use super::sketch;
+use super::{StoreError, meta_drop, meta_get, meta_set};
 
 const MAGIC: &[u8; 8] = Component::Vectors.spec().magic;
 /// Bytes before the first entry.
@@ -376,27 +376,17 @@ const TABLE_KEY: &str = "vectors_table";
 /// when the database is opened, before any search reads a vector; a
 /// folder already named for `table` costs one look-up.
 pub(crate) fn keep_table(conn: &mut Connection, db: &Path, table: &str) -> Result<(), StoreError> {
-    let made_by = |conn: &Connection| -> rusqlite::Result<Option<String>> {
-        conn.query_row("SELECT value FROM meta WHERE key = ?1", [TABLE_KEY], |r| {
-            r.get(0)
-        })
-        .optional()
-    };
-    if made_by(conn)?.as_deref() == Some(table) {
+    if meta_get(conn, TABLE_KEY)?.as_deref() == Some(table) {
         return Ok(());
     }
     let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
-    let stored = made_by(&tx)?;
+    let stored = meta_get(&tx, TABLE_KEY)?;
     let other = stored.as_deref().unwrap_or(crate::embed::LEGACY_ID) != table;
     if other {
         tracing::info!(db = %db.display(), "the meaning vectors were made with another table: computing them again");
         lose(&tx)?;
     }
-    tx.execute(
-        "INSERT INTO meta(key, value) VALUES (?1, ?2)
-         ON CONFLICT(key) DO UPDATE SET value = excluded.value",
-        params![TABLE_KEY, table],
-    )?;
+    meta_set(&tx, TABLE_KEY, table)?;
     tx.commit()?;
     if other {
         remove(&path_for(db))?;
@@ -651,12 +641,7 @@ fn note_blocks(conn: &Connection, at: u64, firsts: &[(u64, i64)]) -> rusqlite::R
 /// block the table lacks, a search reads the id from the file.
 pub(crate) fn backfill_blocks(conn: &mut Connection, db: &Path) -> Result<(), StoreError> {
     const KEY: &str = "vector_blocks_backfill";
-    let pending: bool = conn.query_row(
-        "SELECT EXISTS(SELECT 1 FROM meta WHERE key = ?1)",
-        [KEY],
-        |r| r.get(0),
-    )?;
-    if !pending {
+    if meta_get(conn, KEY)?.is_none() {
         return Ok(());
     }
     let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
@@ -666,7 +651,7 @@ pub(crate) fn backfill_blocks(conn: &mut Connection, db: &Path) -> Result<(), St
     {
         complete_blocks(&tx, &file, m.count, dim).map_err(|e| e.at(&path))?;
     }
-    tx.execute("DELETE FROM meta WHERE key = ?1", [KEY])?;
+    meta_drop(&tx, KEY)?;
     tx.commit()?;
     Ok(())
 }
@@ -1243,15 +1228,7 @@ mod tests {
     fn vectors_made_by_another_table_are_dropped_when_the_database_opens() {
         let dir = tempfile::tempdir().expect("tmp");
         let db = dir.path().join("c.db");
-        let table_named = |store: &Store| -> Option<String> {
-            store
-                .conn
-                .query_row("SELECT value FROM meta WHERE key = ?1", [TABLE_KEY], |r| {
-                    r.get(0)
-                })
-                .optional()
-                .expect("meta")
-        };
+        let table_named = |store: &Store| store.meta(TABLE_KEY).expect("meta");
         let mut store = store_with(dir.path(), 40);
         add(&mut store, 40, 45);
         assert_eq!(

@@ -221,6 +221,7 @@ impl Store {
 
     /// Checks every entry of the vector file; a damaged file is lost (the
     /// next vector pass computes its vectors again) and named.
+    #[cfg(test)]
     pub fn check_vectors(&self) -> Result<Option<super::Damage>, StoreError> {
         Ok(
             vector_file::check(&self.conn, &self.path)?.map(|why| super::Damage {
