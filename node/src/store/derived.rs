@@ -214,8 +214,10 @@ impl super::Store {
             let why = match c {
                 Component::Columns => self.check_columns()?.map(|d| d.why),
                 Component::Vectors => super::vector_file::check(&self.conn, &self.path)?,
-                Component::Sketch => super::vector_file::check_sketch(&self.conn, &self.path)?,
-                Component::Cells => super::vector_file::check_cells(&self.conn, &self.path)?,
+                Component::Sketch | Component::Cells => {
+                    let cells = c == Component::Cells;
+                    super::vector_file::check_follower(&self.conn, &self.path, cells)?
+                }
             };
             if let Some(why) = why {
                 out.push(Damage {

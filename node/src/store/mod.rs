@@ -457,11 +457,7 @@ impl Store {
     /// such a search gains from. The pages it keeps cost their buffers'
     /// first touch, and a search that spreads over a large history reads
     /// more pages than either size holds, so with the larger cache more of
-    /// the page copies land in memory the CPU's caches do not hold. At
-    /// 10 GB a question answered 1 to 3 ms sooner with 512 KiB (fresh
-    /// processes, interleaved, unfiltered and filtered, same answers);
-    /// 16 MiB made it 6 to 10 ms slower. At 1 GB the sizes made no
-    /// difference.
+    /// the page copies land in memory the CPU's caches do not hold.
     pub const ONE_SEARCH_CACHE_KIB: u32 = 512;
 
     /// The page cache of this connection, in KiB (a size set in pages is

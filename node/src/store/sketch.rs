@@ -63,10 +63,7 @@ const CANDIDATE_PRODUCT: u64 = 1_920_000_000;
 
 /// How many of the `entries` nearest by sketch are scored exactly: all of
 /// [`CANDIDATES`]' most up to 120,000 entries, falling to its fewest at
-/// 240,000 and beyond. Measured on the recall set with 1 GB of history
-/// (120,000 entries), 8,000 lost one question of 366 at R@1 that 16,000
-/// kept (16,000 gave the exact scan's figures); with 10 GB (1.15 million
-/// entries), 16,000 gained nothing over 8,000 and cost 1.2 ms a question.
+/// 240,000 and beyond (the recall set's figures, in the commit history).
 pub(crate) fn candidates(entries: u64) -> usize {
     if !cfg!(test)
         && let Some(n) = test_knob()
@@ -214,9 +211,7 @@ fn sum_of_bytes(x: u64) -> u32 {
 ///
 /// Where the CPU has the `popcnt` instruction (every x86-64 since about
 /// 2009, but not baseline x86-64, which the binary is built for), the loop
-/// is compiled a second time with it, and that copy is taken: at 10 GB of
-/// history (1.15 million sketches, held in a cache-sized buffer by the
-/// read) it took 3–3.5 ms of CPU and 1–1.4 ms of wall time off a question.
+/// is compiled a second time with it, and that copy is taken.
 fn distances(query: &[u8], bytes: &[u8], dist: &mut Vec<u16>, hist: &mut [u32]) {
     #[cfg(target_arch = "x86_64")]
     if std::arch::is_x86_feature_detected!("popcnt") {
@@ -583,8 +578,7 @@ impl Reader {
         let size = sketch_len(self.dim);
         let per = per_page(self.dim);
         // Pages per read: 128 KiB, which stays in cache and costs a
-        // fresh process few page faults (1 MiB reads took 1.3–2.4 ms more
-        // of a question at 1 and at 10 GB; 64 KiB no less).
+        // fresh process few page faults.
         const CHUNK: u64 = 32;
         let (last, head) = ((end - 1) / per + 1, head_pages(self.dim));
         let mut buf = Vec::new();
@@ -654,8 +648,7 @@ const BYPASSED: u16 = u16::MAX;
 /// has read hold `k` already. That distance only shrinks as the part reads
 /// on, and the `k` nearest of all the parts lie within each part's, so
 /// nothing they need is dropped, and the counts of every distance up to
-/// theirs are whole. Keeping every entry read, a quarter of 1.15 million
-/// at 10 GB, cost a fresh process about 1,700 page faults more.
+/// theirs are whole.
 struct Nearest {
     k: usize,
     hist: Vec<u32>,
@@ -762,14 +755,9 @@ pub(crate) enum CellsWhen {
     Now,
     /// At a later update: more entries are on their way (a long vector
     /// pass moves them into the file in steps), and cells written now
-    /// would soon cover too little and be written again. Each writing
-    /// compares every entry with about twice the square root of their
-    /// number of centroids, so writing them at each step of a first pass
-    /// over 10 GB (at 402,000, 537,000, 719,000 and 963,000 entries)
-    /// cost more than writing them once at the end. Until then searches
-    /// read every entry the cells do not cover from the sketch, as below
-    /// the cells' threshold: more bytes per question, never a worse
-    /// answer.
+    /// would soon cover too little and be written again. Until then
+    /// searches read the entries the cells do not cover from the sketch:
+    /// more bytes per question, never a worse answer.
     Later,
 }
 

@@ -278,7 +278,11 @@ pub(crate) fn current(conn: &Connection, db: &Path) -> Result<bool, StoreError> 
 /// finds wrong with the sketch (`cells` false) or its cells, made for the
 /// file the database vouches for; a damaged one is removed (the cells
 /// with the sketch they copy), so that the next sync writes it anew.
-fn check_follower(conn: &Connection, db: &Path, cells: bool) -> Result<Option<String>, StoreError> {
+pub(crate) fn check_follower(
+    conn: &Connection,
+    db: &Path,
+    cells: bool,
+) -> Result<Option<String>, StoreError> {
     let Some(mark) = read_mark(conn)? else {
         return Ok(None);
     };
@@ -296,16 +300,6 @@ fn check_follower(conn: &Connection, db: &Path, cells: bool) -> Result<Option<St
         }
     }
     Ok(why)
-}
-
-/// Checks every page of the sketch (see [`check_follower`]).
-pub(crate) fn check_sketch(conn: &Connection, db: &Path) -> Result<Option<String>, StoreError> {
-    check_follower(conn, db, false)
-}
-
-/// Checks every page of the sketch's cells (see [`check_follower`]).
-pub(crate) fn check_cells(conn: &Connection, db: &Path) -> Result<Option<String>, StoreError> {
-    check_follower(conn, db, true)
 }
 
 /// How many entries of the file hold a vector (trusted and not blanked).
