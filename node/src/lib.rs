@@ -6,10 +6,10 @@
 //! `record`, `home`, `lock`, `clock`, `hex`, `text`, `embed`, `pathmap` at
 //! the bottom; then `redact`, `identity`, `seal`; `sources`; `projects`;
 //! `config`, `store` (with the survey); `indexer`, `search`, `handoff`;
-//! the [`node::Node`] façade and `search_socket` (searches the daemon
-//! answers for the CLI); `sync`, which drives a shared node; the `cairn
-//! serve` `daemon`, which uses `sync`; and the front ends served from the
-//! library, `mcp` and `ui`. Each imports only from layers below its own.
+//! the [`node::Node`] façade; `sync`, which drives a shared node; the
+//! `cairn serve` `daemon` (with the search socket it answers the CLI on),
+//! which uses `sync`; and the front ends served from the library, `mcp`
+//! and `ui`. Each imports only from layers below its own.
 //!
 //! The node never reads environment variables itself: the caller resolves a
 //! [`config::Config`] from a captured [`config::Env`] and passes it in, so
@@ -33,7 +33,6 @@ pub mod record;
 pub mod redact;
 pub mod seal;
 pub mod search;
-pub mod search_socket;
 pub mod sources;
 pub mod store;
 pub mod sync;

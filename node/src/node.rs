@@ -388,7 +388,7 @@ impl Node {
     /// that it overlaps opening it (see [`IndexRequest::walked`]). Its
     /// threads tally what they find for [`Node::unchanged_since_survey`].
     pub fn start_walk(config: &Config) -> indexer::Walk {
-        let keys = survey::Keys::of(&survey_key(config));
+        let keys = survey::Keys::of(&survey::config_key(config));
         indexer::Walk::start(&config.locations, &config.disabled, Some(keys))
     }
 
@@ -402,11 +402,8 @@ impl Node {
         config: &Config,
         walk: &mut indexer::Walk,
     ) -> Option<IndexReport> {
-        let key = survey_key(config);
-        if derived_changed_since_survey(config) {
-            return None;
-        }
-        let known = survey::Survey::load(&config.home, &key, &config.db_path)?;
+        let key = survey::config_key(config);
+        let known = survey::load_current(&config.home, &key, &config.db_path)?;
         let stores = indexer::unchanged_since(walk, known)?;
         Some(IndexReport {
             stores,
@@ -414,74 +411,19 @@ impl Node {
         })
     }
 
-    /// Writes the survey a later [`Node::unchanged_since_survey`] trusts:
-    /// call it after a pass that found nothing new. The `sources` rows are
-    /// those that pass compared the disk with when nothing was committed
-    /// since before it read them until after the database files are
-    /// stat'ed; otherwise they are read again and the files stat'ed in one
-    /// read transaction, and nothing is written when another process
-    /// committed meanwhile. When the files changed too recently to be
-    /// trusted, it is written for a pass to trust by the rows' generation
-    /// (see [`crate::store::survey`]). Returns whether one that a walk trusts
-    /// before the database is opened was written; failing to write it is
-    /// only logged.
+    /// Writes the survey a later [`Node::unchanged_since_survey`] trusts
+    /// (see [`Store::save_survey`]): call it after a pass that found
+    /// nothing new. Returns whether one a walk trusts was written.
     fn save_survey(&mut self) -> Result<bool, NodeError> {
         let enabled = crate::sources::enabled_agents(&self.config.disabled);
-        // The rows the last pass compared with stand while nothing was
-        // committed since before it read them (checked after the stat);
-        // otherwise they are read again with the stat inside the read.
-        // The clock is read for the file system the database is on.
-        let db_dir = self.config.db_path.parent().unwrap_or(&self.config.home);
-        let compared = match self.compared.take() {
-            Some(indexer::Compared::Rows(before, stamps)) => {
-                let reading = survey::Reading::take(db_dir);
-                let files = survey::DbFiles::of(&self.config.db_path);
-                let generation = self.store.sources_gen()?;
-                let current = self.store.change_stamp().ok() == Some(before);
-                current.then_some((
-                    stamps,
-                    survey::Taken {
-                        reading,
-                        files,
-                        generation,
-                    },
-                ))
-            }
+        let rows = match self.compared.take() {
+            Some(indexer::Compared::Rows(before, stamps)) => Some((before, stamps)),
             _ => None,
         };
-        let snapshot = match compared {
-            Some(s) => Some(s),
-            None => self.store.read_consistent(|s| {
-                let stamps = s.source_stamps()?;
-                let generation = s.sources_gen()?;
-                let reading = survey::Reading::take(db_dir);
-                let files = survey::DbFiles::of(&self.config.db_path);
-                Ok((
-                    stamps,
-                    survey::Taken {
-                        reading,
-                        files,
-                        generation,
-                    },
-                ))
-            })?,
-        };
-        let Some((stamps, taken)) = snapshot else {
-            return Ok(false);
-        };
-        let key = survey_key(&self.config);
-        let known = stamps
-            .iter()
-            .filter(|s| enabled.contains(&s.agent.as_str()))
-            .map(|s| survey::Known {
-                agent: &s.agent,
-                path: &s.path,
-                size: s.size,
-                mtime_ns: s.mtime_ns,
-                failed: s.failed,
-                missing: s.missing,
-            });
-        Ok(written(survey::save(&self.config.home, &key, taken, known)))
+        let key = survey::config_key(&self.config);
+        Ok(self
+            .store
+            .save_survey(&self.config.home, &key, &enabled, rows)?)
     }
 
     /// Leaves a survey for the next pass after the pass that made `report`,
@@ -509,29 +451,10 @@ impl Node {
                 };
             }
         };
-        let db_dir = self.config.db_path.parent().unwrap_or(&self.config.home);
-        let snapshot = self.store.read_consistent(|s| {
-            let Some((sources, generation)) = resurvey.sources(s)? else {
-                return Ok(None);
-            };
-            let reading = survey::Reading::take(db_dir);
-            let taken = survey::Taken {
-                reading,
-                files: survey::DbFiles::of(&self.config.db_path),
-                generation,
-            };
-            Ok(Some((sources, taken)))
-        })?;
-        let Some((sources, taken)) = snapshot.flatten() else {
-            return Ok(false);
-        };
-        let key = survey_key(&self.config);
-        Ok(written(survey::save_tallied(
-            &self.config.home,
-            &key,
-            taken,
-            sources,
-        )))
+        let key = survey::config_key(&self.config);
+        Ok(self
+            .store
+            .save_survey_of(&self.config.home, &key, |s| resurvey.sources(s))?)
     }
 
     /// The indexer's pass over `walk` with this node's settings, and
@@ -1154,36 +1077,6 @@ fn covers(target: &ForgetTarget, r: &crate::record::Record) -> bool {
     }
 }
 
-/// Whether a survey was written that a walk trusts before the database is
-/// opened (see [`survey::Trust`]); failing to write one is only logged.
-fn written(saved: std::io::Result<Result<survey::Trust, survey::NotSaved>>) -> bool {
-    match saved {
-        Ok(trust) => trust == Ok(survey::Trust::Files),
-        Err(e) => {
-            tracing::debug!(error = %e, "cannot write the survey");
-            false
-        }
-    }
-}
-
-/// The survey's key for `config`: everything a pass depends on is in it.
-fn survey_key(config: &Config) -> [u8; 32] {
-    survey::config_key(&format!("{config:?}"), crate::store::SCHEMA_VERSION)
-}
-
-/// A derived file beside the database written after the survey (which
-/// is saved after the pass that writes them): damage, or another
-/// program. A pass then runs and checks them (`Node::check_derived`).
-fn derived_changed_since_survey(config: &Config) -> bool {
-    let mtime = |p: &std::path::Path| std::fs::metadata(p).and_then(|m| m.modified()).ok();
-    let Some(surveyed) = mtime(&config.home.join(survey::FILE)) else {
-        return false;
-    };
-    Component::ALL
-        .iter()
-        .any(|c| mtime(&c.path(&config.db_path)).is_some_and(|t| t > surveyed))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1295,7 +1188,7 @@ mod tests {
     fn a_walk_compares_alike_whoever_tallied_it() {
         let (_dir, cfg, mut node, first) = indexed_home("a heron in the marsh");
         settle(&mut node);
-        let key = survey_key(&cfg);
+        let key = survey::config_key(&cfg);
         let known = || survey::Survey::load(&cfg.home, &key, &cfg.db_path).expect("a survey");
         let tallies = [
             Some(survey::Keys::of(&key)),
@@ -1359,7 +1252,7 @@ mod tests {
 
         // A refreshed search with nothing new leaves a survey too, and a
         // search after an append does not trust it.
-        survey::remove(&cfg.home);
+        let _ = std::fs::remove_file(cfg.home.join(survey::FILE));
         let opts = SearchOptions {
             limit: 10,
             ..SearchOptions::default()
@@ -1431,7 +1324,7 @@ mod tests {
     }
 
     fn loaded(cfg: &Config) -> survey::Survey {
-        survey::Survey::load(&cfg.home, &survey_key(cfg), &cfg.db_path).expect("a survey")
+        survey::Survey::load(&cfg.home, &survey::config_key(cfg), &cfg.db_path).expect("a survey")
     }
 
     fn missing(node: &Node, path: &Path) -> bool {

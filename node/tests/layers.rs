@@ -32,9 +32,8 @@ const LAYERS: &[&[&str]] = &[
     &["config", "store"],
     // What is built on the store: indexing, search and handoff briefs.
     &["indexer", "search", "handoff"],
-    // The node: the façade over store, indexer and search; the daemon's
-    // search socket, which answers from the same store and search.
-    &["node", "search_socket"],
+    // The node: the façade over store, indexer and search.
+    &["node"],
     // Replication, which drives a shared node (and its own façade,
     // `sync::facade`, for the CLI).
     &["sync"],
@@ -320,4 +319,51 @@ fn every_module_is_placed_in_a_layer() {
             assert!(top.contains(*m), "LAYERS names {m}, which is not a module");
         }
     }
+}
+
+/// `sync` is what the daemon uses; it never reaches back into it (the
+/// layering implies it, this names it).
+#[test]
+fn sync_never_imports_the_daemon() {
+    let edges = graph();
+    let back = edges.get(&("sync".to_owned(), "daemon".to_owned()));
+    assert!(back.is_none(), "sync imports daemon in {back:?}");
+}
+
+/// The daemon's search socket (its wire, its client for the CLI and MCP,
+/// its server) uses nothing else of the daemon: the CLI links its client
+/// without the index loop, the watch or the instance files.
+#[test]
+fn the_search_socket_uses_nothing_else_of_the_daemon() {
+    let root = src_dir();
+    let dir = root.join("daemon").join("search_socket");
+    let mut files = Vec::new();
+    rust_files(&dir, &mut files);
+    assert!(!files.is_empty(), "no {}", dir.display());
+    let mut wrong = Vec::new();
+    for file in files {
+        let rel = file.strip_prefix(&root).expect("under src");
+        let path = module_path(rel);
+        let name = rel.file_name().expect("file name").to_string_lossy();
+        let text = std::fs::read_to_string(&file).expect("read source");
+        let code = non_test_code(&name, &text);
+        // `crate::daemon::x` and `super::...::x` reaching `daemon` name x.
+        let mut named: Vec<String> = code
+            .match_indices("crate::daemon::")
+            .flat_map(|(i, m)| first_segments(&code, i + m.len()))
+            .collect();
+        let ups = path.len() - 1;
+        let chain = "super::".repeat(ups);
+        for (i, _) in code.match_indices(&chain) {
+            let whole =
+                !code[..i].ends_with(':') && !code[i + chain.len()..].starts_with("super::");
+            if whole {
+                named.extend(first_segments(&code, i + chain.len()));
+            }
+        }
+        for n in named.into_iter().filter(|n| n != "search_socket") {
+            wrong.push(format!("{} names daemon::{n}", rel.display()));
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }

@@ -76,7 +76,7 @@ pub fn run(global: &GlobalArgs, args: &SearchArgs) -> anyhow::Result<()> {
     // A running daemon keeps the index fresh, and answers from a warm
     // connection what this process would answer cold.
     let served = match serving {
-        true => cairn_node::search_socket::served(&cfg, &query, &opts, args.offset),
+        true => cairn_node::daemon::search_socket::served(&cfg, &query, &opts, args.offset),
         false => None,
     };
     let page = match served {

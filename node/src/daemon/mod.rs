@@ -8,7 +8,7 @@
 //! - **index**: the index loop (`index_loop`) over the agents' stores,
 //!   watched with a polling fallback (`watch`);
 //! - **searches**: the CLI's searches, answered on a Unix socket in the
-//!   home from a connection kept warm (`crate::search_socket`);
+//!   home from a connection kept warm (`search_socket`);
 //! - **sync**: the peers, through `sync`'s public [`SyncService`], which
 //!   it tells when this node's own log grew.
 //!
@@ -24,6 +24,7 @@ use tokio::sync::Notify;
 
 mod index_loop;
 pub mod instance;
+pub mod search_socket;
 pub mod watch;
 
 use crate::clock::now_ms;
@@ -186,14 +187,13 @@ pub async fn serve(
     // daemon finds the socket. Without it the CLI searches on its own: a
     // failure is only logged.
     #[cfg(unix)]
-    let searches =
-        match crate::search_socket::server::SearchSocket::bind(&home, &node.config().db_path) {
-            Ok(socket) => Some(socket),
-            Err(e) => {
-                tracing::warn!(error = %e, "searches are not answered by the daemon");
-                None
-            }
-        };
+    let searches = match search_socket::server::SearchSocket::bind(&home, &node.config().db_path) {
+        Ok(socket) => Some(socket),
+        Err(e) => {
+            tracing::warn!(error = %e, "searches are not answered by the daemon");
+            None
+        }
+    };
     write_state(
         &home,
         &ServeState {

@@ -85,7 +85,7 @@ pub fn search(node: &Node, req: &SearchRequest, now_ms: i64) -> Result<String, T
     // A running daemon answers from its warm connection (the vectors held
     // in memory): the hits this process would find itself.
     let served = match crate::daemon::is_serving(&node.config().home) {
-        true => crate::search_socket::served(node.config(), &req.query, &opts, 0),
+        true => crate::daemon::search_socket::served(node.config(), &req.query, &opts, 0),
         false => None,
     };
     let hits = match served {

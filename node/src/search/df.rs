@@ -1,20 +1,10 @@
-//! How many records a word matches (its document frequency), at a cost that
-//! does not grow with the index.
-//!
-//! FTS5 keeps no per-word count: `fts5vocab` counts a word by reading its
-//! whole list of records, which for a common word is linear in the corpus
-//! (about 0.5 ms for "error" at 1 GB, ten times that at 10 GB, and it was
-//! read twice per query word). Here a word's newest matches are read, at
-//! most [`SCAN_LIMIT`] + 1 of them, newest first: a word with no more is
-//! counted exactly, and a more common one is estimated from how densely
-//! those newest matches lie among the record ids. The ranking only needs
-//! the exact figure for rare words (their weight) and an estimate for the
-//! rest (whether a word is a stop word for this corpus, and its weight,
-//! which changes little once a word is common).
-//!
-//! The newest matches read for a count are kept for the rest of the
-//! search: a single word is then scored from them (see
-//! [`Frequencies::newest`]) without asking FTS5 for them a second time.
+//! How many records a word matches (its document frequency), at a cost
+//! that does not grow with the index: FTS5 keeps no per-word count, so a
+//! word's newest matches are read, at most [`SCAN_LIMIT`] + 1 newest
+//! first; a word with no more is counted exactly, a more common one
+//! estimated from how densely they lie among the record ids. The matches
+//! read are kept: a single word is scored from them
+//! ([`Frequencies::newest`]) without asking FTS5 again.
 
 use std::collections::HashMap;
 

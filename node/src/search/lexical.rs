@@ -26,13 +26,9 @@ pub(super) const SCAN_LIMIT: i64 = 8_000;
 
 /// How many of a concept's newest matches a filtered search reaches back
 /// through for those its filters allow (when the newest [`SCAN_LIMIT`]
-/// gave too few): the reach-back stops there however few it found. A
-/// rare filter (`--role user`, a small project) over a word matching
-/// 136,000 records at 10 GB read every match, 139,000 of them for 1,800
-/// allowed (22 ms of a question), where the same word at 1 GB has 13,600.
-/// Below the share at which a word counts as common ([`COMMON_SHARE`]) of
-/// 1 GB's 530,000 records, so a question at 1 GB reaches back as far as it
-/// did. Not for a filter on the time (see [`reach_of`]).
+/// gave too few): the reach-back stops there however few it found, so a
+/// rare filter over a common word does not read every match. Not for a
+/// filter on the time (see [`reach_of`]).
 pub(super) const REACH_LIMIT: usize = 32_000;
 
 /// How far a search with `filter` reaches back through a concept's matches
@@ -42,8 +38,7 @@ pub(super) const REACH_LIMIT: usize = 32_000;
 /// need not be the order of the records' times, so the newest matches by
 /// id can all be older than the filter's time while older ids hold the
 /// answer. Its screen rules out the sessions that ended before the time
-/// without their rows (at 10 GB, `--since` over the last four months with
-/// a word matching 136,000 records: 117 ms before it did, 30 ms after).
+/// without their rows.
 pub(super) fn reach_of(filter: &Filter) -> usize {
     match filter.since_ms {
         Some(_) => usize::MAX,
@@ -102,8 +97,7 @@ const PERIOD_CANDIDATES: usize = 400;
 ///
 /// A filtered search takes the same matches and looks them up best first,
 /// filters and all, until [`CANDIDATES`] pass ([`allowed_best`]): a common
-/// word's thousands of matches are not all read from `records` (at 1 GB,
-/// an agent filter made a question three times slower when they were).
+/// word's thousands of matches are not all read from `records`.
 /// Only when fewer pass and the concept has older matches than those does
 /// it reach back: then its candidates are the best of the newest
 /// [`SCAN_LIMIT`] matches the filters allow among its newest `reach`
@@ -111,12 +105,8 @@ const PERIOD_CANDIDATES: usize = 400;
 /// where it can rule records out by their session, time or role
 /// ([`newest_allowed`]), else each read through a join.
 ///
-/// FTS5's own `bm25()` read each match's row of `fts_docsize`: one page
-/// read per match, which for a word matching thousands of records spread
-/// over 10 GB of history was most of a question's time (4 µs a match in
-/// a fresh process). Counting a word once per record, against the
-/// newest records' average length, also ranked better on the recall set,
-/// at 1 GB and at 10 GB of history.
+/// Not FTS5's `bm25()`, which reads a page of `fts_docsize` per match;
+/// a word counted once per record also ranked better on the recall set.
 pub(super) fn concept_candidates(
     store: &Store,
     lengths: &mut Facts<'_>,
@@ -175,9 +165,7 @@ pub(super) fn concept_candidates(
 /// filters allow, among its newest `reach` matches, newest first: those
 /// the `screen` finds allowed, and those it neither allows nor rules out
 /// whose rows pass. The same records as the join of those matches with
-/// `records` (which at 10 GB took 150 ms of a question for a project
-/// holding 4% of the records, reading a row per match until 8,000 passed),
-/// without reading a row for most. Only records whose rows were read come
+/// `records`, without reading a row for most. Only records whose rows were read come
 /// with their columns.
 fn newest_allowed(
     store: &Store,
@@ -285,8 +273,7 @@ pub(super) fn scored(
 /// through `bytes` when a filter names roles); and when the ranker's
 /// columns come from the columns file, one the screen allows is kept
 /// without its row too ([`Screen::judge`]), its columns read with the
-/// others' (`offer`: 10 GB, `--agent codex` and `--role user`, a question
-/// went from 27.5–32.8 to 22.3–23.7 ms). The look-ups go a
+/// others' (`offer`). The look-ups go a
 /// batch at a time in id order, so that a page read for one is still
 /// cached for its neighbours; a batch is no larger than the records still
 /// needed (at least 64), so few more are read than pass.
@@ -473,8 +460,7 @@ pub(super) fn run(
     let mut add = |by_id: &mut ById, mut scored: Vec<Scored>, k: usize, weight: f64| {
         // In id order, the look-ups walk the records' table from one end
         // to the other, and one whose page an earlier look-up read finds
-        // it still cached (0.3–0.4 ms of a fresh word search at 1 and
-        // 10 GB). The order offered in changes nothing else.
+        // it still cached. The order offered in changes nothing else.
         scored.sort_unstable_by_key(|s| s.1);
         for (score, id, cols) in scored {
             offer(by_id, id, Some((k, score * weight)), || {

@@ -1,20 +1,10 @@
-//! Search over the store, one straight line through modules named for
-//! their step:
-//!
-//! 1. [`plan`]: the question parsed and planned once (its words, the
-//!    period it names, the filter compiled once, whether the meaning tier
-//!    applies).
-//! 2. [`lexical`] finds each concept's newest matches in the full-text
-//!    indexes ([`df`] counts them), scores them by BM25 with a term
-//!    frequency of one, judges filters through the [`screen`], and
-//!    [`rank`]s sessions by role, decision language, the period and (only
-//!    as a tie-breaker) recency. Meanwhile [`semantic`], the meaning tier,
-//!    embeds the question and scans the vector file on another thread.
-//! 3. [`fuse`] blends the two rankings by reciprocal rank.
-//! 4. [`page`] fetches what the requested page of hits shows.
-//!
-//! Every read goes through the store's read API (`store::filter`,
-//! `candidates`, `ranker`, `period`, `hits`); this module writes no SQL.
+//! Search over the store, one straight line: [`plan`] (the question,
+//! period and filter parsed once) → [`lexical`] (each concept's newest
+//! matches, counted by [`df`], scored by BM25 with a term frequency of
+//! one, filtered through the [`screen`], [`rank`]ed by session) beside
+//! [`semantic`] (the meaning tier, on another thread) → [`fuse`] (by
+//! reciprocal rank) → [`page`] (what the page of hits shows). Every read
+//! goes through the store's read API; this module writes no SQL.
 
 mod df;
 mod fuse;

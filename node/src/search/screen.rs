@@ -1,19 +1,11 @@
-//! What a filtered search can tell of a candidate without reading its row
-//! in `records`: whether the filters allow its session, from the run of
-//! record ids that holds it (`store::runs`), whether they allow its role,
-//! from its role byte, and whether a filter on the time (`--since`)
-//! allows it, from its stamp (both from the columns file, through
-//! `store::ranker::Facts`, which reads the row only where the file cannot
-//! say). The runs rule out first the sessions whose newest dated record
-//! is older than the time, so the stamps of their records are never read.
-//!
-//! A look-up in `records` reads a leaf page of the table that holds the
-//! records' text, one per candidate spread over the history; the runs and
-//! the columns file are small, and a search's candidates share their
-//! pages. A candidate the screen rules out is never looked up. One it
-//! finds allowed by every filter needs no look-up either when nothing
-//! else filters (no machine): a role byte or stamp is known only for a
-//! record that exists (a delete zeroes its entry before it commits).
+//! What a filtered search can tell of a candidate without reading its row:
+//! whether the filters allow its session (from its run, `store::runs`),
+//! its role (role byte) and its time (stamp), the last two from the
+//! columns file through `store::ranker::Facts`, which reads the row only
+//! where the file cannot say. A candidate ruled out is never looked up;
+//! one allowed by every filter needs no look-up either when nothing else
+//! filters, since a role byte or stamp is known only for a record that
+//! exists.
 
 use super::SearchError;
 use crate::store::ranker::Facts;

@@ -16,7 +16,7 @@ use super::plan::Plan;
 use super::screen::Screen;
 use super::{SearchError, SearchOptions};
 use crate::embed::{Embedder, Scorer};
-use crate::store::{Filter, Store, runs, vector_file};
+use crate::store::{Filter, Store, StoreError, runs, vector_file};
 
 /// Records the vector scan hands to fusion.
 const VECTOR_RECORDS: usize = 200;
@@ -40,28 +40,7 @@ pub fn is_exact_lookup(raw: &str) -> bool {
         let number = digits >= 3 && !letters && !year;
         // Upper case inside a word: camelCase, OOMKilled, HTTPError.
         let camel = w.chars().skip(1).any(char::is_uppercase) && w.chars().any(char::is_lowercase);
-        let symbols = w.chars().any(|c| {
-            matches!(
-                c,
-                '_' | '/'
-                    | '\\'
-                    | ':'
-                    | '.'
-                    | '#'
-                    | '['
-                    | ']'
-                    | '('
-                    | ')'
-                    | '='
-                    | '<'
-                    | '>'
-                    | '@'
-                    | '$'
-                    | '*'
-                    | '{'
-                    | '}'
-            )
-        });
+        let symbols = w.chars().any(|c| "_/\\:.#[]()=<>@$*{}".contains(c));
         (letters && digits > 0) || number || camel || symbols
     })
 }
@@ -247,10 +226,7 @@ fn scan_file_unfiltered(scan: &vector_file::Scan, scorer: &Scorer, qv: &[f32]) -
 const CHECK_BATCH: usize = 512;
 
 /// How many of the file's nearest records a filtered search checks one by
-/// one before it falls back to the set of every record it allows. At 10 GB
-/// 8,000 cost a question that needs fewer 0 to 13 ms more than 2,000 did,
-/// and kept far more from giving way: `--role assistant` "why did we pin
-/// hyper" 574 -> 93 ms, `--agent` 207-355 -> 80-147 ms.
+/// one before it falls back to the set of every record it allows.
 const WIDE: usize = 8_000;
 
 /// Whether checking the file's nearest records one by one is worth trying
@@ -262,15 +238,11 @@ const WIDE: usize = 8_000;
 /// after it are a tenth of all ([`time_share_wide`]). A narrower one's ids
 /// come quickly from the runs (`allowed_by_runs`, and the stamps for the
 /// time), and [`WIDE`] nearest records would seldom hold
-/// [`VECTOR_RECORDS`] of them: at 10 GB the last two weeks' sessions hold
-/// 1.7% of the records, and the check before the scan was wasted.
+/// [`VECTOR_RECORDS`] of them.
 ///
 /// The share is measured on the newest [`SHARE_SESSIONS`] sessions, so its
-/// cost stays the same at any size of history: summing every session's
-/// records read the whole table, 5 ms of a question's CPU at 10 GB (31,074
-/// sessions). A filter whose share differs in older sessions is still
-/// answered right, only more slowly: a narrow one judged wide falls back
-/// to the scan when too few of the nearest pass ([`checked`]).
+/// cost does not grow with the history. A filter whose share differs in
+/// older sessions is still answered right, only more slowly ([`checked`]).
 fn check_nearest_first(store: &Store, filter: &Filter) -> Result<bool, SearchError> {
     nearest_first_within(store, filter, SHARE_SESSIONS)
 }
@@ -282,13 +254,10 @@ const SHARE_SESSIONS: i64 = 2_000;
 /// [`check_nearest_first`] for a filter on the time alone: whether the
 /// sessions that started at or after it are a tenth of all or more,
 /// counted through `sessions_first_ms` without reading a session's row.
-/// The newest sessions by id would not do: ids follow the order in which
-/// histories were first read, so after a first index of a long history
-/// they are no sample of its times (at 10 GB they judged a filter on the
-/// last two years narrow, and its question took 46 -> 68 ms). A session
-/// that started before the time and ended after it is not counted, so a
-/// filter may be judged narrow that is not: that costs speed (the scan of
-/// the ids it allows), never a different answer.
+/// (The newest sessions by id are no sample of times: ids follow reading
+/// order.) A session that started before the time and ended after it is
+/// not counted: a filter judged narrow wrongly costs speed, never an
+/// answer.
 fn time_share_wide(store: &Store, since: i64) -> Result<bool, SearchError> {
     let (after, all) = store.sessions_started_since(since)?;
     Ok(after / all.max(1.0) * WIDE as f64 >= 4.0 * VECTOR_RECORDS as f64)
@@ -353,9 +322,7 @@ fn file_nearest(scan: &vector_file::Scan, scorer: &Scorer, qv: &[f32], wide: usi
 /// [`VECTOR_RECORDS`] pass. `None` when fewer pass and the nearest were
 /// not every record that reached the floor (`complete`): the filters are
 /// narrower than [`check_nearest_first`] judged, and the caller scans for
-/// the ids they allow ([`allowed`]), which at 10 GB costs a machine filter
-/// half a second or more (a time filter reads only the records of the
-/// sessions that did not end before it: see [`allowed_by_rows`]).
+/// the ids they allow ([`allowed`]).
 ///
 /// What passes is what a scan of the allowed records keeps, up to the
 /// sketch: exactly that when the file has no sketch or every entry was
@@ -457,8 +424,7 @@ fn narrowed_file(
 /// The records up to id `upto` that a filtered search allows. Every role
 /// is let in unless the search names roles: the file holds vectors of
 /// conversation records only, and without a condition on the role a
-/// session filter is answered from the `records_session` index alone (0.1
-/// s instead of 0.4 s for an agent's 1.5 million records at 10 GB).
+/// session filter is answered from the `records_session` index alone.
 fn allowed(
     store: &Store,
     upto: i64,
@@ -483,21 +449,22 @@ fn allowed(
         },
         false => (None, vec![(1, upto)]),
     };
-    let times = match filter.since_ms {
-        None => None,
-        Some(since) => match allowed_since(store, &within, upto, since)? {
-            Some(set) => Some(set),
-            None => return allowed_by_rows(store, upto, filter),
-        },
-    };
-    let roles = match filter.roles.is_empty() {
-        true => None,
-        false => match allowed_by_roles(store, &within, upto, &filter.roles)? {
-            Some(set) => Some(set),
-            None => return allowed_by_rows(store, upto, filter),
-        },
-    };
-    let mut sets = [sessions, times, roles].into_iter().flatten();
+    let times = filter.since_ms.map(|since| {
+        allowed_by_columns(&within, upto, |w, add| store.ids_dated_since(w, since, add))
+    });
+    let roles = (!filter.roles.is_empty()).then(|| {
+        allowed_by_columns(&within, upto, |w, add| {
+            store.ids_with_roles(w, &filter.roles, add)
+        })
+    });
+    let (times, roles) = (times.transpose()?, roles.transpose()?);
+    // No columns file: the rows.
+    if matches!(times, Some(None)) || matches!(roles, Some(None)) {
+        return allowed_by_rows(store, upto, filter);
+    }
+    let mut sets = [sessions, times.flatten(), roles.flatten()]
+        .into_iter()
+        .flatten();
     let Some(mut set) = sets.next() else {
         return allowed_by_rows(store, upto, filter);
     };
@@ -507,46 +474,22 @@ fn allowed(
     Ok(set)
 }
 
-/// [`allowed`] for a filter on the time, from the records' stamps (the
-/// columns file's, see `Store::ids_dated_since`) of the ids `within` (ascending ranges, the runs
-/// of the sessions that may hold a record it allows) up to `upto`: at
-/// 10 GB the rows of the last two weeks' records took 7 ms to read from
-/// `records_session`. `None` without a columns file.
-fn allowed_since(
-    store: &Store,
+/// [`allowed`] for a filter on the time or on roles from the columns
+/// file (`read`: `Store::ids_dated_since` or `Store::ids_with_roles`)
+/// over the ids `within` (ascending ranges) cut at `upto`, not from every
+/// record's row. `None` without a columns file.
+fn allowed_by_columns(
     within: &[(i64, i64)],
     upto: i64,
-    since: i64,
+    read: impl FnOnce(&[(i64, i64)], &mut dyn FnMut(i64, i64)) -> Result<Option<()>, StoreError>,
 ) -> Result<Option<IdSet>, SearchError> {
     let mut set = IdSet::upto(upto);
-    let within = up_to(within, upto);
-    let done =
-        store.ids_dated_since(&within, since, |first, last| set.insert_range(first, last))?;
-    Ok(done.map(|()| set))
-}
-
-/// The ranges `within`, each cut at `upto` (those beyond it left out).
-fn up_to(within: &[(i64, i64)], upto: i64) -> Vec<(i64, i64)> {
-    within
+    let within: Vec<(i64, i64)> = within
         .iter()
         .map(|&(a, b)| (a, b.min(upto)))
         .filter(|(a, b)| a <= b)
-        .collect()
-}
-
-/// [`allowed`] for a filter on roles, from the records' role bytes (the
-/// columns file's, see `Store::ids_with_roles`) of the ids `within`
-/// (ascending ranges) up to `upto`: a read of every record's row took
-/// 0.5 s or more at 10 GB. `None` without a columns file.
-fn allowed_by_roles(
-    store: &Store,
-    within: &[(i64, i64)],
-    upto: i64,
-    roles: &[crate::record::Role],
-) -> Result<Option<IdSet>, SearchError> {
-    let mut set = IdSet::upto(upto);
-    let within = up_to(within, upto);
-    let done = store.ids_with_roles(&within, roles, |first, last| set.insert_range(first, last))?;
+        .collect();
+    let done = read(&within, &mut |first, last| set.insert_range(first, last))?;
     Ok(done.map(|()| set))
 }
 
@@ -555,8 +498,7 @@ type IdsIn = (IdSet, Vec<(i64, i64)>);
 
 /// [`allowed`] for a filter on the session alone, from the runs of record
 /// ids of the sessions it allows (see `store::runs`), and the records after
-/// the runs' end from their rows: at 10 GB a project holding 4% of the
-/// records took 30–50 ms from `records_session`. With the set come the
+/// the runs' end from their rows. With the set come the
 /// ranges of ids it lies in (the allowed runs, and the ids after the runs'
 /// end), ascending. `None` without such a filter or without the runs.
 fn allowed_by_runs(
@@ -951,8 +893,10 @@ mod tests {
                             allowed_by_runs(&store, bound, &opts.filter(), None).expect("runs");
                         assert_eq!(runs.expect("the table").0, rows, "{how}");
                     } else if !opts.filter().by_session() {
-                        let roles = allowed_by_roles(&store, &[(1, bound)], bound, &opts.roles)
-                            .expect("roles");
+                        let roles = allowed_by_columns(&[(1, bound)], bound, |w, add| {
+                            store.ids_with_roles(w, &opts.roles, add)
+                        })
+                        .expect("roles");
                         match columns_file::path_for(store.path()).exists() {
                             true => assert_eq!(roles.expect("the file"), rows, "{how}"),
                             false => assert!(roles.is_none(), "{how}: no file"),

@@ -1,17 +1,10 @@
-//! The stretches of record ids that a search reaching back through every
-//! match of a concept reads (a filter on the time: see `search::lexical::reach_of`),
-//! when every run was read up front with the filters' verdict on its
-//! session (`runs::RunMap`): the allowed runs, joined where they touch and
-//! then across the narrowest gaps until few remain, and everything after
-//! the runs' end. Each stretch is one query on the full-text index bounded
-//! by rowid, which FTS5 answers by seeking each segment's doclist, so the
-//! matches in the gaps between them are never read.
-//!
-//! Record ids follow the order in which histories were read, not their
-//! times: after a first index the last two weeks' sessions can lie
-//! anywhere. At 10 GB they lay in 8 stretches holding 1.7% of the ids, and
-//! a question about them read every match of its words (136,000 for one
-//! word) newest first to find the few it allows.
+//! The stretches of record ids a search reaching back through every match
+//! of a concept reads (a time filter, see `search::lexical::reach_of`),
+//! when every run was read up front with the filters' verdict
+//! (`runs::RunMap`): the allowed runs, joined where they touch and across
+//! the narrowest gaps until few remain, and everything after the runs.
+//! Each stretch is one rowid-bounded full-text query, so matches in the
+//! gaps are never read (record ids follow reading order, not time).
 
 /// At most this many stretches: each costs a query and a seek in every
 /// segment holding the concept's term, so past a few dozen the seeks cost

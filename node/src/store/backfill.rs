@@ -22,12 +22,7 @@ pub(super) fn in_batches(
     key: &str,
     mut batch: impl FnMut(&Transaction<'_>, i64) -> Result<Option<i64>, StoreError>,
 ) -> Result<(), StoreError> {
-    let pending: bool = conn.query_row(
-        "SELECT EXISTS(SELECT 1 FROM meta WHERE key = ?1)",
-        [key],
-        |r| r.get(0),
-    )?;
-    if !pending {
+    if super::meta_get(conn, key)?.is_none() {
         return Ok(());
     }
     loop {
@@ -44,7 +39,7 @@ pub(super) fn in_batches(
         };
         match batch(&tx, from)? {
             None => {
-                tx.execute("DELETE FROM meta WHERE key = ?1", [key])?;
+                super::meta_drop(&tx, key)?;
             }
             Some(last) => {
                 tx.execute(

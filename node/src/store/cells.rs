@@ -1,39 +1,17 @@
-//! Coarse cells over the sketches (`<db>-cells`), so that a question over
-//! a large history compares its sketch with a share of the sketches
-//! instead of every one of them.
+//! Coarse cells over the sketches (`<db>-cells`): the sketches clustered
+//! by Hamming distance (binary k-means on a sample), each entry filed
+//! under its nearest centroid, so a question reads the nearest cells'
+//! [`probed`] entries instead of every sketch.
 //!
-//! The sketches are clustered by Hamming distance (a few rounds of binary
-//! k-means on an even sample: a centroid's bit is the majority of its
-//! members' bits), and each entry is filed under its nearest centroid. A
-//! search compares the question's sketch with every centroid and reads
-//! the cells nearest to it until it has read [`probed`] entries; the
-//! sketch's [`candidates`](super::sketch::candidates) nearest are chosen
-//! among those and the entries the cells do not cover yet (read from the
-//! sketch file as before). At 10 GB of history (1.15 million sketches,
-//! 36.7 MB) every question read and compared all of them: a third of a
-//! fresh search's CPU. Writing the cells there takes about 4 s.
-//!
-//! Layout, in 4 KiB pages sealed with a CRC-32 (`store::pages`, with the
-//! token `derived::Component::Cells` derives from the vector file's): a
-//! head of a 32-byte header (the magic `cairncl2`, the vector length as
-//! u32 LE, 4 reserved bytes, the vector file's token), 16 bytes naming
-//! the sketch's mean (the first 16 bytes of its blake3 hash), the number
-//! of cells (u32 LE), 4 reserved bytes, the entries covered (u64 LE;
-//! entries `0..covered` of the sketch), the centroids (one sketch each),
-//! the first entry of each cell and then `covered` (u64 LE each,
-//! ascending); then counted pages of the entries, cell by cell and in
-//! each cell ascending by position, each page holding its entries'
-//! positions (u32 LE each) and then their sketches, copied from the
-//! sketch file.
-//!
-//! The file is derived, like the sketch: one whose head fails its check
-//! or does not name the vector file, the sketch's mean and a consistent
-//! shape is ignored. A page of entries that fails its check sends the
-//! question to the sketch's full scan and names the file. The file is
-//! written whole, synced and renamed into place, anew from the sketch
-//! file when the sketch holds [`from`] entries or more and the cells cover
-//! less than three quarters of them; a blank in the sketch (a forget)
-//! removes it, so no copy of a blanked entry's sketch outlives the entry.
+//! Layout, in sealed [`super::pages`]: a head (header with magic
+//! `cairncl2` and the vector file's token, the sketch mean's blake3
+//! prefix, the cell count, the entries covered, the centroids, each
+//! cell's first entry), then counted pages of entries cell by cell: their
+//! positions (u32 LE) then their sketches. A head that fails or names
+//! another sketch is ignored; a failing page sends the question to the
+//! full sketch scan. Written whole and renamed into place from [`from`]
+//! entries when the cells cover under three quarters of the sketch; a
+//! blank in the sketch removes the file.
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
@@ -56,11 +34,8 @@ pub(crate) fn from() -> u64 {
         false => super::sketch::test_knob().unwrap_or(400_000),
     }
 }
-/// A search reads at least one in this many of the covered entries. On
-/// the recall set with 10 GB of history (1.15 million sketches; R@1 of
-/// 366 questions, the full scan 85.5% unfiltered, 87.7% by agent): one in
-/// 16 of 1,072 cells gave 78.1% and 83.9%, one in 4 of 2,144 cells 85.0%
-/// and 87.4% (R@5 as the full scan's).
+/// A search reads at least one in this many of the covered entries (one
+/// in 4 kept the full scan's recall at 10 GB; one in 16 lost 7 points).
 const PROBE_SHARE: u64 = 4;
 /// Rounds of k-means.
 const ROUNDS: usize = 6;

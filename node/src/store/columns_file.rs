@@ -1,55 +1,26 @@
-//! What the ranker needs of every record, in one checked file beside the
-//! database (`cairn.db-columns`), so a search reads a candidate's with a
-//! look into a mapping instead of look-ups in SQLite tables: its role,
-//! time, decision mark and session for the ranker's candidates (in
-//! `records` that look-up reads two pages at 10 GB), its length class
-//! (`columns::class_of`) for scoring a word's newest matches, and its
-//! role byte (`columns::role_byte`) for a filtered search's screen and
-//! the ids a filter on roles or the time allows ([`each_within`]). It is
-//! the one derived home of these facts: where it cannot say, the reader
-//! asks `records`.
+//! The columns file (`cairn.db-columns`): per record id, what the ranker
+//! and the filters need (role, time, decision mark, session, length
+//! class, role byte), the one derived home of these facts; where it
+//! cannot say, the reader asks `records`.
 //!
-//! Layout: the 32-byte header of [`super::flat_file`] (magic `cairnrc2`,
-//! entry length 16, the file's token), then checked pages
-//! ([`super::pages`]) of [`PER_PAGE`] entries, record id `id` in page
-//! `id / PER_PAGE`. An entry is the stamp word ([`Stamp::word`], u64 LE),
-//! the session row (u32 LE), the role code ([`codec::role_code`]), the
-//! length class, the role byte and a zero byte. The first 13 bytes say
-//! nothing when the word, session or role code is zero (a session row past
-//! u32, a role with no code, a deleted record); a length or role byte of 0
-//! says nothing.
-//!
-//! What the database vouches for: `meta.columns_file` holds the token and
-//! `upto`, and the file with that token holds the entries of every record
-//! with an id up to `upto` that existed when it was written. A page is
-//! trusted only once its checksum holds ([`pages::intact`]); a page that
-//! fails is never read (its records are asked of `records`, the search
-//! logs the file's name once) and the next full pass finds it
-//! ([`Store::check_columns`]) and writes the file anew. Record ids are
-//! never reused and a record's columns never change, so an entry stays
-//! right while its record exists.
-//!
-//! Written by [`Store::write_columns`] under the write lock, in steps of
-//! [`STEP`] records, whole sealed pages at a time (the last page of a step
-//! is written again by the next), each step's pages made durable before
-//! its mark is committed, so a torn write fails its check and is never
-//! trusted. A file that is missing or does not match the mark is written
-//! anew under a new token. Every path that deletes records zeroes their
-//! entries and seals their pages again in its own transaction ([`zero`]);
-//! a file it cannot zero (or a page that already fails) loses its mark in
-//! that transaction instead. So an entry that is not zero also says that
-//! its record exists in the snapshot of a search that reads it (which the
-//! meaning tier relies on). Derived: losing the file costs speed only.
-//! Must not: write anything but this file and `meta`'s mark; it reads
-//! `records` only to write entries and, in [`each_within`], for the ids
-//! the file cannot say of.
+//! Layout: the [`super::flat_file`] header (magic `cairnrc2`), then sealed
+//! [`super::pages`] of [`PER_PAGE`] 16-byte entries, record `id` in page
+//! `id / PER_PAGE`: the stamp word (u64 LE), the session row (u32 LE), the
+//! role code, the length class, the role byte, a zero byte. A zero field
+//! says nothing. `meta.columns_file` (token, `upto`) vouches for every
+//! record up to `upto`; pages are written whole and synced before the
+//! mark moves ([`Store::write_columns`]); a deleting path zeroes its
+//! records' entries in its own transaction ([`zero`]) or drops the mark,
+//! so a non-zero entry also says its record exists in the reader's
+//! snapshot. Must not: write anything but this file and its mark.
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
 
-use rusqlite::{Connection, OptionalExtension};
+use rusqlite::Connection;
 
 use super::columns::{self, Stamp};
+use super::derived::{self, Component};
 use super::flat_file::{self, HEADER_LEN};
 use super::held::{self, Which};
 use super::pages::{self, BODY, PAGE};
@@ -57,7 +28,7 @@ use super::{Store, StoreError, codec};
 use crate::record::Role;
 
 /// The file's magic.
-const MAGIC: &[u8; 8] = super::derived::Component::Columns.spec().magic;
+const MAGIC: &[u8; 8] = Component::Columns.spec().magic;
 
 /// Bytes per record.
 const ENTRY: usize = 16;
@@ -71,9 +42,6 @@ pub(crate) const LENGTH_AT: usize = 13;
 /// Where an entry keeps the role byte.
 pub(crate) const ROLE_AT: usize = 14;
 
-/// The `meta` key of the mark.
-const MARK_KEY: &str = "columns_file";
-
 /// Records written per transaction.
 pub(crate) const STEP: i64 = 65_536;
 
@@ -86,7 +54,7 @@ const FORMER: [&str; 2] = ["-lengths", "-roles"];
 
 /// The columns file beside the database at `db`.
 pub(crate) fn path_for(db: &Path) -> PathBuf {
-    super::derived::Component::Columns.path(db)
+    Component::Columns.path(db)
 }
 
 fn beside(db: &Path, suffix: &str) -> PathBuf {
@@ -173,20 +141,13 @@ struct Mark {
 
 impl Mark {
     fn encode(&self) -> String {
-        format!("{} {}", crate::hex::encode(&self.token), self.upto)
+        derived::mark_text(&self.token, &[self.upto.into()])
     }
 
     fn decode(s: &str) -> Option<Mark> {
-        let (token, upto) = s.split_once(' ')?;
-        let token = data_encoding::HEXLOWER_PERMISSIVE
-            .decode(token.as_bytes())
-            .ok()?
-            .try_into()
-            .ok()?;
-        Some(Mark {
-            token,
-            upto: upto.parse().ok().filter(|u| *u >= 0)?,
-        })
+        let (token, [upto]) = derived::parse_mark(s)?;
+        let upto = i64::try_from(upto).ok().filter(|u| *u >= 0)?;
+        Some(Mark { token, upto })
     }
 
     /// Bytes of pages that hold the entries it vouches for.
@@ -196,26 +157,16 @@ impl Mark {
 }
 
 fn read_mark(conn: &Connection) -> rusqlite::Result<Option<Mark>> {
-    let v: Option<String> = conn
-        .query_row("SELECT value FROM meta WHERE key = ?1", [MARK_KEY], |r| {
-            r.get(0)
-        })
-        .optional()?;
+    let v = Component::Columns.read_mark(conn)?;
     Ok(v.as_deref().and_then(Mark::decode))
 }
 
 fn write_mark(conn: &Connection, mark: &Mark) -> rusqlite::Result<()> {
-    conn.execute(
-        "INSERT INTO meta(key, value) VALUES (?1, ?2)
-         ON CONFLICT(key) DO UPDATE SET value = excluded.value",
-        (MARK_KEY, mark.encode()),
-    )?;
-    Ok(())
+    Component::Columns.write_mark(conn, &mark.encode())
 }
 
 fn drop_mark(conn: &Connection) -> rusqlite::Result<()> {
-    conn.execute("DELETE FROM meta WHERE key = ?1", [MARK_KEY])?;
-    Ok(())
+    Component::Columns.drop_mark(conn)
 }
 
 fn header(token: &[u8; 16]) -> [u8; HEADER_LEN] {
@@ -685,7 +636,7 @@ impl super::Store {
         let path = path_for(&self.path);
         let why = match open_marked(&self.path, &mark, false) {
             // None, or an older version's: written anew all the same.
-            None if !path.exists() || super::derived::Component::Columns.is_former(&path) => {
+            None if !path.exists() || Component::Columns.is_former(&path) => {
                 return Ok(None);
             }
             None => Some("its header does not match the database".to_owned()),

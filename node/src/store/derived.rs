@@ -1,18 +1,13 @@
-//! The derived files beside the database, listed once: each one's name,
-//! magic, former magics, how it is checked and how it is rebuilt. The full
-//! check ([`Store::check_derived`](super::Store::check_derived)), the
-//! survey's look for files changed behind its back, `cairn index`'s
-//! naming of a file it could not write, and the tests all go through
-//! [`Component::ALL`].
-//!
-//! Losing any of these files costs speed or a recomputation, never a
-//! record: each is rebuilt from the database (or from the vector file).
-//!
-//! This module holds no file's format and writes no file: the formats are
-//! `columns_file`, `vector_file`, `sketch` and `cells`, the sealing is
-//! `pages`.
+//! The derived files beside the database, listed once ([`Component::ALL`]):
+//! each one's name, magic, former magics, `meta` mark, check and rebuild,
+//! for the full check, the survey, `cairn index`'s naming of a file it
+//! could not write, and the tests. Losing any costs speed or a
+//! recomputation, never a record. Holds no file's format and writes no
+//! file but the marks.
 
 use std::path::{Path, PathBuf};
+
+use rusqlite::Connection;
 
 use super::{Damage, StoreError};
 
@@ -41,6 +36,10 @@ pub struct Spec {
     pub former: &'static [&'static [u8; 8]],
     /// Whether it exists only with the semantic tier on.
     pub semantic: bool,
+    /// The `meta` key whose value vouches for what of the file a reader
+    /// may trust (its token and how far); none for the cells, which their
+    /// head ties to the sketch they file.
+    pub mark: Option<&'static str>,
     /// How it is checked.
     pub checked: &'static str,
     /// How it is rebuilt.
@@ -52,6 +51,7 @@ const COLUMNS: Spec = Spec {
     magic: b"cairnrc2",
     former: &[b"cairnrc1"],
     semantic: false,
+    mark: Some("columns_file"),
     checked: "4 KiB pages sealed with a CRC-32 (`store::pages`), each checked before it is read",
     rebuilt: "its `meta` mark is dropped; the pass's columns step writes it anew",
 };
@@ -61,6 +61,7 @@ const VECTORS: Spec = Spec {
     magic: b"cairnvf2",
     former: &[b"cairnvf1"],
     semantic: true,
+    mark: Some("vector_file"),
     checked: "a CRC-32 per entry, checked before the entry is scored",
     rebuilt: "lost with its `meta` mark; the vector pass computes every vector again",
 };
@@ -70,6 +71,7 @@ const SKETCH: Spec = Spec {
     magic: b"cairnsk2",
     former: &[b"cairnsk1"],
     semantic: true,
+    mark: Some("sketch_file"),
     checked: "sealed counted pages (`store::pages`); a failing page's entries are scored exactly",
     rebuilt: "removed with its cells; the vector sync writes it anew from the vector file",
 };
@@ -79,6 +81,7 @@ const CELLS: Spec = Spec {
     magic: b"cairncl2",
     former: &[b"cairncl1"],
     semantic: true,
+    mark: None,
     checked: "sealed pages (`store::pages`); a failing page sends the question to the full sketch scan",
     rebuilt: "removed; the vector sync writes it anew from the sketch",
 };
@@ -115,11 +118,6 @@ impl Component {
         PathBuf::from(p)
     }
 
-    /// The component whose file of the database at `db` is `path`.
-    pub fn of_path(db: &Path, path: &Path) -> Option<Component> {
-        Component::ALL.into_iter().find(|c| c.path(db) == path)
-    }
-
     /// The token its pages are sealed with, for a file made for the
     /// vector file (or columns file) named by `token`: a page of one
     /// component never passes as another's.
@@ -133,6 +131,28 @@ impl Component {
         t
     }
 
+    /// The value of its `meta` mark, if it has one.
+    pub(crate) fn read_mark(self, conn: &Connection) -> rusqlite::Result<Option<String>> {
+        match self.spec().mark {
+            Some(key) => super::meta_get(conn, key),
+            None => Ok(None),
+        }
+    }
+
+    /// Sets its `meta` mark to `value` (nothing for a file without one).
+    pub(crate) fn write_mark(self, conn: &Connection, value: &str) -> rusqlite::Result<()> {
+        self.spec()
+            .mark
+            .map_or(Ok(()), |key| super::meta_set(conn, key, value))
+    }
+
+    /// Drops its `meta` mark: the database vouches for none of the file.
+    pub(crate) fn drop_mark(self, conn: &Connection) -> rusqlite::Result<()> {
+        self.spec()
+            .mark
+            .map_or(Ok(()), |key| super::meta_drop(conn, key))
+    }
+
     /// Whether the file at `path` is a former version's (its magic is one
     /// of [`Spec::former`]): written anew, not reported as damaged.
     pub(crate) fn is_former(self, path: &Path) -> bool {
@@ -142,6 +162,31 @@ impl Component {
             .is_ok()
             && self.spec().former.contains(&&magic)
     }
+}
+
+/// A mark's value: the file's token in hex, then `numbers`, spaced.
+pub(crate) fn mark_text(token: &[u8; 16], numbers: &[i128]) -> String {
+    let mut out = crate::hex::encode(token);
+    for n in numbers {
+        out.push_str(&format!(" {n}"));
+    }
+    out
+}
+
+/// The token and the `N` numbers of a mark's value (see [`mark_text`]),
+/// wide enough for any `u64` or `i64` a mark holds.
+pub(crate) fn parse_mark<const N: usize>(s: &str) -> Option<([u8; 16], [i128; N])> {
+    let mut parts = s.split(' ');
+    let token = data_encoding::HEXLOWER_PERMISSIVE
+        .decode(parts.next()?.as_bytes())
+        .ok()?
+        .try_into()
+        .ok()?;
+    let mut numbers = [0i128; N];
+    for n in &mut numbers {
+        *n = parts.next()?.parse().ok()?;
+    }
+    parts.next().is_none().then_some((token, numbers))
 }
 
 /// The file a failure to write derived data names, and why: the file the
@@ -169,8 +214,10 @@ impl super::Store {
             let why = match c {
                 Component::Columns => self.check_columns()?.map(|d| d.why),
                 Component::Vectors => super::vector_file::check(&self.conn, &self.path)?,
-                Component::Sketch => super::vector_file::check_sketch(&self.conn, &self.path)?,
-                Component::Cells => super::vector_file::check_cells(&self.conn, &self.path)?,
+                Component::Sketch | Component::Cells => {
+                    let cells = c == Component::Cells;
+                    super::vector_file::check_follower(&self.conn, &self.path, cells)?
+                }
             };
             if let Some(why) = why {
                 out.push(Damage {
@@ -200,10 +247,8 @@ mod tests {
                 assert_ne!(*f, s.magic, "{c:?}");
                 assert!(seen.insert(std::str::from_utf8(*f).expect("ascii")));
             }
-            assert_eq!(Component::of_path(db, &c.path(db)), Some(c));
         }
         assert_eq!(Component::Sketch.path(db), Path::new("/h/cairn.db-sketch"));
-        assert_eq!(Component::of_path(db, Path::new("/h/cairn.db-wal")), None);
         let t = [3u8; 16];
         assert_ne!(
             Component::Sketch.seal_token(&t),

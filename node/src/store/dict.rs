@@ -1,20 +1,9 @@
-//! The database's zstd dictionary for record text.
-//!
-//! Most records are short (a tool call, a line of output, a sentence) and
-//! plain zstd cannot shrink them: it has nothing to refer back to. A
-//! dictionary trained on this node's own records gives every text the
-//! common vocabulary of transcripts (JSON keys, shell commands, paths,
-//! phrases) to refer to, which halves short texts and shrinks long ones by
-//! a further third.
-//!
-//! A database holds at most one dictionary, in `meta` (`text_dict`: the
-//! bytes, `text_dict_id`: a digest of them), written once and never
-//! replaced, so every text encoded with it stays readable. It is trained by
-//! an indexing pass once it has seen [`SAMPLE_BYTES`] of text, or from the
-//! stored records of a large database that has none (see [`Encoder`]);
-//! records stored before that keep their older encoding. The
-//! dictionary never leaves the machine: peers exchange plain text and each
-//! node encodes what it stores with its own dictionary.
+//! The database's zstd dictionary for record text, trained on this node's
+//! own records (short texts halve, long ones shrink a third more). At
+//! most one, in `meta` (`text_dict`, `text_dict_id`), written once and
+//! never replaced, so every text encoded with it stays readable; trained
+//! after [`SAMPLE_BYTES`] of text or from a large database's records
+//! ([`Encoder`]). It never leaves the machine: peers exchange plain text.
 
 use std::cell::RefCell;
 use std::collections::HashMap;

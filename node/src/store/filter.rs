@@ -1,14 +1,8 @@
 //! A search's filters (agent, project, session, machine, role, since),
 //! compiled once into the SQL that judges a record by its row, and the
-//! allowed-checks built on them: which sessions' runs a filter allows, a
-//! record's ranker columns when the filter allows it, the ids it allows
-//! up to a bound (by rows, by runs, by the columns file's role bytes and
-//! time stamps), and
-//! the share of the newest sessions it allows.
-//!
-//! Everything here only reads. The SQL a filter becomes is written here
-//! and nowhere else; callers get typed answers. What to do with them (how
-//! wide is wide, which check to try first) is the caller's policy.
+//! allowed-checks built on them (by rows, runs or the columns file). Only
+//! reads; the SQL is written here and nowhere else, and what to try first
+//! is the caller's policy.
 
 use rusqlite::types::Value as SqlValue;
 
@@ -251,9 +245,8 @@ impl Store {
         }
         let conn = self.conn();
         // Read in table order (`NOT INDEXED`): through the index on the
-        // agent, the rows of its sessions lie one on a page apart, in the
-        // order of their session ids, and at 10 GB an agent and a project
-        // took 21 ms to list that way against 3 ms for reading every row.
+        // agent, the rows of its sessions lie one on a page apart, slower
+        // than reading every row.
         let mut sql = String::from("SELECT se.id FROM sessions se NOT INDEXED WHERE 1");
         let mut args: Vec<SqlValue> = Vec::new();
         filter.on_session().push_filters(&mut sql, &mut args);
@@ -337,11 +330,9 @@ impl Store {
         // (`CROSS JOIN` fixes the order), each one's records sought in
         // `records_session (session, ts)`: with a project's `instr` SQLite
         // would otherwise read every entry of that index and look its
-        // session up (0.6 s against 0.2 s at 10 GB), and a time filter alone
-        // read every entry of the index (a question about the last two
-        // weeks of 10 GB of history: 270 ms), where a session that ended
-        // before the time is passed over and the others' records are
-        // sought from the time on.
+        // session up, and a time filter alone read every entry of the
+        // index; here a session that ended before the time is passed over
+        // and the others' records are sought from the time on.
         let sessions_first = filter.by_session() || filter.since_ms.is_some();
         let mut sql = String::from(match sessions_first {
             true => "SELECT r.id FROM sessions se CROSS JOIN records r ON r.session = se.id",

@@ -1,18 +1,10 @@
-//! Forgetting: tombstones, purging the records they cover, and making sure
-//! the bytes are gone from the database file and its WAL.
-//!
-//! A forget issued here becomes a tombstone in this node's own log, so it
-//! travels to every peer (and from them onward) like any record; a
-//! tombstone received from a peer is stored the same way (see
-//! `store::apply`). Either way the covered records, their FTS rows and the
-//! session summaries derived from them are deleted with `secure_delete` on,
-//! the FTS index is merged so no deleted term lingers in its segments, the
-//! database is rewritten (`VACUUM`: earlier writes leave stale copies of
-//! rows in free pages and page slack) and the WAL is checkpointed and
-//! truncated. A stored tombstone also refuses
-//! the records it covers from then on: from peers (`apply`) and from local
-//! indexing (`Ingest::insert`), so a transcript still on disk does not come
-//! back. A tombstone names what to forget, never the forgotten text.
+//! Forgetting: tombstones and purging the records they cover. A forget
+//! becomes a tombstone in this node's own log and travels like a record;
+//! a received one is stored the same way (`store::apply`). The covered
+//! records, their full-text rows and session summaries are deleted with
+//! `secure_delete`, the full-text index merged, the file vacuumed and the
+//! WAL truncated; the tombstone refuses the records from then on. A
+//! tombstone names what to forget, never the text.
 
 use std::collections::BTreeSet;
 

@@ -1,37 +1,16 @@
-//! Copies in memory of the flat files' entries (`store::vector_file`,
-//! `store::sketch` and its `store::cells`), kept by a long-lived reader
-//! (the daemon's search socket) so that each search scores vectors where
-//! they lie instead of copying the whole file out of the page cache
-//! again: at 1 GB of history that copy was a quarter of the CPU the daemon
-//! spent on a question.
+//! Copies in memory of the flat files' entries (vector file, sketch,
+//! cells), kept by a long-lived reader (the daemon's search socket) so a
+//! search scores them where they lie instead of copying them out of the
+//! page cache each time.
 //!
-//! A copy is tied to a [`Key`]: the vector file's token, the vector length,
-//! how many entries the database says are blanked, and for the sketch the
-//! sketch file's identity. Under one key the file's leading entries never
-//! change (entries are only appended; a blanked entry moves the blank
-//! count; a file written anew gets a new token or a new inode), so a copy
-//! that is shorter than what the database now trusts is extended with the
-//! entries it lacks, and any other difference drops it and reads the file
-//! again. A copy may be longer than a search's snapshot trusts: its leading
-//! entries are the same, and the scan reads only as many as it trusts.
-//!
-//! The sketch is blanked after the commit that moves the blank count, so a
-//! copy read in between keeps a blanked entry's old sketch until the next
-//! change: that only spends a candidate on an entry whose exact score (a
-//! zero vector) no search keeps.
-//!
-//! A file larger than the budget is mapped into memory instead of copied
-//! (the vector file above some 2 GB of history, where a question reads
-//! the 8,000 entries its sketch puts nearest: one `pread` each was a
-//! seventh of the daemon's CPU at 10 GB). A mapping costs no memory of
-//! its own (its pages are the page cache's, shared and given back under
-//! pressure), and under one key it is kept until the file outgrows it,
-//! then mapped again. See [`Mapped`] for what a mapping relies on.
-//!
-//! The ranker's columns file (`store::columns_file`) is always mapped,
-//! under its own token and the file's identity: a delete zeroes its
-//! entries in place, which a mapping shows as soon as it is written, as a
-//! `pread` would, and a file written anew has a new token and inode.
+//! A copy is tied to a [`Key`] (the vector file's token, the vector
+//! length, the blanked count, for the sketch its file's identity): under
+//! one key leading entries never change, so a copy shorter than what the
+//! database trusts is extended, and any other difference drops it. A scan
+//! reads only as many entries as its snapshot trusts. A file over the
+//! budget is mapped instead (see [`Mapped`]); the columns file is always
+//! mapped, under its token and file identity (its zeroed entries show at
+//! once, as through `pread`).
 
 use std::fs::File;
 use std::ops::Deref;

@@ -457,11 +457,7 @@ impl Store {
     /// such a search gains from. The pages it keeps cost their buffers'
     /// first touch, and a search that spreads over a large history reads
     /// more pages than either size holds, so with the larger cache more of
-    /// the page copies land in memory the CPU's caches do not hold. At
-    /// 10 GB a question answered 1 to 3 ms sooner with 512 KiB (fresh
-    /// processes, interleaved, unfiltered and filtered, same answers);
-    /// 16 MiB made it 6 to 10 ms slower. At 1 GB the sizes made no
-    /// difference.
+    /// the page copies land in memory the CPU's caches do not hold.
     pub const ONE_SEARCH_CACHE_KIB: u32 = 512;
 
     /// The page cache of this connection, in KiB (a size set in pages is
@@ -534,20 +530,34 @@ impl Store {
 
     /// Reads a value from the meta table.
     pub fn meta(&self, key: &str) -> Result<Option<String>, StoreError> {
-        use rusqlite::OptionalExtension;
-        Ok(self
-            .conn
-            .query_row("SELECT value FROM meta WHERE key = ?1", [key], |r| r.get(0))
-            .optional()?)
+        Ok(meta_get(&self.conn, key)?)
     }
 
     /// Writes a value to the meta table.
     pub fn set_meta(&self, key: &str, value: &str) -> Result<(), StoreError> {
-        self.conn.execute(
-            "INSERT INTO meta(key, value) VALUES (?1, ?2)
-             ON CONFLICT(key) DO UPDATE SET value = excluded.value",
-            (key, value),
-        )?;
-        Ok(())
+        Ok(meta_set(&self.conn, key, value)?)
     }
+}
+
+/// The value of `key` in `meta`.
+pub(crate) fn meta_get(conn: &Connection, key: &str) -> rusqlite::Result<Option<String>> {
+    use rusqlite::OptionalExtension;
+    conn.query_row("SELECT value FROM meta WHERE key = ?1", [key], |r| r.get(0))
+        .optional()
+}
+
+/// Sets `key` in `meta` to `value`.
+pub(crate) fn meta_set(conn: &Connection, key: &str, value: &str) -> rusqlite::Result<()> {
+    conn.execute(
+        "INSERT INTO meta(key, value) VALUES (?1, ?2)
+         ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+        (key, value),
+    )?;
+    Ok(())
+}
+
+/// Drops `key` from `meta`.
+pub(crate) fn meta_drop(conn: &Connection, key: &str) -> rusqlite::Result<()> {
+    conn.execute("DELETE FROM meta WHERE key = ?1", [key])?;
+    Ok(())
 }

@@ -1,22 +1,11 @@
-//! Checked pages: the unit in which a derived file beside the database
-//! (`store::columns_file`, `store::sketch`, `store::cells`) is written,
-//! checked and given up.
-//!
-//! A page is 4 KiB: [`BODY`] bytes of entries, then a 16-byte trailer
-//! whose first four bytes are the CRC-32 of the file's token, the page's
-//! number and the page's other bytes (the rest of the trailer is zero). A
-//! writer seals every page it writes, whole; a reader checks a page before
-//! it trusts any byte of it. A page that fails (a torn write, damage on
-//! disk, a page zeroed or copied from elsewhere) is never read: its
-//! entries say nothing and the reader asks the database, and the next
-//! index pass, which checks every page, writes the file anew.
-//!
-//! A counted page keeps how many entries it holds in the last four bytes
-//! of its body; a head is a file's opening bytes (header, mean, index)
-//! over as many sealed pages as they fill.
-//!
-//! This module knows nothing of what the entries mean, nor of the
-//! database; it never writes a file.
+//! Sealed 4 KiB pages, the unit in which the derived files (columns file,
+//! sketch, cells) are written and checked: [`BODY`] bytes, then a trailer
+//! whose first four bytes are the CRC-32 of the file's token, the page
+//! number and the rest of the page. A reader checks a page before it
+//! trusts a byte of it; one that fails is never read. A counted page
+//! keeps its entry count in its body's last four bytes; a head is a
+//! file's opening bytes over as many pages as they fill. Knows nothing
+//! of the entries or the database; writes no file.
 
 /// Bytes of a page.
 pub(crate) const PAGE: usize = 4096;
@@ -115,7 +104,7 @@ pub(crate) fn read_head(file: &std::fs::File, token: &[u8; 16], len: usize) -> O
 }
 
 /// The numbers of the counted pages `first..end` of `file` (sealed with
-/// `token`) that fail their check or do not hold `want(n)` entries
+/// `token`) that fail their check or hold fewer than `want(n)` entries
 /// (`None`: any number); an error when they cannot all be read.
 pub(crate) fn bad_counted(
     file: &std::fs::File,
@@ -132,7 +121,7 @@ pub(crate) fn bad_counted(
         let chunk = &mut buf[..m as usize * PAGE];
         super::flat_file::read_at(file, chunk, n * PAGE as u64)?;
         for (page, n) in chunk.chunks(PAGE).zip(n..) {
-            let short = want(n).is_some_and(|w| count_of(page) != w);
+            let short = want(n).is_some_and(|w| count_of(page) < w);
             if short || !intact(token, n, page) {
                 bad.push(n);
             }

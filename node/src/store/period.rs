@@ -1,16 +1,9 @@
 //! The records a period named in a question adds to its candidates: the
-//! newest of what people and models said in it, whatever words they used.
-//!
-//! Records have no index on their time alone (one would take random
-//! inserts on every record stored), so a query over `records` with a time
-//! range read the whole table: 0.3 s at 10 GB for "what happened on
-//! Christmas Eve 2023". Sessions know their first and last record's time
-//! (`sessions.first_ms`, `last_ms`, kept by every insert and recomputed by
-//! a forget), so only the sessions that overlap the period are visited,
-//! each one's records sought in `records_session (session, ts)` newest
-//! first, and the visit stops once no session left can hold a record newer
-//! than the newest `cap` found. The result is the newest `cap` records by
-//! time, ties broken by the higher id.
+//! newest of what was said in it. Records have no index on time alone,
+//! so only the sessions overlapping the period (`sessions.first_ms`,
+//! `last_ms`) are visited, each one's records sought newest first in
+//! `records_session (session, ts)`, until no session left can hold a
+//! record newer than the newest `cap` found (ties: the higher id).
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;

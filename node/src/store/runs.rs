@@ -1,29 +1,11 @@
-//! Which session each record belongs to, as runs of consecutive record ids
-//! (table `record_runs`), so that a search filtered on the session (agent,
-//! project, session id) can rule a candidate out without reading its row.
-//!
-//! A filtered search looks its candidates up in `records` with the filters;
-//! each look-up reads a leaf page of a table that holds the records' text,
-//! and a common word's candidates lie on as many pages as there are of
-//! them. A session's records get consecutive ids (a file's new records are
-//! stored together), so the whole history fits in a few runs per session:
-//! one per session on the 1 GB benchmark history (3,151 runs for 541,758
-//! records). A search finds the run of each candidate it considers (one
-//! seek in this table, once per run, or every run read up front for a
-//! narrow filter: [`RunMap`]) and whether its filters allow that run's
-//! session (once per session), and then looks up
-//! only candidates that a run of an allowed session holds, or that no run
-//! holds.
-//!
-//! A run claims only what is true: every id from `first` to `last` that is
-//! a record belongs to `session`. Runs are worked out from the rows
-//! themselves, in the transaction that stores them ([`extend`], called
-//! before every commit of stored records), so they cannot disagree with
-//! the rows. Ids are never reused (`AUTOINCREMENT`), so a run that outlives
-//! its records (a forget) claims nothing about any other record; a forget
-//! that deletes a whole session deletes its runs too. An id no run holds
-//! (a database still being filled in) is looked up as before: a missing
-//! run costs speed, never a different answer.
+//! Which session each record belongs to, as runs of consecutive record
+//! ids (`record_runs`), so a search filtered on the session rules a
+//! candidate out without reading its row (a session's records take
+//! consecutive ids: one run per session on the 1 GB history). A run
+//! claims only what is true, every record from `first` to `last` belongs
+//! to `session`: runs are worked out from the rows in the transaction
+//! that stores them ([`extend`]), ids are never reused, and an id no run
+//! holds is looked up in `records`.
 
 use rusqlite::{Connection, OptionalExtension, params};
 

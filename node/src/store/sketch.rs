@@ -1,38 +1,17 @@
-//! Sign sketches of the meaning vectors, in a file beside the vector file
-//! (`<db>-sketch`), so that a search over a large history reads 32 bytes
-//! per vector to pick the likely nearest, instead of all 268.
+//! Sign sketches of the meaning vectors (`<db>-sketch`): one bit per
+//! dimension, whether the unit vector lies above the file's mean there
+//! (centred, since every vector of the table leans the same way), so a
+//! search reads 32 bytes a vector to pick the [`candidates`] the vector
+//! file then scores exactly. Below [`from`] entries there is none.
 //!
-//! A vector's sketch is one bit per dimension: whether the unit vector
-//! lies above the file's mean unit vector there. The built-in table is
-//! strongly anisotropic (every vector leans the same way), so the signs of
-//! the raw values would be nearly alike; the signs of the centred ones
-//! tell vectors apart. The Hamming distance between the query's sketch
-//! and a vector's ranks the vectors roughly as their cosines do; the
-//! [`candidates`] nearest by that distance are then scored exactly from
-//! the vector file (`docs/embeddings.md` has what this keeps of the exact
-//! result).
-//!
-//! Layout, in 4 KiB pages sealed with a CRC-32 (`store::pages`, with
-//! the token `derived::Component::Sketch` derives from the vector file's):
-//! a head of a 32-byte header (the magic `cairnsk2`, the vector length
-//! as u32 LE, 4 reserved bytes, and the token of the vector file it
-//! sketches) and the mean unit vector (one f32 LE per dimension); then
-//! counted pages of sketches, `dim / 8` bytes each, one per entry of the
-//! vector file in the same order (entry `i` here is entry `i` there).
-//!
-//! The file is derived: the vector file's token in its header is all that
-//! ties it to the database. A sketch whose head fails its check or does
-//! not name the vector file's token and length is ignored and written
-//! anew. A page is checked before any sketch of it is used: the entries
-//! of a page that fails (or that holds fewer than it should) are bypassed,
-//! scored exactly as if the sketch had put them nearest, and the file is
-//! named once; the full check (`derived`) removes such a file and the
-//! vector sync writes it anew. Entries past those it holds are scanned
-//! exactly. Its entries are written after the vector file's, for entries
-//! the database already trusts, a whole sealed page at a time and synced,
-//! so a torn page fails its check; a blanked entry's sketch is zeroed
-//! with it. Below [`from`] entries there is no sketch and every search
-//! scans the vectors exactly.
+//! Layout, in sealed [`super::pages`]: a head (header with magic
+//! `cairnsk2` and the vector file's token, the mean as f32 LE), then
+//! counted pages of sketches, entry `i` here being entry `i` there.
+//! `meta.sketch_file` (that token, a count) vouches for the first entries,
+//! moved only once they are synced: entries past it are stale, never
+//! damage, and are written again from their page's start. A failing
+//! vouched page's entries are scored exactly and the file named once; the
+//! full check removes it. A blanked entry's sketch is zeroed with it.
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
@@ -40,9 +19,11 @@ use std::path::{Path, PathBuf};
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use rusqlite::Connection;
+
 use super::StoreError;
 use super::cells::{self, Cells};
-use super::derived::Component;
+use super::derived::{self, Component};
 use super::flat_file::{self, read_at, write_at};
 use super::held::{self, Held, Which};
 use super::pages::{self, PAGE};
@@ -82,10 +63,7 @@ const CANDIDATE_PRODUCT: u64 = 1_920_000_000;
 
 /// How many of the `entries` nearest by sketch are scored exactly: all of
 /// [`CANDIDATES`]' most up to 120,000 entries, falling to its fewest at
-/// 240,000 and beyond. Measured on the recall set with 1 GB of history
-/// (120,000 entries), 8,000 lost one question of 366 at R@1 that 16,000
-/// kept (16,000 gave the exact scan's figures); with 10 GB (1.15 million
-/// entries), 16,000 gained nothing over 8,000 and cost 1.2 ms a question.
+/// 240,000 and beyond (the recall set's figures, in the commit history).
 pub(crate) fn candidates(entries: u64) -> usize {
     if !cfg!(test)
         && let Some(n) = test_knob()
@@ -95,6 +73,23 @@ pub(crate) fn candidates(entries: u64) -> usize {
     }
     let (fewest, most) = CANDIDATES;
     (CANDIDATE_PRODUCT / entries.max(1)).clamp(fewest as u64, most as u64) as usize
+}
+
+/// How many entries of the sketch made for the vector file named by
+/// `token` the database on `conn` vouches for (none for another file's).
+pub(crate) fn vouched(conn: &Connection, token: &[u8; 16]) -> Result<u64, StoreError> {
+    let mark = Component::Sketch.read_mark(conn)?;
+    Ok(match mark.as_deref().and_then(derived::parse_mark::<1>) {
+        Some((t, [count])) if t == *token => u64::try_from(count).unwrap_or(0),
+        _ => 0,
+    })
+}
+
+/// Vouches for the first `count` entries of the sketch made for the
+/// vector file named by `token`: call it once they are synced.
+pub(crate) fn vouch(conn: &Connection, token: &[u8; 16], count: u64) -> Result<(), StoreError> {
+    let text = derived::mark_text(token, &[count.into()]);
+    Ok(Component::Sketch.write_mark(conn, &text)?)
 }
 
 /// The sketch file of the database at `db`.
@@ -216,9 +211,7 @@ fn sum_of_bytes(x: u64) -> u32 {
 ///
 /// Where the CPU has the `popcnt` instruction (every x86-64 since about
 /// 2009, but not baseline x86-64, which the binary is built for), the loop
-/// is compiled a second time with it, and that copy is taken: at 10 GB of
-/// history (1.15 million sketches, held in a cache-sized buffer by the
-/// read) it took 3–3.5 ms of CPU and 1–1.4 ms of wall time off a question.
+/// is compiled a second time with it, and that copy is taken.
 fn distances(query: &[u8], bytes: &[u8], dist: &mut Vec<u16>, hist: &mut [u32]) {
     #[cfg(target_arch = "x86_64")]
     if std::arch::is_x86_feature_detected!("popcnt") {
@@ -313,8 +306,16 @@ impl Drop for Reader {
 
 /// The sketch of the vector file `of` names (its token, vector length and
 /// blank count; `trusted` entries), when it is there and holds at least
-/// [`from()`] of them; its entries read from `held`'s copy or mapping when given.
-pub(crate) fn open(db: &Path, of: held::Key, trusted: u64, held: Option<&Held>) -> Option<Reader> {
+/// [`from()`] of them that the database vouches for (`vouched`); its
+/// entries read from `held`'s copy or mapping when given.
+pub(crate) fn open(
+    db: &Path,
+    of: held::Key,
+    trusted: u64,
+    vouched: u64,
+    held: Option<&Held>,
+) -> Option<Reader> {
+    let trusted = trusted.min(vouched);
     if trusted < from() {
         return None;
     }
@@ -398,12 +399,13 @@ fn check(file: &File, token: &[u8; 16], dim: usize) -> Option<(Vec<f32>, u64)> {
 
 /// What is wrong with the sketch beside `db`, made for the vector file
 /// named by `token` (vectors of length `dim`), if anything: its head, or
-/// any page of its sketches, fails its check, or a page before the last
-/// holds fewer sketches than a page holds. None for no file, a former
-/// version's, or one made for another vector file (written anew anyway).
-pub(crate) fn damage(db: &Path, token: &[u8; 16], dim: usize) -> Option<String> {
+/// a page of the `vouched` sketches, fails its check or holds fewer than
+/// it should. None for no file, nothing vouched for (entries past the
+/// mark are stale, written again by the next update), a former version's,
+/// or one made for another vector file (written anew anyway).
+pub(crate) fn damage(db: &Path, token: &[u8; 16], dim: usize, vouched: u64) -> Option<String> {
     let path = path_for(db);
-    if !path.is_file() || Component::Sketch.is_former(&path) {
+    if vouched == 0 || !path.is_file() || Component::Sketch.is_former(&path) {
         return None;
     }
     let Ok(file) = File::open(&path) else {
@@ -419,14 +421,14 @@ pub(crate) fn damage(db: &Path, token: &[u8; 16], dim: usize) -> Option<String> 
     if head[..HEADER_LEN as usize] != header(dim, token) {
         return None;
     }
+    let (first, per) = (head_pages(dim), per_page(dim));
+    let total = first + pages_for(dim, vouched);
     let len = file.metadata().map_or(0, |m| m.len());
-    if len % PAGE as u64 != 0 {
+    if len < total * PAGE as u64 {
         return Some(format!("it is cut short ({len} bytes)"));
     }
-    let (first, total) = (head_pages(dim), len / PAGE as u64);
-    let per = per_page(dim) as usize;
-    // Every page full but the last.
-    let want = |n: u64| (n + 1 < total).then_some(per);
+    // Every vouched page full but the last, which holds the rest at least.
+    let want = |n: u64| Some((vouched - (n - first) * per).min(per) as usize);
     match pages::bad_counted(&file, &seal, (first, total), want) {
         Ok(bad) => pages::failing(&bad, total),
         Err(e) => Some(format!("it cannot be read: {e}")),
@@ -576,8 +578,7 @@ impl Reader {
         let size = sketch_len(self.dim);
         let per = per_page(self.dim);
         // Pages per read: 128 KiB, which stays in cache and costs a
-        // fresh process few page faults (1 MiB reads took 1.3–2.4 ms more
-        // of a question at 1 and at 10 GB; 64 KiB no less).
+        // fresh process few page faults.
         const CHUNK: u64 = 32;
         let (last, head) = ((end - 1) / per + 1, head_pages(self.dim));
         let mut buf = Vec::new();
@@ -647,8 +648,7 @@ const BYPASSED: u16 = u16::MAX;
 /// has read hold `k` already. That distance only shrinks as the part reads
 /// on, and the `k` nearest of all the parts lie within each part's, so
 /// nothing they need is dropped, and the counts of every distance up to
-/// theirs are whole. Keeping every entry read, a quarter of 1.15 million
-/// at 10 GB, cost a fresh process about 1,700 page faults more.
+/// theirs are whole.
 struct Nearest {
     k: usize,
     hist: Vec<u32>,
@@ -755,31 +755,28 @@ pub(crate) enum CellsWhen {
     Now,
     /// At a later update: more entries are on their way (a long vector
     /// pass moves them into the file in steps), and cells written now
-    /// would soon cover too little and be written again. Each writing
-    /// compares every entry with about twice the square root of their
-    /// number of centroids, so writing them at each step of a first pass
-    /// over 10 GB (at 402,000, 537,000, 719,000 and 963,000 entries)
-    /// cost more than writing them once at the end. Until then searches
-    /// read every entry the cells do not cover from the sketch, as below
-    /// the cells' threshold: more bytes per question, never a worse
-    /// answer.
+    /// would soon cover too little and be written again. Until then
+    /// searches read the entries the cells do not cover from the sketch:
+    /// more bytes per question, never a worse answer.
     Later,
 }
 
 /// Brings the sketch of the vector file named by `token` (vectors of
 /// length `dim`, `trusted` entries, read through `entries`) up to date:
-/// writes the sketches of entries it lacks, or the whole file anew (with
-/// a new mean) when it is missing, damaged at its head or made for
-/// another file. Nothing below [`from`] entries. The cells over the sketch
-/// (see `store::cells`) are brought up to date too, unless `cells` is
-/// [`CellsWhen::Later`]. Every page is synced before this returns; an
+/// writes the sketches of entries past the `vouched` ones (from the start
+/// of their page), or the whole file anew (with a new mean) when it is
+/// missing, damaged at its head or made for another file, then has
+/// `vouch` vouch for all `trusted` once they are synced. Nothing below
+/// [`from`] entries. The cells over the sketch (see `store::cells`) are
+/// brought up to date too, unless `cells` is [`CellsWhen::Later`]. An
 /// error names the file that could not be written.
 pub(crate) fn update(
     db: &Path,
     token: &[u8; 16],
     dim: usize,
-    trusted: u64,
+    (trusted, vouched): (u64, u64),
     entries: &mut Entries<'_>,
+    vouch: &mut dyn FnMut(u64) -> Result<(), StoreError>,
     cells: CellsWhen,
 ) -> Result<(), StoreError> {
     if trusted < from() {
@@ -799,6 +796,7 @@ pub(crate) fn update(
     let seal = Component::Sketch.seal_token(token);
     let (file, mean) = match existing {
         Some((file, mean, n)) if n <= trusted => {
+            let n = n.min(vouched);
             if n < trusted {
                 append(&file, &seal, dim, n, trusted, &mean, entries).map_err(io)?;
             }
@@ -817,6 +815,9 @@ pub(crate) fn update(
             (File::open(&path).map_err(io)?, mean)
         }
     };
+    if vouched < trusted {
+        vouch(trusted)?;
+    }
     if cells == CellsWhen::Later {
         // Cells made for an old sketch's mean are ignored meanwhile.
         return Ok(());
@@ -841,12 +842,14 @@ fn write_new(
     }
     let mut w = BufWriter::with_capacity(1 << 20, file);
     w.write_all(&pages::sealed_head(seal, &head))?;
-    let pw = PageWriter::new(seal, dim, 0, vec![0u8; PAGE], 0);
+    let pw = PageWriter::new(seal, dim, 0);
     write_pages(file, w, pw, (0, trusted), mean, entries)
 }
 
-/// Appends the sketches of entries `n..trusted` to `file` (which holds
-/// `n`), rewriting its last page when it is not full; synced.
+/// Writes the sketches of entries `n..trusted` into `file` (which holds
+/// `n` good ones) from the start of entry `n`'s page, so no byte of a
+/// page torn or left unvouched is kept, and cuts what lies past them;
+/// synced.
 fn append(
     file: &File,
     seal: &[u8; 16],
@@ -856,17 +859,13 @@ fn append(
     mean: &[f32],
     entries: &mut Entries<'_>,
 ) -> std::io::Result<()> {
-    let per = per_page(dim);
-    let (p, fill) = (n / per, (n % per) as usize);
-    let mut page = vec![0u8; PAGE];
-    if fill > 0 {
-        // The last page, intact (`check` counted its sketches).
-        read_at(file, &mut page, page_at(dim, p))?;
-    }
+    let p = n / per_page(dim);
     let mut w = BufWriter::with_capacity(1 << 20, file);
     std::io::Seek::seek(&mut w, std::io::SeekFrom::Start(page_at(dim, p)))?;
-    let pw = PageWriter::new(seal, dim, p, page, fill);
-    write_pages(file, w, pw, (n, trusted), mean, entries)
+    let pw = PageWriter::new(seal, dim, p);
+    let from = p * per_page(dim);
+    file.set_len(page_at(dim, pages_for(dim, trusted)))?;
+    write_pages(file, w, pw, (from, trusted), mean, entries)
 }
 
 /// Writes the sketches of entries `from..to` through `pw` into `w`, then
@@ -902,13 +901,13 @@ struct PageWriter<'a> {
 }
 
 impl<'a> PageWriter<'a> {
-    /// Fills page `p` of the sketches, which holds `fill` already.
-    fn new(seal: &'a [u8; 16], dim: usize, p: u64, page: Vec<u8>, fill: usize) -> Self {
+    /// Fills pages of the sketches from page `p`.
+    fn new(seal: &'a [u8; 16], dim: usize, p: u64) -> Self {
         PageWriter {
             seal,
             n: head_pages(dim) + p,
-            page,
-            fill,
+            page: vec![0u8; PAGE],
+            fill: 0,
             per: per_page(dim) as usize,
             size: sketch_len(dim),
         }
@@ -1052,11 +1051,20 @@ pub(crate) fn remove(db: &Path) {
 
 /// Whether the sketch and its cells are as an update would leave them for
 /// the vector file named by `token` with `trusted` entries: none below
-/// [`from`], else a sketch that holds every entry and cells that cover
-/// three quarters of them (checked by their heads and last pages only).
-pub(crate) fn current(db: &Path, token: &[u8; 16], dim: usize, trusted: u64) -> bool {
+/// [`from`], else a sketch that holds and is `vouched` for every entry
+/// and cells that cover three quarters of them (checked by their heads
+/// and last pages only).
+pub(crate) fn current(
+    db: &Path,
+    token: &[u8; 16],
+    dim: usize,
+    (trusted, vouched): (u64, u64),
+) -> bool {
     if trusted < from() {
         return true;
+    }
+    if vouched < trusted {
+        return false;
     }
     let Some((mean, n)) = File::open(path_for(db))
         .ok()
@@ -1127,30 +1135,57 @@ mod tests {
         sketch_entries(db, token, all, super::CellsWhen::Now);
     }
 
-    /// Sketches `all` in one update, cells now or later.
+    /// Sketches `all` in one update, cells now or later, after updates
+    /// that each finished (the file's entries all vouched for).
     fn sketch_entries(
         db: &std::path::Path,
         token: &[u8; 16],
         all: &[(f32, Vec<u8>)],
         cells: super::CellsWhen,
     ) {
+        let in_file = std::fs::File::open(super::path_for(db))
+            .ok()
+            .and_then(|f| super::check(&f, token, 64))
+            .map_or(0, |(_, n)| n);
+        update(db, token, all, in_file, cells).expect("update");
+    }
+
+    /// Updates the sketch to `all`, `vouched` of them vouched for; the
+    /// count it vouches for after.
+    fn update(
+        db: &std::path::Path,
+        token: &[u8; 16],
+        all: &[(f32, Vec<u8>)],
+        vouched: u64,
+        cells: super::CellsWhen,
+    ) -> Result<u64, super::StoreError> {
         let mut entries = |from: u64, to: u64, each: &mut super::EachEntry<'_>| {
             for (inv, v) in &all[from as usize..to as usize] {
                 each(*inv, v)?;
             }
             Ok(())
         };
-        super::update(db, token, 64, all.len() as u64, &mut entries, cells).expect("update");
+        let mut now = vouched;
+        let trusted = (all.len() as u64, vouched);
+        let mut vouch = |n| {
+            now = n;
+            Ok(())
+        };
+        super::update(db, token, 64, trusted, &mut entries, &mut vouch, cells)?;
+        Ok(now)
     }
 
-    fn open(db: &std::path::Path, token: &[u8; 16], n: usize) -> super::Reader {
-        let key = super::held::Key {
+    fn key(token: &[u8; 16]) -> super::held::Key {
+        super::held::Key {
             token: *token,
             dim: 64,
             blank: 0,
             file: None,
-        };
-        super::open(db, key, n as u64, None).expect("sketch")
+        }
+    }
+
+    fn open(db: &std::path::Path, token: &[u8; 16], n: usize) -> super::Reader {
+        super::open(db, key(token), n as u64, n as u64, None).expect("sketch")
     }
 
     /// The `k` nearest of `among` (position, sketch) to `q`; of equal
@@ -1298,24 +1333,12 @@ mod tests {
         let mut bytes = good.clone();
         bytes[40] ^= 0x10;
         std::fs::write(&path, &bytes).expect("write");
-        let key = super::held::Key {
-            token,
-            dim: 64,
-            blank: 0,
-            file: None,
-        };
-        assert!(super::open(&db, key, 700, None).is_none());
+        assert!(super::open(&db, key(&token), 700, 700, None).is_none());
         // A sketch written anew (another mean) leaves them unused until
         // they are written for it; a lost sketch takes them along.
         std::fs::remove_file(&path).expect("rm");
         let fewer = vectors(500);
-        let mut entries = |from: u64, to: u64, each: &mut super::EachEntry<'_>| {
-            for (inv, v) in &fewer[from as usize..to as usize] {
-                each(*inv, v)?;
-            }
-            Ok(())
-        };
-        super::update(&db, &token, 64, 500, &mut entries, super::CellsWhen::Later).expect("update");
+        update(&db, &token, &fewer, 0, super::CellsWhen::Later).expect("update");
         assert!(super::cells::path_for(&db).exists());
         assert!(!open(&db, &token, 500).has_cells());
         super::remove(&db);
@@ -1328,13 +1351,10 @@ mod tests {
         let db = dir.path().join("c.db");
         let token = [5u8; 16];
         let held = super::Held::new(1 << 20);
-        let key = super::held::Key {
-            token,
-            dim: 64,
-            blank: 0,
-            file: None,
+        let open_held = |n: usize| {
+            let n = n as u64;
+            super::open(&db, key(&token), n, n, Some(&held)).expect("sketch")
         };
-        let open_held = |n: usize| super::open(&db, key, n as u64, Some(&held)).expect("sketch");
         let same_answers = |n: usize| {
             let (plain, mapped) = (open(&db, &token, n), open_held(n));
             assert!(mapped.cells.as_ref().expect("cells").held());
@@ -1408,12 +1428,7 @@ mod tests {
         let per = super::per_page(64);
         assert_eq!((per, super::head_pages(64)), (509, 1));
         let held = super::Held::new(1 << 20);
-        let key = super::held::Key {
-            token,
-            dim: 64,
-            blank: 0,
-            file: None,
-        };
+        let key = key(&token);
         let reader = open(&db, &token, all.len());
         assert!(!reader.has_cells());
         let every = sketches(&all, &reader.mean);
@@ -1426,17 +1441,17 @@ mod tests {
             .map(|q| reader.nearest(q, 40).expect("nearest"))
             .collect();
         drop(reader);
-        assert_eq!(super::damage(&db, &token, 64), None, "intact");
+        assert_eq!(super::damage(&db, &token, 64, 2_000), None, "intact");
         // The second page of sketches (entries 509..1018, the file's page
         // 2), damaged either way.
         for zero in [false, true] {
             std::fs::write(&path, &pristine).expect("put back");
             damage_page(&path, 2, zero);
-            let why = super::damage(&db, &token, 64).expect("damage found");
+            let why = super::damage(&db, &token, 64, 2_000).expect("damage found");
             assert!(why.contains("1 of its 5 pages"), "{why}");
             for reader in [
                 open(&db, &token, all.len()),
-                super::open(&db, key, 2_000, Some(&held)).expect("held"),
+                super::open(&db, key, 2_000, 2_000, Some(&held)).expect("held"),
             ] {
                 for (q, want) in queries.iter().zip(&want) {
                     let got = reader.nearest(q, 40).expect("nearest");
@@ -1461,15 +1476,15 @@ mod tests {
         // The head damaged: no sketch at all (every vector scored).
         std::fs::write(&path, &pristine).expect("put back");
         damage_page(&path, 0, false);
-        assert!(super::open(&db, key, 2_000, None).is_none());
+        assert!(super::open(&db, key, 2_000, 2_000, None).is_none());
         assert!(
-            super::damage(&db, &token, 64)
+            super::damage(&db, &token, 64, 2_000)
                 .expect("head")
                 .contains("head")
         );
         // Made for another vector file: not damage, written anew anyway.
         std::fs::write(&path, &pristine).expect("put back");
-        assert_eq!(super::damage(&db, &[9; 16], 64), None);
+        assert_eq!(super::damage(&db, &[9; 16], 64, 2_000), None);
     }
 
     #[test]
@@ -1482,41 +1497,78 @@ mod tests {
         let path = super::path_for(&db);
         let file = || std::fs::File::open(&path).expect("open");
         assert_eq!(super::check(&file(), &token, 64).map(|c| c.1), Some(600));
-        // A pass that died while it rewrote the second page (holding 91)
-        // and appended a third: the second torn, the third written.
-        sketch_without_cells(&db, &token, &all[..1_300]);
+        let later = super::CellsWhen::Later;
+        // A pass that died while it rewrote the second page (holding 91
+        // vouched entries) and appended a third, before its mark moved:
+        // the second torn, the third written.
+        update(&db, &token, &all, 600, later).expect("update");
         damage_page(&path, 2, false);
-        // Only the pages before the torn one count; the last page, intact,
-        // says how many it holds, but a page before it short of its count
-        // is handed on whole.
+        // The vouched entries of the torn page are handed on; those past
+        // the mark are not the sketch's (the vector scan reads them).
         let (mean, n) = super::check(&file(), &token, 64).expect("head intact");
         assert_eq!(n, 1_300);
-        let reader = open(&db, &token, 1_300);
+        let reader = super::open(&db, key(&token), 1_300, 600, None).expect("sketch");
+        assert_eq!(reader.count, 600);
         let every = sketches(&all, &mean);
         let got = reader.nearest(&every[3].1, 10).expect("nearest");
-        assert!((509..1_018).all(|p| got.contains(&p)));
+        assert!((509..600).all(|p| got.contains(&p)));
+        assert_eq!(reader.damaged.load(super::Ordering::Relaxed), 91);
         drop(reader);
-        // The last page torn instead: it counts nothing, and the next
-        // update writes it again from its first entry.
-        sketch_without_cells(&db, &token, &all[..600]);
-        std::fs::remove_file(&path).expect("rm");
-        sketch_without_cells(&db, &token, &all[..600]);
-        let len = std::fs::metadata(&path).expect("stat").len();
-        sketch_without_cells(&db, &token, &all[..1_100]);
-        damage_page(&path, 3, true);
-        assert_eq!(super::check(&file(), &token, 64).map(|c| c.1), Some(1_018));
-        assert!(super::damage(&db, &token, 64).is_some());
-        sketch_without_cells(&db, &token, &all[..1_100]);
-        assert_eq!(super::check(&file(), &token, 64).map(|c| c.1), Some(1_100));
-        assert_eq!(super::damage(&db, &token, 64), None, "whole again");
+        assert!(super::damage(&db, &token, 64, 600).is_some());
+        // The next update writes them again from the torn page on.
+        assert_eq!(
+            update(&db, &token, &all, 600, later).expect("update"),
+            1_300
+        );
+        assert_eq!(super::damage(&db, &token, 64, 1_300), None, "whole again");
         let (mean2, read) = super::read_all(&db, &token, 64);
         assert_eq!(mean2, mean, "appended, not written anew");
-        let want: Vec<u8> = sketches(&all[..1_100], &mean)
+        let want: Vec<u8> = every.into_iter().flat_map(|(_, s)| s).collect();
+        assert_eq!(read, want);
+    }
+
+    /// Pages past the mark (an append that died before it moved, or an
+    /// older cairn's sketch with no mark) are stale, not damaged: no
+    /// reader reads them, the full check names nothing, and the next
+    /// update writes them again.
+    #[test]
+    fn a_stale_sketch_past_its_mark_is_not_damaged_and_is_written_again() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let db = dir.path().join("c.db");
+        let token = [7u8; 16];
+        let all = vectors(1_100);
+        let later = super::CellsWhen::Later;
+        assert_eq!(
+            update(&db, &token, &all[..600], 0, later).expect("update"),
+            600
+        );
+        // The append wrote pages 2 and 3 (entries 509..1,100); page 3,
+        // past the mark, is torn and page 2 holds more than it vouches.
+        update(&db, &token, &all, 600, later).expect("update");
+        let path = super::path_for(&db);
+        damage_page(&path, 3, true);
+        assert_eq!(super::damage(&db, &token, 64, 600), None, "stale");
+        let reader = super::open(&db, key(&token), 1_100, 600, None).expect("sketch");
+        assert_eq!(reader.count, 600);
+        let q = sketches(&all[..1], &reader.mean).remove(0).1;
+        reader.nearest(&q, 10).expect("nearest");
+        assert_eq!(reader.damaged.load(super::Ordering::Relaxed), 0);
+        drop(reader);
+        // Nothing vouched for at all: no reader, no damage.
+        assert!(super::open(&db, key(&token), 1_100, 0, None).is_none());
+        assert_eq!(super::damage(&db, &token, 64, 0), None);
+        assert!(!super::current(&db, &token, 64, (1_100, 600)));
+        assert_eq!(
+            update(&db, &token, &all, 600, later).expect("update"),
+            1_100
+        );
+        assert_eq!(super::damage(&db, &token, 64, 1_100), None, "whole");
+        let (mean, read) = super::read_all(&db, &token, 64);
+        let want: Vec<u8> = sketches(&all, &mean)
             .into_iter()
             .flat_map(|(_, s)| s)
             .collect();
         assert_eq!(read, want);
-        assert!(len < std::fs::metadata(&path).expect("stat").len());
     }
 
     #[test]
@@ -1570,7 +1622,11 @@ mod tests {
         former.extend(std::iter::repeat_n(7u8, 9_000));
         std::fs::write(&path, &former).expect("write");
         std::fs::write(super::cells::path_for(&db), b"cairncl1 and more").expect("write");
-        assert_eq!(super::damage(&db, &token, 64), None, "former, not damaged");
+        assert_eq!(
+            super::damage(&db, &token, 64, 700),
+            None,
+            "former, not damaged"
+        );
         assert_eq!(super::cells::damage(&db, &token, 64), None, "former");
         sketch_all(&db, &token, &all);
         assert!(open(&db, &token, 700).has_cells(), "both written anew");
@@ -1581,14 +1637,8 @@ mod tests {
         ] {
             super::remove(&db);
             std::fs::create_dir(&path).expect("a folder in the way");
-            let mut entries = |from: u64, to: u64, each: &mut super::EachEntry<'_>| {
-                for (inv, v) in &all[from as usize..to as usize] {
-                    each(*inv, v)?;
-                }
-                Ok(())
-            };
-            let err = super::update(&db, &token, 64, 700, &mut entries, super::CellsWhen::Now)
-                .expect_err("cannot be written");
+            let err =
+                update(&db, &token, &all, 0, super::CellsWhen::Now).expect_err("cannot be written");
             match err {
                 super::StoreError::Derived { path: named, .. } => assert_eq!(named, path),
                 other => panic!("{other}"),

@@ -1,62 +1,26 @@
-//! The survey: what the agents' stores looked like when the index last
-//! had read every one of them whole, kept in a small file beside the
-//! database (`survey.bin`), so that a `cairn index` with nothing new
-//! compares the walk of the agents' folders with it and never opens the
-//! database.
+//! The survey (`survey.bin`): what the agents' stores looked like when
+//! the index last read every one whole, so that a `cairn index` with
+//! nothing new compares the walk with it and never opens the database.
 //!
-//! Per source it holds the number of stores that were on disk and read
-//! whole, a [`Tally`] of them (the sum of a keyed 128-bit SipHash of each
-//! one's path, size and mtime) and those hashes, sorted. A walk tallies
-//! what it finds the same way, a source at a time, and the pass has
-//! nothing to do when every source's tally is the survey's. Loading it is
-//! one read (16 bytes a store), and comparing costs a hash per store
-//! found, where a list of paths had to be read, checked and put in a
-//! table first. A
-//! store that is new, grown, touched, gone, or was not read whole (its
-//! last read failed) moves its source's sum; two different sets of stores
-//! tally alike only by a collision of the sums, with odds of about one in
-//! 2^128.
-//!
-//! When a source's tally differs, its hashes tell which of the stores
-//! found are as the survey has them, so that a pass reads the rows of the
-//! others alone and not the rows of every store (see
-//! `indexer::index_walked_keeping`); and a pass that read some stores
-//! leaves a survey made from this one and those stores' new rows.
-//!
-//! A survey is written from the `sources` rows read in one transaction
-//! (by a pass that read nothing and wrote nothing), or from a survey that
-//! held and the rows of the stores a pass read since, when no other
-//! process committed in between. It records the database files and the
-//! generation of the `sources` rows it was taken with, and it is trusted
-//! in either of two ways. By its files, without opening the database,
-//! while the database is provably the one it was taken from:
-//!
-//! - the same configuration (a hash of the resolved configuration and of
-//!   this build's version and schema);
-//! - the database file and its write-ahead log have the same device,
-//!   inode, size, mtime and ctime (a log that is absent or empty counts as
-//!   no log, since it holds no commit). Every commit writes one of them;
-//! - those files last changed strictly before a clock reading taken before
-//!   they were stat'ed, so any later write stamps them with a newer time.
-//!   On Linux the reading is the coarse real-time clock the local file
-//!   systems stamp files with, so a write within the same tick is caught;
-//!   a file system not known to stamp that way (network, FAT), and other
-//!   systems, need the files to be two seconds older than the reading.
-//!
-//! Or, with the database open, by the generation of its `sources` rows
-//! (the same configuration still): every write to the rows sets it to a
-//! new random value, so while it is the survey's the rows are, whatever
-//! else was committed or checkpointed.
-//!
-//! Any doubt (no file, another version, a torn or damaged file, a changed
-//! database, a store that differs) means the ordinary pass, which is never
-//! wrong, only slower. Unix only: elsewhere there is never a survey.
+//! Per source: how many stores were on disk, a [`Tally`] (the sum of a
+//! keyed 128-bit SipHash of each store's path, size and mtime) and those
+//! hashes sorted, which tell a pass which stores differ. It is trusted
+//! for the same configuration (a hash of it, this build and the schema)
+//! either by its files, without opening the database (the database and
+//! its WAL keep the device, inode, size, mtime and ctime it was taken
+//! with, and had last changed before a clock reading taken before the
+//! stat: the coarse real-time clock on Linux's local file systems, two
+//! seconds' margin elsewhere), or, with the database open, by the random
+//! generation every write to the `sources` rows renews. Any doubt means
+//! the ordinary pass, never a wrong one. Unix only.
 
 use std::hash::Hasher;
 use std::io::Write;
 use std::path::Path;
 
 use siphasher::sip128::{Hasher128, SipHasher13};
+
+use super::{SourceStamp, Store, StoreError};
 
 /// The survey's file name in the node's home.
 pub const FILE: &str = "survey.bin";
@@ -78,7 +42,7 @@ const COUNTS_LEN: usize = 8 + 8;
 
 /// One file as stat'ed: enough to tell that it was written since.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct FileId {
+struct FileId {
     dev: u64,
     ino: u64,
     size: u64,
@@ -112,7 +76,7 @@ impl FileId {
 
 /// The database file and its write-ahead log as stat'ed now.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct DbFiles {
+struct DbFiles {
     db: FileId,
     /// `None` when there is no log or an empty one.
     wal: Option<FileId>,
@@ -121,7 +85,7 @@ pub struct DbFiles {
 impl DbFiles {
     /// Stats the database at `db_path` and its `-wal`; `None` when there
     /// is no database (or on a system without a survey).
-    pub fn of(db_path: &Path) -> Option<DbFiles> {
+    fn of(db_path: &Path) -> Option<DbFiles> {
         let db = FileId::of(db_path)?;
         let mut wal_path = db_path.as_os_str().to_owned();
         wal_path.push("-wal");
@@ -139,7 +103,7 @@ impl DbFiles {
 /// A clock reading to compare file times with, and how much older than it
 /// the files must be (see the module documentation).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Reading {
+struct Reading {
     now_ns: i64,
     margin_ns: i64,
 }
@@ -147,7 +111,7 @@ pub struct Reading {
 impl Reading {
     /// Reads the clock for the files of the folder `dir`. Take it before
     /// the files are stat'ed.
-    pub fn take(dir: &Path) -> Reading {
+    fn take(dir: &Path) -> Reading {
         #[cfg(target_os = "linux")]
         {
             let t = rustix::time::clock_gettime(rustix::time::ClockId::RealtimeCoarse);
@@ -209,14 +173,14 @@ fn local_fine_clock(dir: &Path) -> bool {
 }
 
 /// The configuration a survey belongs to: a hash of a full description
-/// of everything a pass depends on (the resolved configuration), of this
-/// build and of its database `schema` version.
-pub fn config_key(config: &str, schema: u32) -> [u8; 32] {
+/// of everything a pass depends on (the resolved configuration, whose
+/// `Debug` form names all of it), of this build and of its schema.
+pub fn config_key(config: &dyn std::fmt::Debug) -> [u8; 32] {
     let mut h = blake3::Hasher::new();
     h.update(MAGIC);
     h.update(env!("CARGO_PKG_VERSION").as_bytes());
-    h.update(&schema.to_le_bytes());
-    h.update(config.as_bytes());
+    h.update(&super::SCHEMA_VERSION.to_le_bytes());
+    h.update(format!("{config:?}").as_bytes());
     *h.finalize().as_bytes()
 }
 
@@ -379,7 +343,7 @@ pub enum Was {
 /// Why a survey was not written (not an error: the next pass just opens
 /// the database).
 #[derive(Debug, PartialEq, Eq)]
-pub enum NotSaved {
+enum NotSaved {
     /// The database files changed too recently to be trusted, and there
     /// is no generation to trust it by.
     Unsettled,
@@ -389,7 +353,7 @@ pub enum NotSaved {
 
 /// How a survey that was written will be trusted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Trust {
+enum Trust {
     /// By its database files, before the database is opened (and by its
     /// generation too, when it has one).
     Files,
@@ -399,7 +363,7 @@ pub enum Trust {
 }
 
 /// The sources of a survey of the `sources` rows `known`.
-pub fn tallied<'a>(keys: Keys, known: impl IntoIterator<Item = Known<'a>>) -> Vec<Tallied> {
+fn tallied<'a>(keys: Keys, known: impl IntoIterator<Item = Known<'a>>) -> Vec<Tallied> {
     let mut sources: Vec<Tallied> = Vec::new();
     for k in known {
         if k.missing {
@@ -433,7 +397,7 @@ pub fn tallied<'a>(keys: Keys, known: impl IntoIterator<Item = Known<'a>>) -> Ve
 /// (stat'ed after `reading`) and the generation of the `sources` rows,
 /// both inside the transaction that read the rows.
 #[derive(Debug, Clone, Copy)]
-pub struct Taken {
+struct Taken {
     /// The clock reading before the files were stat'ed.
     pub reading: Reading,
     /// The database files; `None` when there is no database.
@@ -445,7 +409,7 @@ pub struct Taken {
 /// Writes a survey of `known`, the rows read with `taken`. Replaces the
 /// file atomically. Returns how it will be trusted, or why nothing was
 /// written.
-pub fn save<'a>(
+fn save<'a>(
     home: &Path,
     key: &[u8; 32],
     taken: Taken,
@@ -455,7 +419,7 @@ pub fn save<'a>(
 }
 
 /// Writes a survey whose sources are `sources` (see [`save`]).
-pub fn save_tallied(
+fn save_tallied(
     home: &Path,
     key: &[u8; 32],
     taken: Taken,
@@ -508,9 +472,119 @@ pub fn save_tallied(
     Ok(Ok(trust))
 }
 
-/// Removes the survey (a pass that found it stale writes it again).
-pub fn remove(home: &Path) {
-    let _ = std::fs::remove_file(home.join(FILE));
+/// The survey in `home` a walk may compare with (see [`Survey::load`]):
+/// none when a derived file beside the database at `db_path` was written
+/// after it (damage, or another program), so that a pass checks them.
+pub fn load_current(home: &Path, key: &[u8; 32], db_path: &Path) -> Option<Survey> {
+    let mtime = |p: &Path| std::fs::metadata(p).and_then(|m| m.modified()).ok();
+    let surveyed = mtime(&home.join(FILE));
+    let changed = surveyed.is_some_and(|surveyed| {
+        super::Component::ALL
+            .iter()
+            .any(|c| mtime(&c.path(db_path)).is_some_and(|t| t > surveyed))
+    });
+    if changed {
+        return None;
+    }
+    Survey::load(home, key, db_path)
+}
+
+/// The `sources` rows a pass with nothing to read compared the disk with,
+/// and the store's [`Store::change_stamp`] from before it read them: while
+/// the stamp has not moved they are still the rows.
+pub type ComparedRows = ((i64, u64), Vec<SourceStamp>);
+
+impl Store {
+    /// Writes the survey of the `sources` rows of the `enabled` agents
+    /// into `home` (keyed `key`): `compared` while nothing was committed
+    /// since before its rows were read (checked after the database files
+    /// are stat'ed), otherwise the rows read again with the files stat'ed
+    /// in one read transaction, and nothing when another connection
+    /// committed meanwhile. When the files changed too recently to be
+    /// trusted, it is written to be trusted by the rows' generation.
+    /// Returns whether one that a walk trusts before the database is
+    /// opened was written; failing to write the file is only logged.
+    pub fn save_survey(
+        &self,
+        home: &Path,
+        key: &[u8; 32],
+        enabled: &[&str],
+        compared: Option<ComparedRows>,
+    ) -> Result<bool, StoreError> {
+        let compared = match compared {
+            Some((before, stamps)) => {
+                let mut taken = self.taken(home, None);
+                taken.generation = self.sources_gen()?;
+                let current = self.change_stamp().ok() == Some(before);
+                current.then_some((stamps, taken))
+            }
+            None => None,
+        };
+        let snapshot = match compared {
+            Some(s) => Some(s),
+            None => {
+                self.read_consistent(|s| Ok((s.source_stamps()?, s.taken(home, s.sources_gen()?))))?
+            }
+        };
+        let Some((stamps, taken)) = snapshot else {
+            return Ok(false);
+        };
+        let known = stamps
+            .iter()
+            .filter(|s| enabled.contains(&s.agent.as_str()))
+            .map(|s| Known {
+                agent: &s.agent,
+                path: &s.path,
+                size: s.size,
+                mtime_ns: s.mtime_ns,
+                failed: s.failed,
+                missing: s.missing,
+            });
+        Ok(written(save(home, key, taken, known)))
+    }
+
+    /// Writes the survey whose sources `sources` reads (with the
+    /// generation of the `sources` rows they are of) inside one read
+    /// transaction with the database files stat'ed; nothing when it
+    /// answers `None` or another connection committed meanwhile. Returns
+    /// what [`Store::save_survey`] returns.
+    pub fn save_survey_of(
+        &self,
+        home: &Path,
+        key: &[u8; 32],
+        sources: impl FnOnce(&Store) -> Result<Option<(Vec<Tallied>, Option<i64>)>, StoreError>,
+    ) -> Result<bool, StoreError> {
+        let snapshot = self.read_consistent(|s| {
+            Ok(sources(s)?.map(|(sources, generation)| (sources, s.taken(home, generation))))
+        })?;
+        let Some((sources, taken)) = snapshot.flatten() else {
+            return Ok(false);
+        };
+        Ok(written(save_tallied(home, key, taken, sources)))
+    }
+
+    /// The database files stat'ed after a clock reading for the file
+    /// system they are on, with the rows' `generation`.
+    fn taken(&self, home: &Path, generation: Option<i64>) -> Taken {
+        let reading = Reading::take(self.path().parent().unwrap_or(home));
+        Taken {
+            reading,
+            files: DbFiles::of(self.path()),
+            generation,
+        }
+    }
+}
+
+/// Whether a survey was written that a walk trusts before the database is
+/// opened; failing to write one is only logged.
+fn written(saved: std::io::Result<Result<Trust, NotSaved>>) -> bool {
+    match saved {
+        Ok(trust) => trust == Ok(Trust::Files),
+        Err(e) => {
+            tracing::debug!(error = %e, "cannot write the survey");
+            false
+        }
+    }
 }
 
 fn put_files(out: &mut Vec<u8>, f: &DbFiles) {
@@ -759,400 +833,5 @@ impl Survey {
 }
 
 #[cfg(all(test, unix))]
-mod tests {
-    use super::*;
-
-    fn known(
-        agent: &'static str,
-        path: &'static str,
-        size: u64,
-        failed: bool,
-        missing: bool,
-    ) -> Known<'static> {
-        Known {
-            agent,
-            path,
-            size,
-            mtime_ns: 7,
-            failed,
-            missing,
-        }
-    }
-
-    /// A database file and a clock reading well after its last change.
-    fn setup() -> (tempfile::TempDir, std::path::PathBuf, Reading) {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let db = dir.path().join("cairn.db");
-        std::fs::write(&db, b"pages").expect("write");
-        let later = Reading {
-            now_ns: DbFiles::of(&db).expect("stat").newest_ns() + 1,
-            margin_ns: 0,
-        };
-        (dir, db, later)
-    }
-
-    fn rows() -> Vec<Known<'static>> {
-        vec![
-            known("claude-code", "/a/one.jsonl", 10, false, false),
-            known("codex", "/b/x.jsonl", 5, false, false),
-            known("claude-code", "/a/three.jsonl", 30, false, false),
-            known("claude-code", "/a/gone.jsonl", 40, false, true),
-            known("gemini", "/c/failed.json", 50, true, false),
-            known("aider", "/d/gone.md", 60, false, true),
-        ]
-    }
-
-    /// What a survey of `db` is taken with, at `reading`.
-    fn taken(reading: Reading, db: &Path, generation: Option<i64>) -> Taken {
-        Taken {
-            reading,
-            files: DbFiles::of(db),
-            generation,
-        }
-    }
-
-    /// Saves a survey of [`rows`] for `db` with `key`; returns its path.
-    fn saved(dir: &Path, db: &Path, later: Reading, key: &[u8; 32]) -> std::path::PathBuf {
-        save(dir, key, taken(later, db, None), rows())
-            .expect("save")
-            .expect("saved");
-        dir.join(FILE)
-    }
-
-    /// The tally of stores found on disk, as a walk makes it.
-    fn found(s: &Survey, stores: &[(&str, u64, i64)]) -> Tally {
-        let mut t = Tally::default();
-        for (path, size, mtime) in stores {
-            t.add(s.keys(), path.as_bytes(), *size, *mtime);
-        }
-        t
-    }
-
-    #[test]
-    fn a_saved_survey_matches_a_source_only_when_it_finds_the_same_stores() {
-        let (dir, db, later) = setup();
-        let key = [1u8; 32];
-        let saved = save(dir.path(), &key, taken(later, &db, None), rows()).expect("save");
-        assert_eq!(saved, Ok(Trust::Files));
-        let s = Survey::load(dir.path(), &key, &db).expect("trusted");
-        let claude = [("/a/one.jsonl", 10, 7), ("/a/three.jsonl", 30, 7)];
-        // In any order: the walk's order is not the database's.
-        assert!(s.same("claude-code", found(&s, &claude)));
-        assert!(s.same("claude-code", found(&s, &[claude[1], claude[0]])));
-        assert!(s.same("codex", found(&s, &[("/b/x.jsonl", 5, 7)])));
-        // Another source's stores are not this one's.
-        assert!(!s.same("codex", found(&s, &claude)));
-        for (stores, why) in [
-            (vec![("/a/one.jsonl", 11, 7), claude[1]], "grown"),
-            (vec![("/a/one.jsonl", 10, 8), claude[1]], "touched"),
-            (vec![claude[0]], "one is gone"),
-            (
-                vec![claude[0], claude[1], ("/a/new.jsonl", 1, 7)],
-                "a new one",
-            ),
-            (
-                vec![claude[0], claude[1], ("/a/gone.jsonl", 40, 7)],
-                "the missing one is back",
-            ),
-            (
-                vec![("/a/three.jsonl", 10, 7), ("/a/one.jsonl", 30, 7)],
-                "sizes swapped",
-            ),
-            (vec![claude[0], claude[0]], "one found twice"),
-        ] {
-            assert!(!s.same("claude-code", found(&s, &stores)), "{why}");
-        }
-        // The store whose last read failed is found again: read it again.
-        assert!(!s.same("gemini", found(&s, &[("/c/failed.json", 50, 7)])));
-        // A source whose stores are all gone is not expected on disk.
-        assert!(!s.same("aider", Tally::default()));
-        assert_eq!(s.sources(), 3);
-        // Another configuration does not use it.
-        assert!(Survey::load(dir.path(), &[2u8; 32], &db).is_none());
-    }
-
-    #[test]
-    fn a_survey_holds_the_stores_read_whole_and_counts_those_that_failed() {
-        let (dir, db, later) = setup();
-        let key = [1u8; 32];
-        saved(dir.path(), &db, later, &key);
-        let s = Survey::load(dir.path(), &key, &db).expect("trusted");
-        let h = |path: &str, size: u64| store_hash(s.keys(), path.as_bytes(), size, 7);
-        assert!(s.holds("claude-code", h("/a/one.jsonl", 10)));
-        assert!(s.holds("claude-code", h("/a/three.jsonl", 30)));
-        assert!(s.holds("codex", h("/b/x.jsonl", 5)));
-        // Grown, another source's, gone, failed.
-        assert!(!s.holds("claude-code", h("/a/one.jsonl", 11)));
-        assert!(!s.holds("codex", h("/a/one.jsonl", 10)));
-        assert!(!s.holds("claude-code", h("/a/gone.jsonl", 40)));
-        assert!(!s.holds("gemini", h("/c/failed.json", 50)));
-        assert_eq!(
-            [
-                s.count("claude-code"),
-                s.count("codex"),
-                s.count("gemini"),
-                s.count("aider")
-            ],
-            [2, 1, 1, 0]
-        );
-        let mut agents: Vec<&str> = s.agents().collect();
-        agents.sort_unstable();
-        assert_eq!(agents, ["claude-code", "codex", "gemini"]);
-    }
-
-    #[test]
-    fn a_source_with_many_stores_finds_each_of_them_and_no_other() {
-        let keys = Keys(3, 4);
-        for n in [0usize, 1, 2, 3, 5, 64, 1000, 5000] {
-            let mut sorted: Vec<u128> = (0..n)
-                .map(|i| store_hash(keys, format!("/s/{i}").as_bytes(), 1, 2))
-                .collect();
-            sorted.sort_unstable();
-            let hashes = Hashes::new(sorted.clone());
-            assert!(sorted.iter().all(|&h| hashes.holds(h)), "{n}");
-            let others = (0..n.max(50))
-                .filter(|i| hashes.holds(store_hash(keys, format!("/s/{i}").as_bytes(), 1, 3)));
-            assert_eq!(others.count(), 0, "{n}");
-            // The extremes of the hash space land in the first and last range.
-            assert!(!hashes.holds(0) && !hashes.holds(u128::MAX));
-        }
-    }
-
-    #[test]
-    fn a_survey_made_from_another_and_the_rows_read_is_the_survey_of_all_rows() {
-        let (dir, db, later) = setup();
-        let key = [1u8; 32];
-        saved(dir.path(), &db, later, &key);
-        let s = Survey::load(dir.path(), &key, &db).expect("trusted");
-        let keys = s.keys();
-        let was = |path: &str, size: u64| Was::Read(store_hash(keys, path.as_bytes(), size, 7));
-        let now = |agent, path, size, failed| Some(known(agent, path, size, failed, false));
-        let read = [
-            // Grown.
-            (
-                "claude-code",
-                was("/a/one.jsonl", 10),
-                now("claude-code", "/a/one.jsonl", 12, false),
-            ),
-            // Failed before, read now.
-            (
-                "gemini",
-                Was::Failed,
-                now("gemini", "/c/failed.json", 51, false),
-            ),
-            // Read before, failed now.
-            (
-                "codex",
-                was("/b/x.jsonl", 5),
-                now("codex", "/b/x.jsonl", 6, true),
-            ),
-            // New, in a source the survey did not have.
-            ("aider", Was::Absent, now("aider", "/d/new.md", 3, false)),
-            // Back after being gone.
-            (
-                "claude-code",
-                Was::Absent,
-                now("claude-code", "/a/gone.jsonl", 41, false),
-            ),
-        ];
-        let mut after = s.after(read).expect("made");
-        let rows = [
-            known("claude-code", "/a/one.jsonl", 12, false, false),
-            known("codex", "/b/x.jsonl", 6, true, false),
-            known("claude-code", "/a/three.jsonl", 30, false, false),
-            known("claude-code", "/a/gone.jsonl", 41, false, false),
-            known("gemini", "/c/failed.json", 51, false, false),
-            known("aider", "/d/gone.md", 60, false, true),
-            known("aider", "/d/new.md", 3, false, false),
-        ];
-        let mut all = tallied(keys, rows);
-        for v in [&mut after, &mut all] {
-            v.sort_by(|a, b| a.agent.cmp(&b.agent));
-            v.iter_mut().for_each(|t| t.hashes.sort_unstable());
-        }
-        assert_eq!(after, all);
-
-        // A row gone or marked gone, a hash the survey does not have, or
-        // a row of another source: no survey this way.
-        for bad in [
-            ("claude-code", was("/a/one.jsonl", 10), None),
-            (
-                "claude-code",
-                was("/a/one.jsonl", 10),
-                Some(known("claude-code", "/a/one.jsonl", 12, false, true)),
-            ),
-            (
-                "claude-code",
-                was("/a/one.jsonl", 99),
-                now("claude-code", "/a/one.jsonl", 12, false),
-            ),
-            (
-                "claude-code",
-                was("/a/one.jsonl", 10),
-                now("codex", "/a/one.jsonl", 12, false),
-            ),
-        ] {
-            assert_eq!(s.after([bad]), None, "{bad:?}");
-        }
-    }
-
-    #[test]
-    fn a_survey_whose_hashes_do_not_add_up_is_not_used() {
-        let (dir, db, later) = setup();
-        let key = [1u8; 32];
-        let one = |count: u64, hashes: Vec<u128>| Tallied {
-            agent: "claude-code".into(),
-            count,
-            hashes,
-        };
-        // More hashes than stores.
-        save_tallied(
-            dir.path(),
-            &key,
-            taken(later, &db, None),
-            vec![one(1, vec![1, 2])],
-        )
-        .expect("save")
-        .expect("saved");
-        assert!(Survey::load(dir.path(), &key, &db).is_none());
-        save_tallied(
-            dir.path(),
-            &key,
-            taken(later, &db, None),
-            vec![one(2, vec![2, 1])],
-        )
-        .expect("save")
-        .expect("saved");
-        let s = Survey::load(dir.path(), &key, &db).expect("sorted when written");
-        assert!(s.holds("claude-code", 1) && s.holds("claude-code", 2));
-        // Hashes out of order, with a sum that checks out.
-        let path = dir.path().join(FILE);
-        let mut bytes = std::fs::read(&path).expect("read");
-        let end = bytes.len() - 32;
-        let (a, b) = (end - 32, end - 16);
-        let first: Vec<u8> = bytes[a..b].to_vec();
-        bytes.copy_within(b..end, a);
-        bytes[b..end].copy_from_slice(&first);
-        let sum = *blake3::hash(&bytes[..end]).as_bytes();
-        bytes[end..].copy_from_slice(&sum);
-        std::fs::write(&path, &bytes).expect("write");
-        assert!(Survey::load(dir.path(), &key, &db).is_none());
-    }
-
-    #[test]
-    fn any_write_to_the_database_or_its_log_retires_the_survey() {
-        let (dir, db, later) = setup();
-        let key = [1u8; 32];
-        let wal = dir.path().join("cairn.db-wal");
-        // An empty log holds no commit: the same as none.
-        std::fs::write(&wal, b"").expect("wal");
-        saved(dir.path(), &db, later, &key);
-        assert!(Survey::load(dir.path(), &key, &db).is_some());
-        std::fs::remove_file(&wal).expect("rm");
-        assert!(Survey::load(dir.path(), &key, &db).is_some());
-        // A commit lands in the log.
-        std::fs::write(&wal, b"frame").expect("wal");
-        assert!(Survey::load(dir.path(), &key, &db).is_none());
-        std::fs::remove_file(&wal).expect("rm");
-        assert!(Survey::load(dir.path(), &key, &db).is_some());
-        // A checkpoint writes the database file itself.
-        std::fs::write(&db, b"more pages").expect("write");
-        assert!(Survey::load(dir.path(), &key, &db).is_none());
-        // A database replaced by another file.
-        std::fs::remove_file(&db).expect("rm");
-        assert!(Survey::load(dir.path(), &key, &db).is_none());
-    }
-
-    #[test]
-    fn files_changed_at_or_after_the_clock_reading_are_not_trusted() {
-        let (dir, db, later) = setup();
-        let key = [1u8; 32];
-        let newest = DbFiles::of(&db).expect("stat").newest_ns();
-        // The reading does not come after the last change: a write in the
-        // same clock tick would leave the times as they are.
-        for reading in [
-            Reading {
-                now_ns: newest,
-                margin_ns: 0,
-            },
-            Reading {
-                now_ns: later.now_ns,
-                margin_ns: SLOW_CLOCK_MARGIN_NS,
-            },
-        ] {
-            let saved = save(dir.path(), &key, taken(reading, &db, None), rows()).expect("save");
-            assert_eq!(saved, Err(NotSaved::Unsettled));
-            assert!(!dir.path().join(FILE).exists());
-        }
-        let mut no_database = taken(later, &db, Some(5));
-        no_database.files = None;
-        let none = save(dir.path(), &key, no_database, rows()).expect("save");
-        assert_eq!(none, Err(NotSaved::NoDatabase));
-    }
-
-    #[test]
-    fn a_torn_or_damaged_survey_is_ignored() {
-        let (dir, db, later) = setup();
-        let key = [1u8; 32];
-        let path = saved(dir.path(), &db, later, &key);
-        let good = std::fs::read(&path).expect("read");
-        for cut in [
-            0,
-            8,
-            40,
-            HEADER_LEN,
-            HEADER_LEN + 10,
-            good.len() / 2,
-            good.len() - 1,
-        ] {
-            std::fs::write(&path, &good[..cut]).expect("write");
-            assert!(
-                Survey::load(dir.path(), &key, &db).is_none(),
-                "cut at {cut}"
-            );
-        }
-        for at in [0, 45, good.len() / 2, good.len() - 40] {
-            let mut bad = good.clone();
-            bad[at] ^= 0x40;
-            std::fs::write(&path, &bad).expect("write");
-            assert!(Survey::load(dir.path(), &key, &db).is_none(), "byte {at}");
-        }
-        std::fs::write(&path, &good).expect("write");
-        assert!(Survey::load(dir.path(), &key, &db).is_some());
-    }
-
-    #[test]
-    fn a_survey_of_the_older_format_is_not_used() {
-        let (dir, db, later) = setup();
-        let key = [1u8; 32];
-        let path = saved(dir.path(), &db, later, &key);
-        let mut old = std::fs::read(&path).expect("read");
-        // The same file with an older cairn's magic and a sum that checks
-        // out: the magic alone retires it.
-        old[..8].copy_from_slice(b"cairnsv1");
-        let body = old.len() - 32;
-        let sum = *blake3::hash(&old[..body]).as_bytes();
-        old[body..].copy_from_slice(&sum);
-        std::fs::write(&path, &old).expect("write");
-        assert!(Survey::load(dir.path(), &key, &db).is_none());
-    }
-
-    #[cfg(target_os = "linux")]
-    #[test]
-    fn only_file_systems_stamped_by_this_kernel_need_no_margin() {
-        // procfs is not a place a database lives: the two-second margin.
-        assert!(!local_fine_clock(Path::new("/proc")));
-        assert_eq!(
-            Reading::take(Path::new("/proc")).margin_ns,
-            SLOW_CLOCK_MARGIN_NS
-        );
-        // A tmpfs is stamped by this kernel's clock.
-        let shm = Path::new("/dev/shm");
-        #[allow(clippy::unnecessary_cast)]
-        let tmpfs = rustix::fs::statfs(shm).is_ok_and(|s| s.f_type as i64 == 0x0102_1994);
-        if tmpfs {
-            assert!(local_fine_clock(shm));
-            assert_eq!(Reading::take(shm).margin_ns, 0);
-        }
-    }
-}
+#[path = "survey_tests.rs"]
+mod tests;

@@ -1,30 +1,12 @@
-//! Signed origins, the store's side: which key each origin has, the seals
-//! kept for relaying, and the checks a received batch passes before any of
-//! it is stored.
-//!
-//! Owns the rules (docs/wire-format.md, "Signed origins"):
-//! - a batch of this node's own origin is refused whatever it carries:
-//!   only this node writes its log;
-//! - a batch with entries carries its origin's key, whose hash is the
-//!   origin's node id, and seals covering every entry that verify with
-//!   that key (`cairn_protocol::seal_checks`, then `crate::seal::verify`);
-//! - the first key seen for an origin is kept with the peer that vouched
-//!   for it; a different key for a known origin is refused;
-//! - every verified seal is kept, so the entries can be relayed with it:
-//!   a relayed batch ends where the seals this node holds end, and carries
-//!   the hashes of the sealed entries outside it;
-//! - an origin the user refused (`cairn peers --refuse-origin`) is refused
-//!   whatever it carries; refusing it drops its logs, seals, forgets and
-//!   the records no other origin's log holds, so nothing of it is kept,
-//!   shown or relayed.
-//!
-//! Which origins the user can see and refuse: every origin whose key a
-//! peer brought ([`Store::origin_keys`], with the peer that vouched for
-//! it and when); `sync::facade::relayed_origins` shows those that are not
-//! paired machines.
-//!
-//! Never signs (that is `crate::seal::Signer`, used by `log::serve_pull`
-//! for the own log) and never touches the network.
+//! Signed origins, the store's side: each origin's key (the first seen,
+//! with the peer that vouched for it), the verified seals kept for
+//! relaying, refused origins, and the checks a received batch passes
+//! before any of it is stored (`docs/wire-format.md`, "Signed origins"):
+//! never this node's own origin, the origin's key hashing to its id,
+//! seals over every entry that verify with it, no refused origin.
+//! Refusing an origin drops its logs, seals, forgets and the records only
+//! it holds. Never signs (`crate::seal::Signer` does) and never touches
+//! the network.
 
 use cairn_protocol::{Batch, Hash32, NodeId, Seal, SealError, seal_checks};
 use rusqlite::{Connection, OptionalExtension, params};

@@ -1,31 +1,12 @@
-//! The one-time redaction of the fields a database stored before every
-//! field was redacted: session ids, parent ids, projects and titles (in
-//! `sessions`), files (in `records`), and forget targets (in
-//! `tombstones`). Runs once, when `meta.fields_redacted` is `0` (the
-//! migration that introduced it sets it), from `Node::open`, which holds
-//! the rules.
-//!
-//! The result is what a fresh index would have stored: every field as
-//! `redact::fields` makes it (an id keeps its `~` + hash suffix), and each
-//! record's content hash recomputed over its redacted session id and
-//! files. Nothing is lost and the logs stay gap-free:
-//! - a record keeps its row id (runs, flat files and vectors stay
-//!   valid); its full-text row is rewritten when its files changed;
-//! - this node's own log keeps naming the record: the own log is served
-//!   redacted again anyway, so peers already hold the new hash;
-//! - a slot of another origin's log keeps the hash its origin signed and
-//!   serves a `withheld` stub, as a record redacted on receipt does;
-//! - a session whose redacted id is already stored (the same session
-//!   indexed again since) is merged into it, and a record whose new hash
-//!   is already stored is dropped for the stored one, its own-log slots
-//!   pointed there;
-//! - a forget whose target changes keeps its id; it is served as a
-//!   `forgotten` stub from then on (peers refuse a forget naming a secret).
-//!
-//! Then the full-text index is merged and the file rewritten, so the old
-//! bytes do not linger. Never touches the network or the agents' files,
-//! and never re-redacts record text (that is the indexer's and the
-//! serving path's).
+//! The one-time redaction of fields a database stored before every field
+//! was redacted (session and parent ids, projects, titles, files, forget
+//! targets), run from `Node::open` while `meta.fields_redacted` is `0`.
+//! The result is what a fresh index would store: each record's hash is
+//! recomputed and its row id kept; own-log slots follow the new hash,
+//! other origins' slots keep theirs and serve `withheld` stubs; sessions
+//! or records that now collide are merged; a changed forget is served as
+//! a `forgotten` stub. Then the full-text index is merged and the file
+//! rewritten. Never re-redacts record text, never touches the network.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -78,14 +59,7 @@ impl Store {
         let tx = self
             .conn
             .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
-        let due: Option<String> = tx
-            .query_row(
-                "SELECT value FROM meta WHERE key = ?1",
-                [META_FIELDS_REDACTED],
-                |r| r.get(0),
-            )
-            .optional()?;
-        if due.as_deref() != Some("0") {
+        if super::meta_get(&tx, META_FIELDS_REDACTED)?.as_deref() != Some("0") {
             return Ok(None);
         }
         // Records are looked up by hash below: a pass's deferral ends.

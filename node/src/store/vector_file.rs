@@ -1,57 +1,33 @@
-//! The meaning vectors as one flat file beside the database
-//! (`<db>-vectors`), so that the meaning tier of a search reads them as
-//! plain bytes, a megabyte at a time, instead of a row at a time through
-//! SQLite (600 ms for 1.1 million vectors at 10 GB of history), and each
-//! vector is kept once.
+//! The vector file (`<db>-vectors`): every record's meaning vector as
+//! plain bytes, read a megabyte at a time instead of a row at a time.
 //!
-//! Layout:
-//!
-//! - a 32-byte header: the magic `cairnvf1`, the vector length (u32 LE),
-//!   4 reserved bytes, and a random 16-byte token naming this file;
-//! - then entries of the record id (i64 LE), one over the vector's length
-//!   (f32 LE) and the int8 vector as offset binary (each value plus 128),
-//!   ascending by id: what `embed::Scorer::score_offset` takes.
-//!
-//! The file holds the vectors of records up to an id, and the `vectors`
-//! table only those stored since (each pass moves them here). `meta.vector_file`
-//! holds the token, how many entries are trusted, the highest record id
-//! they cover and how many of them are blanked. It is written in the
-//! transaction that moves vectors into the file, after the file's bytes
-//! are on disk, so the database never vouches for bytes that are not
-//! there; bytes past the trusted count (a pass that died before its
-//! commit) are ignored and overwritten.
-//!
-//! The first record id of each block of [`SKIP_BLOCK`] entries is kept in
-//! `vector_blocks`, written in the same transaction as the mark that
-//! vouches for the entries: a search for some records ([`Scan::fold_wanted`])
-//! picks the blocks to read from these rows instead of reading each
-//! block's first id from the file.
-//!
-//! A record deleted while the file holds its vector is noted in
-//! `vectors_gone` (a trigger); the next pass, or at once a forget's scrub,
-//! blanks its entry in place (a zero vector with inverse norm 0, which no
-//! search keeps). A file the database does not vouch for (missing, cut
-//! short, another token or vector length) is lost: it is deleted, and the
-//! vector pass starts again from the first record (see [`sync`]); until
-//! then searches read what the table holds.
+//! Layout: the [`flat_file`] header (magic `cairnvf2`), then entries
+//! ascending by record id: the id (i64 LE), the inverse norm (f32 LE), a
+//! CRC-32 of the rest, the int8 vector as offset binary. `meta.vector_file`
+//! (token, trusted count, highest id covered, blanked count) is written in
+//! the transaction that moves vectors here from the `vectors` table, after
+//! the bytes are synced; bytes past it are ignored and overwritten.
+//! `vector_blocks` keeps each [`SKIP_BLOCK`]'s first id for
+//! [`Scan::fold_wanted`]. Deleted records (`vectors_gone`) are blanked in
+//! place. A file the database does not vouch for is lost and its vectors
+//! computed again ([`sync`]); the sketch follows the file.
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use rusqlite::{Connection, OptionalExtension, params};
+use rusqlite::{Connection, params};
 
-use super::StoreError;
+use super::derived::{self, Component};
 use super::flat_file::{self, read_at, write_at};
 use super::held::{self, Held, Which};
 use super::sketch;
+use super::{StoreError, meta_drop, meta_get, meta_set};
 
-const MAGIC: &[u8; 8] = super::derived::Component::Vectors.spec().magic;
+const MAGIC: &[u8; 8] = Component::Vectors.spec().magic;
 /// Bytes before the first entry.
 pub(crate) const HEADER_LEN: u64 = flat_file::HEADER_LEN as u64;
-/// The `meta` key that vouches for the file.
-const MARK_KEY: &str = "vector_file";
 /// Entries read per read call by a scanning thread.
 const CHUNK_ENTRIES: usize = 2048;
 /// Below this many entries a scan stays on the calling thread.
@@ -66,7 +42,7 @@ const SKIP_BLOCK: u64 = 64;
 
 /// The file of the database at `db`.
 pub(crate) fn path_for(db: &Path) -> PathBuf {
-    super::derived::Component::Vectors.path(db)
+    Component::Vectors.path(db)
 }
 
 /// What the database vouches for: the file with this token, its first
@@ -82,40 +58,23 @@ struct Mark {
 
 impl Mark {
     fn encode(&self) -> String {
-        format!(
-            "{} {} {} {}",
-            crate::hex::encode(&self.token),
-            self.count,
-            self.upto,
-            self.blank
-        )
+        let numbers = [self.count.into(), self.upto.into(), self.blank.into()];
+        derived::mark_text(&self.token, &numbers)
     }
 
     fn decode(s: &str) -> Option<Mark> {
-        let mut parts = s.split(' ');
-        let token = data_encoding::HEXLOWER_PERMISSIVE
-            .decode(parts.next()?.as_bytes())
-            .ok()?
-            .try_into()
-            .ok()?;
-        let count = parts.next()?.parse().ok()?;
-        let upto = parts.next()?.parse().ok()?;
-        let blank = parts.next()?.parse().ok()?;
-        parts.next().is_none().then_some(Mark {
+        let (token, [count, upto, blank]) = derived::parse_mark(s)?;
+        Some(Mark {
             token,
-            count,
-            upto,
-            blank,
+            count: u64::try_from(count).ok()?,
+            upto: i64::try_from(upto).ok()?,
+            blank: u64::try_from(blank).ok()?,
         })
     }
 }
 
 fn read_mark(conn: &Connection) -> Result<Option<Mark>, StoreError> {
-    let v: Option<String> = conn
-        .query_row("SELECT value FROM meta WHERE key = ?1", [MARK_KEY], |r| {
-            r.get(0)
-        })
-        .optional()?;
+    let v = Component::Vectors.read_mark(conn)?;
     Ok(v.as_deref().and_then(Mark::decode))
 }
 
@@ -267,6 +226,7 @@ fn read_range(
 /// them off. A failure names the file it could not write: searches then
 /// scan exactly what the sketch lacks, and the caller reports it.
 fn follow(
+    conn: &Connection,
     db: &Path,
     mark: &Mark,
     dim: usize,
@@ -288,7 +248,7 @@ fn follow(
         db,
         &mark.token,
         dim,
-        mark.count,
+        (mark.count, sketch::vouched(conn, &mark.token)?),
         &mut |from, to, each| {
             // Entry for entry, damaged or not: the sketch's entries
             // stand by position, and a damaged entry is never scored.
@@ -296,6 +256,7 @@ fn follow(
                 each(inverse, v)
             })
         },
+        &mut |count| sketch::vouch(conn, &mark.token, count),
         cells,
     )
 }
@@ -306,17 +267,22 @@ pub(crate) fn current(conn: &Connection, db: &Path) -> Result<bool, StoreError> 
     let Some(mark) = read_mark(conn)? else {
         return Ok(newest(conn)? == 0);
     };
+    let vouched = sketch::vouched(conn, &mark.token)?;
     Ok(mark.upto >= newest(conn)?
         && !any_gone(conn)?
         && open_marked(&path_for(db), &mark, None, false)
-            .is_some_and(|(_, dim)| sketch::current(db, &mark.token, dim, mark.count)))
+            .is_some_and(|(_, dim)| sketch::current(db, &mark.token, dim, (mark.count, vouched))))
 }
 
 /// What [`sketch::damage`] or [`cells::damage`](super::cells::damage)
 /// finds wrong with the sketch (`cells` false) or its cells, made for the
 /// file the database vouches for; a damaged one is removed (the cells
 /// with the sketch they copy), so that the next sync writes it anew.
-fn check_follower(conn: &Connection, db: &Path, cells: bool) -> Result<Option<String>, StoreError> {
+pub(crate) fn check_follower(
+    conn: &Connection,
+    db: &Path,
+    cells: bool,
+) -> Result<Option<String>, StoreError> {
     let Some(mark) = read_mark(conn)? else {
         return Ok(None);
     };
@@ -324,7 +290,7 @@ fn check_follower(conn: &Connection, db: &Path, cells: bool) -> Result<Option<St
         return Ok(None);
     };
     let why = match cells {
-        false => sketch::damage(db, &mark.token, dim),
+        false => sketch::damage(db, &mark.token, dim, sketch::vouched(conn, &mark.token)?),
         true => super::cells::damage(db, &mark.token, dim),
     };
     if why.is_some() {
@@ -334,16 +300,6 @@ fn check_follower(conn: &Connection, db: &Path, cells: bool) -> Result<Option<St
         }
     }
     Ok(why)
-}
-
-/// Checks every page of the sketch (see [`check_follower`]).
-pub(crate) fn check_sketch(conn: &Connection, db: &Path) -> Result<Option<String>, StoreError> {
-    check_follower(conn, db, false)
-}
-
-/// Checks every page of the sketch's cells (see [`check_follower`]).
-pub(crate) fn check_cells(conn: &Connection, db: &Path) -> Result<Option<String>, StoreError> {
-    check_follower(conn, db, true)
 }
 
 /// How many entries of the file hold a vector (trusted and not blanked).
@@ -414,27 +370,17 @@ const TABLE_KEY: &str = "vectors_table";
 /// when the database is opened, before any search reads a vector; a
 /// folder already named for `table` costs one look-up.
 pub(crate) fn keep_table(conn: &mut Connection, db: &Path, table: &str) -> Result<(), StoreError> {
-    let made_by = |conn: &Connection| -> rusqlite::Result<Option<String>> {
-        conn.query_row("SELECT value FROM meta WHERE key = ?1", [TABLE_KEY], |r| {
-            r.get(0)
-        })
-        .optional()
-    };
-    if made_by(conn)?.as_deref() == Some(table) {
+    if meta_get(conn, TABLE_KEY)?.as_deref() == Some(table) {
         return Ok(());
     }
     let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
-    let stored = made_by(&tx)?;
+    let stored = meta_get(&tx, TABLE_KEY)?;
     let other = stored.as_deref().unwrap_or(crate::embed::LEGACY_ID) != table;
     if other {
         tracing::info!(db = %db.display(), "the meaning vectors were made with another table: computing them again");
         lose(&tx)?;
     }
-    tx.execute(
-        "INSERT INTO meta(key, value) VALUES (?1, ?2)
-         ON CONFLICT(key) DO UPDATE SET value = excluded.value",
-        params![TABLE_KEY, table],
-    )?;
+    meta_set(&tx, TABLE_KEY, table)?;
     tx.commit()?;
     if other {
         remove(&path_for(db))?;
@@ -475,7 +421,7 @@ pub(crate) fn scrub(conn: &Connection, db: &Path) -> Result<(), StoreError> {
                 tx.commit()?;
                 // The forget is done; a sketch that cannot follow is
                 // removed (no copy of a blanked entry's sketch stays).
-                if let Err(e) = follow(db, &m, dim, &blanked, sketch::CellsWhen::Now) {
+                if let Err(e) = follow(conn, db, &m, dim, &blanked, sketch::CellsWhen::Now) {
                     tracing::warn!(error = %e, "cannot update the vector sketch; it is removed");
                     sketch::remove(db);
                 }
@@ -514,7 +460,7 @@ pub(crate) fn check(conn: &Connection, db: &Path) -> Result<Option<String>, Stor
                 )),
             }
         }
-        None if !path.is_file() || super::derived::Component::Vectors.is_former(&path) => None,
+        None if !path.is_file() || Component::Vectors.is_former(&path) => None,
         None => Some("its header does not match the database, or it is cut short".into()),
     };
     let Some(why) = why else {
@@ -528,12 +474,7 @@ pub(crate) fn check(conn: &Connection, db: &Path) -> Result<Option<String>, Stor
 }
 
 fn write_mark(conn: &Connection, mark: &Mark) -> rusqlite::Result<()> {
-    conn.execute(
-        "INSERT INTO meta(key, value) VALUES (?1, ?2)
-         ON CONFLICT(key) DO UPDATE SET value = excluded.value",
-        params![MARK_KEY, mark.encode()],
-    )?;
-    Ok(())
+    Component::Vectors.write_mark(conn, &mark.encode())
 }
 
 /// What [`sync`] did.
@@ -585,7 +526,7 @@ pub(crate) fn sync(
             if m.upto >= newest && !any_gone(&tx)? {
                 tx.commit()?;
                 // A sketch missing or behind (a failed update) catches up.
-                follow(db, &m, dim, &[], cells)?;
+                follow(conn, db, &m, dim, &[], cells)?;
                 return Ok(Synced::Current);
             }
             let blanked = blank(&file, &m, dim, &gone(&tx)?).map_err(io)?;
@@ -625,7 +566,7 @@ pub(crate) fn sync(
     tx.execute("DELETE FROM vectors WHERE id <= ?1", [mark.upto])?;
     tx.execute("DELETE FROM vectors_gone", [])?;
     tx.commit()?;
-    follow(db, &mark, dim, &blanked, cells)?;
+    follow(conn, db, &mark, dim, &blanked, cells)?;
     Ok(done)
 }
 
@@ -694,12 +635,7 @@ fn note_blocks(conn: &Connection, at: u64, firsts: &[(u64, i64)]) -> rusqlite::R
 /// block the table lacks, a search reads the id from the file.
 pub(crate) fn backfill_blocks(conn: &mut Connection, db: &Path) -> Result<(), StoreError> {
     const KEY: &str = "vector_blocks_backfill";
-    let pending: bool = conn.query_row(
-        "SELECT EXISTS(SELECT 1 FROM meta WHERE key = ?1)",
-        [KEY],
-        |r| r.get(0),
-    )?;
-    if !pending {
+    if meta_get(conn, KEY)?.is_none() {
         return Ok(());
     }
     let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
@@ -709,7 +645,7 @@ pub(crate) fn backfill_blocks(conn: &mut Connection, db: &Path) -> Result<(), St
     {
         complete_blocks(&tx, &file, m.count, dim).map_err(|e| e.at(&path))?;
     }
-    tx.execute("DELETE FROM meta WHERE key = ?1", [KEY])?;
+    meta_drop(&tx, KEY)?;
     tx.commit()?;
     Ok(())
 }
@@ -870,7 +806,13 @@ pub(crate) fn open(
         file,
         path: path_for(db),
         held: entries,
-        sketch: sketch::open(db, key, mark.count, held),
+        sketch: sketch::open(
+            db,
+            key,
+            mark.count,
+            sketch::vouched(conn, &mark.token)?,
+            held,
+        ),
         count: mark.count,
         dim,
         upto: mark.upto,
@@ -1280,15 +1222,7 @@ mod tests {
     fn vectors_made_by_another_table_are_dropped_when_the_database_opens() {
         let dir = tempfile::tempdir().expect("tmp");
         let db = dir.path().join("c.db");
-        let table_named = |store: &Store| -> Option<String> {
-            store
-                .conn
-                .query_row("SELECT value FROM meta WHERE key = ?1", [TABLE_KEY], |r| {
-                    r.get(0)
-                })
-                .optional()
-                .expect("meta")
-        };
+        let table_named = |store: &Store| store.meta(TABLE_KEY).expect("meta");
         let mut store = store_with(dir.path(), 40);
         add(&mut store, 40, 45);
         assert_eq!(
@@ -1757,6 +1691,36 @@ mod tests {
             !store.vector_file_current().expect("current"),
             "tried again"
         );
+    }
+
+    /// A sketch the database does not vouch for (its update died before
+    /// the mark moved, or an older cairn wrote it) is stale, not damaged:
+    /// the full check names nothing, searches do not read it, and the next
+    /// sync writes it again and vouches for it.
+    #[test]
+    fn a_sketch_past_its_mark_is_stale_not_damaged() {
+        use crate::store::derived::Component;
+        let dir = tempfile::tempdir().expect("tmp");
+        let mut store = store_with(dir.path(), 80);
+        store.sync_vector_file(3).expect("sync");
+        let token = read_mark(&store.conn).expect("mark").expect("a mark").token;
+        assert_eq!(sketch::vouched(&store.conn, &token).expect("vouched"), 80);
+        assert!(sketched(&store));
+        Component::Sketch.drop_mark(&store.conn).expect("drop");
+        let path = Component::Sketch.path(store.path());
+        let mut bytes = std::fs::read(&path).expect("read");
+        let at = bytes.len() - crate::store::pages::PAGE;
+        bytes[at..].fill(0);
+        std::fs::write(&path, &bytes).expect("torn");
+        assert_eq!(store.check_derived(true).expect("check"), Vec::new());
+        assert!(path.exists(), "not given up");
+        assert!(!sketched(&store), "not read");
+        assert!(!store.vector_file_current().expect("current"), "stale");
+        assert_eq!(store.sync_vector_file(3).expect("sync"), Synced::Current);
+        assert_eq!(sketch::vouched(&store.conn, &token).expect("vouched"), 80);
+        assert!(sketched(&store));
+        assert!(store.vector_file_current().expect("current"));
+        assert_eq!(store.check_derived(true).expect("check"), Vec::new());
     }
 
     #[test]

@@ -1,17 +1,9 @@
-//! Meaning vectors of records, kept beside the full-text index.
-//!
-//! `vectors` holds an int8 vector for what people said (user, assistant,
-//! note) when the embedding table knows its words; tool calls and output,
-//! whose wording is machine-made, get none. `meta.vectors_upto` is the
-//! highest record id examined: record ids are never reused (AUTOINCREMENT,
-//! schema v7) and every new record, read here or received, takes a higher
-//! one, so everything above it waits. Vectors are computed on this machine
-//! from the stored (already redacted) text, for records read here and
-//! records received from peers alike; they never travel. A trigger drops
-//! a record's vector with the record.
-//!
-//! The table holds a vector only until the next pass moves it into the
-//! flat file (see `store::vector_file`), which keeps every older one.
+//! Meaning vectors of records: an int8 vector for what people said (user,
+//! assistant, note) when the embedding table knows its words, computed
+//! here from the stored redacted text and never sent. `meta.vectors_upto`
+//! is the highest record id examined (ids are never reused); the
+//! `vectors` table holds a vector until the next pass moves it into the
+//! vector file (`store::vector_file`).
 
 use rusqlite::{OptionalExtension, params};
 
@@ -229,6 +221,7 @@ impl Store {
 
     /// Checks every entry of the vector file; a damaged file is lost (the
     /// next vector pass computes its vectors again) and named.
+    #[cfg(test)]
     pub fn check_vectors(&self) -> Result<Option<super::Damage>, StoreError> {
         Ok(
             vector_file::check(&self.conn, &self.path)?.map(|why| super::Damage {

@@ -223,9 +223,9 @@ fn search_on(state: &State, req: &Request) -> Reply {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::daemon::search_socket::client::{AskError, ask};
     use crate::record::{Record, Role};
     use crate::search::SearchOptions;
-    use crate::search_socket::client::{AskError, ask};
     use std::io::{Read, Write};
 
     fn home_with_records() -> (tempfile::TempDir, PathBuf) {
