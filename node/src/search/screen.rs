@@ -172,10 +172,8 @@ impl<'c> Screen<'c> {
         let mut known = self.settles;
         // The session first: the runs are a small table whose pages a
         // search soon holds, the role bytes a page of the columns file per
-        // 255 records (in the days of side tables, a row per 1,024). Asking
-        // the role first cost a project-filtered question at 10 GB 6 ms
-        // more (a block read for each candidate the project rules out) and
-        // saved `--role user --agent codex` 2 ms.
+        // 255 records: asked first, a project filter's rejects would each
+        // cost a read of the file.
         let session = match (self.map, &mut self.runs) {
             (Some(map), _) => Some(map.allows(id, &mut self.hint)),
             (None, Some(runs)) => Some(runs.allows(id)?),

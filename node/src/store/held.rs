@@ -85,15 +85,12 @@ pub(crate) enum Which {
     Sketch,
     /// The sketch's coarse cells (`store::cells`): always mapped, never
     /// copied, since a question reads a quarter of them (a copy would
-    /// cost the daemon 41 MB at 10 GB of history for what the page cache
-    /// holds anyway). The file is only ever replaced whole, and a mapping
+    /// only duplicate the page cache). The file is only ever replaced whole, and a mapping
     /// keeps the old file, so its identity cannot be taken by another
     /// while the mapping lives.
     Cells,
     /// The ranker's columns (`store::columns_file`): always mapped, as the
-    /// cells are. A question reads some two thousand entries of 16 bytes
-    /// scattered over the file (85 MB at 10 GB of history), which through
-    /// `pread` were a fifth of the daemon's CPU for a question there. Each
+    /// cells are: a question reads entries scattered over the file. Each
     /// reader checks a page before it reads it (`store::pages`).
     Columns,
 }

@@ -176,9 +176,7 @@ impl RunMap {
 /// question's matches cluster in sessions, so the next id mostly lies in
 /// the same run or a near one. The search therefore gallops from the hint
 /// (1, 2, 4, ... runs away) before it halves, so a near run costs a few
-/// comparisons instead of a binary search over every run: a filtered
-/// question at 10 GB asked about 200,000 ids, and searching the 31,074
-/// runs from scratch was a sixth of its time.
+/// comparisons instead of a binary search over every run.
 pub(crate) fn holding<T>(
     runs: &[T],
     id: i64,
@@ -277,10 +275,8 @@ impl<'c> Runs<'c> {
     /// row ids of the sessions `allowed_session` allows, from the same
     /// arguments, `?1` being NULL), once [`ASK_LIMIT`] sessions were
     /// judged one by one. A search that reaches back through a common
-    /// word's matches meets thousands of sessions: at 10 GB a question
-    /// about the last two weeks spent a fifth of its time judging them one
-    /// by one, where reading all 31,074 sessions takes about 2 ms; a search
-    /// that meets few sessions never reads them all.
+    /// word's matches meets thousands of sessions, which are read faster
+    /// all at once; a search that meets few never reads them all.
     pub(crate) fn with_every(
         mut self,
         conn: &'c Connection,

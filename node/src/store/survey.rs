@@ -369,28 +369,33 @@ fn tallied<'a>(keys: Keys, known: impl IntoIterator<Item = Known<'a>>) -> Vec<Ta
         if k.missing {
             continue;
         }
-        let at = match sources.iter().position(|s| s.agent == k.agent) {
-            Some(at) => at,
-            None => {
-                sources.push(Tallied {
-                    agent: k.agent.to_owned(),
-                    count: 0,
-                    hashes: Vec::new(),
-                });
-                sources.len() - 1
-            }
-        };
         // A store whose last read failed is counted with no hash: a walk,
         // which finds the store and hashes it, never matches it, and the
         // next pass reads it again.
-        sources[at].count += 1;
+        let s = source_of(&mut sources, k.agent);
+        s.count += 1;
         if !k.failed {
-            sources[at]
-                .hashes
+            s.hashes
                 .push(store_hash(keys, k.path.as_bytes(), k.size, k.mtime_ns));
         }
     }
     sources
+}
+
+/// The entry of `agent` in `sources`, added empty when it has none.
+fn source_of<'s>(sources: &'s mut Vec<Tallied>, agent: &str) -> &'s mut Tallied {
+    let at = match sources.iter().position(|s| s.agent == agent) {
+        Some(at) => at,
+        None => {
+            sources.push(Tallied {
+                agent: agent.to_owned(),
+                count: 0,
+                hashes: Vec::new(),
+            });
+            sources.len() - 1
+        }
+    };
+    &mut sources[at]
 }
 
 /// What a survey is taken with, beside its stores: the database files
@@ -799,18 +804,7 @@ impl Survey {
             .collect();
         for (agent, was, now) in read {
             let now = now.filter(|k| !k.missing && k.agent == agent)?;
-            let at = match sources.iter().position(|s| s.agent == agent) {
-                Some(at) => at,
-                None => {
-                    sources.push(Tallied {
-                        agent: agent.to_owned(),
-                        count: 0,
-                        hashes: Vec::new(),
-                    });
-                    sources.len() - 1
-                }
-            };
-            let s = &mut sources[at];
+            let s = source_of(&mut sources, agent);
             match was {
                 Was::Absent => s.count += 1,
                 Was::Failed => {}

@@ -631,7 +631,7 @@ fn note_blocks(conn: &Connection, at: u64, firsts: &[(u64, i64)]) -> rusqlite::R
 /// Notes the block ids of a file written before `vector_blocks` existed,
 /// once, when the database is opened after its upgrade (the v16 migration
 /// leaves `meta.vector_blocks_backfill`): an 8-byte read of the file per
-/// block, 18,000 of them at 10 GB of history. Until then, and for any
+/// block. Until then, and for any
 /// block the table lacks, a search reads the id from the file.
 pub(crate) fn backfill_blocks(conn: &mut Connection, db: &Path) -> Result<(), StoreError> {
     const KEY: &str = "vector_blocks_backfill";
@@ -1017,9 +1017,7 @@ impl Scan {
     /// holds ids from its first entry's (`firsts`, from
     /// [`Scan::block_firsts`]) up to the next block's first entry's, and
     /// `wanted(first, last)` says whether any id in that range is wanted
-    /// (the last block's range ends at [`Scan::upto`]). A scan for the 4%
-    /// of a 10 GB history one project holds reads about a tenth of the file
-    /// instead of all of it.
+    /// (the last block's range ends at [`Scan::upto`]).
     pub(crate) fn fold_wanted<T: Send>(
         &self,
         firsts: &[i64],
