@@ -142,7 +142,12 @@ fn send(addr: SocketAddr, method: &str, path: &str, headers: &str) -> Response {
     let mut raw = Vec::new();
     let mut buf = [0u8; 8192];
     loop {
-        let n = s.read(&mut buf).expect("read answer");
+        // A signal to this process (another test's child stopping)
+        // interrupts a read with a timeout; that is no answer yet.
+        let n = match s.read(&mut buf) {
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            r => r.expect("read answer"),
+        };
         raw.extend_from_slice(&buf[..n]);
         if let Some(end) = raw.windows(4).position(|w| w == b"\r\n\r\n") {
             let head = String::from_utf8_lossy(&raw[..end]).to_ascii_lowercase();
@@ -152,7 +157,10 @@ fn send(addr: SocketAddr, method: &str, path: &str, headers: &str) -> Response {
                 .and_then(|v| v.trim().parse::<usize>().ok());
             if let Some(len) = len {
                 while raw.len() < end + 4 + len {
-                    let n = s.read(&mut buf).expect("read body");
+                    let n = match s.read(&mut buf) {
+                        Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                        r => r.expect("read body"),
+                    };
                     assert!(n > 0, "connection closed mid-body");
                     raw.extend_from_slice(&buf[..n]);
                 }

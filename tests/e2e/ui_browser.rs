@@ -136,7 +136,14 @@ impl Cdp {
             .send(tungstenite::Message::text(msg.to_string()))
             .expect("send DevTools command");
         loop {
-            let m = self.ws.read().expect("DevTools answer");
+            // A signal to this process (another test's child stopping)
+            // interrupts a read with a timeout; read again.
+            let m = match self.ws.read() {
+                Err(tungstenite::Error::Io(e)) if e.kind() == std::io::ErrorKind::Interrupted => {
+                    continue;
+                }
+                r => r.expect("DevTools answer"),
+            };
             let tungstenite::Message::Text(t) = m else {
                 continue;
             };
