@@ -1982,6 +1982,9 @@ mod tests {
         assert!(from_a.step(&mut b));
         assert_eq!(b.catch_up_holders(), Some([h_a].into()));
         assert!(index_deferred(&b));
+        // As a large local pass: FTS5's own merging waits for its end.
+        let automerge = "SELECT v FROM fts_config WHERE k = 'automerge'";
+        assert_eq!(count(&b, automerge), 0);
         assert!(from_c.step(&mut b));
         assert_eq!(b.catch_up_holders(), Some([h_a, h_c].into()));
         assert!(from_a.step(&mut b) && from_c.step(&mut b));
@@ -2001,6 +2004,9 @@ mod tests {
         assert!(from_a.step(&mut b));
         assert_eq!(b.catch_up_holders(), Some([h_a].into()));
         assert!(index_deferred(&b));
+        // As a large local pass: FTS5's own merging waits for its end.
+        let automerge = "SELECT v FROM fts_config WHERE k = 'automerge'";
+        assert_eq!(count(&b, automerge), 0);
 
         // A local pass stores records A sends later (duplicates to find)
         // and builds the index, as every other writer does; the catch-up
@@ -2013,7 +2019,17 @@ mod tests {
         while from_a.step(&mut b) {}
         assert_eq!(b.catch_up_holders(), None);
         assert!(!index_deferred(&b));
-        assert!(!b.finish_catch_up(&from_a.holder));
+        // Its end merges the full-text indexes (paused meanwhile) in steps.
+        let mut steps = 0;
+        while b.finish_catch_up(&from_a.holder) {
+            steps += 1;
+            assert!(steps < 1_000, "the merge after a catch-up never ends");
+        }
+        assert_eq!(count(&b, automerge), 16, "FTS5 merges on its own again");
+        assert_eq!(
+            count(&b, "SELECT count(*) FROM meta WHERE key = 'fts_merge_due'"),
+            0
+        );
         // The rest of C's log, in a session of its own.
         let from_c3 = Puller::new(&c);
         while from_c3.step(&mut b) {}

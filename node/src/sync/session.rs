@@ -16,6 +16,11 @@
 //! arms the one timer. How the machine ended maps onto [`SyncError`] with
 //! the same blame as before the split.
 //!
+//! A batch's records are prepared (redacted again, encoded) on the
+//! blocking pool as soon as the reader has it, while the node stores the
+//! batch before ([`store::Preparer`]), when the node stores batches without
+//! vectors (a large catch-up, or no meaning tier).
+//!
 //! Incoming frames are read by a small task into a bounded queue, so a side
 //! busy writing a batch never stops draining the peer (no write-write
 //! deadlock under QUIC flow control); an honest peer never has more than a
