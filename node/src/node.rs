@@ -231,6 +231,10 @@ pub struct Node {
     /// A large catch-up on the bulk path, between its batches (see
     /// `store::catch_up`).
     catch_up: Option<crate::store::CatchUp>,
+    /// The sessions holding a log of it, by holder id: a session gone
+    /// without ending its part (its task dropped) is let go at the next
+    /// batch or end of any session.
+    catch_up_holders: std::collections::BTreeMap<u64, std::sync::Weak<()>>,
     /// A catch-up left its records' vectors to [`Node::finish_catch_up`].
     catch_up_vectors: bool,
     /// A move of vectors made while more records waited put the sketch's
@@ -243,6 +247,33 @@ pub struct Node {
     /// Derived files that could not be written since the last pass's
     /// report, with why (see `IndexReport::unwritten`).
     unwritten: Vec<(String, String)>,
+}
+
+/// A sync session's part in a large catch-up (see [`Node::apply_pulled`]):
+/// made once per session and handed to each of its batches and to its
+/// end. Dropping every clone without [`Node::finish_catch_up`] (a task
+/// cancelled) lets the part go at the node's next batch or session end.
+#[derive(Debug, Clone)]
+pub struct CatchUpHolder {
+    id: u64,
+    alive: std::sync::Arc<()>,
+}
+
+impl CatchUpHolder {
+    /// A holder no other session has.
+    pub fn new() -> CatchUpHolder {
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+        CatchUpHolder {
+            id: NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+            alive: std::sync::Arc::new(()),
+        }
+    }
+}
+
+impl Default for CatchUpHolder {
+    fn default() -> Self {
+        CatchUpHolder::new()
+    }
 }
 
 impl Node {
@@ -281,6 +312,7 @@ impl Node {
             compared: None,
             received_unfiled: 0,
             catch_up: None,
+            catch_up_holders: std::collections::BTreeMap::new(),
             catch_up_vectors: false,
             cells_put_off: false,
             checked_at: None,
@@ -817,32 +849,43 @@ impl Node {
         batch: &Batch,
         peer: Option<&NodeId>,
     ) -> Result<ApplyReport, ApplyError> {
-        self.apply_pulled(pull, batch, peer, 0)
+        self.apply_pulled(pull, batch, peer, 0, &CatchUpHolder::new(), None)
     }
 
     /// [`Node::apply_batch_from`] for a batch after which the peer holds
-    /// `coming` more entries of its log (from its watermarks). A large
-    /// catch-up takes the bulk path (`store::catch_up`): its records are
-    /// stored without their vectors and, when the database is small beside
-    /// what comes, with the records' hash index deferred. The index is
-    /// built when its last log is caught up (or [`Node::end_catch_up`]),
-    /// the vectors after the session ([`Node::finish_catch_up`]), as a cold
-    /// indexing pass makes them after its records.
+    /// `coming` more entries of its log (from its watermarks), pulled by
+    /// the session `holder`. A large catch-up takes the bulk path
+    /// (`store::catch_up`): its records are stored without their vectors
+    /// and, when the database is small beside what comes, with the
+    /// records' hash index deferred. Several sessions share one catch-up;
+    /// it ends (the index built) when no session has a log left in it:
+    /// each log's last batch, a failed batch or the end of a session
+    /// ([`Node::finish_catch_up`]) lets that session's part go, never
+    /// another's. The vectors follow after the last session's end, as a
+    /// cold indexing pass makes them after its records. The records may
+    /// come prepared `ahead` ([`Node::batch_preparer`]).
     pub fn apply_pulled(
         &mut self,
         pull: &Pull,
         batch: &Batch,
         peer: Option<&NodeId>,
         coming: u64,
+        holder: &CatchUpHolder,
+        ahead: Option<crate::store::PreparedBatch>,
     ) -> Result<ApplyReport, ApplyError> {
+        self.let_gone_holders_go();
         if batch.more && coming >= crate::store::CATCH_UP_MIN {
             match &mut self.catch_up {
-                Some(c) => c.add_log(batch.origin, batch.epoch),
+                Some(c) => c.add_log(batch.origin, batch.epoch, holder.id),
                 None => {
-                    self.catch_up = self
-                        .store
-                        .begin_catch_up(batch.origin, batch.epoch, coming)?
+                    self.catch_up =
+                        self.store
+                            .begin_catch_up(batch.origin, batch.epoch, coming, holder.id)?
                 }
+            }
+            if self.catch_up.is_some() {
+                self.catch_up_holders
+                    .insert(holder.id, std::sync::Arc::downgrade(&holder.alive));
             }
         }
         let bulk = self
@@ -853,21 +896,22 @@ impl Node {
         // a large catch-up; vectors never travel.
         let embedder = (self.config.semantic && !batch.records.is_empty() && !bulk)
             .then(crate::embed::builtin);
-        let applied = self.store.apply_batch_catching_up(
+        let applied = self.store.apply_batch_prepared(
             pull,
             batch,
             &self.redactor,
             peer,
             embedder,
             self.catch_up.as_mut(),
+            ahead,
         );
         let report = match applied {
             Ok(r) => r,
             Err(e) => {
                 // The session ends on most failures; the index and vectors
-                // are not left waiting for it.
+                // are not left waiting for its part of the catch-up.
                 if !matches!(e, ApplyError::Stale { .. }) {
-                    self.end_catch_up();
+                    self.release_catch_up(holder.id);
                 }
                 return Err(e);
             }
@@ -905,8 +949,8 @@ impl Node {
         // catch-up cost more than storing the batch. The batch that ends
         // the log, a step's worth of records, or the next index pass
         // writes them (and computes any vector still missing). A large
-        // catch-up leaves the vectors to the end of the session.
-        if !batch.more || self.received_unfiled >= RECEIVED_FILE_STEP {
+        // catch-up leaves both to the end of the session.
+        if (!batch.more || self.received_unfiled >= RECEIVED_FILE_STEP) && self.catch_up.is_none() {
             self.received_unfiled = 0;
             if self.catch_up.is_none() && !self.catch_up_vectors {
                 self.embed_pending()?;
@@ -918,30 +962,86 @@ impl Node {
         Ok(report)
     }
 
-    /// Ends a large catch-up, if one is on: builds the records' hash index
-    /// if it deferred it (a failure is logged: the next writer builds it).
-    /// Its vectors wait for [`Node::finish_catch_up`]. Called when its last
-    /// log is caught up, when a batch fails and when a session ends.
-    pub fn end_catch_up(&mut self) {
+    /// What prepares a peer's batches off the node while it stores an
+    /// earlier one (see `Store::apply_batch_prepared`).
+    pub fn batch_preparer(&self) -> crate::store::Preparer {
+        self.store.preparer(&self.redactor)
+    }
+
+    /// Whether batches prepared ahead are used now: their records are
+    /// stored without vectors (a large catch-up, or no meaning tier).
+    pub fn uses_prepared_batches(&self) -> bool {
+        self.catch_up.is_some() || !self.config.semantic
+    }
+
+    /// Lets the session `holder`'s part of the catch-up go; ends the
+    /// catch-up when no other session has a log left in it.
+    fn release_catch_up(&mut self, holder: u64) {
+        self.catch_up_holders.remove(&holder);
+        if self.catch_up.as_mut().is_some_and(|c| c.release(holder)) {
+            self.end_catch_up();
+        }
+    }
+
+    /// Lets go the parts of sessions that ended without saying so (their
+    /// task was dropped): no one else would end them.
+    fn let_gone_holders_go(&mut self) {
+        let gone: Vec<u64> = self
+            .catch_up_holders
+            .iter()
+            .filter(|(_, alive)| alive.strong_count() == 0)
+            .map(|(id, _)| *id)
+            .collect();
+        for id in gone {
+            tracing::debug!(holder = id, "a session left its part of a catch-up");
+            self.release_catch_up(id);
+        }
+    }
+
+    /// Ends the large catch-up, if one is on: builds the records' hash
+    /// index if it deferred it (a failure is logged: the next writer
+    /// builds it). Its vectors wait for [`Node::finish_catch_up`]. Called
+    /// when no session has a log left in it.
+    fn end_catch_up(&mut self) {
         let Some(c) = self.catch_up.take() else {
             return;
         };
+        self.catch_up_holders.clear();
         if let Err(e) = self.store.end_catch_up(c) {
             tracing::warn!(error = %e, "the records' hash index not built after a catch-up");
         }
         self.catch_up_vectors = true;
     }
 
-    /// One step of what an ended catch-up left: the vectors of about
-    /// [`MOVE_EVERY`] of its records computed and moved into the vector
-    /// file, then, at the last step, the columns files written. Returns
-    /// whether more steps remain. A session calls it after it ended, in
-    /// steps, so that whoever else uses the node gets in between; a
-    /// failure is logged and leaves the rest to the next index pass.
-    pub fn finish_catch_up(&mut self) -> bool {
-        self.end_catch_up();
-        if !self.catch_up_vectors {
+    /// Whether a large catch-up is on, and the sessions holding a log of
+    /// it (for tests).
+    #[cfg(test)]
+    pub(crate) fn catch_up_holders(&self) -> Option<std::collections::BTreeSet<u64>> {
+        self.catch_up.as_ref().map(crate::store::CatchUp::holders)
+    }
+
+    /// At the end of the session `holder`: lets its part of the catch-up
+    /// go, then, once no session has a log left in it, one step of what
+    /// the catch-up left: the vectors of about [`MOVE_EVERY`] of its
+    /// records computed and moved into the vector file, then, at the last
+    /// step, the columns files written. Returns whether more steps remain
+    /// (none while another session still catches up: the last one to end
+    /// does them). A session calls it after it ended, in steps, so that
+    /// whoever else uses the node gets in between; a failure is logged
+    /// and leaves the rest to the next index pass.
+    pub fn finish_catch_up(&mut self, holder: &CatchUpHolder) -> bool {
+        self.release_catch_up(holder.id);
+        self.let_gone_holders_go();
+        if self.catch_up.is_some() || !self.catch_up_vectors {
             return false;
+        }
+        // The full-text merge the catch-up left, a step a call.
+        match self.store.step_left_merge() {
+            Ok(true) => return true,
+            Ok(false) => {}
+            Err(e) => {
+                tracing::warn!(error = %e, "the full-text merge after a catch-up left to a later pass")
+            }
         }
         match self.embed_pending_upto(Some(MOVE_EVERY)) {
             Ok((_, true)) => return true,
@@ -1649,5 +1749,196 @@ mod tests {
             .collect();
         assert_eq!(after, before);
         assert_eq!(node.embed_pending().expect("embed"), 0);
+    }
+
+    // Catch-ups shared by sessions (`store::catch_up`).
+
+    /// A lexical node in a temp home whose notes file holds `texts` (one
+    /// note each, at fixed times), indexed.
+    fn noted_node(texts: &[String]) -> (tempfile::TempDir, Node) {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut node = Node::open(crate::config::lexical_for_tests(dir.path())).expect("open");
+        add_notes(&mut node, texts);
+        (dir, node)
+    }
+
+    /// Appends `texts` to the node's notes file (times from their
+    /// numbers, so the same text and number is the same record on every
+    /// node) and indexes them.
+    fn add_notes(node: &mut Node, texts: &[String]) {
+        let mut body = String::new();
+        for t in texts {
+            let n: i64 = t
+                .rsplit(' ')
+                .next()
+                .and_then(|n| n.parse().ok())
+                .expect("numbered");
+            let line = serde_json::json!({
+                "time_ms": 1_767_225_600_000i64 + n,
+                "project": "/shared",
+                "text": t,
+            });
+            body.push_str(&line.to_string());
+            body.push('\n');
+        }
+        append(&node.config().locations.notes_file.clone(), &body);
+        node.index(IndexRequest::new(0)).expect("index");
+    }
+
+    fn numbered(word: &str, range: std::ops::Range<u32>) -> Vec<String> {
+        range.map(|i| format!("{word} note number {i}")).collect()
+    }
+
+    /// One session's pulls of `from`'s own log into `to`, batch by batch.
+    struct Puller<'a> {
+        from: &'a Node,
+        holder: CatchUpHolder,
+        epoch: u64,
+        end: u64,
+    }
+
+    impl<'a> Puller<'a> {
+        fn new(from: &'a Node) -> Puller<'a> {
+            let id = from.identity().id();
+            let w = from
+                .watermarks()
+                .expect("watermarks")
+                .into_iter()
+                .find(|w| w.origin == id)
+                .expect("own log");
+            Puller {
+                from,
+                holder: CatchUpHolder::new(),
+                epoch: w.epoch,
+                end: w.seq,
+            }
+        }
+
+        /// Applies the next batch (40 entries) to `to`, as a session
+        /// does; returns whether more is left.
+        fn step(&self, to: &mut Node) -> bool {
+            let origin = self.from.identity().id();
+            let pull = Pull {
+                origin,
+                epoch: self.epoch,
+                after_seq: to.store().watermark(&origin, self.epoch).expect("wm"),
+                max_records: 40,
+                max_bytes: 1 << 20,
+            };
+            let batch = self.from.serve_pull(&pull, None).expect("serve");
+            let coming = self.end.saturating_sub(batch.last_seq);
+            // Prepared ahead, as a session does while the batch before is
+            // stored.
+            let ahead = Some(to.batch_preparer().prepare(batch.clone()));
+            to.apply_pulled(&pull, &batch, None, coming, &self.holder, ahead)
+                .expect("apply");
+            batch.more
+        }
+    }
+
+    fn count(node: &Node, sql: &str) -> i64 {
+        let conn = rusqlite::Connection::open(&node.config().db_path).expect("open db");
+        conn.query_row(sql, [], |r| r.get(0)).expect("count")
+    }
+
+    /// Whether the records' hash index is dropped and noted as deferred.
+    fn index_deferred(node: &Node) -> bool {
+        let present = count(
+            node,
+            "SELECT count(*) FROM sqlite_master WHERE name = 'records_hash8'",
+        );
+        let noted = count(
+            node,
+            "SELECT count(*) FROM meta WHERE key = 'records_hash8_deferred'",
+        );
+        assert_eq!(
+            present + noted,
+            1,
+            "the index is there or noted as deferred"
+        );
+        noted == 1
+    }
+
+    #[test]
+    fn concurrent_catch_ups_end_only_their_own_part_and_store_each_record_once() {
+        // A and C each hold 200 records; 50 of them are the same records
+        // on both (one note, two provenances).
+        let (_a_dir, a) = noted_node(&numbered("heron", 0..200));
+        let mut c_texts = numbered("heron", 0..50);
+        c_texts.extend(numbered("egret", 50..200));
+        let (_c_dir, c) = noted_node(&c_texts);
+        let (_b_dir, mut b) = noted_node(&[]);
+        let (from_a, from_c) = (Puller::new(&a), Puller::new(&c));
+        let (h_a, h_c) = (from_a.holder.id, from_c.holder.id);
+
+        // Session 1 pulls A's log, session 2 C's: one catch-up, both parts.
+        assert!(from_a.step(&mut b));
+        assert_eq!(b.catch_up_holders(), Some([h_a].into()));
+        assert!(index_deferred(&b));
+        // As a large local pass: FTS5's own merging waits for its end.
+        let automerge = "SELECT v FROM fts_config WHERE k = 'automerge'";
+        assert_eq!(count(&b, automerge), 0);
+        assert!(from_c.step(&mut b));
+        assert_eq!(b.catch_up_holders(), Some([h_a, h_c].into()));
+        assert!(from_a.step(&mut b) && from_c.step(&mut b));
+
+        // Session 2 ends, cut short: session 1's part and the deferral stay.
+        assert!(!b.finish_catch_up(&from_c.holder));
+        assert_eq!(b.catch_up_holders(), Some([h_a].into()));
+        assert!(index_deferred(&b));
+
+        // A third session takes C's log up and is dropped without ending:
+        // the next batch of any session lets its part go.
+        let from_c2 = Puller::new(&c);
+        assert!(from_c2.step(&mut b));
+        let h_c2 = from_c2.holder.id;
+        assert_eq!(b.catch_up_holders(), Some([h_a, h_c2].into()));
+        drop(from_c2);
+        assert!(from_a.step(&mut b));
+        assert_eq!(b.catch_up_holders(), Some([h_a].into()));
+        assert!(index_deferred(&b));
+        // As a large local pass: FTS5's own merging waits for its end.
+        let automerge = "SELECT v FROM fts_config WHERE k = 'automerge'";
+        assert_eq!(count(&b, automerge), 0);
+
+        // A local pass stores records A sends later (duplicates to find)
+        // and builds the index, as every other writer does; the catch-up
+        // goes on through the index.
+        add_notes(&mut b, &numbered("heron", 150..160));
+        assert!(!index_deferred(&b));
+        assert_eq!(b.catch_up_holders(), Some([h_a].into()));
+
+        // Session 1 reaches the end of A's log: the catch-up ends.
+        while from_a.step(&mut b) {}
+        assert_eq!(b.catch_up_holders(), None);
+        assert!(!index_deferred(&b));
+        // Its end merges the full-text indexes (paused meanwhile) in steps.
+        let mut steps = 0;
+        while b.finish_catch_up(&from_a.holder) {
+            steps += 1;
+            assert!(steps < 1_000, "the merge after a catch-up never ends");
+        }
+        assert_eq!(count(&b, automerge), 16, "FTS5 merges on its own again");
+        assert_eq!(
+            count(&b, "SELECT count(*) FROM meta WHERE key = 'fts_merge_due'"),
+            0
+        );
+        // The rest of C's log, in a session of its own.
+        let from_c3 = Puller::new(&c);
+        while from_c3.step(&mut b) {}
+        assert!(!b.finish_catch_up(&from_c3.holder));
+
+        // Every record once, every slot of both logs held.
+        assert_eq!(count(&b, "SELECT count(*) FROM records"), 350);
+        assert_eq!(count(&b, "SELECT count(DISTINCT hash) FROM records"), 350);
+        for p in [&from_a, &from_c] {
+            let origin = p.from.identity().id();
+            assert_eq!(b.store().watermark(&origin, p.epoch).expect("wm"), 200);
+        }
+        assert_eq!(
+            count(&b, "SELECT count(*) FROM logs WHERE rec IS NOT NULL"),
+            410
+        );
+        assert!(!index_deferred(&b));
     }
 }

@@ -25,7 +25,10 @@
 //!   transaction's thread stores them, as an indexing pass's reader feeds
 //!   its writer; their vectors are computed there too and stored in the
 //!   same transaction when no earlier record still waits for its vector
-//!   (else the next vector pass computes them);
+//!   (else the next vector pass computes them); a session may instead
+//!   prepare a batch's records while the batch before it is stored
+//!   ([`Preparer`]), used only for the very batch they were prepared from,
+//!   with the dictionary as it stands and when no vector is computed;
 //! - the batches of a large catch-up (`store::catch_up`) look hashes up in
 //!   the catch-up's map while it holds the records' hash index deferred;
 //!   every other batch builds the index first (`hash_index::ensure`).
@@ -175,8 +178,36 @@ impl Store {
         embedder: Option<&Embedder<'_>>,
         catch_up: Option<&mut CatchUp>,
     ) -> Result<ApplyReport, ApplyError> {
+        self.apply_batch_prepared(pull, batch, redactor, peer, embedder, catch_up, None)
+    }
+
+    /// [`Store::apply_batch_catching_up`] with the batch's records
+    /// prepared `ahead` ([`Preparer::prepare`]), while an earlier batch
+    /// was stored. Used only when it matches the batch, was prepared with
+    /// the database's dictionary as it stands and no vector is computed
+    /// with the records; else they are prepared here as usual.
+    #[allow(clippy::too_many_arguments)]
+    pub fn apply_batch_prepared(
+        &mut self,
+        pull: &Pull,
+        batch: &Batch,
+        redactor: &Redactor,
+        peer: Option<&NodeId>,
+        embedder: Option<&Embedder<'_>>,
+        catch_up: Option<&mut CatchUp>,
+        ahead: Option<PreparedBatch>,
+    ) -> Result<ApplyReport, ApplyError> {
         self.check_before_apply(pull, batch, redactor)?;
-        self.apply_checked_batch(batch, redactor, peer, embedder, catch_up)
+        self.apply_checked_batch(batch, redactor, peer, embedder, catch_up, ahead)
+    }
+
+    /// What preparing batches ahead of their apply needs from this store
+    /// (its text dictionary), with `redactor`.
+    pub fn preparer(&self, redactor: &Redactor) -> Preparer {
+        Preparer {
+            redactor: redactor.clone(),
+            dict: super::dict::load(&self.conn).ok().flatten(),
+        }
     }
 
     /// Everything about a batch that can be judged before taking the
@@ -207,6 +238,7 @@ impl Store {
         peer: Option<&NodeId>,
         embedder: Option<&Embedder<'_>>,
         mut catch_up: Option<&mut CatchUp>,
+        ahead: Option<PreparedBatch>,
     ) -> Result<ApplyReport, ApplyError> {
         if !batch.tombstones.is_empty() {
             self.conn.pragma_update(None, "secure_delete", "ON")?;
@@ -223,10 +255,20 @@ impl Store {
             // Records are looked up by hash below: a pass's deferral ends.
             super::hash_index::ensure(&tx)?;
         }
-        let mut report = apply_checked(&tx, batch, redactor, embedder, catch_up)?;
+        let mut report = apply_checked(
+            &tx,
+            batch,
+            redactor,
+            embedder,
+            catch_up.as_deref_mut(),
+            ahead,
+        )?;
         let log = log_id(&tx, &wire::node_text(&batch.origin), batch.epoch)?;
         super::trust::record(&tx, log, batch, peer, crate::clock::now_ms())?;
         tx.commit()?;
+        if let Some(c) = catch_up {
+            c.stored(report.stored);
+        }
         if !report.adopt.is_empty() {
             // The user's "forget this everywhere" from another machine:
             // this node forgets what it owns in its own name, so the
@@ -271,7 +313,7 @@ impl Store {
     ) -> Result<ApplyReport, ApplyError> {
         self.check_before_apply(pull, batch, redactor)?;
         between();
-        self.apply_checked_batch(batch, redactor, None, None, None)
+        self.apply_checked_batch(batch, redactor, None, None, None, None)
     }
 
     /// Test hook: runs the whole apply, then drops the transaction instead
@@ -285,7 +327,7 @@ impl Store {
     ) -> Result<ApplyReport, ApplyError> {
         check_batch(pull, batch)?;
         let tx = self.conn.transaction()?;
-        let report = apply_checked(&tx, batch, redactor, None, None)?;
+        let report = apply_checked(&tx, batch, redactor, None, None, None)?;
         drop(tx);
         Ok(report)
     }
@@ -299,6 +341,7 @@ fn apply_checked(
     redactor: &Redactor,
     embedder: Option<&Embedder<'_>>,
     catch_up: Option<&mut CatchUp>,
+    ahead: Option<PreparedBatch>,
 ) -> Result<ApplyReport, ApplyError> {
     let origin = wire::node_text(&batch.origin);
     let epoch = batch.epoch;
@@ -373,6 +416,28 @@ fn apply_checked(
         dict: dict.as_deref(),
         embedder,
     };
+    // Records prepared ahead, while an earlier batch was stored, when
+    // they are what would be prepared here now.
+    let ahead =
+        ahead.filter(|a| embedder.is_none() && a.dict == dict.is_some() && a.matches(batch));
+    if let Some(a) = ahead {
+        let chunks = a.records.into_iter().zip(&batch.records).map(|(p, r)| {
+            (r.seq > held).then_some(Prepared {
+                new: p.0,
+                redacted: p.1,
+                vector: None,
+            })
+        });
+        let stored = store_prepared(
+            conn,
+            batch,
+            [chunks.collect::<Vec<_>>()],
+            cx,
+            catch_up,
+            &mut report,
+        )?;
+        return finish_batch(conn, batch, &origin, held, purged_any, None, stored, report);
+    }
     // Every new record is redacted again and prepared (and given its
     // vector) on a second thread, in chunks handed over as they are
     // ready, while this one stores them: as an indexing pass's reader
@@ -404,17 +469,87 @@ fn apply_checked(
             }
         }
     })?;
+    finish_batch(
+        conn, batch, &origin, held, purged_any, embedder, stored, report,
+    )
+}
+
+/// The end of a batch's apply: the vectors computed with its records, the
+/// watermark, the merge after a purge.
+#[allow(clippy::too_many_arguments)]
+fn finish_batch(
+    conn: &Connection,
+    batch: &Batch,
+    origin: &str,
+    held: u64,
+    purged_any: bool,
+    embedder: Option<&Embedder<'_>>,
+    stored: Stored,
+    mut report: ApplyReport,
+) -> Result<ApplyReport, ApplyError> {
     if embedder.is_some()
         && let Some(last) = stored.last
     {
         super::vectors::put_examined(conn, &stored.vectors, last)?;
     }
     report.watermark = held.max(batch.last_seq);
-    set_watermark(conn, &origin, epoch, report.watermark)?;
+    set_watermark(conn, origin, batch.epoch, report.watermark)?;
     if purged_any {
         merge_fts(conn)?;
     }
     Ok(report)
+}
+
+/// Prepares a peer's batches off the database, ahead of their apply
+/// ([`Store::preparer`]): redacted again with this node's rules, hashed
+/// and encoded with the database's dictionary, as the apply would.
+#[derive(Clone)]
+pub struct Preparer {
+    redactor: Redactor,
+    dict: Option<std::sync::Arc<super::codec::TextDict>>,
+}
+
+/// A batch's records prepared by a [`Preparer`], each with whether
+/// redaction here changed it.
+pub struct PreparedBatch {
+    /// The batch as received: what it must equal, records and all, to
+    /// stand for a batch's records (the one checked and applied).
+    batch: Batch,
+    records: Vec<(NewRecord, bool)>,
+    /// Whether it was encoded with the database's dictionary.
+    dict: bool,
+}
+
+impl Preparer {
+    /// Prepares every record of `batch` (slots the node may already hold
+    /// included: the apply leaves those out).
+    pub fn prepare(&self, batch: Batch) -> PreparedBatch {
+        let records = batch
+            .records
+            .iter()
+            .map(|r| {
+                let (row, redacted) = wire::record_from_wire(r, &self.redactor);
+                (NewRecord::from_stored(row, self.dict.as_deref()), redacted)
+            })
+            .collect();
+        PreparedBatch {
+            batch,
+            records,
+            dict: self.dict.is_some(),
+        }
+    }
+}
+
+impl PreparedBatch {
+    /// Whether it was prepared from `batch` itself: the same log, seqs and
+    /// records, field by field (not only their hashes: the batch applied
+    /// is the one checked, and a peer could send another under its seqs).
+    fn matches(&self, batch: &Batch) -> bool {
+        self.batch.origin == batch.origin
+            && self.batch.epoch == batch.epoch
+            && self.batch.after_seq == batch.after_seq
+            && self.batch.records == batch.records
+    }
 }
 
 /// Records prepared per chunk handed to the inserts.

@@ -131,6 +131,20 @@ impl BulkPlan {
         })
     }
 
+    /// The plan for a peer's large catch-up (`store::catch_up`), whose
+    /// batches commit one by one: the writer's cache, and, when it stores
+    /// much into a database small beside it (`large`: it defers the hash
+    /// index), FTS5's own merging paused for one merge at its end, as for
+    /// a large pass. Each batch's segments would otherwise be merged again
+    /// and again by the next batches' commits.
+    pub(crate) fn for_catch_up(large: bool) -> BulkPlan {
+        BulkPlan {
+            limits: if large { TX_LARGE } else { TX_CATCH_UP },
+            cache_kib: WRITER_CACHE_KIB,
+            defer_hash_index: false,
+        }
+    }
+
     /// Whether the pass is a large one (see [`LARGE_PASS`]).
     fn large(&self) -> bool {
         self.limits.bytes > TX_CATCH_UP.bytes

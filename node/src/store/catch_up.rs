@@ -11,16 +11,22 @@
 //! with its watermark (`store::apply`); only where the index work happens
 //! moves.
 //!
+//! Several sessions (one per peer) may catch up at once: each log in
+//! bulk names the holder (a session) that pulls it, and the catch-up, with
+//! its deferral, lasts until no holder has a log left
+//! ([`CatchUp::release`]), so one session ending never ends another's.
+//!
 //! Owns when a catch-up is large enough ([`Store::begin_catch_up`]) and
 //! the hold on the deferred index between batches. Must not keep the
 //! index deferred past [`Store::end_catch_up`], and never trusts its map
 //! once another writer built the index (checked at each batch).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use cairn_protocol::{Hash32, NodeId};
 use rusqlite::Connection;
 
+use super::bulk::{Bulk, BulkPlan, Loaded};
 use super::hash_index::{self, HashIds};
 use super::{Store, StoreError};
 
@@ -34,10 +40,15 @@ pub const CATCH_UP_MIN: u64 = if cfg!(test) { 64 } else { 12_000 };
 /// [`Store::end_catch_up`]. Held by the caller between batches.
 #[derive(Debug)]
 pub struct CatchUp {
-    /// The logs (origin, epoch) whose remaining entries come in bulk.
-    logs: BTreeSet<(NodeId, u64)>,
+    /// The logs (origin, epoch) whose remaining entries come in bulk, each
+    /// with the holders (sessions) pulling it.
+    logs: BTreeMap<(NodeId, u64), BTreeSet<u64>>,
     /// The hold on the deferred hash index, while it lasts.
     deferral: Option<Deferral>,
+    /// The bulk-load policy around its batches (`store::bulk`).
+    bulk: Bulk,
+    /// Records its batches stored.
+    stored: u64,
 }
 
 /// The map standing in for the hash index, and the token in `meta` that
@@ -58,9 +69,10 @@ pub(crate) fn defers_index(coming: u64, stored: u64) -> bool {
 }
 
 impl CatchUp {
-    /// Adds a log whose remaining entries come in bulk.
-    pub fn add_log(&mut self, origin: NodeId, epoch: u64) {
-        self.logs.insert((origin, epoch));
+    /// Adds a log whose remaining entries come in bulk, pulled by
+    /// `holder`.
+    pub fn add_log(&mut self, origin: NodeId, epoch: u64, holder: u64) {
+        self.logs.entry((origin, epoch)).or_default().insert(holder);
     }
 
     /// The log is caught up; returns whether no bulk log is left.
@@ -69,9 +81,24 @@ impl CatchUp {
         self.logs.is_empty()
     }
 
+    /// `holder` ended (its session is over, or a batch of it failed): its
+    /// logs leave the bulk path. Returns whether no bulk log is left.
+    pub fn release(&mut self, holder: u64) -> bool {
+        self.logs.retain(|_, h| {
+            h.remove(&holder);
+            !h.is_empty()
+        });
+        self.logs.is_empty()
+    }
+
+    /// The holders with a log in bulk.
+    pub fn holders(&self) -> BTreeSet<u64> {
+        self.logs.values().flatten().copied().collect()
+    }
+
     /// Whether the batch's records are stored without their vectors.
     pub fn covers(&self, origin: NodeId, epoch: u64) -> bool {
-        self.logs.contains(&(origin, epoch))
+        self.logs.contains_key(&(origin, epoch))
     }
 
     /// Whether this catch-up holds the hash index deferred (for tests).
@@ -93,6 +120,11 @@ impl CatchUp {
             self.deferral = None;
         }
         Ok(self.deferral.is_some())
+    }
+
+    /// Counts records a batch of it stored.
+    pub(super) fn stored(&mut self, records: u64) {
+        self.stored += records;
     }
 
     /// The map standing in for the hash index, while it does (checked at
@@ -121,6 +153,7 @@ impl Store {
         origin: NodeId,
         epoch: u64,
         coming: u64,
+        holder: u64,
     ) -> Result<Option<CatchUp>, StoreError> {
         if coming < CATCH_UP_MIN {
             return Ok(None);
@@ -136,6 +169,7 @@ impl Store {
             None
         };
         tx.commit()?;
+        let bulk = self.begin_bulk(BulkPlan::for_catch_up(deferral.is_some()))?;
         tracing::info!(
             coming,
             stored,
@@ -143,20 +177,44 @@ impl Store {
             "a large catch-up takes the bulk path"
         );
         Ok(Some(CatchUp {
-            logs: BTreeSet::from([(origin, epoch)]),
+            logs: BTreeMap::from([((origin, epoch), BTreeSet::from([holder]))]),
             deferral,
+            bulk,
+            stored: 0,
         }))
     }
 
     /// Ends a catch-up: builds the records' hash index if it deferred it.
     /// The caller computes the vectors it left.
+    /// The full-text merge its end leaves goes in steps: one here, the
+    /// rest noted as due ([`Store::step_left_merge`]).
     pub fn end_catch_up(&mut self, c: CatchUp) -> Result<(), StoreError> {
-        if c.deferral.is_some() {
+        let CatchUp {
+            deferral,
+            bulk,
+            stored,
+            ..
+        } = c;
+        if deferral.is_some() {
             // Its memory goes before the index build's sorter takes some.
-            drop(c);
+            drop(deferral);
             self.ensure_hash_index()?;
         }
-        Ok(())
+        let loaded = Loaded {
+            added: stored,
+            deferred: 0,
+        };
+        self.end_bulk(bulk, Some(loaded), Some(std::time::Instant::now()))
+    }
+
+    /// One step of a full-text merge left due (by a catch-up's end, or a
+    /// pass cut short); returns whether one is still due.
+    pub fn step_left_merge(&mut self) -> Result<bool, StoreError> {
+        if !self.merge_due()? {
+            return Ok(false);
+        }
+        self.finish_left_merge(Some(std::time::Instant::now()));
+        self.merge_due()
     }
 }
 

@@ -1092,6 +1092,7 @@ fn pull_catching_up(
 ) -> u64 {
     let redactor = Redactor::new();
     let mut stored = 0;
+    let mut batches = 0u32;
     loop {
         let pull = Pull {
             origin: a.id,
@@ -1101,9 +1102,31 @@ fn pull_catching_up(
             max_bytes: 1 << 20,
         };
         let batch = a.store.serve_pull(&pull, None, &redactor).expect("serve");
+        // Prepared ahead, as a session does while the batch before is
+        // stored; every other batch also with another batch's records,
+        // which must not be used for it.
+        batches += 1;
+        let ahead = if batches.is_multiple_of(2) {
+            to.store.preparer(&redactor).prepare(batch.clone())
+        } else {
+            // Another text under the same seqs and hashes.
+            let mut other = batch.clone();
+            if let Some(r) = other.records.first_mut() {
+                r.text.push_str(" and more");
+            }
+            to.store.preparer(&redactor).prepare(other)
+        };
         let report = to
             .store
-            .apply_batch_catching_up(&pull, &batch, &redactor, None, None, Some(catch_up))
+            .apply_batch_prepared(
+                &pull,
+                &batch,
+                &redactor,
+                None,
+                None,
+                Some(catch_up),
+                Some(ahead),
+            )
             .expect("apply");
         stored += report.stored;
         check(to, catch_up);
@@ -1141,7 +1164,7 @@ fn a_large_catch_up_stores_what_batch_by_batch_does_and_builds_the_index_once() 
 
     let mut c = bulk
         .store
-        .begin_catch_up(a.id, 1001, super::CATCH_UP_MIN)
+        .begin_catch_up(a.id, 1001, super::CATCH_UP_MIN, 1)
         .expect("begin")
         .expect("large enough");
     assert!(c.defers_hash_index() && !index_present(&bulk) && deferral_noted(&bulk));
@@ -1213,7 +1236,7 @@ fn a_catch_up_gives_the_index_up_to_another_writer_and_a_killed_one_leaves_it_to
     let mut b = TestNode::new(2);
     let mut c = b
         .store
-        .begin_catch_up(a.id, 1001, super::CATCH_UP_MIN)
+        .begin_catch_up(a.id, 1001, super::CATCH_UP_MIN, 1)
         .expect("begin")
         .expect("large enough");
     let mut batches = 0;
@@ -1239,7 +1262,7 @@ fn a_catch_up_gives_the_index_up_to_another_writer_and_a_killed_one_leaves_it_to
     let mut k = TestNode::new(3);
     let mut c = k
         .store
-        .begin_catch_up(a.id, 1001, super::CATCH_UP_MIN)
+        .begin_catch_up(a.id, 1001, super::CATCH_UP_MIN, 1)
         .expect("begin")
         .expect("large enough");
     let (pull, batch) = {
@@ -1269,7 +1292,7 @@ fn a_catch_up_gives_the_index_up_to_another_writer_and_a_killed_one_leaves_it_to
     // Too few coming: no bulk path.
     assert!(
         k.store
-            .begin_catch_up(a.id, 1001, super::CATCH_UP_MIN - 1)
+            .begin_catch_up(a.id, 1001, super::CATCH_UP_MIN - 1, 1)
             .expect("begin")
             .is_none()
     );

@@ -16,6 +16,11 @@
 //! arms the one timer. How the machine ended maps onto [`SyncError`] with
 //! the same blame as before the split.
 //!
+//! A batch's records are prepared (redacted again, encoded) on the
+//! blocking pool as soon as the reader has it, while the node stores the
+//! batch before ([`store::Preparer`]), when the node stores batches without
+//! vectors (a large catch-up, or no meaning tier).
+//!
 //! Incoming frames are read by a small task into a bounded queue, so a side
 //! busy writing a batch never stops draining the peer (no write-write
 //! deadlock under QUIC flow control); an honest peer never has more than a
@@ -51,7 +56,7 @@ pub use super::error::SyncError;
 use super::peers::{Peer, PeerTable};
 use super::quota::{DayUsage, Quota};
 pub use crate::clock::now_ms;
-use crate::node::{Node, NodeError};
+use crate::node::{CatchUpHolder, Node, NodeError};
 use crate::store::{self, ApplyError, ApplyReport};
 
 /// A node shared between sessions (and the daemon's indexer).
@@ -233,6 +238,52 @@ pub fn new_instance() -> u64 {
 struct Reader {
     rx: mpsc::Receiver<Result<Message, SessionError>>,
     task: tokio::task::JoinHandle<()>,
+    ahead: Ahead,
+}
+
+/// Where batches are prepared ahead of their apply: while the node
+/// stores one batch, the records of the next, already read, are redacted
+/// again and encoded on the blocking pool (`Node::batch_preparer`), so
+/// the thread holding the write transaction only runs SQL.
+#[derive(Clone)]
+struct Ahead {
+    preparer: store::Preparer,
+    /// Whether the node uses prepared batches now (see
+    /// `Node::uses_prepared_batches`), as of its last apply.
+    used: Arc<std::sync::atomic::AtomicBool>,
+    /// Preparations under way, by the batch's log and first seq.
+    jobs: Arc<Mutex<AheadJobs>>,
+}
+
+type AheadJobs =
+    std::collections::HashMap<(NodeId, u64, u64), tokio::task::JoinHandle<store::PreparedBatch>>;
+
+impl Ahead {
+    /// Starts preparing `batch` if prepared batches are used.
+    fn start(&self, batch: &cairn_protocol::Batch) {
+        if batch.records.is_empty() || !self.used.load(std::sync::atomic::Ordering::Relaxed) {
+            return;
+        }
+        let (b, p) = (batch.clone(), self.preparer.clone());
+        let job = tokio::task::spawn_blocking(move || p.prepare(b));
+        let mut jobs = self.jobs.lock().unwrap_or_else(PoisonError::into_inner);
+        // Batches never applied (refused, unasked) leave theirs: a few
+        // at most, dropped once more are under way than can be in flight.
+        if jobs.len() >= READ_AHEAD {
+            jobs.clear();
+        }
+        jobs.insert((batch.origin, batch.epoch, batch.after_seq), job);
+    }
+
+    /// The preparation of `batch`, once done, if one was started.
+    async fn take(&self, batch: &cairn_protocol::Batch) -> Option<store::PreparedBatch> {
+        let job = self
+            .jobs
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&(batch.origin, batch.epoch, batch.after_seq))?;
+        job.await.ok()
+    }
 }
 
 impl Reader {
@@ -240,20 +291,25 @@ impl Reader {
         mut recv: quinn::RecvStream,
         mut decoder: cairn_protocol::FrameDecoder,
         idle: Duration,
+        ahead: Ahead,
     ) -> Reader {
         let (tx, rx) = mpsc::channel(READ_AHEAD);
+        let prepare = ahead.clone();
         let task = tokio::spawn(async move {
             // Bounded: every iteration reads one message or ends the task,
             // and each read is bounded in time.
             loop {
                 let r = recv_msg(&mut recv, &mut decoder, idle).await;
+                if let Ok(Message::Batch(b)) = &r {
+                    prepare.start(b);
+                }
                 let stop = r.is_err();
                 if tx.send(r).await.is_err() || stop {
                     break;
                 }
             }
         });
-        Reader { rx, task }
+        Reader { rx, task, ahead }
     }
 }
 
@@ -299,21 +355,33 @@ pub async fn run_opened(
     cfg: &SessionConfig,
 ) -> Result<SessionReport, SyncError> {
     let start = Instant::now();
+    // This session's part in a large catch-up, which other sessions may
+    // share (`Node::apply_pulled`).
+    let holder = CatchUpHolder::new();
     // The conversation ends itself at `max_duration`; this also bounds the
     // database work it waits on.
     let result = match tokio::time::timeout_at(
         start + cfg.max_duration,
-        drive(session, peer, node, scope, cfg, start),
+        drive(session, peer, node, scope, cfg, start, &holder),
     )
     .await
     {
         Err(_) => Err(too_long(peer, cfg)),
         Ok(r) => r,
     };
-    // What a large catch-up left (a deferred index if it was cut short,
-    // the vectors of its records), in steps between which other users of
-    // the node get in; the peer no longer waits for any of it.
-    while let Ok(true) = with_node(node, Node::finish_catch_up).await {}
+    // What this session's part of a large catch-up left (a deferred index
+    // if it was cut short, the vectors of its records), in steps between
+    // which other users of the node get in; the peer no longer waits for
+    // any of it.
+    loop {
+        let h = holder.clone();
+        if !matches!(
+            with_node(node, move |n| n.finish_catch_up(&h)).await,
+            Ok(true)
+        ) {
+            break;
+        }
+    }
     result
 }
 
@@ -334,6 +402,7 @@ async fn drive(
     scope: Option<Vec<String>>,
     cfg: &SessionConfig,
     start: Instant,
+    holder: &CatchUpHolder,
 ) -> Result<SessionReport, SyncError> {
     let Session {
         send: mut out,
@@ -398,7 +467,15 @@ async fn drive(
         report.limited = Some(hit.to_string());
         conv.stop_pulling(start.elapsed());
     }
-    let mut reader = Reader::spawn(recv, decoder, cfg.msg_timeout.saturating_mul(2));
+    let ahead = with_node(node, |n| Ahead {
+        preparer: n.batch_preparer(),
+        used: Arc::new(std::sync::atomic::AtomicBool::new(
+            n.uses_prepared_batches(),
+        )),
+        jobs: Arc::default(),
+    })
+    .await?;
+    let mut reader = Reader::spawn(recv, decoder, cfg.msg_timeout.saturating_mul(2), ahead);
     let mut timer = start + cfg.max_duration;
     let outcome = loop {
         let mut done = None;
@@ -456,8 +533,16 @@ async fn drive(
                                 .find(|w| w.origin == batch.origin && w.epoch == batch.epoch)
                         })
                         .map_or(0, |w| w.seq.saturating_sub(batch.last_seq));
+                    let holder = holder.clone();
+                    let prepared = reader.ahead.take(&batch).await;
+                    let used = Arc::clone(&reader.ahead.used);
                     let (applied, local) = with_node(node, move |n| {
-                        let applied = n.apply_pulled(&pull, &batch, Some(&peer), coming);
+                        let applied =
+                            n.apply_pulled(&pull, &batch, Some(&peer), coming, &holder, prepared);
+                        used.store(
+                            n.uses_prepared_batches(),
+                            std::sync::atomic::Ordering::Relaxed,
+                        );
                         // What this peer sent today counts whatever became of it.
                         if let Err(e) = n.store().set_meta(&key, &day) {
                             tracing::warn!(error = %e, "could not note the peer's usage");
