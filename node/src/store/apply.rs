@@ -725,6 +725,6 @@ fn store_prepared(
             }
         }
     }
-    stmts.finish(conn)?;
+    stmts.finish(conn, &mut ids)?;
     Ok(out)
 }
