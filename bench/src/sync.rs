@@ -277,10 +277,10 @@ pub fn main() -> anyhow::Result<()> {
         "CPU during catch-up: sender {} s, receiver {} s",
         figures
             .sender_cpu_secs
-            .map_or("?".to_owned(), |c| format!("{c:.1}")),
+            .map_or("?".to_owned(), |c| format!("{c:.2}")),
         figures
             .receiver_cpu_secs
-            .map_or("?".to_owned(), |c| format!("{c:.1}"))
+            .map_or("?".to_owned(), |c| format!("{c:.2}"))
     );
     println!(
         "propagation of one new record: p50 {:.0} ms, p95 {:.0} ms",

@@ -521,6 +521,12 @@ pub struct PreparedBatch {
 }
 
 impl Preparer {
+    /// Whether it encodes with the database's text dictionary (it had one
+    /// when the preparer was made).
+    pub fn has_dict(&self) -> bool {
+        self.dict.is_some()
+    }
+
     /// Prepares every record of `batch` (slots the node may already hold
     /// included: the apply leaves those out).
     pub fn prepare(&self, batch: Batch) -> PreparedBatch {
@@ -725,6 +731,6 @@ fn store_prepared(
             }
         }
     }
-    stmts.finish(conn)?;
+    stmts.finish(conn, &mut ids)?;
     Ok(out)
 }

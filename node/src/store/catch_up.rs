@@ -36,6 +36,16 @@ use super::{Store, StoreError};
 /// In tests a few batches do, so sessions go through it.
 pub const CATCH_UP_MIN: u64 = if cfg!(test) { 64 } else { 12_000 };
 
+/// WAL pages after which a commit checkpoints, during a catch-up (64 MiB
+/// of 4 KiB pages): pages its batches write again and again (the tables'
+/// last leaves, the indexes' inner pages) are copied into the database
+/// file once per checkpoint instead of once per 1,000 pages.
+const CATCH_UP_CHECKPOINT_PAGES: i64 = 16_384;
+/// SQLite's own, put back at the catch-up's end.
+const DEFAULT_CHECKPOINT_PAGES: i64 = 1_000;
+/// Bytes of write-ahead log file kept once it is emptied.
+const WAL_KEPT_BYTES: i64 = 8 << 20;
+
 /// A catch-up on the bulk path, from [`Store::begin_catch_up`] until
 /// [`Store::end_catch_up`]. Held by the caller between batches.
 #[derive(Debug)]
@@ -170,6 +180,12 @@ impl Store {
         };
         tx.commit()?;
         let bulk = self.begin_bulk(BulkPlan::for_catch_up(deferral.is_some()))?;
+        self.conn
+            .pragma_update(None, "wal_autocheckpoint", CATCH_UP_CHECKPOINT_PAGES)?;
+        // The log file it grows shrinks back once a checkpoint has
+        // emptied it (SQLite otherwise reuses it at its largest size).
+        self.conn
+            .pragma_update(None, "journal_size_limit", WAL_KEPT_BYTES)?;
         tracing::info!(
             coming,
             stored,
@@ -195,6 +211,12 @@ impl Store {
             stored,
             ..
         } = c;
+        if let Err(e) =
+            self.conn
+                .pragma_update(None, "wal_autocheckpoint", DEFAULT_CHECKPOINT_PAGES)
+        {
+            tracing::warn!(error = %e, "the log's checkpoint interval stays raised");
+        }
         if deferral.is_some() {
             // Its memory goes before the index build's sorter takes some.
             drop(deferral);

@@ -395,7 +395,7 @@ impl Ingest<'_> {
 
     fn finish(&mut self) -> Result<(), StoreError> {
         if let Some(stmts) = &mut self.statements {
-            stmts.finish(self.conn)?;
+            stmts.finish(self.conn, &mut self.ids)?;
         }
         if let Some(log) = &mut self.log {
             log.finish(self.conn)?;

@@ -217,8 +217,9 @@ pub(super) const HAS_HASH: &str =
 pub(crate) struct RecordStatements<'c> {
     has_hash: Statement<'c>,
     add_row: Statement<'c>,
-    count_in_session: Statement<'c>,
     fts: super::fts::Inserts<'c>,
+    /// Adds a run's counts to a session (see [`SessionCounts`]).
+    add_counts: Statement<'c>,
 }
 
 impl<'c> RecordStatements<'c> {
@@ -230,16 +231,16 @@ impl<'c> RecordStatements<'c> {
                 "INSERT INTO records(hash, session, role, ts, flags, origin, source, offset, files, text)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
             )?,
-            count_in_session: conn.prepare(
-                "UPDATE sessions SET records = records + 1,
-                    first_ms = CASE WHEN ?2 IS NULL THEN first_ms
-                                    WHEN first_ms IS NULL OR ?2 < first_ms THEN ?2 ELSE first_ms END,
-                    last_ms = CASE WHEN ?2 IS NULL THEN last_ms
-                                   WHEN last_ms IS NULL OR ?2 > last_ms THEN ?2 ELSE last_ms END,
-                    title = COALESCE(title, ?3)
+            fts: super::fts::Inserts::prepare(conn)?,
+            add_counts: conn.prepare(
+                "UPDATE sessions SET records = records + ?2,
+                    first_ms = CASE WHEN ?3 IS NULL THEN first_ms
+                                    WHEN first_ms IS NULL OR ?3 < first_ms THEN ?3 ELSE first_ms END,
+                    last_ms = CASE WHEN ?4 IS NULL THEN last_ms
+                                   WHEN last_ms IS NULL OR ?4 > last_ms THEN ?4 ELSE last_ms END,
+                    title = COALESCE(title, ?5)
                  WHERE id = ?1",
             )?,
-            fts: super::fts::Inserts::prepare(conn)?,
         })
     }
 
@@ -247,8 +248,38 @@ impl<'c> RecordStatements<'c> {
     /// (the runs of their sessions): to be called before it commits.
     /// Records whose run is never written are still found and ranked the
     /// same, only more slowly (see `store::runs`).
-    pub(crate) fn finish(&mut self, conn: &Connection) -> Result<(), StoreError> {
+    pub(crate) fn finish(&mut self, conn: &Connection, ids: &mut RowIds) -> Result<(), StoreError> {
+        for (session, c) in ids.counts.drain() {
+            self.add_counts
+                .execute(params![session, c.records, c.first_ms, c.last_ms, c.title])?;
+        }
         super::runs::extend(conn)
+    }
+}
+
+/// What a run of inserts adds to one session's row: its records, their
+/// earliest and latest times, the first title one gives. Written once per
+/// session when the run's transaction ends ([`RecordStatements::finish`])
+/// instead of once per record; the sum is the same.
+#[derive(Debug, Default)]
+pub(crate) struct SessionCounts {
+    records: i64,
+    first_ms: Option<i64>,
+    last_ms: Option<i64>,
+    title: Option<String>,
+}
+
+impl SessionCounts {
+    /// Counts one more record of the session.
+    fn add(&mut self, time_ms: Option<i64>, title: Option<&String>) {
+        self.records += 1;
+        if let Some(t) = time_ms {
+            self.first_ms = Some(self.first_ms.map_or(t, |f| f.min(t)));
+            self.last_ms = Some(self.last_ms.map_or(t, |l| l.max(t)));
+        }
+        if self.title.is_none() {
+            self.title = title.cloned();
+        }
     }
 }
 
@@ -263,6 +294,8 @@ pub(crate) struct RowIds {
     pub(super) last_session: Option<(String, String, i64)>,
     /// The last origin's (node id, row id).
     last_origin: Option<(String, i64)>,
+    /// What the inserts add to each session, by row id, until written.
+    counts: HashMap<i64, SessionCounts>,
 }
 
 impl RowIds {
@@ -271,6 +304,7 @@ impl RowIds {
         self.sessions.clear();
         self.last_session = None;
         self.last_origin = None;
+        self.counts.clear();
     }
 }
 
@@ -357,9 +391,10 @@ pub(crate) fn insert(
         &index_form(&rec.text),
         &index_form(&rec.files),
     )?;
-    stmts
-        .count_in_session
-        .execute(params![session, rec.time_ms, rec.title])?;
+    ids.counts
+        .entry(session)
+        .or_default()
+        .add(rec.time_ms, rec.title.as_ref());
     Ok(Some(rowid))
 }
 
@@ -463,7 +498,7 @@ mod tests {
                     .expect("insert")
                     .expect("new");
             }
-            stmts.finish(conn).expect("finish");
+            stmts.finish(conn, &mut ids).expect("finish");
         }
         (dir, store)
     }
@@ -554,5 +589,69 @@ mod tests {
             .map(|(a, s, o)| (a.to_string(), s.to_string(), o.repeat(32)))
             .collect();
         assert_eq!(rows, want);
+    }
+
+    #[test]
+    fn session_counters_written_once_per_run_add_up_as_record_by_record() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let store = super::super::Store::open(&dir.path().join("c.db")).expect("open");
+        let conn = store.conn();
+        // (role, text, time): out of order, one without a time, titles
+        // from the first user record only.
+        let run = |records: &[(Role, &str, Option<i64>)]| {
+            let mut ids = RowIds::default();
+            let mut stmts = RecordStatements::prepare(conn).expect("prepare");
+            for (role, text, time) in records {
+                let mut r = Record::new("claude-code", "s1", *role, *text);
+                r.time_ms = *time;
+                let new = NewRecord::from_record(r);
+                insert(
+                    conn,
+                    &mut stmts,
+                    &new,
+                    &"a".repeat(32),
+                    None,
+                    &mut ids,
+                    None,
+                )
+                .expect("insert")
+                .expect("new");
+            }
+            stmts.finish(conn, &mut ids).expect("finish");
+            assert!(ids.counts.is_empty(), "every count written");
+        };
+        let session = || -> (i64, Option<i64>, Option<i64>, Option<String>) {
+            conn.query_row(
+                "SELECT records, first_ms, last_ms, title FROM sessions WHERE session_id = 's1'",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
+            )
+            .expect("session")
+        };
+        run(&[
+            (Role::Assistant, "an answer", Some(500)),
+            (Role::User, "first prompt\nmore", Some(300)),
+            (Role::ToolOutput, "output", None),
+            (Role::User, "second prompt", Some(900)),
+        ]);
+        assert_eq!(
+            session(),
+            (4, Some(300), Some(900), Some("first prompt".into()))
+        );
+        // A later run adds to the row: earlier and later times widen it,
+        // the title stays the first one.
+        run(&[
+            (Role::User, "third prompt", Some(100)),
+            (Role::Assistant, "late", Some(2_000)),
+        ]);
+        assert_eq!(
+            session(),
+            (6, Some(100), Some(2_000), Some("first prompt".into()))
+        );
+        run(&[(Role::Note, "no time", None)]);
+        assert_eq!(
+            session(),
+            (7, Some(100), Some(2_000), Some("first prompt".into()))
+        );
     }
 }

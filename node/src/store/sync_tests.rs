@@ -1289,6 +1289,21 @@ fn a_catch_up_gives_the_index_up_to_another_writer_and_a_killed_one_leaves_it_to
     assert!(index_present(&k) && !deferral_noted(&k));
     assert_eq!(k.count("SELECT count(DISTINCT hash) FROM records"), 300);
 
+    // A catch-up checkpoints the write-ahead log less often, and its end
+    // puts SQLite's own interval back.
+    let mut m = TestNode::new(4);
+    let checkpoint = |n: &TestNode| n.count("PRAGMA wal_autocheckpoint");
+    assert_eq!(checkpoint(&m), 1_000);
+    let c = m
+        .store
+        .begin_catch_up(a.id, 1001, super::CATCH_UP_MIN, 1)
+        .expect("begin")
+        .expect("large enough");
+    assert_eq!(checkpoint(&m), 16_384);
+    assert_eq!(m.count("PRAGMA journal_size_limit"), 8 << 20);
+    m.store.end_catch_up(c).expect("end");
+    assert_eq!(checkpoint(&m), 1_000);
+
     // Too few coming: no bulk path.
     assert!(
         k.store

@@ -247,7 +247,10 @@ struct Reader {
 /// the thread holding the write transaction only runs SQL.
 #[derive(Clone)]
 struct Ahead {
-    preparer: store::Preparer,
+    /// Replaced when the database gains its text dictionary during the
+    /// session (an indexing pass trains one from the records received):
+    /// batches prepared without it would be prepared again by the apply.
+    preparer: Arc<Mutex<store::Preparer>>,
     /// Whether the node uses prepared batches now (see
     /// `Node::uses_prepared_batches`), as of its last apply.
     used: Arc<std::sync::atomic::AtomicBool>,
@@ -264,7 +267,10 @@ impl Ahead {
         if batch.records.is_empty() || !self.used.load(std::sync::atomic::Ordering::Relaxed) {
             return;
         }
-        let (b, p) = (batch.clone(), self.preparer.clone());
+        let p = (self.preparer.lock())
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        let b = batch.clone();
         let job = tokio::task::spawn_blocking(move || p.prepare(b));
         let mut jobs = self.jobs.lock().unwrap_or_else(PoisonError::into_inner);
         // Batches never applied (refused, unasked) leave theirs: a few
@@ -283,6 +289,18 @@ impl Ahead {
             .unwrap_or_else(PoisonError::into_inner)
             .remove(&(batch.origin, batch.epoch, batch.after_seq))?;
         job.await.ok()
+    }
+}
+
+/// Gives the session's `preparer` the database's text dictionary once it
+/// has one (written once, never replaced: only its arrival matters).
+fn refresh_preparer(n: &Node, preparer: &Mutex<store::Preparer>) {
+    let mut p = preparer.lock().unwrap_or_else(PoisonError::into_inner);
+    if !p.has_dict() {
+        let fresh = n.batch_preparer();
+        if fresh.has_dict() {
+            *p = fresh;
+        }
     }
 }
 
@@ -468,7 +486,7 @@ async fn drive(
         conv.stop_pulling(start.elapsed());
     }
     let ahead = with_node(node, |n| Ahead {
-        preparer: n.batch_preparer(),
+        preparer: Arc::new(Mutex::new(n.batch_preparer())),
         used: Arc::new(std::sync::atomic::AtomicBool::new(
             n.uses_prepared_batches(),
         )),
@@ -536,6 +554,7 @@ async fn drive(
                     let holder = holder.clone();
                     let prepared = reader.ahead.take(&batch).await;
                     let used = Arc::clone(&reader.ahead.used);
+                    let preparer = Arc::clone(&reader.ahead.preparer);
                     let (applied, local) = with_node(node, move |n| {
                         let applied =
                             n.apply_pulled(&pull, &batch, Some(&peer), coming, &holder, prepared);
@@ -543,6 +562,7 @@ async fn drive(
                             n.uses_prepared_batches(),
                             std::sync::atomic::Ordering::Relaxed,
                         );
+                        refresh_preparer(n, &preparer);
                         // What this peer sent today counts whatever became of it.
                         if let Err(e) = n.store().set_meta(&key, &day) {
                             tracing::warn!(error = %e, "could not note the peer's usage");

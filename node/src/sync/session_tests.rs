@@ -1437,3 +1437,38 @@ async fn relayed_origins_are_shown_with_their_voucher_and_a_refused_one_never_re
     assert_eq!(report.batches_refused, 0, "{report:?}");
     assert_eq!(b.search("sturgeon").len(), 1);
 }
+
+/// A session's preparer takes the database's text dictionary once an
+/// indexing pass has trained one: batches prepared without it would be
+/// prepared again by every apply.
+#[test]
+fn the_preparer_takes_the_dictionary_once_the_database_has_one() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let cfg = config(dir.path(), "b");
+    let db = cfg.db_path.clone();
+    let node = Node::open(cfg).expect("open node");
+    let preparer = Mutex::new(node.batch_preparer());
+    refresh_preparer(&node, &preparer);
+    assert!(!preparer.lock().expect("lock").has_dict());
+
+    // Another connection (an indexing pass) stores a dictionary.
+    let mut samples = Vec::new();
+    let mut sizes = Vec::new();
+    for i in 0..2_000 {
+        let text = format!(
+            "record {i}: the parser reads config {} and {}\n",
+            i * 7,
+            i % 13
+        );
+        samples.extend_from_slice(text.as_bytes());
+        sizes.push(text.len());
+    }
+    let dict = crate::store::codec::TextDict::train(&samples, &sizes).expect("trained");
+    let mut other = crate::store::Store::open(&db).expect("open store");
+    let mut ing = other.ingest("node").expect("ingest");
+    ing.save_text_dict(&dict).expect("save");
+    ing.commit().expect("commit");
+
+    refresh_preparer(&node, &preparer);
+    assert!(preparer.lock().expect("lock").has_dict());
+}
