@@ -163,29 +163,16 @@ impl Store {
         peer: Option<&NodeId>,
         embedder: Option<&Embedder<'_>>,
     ) -> Result<ApplyReport, ApplyError> {
-        self.apply_batch_catching_up(pull, batch, redactor, peer, embedder, None)
+        self.apply_batch_prepared(pull, batch, redactor, peer, embedder, None, None)
     }
 
     /// [`Store::apply_batch_from`] for a batch of a large `catch_up`
-    /// (`store::catch_up`): while it holds the records' hash index
-    /// deferred, its map stands in for the index.
-    pub fn apply_batch_catching_up(
-        &mut self,
-        pull: &Pull,
-        batch: &Batch,
-        redactor: &Redactor,
-        peer: Option<&NodeId>,
-        embedder: Option<&Embedder<'_>>,
-        catch_up: Option<&mut CatchUp>,
-    ) -> Result<ApplyReport, ApplyError> {
-        self.apply_batch_prepared(pull, batch, redactor, peer, embedder, catch_up, None)
-    }
-
-    /// [`Store::apply_batch_catching_up`] with the batch's records
-    /// prepared `ahead` ([`Preparer::prepare`]), while an earlier batch
-    /// was stored. Used only when it matches the batch, was prepared with
-    /// the database's dictionary as it stands and no vector is computed
-    /// with the records; else they are prepared here as usual.
+    /// (`store::catch_up`: while it holds the records' hash index
+    /// deferred, its map stands in for the index), with the batch's
+    /// records prepared `ahead` ([`Preparer::prepare`]) while an earlier
+    /// batch was stored. Those are used only when they match the batch,
+    /// were prepared with the database's dictionary as it stands and no
+    /// vector is computed with the records; else they are prepared here.
     #[allow(clippy::too_many_arguments)]
     pub fn apply_batch_prepared(
         &mut self,

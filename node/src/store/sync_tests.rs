@@ -1280,7 +1280,15 @@ fn a_catch_up_gives_the_index_up_to_another_writer_and_a_killed_one_leaves_it_to
         (pull, batch)
     };
     k.store
-        .apply_batch_catching_up(&pull, &batch, &Redactor::new(), None, None, Some(&mut c))
+        .apply_batch_prepared(
+            &pull,
+            &batch,
+            &Redactor::new(),
+            None,
+            None,
+            Some(&mut c),
+            None,
+        )
         .expect("apply");
     drop(c);
     assert!(!index_present(&k) && deferral_noted(&k));
