@@ -2,6 +2,7 @@
 
 use super::*;
 use crate::sources::notes;
+use crate::store::bulk::tests::heron_hits;
 use read::BATCH;
 use std::path::Path;
 
@@ -18,18 +19,6 @@ fn ctx<'a>(
         now_ms: 1_800_000_000_000,
         deadline,
     }
-}
-
-/// Records the exact index finds for "heron".
-fn heron_hits(store: &Store) -> i64 {
-    store
-        .test_conn()
-        .query_row(
-            "SELECT count(*) FROM fts WHERE fts MATCH 'heron'",
-            [],
-            |r| r.get(0),
-        )
-        .expect("count")
 }
 
 #[test]

@@ -469,7 +469,7 @@ fn merge_step(large: bool, loaded: Loaded, due: bool) -> MergeStep {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     fn report(added: u64, deferred: u64) -> Loaded {
@@ -517,7 +517,7 @@ mod tests {
     }
 
     /// Records the exact index finds for "heron".
-    fn heron_hits(store: &Store) -> i64 {
+    pub(crate) fn heron_hits(store: &Store) -> i64 {
         store
             .test_conn()
             .query_row(

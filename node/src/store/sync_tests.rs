@@ -273,17 +273,7 @@ fn catch_up_of_10k_records_in_bounded_batches() {
     assert_eq!(b.records(), 10_000);
     assert_eq!(b.store.watermark(&a.id, 1001).expect("wm"), 10_000);
     // Byte budget: a full batch's entries stay within max_bytes.
-    let pull = Pull {
-        origin: a.id,
-        epoch: 1001,
-        after_seq: 0,
-        max_records: 1000,
-        max_bytes: 64 * 1024,
-    };
-    let batch = a
-        .store
-        .serve_pull(&pull, None, &Redactor::new())
-        .expect("serve");
+    let (_, batch) = served_from_start(&a, 1000, 64 * 1024);
     let bytes: usize = batch
         .records
         .iter()
@@ -301,6 +291,23 @@ fn first_batch(a: &TestNode, to: &TestNode) -> (Pull, Batch) {
     .into_iter()
     .find(|p| p.origin == a.id)
     .expect("a pull for A's log");
+    let batch = a
+        .store
+        .serve_pull(&pull, None, &Redactor::new())
+        .expect("serve");
+    (pull, batch)
+}
+
+/// A's log served from its start: at most `max_records` entries and
+/// `max_bytes` bytes.
+fn served_from_start(a: &TestNode, max_records: u32, max_bytes: u32) -> (Pull, Batch) {
+    let pull = Pull {
+        origin: a.id,
+        epoch: 1001,
+        after_seq: 0,
+        max_records,
+        max_bytes,
+    };
     let batch = a
         .store
         .serve_pull(&pull, None, &Redactor::new())
@@ -677,17 +684,7 @@ fn a_record_deleted_by_a_rewrite_keeps_its_slot_as_a_stub() {
 /// Every slot of A's log, as a fresh peer would receive it:
 /// (seq, record hash or stub hash, stub kind if a stub).
 fn served(a: &TestNode) -> Vec<(u64, [u8; 32], Option<cairn_protocol::StubKind>)> {
-    let pull = Pull {
-        origin: a.id,
-        epoch: 1001,
-        after_seq: 0,
-        max_records: 1000,
-        max_bytes: 1 << 20,
-    };
-    let batch = a
-        .store
-        .serve_pull(&pull, None, &Redactor::new())
-        .expect("serve");
+    let (_, batch) = served_from_start(a, 1000, 1 << 20);
     let mut out: Vec<_> = batch
         .records
         .iter()
@@ -1265,20 +1262,7 @@ fn a_catch_up_gives_the_index_up_to_another_writer_and_a_killed_one_leaves_it_to
         .begin_catch_up(a.id, 1001, super::CATCH_UP_MIN, 1)
         .expect("begin")
         .expect("large enough");
-    let (pull, batch) = {
-        let pull = Pull {
-            origin: a.id,
-            epoch: 1001,
-            after_seq: 0,
-            max_records: 100,
-            max_bytes: 1 << 20,
-        };
-        let batch = a
-            .store
-            .serve_pull(&pull, None, &Redactor::new())
-            .expect("serve");
-        (pull, batch)
-    };
+    let (pull, batch) = served_from_start(&a, 100, 1 << 20);
     k.store
         .apply_batch_prepared(
             &pull,
