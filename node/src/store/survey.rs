@@ -250,54 +250,14 @@ impl Tally {
     }
 }
 
-/// A source's stores by their hashes, sorted, with where each range of
-/// leading bits starts (the hashes are uniform, so a range holds a few).
-struct Hashes {
-    sorted: Vec<u128>,
-    /// `starts[b]..starts[b + 1]` holds the hashes whose top `bits` bits are `b`.
-    starts: Vec<u32>,
-    bits: u32,
-}
-
-impl Hashes {
-    fn new(sorted: Vec<u128>) -> Hashes {
-        // About four hashes to a range; at most a million ranges.
-        let bits = (usize::BITS - sorted.len().leading_zeros())
-            .saturating_sub(2)
-            .min(20);
-        let mut starts = vec![0u32; (1 << bits) + 1];
-        for &h in &sorted {
-            starts[Self::range(h, bits) + 1] += 1;
-        }
-        for i in 1..starts.len() {
-            starts[i] += starts[i - 1];
-        }
-        Hashes {
-            sorted,
-            starts,
-            bits,
-        }
-    }
-
-    fn range(hash: u128, bits: u32) -> usize {
-        hash.checked_shr(128 - bits).unwrap_or(0) as usize
-    }
-
-    fn holds(&self, hash: u128) -> bool {
-        let r = Self::range(hash, self.bits);
-        let (from, to) = (self.starts[r] as usize, self.starts[r + 1] as usize);
-        self.sorted[from..to].contains(&hash)
-    }
-}
-
 /// One source as surveyed.
 struct Source {
     agent: String,
     /// Its stores on disk (those whose last read failed too) and the sum
     /// of the hashes of those read whole.
     tally: Tally,
-    /// The hashes of the stores read whole.
-    stores: Hashes,
+    /// The hashes of the stores read whole, sorted.
+    stores: Vec<u128>,
 }
 
 /// A loaded survey, for this configuration, whole. Whether it describes
@@ -710,7 +670,7 @@ impl Survey {
             sources.push(Source {
                 agent,
                 tally,
-                stores: Hashes::new(sorted),
+                stores: sorted,
             });
         }
         if !c.0.is_empty() {
@@ -741,7 +701,8 @@ impl Survey {
     /// Whether the store with [`store_hash`] `hash` is one of the stores
     /// of the source of `agent` read whole, as the survey has it.
     pub fn holds(&self, agent: &str, hash: u128) -> bool {
-        self.source(agent).is_some_and(|s| s.stores.holds(hash))
+        self.source(agent)
+            .is_some_and(|s| s.stores.binary_search(&hash).is_ok())
     }
 
     /// How many stores of the source of `agent` were on disk, those whose
@@ -799,7 +760,7 @@ impl Survey {
             .map(|s| Tallied {
                 agent: s.agent.clone(),
                 count: s.tally.count,
-                hashes: s.stores.sorted.clone(),
+                hashes: s.stores.clone(),
             })
             .collect();
         for (agent, was, now) in read {

@@ -142,19 +142,26 @@ fn a_survey_holds_the_stores_read_whole_and_counts_those_that_failed() {
 
 #[test]
 fn a_source_with_many_stores_finds_each_of_them_and_no_other() {
-    let keys = Keys(3, 4);
-    for n in [0usize, 1, 2, 3, 5, 64, 1000, 5000] {
-        let mut sorted: Vec<u128> = (0..n)
-            .map(|i| store_hash(keys, format!("/s/{i}").as_bytes(), 1, 2))
+    let (dir, db, later) = setup();
+    let key = [1u8; 32];
+    for n in [1usize, 2, 3, 5, 64, 1000, 5000] {
+        let paths: Vec<&'static str> = (0..n)
+            .map(|i| &*Box::leak(format!("/s/{i}").into_boxed_str()))
             .collect();
-        sorted.sort_unstable();
-        let hashes = Hashes::new(sorted.clone());
-        assert!(sorted.iter().all(|&h| hashes.holds(h)), "{n}");
-        let others = (0..n.max(50))
-            .filter(|i| hashes.holds(store_hash(keys, format!("/s/{i}").as_bytes(), 1, 3)));
+        let rows = paths.iter().map(|p| known("codex", p, 1, false, false));
+        save(dir.path(), &key, taken(later, &db, None), rows)
+            .expect("save")
+            .expect("saved");
+        let s = Survey::load(dir.path(), &key, &db).expect("trusted");
+        let h = |path: &str, size: u64| store_hash(s.keys(), path.as_bytes(), size, 7);
+        assert!(paths.iter().all(|p| s.holds("codex", h(p, 1))), "{n}");
+        // The same paths at another size, and paths it never had.
+        let others = (0..n.max(50)).filter(|i| {
+            s.holds("codex", h(&format!("/s/{i}"), 2)) || s.holds("codex", h(&format!("/t/{i}"), 1))
+        });
         assert_eq!(others.count(), 0, "{n}");
-        // The extremes of the hash space land in the first and last range.
-        assert!(!hashes.holds(0) && !hashes.holds(u128::MAX));
+        assert!(!s.holds("codex", 0) && !s.holds("codex", u128::MAX));
+        assert_eq!(s.count("codex"), n as u64);
     }
 }
 
