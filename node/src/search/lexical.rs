@@ -519,7 +519,6 @@ pub(super) fn run(
     // meaning table (`expand`): "kids" finds "children", at a lower weight
     // and as the same part of the question.
     if plan.embedder.is_some() {
-        let common = ((docs as f64 * COMMON_SHARE) as i64).max(2_000);
         let words: Vec<(usize, &String)> = concepts
             .iter()
             .enumerate()
@@ -530,17 +529,22 @@ pub(super) fn run(
             })
             .take(expand::MOST_WORDS)
             .collect();
+        let stem_index = !words.is_empty() && store.has_stem_index()?;
         for (k, w) in words {
             for near in expand::neighbours_of(w) {
                 for (index, weight) in [
                     (df::Index::Exact, expand::WEIGHT),
                     (df::Index::Stem, expand::WEIGHT * rank::STEM_WEIGHT),
                 ] {
-                    if index == df::Index::Stem && !store.has_stem_index()? {
+                    if index == df::Index::Stem && !stem_index {
                         continue;
                     }
-                    let df = freq.token(index, near)?;
-                    if df == 0 || df > common {
+                    // A neighbour common in this history says little and
+                    // would cost a scan of its matches.
+                    let Some(df) = freq.rare(index, near, expand::MOST_MATCHES)? else {
+                        continue;
+                    };
+                    if df == 0 {
                         continue;
                     }
                     let expr = match index {
