@@ -16,6 +16,10 @@ expansion and relevance feedback"); the shipped search reads none.
   python3 tools/embed/expand_sweep.py target/release/cairn-bench \\
       EXP_K=1,2,3 EXP_FLOOR=0.5,0.6 EXP_W=0.3,0.5 [--split tune]
 
+`tools/embed/lexical-feedback-hook.patch` (LF_M, LF_T, LF_W) applies on
+top of the expansion commits instead; RF_* (Rocchio) and EXP_* come with
+`expand-hook.patch`, which applies to 111da1a.
+
 `--split tune` prints the tune half only: settings are chosen on it, and
 holdout is looked at once, for the settings chosen. Dev time only.
 """
