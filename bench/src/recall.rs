@@ -76,6 +76,12 @@ pub struct RecallArgs {
     /// with another table: its vectors would mean nothing.
     #[arg(long, conflicts_with = "haystack_index")]
     pub table: Option<PathBuf>,
+    /// Write the built-in table's neighbour list (query expansion, see
+    /// `node/assets/embed/neighbours.txt` and docs/embeddings.md) to this
+    /// file and stop: the set is not read. Takes a release build tens of
+    /// seconds.
+    #[arg(long, conflicts_with_all = ["table", "haystack", "haystack_index"])]
+    pub write_neighbours: Option<PathBuf>,
 }
 
 /// One message of an evaluation session.
@@ -431,6 +437,19 @@ fn is_reworded(category: &str) -> bool {
 /// Entry point of `cairn-bench recall`.
 pub fn main() -> anyhow::Result<()> {
     let args = RecallArgs::parse_from(std::env::args().skip(1));
+    if let Some(path) = &args.write_neighbours {
+        let list = cairn_node::search::neighbour_list(
+            cairn_node::embed::builtin(),
+            cairn_node::embed::BUILTIN_ID,
+        );
+        std::fs::write(path, &list).with_context(|| format!("cannot write {}", path.display()))?;
+        eprintln!(
+            "wrote {} words' neighbours to {}",
+            list.lines().count() - 1,
+            path.display()
+        );
+        return Ok(());
+    }
     let set = args
         .set
         .clone()

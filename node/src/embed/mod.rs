@@ -61,6 +61,11 @@ impl<'a> Embedder<'a> {
         Ok(Embedder { table, unk })
     }
 
+    /// The token table itself (its rows, for neighbours of a token).
+    pub fn table(&self) -> &Table<'a> {
+        &self.table
+    }
+
     /// Dimensions of the vectors.
     pub fn dim(&self) -> usize {
         self.table.dim

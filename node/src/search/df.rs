@@ -55,6 +55,34 @@ impl<'s> Frequencies<'s> {
         Ok(df)
     }
 
+    /// [`Frequencies::token`] for a token wanted only when it is rare:
+    /// its exact count when it matches at most `most` records (below
+    /// [`SCAN_LIMIT`]), `None` when it matches more, found by reading no
+    /// more than `most` + 1 of its matches. A rare token is counted as
+    /// [`Frequencies::token`] counts it (and its matches kept for
+    /// [`Frequencies::newest`]); a common one is not kept.
+    pub(super) fn rare(
+        &mut self,
+        index: Index,
+        token: &str,
+        most: i64,
+    ) -> Result<Option<i64>, StoreError> {
+        let most = most.min(SCAN_LIMIT);
+        let key = (index, token.to_string());
+        if let Some((df, _)) = self.seen.get(&key) {
+            return Ok((*df <= most).then_some(*df));
+        }
+        let ids = self
+            .store
+            .newest_matches(index, &token_expr(token), most + 1)?;
+        let df = ids.len() as i64;
+        if df > most {
+            return Ok(None);
+        }
+        self.seen.insert(key, (df, ids));
+        Ok(Some(df))
+    }
+
     /// The newest [`SCAN_LIMIT`] records that hold `token` in `index`,
     /// newest first, when [`Frequencies::token`] has counted it: the same
     /// rows as `SELECT rowid … MATCH` on [`token_expr`] ordered by
@@ -118,6 +146,42 @@ fn vocab_count(conn: &rusqlite::Connection, token: &str) -> rusqlite::Result<i64
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_rare_token_is_counted_as_any_token_and_a_common_one_not_read_through() {
+        use crate::record::{Record, Role};
+        let dir = tempfile::tempdir().expect("tmp");
+        let mut store = Store::open(&dir.path().join("c.db")).expect("open");
+        let mut ing = store.ingest("node").expect("ingest");
+        // Thirty records say "common", ten of them "rare" too.
+        for i in 0..30 {
+            let text = match i % 3 {
+                0 => format!("common rare {i}"),
+                _ => format!("common {i}"),
+            };
+            ing.insert(&Record::new("codex", "s", Role::User, text), None)
+                .expect("insert");
+        }
+        ing.commit().expect("commit");
+        let mut freq = Frequencies::new(&store).expect("frequencies");
+        assert_eq!(freq.rare(Index::Exact, "rare", 10).expect("rare"), Some(10));
+        assert_eq!(freq.rare(Index::Exact, "rare", 9).expect("rare"), None);
+        assert_eq!(freq.rare(Index::Exact, "common", 29).expect("rare"), None);
+        assert_eq!(freq.rare(Index::Exact, "absent", 5).expect("rare"), Some(0));
+        // The same count and matches as `token` gives.
+        let kept = freq.newest(Index::Exact, "rare").expect("kept").to_vec();
+        let mut other = Frequencies::new(&store).expect("frequencies");
+        assert_eq!(other.token(Index::Exact, "rare").expect("df"), 10);
+        assert_eq!(other.newest(Index::Exact, "rare"), Some(&kept[..]));
+        // A common token was not kept; counted in full, then asked again.
+        assert!(freq.newest(Index::Exact, "common").is_none());
+        assert_eq!(freq.token(Index::Exact, "common").expect("df"), 30);
+        assert_eq!(
+            freq.rare(Index::Exact, "common", 40).expect("rare"),
+            Some(30)
+        );
+        assert_eq!(freq.rare(Index::Exact, "common", 20).expect("rare"), None);
+    }
 
     #[test]
     fn a_scan_that_found_every_match_is_exact() {

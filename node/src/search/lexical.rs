@@ -11,7 +11,7 @@
 use super::plan::Plan;
 use super::query::{Query, Term};
 use super::screen::Screen;
-use super::{SearchError, df, rank};
+use super::{SearchError, df, expand, rank};
 use crate::store::ranker::{Columns, Facts};
 use crate::store::{Filter, Store, StoreError, runs};
 
@@ -513,6 +513,52 @@ pub(super) fn run(
                 counted: freq.newest(df::Index::Stem, w),
             };
             look_up(&mut by_id, concept, (k, *df, rank::STEM_WEIGHT))?;
+        }
+    }
+    // A prose question's words stand also for their neighbours in the
+    // meaning table (`expand`): "kids" finds "children", at a lower weight
+    // and as the same part of the question.
+    if plan.embedder.is_some() {
+        let words: Vec<(usize, &String)> = concepts
+            .iter()
+            .enumerate()
+            .filter_map(|(k, c)| match c {
+                (_, Some(w), _) => Some((k, w)),
+                (Some(Term::Phrase(p)), None, _) if p.len() == 1 => Some((k, &p[0])),
+                _ => None,
+            })
+            .take(expand::MOST_WORDS)
+            .collect();
+        let stem_index = !words.is_empty() && store.has_stem_index()?;
+        for (k, w) in words {
+            for near in expand::neighbours_of(w) {
+                for (index, weight) in [
+                    (df::Index::Exact, expand::WEIGHT),
+                    (df::Index::Stem, expand::WEIGHT * rank::STEM_WEIGHT),
+                ] {
+                    if index == df::Index::Stem && !stem_index {
+                        continue;
+                    }
+                    // A neighbour common in this history says little and
+                    // would cost a scan of its matches.
+                    let Some(df) = freq.rare(index, near, expand::MOST_MATCHES)? else {
+                        continue;
+                    };
+                    if df == 0 {
+                        continue;
+                    }
+                    let expr = match index {
+                        df::Index::Exact => df::token_expr(near),
+                        df::Index::Stem => Query::to_stem_fts(&[near.to_string()]),
+                    };
+                    let concept = Concept {
+                        index,
+                        expr,
+                        counted: freq.newest(index, near),
+                    };
+                    look_up(&mut by_id, concept, (k, df, weight))?;
+                }
+            }
         }
     }
     if let Some(p) = period {

@@ -7,6 +7,7 @@
 //! goes through the store's read API; this module writes no SQL.
 
 mod df;
+mod expand;
 mod fuse;
 mod id_set;
 mod lexical;
@@ -24,6 +25,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::record::Role;
 use crate::store::{Filter, Store, StoreError};
+pub use expand::neighbour_list;
 use lexical::SCAN_LIMIT;
 use plan::Plan;
 pub use query::Query;
@@ -937,6 +939,59 @@ mod store_tests {
                 .expect("search")
                 .is_empty()
         );
+    }
+
+    /// A prose question's word also finds its neighbours in the meaning
+    /// table (`expand`), below the word itself; a question kept lexical
+    /// (`--lexical`, a single word, no meaning tier) does not.
+    #[test]
+    fn a_question_finds_a_record_holding_only_a_neighbour_of_its_word() {
+        let (_d, store) = store_with(&[
+            rec(
+                "children",
+                Role::Assistant,
+                Some(NOW - 40 * DAY),
+                "the children were asleep by nine after the fair",
+            ),
+            rec(
+                "other",
+                Role::User,
+                Some(NOW - DAY),
+                "the fair opens at nine tomorrow",
+            ),
+            rec(
+                "kids",
+                Role::Assistant,
+                Some(NOW - 90 * DAY),
+                "the kids were asleep before the fair closed",
+            ),
+        ]);
+        let ask = |q: &str, semantic: bool, lexical_only: bool| -> Vec<String> {
+            let opts = SearchOptions {
+                limit: 5,
+                now_ms: NOW,
+                semantic: semantic.then(crate::embed::builtin),
+                lexical_only,
+                ..SearchOptions::default()
+            };
+            search(&store, &Query::parse(q), &opts)
+                .expect("search")
+                .into_iter()
+                .map(|h| h.session_id)
+                .collect()
+        };
+        assert!(expand::neighbours_of("kids").any(|n| n == "children"));
+        // Only one record says "kids"; the one that says "children" is
+        // found through it, below the record that has the word itself, and
+        // the one with neither is not found.
+        assert_eq!(ask("where are the kids", true, false), ["kids", "children"]);
+        // Without the expansion only the word's own record.
+        assert_eq!(ask("where are the kids", true, true), ["kids"]);
+        assert_eq!(ask("where are the kids", false, false), ["kids"]);
+        // A single word is an exact look-up: never expanded.
+        assert_eq!(ask("kids", true, false), ["kids"]);
+        // A stop word has no neighbours: "where" finds nothing of "there".
+        assert!(expand::neighbours_of("where").next().is_none());
     }
 
     #[test]

@@ -30,7 +30,7 @@ pub struct Query {
 }
 
 /// Common English words that carry no meaning in a question.
-const STOPWORDS: &[&str] = &[
+pub(super) const STOPWORDS: &[&str] = &[
     "a", "about", "after", "all", "also", "an", "and", "any", "are", "as", "at", "be", "been",
     "being", "but", "by", "can", "could", "did", "do", "does", "for", "from", "had", "happened",
     "has", "have", "he", "her", "him", "his", "how", "i", "if", "in", "into", "is", "it", "its",
@@ -40,7 +40,7 @@ const STOPWORDS: &[&str] = &[
     "would", "you", "your",
 ];
 
-fn is_stopword(t: &str) -> bool {
+pub(super) fn is_stopword(t: &str) -> bool {
     STOPWORDS.binary_search(&t).is_ok()
 }
 
