@@ -1,6 +1,7 @@
 //! Applying a batch received from a peer: in one transaction with the
 //! watermark advance, so a crash loses nothing and duplicates nothing (the
-//! same range is simply pulled again).
+//! same range is simply pulled again). One entry point:
+//! [`Store::apply_batch`], asked with an [`ApplyRequest`].
 //!
 //! Owns the receiver's rules:
 //! - the whole batch is checked against the pull that asked for it
@@ -137,53 +138,96 @@ impl From<rusqlite::Error> for ApplyError {
     }
 }
 
+/// What applying one batch is asked to do ([`Store::apply_batch`]): the
+/// batch received in answer to a pull, redacted again with a redactor
+/// before it is stored. By default no peer vouches for an origin key seen
+/// for the first time, no vectors are computed, the batch is no part of a
+/// large catch-up and nothing was prepared ahead.
+pub struct ApplyRequest<'a, 'e> {
+    pull: &'a Pull,
+    batch: &'a Batch,
+    redactor: &'a Redactor,
+    peer: Option<&'a NodeId>,
+    embedder: Option<&'a Embedder<'e>>,
+    catch_up: Option<&'a mut CatchUp>,
+    ahead: Option<PreparedBatch>,
+}
+
+impl std::fmt::Debug for ApplyRequest<'_, '_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ApplyRequest")
+            .field("pull", self.pull)
+            .field("batch_last_seq", &self.batch.last_seq)
+            .field("peer", &self.peer)
+            .field("embedder", &self.embedder.is_some())
+            .field("catch_up", &self.catch_up.is_some())
+            .field("ahead", &self.ahead.is_some())
+            .finish()
+    }
+}
+
+impl<'a, 'e> ApplyRequest<'a, 'e> {
+    /// Applies `batch`, received in answer to `pull`; its records are
+    /// redacted again with `redactor` before they are stored.
+    pub fn new(pull: &'a Pull, batch: &'a Batch, redactor: &'a Redactor) -> Self {
+        ApplyRequest {
+            pull,
+            batch,
+            redactor,
+            peer: None,
+            embedder: None,
+            catch_up: None,
+            ahead: None,
+        }
+    }
+
+    /// The batch came from `peer`: the one vouching for an origin key seen
+    /// for the first time.
+    pub fn from_peer(mut self, peer: Option<&'a NodeId>) -> Self {
+        self.peer = peer;
+        self
+    }
+
+    /// With an `embedder`, the new records' vectors are computed on a
+    /// second thread while the batch is stored, and stored with it when
+    /// every earlier record has its own (else a vector pass computes them).
+    pub fn embedding(mut self, embedder: Option<&'a Embedder<'e>>) -> Self {
+        self.embedder = embedder;
+        self
+    }
+
+    /// The batch is part of a large `catch_up` (`store::catch_up`): while
+    /// it holds the records' hash index deferred, its map stands in for
+    /// the index.
+    pub fn catching_up(mut self, catch_up: Option<&'a mut CatchUp>) -> Self {
+        self.catch_up = catch_up;
+        self
+    }
+
+    /// The batch's records prepared `ahead` ([`Preparer::prepare`]) while
+    /// an earlier batch was stored. They are used only when they match the
+    /// batch, were prepared with the database's dictionary as it stands
+    /// and no vector is computed with the records; else they are prepared
+    /// during the apply.
+    pub fn prepared(mut self, ahead: Option<PreparedBatch>) -> Self {
+        self.ahead = ahead;
+        self
+    }
+}
+
 impl Store {
-    /// Applies `batch`, received in answer to `pull`, in one transaction
-    /// together with the watermark advance. See the module docs for the
-    /// rules. Records are redacted again with `redactor` before storing.
-    pub fn apply_batch(
-        &mut self,
-        pull: &Pull,
-        batch: &Batch,
-        redactor: &Redactor,
-    ) -> Result<ApplyReport, ApplyError> {
-        self.apply_batch_from(pull, batch, redactor, None, None)
-    }
-
-    /// [`Store::apply_batch`] for a batch `peer` sent: the peer is noted as
-    /// the one vouching for an origin key seen for the first time. With an
-    /// `embedder`, the new records' vectors are computed on a second
-    /// thread while the batch is stored, and stored with it when every
-    /// earlier record has its own (else a vector pass computes them).
-    pub fn apply_batch_from(
-        &mut self,
-        pull: &Pull,
-        batch: &Batch,
-        redactor: &Redactor,
-        peer: Option<&NodeId>,
-        embedder: Option<&Embedder<'_>>,
-    ) -> Result<ApplyReport, ApplyError> {
-        self.apply_batch_prepared(pull, batch, redactor, peer, embedder, None, None)
-    }
-
-    /// [`Store::apply_batch_from`] for a batch of a large `catch_up`
-    /// (`store::catch_up`: while it holds the records' hash index
-    /// deferred, its map stands in for the index), with the batch's
-    /// records prepared `ahead` ([`Preparer::prepare`]) while an earlier
-    /// batch was stored. Those are used only when they match the batch,
-    /// were prepared with the database's dictionary as it stands and no
-    /// vector is computed with the records; else they are prepared here.
-    #[allow(clippy::too_many_arguments)]
-    pub fn apply_batch_prepared(
-        &mut self,
-        pull: &Pull,
-        batch: &Batch,
-        redactor: &Redactor,
-        peer: Option<&NodeId>,
-        embedder: Option<&Embedder<'_>>,
-        catch_up: Option<&mut CatchUp>,
-        ahead: Option<PreparedBatch>,
-    ) -> Result<ApplyReport, ApplyError> {
+    /// Applies a batch as `req` asks, in one transaction together with the
+    /// watermark advance. See the module docs for the rules.
+    pub fn apply_batch(&mut self, req: ApplyRequest<'_, '_>) -> Result<ApplyReport, ApplyError> {
+        let ApplyRequest {
+            pull,
+            batch,
+            redactor,
+            peer,
+            embedder,
+            catch_up,
+            ahead,
+        } = req;
         self.check_before_apply(pull, batch, redactor)?;
         self.apply_checked_batch(batch, redactor, peer, embedder, catch_up, ahead)
     }

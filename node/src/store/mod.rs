@@ -74,7 +74,7 @@ pub fn set_upgrade_notice(notice: fn(&Path, u32, u32)) {
     let _ = UPGRADE_NOTICE.set(notice);
 }
 
-pub use apply::{ApplyError, ApplyReport, Blame, PreparedBatch, Preparer};
+pub use apply::{ApplyError, ApplyReport, ApplyRequest, Blame, PreparedBatch, Preparer};
 pub use browse::{Activity, DayCount, Origin, ProjectCount, RecentFilter};
 pub use catch_up::{CATCH_UP_MIN, CatchUp};
 pub use columns_file::Damage;

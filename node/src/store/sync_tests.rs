@@ -11,7 +11,7 @@ use cairn_protocol::{
 };
 use tempfile::TempDir;
 
-use super::{ApplyError, Blame, Store, TrustError};
+use super::{ApplyError, ApplyRequest, Blame, Store, TrustError};
 use crate::record::{Record, Role};
 use crate::redact::Redactor;
 
@@ -143,7 +143,7 @@ fn pull_all(
             moved.batches += 1;
             let report = to
                 .store
-                .apply_batch(&pull, &batch, &redactor)
+                .apply_batch(ApplyRequest::new(&pull, &batch, &redactor))
                 .expect("apply batch");
             moved.stored += report.stored;
             moved.refused += report.refused;
@@ -337,7 +337,7 @@ fn a_bad_batch_is_rejected_whole_and_blames_the_peer() {
     for bad in [tampered, gap, wrong_origin] {
         let err = b
             .store
-            .apply_batch(&pull, &bad, &r)
+            .apply_batch(ApplyRequest::new(&pull, &bad, &r))
             .expect_err("must be rejected");
         assert!(matches!(err, ApplyError::Peer(_)), "{err:?}");
         assert_eq!(err.blame(), Blame::Peer);
@@ -350,7 +350,10 @@ fn a_bad_batch_is_rejected_whole_and_blames_the_peer() {
         ..pull
     };
     let batch = a.store.serve_pull(&ahead, None, &r).expect("serve");
-    let err = b.store.apply_batch(&ahead, &batch, &r).expect_err("stale");
+    let err = b
+        .store
+        .apply_batch(ApplyRequest::new(&ahead, &batch, &r))
+        .expect_err("stale");
     assert!(
         matches!(
             err,
@@ -364,7 +367,7 @@ fn a_bad_batch_is_rejected_whole_and_blames_the_peer() {
     );
     assert_eq!(err.blame(), Blame::Local);
     b.store
-        .apply_batch(&pull, &good, &r)
+        .apply_batch(ApplyRequest::new(&pull, &good, &r))
         .expect("the good batch applies");
     assert_eq!(b.records(), 10);
 }
@@ -387,7 +390,10 @@ fn crash_before_commit_then_repull_stores_each_record_once() {
     let moved = pull_all(&a, &mut b, None, all());
     assert_eq!(moved.stored, 40);
     // Applying the same batch again changes nothing.
-    let again = b.store.apply_batch(&pull, &batch, &r).expect("replay");
+    let again = b
+        .store
+        .apply_batch(ApplyRequest::new(&pull, &batch, &r))
+        .expect("replay");
     assert_eq!((again.stored, again.already_held), (0, 40));
     assert_eq!(b.records(), 40);
     assert_eq!(b.count("SELECT sum(records) FROM sessions"), 40);
@@ -491,7 +497,7 @@ fn a_secret_reaching_apply_is_redacted_before_storage() {
     a.signer.seal_own(&mut raw);
     let report = b
         .store
-        .apply_batch(&pull, &raw, &Redactor::new())
+        .apply_batch(ApplyRequest::new(&pull, &raw, &Redactor::new()))
         .expect("apply");
     assert_eq!((report.stored, report.redacted), (1, 1));
     b.store.truncate_wal().expect("checkpoint");
@@ -537,7 +543,7 @@ fn every_planted_kind_received_from_a_peer_is_redacted_before_storage() {
     a.signer.seal_own(&mut batch);
     let report = b
         .store
-        .apply_batch(&pull, &batch, &Redactor::new())
+        .apply_batch(ApplyRequest::new(&pull, &batch, &Redactor::new()))
         .expect("apply");
     assert_eq!(report.stored as usize, kinds.len());
     b.store.truncate_wal().expect("checkpoint");
@@ -802,7 +808,7 @@ fn relayed_seals_cover_any_range_with_the_hashes_outside_it() {
         .serve_pull(&first, None, &Redactor::new())
         .expect("serve");
     c.store
-        .apply_batch(&first, &batch, &Redactor::new())
+        .apply_batch(ApplyRequest::new(&first, &batch, &Redactor::new()))
         .expect("apply");
     assert_eq!(c.store.watermark(&a.id, first.epoch).expect("wm"), 3);
     // C pulls the rest from B: the first seal B sends starts before C's
@@ -857,7 +863,7 @@ fn own_origin_changed_keys_and_broken_seals_are_refused_whole() {
     altered.records[1].hash = altered.records[1].content_hash();
     let e = b
         .store
-        .apply_batch(&pull, &altered, &Redactor::new())
+        .apply_batch(ApplyRequest::new(&pull, &altered, &Redactor::new()))
         .expect_err("altered");
     assert!(
         matches!(e, ApplyError::Refused(TrustError::BadSignature { .. })),
@@ -871,7 +877,7 @@ fn own_origin_changed_keys_and_broken_seals_are_refused_whole() {
     b.signer.seal_own(&mut own);
     let e = b
         .store
-        .apply_batch(&own_pull, &own, &Redactor::new())
+        .apply_batch(ApplyRequest::new(&own_pull, &own, &Redactor::new()))
         .expect_err("own origin");
     assert!(
         matches!(e, ApplyError::Refused(TrustError::OwnOrigin { .. })),
@@ -879,7 +885,7 @@ fn own_origin_changed_keys_and_broken_seals_are_refused_whole() {
     );
     // The genuine batch goes in, and A's key is now known.
     b.store
-        .apply_batch(&pull, &batch, &Redactor::new())
+        .apply_batch(ApplyRequest::new(&pull, &batch, &Redactor::new()))
         .expect("genuine");
     assert_eq!(b.records(), before + 4);
     // A different key recorded for A (a second key for a known origin)
@@ -895,7 +901,7 @@ fn own_origin_changed_keys_and_broken_seals_are_refused_whole() {
     let (pull, batch) = first_batch(&a, &b);
     let e = b
         .store
-        .apply_batch(&pull, &batch, &Redactor::new())
+        .apply_batch(ApplyRequest::new(&pull, &batch, &Redactor::new()))
         .expect_err("changed key");
     assert!(
         matches!(e, ApplyError::Refused(TrustError::KeyChanged { .. })),
@@ -925,7 +931,7 @@ fn a_forget_naming_a_secret_is_refused_with_its_batch() {
     assert_eq!(batch.tombstones.len(), 1, "{batch:?}");
     let e = b
         .store
-        .apply_batch(&pull, &batch, &Redactor::new())
+        .apply_batch(ApplyRequest::new(&pull, &batch, &Redactor::new()))
         .expect_err("a secret in a forget");
     assert!(
         matches!(e, ApplyError::Refused(TrustError::SecretInForget { .. })),
@@ -990,7 +996,7 @@ fn received_records_bring_the_vectors_a_vector_pass_would_compute() {
         let (pull, batch) = first_batch(&a, to);
         let report = to
             .store
-            .apply_batch_from(&pull, &batch, &Redactor::new(), None, embedder)
+            .apply_batch(ApplyRequest::new(&pull, &batch, &Redactor::new()).embedding(embedder))
             .expect("apply");
         assert_eq!(report.stored, 150);
     };
@@ -1115,14 +1121,10 @@ fn pull_catching_up(
         };
         let report = to
             .store
-            .apply_batch_prepared(
-                &pull,
-                &batch,
-                &redactor,
-                None,
-                None,
-                Some(catch_up),
-                Some(ahead),
+            .apply_batch(
+                ApplyRequest::new(&pull, &batch, &redactor)
+                    .catching_up(Some(catch_up))
+                    .prepared(Some(ahead)),
             )
             .expect("apply");
         stored += report.stored;
@@ -1264,15 +1266,7 @@ fn a_catch_up_gives_the_index_up_to_another_writer_and_a_killed_one_leaves_it_to
         .expect("large enough");
     let (pull, batch) = served_from_start(&a, 100, 1 << 20);
     k.store
-        .apply_batch_prepared(
-            &pull,
-            &batch,
-            &Redactor::new(),
-            None,
-            None,
-            Some(&mut c),
-            None,
-        )
+        .apply_batch(ApplyRequest::new(&pull, &batch, &Redactor::new()).catching_up(Some(&mut c)))
         .expect("apply");
     drop(c);
     assert!(!index_present(&k) && deferral_noted(&k));
