@@ -27,16 +27,20 @@
 //!   its writer; their vectors are computed there too and stored in the
 //!   same transaction when no earlier record still waits for its vector
 //!   (else the next vector pass computes them); a session may instead
-//!   prepare a batch's records while the batch before it is stored
-//!   ([`Preparer`]), used only for the very batch they were prepared from,
-//!   with the dictionary as it stands and when no vector is computed;
+//!   prepare a batch's records and check its entries (their hashes) while
+//!   the batch before it is stored ([`Preparer`]), used only for the very
+//!   batch they were prepared from (the records prepared only with the
+//!   dictionary as it stands and when no vector is computed), so that the
+//!   thread holding the write lock only checks the batch's shape;
 //! - the batches of a large catch-up (`store::catch_up`) look hashes up in
 //!   the catch-up's map while it holds the records' hash index deferred;
 //!   every other batch builds the index first (`hash_index::ensure`).
 //!
 //! Never touches the network; never trusts a field it did not check.
 
-use cairn_protocol::{Batch, BatchError, NodeId, Pull, check_batch};
+use cairn_protocol::{
+    Batch, BatchError, NodeId, Pull, check_batch, check_batch_shape, check_entries,
+};
 use rusqlite::Connection;
 use serde::Serialize;
 
@@ -228,7 +232,10 @@ impl Store {
             catch_up,
             ahead,
         } = req;
-        self.check_before_apply(pull, batch, redactor)?;
+        // Entries checked ahead, with this very batch: only its shape
+        // against the pull is left.
+        let entries_checked = ahead.as_ref().is_some_and(|a| a.checked(batch));
+        self.check_before_apply(pull, batch, redactor, entries_checked)?;
         self.apply_checked_batch(batch, redactor, peer, embedder, catch_up, ahead)
     }
 
@@ -242,15 +249,21 @@ impl Store {
     }
 
     /// Everything about a batch that can be judged before taking the
-    /// write lock: its shape against the pull, its origin and seals (the
-    /// signature check is the costly part) and its forgets.
+    /// write lock: its shape against the pull, its entries (unless
+    /// `entries_checked` ahead: [`PreparedBatch::checked`]), its origin
+    /// and seals and its forgets.
     fn check_before_apply(
         &self,
         pull: &Pull,
         batch: &Batch,
         redactor: &Redactor,
+        entries_checked: bool,
     ) -> Result<(), ApplyError> {
-        check_batch(pull, batch)?;
+        if entries_checked {
+            check_batch_shape(pull, batch)?;
+        } else {
+            check_batch(pull, batch)?;
+        }
         super::trust::check(&self.conn, batch)??;
         if let Some(refusal) = super::trust::forget_names_a_secret(batch, redactor) {
             return Err(refusal.into());
@@ -342,7 +355,7 @@ impl Store {
         redactor: &Redactor,
         between: impl FnOnce(),
     ) -> Result<ApplyReport, ApplyError> {
-        self.check_before_apply(pull, batch, redactor)?;
+        self.check_before_apply(pull, batch, redactor, false)?;
         between();
         self.apply_checked_batch(batch, redactor, None, None, None, None)
     }
@@ -541,7 +554,7 @@ pub struct Preparer {
 }
 
 /// A batch's records prepared by a [`Preparer`], each with whether
-/// redaction here changed it.
+/// redaction here changed it, and whether its entries check out.
 pub struct PreparedBatch {
     /// The batch as received: what it must equal, records and all, to
     /// stand for a batch's records (the one checked and applied).
@@ -549,6 +562,9 @@ pub struct PreparedBatch {
     records: Vec<(NewRecord, bool)>,
     /// Whether it was encoded with the database's dictionary.
     dict: bool,
+    /// Whether its entries passed `check_entries` (every record's hash
+    /// computed again: the costly part of checking a batch).
+    entries_ok: bool,
 }
 
 impl Preparer {
@@ -558,9 +574,11 @@ impl Preparer {
         self.dict.is_some()
     }
 
-    /// Prepares every record of `batch` (slots the node may already hold
-    /// included: the apply leaves those out).
+    /// Checks the entries of `batch` ([`check_entries`]) and prepares
+    /// every record (slots the node may already hold included: the apply
+    /// leaves those out).
     pub fn prepare(&self, batch: Batch) -> PreparedBatch {
+        let entries_ok = check_entries(&batch).is_ok();
         let records = batch
             .records
             .iter()
@@ -573,11 +591,18 @@ impl Preparer {
             batch,
             records,
             dict: self.dict.is_some(),
+            entries_ok,
         }
     }
 }
 
 impl PreparedBatch {
+    /// Whether `batch`'s entries were checked here: it is the very batch
+    /// prepared (every field equal) and its entries passed.
+    fn checked(&self, batch: &Batch) -> bool {
+        self.entries_ok && self.batch == *batch
+    }
+
     /// Whether it was prepared from `batch` itself: the same log, seqs and
     /// records, field by field (not only their hashes: the batch applied
     /// is the one checked, and a peer could send another under its seqs).

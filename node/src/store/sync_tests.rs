@@ -334,15 +334,25 @@ fn a_bad_batch_is_rejected_whole_and_blames_the_peer() {
         origin: NodeId([9; 20]),
         ..good.clone()
     };
+    let preparer = b.store.preparer(&r);
     for bad in [tampered, gap, wrong_origin] {
-        let err = b
-            .store
-            .apply_batch(ApplyRequest::new(&pull, &bad, &r))
-            .expect_err("must be rejected");
-        assert!(matches!(err, ApplyError::Peer(_)), "{err:?}");
-        assert_eq!(err.blame(), Blame::Peer);
-        assert_eq!(b.records(), 0, "nothing of a rejected batch is stored");
-        assert_eq!(b.store.watermark(&a.id, 1001).expect("wm"), 0);
+        // Checked here, or ahead by a preparer: of the good batch (its
+        // check stands for no other), or of this very one.
+        let aheads = [
+            None,
+            Some(preparer.prepare(good.clone())),
+            Some(preparer.prepare(bad.clone())),
+        ];
+        for ahead in aheads {
+            let err = b
+                .store
+                .apply_batch(ApplyRequest::new(&pull, &bad, &r).prepared(ahead))
+                .expect_err("must be rejected");
+            assert!(matches!(err, ApplyError::Peer(_)), "{err:?}");
+            assert_eq!(err.blame(), Blame::Peer);
+            assert_eq!(b.records(), 0, "nothing of a rejected batch is stored");
+            assert_eq!(b.store.watermark(&a.id, 1001).expect("wm"), 0);
+        }
     }
     // A pull that went stale is this node's problem, not the peer's.
     let ahead = Pull {
@@ -366,8 +376,19 @@ fn a_bad_batch_is_rejected_whole_and_blames_the_peer() {
         "{err:?}"
     );
     assert_eq!(err.blame(), Blame::Local);
+    // Entries checked ahead leave the shape to check: a stale pull is
+    // still found out.
+    let err = b
+        .store
+        .apply_batch(
+            ApplyRequest::new(&ahead, &batch, &r).prepared(Some(preparer.prepare(batch.clone()))),
+        )
+        .expect_err("stale");
+    assert!(matches!(err, ApplyError::Stale { .. }), "{err:?}");
     b.store
-        .apply_batch(ApplyRequest::new(&pull, &good, &r))
+        .apply_batch(
+            ApplyRequest::new(&pull, &good, &r).prepared(Some(preparer.prepare(good.clone()))),
+        )
         .expect("the good batch applies");
     assert_eq!(b.records(), 10);
 }
