@@ -291,6 +291,8 @@ impl Store {
             .conn
             .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
         super::trust::recheck(&tx, batch)??;
+        let rules = redactor.rules_id();
+        super::redacted_with::hold(&tx, Some(&rules))?;
         let deferred = match catch_up.as_deref_mut() {
             Some(c) => c.hold(&tx, !batch.tombstones.is_empty())?,
             None => false,
@@ -309,6 +311,7 @@ impl Store {
         )?;
         let log = log_id(&tx, &wire::node_text(&batch.origin), batch.epoch)?;
         super::trust::record(&tx, log, batch, peer, crate::clock::now_ms())?;
+        super::redacted_with::stamp(&tx, Some(&rules))?;
         tx.commit()?;
         if let Some(c) = catch_up {
             c.stored(report.stored);
@@ -462,8 +465,12 @@ fn apply_checked(
     };
     // Records prepared ahead, while an earlier batch was stored, when
     // they are what would be prepared here now.
-    let ahead =
-        ahead.filter(|a| embedder.is_none() && a.dict == dict.is_some() && a.matches(batch));
+    let ahead = ahead.filter(|a| {
+        embedder.is_none()
+            && a.dict == dict.is_some()
+            && a.redactor.same_rules(redactor)
+            && a.matches(batch)
+    });
     if let Some(a) = ahead {
         let chunks = a.records.into_iter().zip(&batch.records).map(|(p, r)| {
             (r.seq > held).then_some(Prepared {
@@ -565,6 +572,8 @@ pub struct PreparedBatch {
     /// Whether its entries passed `check_entries` (every record's hash
     /// computed again: the costly part of checking a batch).
     entries_ok: bool,
+    /// What redacted its records.
+    redactor: Redactor,
 }
 
 impl Preparer {
@@ -592,6 +601,7 @@ impl Preparer {
             records,
             dict: self.dict.is_some(),
             entries_ok,
+            redactor: self.redactor.clone(),
         }
     }
 }

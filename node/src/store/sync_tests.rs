@@ -393,6 +393,66 @@ fn a_bad_batch_is_rejected_whole_and_blames_the_peer() {
     assert_eq!(b.records(), 10);
 }
 
+/// A sender sends the text of its records as stored when the very rules
+/// it serves with made every stored text (redacting it again would change
+/// nothing); with other rules, or once text from other or unknown rules
+/// is stored beside it, the text is redacted again on the way out.
+#[test]
+fn text_its_own_rules_made_goes_out_as_stored_until_other_rules_store_beside_it() {
+    let mut a = TestNode::new(1);
+    let b = TestNode::new(2);
+    let r = Redactor::new();
+    a.store.set_redaction_rules(r.rules_id());
+    let mut recs = session("s", "/p", 3, "ticket ACME-123456 filed");
+    for x in &mut recs {
+        crate::redact::fields::redact_record(x, &r, &mut Default::default());
+    }
+    a.index(&recs);
+    let (pull, batch) = first_batch(&a, &b);
+    assert_eq!(batch.records.len(), 3);
+    for w in &batch.records {
+        // What went out is what redacting every field again gives.
+        let mut again = w.clone();
+        assert!(!crate::redact::fields::redact_wire(&mut again, &r));
+        assert!(w.text.contains("ACME-123456"), "{}", w.text);
+    }
+    // A user's pattern is other rules: the text is redacted again.
+    let custom = Redactor::with_extra_patterns(&["ACME-[0-9]{6}".to_owned()]).expect("pattern");
+    assert_ne!(custom.rules_id(), r.rules_id());
+    let other = a.store.serve_pull(&pull, None, &custom).expect("serve");
+    assert_eq!(other.records.len(), 3);
+    assert!(
+        other
+            .records
+            .iter()
+            .all(|w| !w.text.contains("ACME-123456"))
+    );
+    // The mark is trusted: a text stored past the rules (which no writer
+    // naming them does) goes out as stored...
+    a.index(&[rec("s", "/p", 9, &format!("planted {SECRET}"))]);
+    let all = Pull {
+        max_records: 100,
+        ..pull
+    };
+    let served = |a: &TestNode| {
+        a.store
+            .serve_pull(&all, None, &r)
+            .expect("serve")
+            .records
+            .iter()
+            .any(|w| w.text.contains(SECRET))
+    };
+    assert!(served(&a));
+    // ...until a writer that does not know its rules stores text beside
+    // it: from then on every text is redacted again.
+    let mut other_writer = Store::open(a.store.path()).expect("open");
+    let mut ing = other_writer.ingest(&a.origin()).expect("ingest");
+    ing.insert(&rec("t", "/p", 1, "from elsewhere"), None)
+        .expect("insert");
+    ing.commit().expect("commit");
+    assert!(!served(&a));
+}
+
 #[test]
 fn crash_before_commit_then_repull_stores_each_record_once() {
     let mut a = TestNode::new(1);
