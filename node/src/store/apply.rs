@@ -48,8 +48,8 @@ use super::catch_up::CatchUp;
 use super::forget::{covered_counts, merge_fts, purge_owned, store_tombstone};
 use super::insert::{NewRecord, insert};
 use super::log::{
-    LogKind, any_tombstones, any_unheld, covered_by, log_id, own_log, put_record_slot, put_slot,
-    read_watermark, revive, set_watermark,
+    LogKind, any_tombstones, any_unheld, covered_by, log_id, own_log, put_slot, read_watermark,
+    revive, set_watermark,
 };
 use super::wire;
 use super::{Store, StoreError};
@@ -722,6 +722,13 @@ fn store_prepared(
     };
     let mut ids = super::insert::RowIds::default();
     let mut stmts = super::insert::RecordStatements::prepare(conn)?;
+    // Prepared once for the batch: nearly every record puts one.
+    let mut record_slot = conn.prepare(super::log::RECORD_SLOT)?;
+    let mut put_record_slot = |seq: u64, id: i64| {
+        record_slot
+            .execute(rusqlite::params![cx.log, seq as i64, id])
+            .map(drop)
+    };
     let mut out = Stored::default();
     // In the batch's order; a preparing thread that stopped early (it
     // panicked) leaves records out, and the caller resumes its panic
@@ -787,11 +794,11 @@ fn store_prepared(
             // keeps the hash its origin signed and is relayed as a stub.
             (true, _) => put_slot(conn, cx.log, r.seq, LogKind::Withheld, &r.hash).map(drop)?,
             // Names the record's row id: just stored, or found by hash.
-            (false, Some(id)) => put_record_slot(conn, cx.log, r.seq, id)?,
+            (false, Some(id)) => put_record_slot(r.seq, id)?,
             (false, None) => {
                 let map = catch_up.as_deref_mut().and_then(CatchUp::map);
                 match super::catch_up::record_id(conn, map.as_deref(), &new.hash)? {
-                    Some(id) => put_record_slot(conn, cx.log, r.seq, id)?,
+                    Some(id) => put_record_slot(r.seq, id)?,
                     None => put_slot(conn, cx.log, r.seq, LogKind::Record, &new.hash).map(drop)?,
                 }
             }

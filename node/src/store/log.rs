@@ -542,13 +542,15 @@ pub(crate) fn put_record_slot(
     seq: u64,
     rec: i64,
 ) -> Result<(), StoreError> {
-    conn.prepare_cached(
-        "INSERT INTO logs(log, seq, kind, rec) VALUES (?1, ?2, 0, ?3)
-         ON CONFLICT(log, seq) DO NOTHING",
-    )?
-    .execute(params![log, seq as i64, rec])?;
+    conn.prepare_cached(RECORD_SLOT)?
+        .execute(params![log, seq as i64, rec])?;
     Ok(())
 }
+
+/// Puts a record slot: log ?1, seq ?2, record row id ?3 (see
+/// [`put_record_slot`]).
+pub(crate) const RECORD_SLOT: &str = "INSERT INTO logs(log, seq, kind, rec) VALUES (?1, ?2, 0, ?3)
+     ON CONFLICT(log, seq) DO NOTHING";
 
 /// Record slots that name a hash: what was deleted and may be stored
 /// again (through `logs_unheld`).
