@@ -157,19 +157,6 @@ pub struct ApplyRequest<'a, 'e> {
     ahead: Option<PreparedBatch>,
 }
 
-impl std::fmt::Debug for ApplyRequest<'_, '_> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ApplyRequest")
-            .field("pull", self.pull)
-            .field("batch_last_seq", &self.batch.last_seq)
-            .field("peer", &self.peer)
-            .field("embedder", &self.embedder.is_some())
-            .field("catch_up", &self.catch_up.is_some())
-            .field("ahead", &self.ahead.is_some())
-            .finish()
-    }
-}
-
 impl<'a, 'e> ApplyRequest<'a, 'e> {
     /// Applies `batch`, received in answer to `pull`; its records are
     /// redacted again with `redactor` before they are stored.
