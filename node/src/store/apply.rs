@@ -219,9 +219,12 @@ impl Store {
             catch_up,
             ahead,
         } = req;
-        // Entries checked ahead, with this very batch: only its shape
-        // against the pull is left.
-        let entries_checked = ahead.as_ref().is_some_and(|a| a.checked(batch));
+        // Prepared from this very batch (every field equal; not only the
+        // hashes: the batch applied is the one checked, and a peer could
+        // send another under its seqs), or not used at all. Its entries
+        // checked ahead leave only its shape against the pull.
+        let ahead = ahead.filter(|a| a.batch == *batch);
+        let entries_checked = ahead.as_ref().is_some_and(|a| a.entries_ok);
         self.check_before_apply(pull, batch, redactor, entries_checked)?;
         self.apply_checked_batch(batch, redactor, peer, embedder, catch_up, ahead)
     }
@@ -237,7 +240,7 @@ impl Store {
 
     /// Everything about a batch that can be judged before taking the
     /// write lock: its shape against the pull, its entries (unless
-    /// `entries_checked` ahead: [`PreparedBatch::checked`]), its origin
+    /// `entries_checked` ahead by a [`Preparer`]), its origin
     /// and seals and its forgets.
     fn check_before_apply(
         &self,
@@ -453,10 +456,7 @@ fn apply_checked(
     // Records prepared ahead, while an earlier batch was stored, when
     // they are what would be prepared here now.
     let ahead = ahead.filter(|a| {
-        embedder.is_none()
-            && a.dict == dict.is_some()
-            && a.redactor.same_rules(redactor)
-            && a.matches(batch)
+        embedder.is_none() && a.dict == dict.is_some() && a.redactor.same_rules(redactor)
     });
     if let Some(a) = ahead {
         let chunks = a.records.into_iter().zip(&batch.records).map(|(p, r)| {
@@ -590,24 +590,6 @@ impl Preparer {
             entries_ok,
             redactor: self.redactor.clone(),
         }
-    }
-}
-
-impl PreparedBatch {
-    /// Whether `batch`'s entries were checked here: it is the very batch
-    /// prepared (every field equal) and its entries passed.
-    fn checked(&self, batch: &Batch) -> bool {
-        self.entries_ok && self.batch == *batch
-    }
-
-    /// Whether it was prepared from `batch` itself: the same log, seqs and
-    /// records, field by field (not only their hashes: the batch applied
-    /// is the one checked, and a peer could send another under its seqs).
-    fn matches(&self, batch: &Batch) -> bool {
-        self.batch.origin == batch.origin
-            && self.batch.epoch == batch.epoch
-            && self.batch.after_seq == batch.after_seq
-            && self.batch.records == batch.records
     }
 }
 
