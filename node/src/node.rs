@@ -12,7 +12,7 @@ use crate::search::{self, Hit, Query, SearchError, SearchOptions};
 use crate::sources::notes;
 use crate::store::survey;
 use crate::store::{
-    ApplyError, ApplyReport, Component, ForgetCandidate, ForgetError, ForgetReport,
+    ApplyError, ApplyReport, ApplyRequest, Component, ForgetCandidate, ForgetError, ForgetReport,
     MAX_QUERY_FORGET, SessionLookup, Store, StoreError, StoreStats, Synced,
 };
 use cairn_protocol::{Batch, ForgetTarget, NodeId, Pull, Watermark};
@@ -296,6 +296,7 @@ impl Node {
         // projects, titles and files are redacted once, now.
         let redactor = Redactor::new();
         store.redact_stored_fields(&redactor)?;
+        store.set_redaction_rules(redactor.rules_id());
         // Batches of the own log leave sealed with the identity key.
         match crate::seal::Signer::new(identity.key()) {
             Ok(signer) => store.set_signer(std::sync::Arc::new(signer)),
@@ -832,17 +833,13 @@ impl Node {
         Ok(self.store.serve_pull(pull, scope, &self.redactor)?)
     }
 
-    /// Applies a batch a peer sent in answer to `pull` (see `Store::apply_batch`).
+    /// Applies a batch `peer` sent in answer to `pull` (see
+    /// `Store::apply_batch`; the peer vouches for an origin key this node
+    /// sees for the first time).
     ///
     /// When the batch brought tombstones, notes they cover are removed from
     /// this node's notes file too (a failure there is logged: the batch is
     /// already committed and the records are gone from the index).
-    pub fn apply_batch(&mut self, pull: &Pull, batch: &Batch) -> Result<ApplyReport, ApplyError> {
-        self.apply_batch_from(pull, batch, None)
-    }
-
-    /// [`Node::apply_batch`] for a batch `peer` sent (the peer vouches for
-    /// an origin key this node sees for the first time).
     pub fn apply_batch_from(
         &mut self,
         pull: &Pull,
@@ -896,14 +893,12 @@ impl Node {
         // a large catch-up; vectors never travel.
         let embedder = (self.config.semantic && !batch.records.is_empty() && !bulk)
             .then(crate::embed::builtin);
-        let applied = self.store.apply_batch_prepared(
-            pull,
-            batch,
-            &self.redactor,
-            peer,
-            embedder,
-            self.catch_up.as_mut(),
-            ahead,
+        let applied = self.store.apply_batch(
+            ApplyRequest::new(pull, batch, &self.redactor)
+                .from_peer(peer)
+                .embedding(embedder)
+                .catching_up(self.catch_up.as_mut())
+                .prepared(ahead),
         );
         let report = match applied {
             Ok(r) => r,
@@ -963,7 +958,7 @@ impl Node {
     }
 
     /// What prepares a peer's batches off the node while it stores an
-    /// earlier one (see `Store::apply_batch_prepared`).
+    /// earlier one (see `ApplyRequest::prepared`).
     pub fn batch_preparer(&self) -> crate::store::Preparer {
         self.store.preparer(&self.redactor)
     }

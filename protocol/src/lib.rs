@@ -36,7 +36,10 @@ pub mod seal;
 mod serde_util;
 pub mod version;
 
-pub use batch::{BatchBuilder, BatchError, BuildError, LogEntry, Pushed, check_batch, next_pull};
+pub use batch::{
+    BatchBuilder, BatchError, BuildError, LogEntry, Pushed, check_batch, check_batch_shape,
+    check_entries, next_pull,
+};
 pub use conversation::{
     Action, ApplyResult, Conversation, ConversationConfig, ConversationError, Event, Finished,
 };

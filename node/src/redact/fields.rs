@@ -243,10 +243,22 @@ fn update(s: &mut String, f: impl FnOnce(&str) -> Option<String>) -> bool {
 /// when anything changed (so the record stays self-verifying). Returns
 /// whether anything was redacted.
 pub fn redact_wire(w: &mut WireRecord, redactor: &Redactor) -> bool {
+    redact_wire_fields(w, redactor, true)
+}
+
+/// [`redact_wire`] for a record whose text `redactor` (its very rules:
+/// [`Redactor::rules_id`]) made: every field but the text, which would
+/// come out the same (redaction is idempotent).
+pub fn redact_wire_but_text(w: &mut WireRecord, redactor: &Redactor) -> bool {
+    redact_wire_fields(w, redactor, false)
+}
+
+fn redact_wire_fields(w: &mut WireRecord, redactor: &Redactor, text: bool) -> bool {
     let mut counts = RedactionCounts::new();
-    let mut changed = update(&mut w.text, |s| {
-        redactor.redact(s, &mut counts).into_owned_if_changed()
-    });
+    let mut changed = text
+        && update(&mut w.text, |s| {
+            redactor.redact(s, &mut counts).into_owned_if_changed()
+        });
     for f in &mut w.files {
         changed |= update(f, |s| {
             redact_path(redactor, s, &mut counts).into_owned_if_changed()

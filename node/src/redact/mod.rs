@@ -202,6 +202,31 @@ fn builtin() -> Vec<Compiled> {
         .collect()
 }
 
+/// The source of every module whose code decides what redaction
+/// outputs (tests excluded), hashed into [`Redactor::rules_id`].
+const RULES_SOURCE: [&str; 8] = [
+    include_str!("mod.rs"),
+    include_str!("rules.rs"),
+    include_str!("fields.rs"),
+    include_str!("value.rs"),
+    include_str!("entropy.rs"),
+    include_str!("starts.rs"),
+    include_str!("scope.rs"),
+    include_str!("recalled.rs"),
+];
+
+/// [`Redactor::rules_id`] of the built-in rules followed by `user`.
+fn rules_id_of(user: &[&str]) -> String {
+    let mut h = blake3::Hasher::new();
+    h.update(env!("CARGO_PKG_VERSION").as_bytes());
+    for part in RULES_SOURCE.iter().chain(user) {
+        // Length-prefixed: no two lists hash alike.
+        h.update(&(part.len() as u64).to_le_bytes());
+        h.update(part.as_bytes());
+    }
+    h.finalize().to_hex()[..32].to_owned()
+}
+
 /// The built-in rules followed by `patterns`, which are compiled (and
 /// checked) now.
 fn compile(patterns: &[String]) -> Result<Arc<[Compiled]>, RedactError> {
@@ -263,6 +288,27 @@ impl Redactor {
             (Rules::Builtin, Rules::Builtin) => true,
             (Rules::Custom(a), Rules::Custom(b)) => Arc::ptr_eq(a, b),
             _ => false,
+        }
+    }
+
+    /// Names the rules this redactor applies, for knowing that text it
+    /// redacted needs no redacting again (redaction is idempotent): equal
+    /// ids, equal output. It covers the code of this module itself (the
+    /// built-in patterns and every handler, whose source is hashed in at
+    /// build time, so any change to them gives another id), the crate's
+    /// version and the user patterns, in order.
+    pub fn rules_id(&self) -> String {
+        static BUILTIN: OnceLock<String> = OnceLock::new();
+        match &self.rules {
+            Rules::Builtin => BUILTIN.get_or_init(|| rules_id_of(&[])).clone(),
+            Rules::Custom(c) => {
+                let user: Vec<&str> = c
+                    .iter()
+                    .filter(|r| matches!(r.action, Action::Custom))
+                    .map(|r| r.regex().as_str())
+                    .collect();
+                rules_id_of(&user)
+            }
         }
     }
 

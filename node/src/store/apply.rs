@@ -1,6 +1,7 @@
 //! Applying a batch received from a peer: in one transaction with the
 //! watermark advance, so a crash loses nothing and duplicates nothing (the
-//! same range is simply pulled again).
+//! same range is simply pulled again). One entry point:
+//! [`Store::apply_batch`], asked with an [`ApplyRequest`].
 //!
 //! Owns the receiver's rules:
 //! - the whole batch is checked against the pull that asked for it
@@ -26,16 +27,20 @@
 //!   its writer; their vectors are computed there too and stored in the
 //!   same transaction when no earlier record still waits for its vector
 //!   (else the next vector pass computes them); a session may instead
-//!   prepare a batch's records while the batch before it is stored
-//!   ([`Preparer`]), used only for the very batch they were prepared from,
-//!   with the dictionary as it stands and when no vector is computed;
+//!   prepare a batch's records and check its entries (their hashes) while
+//!   the batch before it is stored ([`Preparer`]), used only for the very
+//!   batch they were prepared from (the records prepared only with the
+//!   dictionary as it stands and when no vector is computed), so that the
+//!   thread holding the write lock only checks the batch's shape;
 //! - the batches of a large catch-up (`store::catch_up`) look hashes up in
 //!   the catch-up's map while it holds the records' hash index deferred;
 //!   every other batch builds the index first (`hash_index::ensure`).
 //!
 //! Never touches the network; never trusts a field it did not check.
 
-use cairn_protocol::{Batch, BatchError, NodeId, Pull, check_batch};
+use cairn_protocol::{
+    Batch, BatchError, NodeId, Pull, check_batch, check_batch_shape, check_entries,
+};
 use rusqlite::Connection;
 use serde::Serialize;
 
@@ -43,8 +48,8 @@ use super::catch_up::CatchUp;
 use super::forget::{covered_counts, merge_fts, purge_owned, store_tombstone};
 use super::insert::{NewRecord, insert};
 use super::log::{
-    LogKind, any_tombstones, any_unheld, covered_by, log_id, own_log, put_record_slot, put_slot,
-    read_watermark, revive, set_watermark,
+    LogKind, any_tombstones, any_unheld, covered_by, log_id, own_log, put_slot, read_watermark,
+    revive, set_watermark,
 };
 use super::wire;
 use super::{Store, StoreError};
@@ -137,54 +142,90 @@ impl From<rusqlite::Error> for ApplyError {
     }
 }
 
+/// What applying one batch is asked to do ([`Store::apply_batch`]): the
+/// batch received in answer to a pull, redacted again with a redactor
+/// before it is stored. By default no peer vouches for an origin key seen
+/// for the first time, no vectors are computed, the batch is no part of a
+/// large catch-up and nothing was prepared ahead.
+pub struct ApplyRequest<'a, 'e> {
+    pull: &'a Pull,
+    batch: &'a Batch,
+    redactor: &'a Redactor,
+    peer: Option<&'a NodeId>,
+    embedder: Option<&'a Embedder<'e>>,
+    catch_up: Option<&'a mut CatchUp>,
+    ahead: Option<PreparedBatch>,
+}
+
+impl<'a, 'e> ApplyRequest<'a, 'e> {
+    /// Applies `batch`, received in answer to `pull`; its records are
+    /// redacted again with `redactor` before they are stored.
+    pub fn new(pull: &'a Pull, batch: &'a Batch, redactor: &'a Redactor) -> Self {
+        ApplyRequest {
+            pull,
+            batch,
+            redactor,
+            peer: None,
+            embedder: None,
+            catch_up: None,
+            ahead: None,
+        }
+    }
+
+    /// The batch came from `peer`: the one vouching for an origin key seen
+    /// for the first time.
+    pub fn from_peer(mut self, peer: Option<&'a NodeId>) -> Self {
+        self.peer = peer;
+        self
+    }
+
+    /// With an `embedder`, the new records' vectors are computed on a
+    /// second thread while the batch is stored, and stored with it when
+    /// every earlier record has its own (else a vector pass computes them).
+    pub fn embedding(mut self, embedder: Option<&'a Embedder<'e>>) -> Self {
+        self.embedder = embedder;
+        self
+    }
+
+    /// The batch is part of a large `catch_up` (`store::catch_up`): while
+    /// it holds the records' hash index deferred, its map stands in for
+    /// the index.
+    pub fn catching_up(mut self, catch_up: Option<&'a mut CatchUp>) -> Self {
+        self.catch_up = catch_up;
+        self
+    }
+
+    /// The batch's records prepared `ahead` ([`Preparer::prepare`]) while
+    /// an earlier batch was stored. They are used only when they match the
+    /// batch, were prepared with the database's dictionary as it stands
+    /// and no vector is computed with the records; else they are prepared
+    /// during the apply.
+    pub fn prepared(mut self, ahead: Option<PreparedBatch>) -> Self {
+        self.ahead = ahead;
+        self
+    }
+}
+
 impl Store {
-    /// Applies `batch`, received in answer to `pull`, in one transaction
-    /// together with the watermark advance. See the module docs for the
-    /// rules. Records are redacted again with `redactor` before storing.
-    pub fn apply_batch(
-        &mut self,
-        pull: &Pull,
-        batch: &Batch,
-        redactor: &Redactor,
-    ) -> Result<ApplyReport, ApplyError> {
-        self.apply_batch_from(pull, batch, redactor, None, None)
-    }
-
-    /// [`Store::apply_batch`] for a batch `peer` sent: the peer is noted as
-    /// the one vouching for an origin key seen for the first time. With an
-    /// `embedder`, the new records' vectors are computed on a second
-    /// thread while the batch is stored, and stored with it when every
-    /// earlier record has its own (else a vector pass computes them).
-    pub fn apply_batch_from(
-        &mut self,
-        pull: &Pull,
-        batch: &Batch,
-        redactor: &Redactor,
-        peer: Option<&NodeId>,
-        embedder: Option<&Embedder<'_>>,
-    ) -> Result<ApplyReport, ApplyError> {
-        self.apply_batch_prepared(pull, batch, redactor, peer, embedder, None, None)
-    }
-
-    /// [`Store::apply_batch_from`] for a batch of a large `catch_up`
-    /// (`store::catch_up`: while it holds the records' hash index
-    /// deferred, its map stands in for the index), with the batch's
-    /// records prepared `ahead` ([`Preparer::prepare`]) while an earlier
-    /// batch was stored. Those are used only when they match the batch,
-    /// were prepared with the database's dictionary as it stands and no
-    /// vector is computed with the records; else they are prepared here.
-    #[allow(clippy::too_many_arguments)]
-    pub fn apply_batch_prepared(
-        &mut self,
-        pull: &Pull,
-        batch: &Batch,
-        redactor: &Redactor,
-        peer: Option<&NodeId>,
-        embedder: Option<&Embedder<'_>>,
-        catch_up: Option<&mut CatchUp>,
-        ahead: Option<PreparedBatch>,
-    ) -> Result<ApplyReport, ApplyError> {
-        self.check_before_apply(pull, batch, redactor)?;
+    /// Applies a batch as `req` asks, in one transaction together with the
+    /// watermark advance. See the module docs for the rules.
+    pub fn apply_batch(&mut self, req: ApplyRequest<'_, '_>) -> Result<ApplyReport, ApplyError> {
+        let ApplyRequest {
+            pull,
+            batch,
+            redactor,
+            peer,
+            embedder,
+            catch_up,
+            ahead,
+        } = req;
+        // Prepared from this very batch (every field equal; not only the
+        // hashes: the batch applied is the one checked, and a peer could
+        // send another under its seqs), or not used at all. Its entries
+        // checked ahead leave only its shape against the pull.
+        let ahead = ahead.filter(|a| a.batch == *batch);
+        let entries_checked = ahead.as_ref().is_some_and(|a| a.entries_ok);
+        self.check_before_apply(pull, batch, redactor, entries_checked)?;
         self.apply_checked_batch(batch, redactor, peer, embedder, catch_up, ahead)
     }
 
@@ -198,15 +239,21 @@ impl Store {
     }
 
     /// Everything about a batch that can be judged before taking the
-    /// write lock: its shape against the pull, its origin and seals (the
-    /// signature check is the costly part) and its forgets.
+    /// write lock: its shape against the pull, its entries (unless
+    /// `entries_checked` ahead by a [`Preparer`]), its origin
+    /// and seals and its forgets.
     fn check_before_apply(
         &self,
         pull: &Pull,
         batch: &Batch,
         redactor: &Redactor,
+        entries_checked: bool,
     ) -> Result<(), ApplyError> {
-        check_batch(pull, batch)?;
+        if entries_checked {
+            check_batch_shape(pull, batch)?;
+        } else {
+            check_batch(pull, batch)?;
+        }
         super::trust::check(&self.conn, batch)??;
         if let Some(refusal) = super::trust::forget_names_a_secret(batch, redactor) {
             return Err(refusal.into());
@@ -234,6 +281,8 @@ impl Store {
             .conn
             .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
         super::trust::recheck(&tx, batch)??;
+        let rules = redactor.rules_id();
+        super::redacted_with::hold(&tx, Some(&rules))?;
         let deferred = match catch_up.as_deref_mut() {
             Some(c) => c.hold(&tx, !batch.tombstones.is_empty())?,
             None => false,
@@ -252,6 +301,7 @@ impl Store {
         )?;
         let log = log_id(&tx, &wire::node_text(&batch.origin), batch.epoch)?;
         super::trust::record(&tx, log, batch, peer, crate::clock::now_ms())?;
+        super::redacted_with::stamp(&tx, Some(&rules))?;
         tx.commit()?;
         if let Some(c) = catch_up {
             c.stored(report.stored);
@@ -298,7 +348,7 @@ impl Store {
         redactor: &Redactor,
         between: impl FnOnce(),
     ) -> Result<ApplyReport, ApplyError> {
-        self.check_before_apply(pull, batch, redactor)?;
+        self.check_before_apply(pull, batch, redactor, false)?;
         between();
         self.apply_checked_batch(batch, redactor, None, None, None, None)
     }
@@ -405,8 +455,9 @@ fn apply_checked(
     };
     // Records prepared ahead, while an earlier batch was stored, when
     // they are what would be prepared here now.
-    let ahead =
-        ahead.filter(|a| embedder.is_none() && a.dict == dict.is_some() && a.matches(batch));
+    let ahead = ahead.filter(|a| {
+        embedder.is_none() && a.dict == dict.is_some() && a.redactor.same_rules(redactor)
+    });
     if let Some(a) = ahead {
         let chunks = a.records.into_iter().zip(&batch.records).map(|(p, r)| {
             (r.seq > held).then_some(Prepared {
@@ -497,7 +548,7 @@ pub struct Preparer {
 }
 
 /// A batch's records prepared by a [`Preparer`], each with whether
-/// redaction here changed it.
+/// redaction here changed it, and whether its entries check out.
 pub struct PreparedBatch {
     /// The batch as received: what it must equal, records and all, to
     /// stand for a batch's records (the one checked and applied).
@@ -505,6 +556,11 @@ pub struct PreparedBatch {
     records: Vec<(NewRecord, bool)>,
     /// Whether it was encoded with the database's dictionary.
     dict: bool,
+    /// Whether its entries passed `check_entries` (every record's hash
+    /// computed again: the costly part of checking a batch).
+    entries_ok: bool,
+    /// What redacted its records.
+    redactor: Redactor,
 }
 
 impl Preparer {
@@ -514,9 +570,11 @@ impl Preparer {
         self.dict.is_some()
     }
 
-    /// Prepares every record of `batch` (slots the node may already hold
-    /// included: the apply leaves those out).
+    /// Checks the entries of `batch` ([`check_entries`]) and prepares
+    /// every record (slots the node may already hold included: the apply
+    /// leaves those out).
     pub fn prepare(&self, batch: Batch) -> PreparedBatch {
+        let entries_ok = check_entries(&batch).is_ok();
         let records = batch
             .records
             .iter()
@@ -529,19 +587,9 @@ impl Preparer {
             batch,
             records,
             dict: self.dict.is_some(),
+            entries_ok,
+            redactor: self.redactor.clone(),
         }
-    }
-}
-
-impl PreparedBatch {
-    /// Whether it was prepared from `batch` itself: the same log, seqs and
-    /// records, field by field (not only their hashes: the batch applied
-    /// is the one checked, and a peer could send another under its seqs).
-    fn matches(&self, batch: &Batch) -> bool {
-        self.batch.origin == batch.origin
-            && self.batch.epoch == batch.epoch
-            && self.batch.after_seq == batch.after_seq
-            && self.batch.records == batch.records
     }
 }
 
@@ -643,6 +691,13 @@ fn store_prepared(
     };
     let mut ids = super::insert::RowIds::default();
     let mut stmts = super::insert::RecordStatements::prepare(conn)?;
+    // Prepared once for the batch: nearly every record puts one.
+    let mut record_slot = conn.prepare(super::log::RECORD_SLOT)?;
+    let mut put_record_slot = |seq: u64, id: i64| {
+        record_slot
+            .execute(rusqlite::params![cx.log, seq as i64, id])
+            .map(drop)
+    };
     let mut out = Stored::default();
     // In the batch's order; a preparing thread that stopped early (it
     // panicked) leaves records out, and the caller resumes its panic
@@ -708,11 +763,11 @@ fn store_prepared(
             // keeps the hash its origin signed and is relayed as a stub.
             (true, _) => put_slot(conn, cx.log, r.seq, LogKind::Withheld, &r.hash).map(drop)?,
             // Names the record's row id: just stored, or found by hash.
-            (false, Some(id)) => put_record_slot(conn, cx.log, r.seq, id)?,
+            (false, Some(id)) => put_record_slot(r.seq, id)?,
             (false, None) => {
                 let map = catch_up.as_deref_mut().and_then(CatchUp::map);
                 match super::catch_up::record_id(conn, map.as_deref(), &new.hash)? {
-                    Some(id) => put_record_slot(conn, cx.log, r.seq, id)?,
+                    Some(id) => put_record_slot(r.seq, id)?,
                     None => put_slot(conn, cx.log, r.seq, LogKind::Record, &new.hash).map(drop)?,
                 }
             }

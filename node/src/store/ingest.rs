@@ -130,6 +130,7 @@ impl Store {
             unheld: false,
             deferral: None,
             hash_ready: false,
+            rules: self.redaction_rules.clone(),
         };
         ing.begin()?;
         Ok(ing)
@@ -286,6 +287,9 @@ pub struct Ingest<'a> {
     deferral: Option<Deferral>,
     /// Whether this transaction made sure the hash index exists.
     hash_ready: bool,
+    /// The rules that redacted the records stored (see
+    /// `store::redacted_with`).
+    rules: Option<String>,
 }
 
 /// A pass's hold on the deferred hash index.
@@ -306,6 +310,7 @@ impl Ingest<'_> {
         )?);
         // Sync hooks: the own log's next slot, and whether any tombstone
         // may refuse a record.
+        super::redacted_with::hold(self.conn, self.rules.as_deref())?;
         self.log = super::log::Appender::open(self.conn, &self.origin)?;
         self.tombstones = super::log::any_tombstones(self.conn)?;
         self.unheld = super::log::any_unheld(self.conn)?;
@@ -399,6 +404,9 @@ impl Ingest<'_> {
         }
         if let Some(log) = &mut self.log {
             log.finish(self.conn)?;
+        }
+        if self.tx.is_some() {
+            super::redacted_with::stamp(self.conn, self.rules.as_deref())?;
         }
         if let Some(tx) = self.tx.take() {
             tx.commit()?;

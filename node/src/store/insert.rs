@@ -39,6 +39,10 @@ pub struct NewRecord {
     files: String,
     /// The text, for the full-text index.
     text: String,
+    /// The text and files as the full-text index sees them, when that is
+    /// not as they are (CJK text: see `index_form`), worked out off the
+    /// writer's thread.
+    fts_form: (Option<String>, Option<String>),
     /// How the text is stored: `None` until encoded (then by [`insert`],
     /// with the database's dictionary), `Some(None)` as `text` itself,
     /// `Some(Some(bytes))` compressed.
@@ -119,6 +123,12 @@ impl NewRecord {
             flags |= codec::DECISION;
         }
         let title = (kind == Some(Role::User)).then(|| session_title(&text));
+        let files = files.join("\n");
+        let owned = |form: Cow<'_, str>| match form {
+            Cow::Owned(s) => Some(s),
+            Cow::Borrowed(_) => None,
+        };
+        let fts_form = (owned(index_form(&text)), owned(index_form(&files)));
         NewRecord {
             hash,
             agent,
@@ -128,8 +138,9 @@ impl NewRecord {
             role,
             time_ms,
             offset,
-            files: files.join("\n"),
+            files,
             text,
+            fts_form,
             stored: None,
             flags,
             title,
@@ -180,6 +191,8 @@ impl NewRecord {
             + self.role.capacity()
             + self.files.capacity()
             + self.text.capacity()
+            + opt(&self.fts_form.0)
+            + opt(&self.fts_form.1)
             + self
                 .stored
                 .as_ref()
@@ -388,8 +401,8 @@ pub(crate) fn insert(
     stmts.fts.add(
         rowid,
         rec.stemmed(),
-        &index_form(&rec.text),
-        &index_form(&rec.files),
+        rec.fts_form.0.as_deref().unwrap_or(&rec.text),
+        rec.fts_form.1.as_deref().unwrap_or(&rec.files),
     )?;
     ids.counts
         .entry(session)
@@ -501,6 +514,34 @@ mod tests {
             stmts.finish(conn, &mut ids).expect("finish");
         }
         (dir, store)
+    }
+
+    #[test]
+    fn cjk_text_and_files_enter_the_index_in_the_form_worked_out_ahead() {
+        let mut cjk = record(Role::User, "修复了登录错误 fixed");
+        cjk.files = vec!["文档/说明.md".into()];
+        let plain = record(Role::ToolOutput, "plain words only");
+        let (new_cjk, new_plain) = (NewRecord::from_record(cjk), NewRecord::from_record(plain));
+        // Worked out when prepared: spaced CJK; nothing kept for text the
+        // index takes as it is.
+        assert_eq!(
+            new_cjk.fts_form.0.as_deref(),
+            Some(" 修  复  了  登  录  错  误  fixed")
+        );
+        assert!(new_cjk.fts_form.1.is_some());
+        assert_eq!(new_plain.fts_form, (None, None));
+        let (_dir, store) = store_all([(new_cjk, "n1".into()), (new_plain, "n1".into())]);
+        let found = |q: &str| -> i64 {
+            store
+                .conn()
+                .query_row("SELECT count(*) FROM fts WHERE fts MATCH ?1", [q], |r| {
+                    r.get(0)
+                })
+                .expect("match")
+        };
+        assert_eq!(found("录"), 1);
+        assert_eq!(found("files : 档"), 1);
+        assert_eq!(found("plain"), 1);
     }
 
     #[test]

@@ -201,7 +201,9 @@ impl Store {
     /// `pull.after_seq`, in seq order, within the pull's limits, streamed
     /// from a cursor.
     ///
-    /// Records are redacted again with `redactor` on the way out. With a
+    /// Records are redacted again with `redactor` on the way out (their
+    /// text only when `redactor`'s rules may not have made every stored
+    /// text: `store::redacted_with`). With a
     /// `scope` (project path prefixes), a record whose project is not under
     /// one of them, and a project forget for such a project, is sent as a
     /// withheld stub: its content never leaves. Session and record forgets
@@ -254,6 +256,9 @@ impl Store {
             return Ok(builder.finish(held));
         }
         let limit = (pull.max_records as usize).clamp(1, cairn_protocol::MAX_BATCH_ENTRIES);
+        // Texts these very rules made go out as stored (see
+        // `store::redacted_with`): redacting them again changes nothing.
+        let text_redacted = super::redacted_with::holds(&self.conn, &redactor.rules_id())?;
         let mut q = self.conn.prepare_cached(SERVE_PULL)?;
         let mut rows = q.query(params![
             origin,
@@ -289,7 +294,7 @@ impl Store {
                                 ),
                                 files: files.lines().map(str::to_owned).collect(),
                             };
-                            let w = wire::record_to_wire(seq, rec, redactor);
+                            let w = wire::record_to_wire(seq, rec, redactor, text_redacted);
                             if own || w.hash == hash {
                                 // This node seals its own log as it
                                 // serves it, redacted content included.
@@ -537,13 +542,15 @@ pub(crate) fn put_record_slot(
     seq: u64,
     rec: i64,
 ) -> Result<(), StoreError> {
-    conn.prepare_cached(
-        "INSERT INTO logs(log, seq, kind, rec) VALUES (?1, ?2, 0, ?3)
-         ON CONFLICT(log, seq) DO NOTHING",
-    )?
-    .execute(params![log, seq as i64, rec])?;
+    conn.prepare_cached(RECORD_SLOT)?
+        .execute(params![log, seq as i64, rec])?;
     Ok(())
 }
+
+/// Puts a record slot: log ?1, seq ?2, record row id ?3 (see
+/// [`put_record_slot`]).
+pub(crate) const RECORD_SLOT: &str = "INSERT INTO logs(log, seq, kind, rec) VALUES (?1, ?2, 0, ?3)
+     ON CONFLICT(log, seq) DO NOTHING";
 
 /// Record slots that name a hash: what was deleted and may be stored
 /// again (through `logs_unheld`).

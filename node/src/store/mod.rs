@@ -45,6 +45,7 @@ pub(crate) mod ranker;
 mod read;
 #[cfg(test)]
 mod read_api_tests;
+mod redacted_with;
 pub(crate) mod runs;
 mod schema;
 mod session_lookup;
@@ -74,7 +75,7 @@ pub fn set_upgrade_notice(notice: fn(&Path, u32, u32)) {
     let _ = UPGRADE_NOTICE.set(notice);
 }
 
-pub use apply::{ApplyError, ApplyReport, Blame, PreparedBatch, Preparer};
+pub use apply::{ApplyError, ApplyReport, ApplyRequest, Blame, PreparedBatch, Preparer};
 pub use browse::{Activity, DayCount, Origin, ProjectCount, RecentFilter};
 pub use catch_up::{CATCH_UP_MIN, CatchUp};
 pub use columns_file::Damage;
@@ -237,6 +238,10 @@ pub struct Store {
     /// Seals batches of this node's own log (set by the node; a store
     /// without one serves its own log unsealed, which peers refuse).
     signer: Option<std::sync::Arc<crate::seal::Signer>>,
+    /// The rules (`Redactor::rules_id`) that redact the records this
+    /// store's indexing passes store (set by the node; `None`: not known,
+    /// see `store::redacted_with`).
+    redaction_rules: Option<String>,
 }
 
 impl Store {
@@ -318,6 +323,7 @@ impl Store {
             path: path.to_path_buf(),
             held: None,
             signer: None,
+            redaction_rules: None,
         };
         if (1..schema::REBUILT_RECORDS).contains(&before) {
             // The rebuild left the old tables' pages free inside the file:
@@ -360,6 +366,7 @@ impl Store {
             path: path.to_path_buf(),
             held: None,
             signer: None,
+            redaction_rules: None,
         })
     }
 

@@ -11,7 +11,7 @@ use cairn_protocol::{
 };
 use tempfile::TempDir;
 
-use super::{ApplyError, Blame, Store, TrustError};
+use super::{ApplyError, ApplyRequest, Blame, Store, TrustError};
 use crate::record::{Record, Role};
 use crate::redact::Redactor;
 
@@ -143,7 +143,7 @@ fn pull_all(
             moved.batches += 1;
             let report = to
                 .store
-                .apply_batch(&pull, &batch, &redactor)
+                .apply_batch(ApplyRequest::new(&pull, &batch, &redactor))
                 .expect("apply batch");
             moved.stored += report.stored;
             moved.refused += report.refused;
@@ -334,15 +334,25 @@ fn a_bad_batch_is_rejected_whole_and_blames_the_peer() {
         origin: NodeId([9; 20]),
         ..good.clone()
     };
+    let preparer = b.store.preparer(&r);
     for bad in [tampered, gap, wrong_origin] {
-        let err = b
-            .store
-            .apply_batch(&pull, &bad, &r)
-            .expect_err("must be rejected");
-        assert!(matches!(err, ApplyError::Peer(_)), "{err:?}");
-        assert_eq!(err.blame(), Blame::Peer);
-        assert_eq!(b.records(), 0, "nothing of a rejected batch is stored");
-        assert_eq!(b.store.watermark(&a.id, 1001).expect("wm"), 0);
+        // Checked here, or ahead by a preparer: of the good batch (its
+        // check stands for no other), or of this very one.
+        let aheads = [
+            None,
+            Some(preparer.prepare(good.clone())),
+            Some(preparer.prepare(bad.clone())),
+        ];
+        for ahead in aheads {
+            let err = b
+                .store
+                .apply_batch(ApplyRequest::new(&pull, &bad, &r).prepared(ahead))
+                .expect_err("must be rejected");
+            assert!(matches!(err, ApplyError::Peer(_)), "{err:?}");
+            assert_eq!(err.blame(), Blame::Peer);
+            assert_eq!(b.records(), 0, "nothing of a rejected batch is stored");
+            assert_eq!(b.store.watermark(&a.id, 1001).expect("wm"), 0);
+        }
     }
     // A pull that went stale is this node's problem, not the peer's.
     let ahead = Pull {
@@ -350,7 +360,10 @@ fn a_bad_batch_is_rejected_whole_and_blames_the_peer() {
         ..pull
     };
     let batch = a.store.serve_pull(&ahead, None, &r).expect("serve");
-    let err = b.store.apply_batch(&ahead, &batch, &r).expect_err("stale");
+    let err = b
+        .store
+        .apply_batch(ApplyRequest::new(&ahead, &batch, &r))
+        .expect_err("stale");
     assert!(
         matches!(
             err,
@@ -363,10 +376,81 @@ fn a_bad_batch_is_rejected_whole_and_blames_the_peer() {
         "{err:?}"
     );
     assert_eq!(err.blame(), Blame::Local);
+    // Entries checked ahead leave the shape to check: a stale pull is
+    // still found out.
+    let err = b
+        .store
+        .apply_batch(
+            ApplyRequest::new(&ahead, &batch, &r).prepared(Some(preparer.prepare(batch.clone()))),
+        )
+        .expect_err("stale");
+    assert!(matches!(err, ApplyError::Stale { .. }), "{err:?}");
     b.store
-        .apply_batch(&pull, &good, &r)
+        .apply_batch(
+            ApplyRequest::new(&pull, &good, &r).prepared(Some(preparer.prepare(good.clone()))),
+        )
         .expect("the good batch applies");
     assert_eq!(b.records(), 10);
+}
+
+/// A sender sends the text of its records as stored when the very rules
+/// it serves with made every stored text (redacting it again would change
+/// nothing); with other rules, or once text from other or unknown rules
+/// is stored beside it, the text is redacted again on the way out.
+#[test]
+fn text_its_own_rules_made_goes_out_as_stored_until_other_rules_store_beside_it() {
+    let mut a = TestNode::new(1);
+    let b = TestNode::new(2);
+    let r = Redactor::new();
+    a.store.set_redaction_rules(r.rules_id());
+    let mut recs = session("s", "/p", 3, "ticket ACME-123456 filed");
+    for x in &mut recs {
+        crate::redact::fields::redact_record(x, &r, &mut Default::default());
+    }
+    a.index(&recs);
+    let (pull, batch) = first_batch(&a, &b);
+    assert_eq!(batch.records.len(), 3);
+    for w in &batch.records {
+        // What went out is what redacting every field again gives.
+        let mut again = w.clone();
+        assert!(!crate::redact::fields::redact_wire(&mut again, &r));
+        assert!(w.text.contains("ACME-123456"), "{}", w.text);
+    }
+    // A user's pattern is other rules: the text is redacted again.
+    let custom = Redactor::with_extra_patterns(&["ACME-[0-9]{6}".to_owned()]).expect("pattern");
+    assert_ne!(custom.rules_id(), r.rules_id());
+    let other = a.store.serve_pull(&pull, None, &custom).expect("serve");
+    assert_eq!(other.records.len(), 3);
+    assert!(
+        other
+            .records
+            .iter()
+            .all(|w| !w.text.contains("ACME-123456"))
+    );
+    // The mark is trusted: a text stored past the rules (which no writer
+    // naming them does) goes out as stored...
+    a.index(&[rec("s", "/p", 9, &format!("planted {SECRET}"))]);
+    let all = Pull {
+        max_records: 100,
+        ..pull
+    };
+    let served = |a: &TestNode| {
+        a.store
+            .serve_pull(&all, None, &r)
+            .expect("serve")
+            .records
+            .iter()
+            .any(|w| w.text.contains(SECRET))
+    };
+    assert!(served(&a));
+    // ...until a writer that does not know its rules stores text beside
+    // it: from then on every text is redacted again.
+    let mut other_writer = Store::open(a.store.path()).expect("open");
+    let mut ing = other_writer.ingest(&a.origin()).expect("ingest");
+    ing.insert(&rec("t", "/p", 1, "from elsewhere"), None)
+        .expect("insert");
+    ing.commit().expect("commit");
+    assert!(!served(&a));
 }
 
 #[test]
@@ -387,7 +471,10 @@ fn crash_before_commit_then_repull_stores_each_record_once() {
     let moved = pull_all(&a, &mut b, None, all());
     assert_eq!(moved.stored, 40);
     // Applying the same batch again changes nothing.
-    let again = b.store.apply_batch(&pull, &batch, &r).expect("replay");
+    let again = b
+        .store
+        .apply_batch(ApplyRequest::new(&pull, &batch, &r))
+        .expect("replay");
     assert_eq!((again.stored, again.already_held), (0, 40));
     assert_eq!(b.records(), 40);
     assert_eq!(b.count("SELECT sum(records) FROM sessions"), 40);
@@ -491,7 +578,7 @@ fn a_secret_reaching_apply_is_redacted_before_storage() {
     a.signer.seal_own(&mut raw);
     let report = b
         .store
-        .apply_batch(&pull, &raw, &Redactor::new())
+        .apply_batch(ApplyRequest::new(&pull, &raw, &Redactor::new()))
         .expect("apply");
     assert_eq!((report.stored, report.redacted), (1, 1));
     b.store.truncate_wal().expect("checkpoint");
@@ -537,7 +624,7 @@ fn every_planted_kind_received_from_a_peer_is_redacted_before_storage() {
     a.signer.seal_own(&mut batch);
     let report = b
         .store
-        .apply_batch(&pull, &batch, &Redactor::new())
+        .apply_batch(ApplyRequest::new(&pull, &batch, &Redactor::new()))
         .expect("apply");
     assert_eq!(report.stored as usize, kinds.len());
     b.store.truncate_wal().expect("checkpoint");
@@ -802,7 +889,7 @@ fn relayed_seals_cover_any_range_with_the_hashes_outside_it() {
         .serve_pull(&first, None, &Redactor::new())
         .expect("serve");
     c.store
-        .apply_batch(&first, &batch, &Redactor::new())
+        .apply_batch(ApplyRequest::new(&first, &batch, &Redactor::new()))
         .expect("apply");
     assert_eq!(c.store.watermark(&a.id, first.epoch).expect("wm"), 3);
     // C pulls the rest from B: the first seal B sends starts before C's
@@ -857,7 +944,7 @@ fn own_origin_changed_keys_and_broken_seals_are_refused_whole() {
     altered.records[1].hash = altered.records[1].content_hash();
     let e = b
         .store
-        .apply_batch(&pull, &altered, &Redactor::new())
+        .apply_batch(ApplyRequest::new(&pull, &altered, &Redactor::new()))
         .expect_err("altered");
     assert!(
         matches!(e, ApplyError::Refused(TrustError::BadSignature { .. })),
@@ -871,7 +958,7 @@ fn own_origin_changed_keys_and_broken_seals_are_refused_whole() {
     b.signer.seal_own(&mut own);
     let e = b
         .store
-        .apply_batch(&own_pull, &own, &Redactor::new())
+        .apply_batch(ApplyRequest::new(&own_pull, &own, &Redactor::new()))
         .expect_err("own origin");
     assert!(
         matches!(e, ApplyError::Refused(TrustError::OwnOrigin { .. })),
@@ -879,7 +966,7 @@ fn own_origin_changed_keys_and_broken_seals_are_refused_whole() {
     );
     // The genuine batch goes in, and A's key is now known.
     b.store
-        .apply_batch(&pull, &batch, &Redactor::new())
+        .apply_batch(ApplyRequest::new(&pull, &batch, &Redactor::new()))
         .expect("genuine");
     assert_eq!(b.records(), before + 4);
     // A different key recorded for A (a second key for a known origin)
@@ -895,7 +982,7 @@ fn own_origin_changed_keys_and_broken_seals_are_refused_whole() {
     let (pull, batch) = first_batch(&a, &b);
     let e = b
         .store
-        .apply_batch(&pull, &batch, &Redactor::new())
+        .apply_batch(ApplyRequest::new(&pull, &batch, &Redactor::new()))
         .expect_err("changed key");
     assert!(
         matches!(e, ApplyError::Refused(TrustError::KeyChanged { .. })),
@@ -925,7 +1012,7 @@ fn a_forget_naming_a_secret_is_refused_with_its_batch() {
     assert_eq!(batch.tombstones.len(), 1, "{batch:?}");
     let e = b
         .store
-        .apply_batch(&pull, &batch, &Redactor::new())
+        .apply_batch(ApplyRequest::new(&pull, &batch, &Redactor::new()))
         .expect_err("a secret in a forget");
     assert!(
         matches!(e, ApplyError::Refused(TrustError::SecretInForget { .. })),
@@ -990,7 +1077,7 @@ fn received_records_bring_the_vectors_a_vector_pass_would_compute() {
         let (pull, batch) = first_batch(&a, to);
         let report = to
             .store
-            .apply_batch_from(&pull, &batch, &Redactor::new(), None, embedder)
+            .apply_batch(ApplyRequest::new(&pull, &batch, &Redactor::new()).embedding(embedder))
             .expect("apply");
         assert_eq!(report.stored, 150);
     };
@@ -1115,14 +1202,10 @@ fn pull_catching_up(
         };
         let report = to
             .store
-            .apply_batch_prepared(
-                &pull,
-                &batch,
-                &redactor,
-                None,
-                None,
-                Some(catch_up),
-                Some(ahead),
+            .apply_batch(
+                ApplyRequest::new(&pull, &batch, &redactor)
+                    .catching_up(Some(catch_up))
+                    .prepared(Some(ahead)),
             )
             .expect("apply");
         stored += report.stored;
@@ -1264,15 +1347,7 @@ fn a_catch_up_gives_the_index_up_to_another_writer_and_a_killed_one_leaves_it_to
         .expect("large enough");
     let (pull, batch) = served_from_start(&a, 100, 1 << 20);
     k.store
-        .apply_batch_prepared(
-            &pull,
-            &batch,
-            &Redactor::new(),
-            None,
-            None,
-            Some(&mut c),
-            None,
-        )
+        .apply_batch(ApplyRequest::new(&pull, &batch, &Redactor::new()).catching_up(Some(&mut c)))
         .expect("apply");
     drop(c);
     assert!(!index_present(&k) && deferral_noted(&k));

@@ -5,7 +5,8 @@
 //! Owns the two crossings of the trust boundary for record content: on the
 //! way out a stored record is redacted again with the current rules (so
 //! what leaves a machine is redacted whatever the settings were when it was
-//! indexed), and on the way in a received record is redacted again locally
+//! indexed; only its text is left as stored when those very rules made
+//! every stored text, see `store::redacted_with`), and on the way in a received record is redacted again locally
 //! (defence in depth). Either way, when redaction changes a hashed field the
 //! content hash is recomputed, so the record stays self-verifying. No wire
 //! trait is derived on a store type and no store row is sent as is. Never
@@ -49,11 +50,17 @@ pub fn stub(seq: u64, hash: Hash32, kind: StubKind) -> LogStub {
 }
 
 /// A stored record as it leaves this node for slot `seq`: every field
-/// redacted again with `redactor` (`redact::fields::redact_wire`) and the
-/// hash recomputed from what is sent (equal to the stored hash when
-/// nothing changed), so the receiver's `WireRecord::verify` holds whatever
-/// the rules did.
-pub fn record_to_wire(seq: u64, row: StoredRecord, redactor: &Redactor) -> WireRecord {
+/// redacted again with `redactor` (`redact::fields::redact_wire`), but
+/// the text when `text_redacted` (those very rules made it, see
+/// `store::redacted_with`), and the hash recomputed from what is sent
+/// (equal to the stored hash when nothing changed), so the receiver's
+/// `WireRecord::verify` holds whatever the rules did.
+pub fn record_to_wire(
+    seq: u64,
+    row: StoredRecord,
+    redactor: &Redactor,
+    text_redacted: bool,
+) -> WireRecord {
     let mut w = WireRecord {
         seq,
         hash: row.hash,
@@ -67,7 +74,11 @@ pub fn record_to_wire(seq: u64, row: StoredRecord, redactor: &Redactor) -> WireR
         files: row.files,
     };
     w.hash = w.content_hash();
-    crate::redact::fields::redact_wire(&mut w, redactor);
+    if text_redacted {
+        crate::redact::fields::redact_wire_but_text(&mut w, redactor);
+    } else {
+        crate::redact::fields::redact_wire(&mut w, redactor);
+    }
     w
 }
 
@@ -175,12 +186,12 @@ mod tests {
     fn outgoing_record_is_redacted_and_self_verifying() {
         let r = Redactor::new();
         let secret = "AKIAUJZDE8GXD6NCF10E";
-        let w = record_to_wire(7, stored(&format!("the key is {secret} ok")), &r);
+        let w = record_to_wire(7, stored(&format!("the key is {secret} ok")), &r, false);
         assert_eq!(w.seq, 7);
         assert!(!w.text.contains(secret), "{}", w.text);
         assert!(w.text.contains("[REDACTED"), "{}", w.text);
         w.verify().expect("hash recomputed over the redacted text");
-        let clean = record_to_wire(1, stored("nothing secret here"), &r);
+        let clean = record_to_wire(1, stored("nothing secret here"), &r, false);
         assert_eq!(clean.text, "nothing secret here");
         clean.verify().expect("verifies");
     }
@@ -188,14 +199,14 @@ mod tests {
     #[test]
     fn incoming_record_is_redacted_again_under_a_new_hash() {
         let r = Redactor::new();
-        let mut w = record_to_wire(1, stored("fine"), &r);
+        let mut w = record_to_wire(1, stored("fine"), &r, false);
         w.text = "leaked AKIAUJZDE8GXD6NCF10E here".into();
         w.hash = w.content_hash();
         let (row, redacted) = record_from_wire(&w, &r);
         assert!(redacted);
         assert!(!row.text.contains("AKIAUJZDE8GXD6NCF10E"));
         assert_ne!(row.hash, w.hash);
-        let clean = record_to_wire(1, stored("fine"), &r);
+        let clean = record_to_wire(1, stored("fine"), &r, false);
         let (row, redacted) = record_from_wire(&clean, &r);
         assert!(!redacted);
         assert_eq!(row.hash, clean.hash);

@@ -11,7 +11,7 @@
 //! [`Conversation`] with the time since the session started, and performs
 //! its actions: sends frames, serves pulls (`Node::serve_pull`, with the
 //! scope the peer table gives that peer) and applies batches
-//! (`Node::apply_batch`, one transaction each, watermark included, then
+//! (`Node::apply_pulled`, one transaction each, watermark included, then
 //! the fresh watermarks go back to the machine) on the blocking pool, and
 //! arms the one timer. How the machine ended maps onto [`SyncError`] with
 //! the same blame as before the split.
