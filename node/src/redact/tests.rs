@@ -875,3 +875,26 @@ fn skipping_rules_by_their_literals_changes_no_output_on_the_planted_and_real_te
         assert_eq!(lazy(t), eager(t), "{t:?}");
     }
 }
+
+/// Every file of this module that decides what redaction outputs is
+/// hashed into `Redactor::rules_id`: a new one left out would let a
+/// sender trust text that rules other than its own made.
+#[test]
+fn the_rules_id_hashes_every_production_file_of_the_module() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/redact");
+    let mut production = 0;
+    for entry in std::fs::read_dir(&dir).expect("read redact/") {
+        let path = entry.expect("entry").path();
+        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        if !name.ends_with(".rs") || name.ends_with("tests.rs") {
+            continue;
+        }
+        let text = std::fs::read_to_string(&path).expect("read");
+        assert!(
+            super::RULES_SOURCE.contains(&text.as_str()),
+            "{name} is not hashed into rules_id"
+        );
+        production += 1;
+    }
+    assert_eq!(production, super::RULES_SOURCE.len());
+}
