@@ -118,22 +118,13 @@ impl<'a> Table<'a> {
             .map(|n| n as u32)
     }
 
-    /// How many rows (tokens) the table holds.
-    pub fn rows(&self) -> usize {
+    fn rows(&self) -> usize {
         self.scales.len() / 4
     }
 
     /// The tokens, one per row, in row order.
     pub fn tokens(&self) -> impl Iterator<Item = &'a str> {
         self.text.split('\n')
-    }
-
-    /// Row `id` as its scale and int8 values; `None` past the last row.
-    pub fn row(&self, id: u32) -> Option<(f32, &'a [u8])> {
-        let i = id as usize;
-        let s = self.scales.get(i * 4..i * 4 + 4)?;
-        let scale = f32::from_le_bytes([s[0], s[1], s[2], s[3]]);
-        Some((scale, &self.values[i * self.dim..(i + 1) * self.dim]))
     }
 
     /// Adds row `id` to `acc` (which has `dim` entries).

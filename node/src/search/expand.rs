@@ -112,12 +112,12 @@ impl<'a> Rows<'a> {
             unit: Vec::new(),
         };
         for (i, token) in t.tokens().enumerate() {
-            let (scale, values) = t.row(i as u32).unwrap_or((0.0, &[]));
-            let v: Vec<f32> = values.iter().map(|&b| scale * f32::from(b as i8)).collect();
+            let mut v = vec![0f32; dim];
+            t.add_row(i as u32, &mut v);
             let n = v.iter().map(|x| x * x).sum::<f32>().sqrt();
             rows.tokens.push(token);
             rows.weights.push(n);
-            match n > 0.0 && v.len() == dim {
+            match n > 0.0 {
                 true => rows.unit.extend(v.iter().map(|x| x / n)),
                 false => rows.unit.extend(std::iter::repeat_n(0.0, dim)),
             }
