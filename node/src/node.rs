@@ -296,7 +296,7 @@ impl Node {
         // projects, titles and files are redacted once, now.
         let redactor = Redactor::new();
         store.redact_stored_fields(&redactor)?;
-        store.set_redaction_rules(redactor.rules_id());
+        store.set_redaction_rules(&redactor);
         // Batches of the own log leave sealed with the identity key.
         match crate::seal::Signer::new(identity.key()) {
             Ok(signer) => store.set_signer(std::sync::Arc::new(signer)),

@@ -178,8 +178,9 @@ pub struct Redactor {
 enum Rules {
     /// The built-in rules, compiled on first use and shared by the process.
     Builtin,
-    /// Built-in plus user patterns, compiled (and checked) when made.
-    Custom(Arc<[Compiled]>),
+    /// Built-in plus user patterns, compiled (and checked) when made, and
+    /// their [`Redactor::rules_id`] once asked (shared by clones).
+    Custom(Arc<[Compiled]>, Arc<OnceLock<String>>),
 }
 
 /// The built-in rules, each compiled when first needed.
@@ -277,7 +278,7 @@ impl Redactor {
             return Ok(Redactor::new());
         }
         Ok(Redactor {
-            rules: Rules::Custom(compile(patterns)?),
+            rules: Rules::Custom(compile(patterns)?, Arc::default()),
         })
     }
 
@@ -286,7 +287,7 @@ impl Redactor {
     pub(crate) fn same_rules(&self, other: &Redactor) -> bool {
         match (&self.rules, &other.rules) {
             (Rules::Builtin, Rules::Builtin) => true,
-            (Rules::Custom(a), Rules::Custom(b)) => Arc::ptr_eq(a, b),
+            (Rules::Custom(a, _), Rules::Custom(b, _)) => Arc::ptr_eq(a, b),
             _ => false,
         }
     }
@@ -296,26 +297,27 @@ impl Redactor {
     /// ids, equal output. It covers the code of this module itself (the
     /// built-in patterns and every handler, whose source is hashed in at
     /// build time, so any change to them gives another id), the crate's
-    /// version and the user patterns, in order.
-    pub fn rules_id(&self) -> String {
+    /// version and the user patterns, in order. Worked out once per set
+    /// of rules (it hashes the module's source).
+    pub fn rules_id(&self) -> &str {
         static BUILTIN: OnceLock<String> = OnceLock::new();
         match &self.rules {
-            Rules::Builtin => BUILTIN.get_or_init(|| rules_id_of(&[])).clone(),
-            Rules::Custom(c) => {
+            Rules::Builtin => BUILTIN.get_or_init(|| rules_id_of(&[])),
+            Rules::Custom(c, id) => id.get_or_init(|| {
                 let user: Vec<&str> = c
                     .iter()
                     .filter(|r| matches!(r.action, Action::Custom))
                     .map(|r| r.regex().as_str())
                     .collect();
                 rules_id_of(&user)
-            }
+            }),
         }
     }
 
     fn rules(&self) -> &[Compiled] {
         match &self.rules {
             Rules::Builtin => builtin_rules(),
-            Rules::Custom(c) => c,
+            Rules::Custom(c, _) => c,
         }
     }
 

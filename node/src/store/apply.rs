@@ -282,7 +282,7 @@ impl Store {
             .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
         super::trust::recheck(&tx, batch)??;
         let rules = redactor.rules_id();
-        super::redacted_with::hold(&tx, Some(&rules))?;
+        super::redacted_with::hold(&tx, Some(rules))?;
         let deferred = match catch_up.as_deref_mut() {
             Some(c) => c.hold(&tx, !batch.tombstones.is_empty())?,
             None => false,
@@ -301,7 +301,7 @@ impl Store {
         )?;
         let log = log_id(&tx, &wire::node_text(&batch.origin), batch.epoch)?;
         super::trust::record(&tx, log, batch, peer, crate::clock::now_ms())?;
-        super::redacted_with::stamp(&tx, Some(&rules))?;
+        super::redacted_with::stamp(&tx, Some(rules))?;
         tx.commit()?;
         if let Some(c) = catch_up {
             c.stored(report.stored);

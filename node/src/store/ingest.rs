@@ -130,7 +130,10 @@ impl Store {
             unheld: false,
             deferral: None,
             hash_ready: false,
-            rules: self.redaction_rules.clone(),
+            rules: self
+                .redaction_rules
+                .as_ref()
+                .map(|r| r.rules_id().to_owned()),
         };
         ing.begin()?;
         Ok(ing)

@@ -258,7 +258,7 @@ impl Store {
         let limit = (pull.max_records as usize).clamp(1, cairn_protocol::MAX_BATCH_ENTRIES);
         // Texts these very rules made go out as stored (see
         // `store::redacted_with`): redacting them again changes nothing.
-        let text_redacted = super::redacted_with::holds(&self.conn, &redactor.rules_id())?;
+        let text_redacted = super::redacted_with::holds(&self.conn, redactor.rules_id())?;
         let mut q = self.conn.prepare_cached(SERVE_PULL)?;
         let mut rows = q.query(params![
             origin,

@@ -238,10 +238,10 @@ pub struct Store {
     /// Seals batches of this node's own log (set by the node; a store
     /// without one serves its own log unsealed, which peers refuse).
     signer: Option<std::sync::Arc<crate::seal::Signer>>,
-    /// The rules (`Redactor::rules_id`) that redact the records this
-    /// store's indexing passes store (set by the node; `None`: not known,
-    /// see `store::redacted_with`).
-    redaction_rules: Option<String>,
+    /// The redactor whose rules (`Redactor::rules_id`) made the records
+    /// this store's indexing passes store (set by the node; `None`: not
+    /// known, see `store::redacted_with`).
+    redaction_rules: Option<crate::redact::Redactor>,
 }
 
 impl Store {

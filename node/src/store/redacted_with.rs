@@ -25,9 +25,10 @@ const KEY: &str = "text_redacted_with";
 
 impl Store {
     /// Names the rules that redacted the records this store's indexing
-    /// passes store (the node's redactor's `rules_id`).
-    pub fn set_redaction_rules(&mut self, rules: String) {
-        self.redaction_rules = Some(rules);
+    /// passes store: `redactor`'s (its `rules_id` is worked out when a
+    /// pass first stores records, not here on every open).
+    pub fn set_redaction_rules(&mut self, redactor: &crate::redact::Redactor) {
+        self.redaction_rules = Some(redactor.clone());
     }
 }
 

@@ -402,7 +402,7 @@ fn text_its_own_rules_made_goes_out_as_stored_until_other_rules_store_beside_it(
     let mut a = TestNode::new(1);
     let b = TestNode::new(2);
     let r = Redactor::new();
-    a.store.set_redaction_rules(r.rules_id());
+    a.store.set_redaction_rules(&r);
     let mut recs = session("s", "/p", 3, "ticket ACME-123456 filed");
     for x in &mut recs {
         crate::redact::fields::redact_record(x, &r, &mut Default::default());
