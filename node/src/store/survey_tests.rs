@@ -247,29 +247,21 @@ fn a_survey_made_from_another_and_the_rows_read_is_the_survey_of_all_rows() {
 fn a_survey_whose_hashes_do_not_add_up_is_not_used() {
     let (dir, db, later) = setup();
     let key = [1u8; 32];
-    let one = |count: u64, hashes: Vec<u128>| Tallied {
-        agent: "claude-code".into(),
-        count,
-        hashes,
+    // One source with `count` stores and `hashes`, saved.
+    let save_one = |count: u64, hashes: Vec<u128>| {
+        let one = Tallied {
+            agent: "claude-code".into(),
+            count,
+            hashes,
+        };
+        save_tallied(dir.path(), &key, taken(later, &db, None), vec![one])
+            .expect("save")
+            .expect("saved");
     };
     // More hashes than stores.
-    save_tallied(
-        dir.path(),
-        &key,
-        taken(later, &db, None),
-        vec![one(1, vec![1, 2])],
-    )
-    .expect("save")
-    .expect("saved");
+    save_one(1, vec![1, 2]);
     assert!(Survey::load(dir.path(), &key, &db).is_none());
-    save_tallied(
-        dir.path(),
-        &key,
-        taken(later, &db, None),
-        vec![one(2, vec![2, 1])],
-    )
-    .expect("save")
-    .expect("saved");
+    save_one(2, vec![2, 1]);
     let s = Survey::load(dir.path(), &key, &db).expect("sorted when written");
     assert!(s.holds("claude-code", 1) && s.holds("claude-code", 2));
     // Hashes out of order, with a sum that checks out.
