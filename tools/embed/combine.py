@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
-from distill import DIM, SIF_A, token_frequencies, write_table  # noqa: E402
+from distill import DIM, pca_sif, write_table  # noqa: E402
 from probe import read_table  # noqa: E402
 
 
@@ -50,17 +50,8 @@ def main() -> None:
         rows = rows / (np.linalg.norm(rows, axis=1, keepdims=True) + 1e-12)
         parts.append(rows * w)
     both = np.concatenate(parts, axis=1)
-    n = len(tokens)
     real = np.linalg.norm(both, axis=1) > 0
-    centred = both - both[real].mean(axis=0)
-    eigval, eigvec = np.linalg.eigh(np.cov(centred[real], rowvar=False))
-    order = np.argsort(eigval)[::-1][: a.dim]
-    proj = centred @ eigvec[:, order]
-    print(f"{both.shape[1]} -> PCA {a.dim} keeps {eigval[order].sum() / eigval.sum():.1%} of the variance", file=sys.stderr)
-    proj /= np.linalg.norm(proj, axis=1, keepdims=True) + 1e-12
-    proj *= (SIF_A / (SIF_A + token_frequencies(n)))[:, None]
-    proj[~real] = 0.0
-    write_table(a.out, tokens, proj)
+    write_table(a.out, tokens, pca_sif(both, real, a.dim))
 
 
 if __name__ == "__main__":

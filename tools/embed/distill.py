@@ -115,22 +115,24 @@ def main() -> None:
 
     # PCA over the ordinary tokens (specials/unused would skew the mean).
     real = np.arange(n) >= 999
-    mean = vecs[real].mean(axis=0)
-    centred = vecs - mean
-    cov = np.cov(centred[real], rowvar=False)
-    eigval, eigvec = np.linalg.eigh(cov)
+    write_table(out, tokens, pca_sif(vecs, real, dim))
+
+
+def pca_sif(vecs: np.ndarray, real: np.ndarray, dim: int) -> np.ndarray:
+    """The rows of `vecs` centred on the mean of the `real` ones, projected
+    on their top `dim` principal components, each at unit length times its
+    token's SIF weight; rows not `real` are zero."""
+    centred = vecs - vecs[real].mean(axis=0)
+    eigval, eigvec = np.linalg.eigh(np.cov(centred[real], rowvar=False))
     order = np.argsort(eigval)[::-1][:dim]
     proj = centred @ eigvec[:, order]
     kept = eigval[order].sum() / eigval.sum()
-    print(f"PCA {dim} dims keeps {kept:.1%} of the variance", file=sys.stderr)
-
+    print(f"{vecs.shape[1]} -> PCA {dim} dims keeps {kept:.1%} of the variance", file=sys.stderr)
     # Unit length per token, then the SIF weight carries the importance.
     proj /= np.linalg.norm(proj, axis=1, keepdims=True) + 1e-12
-    weight = SIF_A / (SIF_A + token_frequencies(n))
-    proj *= weight[:, None]
+    proj *= (SIF_A / (SIF_A + token_frequencies(len(vecs))))[:, None]
     proj[~real] = 0.0
-
-    write_table(out, tokens, proj)
+    return proj
 
 
 def write_table(out: Path, tokens: list, rows: np.ndarray) -> None:

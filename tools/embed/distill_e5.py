@@ -34,8 +34,8 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
-from distill import DIM, SIF_A, TOKENIZER_MEMBER, TOKENIZER_SHA256, TOKENIZER_WHEEL  # noqa: E402
-from distill import member, token_frequencies, write_table  # noqa: E402
+from distill import DIM, TOKENIZER_MEMBER, TOKENIZER_SHA256, TOKENIZER_WHEEL  # noqa: E402
+from distill import member, pca_sif, write_table  # noqa: E402
 
 BATCH = 512
 
@@ -76,15 +76,7 @@ def main() -> None:
         np.save(a.raw, vecs)
 
     real = np.arange(n) >= 999
-    centred = vecs - vecs[real].mean(axis=0)
-    eigval, eigvec = np.linalg.eigh(np.cov(centred[real], rowvar=False))
-    order = np.argsort(eigval)[::-1][:DIM]
-    proj = centred @ eigvec[:, order]
-    print(f"PCA {DIM} dims keeps {eigval[order].sum() / eigval.sum():.1%} of the variance", file=sys.stderr)
-    proj /= np.linalg.norm(proj, axis=1, keepdims=True) + 1e-12
-    proj *= (SIF_A / (SIF_A + token_frequencies(n)))[:, None]
-    proj[~real] = 0.0
-    write_table(a.out, tokens, proj)
+    write_table(a.out, tokens, pca_sif(vecs, real, DIM))
 
 
 if __name__ == "__main__":
