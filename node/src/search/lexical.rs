@@ -403,7 +403,9 @@ pub(super) fn run(
             stem_words.push(w.clone());
         }
     }
-    let (mut stems, mut stem_dfs) = if !stem_words.is_empty() && store.has_stem_index()? {
+    // Asked once for the stems here and the neighbours' stems below.
+    let stem_index = store.has_stem_index()?;
+    let (mut stems, mut stem_dfs) = if !stem_words.is_empty() && stem_index {
         plan_stems(&mut freq, &stem_words)?
     } else {
         (Vec::new(), Vec::new())
@@ -529,7 +531,6 @@ pub(super) fn run(
             })
             .take(expand::MOST_WORDS)
             .collect();
-        let stem_index = !words.is_empty() && store.has_stem_index()?;
         for (k, w) in words {
             for near in expand::neighbours_of(w) {
                 for (index, weight) in [
