@@ -11,7 +11,7 @@
 use super::plan::Plan;
 use super::query::{Query, Term};
 use super::screen::Screen;
-use super::{SearchError, df, expand, rank};
+use super::{SearchError, df, expand, projects, rank};
 use crate::store::ranker::{Columns, Facts};
 use crate::store::{Filter, Store, StoreError, runs};
 
@@ -350,10 +350,7 @@ fn offer(
         }
     };
     if let Some((k, score)) = concept {
-        match c.parts.iter_mut().find(|p| p.0 == k) {
-            Some(p) => p.1 = p.1.max(score),
-            None => c.parts.push((k, score)),
-        }
+        c.add_part(k, score);
     }
     Ok(())
 }
@@ -443,7 +440,22 @@ pub(super) fn run(
     // A pasted page of text: the rarest words carry the meaning.
     concepts.sort_by_key(|c| c.2);
     concepts.truncate(rank::MAX_CONCEPTS);
-    let weights: Vec<f64> = concepts.iter().map(|c| idf(c.2)).collect();
+    let mut weights: Vec<f64> = concepts.iter().map(|c| idf(c.2)).collect();
+    // A project the question names is said in every record of its
+    // sessions: the word's own concept, or one of its own.
+    let mut projects = Vec::new();
+    for named in projects::named(store, &q.text)? {
+        let word = |c: &(Option<Term>, Option<String>, i64)| matches!(&c.0, Some(Term::Phrase(p)) if p.len() == 1 && p[0] == named.name);
+        let k = match concepts.iter().position(word) {
+            Some(k) => k,
+            None => {
+                weights.push(idf(named.records));
+                weights.len() - 1
+            }
+        };
+        let score = rank::bm25_idf(docs, named.records) * rank::PROJECT_WEIGHT;
+        projects.push((k, score, named.sessions));
+    }
     let mut lengths = store.facts()?;
     let mut screen = Screen::new(store, filter, pre)?;
     // Only a filtered concept asks the screen (an unfiltered search would
@@ -569,6 +581,13 @@ pub(super) fn run(
                 store.newest_in_period(*range, filter, PERIOD_CANDIDATES)?
             {
                 offer(&mut by_id, id, None, || Ok(Some((role, ts, se, fl))))?;
+            }
+        }
+    }
+    for c in by_id.values_mut() {
+        for (k, score, sessions) in &projects {
+            if sessions.contains(&c.session_row) {
+                c.add_part(*k, *score);
             }
         }
     }

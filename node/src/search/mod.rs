@@ -13,6 +13,7 @@ mod id_set;
 mod lexical;
 mod page;
 mod plan;
+mod projects;
 pub mod query;
 pub mod rank;
 mod screen;
@@ -1093,6 +1094,50 @@ mod store_tests {
         };
         let hits = search(&store, &Query::parse("cache in October 2023"), &opts).expect("search");
         assert!(hits.iter().all(|h| h.session_id == "recent"), "{hits:?}");
+    }
+
+    #[test]
+    fn a_project_the_question_names_counts_as_said_in_its_sessions() {
+        let in_project = |session: &str, project: &str, text: &str| {
+            let mut r = rec(session, Role::Assistant, Some(NOW - 30 * DAY), text);
+            r.project = Some(project.into());
+            r
+        };
+        let (_d, store) = store_with(&[
+            // Never says "tzparse" or "web shop": only their projects do.
+            in_project(
+                "gap",
+                "/home/dev/tzparse",
+                "In the spring the gap of local times now returns an error to every caller.",
+            ),
+            in_project(
+                "shop",
+                "/home/dev/Web-Shop",
+                "Moved the bundler from webpack to vite in the end, after long talks.",
+            ),
+            // The same words, shorter, in another project.
+            in_project("other", "/home/dev/acme", "Spring gap returns an error."),
+            in_project("build", "/home/dev/acme", "The bundler moved to vite."),
+        ]);
+        assert_eq!(first(&store, "spring gap error").session_id, "other");
+        assert_eq!(
+            first(&store, "spring gap error in tzparse").session_id,
+            "gap"
+        );
+        assert_eq!(first(&store, "bundler vite").session_id, "build");
+        assert_eq!(
+            first(&store, "bundler vite in the web shop").session_id,
+            "shop"
+        );
+        assert_eq!(first(&store, "bundler vite in web-shop").session_id, "shop");
+        // A project alone finds nothing its words do not.
+        let opts = SearchOptions {
+            limit: 5,
+            now_ms: NOW,
+            ..SearchOptions::default()
+        };
+        let hits = search(&store, &Query::parse("webshop tzparse"), &opts).expect("search");
+        assert!(hits.is_empty(), "{hits:?}");
     }
 
     #[test]

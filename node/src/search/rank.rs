@@ -20,6 +20,17 @@ pub struct Candidate {
     pub(super) flags: i64,
 }
 
+impl Candidate {
+    /// Notes that the record matched concept `k` with `score` (the best
+    /// score, where it matched the concept before).
+    pub(super) fn add_part(&mut self, k: usize, score: f64) {
+        match self.parts.iter_mut().find(|p| p.0 == k) {
+            Some(p) => p.1 = p.1.max(score),
+            None => self.parts.push((k, score)),
+        }
+    }
+}
+
 /// The best record of one session, with the session's score.
 #[derive(Debug, Clone)]
 pub struct Ranked {
@@ -50,6 +61,10 @@ fn role_weight(role: &str) -> f64 {
 /// record of the same length that matches only the stem.
 pub(super) const STEM_WEIGHT: f64 = 0.6;
 
+/// How much a project's name, said by every record of its sessions,
+/// counts next to a word the record holds (see `search::projects`).
+pub(super) const PROJECT_WEIGHT: f64 = 1.0;
+
 /// BM25's term saturation and length normalisation, as FTS5 sets them.
 const BM25_K1: f64 = 1.2;
 const BM25_B: f64 = 0.75;
@@ -78,7 +93,7 @@ const COVERAGE_FLOOR: f64 = 0.3;
 /// tie-breaker, not a verdict (an old answer beats a newer passing mention).
 const TIME_WEIGHT: f64 = 0.1;
 /// Boost for records written in a period the question names.
-const PERIOD_BOOST: f64 = 2.0;
+const PERIOD_BOOST: f64 = 4.0;
 /// Score of a record found only because it lies in the named period,
 /// relative to the best word match.
 const PERIOD_ONLY: f64 = 0.3;

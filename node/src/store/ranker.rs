@@ -2,7 +2,8 @@
 //! decision flag), and the lengths, role bytes and stamps its scores and
 //! screens read ([`Facts`]), each from the columns file where it vouches
 //! and else from the record's row, so the answer is the same either way;
-//! and the oldest session's start, the far end of recency.
+//! the oldest session's start, the far end of recency; and the projects,
+//! so a question can name one.
 //!
 //! Only reads, through the columns file's own reader (`columns_file`);
 //! it changes nothing.
@@ -93,6 +94,43 @@ impl Store {
     /// records' role bytes read at once.
     pub(crate) fn roles_file(&self) -> Option<columns_file::Bytes> {
         columns_file::Bytes::roles(self)
+    }
+
+    /// The first `most` distinct project paths, in order: found by seeking
+    /// through the `sessions_project` index once per project, so the cost
+    /// grows with the number of projects, not of sessions.
+    pub(crate) fn project_paths(&self, most: usize) -> Result<Vec<String>, StoreError> {
+        let mut q = self
+            .conn()
+            .prepare_cached("SELECT min(project) FROM sessions WHERE project > ?1")?;
+        let mut paths = Vec::new();
+        let mut after = String::new();
+        // Each step moves strictly past the last path.
+        while paths.len() < most
+            && let Some(p) = q.query_row([&after], |r| r.get::<_, Option<String>>(0))?
+        {
+            paths.push(p.clone());
+            after = p;
+        }
+        Ok(paths)
+    }
+
+    /// The sessions of project `path` (their rows) and how many records
+    /// they hold together.
+    pub(crate) fn project_sessions(
+        &self,
+        path: &str,
+    ) -> Result<(rustc_hash::FxHashSet<i64>, i64), StoreError> {
+        let mut q = self
+            .conn()
+            .prepare_cached("SELECT id, records FROM sessions WHERE project = ?1")?;
+        let mut rows = q.query([path])?;
+        let (mut sessions, mut records) = (rustc_hash::FxHashSet::default(), 0);
+        while let Some(r) = rows.next()? {
+            sessions.insert(r.get::<_, i64>(0)?);
+            records += r.get::<_, i64>(1)?;
+        }
+        Ok((sessions, records))
     }
 
     /// When the oldest session started (Unix ms), if any is dated.

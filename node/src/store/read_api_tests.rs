@@ -392,6 +392,23 @@ fn ranker_columns_from_the_file_are_those_of_the_rows() {
 }
 
 #[test]
+fn projects_are_listed_once_each_with_their_sessions_and_records() {
+    let (_dir, store, known) = fixture();
+    let paths: BTreeSet<String> = known.iter().map(|k| k.project.clone()).collect();
+    let listed = store.project_paths(100).expect("paths");
+    assert_eq!(listed, paths.iter().cloned().collect::<Vec<_>>());
+    assert_eq!(store.project_paths(2).expect("two"), listed[..2]);
+    for path in &paths {
+        let (sessions, records) = store.project_sessions(path).expect("sessions");
+        let mine: Vec<&Known> = known.iter().filter(|k| &k.project == path).collect();
+        let names: BTreeSet<&str> = mine.iter().map(|k| k.session.as_str()).collect();
+        assert_eq!(sessions.len(), names.len(), "{path}");
+        assert_eq!(records, mine.len() as i64, "{path}");
+    }
+    assert_eq!(store.project_sessions("/nowhere").expect("none").1, 0);
+}
+
+#[test]
 fn a_hit_shows_its_record_and_a_user_record_its_reply() {
     let (_dir, store, known) = fixture();
     let n = known.len() as i64;

@@ -486,6 +486,12 @@ pub(super) const MIGRATIONS: &[&str] = &[
     DELETE FROM meta WHERE key IN
         ('lengths_backfill', 'roles_backfill', 'times_backfill', 'run_blocks_backfill');
     "#,
+    // v(next): the projects a question names (`store::ranker`): their
+    // distinct paths read by skipping through an index, not a scan of
+    // every session.
+    r#"
+    CREATE INDEX IF NOT EXISTS sessions_project ON sessions(project);
+    "#,
 ];
 
 /// Whether the database has table `name` (one opened read-only before an

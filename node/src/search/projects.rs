@@ -1,0 +1,129 @@
+//! Projects a question names: "what did we fix in tzparse", "the web
+//! shop's bundler". A project's name (the last part of its path, letters
+//! and digits only, lower case) counts as said in every record of its
+//! sessions, so a session of the named project covers that part of the
+//! question even where its text never repeats the name.
+//!
+//! It only boosts what the words found; it never filters (`--project`
+//! does) and adds no candidates of its own.
+
+use rustc_hash::FxHashSet;
+
+use super::query::is_stopword;
+use crate::store::{Store, StoreError};
+
+/// Shortest name that counts: "ui" or "db" would be named by accident.
+const SHORTEST: usize = 3;
+
+/// Projects compared with a question at most (one index seek each, about
+/// a microsecond): a history of more folders than this has its first
+/// ones, in path order, named.
+const MOST_PROJECTS: usize = 2_000;
+
+/// A project the question names.
+pub(super) struct Named {
+    /// The name as the question says it, joined ("web shop" → "webshop").
+    pub(super) name: String,
+    /// Its sessions' rows.
+    pub(super) sessions: FxHashSet<i64>,
+    /// Records in those sessions: how common the name is as a word.
+    pub(super) records: i64,
+}
+
+/// A project path's name: the last part, letters and digits only, lower
+/// case (`/home/dev/Web-Shop/` → `webshop`); `None` when too short.
+fn name_of(path: &str) -> Option<String> {
+    let last = path
+        .trim_end_matches(['/', '\\'])
+        .rsplit(['/', '\\'])
+        .next()?;
+    let name = squeeze(last);
+    (name.chars().count() >= SHORTEST && !is_stopword(&name)).then_some(name)
+}
+
+/// Letters and digits of `s`, lower case.
+fn squeeze(s: &str) -> String {
+    s.chars()
+        .filter(|c| c.is_alphanumeric())
+        .flat_map(char::to_lowercase)
+        .collect()
+}
+
+/// The names a question could be saying: each run of letters and digits
+/// ("Ledger-API" is two), and each two neighbouring runs joined ("web
+/// shop", "web-shop"), in lower case as [`name_of`] squeezes a path.
+fn names_in(text: &str) -> Vec<String> {
+    let words: Vec<String> = text
+        .split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .map(squeeze)
+        .collect();
+    let mut names: Vec<String> = words.clone();
+    names.extend(words.windows(2).map(|w| format!("{}{}", w[0], w[1])));
+    names.retain(|n| n.chars().count() >= SHORTEST && !is_stopword(n));
+    names.sort();
+    names.dedup();
+    names
+}
+
+/// The projects of `store` that question `text` names, each with its
+/// sessions.
+pub(super) fn named(store: &Store, text: &str) -> Result<Vec<Named>, StoreError> {
+    let asked = names_in(text);
+    if asked.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut found: Vec<Named> = Vec::new();
+    for path in store.project_paths(MOST_PROJECTS)? {
+        let Some(name) = name_of(&path) else {
+            continue;
+        };
+        if asked.binary_search(&name).is_err() {
+            continue;
+        }
+        let (sessions, records) = store.project_sessions(&path)?;
+        // Several paths can end in the same name (two machines' clones).
+        match found.iter_mut().find(|n| n.name == name) {
+            Some(n) => {
+                n.sessions.extend(sessions);
+                n.records += records;
+            }
+            None => found.push(Named {
+                name,
+                sessions,
+                records,
+            }),
+        }
+    }
+    Ok(found)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_path_is_named_by_its_last_part_squeezed() {
+        assert_eq!(name_of("/home/dev/tzparse").as_deref(), Some("tzparse"));
+        assert_eq!(name_of("/home/dev/Web-Shop/").as_deref(), Some("webshop"));
+        assert_eq!(name_of(r"C:\src\my_app").as_deref(), Some("myapp"));
+        // Too short, or a word every question has.
+        assert_eq!(name_of("/srv/ui"), None);
+        assert_eq!(name_of("/home/dev/the"), None);
+        assert_eq!(name_of("/"), None);
+    }
+
+    #[test]
+    fn a_question_names_words_and_pairs_of_words() {
+        let names = names_in("Which bundler does the web shop use?");
+        for want in ["webshop", "bundler", "shop", "web"] {
+            assert!(names.contains(&want.to_string()), "{want} in {names:?}");
+        }
+        assert!(!names.contains(&"the".to_string()));
+        let names = names_in("Warum hängt die Ledger-API?");
+        for want in ["ledger", "api", "ledgerapi", "hängt"] {
+            assert!(names.contains(&want.to_string()), "{want} in {names:?}");
+        }
+        assert!(names.windows(2).all(|w| w[0] < w[1]), "sorted, no repeats");
+    }
+}
