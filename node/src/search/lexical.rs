@@ -448,10 +448,11 @@ pub(super) fn run(
         let word = |c: &(Option<Term>, Option<String>, i64)| matches!(&c.0, Some(Term::Phrase(p)) if p.len() == 1 && p[0] == named.name);
         let k = match concepts.iter().position(word) {
             Some(k) => k,
-            None => {
+            None if weights.len() < rank::MAX_COVERED => {
                 weights.push(idf(named.records));
                 weights.len() - 1
             }
+            None => continue,
         };
         let score = rank::bm25_idf(docs, named.records) * rank::PROJECT_WEIGHT;
         projects.push((k, score, named.sessions));

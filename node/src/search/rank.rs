@@ -85,10 +85,23 @@ pub(super) fn bm25_tf_one(len: f64, mean: f64) -> f64 {
 }
 /// Concepts (terms and stems) looked up per query at most.
 pub(super) const MAX_CONCEPTS: usize = 16;
+/// Concepts a session's coverage can count: one bit each (the lexical tier
+/// plans at most [`MAX_CONCEPTS`] and adds a concept per named project).
+pub(super) const MAX_COVERED: usize = 64;
 /// A session's score is multiplied by `COVERAGE_FLOOR + (1 - COVERAGE_FLOOR)
 /// × coverage`, coverage being the IDF-weighted share of the question's
-/// concepts its records matched together.
+/// concepts that its best stretch of neighbouring records matched
+/// together (see [`NEIGHBOURS`]).
 const COVERAGE_FLOOR: f64 = 0.3;
+/// A stretch of neighbouring records: record ids up to this far apart, so
+/// a question and its reply (with a tool call between) cover a question
+/// together, while a long session's scattered mentions of its words do
+/// not. Over all of a session's records, long sessions that held each
+/// word somewhere outranked the short one that answered: on the recall
+/// bench in the 1 GB history, 0 / 2 / all records apart gave ALL/tune
+/// 83.4 / 82.7 / 81.6% R@1, and on the set alone 85.2 / 85.5 / 85.5%
+/// (0 lost a question answered across a question and its reply).
+const NEIGHBOURS: i64 = 2;
 /// How much newer beats older, at most, across the whole history: time is a
 /// tie-breaker, not a verdict (an old answer beats a newer passing mention).
 const TIME_WEIGHT: f64 = 0.1;
@@ -134,7 +147,6 @@ pub(super) fn rank(
 ) -> Vec<Ranked> {
     struct Group {
         scored: Vec<(f64, Candidate)>,
-        covered: Vec<bool>,
     }
     let words = |c: &Candidate| c.parts.iter().map(|p| p.1).sum::<f64>();
     let best_word = cands.iter().map(words).fold(0.0f64, f64::max);
@@ -156,15 +168,9 @@ pub(super) fn rank(
         {
             s *= PERIOD_BOOST;
         }
-        let g = groups.entry(c.session_row).or_insert_with(|| Group {
-            scored: Vec::new(),
-            covered: vec![false; weights.len()],
-        });
-        for (k, _) in &c.parts {
-            if let Some(x) = g.covered.get_mut(*k) {
-                *x = true;
-            }
-        }
+        let g = groups
+            .entry(c.session_row)
+            .or_insert_with(|| Group { scored: Vec::new() });
         g.scored.push((s, c));
     }
     let mut scored: Vec<(f64, Group)> = groups
@@ -178,14 +184,7 @@ pub(super) fn rank(
                 total += s * w;
                 w *= EVIDENCE_DECAY;
             }
-            let coverage = g
-                .covered
-                .iter()
-                .zip(weights)
-                .filter(|(c, _)| **c)
-                .map(|(_, w)| w)
-                .sum::<f64>()
-                / total_weight;
+            let coverage = best_stretch(&g.scored, weights) / total_weight;
             (
                 total * (COVERAGE_FLOOR + (1.0 - COVERAGE_FLOOR) * coverage.min(1.0)),
                 g,
@@ -224,6 +223,37 @@ pub(super) fn rank(
             }
         })
         .collect()
+}
+
+/// The weight of the question's concepts that the best stretch of
+/// neighbouring records among `scored` matched together (ids at most
+/// [`NEIGHBOURS`] apart, counted from each record on).
+fn best_stretch(scored: &[(f64, Candidate)], weights: &[f64]) -> f64 {
+    let mut by_id: Vec<(i64, u64)> = scored
+        .iter()
+        .map(|(_, c)| {
+            let bits = c
+                .parts
+                .iter()
+                .filter(|(k, _)| *k < MAX_COVERED)
+                .fold(0u64, |b, (k, _)| b | 1 << k);
+            (c.record_id, bits)
+        })
+        .collect();
+    by_id.sort_unstable();
+    let mut best = 0.0f64;
+    for (i, &(first, _)) in by_id.iter().enumerate() {
+        let bits = by_id[i..]
+            .iter()
+            .take_while(|(id, _)| *id <= first + NEIGHBOURS)
+            .fold(0u64, |b, (_, x)| b | x);
+        let weight = (0..weights.len().min(MAX_COVERED))
+            .filter(|k| bits & (1 << k) != 0)
+            .map(|k| weights[k])
+            .sum::<f64>();
+        best = best.max(weight);
+    }
+    best
 }
 
 /// Unix ms as RFC 3339 UTC with a `Z`.
@@ -336,6 +366,41 @@ mod tests {
         d.parts = vec![(1, 3.0)];
         let r = rank(vec![a, b, c, d], &[2.0, 2.0], span, None);
         assert_eq!(r[0].session_row, 20);
+    }
+
+    #[test]
+    fn coverage_counts_neighbouring_records_together_not_a_whole_session() {
+        let span = Span {
+            oldest_ms: NOW - YEAR,
+            now_ms: NOW,
+        };
+        let with = |id: i64, session: i64, parts: Vec<(usize, f64)>| {
+            let mut c = cand(id, session, 0.0, "assistant", Some(NOW));
+            c.parts = parts;
+            c
+        };
+        // A question of three words. Session 10 holds each of them, in
+        // records far apart, and one of them twice more; session 20 holds
+        // two of them in a question and its reply.
+        let long = vec![
+            with(1, 10, vec![(0, 3.0)]),
+            with(40, 10, vec![(1, 3.0)]),
+            with(80, 10, vec![(2, 3.0)]),
+            with(120, 10, vec![(0, 3.0)]),
+            with(160, 10, vec![(0, 3.0)]),
+        ];
+        let short = vec![with(200, 20, vec![(0, 3.0)]), with(202, 20, vec![(1, 3.0)])];
+        let weights = [2.0, 2.0, 2.0];
+        let r = rank([long.clone(), short.clone()].concat(), &weights, span, None);
+        assert_eq!(r[0].session_row, 20, "{r:?}");
+        // The same two records further apart are no longer one stretch.
+        let apart = vec![with(200, 20, vec![(0, 3.0)]), with(203, 20, vec![(1, 3.0)])];
+        let r = rank([long, apart].concat(), &weights, span, None);
+        assert_eq!(r[0].session_row, 10, "{r:?}");
+        // Coverage counts at most MAX_COVERED concepts and never panics.
+        let many = with(1, 10, (0..100).map(|k| (k, 1.0)).collect());
+        let r = rank(vec![many], &[1.0; 100], span, None);
+        assert_eq!(r.len(), 1);
     }
 
     #[test]
