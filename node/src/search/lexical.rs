@@ -386,11 +386,20 @@ pub(super) fn run(
 ) -> Result<(Vec<rank::Ranked>, Vec<String>), SearchError> {
     let empty = (Vec::new(), Vec::new());
     let (period, filter) = (&plan.period, &plan.filter);
-    let q = &plan.words;
-    if q.is_empty() {
+    if plan.words.is_empty() {
         return Ok(empty);
     }
     let mut freq = df::Frequencies::new(store)?;
+    // A hyphenated compound stands also for its words ("Ledger-API" where
+    // the sessions say "ledger" and "the API").
+    let mut loose = Vec::new();
+    for t in plan.words.compounds() {
+        if let Term::Phrase(p) = t {
+            loose.extend(p.iter().cloned());
+        }
+    }
+    let widened = plan.words.with_words(&loose);
+    let q = &widened;
     let (mut qx, mut dfs) = plan_terms(&mut freq, q)?;
     // A word that is already very common as written gains nothing from its
     // stem but the cost of a second scan: look up stems of the others only.

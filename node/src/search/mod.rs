@@ -1141,6 +1141,35 @@ mod store_tests {
     }
 
     #[test]
+    fn a_hyphenated_compound_also_finds_its_words_apart() {
+        let (_d, store) = store_with(&[
+            rec(
+                "apart",
+                Role::User,
+                Some(NOW - DAY),
+                "The ledger service's API hangs under load.",
+            ),
+            rec(
+                "other",
+                Role::User,
+                Some(NOW - DAY),
+                "The weather was fine.",
+            ),
+        ]);
+        assert_eq!(first(&store, "Ledger-API hangs").session_id, "apart");
+        let opts = SearchOptions {
+            limit: 5,
+            now_ms: NOW,
+            ..SearchOptions::default()
+        };
+        let hits = search(&store, &Query::parse("Ledger-API"), &opts).expect("search");
+        assert_eq!(hits.len(), 1, "{hits:?}");
+        // Identifiers and paths stay exact.
+        let hits = search(&store, &Query::parse("ledger_api"), &opts).expect("search");
+        assert!(hits.is_empty(), "{hits:?}");
+    }
+
+    #[test]
     fn the_answer_not_the_question_is_shown() {
         let (_d, store) = store_with(&[
             rec(

@@ -182,6 +182,38 @@ impl Query {
         }
     }
 
+    /// The phrases the question wrote as hyphenated compounds of letters
+    /// ("Ledger-API", "rate-limit"), as opposed to identifiers, paths or
+    /// quoted phrases.
+    pub fn compounds(&self) -> Vec<&Term> {
+        let text = self.text.to_lowercase();
+        self.terms
+            .iter()
+            .filter(|t| {
+                matches!(t, Term::Phrase(p) if p.len() > 1
+                    && p.iter().all(|w| w.chars().all(|c| c.is_alphabetic() && !is_cjk(c)))
+                    && text.contains(&p.join("-")))
+            })
+            .collect()
+    }
+
+    /// A copy with `words` added as words of their own (a plain one with
+    /// its stem), after the terms already there.
+    pub fn with_words(&self, words: &[String]) -> Query {
+        let mut q = self.clone();
+        for w in words {
+            let t = Term::Phrase(vec![w.clone()]);
+            if is_stopword(w) || q.terms.contains(&t) {
+                continue;
+            }
+            q.terms.push(t);
+            if is_plain_word(w) && !q.stems.contains(w) {
+                q.stems.push(w.clone());
+            }
+        }
+        q
+    }
+
     /// True when there is nothing to search for.
     pub fn is_empty(&self) -> bool {
         self.terms.is_empty()
@@ -238,6 +270,29 @@ impl Query {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn hyphenated_compounds_of_letters_are_told_from_identifiers() {
+        let q = Query::parse(
+            "Warum hängt die Ledger-API? rate-limit src/main.rs foo_bar x-86 \"wall clock\"",
+        );
+        let compounds: Vec<&Term> = q.compounds();
+        assert_eq!(
+            compounds,
+            [
+                &Term::Phrase(vec!["ledger".into(), "api".into()]),
+                &Term::Phrase(vec!["rate".into(), "limit".into()]),
+            ]
+        );
+        let wide = q.with_words(&["ledger".into(), "api".into(), "the".into()]);
+        assert!(wide.terms.contains(&Term::Phrase(vec!["ledger".into()])));
+        assert!(wide.terms.contains(&Term::Phrase(vec!["api".into()])));
+        assert!(wide.terms.starts_with(&q.terms), "added after the others");
+        assert!(wide.stems.contains(&"ledger".to_string()));
+        // A stop word is not added.
+        assert!(!wide.terms.contains(&Term::Phrase(vec!["the".into()])));
+        assert_eq!(wide.text, q.text);
+    }
 
     fn fts(q: &str) -> String {
         Query::parse(q).to_fts()
