@@ -453,7 +453,7 @@ pub(super) fn run(
     // A project the question names is said in every record of its
     // sessions: the word's own concept, or one of its own.
     let mut projects = Vec::new();
-    for named in projects::named(store, &q.text)? {
+    for named in projects::named(store, &q.text, docs / 2)? {
         let word = |c: &(Option<Term>, Option<String>, i64)| matches!(&c.0, Some(Term::Phrase(p)) if p.len() == 1 && p[0] == named.name);
         let k = match concepts.iter().position(word) {
             Some(k) => k,

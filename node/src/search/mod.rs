@@ -1118,7 +1118,46 @@ mod store_tests {
             // The same words, shorter, in another project.
             in_project("other", "/home/dev/acme", "Spring gap returns an error."),
             in_project("build", "/home/dev/acme", "The bundler moved to vite."),
+            // Started in a folder of tzparse, and in a folder of acme.
+            in_project(
+                "sub",
+                "/home/dev/tzparse/fuzz",
+                "The fuzzer found that an ambiguous fold hour returns the later offset.",
+            ),
+            in_project(
+                "acmesub",
+                "/home/dev/acme/fuzz",
+                "Fuzzer: fold hour offsets.",
+            ),
+            // The home folder, which holds most projects: naming it says nothing.
+            in_project(
+                "home",
+                "/home/dev",
+                "Fold hour offsets, from the home folder.",
+            ),
+            in_project("srv", "/srv/tools", "Fold hour offsets."),
         ]);
+        assert_eq!(
+            first(&store, "fuzzer fold hour offset").session_id,
+            "acmesub"
+        );
+        assert_eq!(
+            first(&store, "tzparse fuzzer fold hour offset").session_id,
+            "sub"
+        );
+        let opts = SearchOptions {
+            limit: 10,
+            now_ms: NOW,
+            ..SearchOptions::default()
+        };
+        let plain = search(&store, &Query::parse("fold hour offsets"), &opts).expect("search");
+        let dev = search(&store, &Query::parse("dev fold hour offsets"), &opts).expect("search");
+        let order = |h: &[Hit]| h.iter().map(|h| h.session_id.clone()).collect::<Vec<_>>();
+        assert_eq!(
+            order(&plain),
+            order(&dev),
+            "the home folder is named for nothing"
+        );
         assert_eq!(first(&store, "spring gap error").session_id, "other");
         assert_eq!(
             first(&store, "spring gap error in tzparse").session_id,
@@ -1131,11 +1170,6 @@ mod store_tests {
         );
         assert_eq!(first(&store, "bundler vite in web-shop").session_id, "shop");
         // A project alone finds nothing its words do not.
-        let opts = SearchOptions {
-            limit: 5,
-            now_ms: NOW,
-            ..SearchOptions::default()
-        };
         let hits = search(&store, &Query::parse("webshop tzparse"), &opts).expect("search");
         assert!(hits.is_empty(), "{hits:?}");
     }

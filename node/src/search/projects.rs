@@ -67,35 +67,64 @@ fn names_in(text: &str) -> Vec<String> {
 }
 
 /// The projects of `store` that question `text` names, each with its
-/// sessions.
-pub(super) fn named(store: &Store, text: &str) -> Result<Vec<Named>, StoreError> {
+/// sessions: those of a folder with the name, and of the folders under it
+/// (an agent started in `acme/web` works on `acme`). A name whose
+/// sessions hold more than `most_records` says little (the home folder
+/// holding every project) and is left out, without reading the rest.
+pub(super) fn named(
+    store: &Store,
+    text: &str,
+    most_records: i64,
+) -> Result<Vec<Named>, StoreError> {
     let asked = names_in(text);
     if asked.is_empty() {
         return Ok(Vec::new());
     }
+    let paths = store.project_paths(MOST_PROJECTS)?;
     let mut found: Vec<Named> = Vec::new();
-    for path in store.project_paths(MOST_PROJECTS)? {
-        let Some(name) = name_of(&path) else {
-            continue;
-        };
-        if asked.binary_search(&name).is_err() {
-            continue;
-        }
-        let (sessions, records) = store.project_sessions(&path)?;
-        // Several paths can end in the same name (two machines' clones).
-        match found.iter_mut().find(|n| n.name == name) {
-            Some(n) => {
-                n.sessions.extend(sessions);
-                n.records += records;
+    // Each named folder, with the index of its name in `found`.
+    let mut folders: Vec<(String, usize)> = Vec::new();
+    for path in &paths {
+        let named = name_of(path).filter(|n| asked.binary_search(n).is_ok());
+        let under = folders.iter().find(|(f, _)| is_under(path, f)).map(|x| x.1);
+        let slot = match (named, under) {
+            // Inside a named folder: counted with it.
+            (_, Some(slot)) => slot,
+            (Some(name), None) => {
+                // Several folders can have the same name (two clones).
+                let slot = match found.iter().position(|n| n.name == name) {
+                    Some(slot) => slot,
+                    None => {
+                        found.push(Named {
+                            name,
+                            sessions: FxHashSet::default(),
+                            records: 0,
+                        });
+                        found.len() - 1
+                    }
+                };
+                folders.push((path.clone(), slot));
+                slot
             }
-            None => found.push(Named {
-                name,
-                sessions,
-                records,
-            }),
+            (None, None) => continue,
+        };
+        let n = &mut found[slot];
+        if n.records > most_records {
+            continue;
         }
+        let (sessions, records) = store.project_sessions(path)?;
+        n.sessions.extend(sessions);
+        n.records += records;
     }
+    found.retain(|n| n.records <= most_records);
     Ok(found)
+}
+
+/// Whether folder `path` lies inside folder `folder`.
+fn is_under(path: &str, folder: &str) -> bool {
+    let folder = folder.trim_end_matches(['/', '\\']);
+    path.strip_prefix(folder)
+        .is_some_and(|rest| rest.starts_with(['/', '\\']) && rest.len() > 1)
 }
 
 #[cfg(test)]
@@ -111,6 +140,16 @@ mod tests {
         assert_eq!(name_of("/srv/ui"), None);
         assert_eq!(name_of("/home/dev/the"), None);
         assert_eq!(name_of("/"), None);
+    }
+
+    #[test]
+    fn a_folder_holds_the_folders_under_it_only() {
+        assert!(is_under("/src/acme/web", "/src/acme"));
+        assert!(is_under("/src/acme/web", "/src/acme/"));
+        assert!(is_under(r"C:\src\acme\web", r"C:\src\acme"));
+        assert!(!is_under("/src/acme-web", "/src/acme"));
+        assert!(!is_under("/src/acme", "/src/acme"));
+        assert!(!is_under("/src/acme/", "/src/acme"));
     }
 
     #[test]
