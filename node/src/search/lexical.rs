@@ -454,8 +454,11 @@ pub(super) fn run(
     // sessions: the word's own concept, or one of its own.
     let mut projects = Vec::new();
     for named in projects::named(store, &q.text, docs / 2)? {
-        let word = |c: &(Option<Term>, Option<String>, i64)| matches!(&c.0, Some(Term::Phrase(p)) if p.len() == 1 && p[0] == named.name);
-        let k = match concepts.iter().position(word) {
+        let said = |c: &(Option<Term>, Option<String>, i64)| match &c.0 {
+            Some(Term::Phrase(p)) => p.len() == 1 && p[0] == named.name,
+            _ => false,
+        };
+        let k = match concepts.iter().position(said) {
             Some(k) => k,
             None if weights.len() < rank::MAX_COVERED => {
                 weights.push(idf(named.records));

@@ -245,7 +245,7 @@ fn best_stretch(scored: &[(f64, Candidate)], weights: &[f64]) -> f64 {
     for (i, &(first, _)) in by_id.iter().enumerate() {
         let bits = by_id[i..]
             .iter()
-            .take_while(|(id, _)| *id <= first + NEIGHBOURS)
+            .take_while(|(id, _)| *id <= first.saturating_add(NEIGHBOURS))
             .fold(0u64, |b, (_, x)| b | x);
         let weight = (0..weights.len().min(MAX_COVERED))
             .filter(|k| bits & (1 << k) != 0)
