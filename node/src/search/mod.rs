@@ -318,14 +318,18 @@ mod store_tests {
         (dir, store)
     }
 
-    fn first(store: &Store, q: &str) -> Hit {
+    /// The first ten hits for `q`, unfiltered.
+    fn hits(store: &Store, q: &str) -> Vec<Hit> {
         let opts = SearchOptions {
-            limit: 5,
+            limit: 10,
             now_ms: NOW,
             ..SearchOptions::default()
         };
-        search(store, &Query::parse(q), &opts)
-            .expect("search")
+        search(store, &Query::parse(q), &opts).expect("search")
+    }
+
+    fn first(store: &Store, q: &str) -> Hit {
+        hits(store, q)
             .into_iter()
             .next()
             .unwrap_or_else(|| panic!("no hit for {q:?}"))
@@ -1145,17 +1149,13 @@ mod store_tests {
             first(&store, "tzparse fuzzer fold hour offset").session_id,
             "sub"
         );
-        let opts = SearchOptions {
-            limit: 10,
-            now_ms: NOW,
-            ..SearchOptions::default()
+        let order = |q: &str| {
+            let found = hits(&store, q);
+            found.into_iter().map(|h| h.session_id).collect::<Vec<_>>()
         };
-        let plain = search(&store, &Query::parse("fold hour offsets"), &opts).expect("search");
-        let dev = search(&store, &Query::parse("dev fold hour offsets"), &opts).expect("search");
-        let order = |h: &[Hit]| h.iter().map(|h| h.session_id.clone()).collect::<Vec<_>>();
         assert_eq!(
-            order(&plain),
-            order(&dev),
+            order("fold hour offsets"),
+            order("dev fold hour offsets"),
             "the home folder is named for nothing"
         );
         assert_eq!(first(&store, "spring gap error").session_id, "other");
@@ -1170,8 +1170,7 @@ mod store_tests {
         );
         assert_eq!(first(&store, "bundler vite in web-shop").session_id, "shop");
         // A project alone finds nothing its words do not.
-        let hits = search(&store, &Query::parse("webshop tzparse"), &opts).expect("search");
-        assert!(hits.is_empty(), "{hits:?}");
+        assert!(order("webshop tzparse").is_empty());
     }
 
     #[test]
@@ -1191,16 +1190,9 @@ mod store_tests {
             ),
         ]);
         assert_eq!(first(&store, "Ledger-API hangs").session_id, "apart");
-        let opts = SearchOptions {
-            limit: 5,
-            now_ms: NOW,
-            ..SearchOptions::default()
-        };
-        let hits = search(&store, &Query::parse("Ledger-API"), &opts).expect("search");
-        assert_eq!(hits.len(), 1, "{hits:?}");
+        assert_eq!(hits(&store, "Ledger-API").len(), 1);
         // Identifiers and paths stay exact.
-        let hits = search(&store, &Query::parse("ledger_api"), &opts).expect("search");
-        assert!(hits.is_empty(), "{hits:?}");
+        assert!(hits(&store, "ledger_api").is_empty());
     }
 
     #[test]
