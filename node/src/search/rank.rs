@@ -42,6 +42,8 @@ pub struct Ranked {
     /// The best-scoring assistant or note record of the same session,
     /// when the best record is the user's own words: the likely answer.
     pub(super) answer: Option<i64>,
+    /// The share of the question its best run of records covers.
+    pub(super) coverage: f64,
 }
 
 /// What a person said outweighs what a tool printed.
@@ -173,7 +175,7 @@ pub(super) fn rank(
             .or_insert_with(|| Group { scored: Vec::new() });
         g.scored.push((s, c));
     }
-    let mut scored: Vec<(f64, Group)> = groups
+    let mut scored: Vec<(f64, Group, f64)> = groups
         .into_values()
         .map(|mut g| {
             g.scored
@@ -188,6 +190,7 @@ pub(super) fn rank(
             (
                 total * (COVERAGE_FLOOR + (1.0 - COVERAGE_FLOOR) * coverage.min(1.0)),
                 g,
+                coverage.min(1.0),
             )
         })
         .collect();
@@ -198,7 +201,7 @@ pub(super) fn rank(
     });
     scored
         .into_iter()
-        .map(|(score, g)| {
+        .map(|(score, g, coverage)| {
             let best = &g.scored[0].1;
             let answer = (best.role == "user")
                 .then(|| {
@@ -220,6 +223,7 @@ pub(super) fn rank(
                 session_row: best.session_row,
                 role: best.role.clone(),
                 answer,
+                coverage,
             }
         })
         .collect()

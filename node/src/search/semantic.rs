@@ -1388,6 +1388,7 @@ mod tests {
             session_row: 1,
             role: "user".into(),
             answer: None,
+            coverage: 1.0,
         }];
         let blended =
             blend(&store, &Plan::new(&query, &with_tier), lex, scanned, None).expect("blend");
@@ -1418,6 +1419,7 @@ mod tests {
             session_row: session,
             role: "user".into(),
             answer: None,
+            coverage: 1.0,
         };
         let lex = vec![r(10, 1), r(20, 2)];
         let near = vec![
@@ -1450,6 +1452,7 @@ mod tests {
             session_row: session,
             role: "assistant".into(),
             answer: None,
+            coverage: 1.0,
         };
         let n = |id, session, sim| Near {
             record_id: id,
@@ -1473,5 +1476,18 @@ mod tests {
         // No lexical scores (all 0): ranks alone, as before.
         let lex = vec![r(10, 1, 0.0), r(20, 2, 0.0)];
         assert_eq!(first(lex, vec![n(21, 2, 0.6)]), 2);
+        // "the pet needed an operation after eating clothing": lexically
+        // first on one word of four, a short "yes operation"; the meaning
+        // tier's best is second lexically. Covering a quarter of the
+        // question, the first's vote no longer outweighs both of the
+        // second's; covering all of it, it would.
+        let part = |coverage| Ranked {
+            coverage,
+            ..r(10, 1, 10.0)
+        };
+        let lex = |coverage| vec![part(coverage), r(20, 2, 7.0)];
+        let near = || vec![n(31, 3, 0.9), n(21, 2, 0.75)];
+        assert_eq!(first(lex(0.25), near()), 2);
+        assert_eq!(first(lex(1.0), near()), 1);
     }
 }
