@@ -245,16 +245,23 @@ fn best_stretch(scored: &[(f64, Candidate)], weights: &[f64]) -> f64 {
         })
         .collect();
     by_id.sort_unstable();
-    let mut best = 0.0f64;
+    let (mut best, mut seen) = (0.0f64, 0u64);
     for (i, &(first, _)) in by_id.iter().enumerate() {
         let bits = by_id[i..]
             .iter()
             .take_while(|(id, _)| *id <= first.saturating_add(NEIGHBOURS))
             .fold(0u64, |b, (_, x)| b | x);
-        let weight = (0..weights.len().min(MAX_COVERED))
-            .filter(|k| bits & (1 << k) != 0)
-            .map(|k| weights[k])
-            .sum::<f64>();
+        // Most runs cover what one already did: weigh each set once.
+        if bits == seen {
+            continue;
+        }
+        seen = bits;
+        let (mut left, mut weight) = (bits, 0.0);
+        while left != 0 {
+            let k = left.trailing_zeros() as usize;
+            weight += weights.get(k).copied().unwrap_or(0.0);
+            left &= left - 1;
+        }
         best = best.max(weight);
     }
     best
