@@ -355,17 +355,63 @@ fn redact_with<'a>(
     counts: &mut RedactionCounts,
 ) -> Cow<'a, str> {
     let mut cur: Cow<'a, str> = Cow::Borrowed(text);
+    let mut found = Vec::new();
     for rule in rules {
         // None of the literals its matches start with: no match, and no
         // need to compile it.
         let Some(from) = rule.first_start(&cur) else {
             continue;
         };
-        if let Some(next) = apply(rule, &cur, from, counts) {
+        if let Some(next) = apply(rule, &cur, from, counts, &mut found) {
             cur = Cow::Owned(next);
         }
     }
+    if let Some(next) = redact_repeats(&cur, found, counts) {
+        cur = Cow::Owned(next);
+    }
     cur
+}
+
+/// Shortest redacted value that is also redacted where it appears again
+/// without the context that gave it away: shorter ones ("admin") are
+/// too often ordinary words.
+const REPEAT_MIN: usize = 12;
+
+/// `text` with every other occurrence of a value a rule redacted (`found`:
+/// kind and value) replaced by its marker too: a key written twice, once
+/// beside what gave it away (`-u KEY:AKIA…`) and once alone, is the same
+/// secret in both places. `None` when there was none.
+fn redact_repeats(
+    text: &str,
+    mut found: Vec<(&'static str, String)>,
+    counts: &mut RedactionCounts,
+) -> Option<String> {
+    // Longest first, so a value holding another is replaced whole.
+    found.sort_by(|a, b| b.1.len().cmp(&a.1.len()).then(a.cmp(b)));
+    found.dedup_by(|a, b| a.1 == b.1);
+    let mut out: Option<String> = None;
+    for (kind, value) in found {
+        let cur = out.as_deref().unwrap_or(text);
+        let mut next = String::new();
+        let (mut last, mut replaced) = (0, false);
+        for (at, _) in cur.match_indices(value.as_str()) {
+            if at < last || inside_marker(cur, at) {
+                continue;
+            }
+            next.push_str(&cur[last..at]);
+            next.push_str(value::MARKER_PREFIX);
+            next.push_str(kind);
+            next.push(']');
+            last = at + value.len();
+            replaced = true;
+            *counts.entry(kind).or_insert(0) += 1;
+        }
+        if replaced {
+            next.push_str(&cur[last..]);
+            out = Some(next);
+        }
+    }
+    out
 }
 
 /// Applies one rule, whose matches start at `from` or later; `None` when
@@ -374,7 +420,13 @@ fn redact_with<'a>(
 /// Unlike `captures_iter`, a match the handler rejects does not consume its
 /// text: the search resumes one character after the match start, so a
 /// rejected candidate (`key= " API_KEY=... "`) cannot hide a secret inside it.
-fn apply(rule: &Compiled, text: &str, from: usize, counts: &mut RedactionCounts) -> Option<String> {
+fn apply(
+    rule: &Compiled,
+    text: &str,
+    from: usize,
+    counts: &mut RedactionCounts,
+    found: &mut Vec<(&'static str, String)>,
+) -> Option<String> {
     let re = rule.regex();
     let mut out: Option<String> = None;
     let mut last = 0usize;
@@ -414,6 +466,9 @@ fn apply(rule: &Compiled, text: &str, from: usize, counts: &mut RedactionCounts)
                 buf.push_str(value::MARKER_PREFIX);
                 buf.push_str(hit.kind);
                 buf.push(']');
+                if hit.range.len() >= REPEAT_MIN {
+                    found.push((hit.kind, text[hit.range.clone()].to_owned()));
+                }
                 last = hit.range.end;
                 *counts.entry(hit.kind).or_insert(0) += 1;
                 pos = m.end().max(hit.range.end);

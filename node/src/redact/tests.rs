@@ -491,6 +491,9 @@ fn idempotent_on_tables() {
     inputs.push("mysqlAuthorization:  -pkey".into());
     inputs.push("-----BEGIN RSA PRIVATE KEY-----[REDACTED:password]Authorization: MIIEowIBAAKCAQEAq7BFUKxXvPZcH4mR2sJhT9w-----END RSA PRIVATE KEY-----".into());
     inputs.push("key= \" API_KEY=OV4qBkdfQ1y3GQsMpSscDlkr \"".into());
+    inputs.push(
+        "El2hpChYgCfrL1spNxnyVmihA+2O76UMFxFkM+R5 -u El2hpChYgCfrL1spNxnyVmihA+2O76UMFxFkM+R5:AKIAUJZDE8GXD6NCF10E".into(),
+    );
     for input in &inputs {
         let once = red(input);
         let twice = red(&once);
@@ -502,6 +505,27 @@ fn idempotent_on_tables() {
             "re-redaction counted {counts:?} for {once}"
         );
     }
+}
+
+#[test]
+fn a_value_redacted_once_is_redacted_wherever_it_appears_again() {
+    let key = "El2hpChYgCfrL1spNxnyVmihA+2O76UMFxFkM+R5";
+    // The pair rule finds the key written beside its key id; the same key
+    // written first, alone, is the same secret.
+    let text = format!("{key} -u {key}:AKIAUJZDE8GXD6NCF10E and later {key}.");
+    let mut counts = RedactionCounts::new();
+    let out = redactor().redact(&text, &mut counts);
+    assert!(!out.contains(key), "{out}");
+    assert_eq!(counts.get("aws-secret-key"), Some(&3), "{counts:?}");
+    assert_eq!(
+        out,
+        "[REDACTED:aws-secret-key] -u [REDACTED:aws-secret-key]:[REDACTED:aws-access-key] \
+         and later [REDACTED:aws-secret-key]."
+    );
+    // A short redacted value is not hunted elsewhere: it may be a word.
+    let out = red("password: admin123 then admin123 again");
+    assert!(out.starts_with("password: [REDACTED:"), "{out}");
+    assert!(out.contains("then admin123 again"), "{out}");
 }
 
 #[test]
@@ -789,10 +813,14 @@ fn eager(text: &str) -> (String, RedactionCounts) {
     let rules = RULES.get_or_init(super::builtin);
     let mut counts = RedactionCounts::new();
     let mut cur = text.to_string();
+    let mut found = Vec::new();
     for rule in rules {
-        if let Some(next) = super::apply(rule, &cur, 0, &mut counts) {
+        if let Some(next) = super::apply(rule, &cur, 0, &mut counts, &mut found) {
             cur = next;
         }
+    }
+    if let Some(next) = super::redact_repeats(&cur, found, &mut counts) {
+        cur = next;
     }
     (cur, counts)
 }
