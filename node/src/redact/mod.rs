@@ -366,6 +366,9 @@ fn redact_with<'a>(
             cur = Cow::Owned(next);
         }
     }
+    if found.is_empty() {
+        return cur;
+    }
     if let Some(next) = redact_repeats(&cur, found, counts) {
         cur = Cow::Owned(next);
     }
