@@ -219,7 +219,7 @@ pub fn run(
     // The same without the survey the previous pass left: the pass opens
     // the database and compares with its rows (as the first pass with
     // nothing new after a write does), then writes the survey again.
-    let survey = s.cairn_home.join(cairn_node::store::survey::FILE);
+    let db = s.cairn_home.join("cairn.db");
     figures.push(index_runs(
         cairn,
         &s,
@@ -227,7 +227,10 @@ pub fn run(
         "index with nothing new, no survey",
         "-",
         || {
-            let _ = std::fs::remove_file(&survey);
+            let dropped = cairn_node::store::Store::open(&db).and_then(|st| st.drop_survey());
+            if let Err(e) = dropped {
+                eprintln!("cannot drop the survey: {e}");
+            }
         },
     )?);
 

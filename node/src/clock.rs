@@ -3,8 +3,7 @@
 //! edges read it here: the CLI, the daemon and sync, the MCP server, the
 //! browse page.
 //!
-//! Not the only clock reader: deadlines and timings use `Instant`, the
-//! survey reads the coarse real-time clock to compare file times, and a
+//! Not the only clock reader: deadlines and timings use `Instant`, and a
 //! few unique tokens in `store` mix in the time.
 
 use std::time::{SystemTime, UNIX_EPOCH};

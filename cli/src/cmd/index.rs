@@ -36,10 +36,13 @@ pub fn run(global: &GlobalArgs, args: &IndexArgs) -> anyhow::Result<()> {
         return served(&cfg.home, &state, args);
     }
     let started = std::time::Instant::now();
-    // The walk of the agents' folders overlaps opening the node, or, when
-    // the survey of the last pass still holds, it is all there is to do.
+    // The walk of the agents' folders overlaps opening the node; when the
+    // survey of the last pass still holds, it is all there is to do.
     let mut walk = Node::start_walk(&cfg);
-    let report = match Node::unchanged_since_survey(&cfg, &mut walk) {
+    let home = cfg.home.clone();
+    let mut node = Node::open(cfg)
+        .with_context(|| format!("cannot open the cairn node in {}", home.display()))?;
+    let report = match node.unchanged_since_survey(&mut walk) {
         Some(report) => {
             // The walk is over and what it found is not needed: the process
             // ends next and gives its memory back at once, sooner than
@@ -47,18 +50,13 @@ pub fn run(global: &GlobalArgs, args: &IndexArgs) -> anyhow::Result<()> {
             std::mem::forget(walk);
             report
         }
-        None => {
-            let home = cfg.home.clone();
-            let mut node = Node::open(cfg)
-                .with_context(|| format!("cannot open the cairn node in {}", home.display()))?;
-            super::with_bar(!args.quiet && !args.json, |on_progress| {
-                let req = IndexRequest::new(super::now_ms())
-                    .walked(walk)
-                    .leaving_survey()
-                    .progress(on_progress);
-                Ok(node.index(req)?)
-            })?
-        }
+        None => super::with_bar(!args.quiet && !args.json, |on_progress| {
+            let req = IndexRequest::new(super::now_ms())
+                .walked(walk)
+                .leaving_survey()
+                .progress(on_progress);
+            Ok(node.index(req)?)
+        })?,
     };
     show(&report, started, args)
 }

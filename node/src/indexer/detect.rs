@@ -205,19 +205,14 @@ impl Known {
     }
 }
 
-/// Whether the walk finds exactly the stores of `survey` (trusted by its
-/// files), each at the size and mtime the index read it whole: then a
-/// pass has nothing to do, and this returns how many stores there are. Otherwise (or with no walking
-/// thread) `None`, and the walk keeps what it found so far, and the
-/// survey, for the pass; it stops comparing at the first source that
-/// differs, so the pass can start while the walk goes on.
+/// Whether the walk finds exactly the stores of `survey` (one that holds
+/// for the database), each at the size and mtime the index read it
+/// whole: then a pass has nothing to do, and this returns how many stores
+/// there are. Otherwise (or with no walking thread) `None`, and the walk
+/// keeps what it found so far, and the survey, for the pass; it stops
+/// comparing at the first source that differs, so the pass can start
+/// while the walk goes on.
 pub fn unchanged_since(walk: &mut Walk, survey: crate::store::survey::Survey) -> Option<u64> {
-    // A survey its files do not vouch for is for the pass, which asks the
-    // database for its generation.
-    if !survey.by_files() {
-        walk.survey = Some(Box::new(survey));
-        return None;
-    }
     let Some((walker, rx)) = walk.walker.take() else {
         walk.survey = Some(Box::new(survey));
         return None;

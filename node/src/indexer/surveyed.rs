@@ -30,9 +30,6 @@ pub(super) enum FromSurvey {
     Compare(Box<Walk>),
 }
 
-/// A survey's sources, and the generation of the rows they are of.
-pub type Surveyed = (Vec<Tallied>, Option<i64>);
-
 /// What a pass compared with a survey read, to make the next survey from
 /// it once the pass is over (see [`Resurvey::sources`]).
 pub struct Resurvey {
@@ -55,16 +52,14 @@ impl std::fmt::Debug for Resurvey {
 }
 
 impl Resurvey {
-    /// The sources of the survey of the database as `store` has it now,
-    /// and the generation of its `sources` rows: `None` when another
-    /// connection committed since the compare, or a store read has no row
-    /// (or one marked gone). Call it inside one read transaction, with the
-    /// database files stat'ed in the same one.
-    pub fn sources(&self, store: &Store) -> Result<Option<Surveyed>, StoreError> {
+    /// The sources of the survey of the database as `store` has it now:
+    /// `None` when another connection committed since the compare, or a
+    /// store read has no row (or one marked gone). Call it inside the
+    /// transaction that writes the survey.
+    pub fn sources(&self, store: &Store) -> Result<Option<Vec<Tallied>>, StoreError> {
         if store.change_stamp()?.0 != self.before.0 {
             return Ok(None);
         }
-        let generation = store.sources_gen()?;
         let mut rows = Vec::with_capacity(self.read.len());
         for (_, path, _) in &self.read {
             rows.push(store.source_stamp(path)?);
@@ -80,7 +75,7 @@ impl Resurvey {
             });
             (*agent, *was, now)
         });
-        Ok(self.survey.after(read).map(|s| (s, generation)))
+        Ok(self.survey.after(read))
     }
 }
 
@@ -100,7 +95,7 @@ struct Planned {
 
 /// Compares `walk` (started with the survey's keys, for its hashes to be
 /// used as they are) with `survey`, when it holds for the database (by
-/// its files, or by the generation of the `sources` rows). Waits for the
+/// the generation of the `sources` rows it was taken from). Waits for the
 /// walk to end.
 pub(super) fn compare(
     store: &Store,
@@ -118,9 +113,8 @@ pub(super) fn compare(
             walked_with,
         ))))
     };
-    // Both taken after the stamp: no commit came between the survey and
-    // it, or the rows are those it was taken from.
-    if !survey.still_describes_database() && !survey.describes_generation(generation) {
+    // Taken after the stamp: the rows are those the survey was taken from.
+    if !survey.describes_generation(generation) {
         return compare(batches);
     }
     let Some(planned) = differing(store, &batches, walked_with, &survey)? else {

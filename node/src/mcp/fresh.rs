@@ -183,7 +183,7 @@ pub fn refresh(node: &mut Node, now_ms: i64, budget: Duration, watched: &mut Wat
     let mut known = watched.known.take().unwrap_or_default();
     // Nothing new by the survey: no pass (see `crate::store::survey`).
     let mut walk = Node::start_walk(node.config());
-    if Node::unchanged_since_survey(node.config(), &mut walk).is_some() {
+    if node.unchanged_since_survey(&mut walk).is_some() {
         watched.last_pass = Some(started);
         watched.known = known.fill_from(&walk).then_some(known);
         return Refresh::Read {

@@ -492,6 +492,20 @@ pub(super) const MIGRATIONS: &[&str] = &[
     r#"
     CREATE INDEX IF NOT EXISTS sessions_project ON sessions(project);
     "#,
+    // v(next): the survey (store::survey) as one row of the database
+    // instead of a file beside it: the configuration key it was made for,
+    // the generation of the `sources` rows, the newest record and the
+    // derived files' sizes and times it holds for, and its stores.
+    r#"
+    CREATE TABLE IF NOT EXISTS survey(
+        id         INTEGER PRIMARY KEY CHECK (id = 0),
+        key        BLOB NOT NULL,
+        generation INTEGER NOT NULL,
+        newest     INTEGER NOT NULL,
+        derived    BLOB NOT NULL,
+        body       BLOB NOT NULL
+    );
+    "#,
 ];
 
 /// Whether the database has table `name` (one opened read-only before an

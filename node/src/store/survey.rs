@@ -1,176 +1,38 @@
-//! The survey (`survey.bin`): what the agents' stores looked like when
-//! the index last read every one whole, so that a `cairn index` with
-//! nothing new compares the walk with it and never opens the database.
+//! The survey: what the agents' stores looked like when the index last
+//! read every one whole, kept in the database's one `survey` row, so that
+//! a pass with nothing new compares the walk with it instead of with
+//! every store's `sources` row.
 //!
 //! Per source: how many stores were on disk, a [`Tally`] (the sum of a
 //! keyed 128-bit SipHash of each store's path, size and mtime) and those
-//! hashes sorted, which tell a pass which stores differ. It is trusted
-//! for the same configuration (a hash of it, this build and the schema)
-//! either by its files, without opening the database (the database and
-//! its WAL keep the device, inode, size, mtime and ctime it was taken
-//! with, and had last changed before a clock reading taken before the
-//! stat: the coarse real-time clock on Linux's local file systems, two
-//! seconds' margin elsewhere), or, with the database open, by the random
-//! generation every write to the `sources` rows renews. Any doubt means
-//! the ordinary pass, never a wrong one. Unix only.
+//! hashes sorted, which tell a pass which stores differ. A survey holds
+//! while the database is as it was taken: the same configuration (a hash
+//! of it, this build and the schema), the same generation of the
+//! `sources` rows (renewed by every write to them), the same newest
+//! record (one stored since, by sync, leaves work for a pass) and the
+//! derived files at the same sizes and times. A damaged row can only fail
+//! to match a walk, which then takes the ordinary pass: any doubt means
+//! that pass, never a wrong one.
 
 use std::hash::Hasher;
-use std::io::Write;
 use std::path::Path;
 
+use rusqlite::{OptionalExtension, TransactionBehavior};
 use siphasher::sip128::{Hasher128, SipHasher13};
 
 use super::{SourceStamp, Store, StoreError};
 
-/// The survey's file name in the node's home.
-pub const FILE: &str = "survey.bin";
+/// The file an older build kept the survey in, beside the database;
+/// removed when a node opens.
+pub const OLD_FILE: &str = "survey.bin";
 
-const MAGIC: &[u8; 8] = b"cairnsv3";
-
-/// Bytes before the source count: the magic, the configuration key, the
-/// two file identities (a presence byte and five u64 each), the reading
-/// and the generation of the `sources` rows (a presence byte and an i64).
-const HEADER_LEN: usize = 8 + 32 + 2 * (1 + 5 * 8) + 2 * 8 + 1 + 8;
-
-/// How much older than the clock reading the database files must be on a
-/// file system whose timestamps may be coarse or set by another machine.
-const SLOW_CLOCK_MARGIN_NS: i64 = 2_000_000_000;
+/// Mixed into the configuration key: a new layout of the row is never
+/// read as an older one.
+const MAGIC: &[u8; 8] = b"cairnsv4";
 
 /// Bytes of a source's entry after its name and before its hashes: the
 /// count of its stores and the count of its hashes.
 const COUNTS_LEN: usize = 8 + 8;
-
-/// One file as stat'ed: enough to tell that it was written since.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-struct FileId {
-    dev: u64,
-    ino: u64,
-    size: u64,
-    mtime_ns: i64,
-    ctime_ns: i64,
-}
-
-impl FileId {
-    #[cfg(unix)]
-    fn of(path: &Path) -> Option<FileId> {
-        use std::os::unix::fs::MetadataExt;
-        let m = std::fs::metadata(path).ok()?;
-        Some(FileId {
-            dev: m.dev(),
-            ino: m.ino(),
-            size: m.size(),
-            mtime_ns: m.mtime() * 1_000_000_000 + m.mtime_nsec(),
-            ctime_ns: m.ctime() * 1_000_000_000 + m.ctime_nsec(),
-        })
-    }
-
-    #[cfg(not(unix))]
-    fn of(_path: &Path) -> Option<FileId> {
-        None
-    }
-
-    fn newest_ns(&self) -> i64 {
-        self.mtime_ns.max(self.ctime_ns)
-    }
-}
-
-/// The database file and its write-ahead log as stat'ed now.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct DbFiles {
-    db: FileId,
-    /// `None` when there is no log or an empty one.
-    wal: Option<FileId>,
-}
-
-impl DbFiles {
-    /// Stats the database at `db_path` and its `-wal`; `None` when there
-    /// is no database (or on a system without a survey).
-    fn of(db_path: &Path) -> Option<DbFiles> {
-        let db = FileId::of(db_path)?;
-        let mut wal_path = db_path.as_os_str().to_owned();
-        wal_path.push("-wal");
-        let wal = FileId::of(Path::new(&wal_path)).filter(|w| w.size > 0);
-        Some(DbFiles { db, wal })
-    }
-
-    fn newest_ns(&self) -> i64 {
-        self.db
-            .newest_ns()
-            .max(self.wal.map_or(i64::MIN, |w| w.newest_ns()))
-    }
-}
-
-/// A clock reading to compare file times with, and how much older than it
-/// the files must be (see the module documentation).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Reading {
-    now_ns: i64,
-    margin_ns: i64,
-}
-
-impl Reading {
-    /// Reads the clock for the files of the folder `dir`. Take it before
-    /// the files are stat'ed.
-    fn take(dir: &Path) -> Reading {
-        #[cfg(target_os = "linux")]
-        {
-            let t = rustix::time::clock_gettime(rustix::time::ClockId::RealtimeCoarse);
-            let margin_ns = if local_fine_clock(dir) {
-                0
-            } else {
-                SLOW_CLOCK_MARGIN_NS
-            };
-            Reading {
-                now_ns: t.tv_sec * 1_000_000_000 + t.tv_nsec,
-                margin_ns,
-            }
-        }
-        #[cfg(not(target_os = "linux"))]
-        {
-            let _ = dir;
-            let now_ns = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| d.as_nanos() as i64);
-            Reading {
-                now_ns,
-                margin_ns: SLOW_CLOCK_MARGIN_NS,
-            }
-        }
-    }
-
-    /// Whether files that last changed at `newest_ns` can be trusted not to
-    /// change again without their times moving.
-    fn settled(&self, newest_ns: i64) -> bool {
-        newest_ns < self.now_ns.saturating_sub(self.margin_ns)
-    }
-}
-
-/// Whether the database at `db_path` last changed before a clock reading
-/// taken now (so a survey of it could be written).
-#[cfg(test)]
-pub(crate) fn settled(home: &Path, db_path: &Path) -> bool {
-    let reading = Reading::take(home);
-    DbFiles::of(db_path).is_some_and(|f| reading.settled(f.newest_ns()))
-}
-
-/// Whether the file system holding `dir` stamps files with this kernel's
-/// clock at nanosecond precision: the local ones cairn's home is usually on.
-#[cfg(target_os = "linux")]
-fn local_fine_clock(dir: &Path) -> bool {
-    const FINE: [i64; 8] = [
-        0xEF53,      // ext2/3/4
-        0x5846_5342, // xfs
-        0x9123_683E, // btrfs
-        0x0102_1994, // tmpfs
-        0x794C_7630, // overlayfs
-        0xF2F5_2010, // f2fs
-        0x2FC1_2FC1, // zfs
-        0xCA45_1A4E, // bcachefs
-    ];
-    // The field's integer type differs between architectures.
-    #[allow(clippy::unnecessary_cast)]
-    rustix::fs::statfs(dir).is_ok_and(|s| FINE.contains(&(s.f_type as i64)))
-}
 
 /// The configuration a survey belongs to: a hash of a full description
 /// of everything a pass depends on (the resolved configuration, whose
@@ -260,20 +122,12 @@ struct Source {
     stores: Vec<u128>,
 }
 
-/// A loaded survey, for this configuration, whole. Whether it describes
-/// the database as it is now is told by its files ([`Survey::by_files`]),
-/// or, with the database open, by the generation of its `sources` rows
-/// ([`Survey::describes_generation`]).
+/// A survey for this configuration that still describes the database
+/// it was loaded from (see the module documentation).
 pub struct Survey {
     keys: Keys,
-    /// The database files it describes, and where they are.
-    files: DbFiles,
-    db_path: std::path::PathBuf,
-    /// The database files had settled before it was taken, and are still
-    /// as it was taken with.
-    by_files: bool,
     /// The generation of the `sources` rows it was taken from.
-    generation: Option<i64>,
+    generation: i64,
     /// Per source with stores on disk, its agent id, tally and hashes.
     sources: Vec<Source>,
 }
@@ -298,28 +152,6 @@ pub enum Was {
     Failed,
     /// Read whole, with this hash.
     Read(u128),
-}
-
-/// Why a survey was not written (not an error: the next pass just opens
-/// the database).
-#[derive(Debug, PartialEq, Eq)]
-enum NotSaved {
-    /// The database files changed too recently to be trusted, and there
-    /// is no generation to trust it by.
-    Unsettled,
-    /// There is no database to describe.
-    NoDatabase,
-}
-
-/// How a survey that was written will be trusted.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Trust {
-    /// By its database files, before the database is opened (and by its
-    /// generation too, when it has one).
-    Files,
-    /// Only by the generation of the `sources` rows, once the database is
-    /// open: the files changed too recently to be trusted.
-    Generation,
 }
 
 /// The sources of a survey of the `sources` rows `known`.
@@ -358,66 +190,52 @@ fn source_of<'s>(sources: &'s mut Vec<Tallied>, agent: &str) -> &'s mut Tallied 
     &mut sources[at]
 }
 
-/// What a survey is taken with, beside its stores: the database files
-/// (stat'ed after `reading`) and the generation of the `sources` rows,
-/// both inside the transaction that read the rows.
-#[derive(Debug, Clone, Copy)]
-struct Taken {
-    /// The clock reading before the files were stat'ed.
-    pub reading: Reading,
-    /// The database files; `None` when there is no database.
-    pub files: Option<DbFiles>,
-    /// The generation of the `sources` rows, when the database has one.
-    pub generation: Option<i64>,
+/// The state of the database a survey holds for, beside its stores.
+#[derive(Debug, PartialEq, Eq)]
+struct Stamp {
+    /// The generation of the `sources` rows; `None` in a database too old
+    /// to have one (opened read-only before its upgrade).
+    generation: Option<i64>,
+    /// The newest record's id (0 when there is none).
+    newest: i64,
+    /// The derived files' sizes and modification times ([`derived_files`]).
+    derived: Vec<u8>,
 }
 
-/// Writes a survey of `known`, the rows read with `taken`. Replaces the
-/// file atomically. Returns how it will be trusted, or why nothing was
-/// written.
-fn save<'a>(
-    home: &Path,
-    key: &[u8; 32],
-    taken: Taken,
-    known: impl IntoIterator<Item = Known<'a>>,
-) -> std::io::Result<Result<Trust, NotSaved>> {
-    save_tallied(home, key, taken, tallied(Keys::of(key), known))
+/// Each derived file beside the database at `db`: a presence byte, then
+/// its size and modification time (ns) when present. A file written since
+/// (a pass, another program, damage) is then told by a survey, so the
+/// pass that checks it runs.
+fn derived_files(db: &Path) -> Vec<u8> {
+    let mut out = Vec::with_capacity(super::Component::ALL.len() * 17);
+    for c in super::Component::ALL {
+        match std::fs::metadata(c.path(db)) {
+            Ok(m) => {
+                let mtime = m
+                    .modified()
+                    .ok()
+                    .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+                    .map_or(0, |d| d.as_nanos() as u64);
+                out.push(1);
+                out.extend_from_slice(&m.len().to_le_bytes());
+                out.extend_from_slice(&mtime.to_le_bytes());
+            }
+            Err(_) => out.push(0),
+        }
+    }
+    out
 }
 
-/// Writes a survey whose sources are `sources` (see [`save`]).
-fn save_tallied(
-    home: &Path,
-    key: &[u8; 32],
-    taken: Taken,
-    mut sources: Vec<Tallied>,
-) -> std::io::Result<Result<Trust, NotSaved>> {
-    let Taken {
-        reading,
-        files,
-        generation,
-    } = taken;
-    let Some(files) = files else {
-        return Ok(Err(NotSaved::NoDatabase));
-    };
-    let trust = if reading.settled(files.newest_ns()) {
-        Trust::Files
-    } else if generation.is_some() {
-        Trust::Generation
-    } else {
-        return Ok(Err(NotSaved::Unsettled));
-    };
+/// A survey's sources as the row's body holds them: their count, then per
+/// source its agent id (a length byte first), its counts and its hashes,
+/// sorted.
+fn encode(mut sources: Vec<Tallied>) -> Vec<u8> {
     // Agent ids are short; a longer one is left out, so its stores never
     // match and always take the ordinary pass. So is a source with no
     // stores.
     sources.retain(|s| s.agent.len() <= usize::from(u8::MAX) && s.count > 0);
     let hashes: usize = sources.iter().map(|s| s.hashes.len()).sum();
-    let mut out = Vec::with_capacity(HEADER_LEN + 8 + sources.len() * 64 + hashes * 16 + 32);
-    out.extend_from_slice(MAGIC);
-    out.extend_from_slice(key);
-    put_files(&mut out, &files);
-    out.extend_from_slice(&reading.now_ns.to_le_bytes());
-    out.extend_from_slice(&reading.margin_ns.to_le_bytes());
-    out.push(u8::from(generation.is_some()));
-    out.extend_from_slice(&generation.unwrap_or(0).to_le_bytes());
+    let mut out = Vec::with_capacity(8 + sources.len() * 64 + hashes * 16);
     out.extend_from_slice(&(sources.len() as u64).to_le_bytes());
     for s in &mut sources {
         s.hashes.sort_unstable();
@@ -429,146 +247,46 @@ fn save_tallied(
             out.extend_from_slice(&h.to_le_bytes());
         }
     }
-    let sum = blake3::hash(&out);
-    out.extend_from_slice(sum.as_bytes());
-    let mut tmp = tempfile::NamedTempFile::new_in(home)?;
-    tmp.write_all(&out)?;
-    tmp.persist(home.join(FILE)).map_err(|e| e.error)?;
-    Ok(Ok(trust))
+    out
 }
 
-/// The survey in `home` a walk may compare with (see [`Survey::load`]):
-/// none when a derived file beside the database at `db_path` was written
-/// after it (damage, or another program), so that a pass checks them.
-pub fn load_current(home: &Path, key: &[u8; 32], db_path: &Path) -> Option<Survey> {
-    let mtime = |p: &Path| std::fs::metadata(p).and_then(|m| m.modified()).ok();
-    let surveyed = mtime(&home.join(FILE));
-    let changed = surveyed.is_some_and(|surveyed| {
-        super::Component::ALL
-            .iter()
-            .any(|c| mtime(&c.path(db_path)).is_some_and(|t| t > surveyed))
-    });
-    if changed {
-        return None;
-    }
-    Survey::load(home, key, db_path)
-}
-
-/// The `sources` rows a pass with nothing to read compared the disk with,
-/// and the store's [`Store::change_stamp`] from before it read them: while
-/// the stamp has not moved they are still the rows.
-pub type ComparedRows = ((i64, u64), Vec<SourceStamp>);
-
-impl Store {
-    /// Writes the survey of the `sources` rows of the `enabled` agents
-    /// into `home` (keyed `key`): `compared` while nothing was committed
-    /// since before its rows were read (checked after the database files
-    /// are stat'ed), otherwise the rows read again with the files stat'ed
-    /// in one read transaction, and nothing when another connection
-    /// committed meanwhile. When the files changed too recently to be
-    /// trusted, it is written to be trusted by the rows' generation.
-    /// Returns whether one that a walk trusts before the database is
-    /// opened was written; failing to write the file is only logged.
-    pub fn save_survey(
-        &self,
-        home: &Path,
-        key: &[u8; 32],
-        enabled: &[&str],
-        compared: Option<ComparedRows>,
-    ) -> Result<bool, StoreError> {
-        let compared = match compared {
-            Some((before, stamps)) => {
-                let mut taken = self.taken(home, None);
-                taken.generation = self.sources_gen()?;
-                let current = self.change_stamp().ok() == Some(before);
-                current.then_some((stamps, taken))
-            }
-            None => None,
-        };
-        let snapshot = match compared {
-            Some(s) => Some(s),
-            None => {
-                self.read_consistent(|s| Ok((s.source_stamps()?, s.taken(home, s.sources_gen()?))))?
-            }
-        };
-        let Some((stamps, taken)) = snapshot else {
-            return Ok(false);
-        };
-        let known = stamps
-            .iter()
-            .filter(|s| enabled.contains(&s.agent.as_str()))
-            .map(|s| Known {
-                agent: &s.agent,
-                path: &s.path,
-                size: s.size,
-                mtime_ns: s.mtime_ns,
-                failed: s.failed,
-                missing: s.missing,
-            });
-        Ok(written(save(home, key, taken, known)))
-    }
-
-    /// Writes the survey whose sources `sources` reads (with the
-    /// generation of the `sources` rows they are of) inside one read
-    /// transaction with the database files stat'ed; nothing when it
-    /// answers `None` or another connection committed meanwhile. Returns
-    /// what [`Store::save_survey`] returns.
-    pub fn save_survey_of(
-        &self,
-        home: &Path,
-        key: &[u8; 32],
-        sources: impl FnOnce(&Store) -> Result<Option<(Vec<Tallied>, Option<i64>)>, StoreError>,
-    ) -> Result<bool, StoreError> {
-        let snapshot = self.read_consistent(|s| {
-            Ok(sources(s)?.map(|(sources, generation)| (sources, s.taken(home, generation))))
-        })?;
-        let Some((sources, taken)) = snapshot.flatten() else {
-            return Ok(false);
-        };
-        Ok(written(save_tallied(home, key, taken, sources)))
-    }
-
-    /// The database files stat'ed after a clock reading for the file
-    /// system they are on, with the rows' `generation`.
-    fn taken(&self, home: &Path, generation: Option<i64>) -> Taken {
-        let reading = Reading::take(self.path().parent().unwrap_or(home));
-        Taken {
-            reading,
-            files: DbFiles::of(self.path()),
-            generation,
+/// The sources of a body [`encode`] made; `None` when it is not one whole.
+fn decode(body: &[u8]) -> Option<Vec<Source>> {
+    let mut c = Cursor(body);
+    let count = usize::try_from(c.u64()?).ok()?;
+    let mut sources = Vec::with_capacity(count.min(256));
+    for _ in 0..count {
+        let len = usize::from(c.u8()?);
+        let agent = std::str::from_utf8(c.take(len)?).ok()?.to_owned();
+        let counts = c.take(COUNTS_LEN)?;
+        let (n, h) = counts.split_at(8);
+        let stores = u64::from_le_bytes(n.try_into().ok()?);
+        let hashed = u64::from_le_bytes(h.try_into().ok()?);
+        // A source's hashes are of some of its stores, and they are all
+        // in the body.
+        if hashed > stores || (hashed as usize).checked_mul(16)? > c.0.len() {
+            return None;
         }
-    }
-}
-
-/// Whether a survey was written that a walk trusts before the database is
-/// opened; failing to write one is only logged.
-fn written(saved: std::io::Result<Result<Trust, NotSaved>>) -> bool {
-    match saved {
-        Ok(trust) => trust == Ok(Trust::Files),
-        Err(e) => {
-            tracing::debug!(error = %e, "cannot write the survey");
-            false
+        let mut tally = Tally {
+            count: stores - hashed,
+            sum: 0,
+        };
+        let mut sorted = Vec::with_capacity(hashed as usize);
+        for chunk in c.take(hashed as usize * 16)?.chunks_exact(16) {
+            let h = u128::from_le_bytes(chunk.try_into().ok()?);
+            tally.add_hash(h);
+            sorted.push(h);
         }
+        if !sorted.is_sorted() {
+            return None;
+        }
+        sources.push(Source {
+            agent,
+            tally,
+            stores: sorted,
+        });
     }
-}
-
-fn put_files(out: &mut Vec<u8>, f: &DbFiles) {
-    put_id(out, Some(&f.db));
-    put_id(out, f.wal.as_ref());
-}
-
-fn put_id(out: &mut Vec<u8>, id: Option<&FileId>) {
-    out.push(u8::from(id.is_some()));
-    let id = id.copied().unwrap_or_default();
-    for v in [
-        id.dev,
-        id.ino,
-        id.size,
-        id.mtime_ns as u64,
-        id.ctime_ns as u64,
-    ] {
-        out.extend_from_slice(&v.to_le_bytes());
-    }
+    c.0.is_empty().then_some(sources)
 }
 
 /// Reads little-endian fields off the front of a byte slice.
@@ -590,100 +308,150 @@ impl<'a> Cursor<'a> {
         self.take(8)
             .map(|b| u64::from_le_bytes(b.try_into().unwrap_or_default()))
     }
-    fn id(&mut self) -> Option<Option<FileId>> {
-        let present = self.u8()? == 1;
-        let id = FileId {
-            dev: self.u64()?,
-            ino: self.u64()?,
-            size: self.u64()?,
-            mtime_ns: self.u64()? as i64,
-            ctime_ns: self.u64()? as i64,
+}
+
+/// The `sources` rows a pass with nothing to read compared the disk with,
+/// and the store's [`Store::change_stamp`] from before it read them: while
+/// the stamp has not moved they are still the rows.
+pub type ComparedRows = ((i64, u64), Vec<SourceStamp>);
+
+impl Store {
+    /// Writes the survey of the `sources` rows of the `enabled` agents,
+    /// keyed `key`: `compared` while nothing was committed since before
+    /// its rows were read, otherwise the rows read again. Returns whether
+    /// one was written.
+    pub fn save_survey(
+        &self,
+        key: &[u8; 32],
+        enabled: &[&str],
+        compared: Option<ComparedRows>,
+    ) -> Result<bool, StoreError> {
+        let keys = Keys::of(key);
+        self.write_survey(key, |s| {
+            let stamps = match compared {
+                Some((before, stamps)) if s.change_stamp()? == before => stamps,
+                _ => s.source_stamps()?,
+            };
+            let known = stamps
+                .iter()
+                .filter(|s| enabled.contains(&s.agent.as_str()))
+                .map(|s| Known {
+                    agent: &s.agent,
+                    path: &s.path,
+                    size: s.size,
+                    mtime_ns: s.mtime_ns,
+                    failed: s.failed,
+                    missing: s.missing,
+                });
+            Ok(Some(tallied(keys, known)))
+        })
+    }
+
+    /// Writes the survey whose sources `sources` reads, keyed `key`;
+    /// nothing when it answers `None`. It runs inside the transaction that
+    /// writes the survey, so no other connection commits meanwhile.
+    /// Returns whether one was written.
+    pub fn save_survey_of(
+        &self,
+        key: &[u8; 32],
+        sources: impl FnOnce(&Store) -> Result<Option<Vec<Tallied>>, StoreError>,
+    ) -> Result<bool, StoreError> {
+        self.write_survey(key, sources)
+    }
+
+    fn write_survey(
+        &self,
+        key: &[u8; 32],
+        sources: impl FnOnce(&Store) -> Result<Option<Vec<Tallied>>, StoreError>,
+    ) -> Result<bool, StoreError> {
+        let tx = rusqlite::Transaction::new_unchecked(&self.conn, TransactionBehavior::Immediate)?;
+        let Some(sources) = sources(self)? else {
+            return Ok(false);
         };
-        Some(present.then_some(id))
+        let stamp = self.survey_stamp()?;
+        let Some(generation) = stamp.generation else {
+            return Ok(false);
+        };
+        self.conn
+            .prepare_cached(
+                "INSERT OR REPLACE INTO survey(id, key, generation, newest, derived, body)
+                 VALUES (0, ?1, ?2, ?3, ?4, ?5)",
+            )?
+            .execute(rusqlite::params![
+                &key[..],
+                generation,
+                stamp.newest,
+                stamp.derived,
+                encode(sources)
+            ])?;
+        tx.commit()?;
+        Ok(true)
+    }
+
+    /// Removes the survey, so that the next pass compares every row.
+    pub fn drop_survey(&self) -> Result<(), StoreError> {
+        self.conn.execute("DELETE FROM survey", [])?;
+        Ok(())
+    }
+
+    /// The database's state a survey taken now would hold for.
+    fn survey_stamp(&self) -> Result<Stamp, StoreError> {
+        let newest = self
+            .conn
+            .prepare_cached("SELECT COALESCE(max(id), 0) FROM records")?
+            .query_row([], |r| r.get(0))?;
+        Ok(Stamp {
+            generation: self.sources_gen()?,
+            newest,
+            derived: derived_files(self.path()),
+        })
     }
 }
 
 impl Survey {
-    /// The survey in `home`, if there is one for this configuration and it
-    /// is whole. Whether it still describes the database at `db_path` is
-    /// [`Survey::by_files`] (see the module documentation) or
-    /// [`Survey::describes_generation`].
-    pub fn load(home: &Path, key: &[u8; 32], db_path: &Path) -> Option<Survey> {
-        use std::io::Read;
-        // The header first: a survey for another configuration or an older
-        // database (the usual way one goes stale) costs one small read.
-        let mut file = std::fs::File::open(home.join(FILE)).ok()?;
-        let mut bytes = vec![0u8; HEADER_LEN];
-        file.read_exact(&mut bytes).ok()?;
-        let mut c = Cursor(&bytes);
-        if c.take(8)? != MAGIC || c.take(32)? != key {
-            return None;
+    /// The survey the database of `store` keeps for the configuration
+    /// `key`, when it still describes the database (see the module
+    /// documentation) and is whole.
+    pub fn load(store: &Store, key: &[u8; 32]) -> Option<Survey> {
+        match Survey::try_load(store, key) {
+            Ok(survey) => survey,
+            Err(e) => {
+                tracing::debug!(error = %e, "cannot read the survey");
+                None
+            }
         }
-        let files = DbFiles {
-            db: c.id()??,
-            wal: c.id()?,
+    }
+
+    fn try_load(store: &Store, key: &[u8; 32]) -> Result<Option<Survey>, StoreError> {
+        if !super::schema::has_table(&store.conn, "survey")? {
+            return Ok(None);
+        }
+        type Row = (Vec<u8>, i64, i64, Vec<u8>, Vec<u8>);
+        let row: Option<Row> = store
+            .conn
+            .prepare_cached(
+                "SELECT key, generation, newest, derived, body FROM survey WHERE id = 0",
+            )?
+            .query_row([], |r| {
+                Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
+            })
+            .optional()?;
+        let Some((row_key, generation, newest, derived, body)) = row else {
+            return Ok(None);
         };
-        let reading = Reading {
-            now_ns: c.u64()? as i64,
-            margin_ns: c.u64()? as i64,
+        let taken = Stamp {
+            generation: Some(generation),
+            newest,
+            derived,
         };
-        let has_generation = c.u8()? == 1;
-        let generation = has_generation.then_some(c.u64()? as i64);
-        let by_files = reading.settled(files.newest_ns()) && DbFiles::of(db_path) == Some(files);
-        // Neither can tell: not worth reading the rest.
-        if !by_files && generation.is_none() {
-            return None;
+        if row_key != key || taken != store.survey_stamp()? {
+            return Ok(None);
         }
-        file.read_to_end(&mut bytes).ok()?;
-        let (body, sum) = bytes.split_at_checked(bytes.len().checked_sub(32)?)?;
-        if blake3::hash(body).as_bytes() != sum {
-            return None;
-        }
-        let mut c = Cursor(body.get(HEADER_LEN..)?);
-        let count = usize::try_from(c.u64()?).ok()?;
-        let mut sources = Vec::with_capacity(count.min(256));
-        for _ in 0..count {
-            let len = usize::from(c.u8()?);
-            let agent = std::str::from_utf8(c.take(len)?).ok()?.to_owned();
-            let counts = c.take(COUNTS_LEN)?;
-            let (n, h) = counts.split_at(8);
-            let stores = u64::from_le_bytes(n.try_into().ok()?);
-            let hashed = u64::from_le_bytes(h.try_into().ok()?);
-            // A source's hashes are of some of its stores, and they are
-            // all in the file.
-            if hashed > stores || (hashed as usize).checked_mul(16)? > c.0.len() {
-                return None;
-            }
-            let mut tally = Tally {
-                count: stores - hashed,
-                sum: 0,
-            };
-            let mut sorted = Vec::with_capacity(hashed as usize);
-            for chunk in c.take(hashed as usize * 16)?.chunks_exact(16) {
-                let h = u128::from_le_bytes(chunk.try_into().ok()?);
-                tally.add_hash(h);
-                sorted.push(h);
-            }
-            if !sorted.is_sorted() {
-                return None;
-            }
-            sources.push(Source {
-                agent,
-                tally,
-                stores: sorted,
-            });
-        }
-        if !c.0.is_empty() {
-            return None;
-        }
-        Some(Survey {
+        Ok(decode(&body).map(|sources| Survey {
             keys: Keys::of(key),
-            files,
-            db_path: db_path.to_path_buf(),
-            by_files,
             generation,
             sources,
-        })
+        }))
     }
 
     /// The keys a walk tallies its stores with to compare them with this survey.
@@ -726,24 +494,11 @@ impl Survey {
         self.sources.len()
     }
 
-    /// Whether the database files had settled when the survey was taken
-    /// and were still those it was taken with when it was loaded: then it
-    /// describes the database without opening it.
-    pub fn by_files(&self) -> bool {
-        self.by_files
-    }
-
-    /// Whether the survey is trusted by its files and they are still those
-    /// it was taken with: nothing was committed since it was loaded.
-    pub fn still_describes_database(&self) -> bool {
-        self.by_files && DbFiles::of(&self.db_path) == Some(self.files)
-    }
-
     /// Whether the survey was taken from `sources` rows at `generation`
     /// (a database's [`crate::store::Store::sources_gen`]): then it
     /// describes that database's rows, whatever else was written since.
     pub fn describes_generation(&self, generation: Option<i64>) -> bool {
-        generation.is_some() && generation == self.generation
+        generation == Some(self.generation)
     }
 
     /// The sources of a survey of the database after a pass read the
@@ -787,6 +542,6 @@ impl Survey {
     }
 }
 
-#[cfg(all(test, unix))]
+#[cfg(test)]
 #[path = "survey_tests.rs"]
 mod tests;

@@ -1,6 +1,7 @@
-//! Tests of the survey (Unix only, as the survey is).
+//! Tests of the survey: what it holds, and what retires it.
 
 use super::*;
+use crate::record::{Record, Role};
 
 fn known(
     agent: &'static str,
@@ -19,16 +20,11 @@ fn known(
     }
 }
 
-/// A database file and a clock reading well after its last change.
-fn setup() -> (tempfile::TempDir, std::path::PathBuf, Reading) {
+/// A new database in a temporary folder.
+fn setup() -> (tempfile::TempDir, Store) {
     let dir = tempfile::tempdir().expect("tempdir");
-    let db = dir.path().join("cairn.db");
-    std::fs::write(&db, b"pages").expect("write");
-    let later = Reading {
-        now_ns: DbFiles::of(&db).expect("stat").newest_ns() + 1,
-        margin_ns: 0,
-    };
-    (dir, db, later)
+    let store = Store::open(&dir.path().join("cairn.db")).expect("open");
+    (dir, store)
 }
 
 fn rows() -> Vec<Known<'static>> {
@@ -42,21 +38,17 @@ fn rows() -> Vec<Known<'static>> {
     ]
 }
 
-/// What a survey of `db` is taken with, at `reading`.
-fn taken(reading: Reading, db: &Path, generation: Option<i64>) -> Taken {
-    Taken {
-        reading,
-        files: DbFiles::of(db),
-        generation,
-    }
+/// Writes a survey of `sources` keyed `key`.
+fn save(store: &Store, key: &[u8; 32], sources: Vec<Tallied>) {
+    let written = store
+        .write_survey(key, |_| Ok(Some(sources)))
+        .expect("save");
+    assert!(written, "written");
 }
 
-/// Saves a survey of [`rows`] for `db` with `key`; returns its path.
-fn saved(dir: &Path, db: &Path, later: Reading, key: &[u8; 32]) -> std::path::PathBuf {
-    save(dir, key, taken(later, db, None), rows())
-        .expect("save")
-        .expect("saved");
-    dir.join(FILE)
+/// Writes a survey of [`rows`] keyed `key`.
+fn saved(store: &Store, key: &[u8; 32]) {
+    save(store, key, tallied(Keys::of(key), rows()));
 }
 
 /// The tally of stores found on disk, as a walk makes it.
@@ -70,11 +62,10 @@ fn found(s: &Survey, stores: &[(&str, u64, i64)]) -> Tally {
 
 #[test]
 fn a_saved_survey_matches_a_source_only_when_it_finds_the_same_stores() {
-    let (dir, db, later) = setup();
+    let (_dir, store) = setup();
     let key = [1u8; 32];
-    let saved = save(dir.path(), &key, taken(later, &db, None), rows()).expect("save");
-    assert_eq!(saved, Ok(Trust::Files));
-    let s = Survey::load(dir.path(), &key, &db).expect("trusted");
+    saved(&store, &key);
+    let s = Survey::load(&store, &key).expect("holds");
     let claude = [("/a/one.jsonl", 10, 7), ("/a/three.jsonl", 30, 7)];
     // In any order: the walk's order is not the database's.
     assert!(s.same("claude-code", found(&s, &claude)));
@@ -108,15 +99,15 @@ fn a_saved_survey_matches_a_source_only_when_it_finds_the_same_stores() {
     assert!(!s.same("aider", Tally::default()));
     assert_eq!(s.sources(), 3);
     // Another configuration does not use it.
-    assert!(Survey::load(dir.path(), &[2u8; 32], &db).is_none());
+    assert!(Survey::load(&store, &[2u8; 32]).is_none());
 }
 
 #[test]
 fn a_survey_holds_the_stores_read_whole_and_counts_those_that_failed() {
-    let (dir, db, later) = setup();
+    let (_dir, store) = setup();
     let key = [1u8; 32];
-    saved(dir.path(), &db, later, &key);
-    let s = Survey::load(dir.path(), &key, &db).expect("trusted");
+    saved(&store, &key);
+    let s = Survey::load(&store, &key).expect("holds");
     let h = |path: &str, size: u64| store_hash(s.keys(), path.as_bytes(), size, 7);
     assert!(s.holds("claude-code", h("/a/one.jsonl", 10)));
     assert!(s.holds("claude-code", h("/a/three.jsonl", 30)));
@@ -142,17 +133,15 @@ fn a_survey_holds_the_stores_read_whole_and_counts_those_that_failed() {
 
 #[test]
 fn a_source_with_many_stores_finds_each_of_them_and_no_other() {
-    let (dir, db, later) = setup();
+    let (_dir, store) = setup();
     let key = [1u8; 32];
     for n in [1usize, 2, 3, 5, 64, 1000, 5000] {
         let paths: Vec<&'static str> = (0..n)
             .map(|i| &*Box::leak(format!("/s/{i}").into_boxed_str()))
             .collect();
         let rows = paths.iter().map(|p| known("codex", p, 1, false, false));
-        save(dir.path(), &key, taken(later, &db, None), rows)
-            .expect("save")
-            .expect("saved");
-        let s = Survey::load(dir.path(), &key, &db).expect("trusted");
+        save(&store, &key, tallied(Keys::of(&key), rows));
+        let s = Survey::load(&store, &key).expect("holds");
         let h = |path: &str, size: u64| store_hash(s.keys(), path.as_bytes(), size, 7);
         assert!(paths.iter().all(|p| s.holds("codex", h(p, 1))), "{n}");
         // The same paths at another size, and paths it never had.
@@ -167,10 +156,10 @@ fn a_source_with_many_stores_finds_each_of_them_and_no_other() {
 
 #[test]
 fn a_survey_made_from_another_and_the_rows_read_is_the_survey_of_all_rows() {
-    let (dir, db, later) = setup();
+    let (_dir, store) = setup();
     let key = [1u8; 32];
-    saved(dir.path(), &db, later, &key);
-    let s = Survey::load(dir.path(), &key, &db).expect("trusted");
+    saved(&store, &key);
+    let s = Survey::load(&store, &key).expect("holds");
     let keys = s.keys();
     let was = |path: &str, size: u64| Was::Read(store_hash(keys, path.as_bytes(), size, 7));
     let now = |agent, path, size, failed| Some(known(agent, path, size, failed, false));
@@ -245,152 +234,94 @@ fn a_survey_made_from_another_and_the_rows_read_is_the_survey_of_all_rows() {
 
 #[test]
 fn a_survey_whose_hashes_do_not_add_up_is_not_used() {
-    let (dir, db, later) = setup();
+    let (_dir, store) = setup();
     let key = [1u8; 32];
-    // One source with `count` stores and `hashes`, saved.
-    let save_one = |count: u64, hashes: Vec<u128>| {
-        let one = Tallied {
+    let one = |count: u64, hashes: Vec<u128>| {
+        vec![Tallied {
             agent: "claude-code".into(),
             count,
             hashes,
-        };
-        save_tallied(dir.path(), &key, taken(later, &db, None), vec![one])
-            .expect("save")
-            .expect("saved");
+        }]
     };
     // More hashes than stores.
-    save_one(1, vec![1, 2]);
-    assert!(Survey::load(dir.path(), &key, &db).is_none());
-    save_one(2, vec![2, 1]);
-    let s = Survey::load(dir.path(), &key, &db).expect("sorted when written");
+    save(&store, &key, one(1, vec![1, 2]));
+    assert!(Survey::load(&store, &key).is_none());
+    save(&store, &key, one(2, vec![2, 1]));
+    let s = Survey::load(&store, &key).expect("sorted when written");
     assert!(s.holds("claude-code", 1) && s.holds("claude-code", 2));
-    // Hashes out of order, with a sum that checks out.
-    let path = dir.path().join(FILE);
-    let mut bytes = std::fs::read(&path).expect("read");
-    let end = bytes.len() - 32;
-    let (a, b) = (end - 32, end - 16);
-    let first: Vec<u8> = bytes[a..b].to_vec();
-    bytes.copy_within(b..end, a);
-    bytes[b..end].copy_from_slice(&first);
-    let sum = *blake3::hash(&bytes[..end]).as_bytes();
-    bytes[end..].copy_from_slice(&sum);
-    std::fs::write(&path, &bytes).expect("write");
-    assert!(Survey::load(dir.path(), &key, &db).is_none());
-}
-
-#[test]
-fn any_write_to_the_database_or_its_log_retires_the_survey() {
-    let (dir, db, later) = setup();
-    let key = [1u8; 32];
-    let wal = dir.path().join("cairn.db-wal");
-    // An empty log holds no commit: the same as none.
-    std::fs::write(&wal, b"").expect("wal");
-    saved(dir.path(), &db, later, &key);
-    assert!(Survey::load(dir.path(), &key, &db).is_some());
-    std::fs::remove_file(&wal).expect("rm");
-    assert!(Survey::load(dir.path(), &key, &db).is_some());
-    // A commit lands in the log.
-    std::fs::write(&wal, b"frame").expect("wal");
-    assert!(Survey::load(dir.path(), &key, &db).is_none());
-    std::fs::remove_file(&wal).expect("rm");
-    assert!(Survey::load(dir.path(), &key, &db).is_some());
-    // A checkpoint writes the database file itself.
-    std::fs::write(&db, b"more pages").expect("write");
-    assert!(Survey::load(dir.path(), &key, &db).is_none());
-    // A database replaced by another file.
-    std::fs::remove_file(&db).expect("rm");
-    assert!(Survey::load(dir.path(), &key, &db).is_none());
-}
-
-#[test]
-fn files_changed_at_or_after_the_clock_reading_are_not_trusted() {
-    let (dir, db, later) = setup();
-    let key = [1u8; 32];
-    let newest = DbFiles::of(&db).expect("stat").newest_ns();
-    // The reading does not come after the last change: a write in the
-    // same clock tick would leave the times as they are.
-    for reading in [
-        Reading {
-            now_ns: newest,
-            margin_ns: 0,
-        },
-        Reading {
-            now_ns: later.now_ns,
-            margin_ns: SLOW_CLOCK_MARGIN_NS,
-        },
-    ] {
-        let saved = save(dir.path(), &key, taken(reading, &db, None), rows()).expect("save");
-        assert_eq!(saved, Err(NotSaved::Unsettled));
-        assert!(!dir.path().join(FILE).exists());
+    // Hashes out of order, cut short, or trailing bytes: not a body.
+    let body: Vec<u8> = store
+        .conn
+        .query_row("SELECT body FROM survey", [], |r| r.get(0))
+        .expect("body");
+    let end = body.len();
+    let mut swapped = body.clone();
+    swapped[end - 32..].rotate_left(16);
+    let mut longer = body.clone();
+    longer.push(0);
+    for bad in [swapped, body[..end - 1].to_vec(), longer, vec![0xff; 40]] {
+        store
+            .conn
+            .execute("UPDATE survey SET body = ?1", [&bad])
+            .expect("damage");
+        assert!(Survey::load(&store, &key).is_none(), "{bad:?}");
     }
-    let mut no_database = taken(later, &db, Some(5));
-    no_database.files = None;
-    let none = save(dir.path(), &key, no_database, rows()).expect("save");
-    assert_eq!(none, Err(NotSaved::NoDatabase));
 }
 
 #[test]
-fn a_torn_or_damaged_survey_is_ignored() {
-    let (dir, db, later) = setup();
+fn writes_to_the_stores_rows_new_records_and_derived_files_retire_the_survey() {
+    let (dir, mut store) = setup();
     let key = [1u8; 32];
-    let path = saved(dir.path(), &db, later, &key);
-    let good = std::fs::read(&path).expect("read");
-    for cut in [
-        0,
-        8,
-        40,
-        HEADER_LEN,
-        HEADER_LEN + 10,
-        good.len() / 2,
-        good.len() - 1,
-    ] {
-        std::fs::write(&path, &good[..cut]).expect("write");
-        assert!(
-            Survey::load(dir.path(), &key, &db).is_none(),
-            "cut at {cut}"
-        );
-    }
-    for at in [0, 45, good.len() / 2, good.len() - 40] {
-        let mut bad = good.clone();
-        bad[at] ^= 0x40;
-        std::fs::write(&path, &bad).expect("write");
-        assert!(Survey::load(dir.path(), &key, &db).is_none(), "byte {at}");
-    }
-    std::fs::write(&path, &good).expect("write");
-    assert!(Survey::load(dir.path(), &key, &db).is_some());
-}
+    let holds = |store: &Store| Survey::load(store, &key).is_some();
+    saved(&store, &key);
+    assert!(holds(&store));
+    // What a survey does not describe: a node row, a checkpoint.
+    store.upsert_node("n1", "laptop").expect("node");
+    let _: (i64, i64, i64) = store
+        .conn
+        .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| {
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+        })
+        .expect("checkpoint");
+    assert!(holds(&store));
 
-#[test]
-fn a_survey_of_the_older_format_is_not_used() {
-    let (dir, db, later) = setup();
-    let key = [1u8; 32];
-    let path = saved(dir.path(), &db, later, &key);
-    let mut old = std::fs::read(&path).expect("read");
-    // The same file with an older cairn's magic and a sum that checks
-    // out: the magic alone retires it.
-    old[..8].copy_from_slice(b"cairnsv1");
-    let body = old.len() - 32;
-    let sum = *blake3::hash(&old[..body]).as_bytes();
-    old[body..].copy_from_slice(&sum);
-    std::fs::write(&path, &old).expect("write");
-    assert!(Survey::load(dir.path(), &key, &db).is_none());
-}
+    // A write to the stores' rows moves their generation.
+    let mut ing = store.ingest("n1").expect("ingest");
+    ing.source("claude-code", "/a/new.jsonl", "jsonl")
+        .expect("source");
+    ing.commit().expect("commit");
+    assert!(!holds(&store));
+    saved(&store, &key);
+    assert!(holds(&store));
 
-#[cfg(target_os = "linux")]
-#[test]
-fn only_file_systems_stamped_by_this_kernel_need_no_margin() {
-    // procfs is not a place a database lives: the two-second margin.
-    assert!(!local_fine_clock(Path::new("/proc")));
-    assert_eq!(
-        Reading::take(Path::new("/proc")).margin_ns,
-        SLOW_CLOCK_MARGIN_NS
-    );
-    // A tmpfs is stamped by this kernel's clock.
-    let shm = Path::new("/dev/shm");
-    #[allow(clippy::unnecessary_cast)]
-    let tmpfs = rustix::fs::statfs(shm).is_ok_and(|s| s.f_type as i64 == 0x0102_1994);
-    if tmpfs {
-        assert!(local_fine_clock(shm));
-        assert_eq!(Reading::take(shm).margin_ns, 0);
-    }
+    // A record stored with no store read (a peer's batch) leaves work for
+    // a pass (its vector, the columns file).
+    let mut ing = store.ingest("n1").expect("ingest");
+    let mut r = Record::new("claude-code", "s1", Role::User, "a heron");
+    r.time_ms = Some(1_700_000_000_000);
+    assert!(ing.insert(&r, None).expect("insert"));
+    ing.commit().expect("commit");
+    assert!(!holds(&store));
+    saved(&store, &key);
+    assert!(holds(&store));
+
+    // A derived file written, changed or removed.
+    let columns = super::super::Component::Columns.path(store.path());
+    std::fs::write(&columns, b"pages").expect("write");
+    assert!(!holds(&store), "written");
+    saved(&store, &key);
+    assert!(holds(&store));
+    std::fs::write(&columns, b"pages, longer").expect("write");
+    assert!(!holds(&store), "changed");
+    saved(&store, &key);
+    std::fs::remove_file(&columns).expect("rm");
+    assert!(!holds(&store), "removed");
+
+    // No survey at all, and one for another configuration.
+    saved(&store, &key);
+    store.drop_survey().expect("drop");
+    assert!(!holds(&store));
+    saved(&store, &[2u8; 32]);
+    assert!(!holds(&store));
+    drop(dir);
 }
