@@ -4,7 +4,7 @@
 //! session summaries and the source's new offset or watermark commit
 //! together, so a crash mid-file loses nothing and duplicates nothing.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 
 use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior, params};
 
@@ -177,14 +177,16 @@ impl Store {
             .optional()?)
     }
 
-    /// Every store the index knows, by path, in one query: an indexing pass
-    /// compares them with the disk in memory instead of asking per file.
-    pub fn source_states(&self) -> Result<HashMap<String, SourceState>, StoreError> {
+    /// Every store the index knows, by path (for tests).
+    #[cfg(test)]
+    pub fn source_states(
+        &self,
+    ) -> Result<std::collections::HashMap<String, SourceState>, StoreError> {
         let mut stmt = self
             .conn
             .prepare(&format!("SELECT {STATE_COLUMNS} FROM sources"))?;
         let rows = stmt.query_map([], state_row)?;
-        let mut out = HashMap::new();
+        let mut out = std::collections::HashMap::new();
         for r in rows {
             let s = r?;
             out.insert(s.path.clone(), s);

@@ -432,24 +432,6 @@ impl Store {
         Ok((version, self.conn.total_changes()))
     }
 
-    /// Runs `read` inside one read transaction and returns what it read,
-    /// or `None` when another connection committed between just before the
-    /// transaction and just after it: then something `read` looked at
-    /// outside the database (its files) may not match what it read inside.
-    pub fn read_consistent<T>(
-        &self,
-        read: impl FnOnce(&Store) -> Result<T, StoreError>,
-    ) -> Result<Option<T>, StoreError> {
-        let version = |s: &Store| -> Result<i64, StoreError> {
-            Ok(s.conn.query_row("PRAGMA data_version", [], |r| r.get(0))?)
-        };
-        let before = version(self)?;
-        let tx = self.conn.unchecked_transaction()?;
-        let out = read(self)?;
-        tx.commit()?;
-        Ok((version(self)? == before).then_some(out))
-    }
-
     /// Bytes of the database's pages (free pages included).
     pub fn db_bytes(&self) -> Result<u64, StoreError> {
         Ok(self.conn.query_row(
