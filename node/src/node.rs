@@ -748,8 +748,12 @@ impl Node {
         // and none would have been wrong, or one held for the database and
         // the pass read what differed. After another process's commit,
         // none.
-        if untouched || !report.nothing_new() {
-            self.leave_survey(&report)?;
+        // The survey only spares a later pass its compare: a failure to
+        // leave one costs that pass time, never this answer.
+        if (untouched || !report.nothing_new())
+            && let Err(e) = self.leave_survey(&report)
+        {
+            tracing::warn!(error = %e, "cannot leave a survey for the next pass");
         }
         Ok(RefreshedPage {
             page,

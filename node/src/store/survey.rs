@@ -359,12 +359,31 @@ impl Store {
         self.write_survey(key, sources)
     }
 
+    /// Writes the survey whose sources `sources` reads. It never waits for
+    /// another process's write: a survey only spares a later pass its
+    /// compare, so while the database is busy none is written.
     fn write_survey(
         &self,
         key: &[u8; 32],
         sources: impl FnOnce(&Store) -> Result<Option<Vec<Tallied>>, StoreError>,
     ) -> Result<bool, StoreError> {
-        let tx = rusqlite::Transaction::new_unchecked(&self.conn, TransactionBehavior::Immediate)?;
+        self.conn.busy_timeout(std::time::Duration::ZERO)?;
+        let begun =
+            rusqlite::Transaction::new_unchecked(&self.conn, TransactionBehavior::Immediate);
+        self.conn.busy_timeout(super::BUSY_TIMEOUT)?;
+        let tx = match begun {
+            Ok(tx) => tx,
+            Err(rusqlite::Error::SqliteFailure(e, _))
+                if matches!(
+                    e.code,
+                    rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked
+                ) =>
+            {
+                tracing::debug!("the database is busy: no survey this time");
+                return Ok(false);
+            }
+            Err(e) => return Err(e.into()),
+        };
         let Some(sources) = sources(self)? else {
             return Ok(false);
         };

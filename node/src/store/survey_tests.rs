@@ -325,3 +325,21 @@ fn writes_to_the_stores_rows_new_records_and_derived_files_retire_the_survey() {
     assert!(!holds(&store));
     drop(dir);
 }
+
+#[test]
+fn no_survey_is_written_while_another_process_writes() {
+    let (dir, store) = setup();
+    let key = [1u8; 32];
+    let other = rusqlite::Connection::open(dir.path().join("cairn.db")).expect("other");
+    other
+        .execute_batch("BEGIN IMMEDIATE")
+        .expect("hold the write lock");
+    // Busy is no error: the survey is only left for a later pass.
+    let written = store
+        .write_survey(&key, |_| Ok(Some(tallied(Keys::of(&key), rows()))))
+        .expect("not an error");
+    assert!(!written);
+    other.execute_batch("ROLLBACK").expect("release");
+    saved(&store, &key);
+    assert!(Survey::load(&store, &key).is_some());
+}
