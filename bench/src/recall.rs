@@ -322,6 +322,27 @@ fn copy_index(src: &Path, dst: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Removes the coarse cells the haystack's own passes wrote (the derived
+/// file `cairn.db-cells`, see ARCHITECTURE.md), so that the pass that
+/// indexes the set writes them anew over the haystack and the set alike.
+/// Cells of the haystack alone cover more than three quarters of the
+/// sketch once the set is added, so they would stay, and every search
+/// reads the entries past them (the set's) from the sketch: the set would
+/// never be found through the cells, as the sessions of a settled history
+/// are, and the share of the cells a question reads would seem not to
+/// matter (at 10 GB a sixteenth kept R@1 at 85.5%, against 83.3% with the
+/// set inside the cells).
+fn drop_haystack_cells(data: &Path) -> anyhow::Result<()> {
+    match std::fs::remove_file(data.join("cairn.db-cells")) {
+        Ok(()) => {
+            eprintln!("removed the haystack's cells: the set's pass writes them over both");
+            Ok(())
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(e).context("cannot remove the haystack's cells"),
+    }
+}
+
 /// Writes one session as a Codex rollout.
 fn write_codex(home: &Path, s: &Session, sid: &str) -> anyhow::Result<()> {
     let start = s
@@ -484,6 +505,7 @@ pub fn main() -> anyhow::Result<()> {
     if let Some(dir) = &args.haystack {
         index_haystack(dir, &home_s, &data_s, now_ms)?;
     }
+    drop_haystack_cells(&data)?;
     let mut node = open_node(&home_s, &data_s, &[])?;
     let report = node.index(IndexRequest::new(now_ms))?;
     let stats = node.stats()?;
@@ -666,6 +688,21 @@ mod tests {
         assert_eq!(ids.len(), qs.len(), "question ids are unique");
         assert!(qs.iter().any(|q| q.split == "holdout"));
         assert!(qs.iter().all(|q| q.split == "tune" || q.split == "holdout"));
+    }
+
+    /// The haystack's cells go and nothing else does; a haystack without
+    /// cells is fine.
+    #[test]
+    fn the_haystack_s_cells_are_dropped_before_the_set_is_indexed() {
+        let dir = tempfile::tempdir().expect("tmp");
+        for f in ["cairn.db", "cairn.db-sketch", "cairn.db-cells"] {
+            std::fs::write(dir.path().join(f), f).expect("write");
+        }
+        drop_haystack_cells(dir.path()).expect("drop");
+        assert!(!dir.path().join("cairn.db-cells").exists());
+        assert!(dir.path().join("cairn.db").exists());
+        assert!(dir.path().join("cairn.db-sketch").exists());
+        drop_haystack_cells(dir.path()).expect("no cells is fine");
     }
 
     #[test]

@@ -237,6 +237,10 @@ pub struct Node {
     catch_up_holders: std::collections::BTreeMap<u64, std::sync::Weak<()>>,
     /// A catch-up left its records' vectors to [`Node::finish_catch_up`].
     catch_up_vectors: bool,
+    /// A move of vectors made while more records waited put the sketch's
+    /// cells off (`sketch::CellsWhen::Later`): the last move writes them,
+    /// in this call of [`Node::embed_pending`] or a later one.
+    cells_put_off: bool,
     /// When the derived files were last checked whole, or when the first
     /// pass with a deadline began (its clock for the next check).
     checked_at: Option<std::time::Instant>,
@@ -313,6 +317,7 @@ impl Node {
             catch_up: None,
             catch_up_holders: std::collections::BTreeMap::new(),
             catch_up_vectors: false,
+            cells_put_off: false,
             checked_at: None,
             unwritten: Vec::new(),
         })
@@ -553,6 +558,7 @@ impl Node {
     ///
     /// The new vectors are moved into the flat file that searches scan
     /// (see `store::vector_file`) every [`MOVE_EVERY`] records and at the
+    /// end; the cells over their sketch are written (when due) only at the
     /// end. A failure there is logged, not returned: the vectors stay in
     /// the table, where searches read them, until a later pass. A file
     /// that cannot be trusted any more is written again from vectors
@@ -579,8 +585,14 @@ impl Node {
             };
             done += examined;
             let more = examined >= MOVE_EVERY;
-            if moving && !self.store.vector_file_current()? {
-                match self.store.sync_vector_file(embedder().dim()) {
+            if moving && (!self.store.vector_file_current()? || (!more && self.cells_put_off)) {
+                let dim = embedder().dim();
+                self.cells_put_off = more;
+                let synced = match more {
+                    true => self.store.sync_vector_file_step(dim),
+                    false => self.store.sync_vector_file(dim),
+                };
+                match synced {
                     // Computed again once; a second loss in a row waits
                     // for the next pass.
                     Ok(Synced::Lost) if !lost => {
@@ -1615,6 +1627,38 @@ mod tests {
         assert_ne!(node.store().change_stamp().expect("stamp"), before);
         let r = search(&mut node, "egret");
         assert_eq!(r.page.hits.len(), 1);
+    }
+
+    /// A pass that moves its vectors in several steps writes the sketch's
+    /// cells once, at its last move, over every entry: also when the last
+    /// step moved a full share and the move after it finds nothing left.
+    /// (Cells brought up to date at every step would end covering 192 of
+    /// 250: see `vector_file`'s test of the same.)
+    #[test]
+    fn a_pass_moving_vectors_in_steps_leaves_cells_over_all_of_them() {
+        for records in [250u32, 4 * MOVE_EVERY as u32] {
+            let dir = tempfile::tempdir().expect("tempdir");
+            let mut cfg = crate::config::lexical_for_tests(dir.path());
+            cfg.semantic = true;
+            let mut node = Node::open(cfg.clone()).expect("open");
+            let file = cfg.locations.claude_dir.join("projects/-p/s1.jsonl");
+            let words = ["heron", "marsh", "kingfisher", "reeds", "egret", "tide"];
+            let mut lines = String::new();
+            for i in 0..records {
+                let said = format!(
+                    "the {} by the {} number {i}",
+                    words[i as usize % 6],
+                    words[i as usize / 6 % 6]
+                );
+                lines.push_str(&claude_line("s1", i, &said));
+            }
+            append(&file, &lines);
+            node.index(IndexRequest::new(0)).expect("pass");
+            let counts = node.store().vector_counts().expect("counts");
+            assert_eq!(counts.with_vector, u64::from(records));
+            let covered = crate::store::cells_covered(node.store().path());
+            assert_eq!(covered, Some(u64::from(records)));
+        }
     }
 
     #[test]

@@ -2,9 +2,9 @@
 //! derived files; damage to any (random bytes over 5% of its body, or
 //! every 8th 4 KiB page zeroed) never changes an answer without cairn
 //! naming the file; and a derived file that cannot be written fails
-//! `cairn index`, naming it. The sketch, written from 100,000 vectors, is
-//! had here from a small history through the tests-only
-//! `CAIRN_TEST_SKETCH_FROM` (see `store::sketch`).
+//! `cairn index`, naming it. The sketch and its cells, written from
+//! 100,000 and 400,000 vectors, are had here from a small history through
+//! the tests-only `CAIRN_TEST_SKETCH_FROM` (see `store::sketch`).
 
 use std::path::{Path, PathBuf};
 
@@ -19,8 +19,8 @@ fn names_of(components: &[Component]) -> Vec<String> {
     out
 }
 
-/// A seeded home whose commands sketch the vectors from 500 entries on,
-/// and score a quarter of them exactly.
+/// A seeded home whose commands sketch the vectors (and file the sketches
+/// under cells) from 500 entries on, and score a quarter of them exactly.
 fn sketched_home() -> TestHome {
     TestHome::seeded().with_env("CAIRN_TEST_SKETCH_FROM", "500")
 }
@@ -246,9 +246,9 @@ fn damage_each_derived_file(home: &TestHome, expected: &[Component]) {
             if name.ends_with("-columns") {
                 assert_eq!(now, want, "{name}, damage {kind}: the rows answer instead");
             }
-            // Random bytes reach the head of the sketch,
+            // Random bytes reach the head of the sketch and of the cells,
             // which every meaning search reads: the check there names it.
-            if kind == 0 && name.ends_with("-sketch") {
+            if kind == 0 && (name.ends_with("-sketch") || name.ends_with("-cells")) {
                 assert!(named, "{name}: the search names it: {said}");
             }
             // The next `cairn index` finds it, names it and writes it anew:
@@ -286,7 +286,7 @@ fn damaged_derived_data_never_changes_an_answer_unnamed() {
 }
 
 #[test]
-fn a_damaged_sketch_never_changes_an_answer_unnamed() {
+fn a_damaged_sketch_or_cells_never_changes_an_answer_unnamed() {
     // Every file the list names.
     damage_each_derived_file(&sketched_home(), &Component::ALL);
 }
@@ -338,9 +338,9 @@ fn a_derived_file_that_cannot_be_written_fails_index_naming_it() {
 }
 
 #[test]
-fn a_sketch_that_cannot_be_written_fails_index_naming_it() {
+fn a_sketch_or_cells_that_cannot_be_written_fails_index_naming_it() {
     let home = sketched_home();
     long_session(home.path(), "fleet-ops", 700);
     home.ok(&["index", "--quiet"]);
-    unwritable_fails_index_naming_it(&home, &[Component::Sketch]);
+    unwritable_fails_index_naming_it(&home, &[Component::Sketch, Component::Cells]);
 }

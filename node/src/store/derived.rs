@@ -20,6 +20,8 @@ pub enum Component {
     Vectors,
     /// `-sketch`: a sign sketch per vector (`store::sketch`).
     Sketch,
+    /// `-cells`: the sketches filed under coarse cells (`store::cells`).
+    Cells,
 }
 
 /// What the list says of a component.
@@ -35,8 +37,9 @@ pub struct Spec {
     /// Whether it exists only with the semantic tier on.
     pub semantic: bool,
     /// The `meta` key whose value vouches for what of the file a reader
-    /// may trust (its token and how far).
-    pub mark: &'static str,
+    /// may trust (its token and how far); none for the cells, which their
+    /// head ties to the sketch they file.
+    pub mark: Option<&'static str>,
     /// How it is checked.
     pub checked: &'static str,
     /// How it is rebuilt.
@@ -48,7 +51,7 @@ const COLUMNS: Spec = Spec {
     magic: b"cairnrc2",
     former: &[b"cairnrc1"],
     semantic: false,
-    mark: "columns_file",
+    mark: Some("columns_file"),
     checked: "4 KiB pages sealed with a CRC-32 (`store::pages`), each checked before it is read",
     rebuilt: "its `meta` mark is dropped; the pass's columns step writes it anew",
 };
@@ -58,7 +61,7 @@ const VECTORS: Spec = Spec {
     magic: b"cairnvf2",
     former: &[b"cairnvf1"],
     semantic: true,
-    mark: "vector_file",
+    mark: Some("vector_file"),
     checked: "a CRC-32 per entry, checked before the entry is scored",
     rebuilt: "lost with its `meta` mark; the vector pass computes every vector again",
 };
@@ -68,19 +71,30 @@ const SKETCH: Spec = Spec {
     magic: b"cairnsk2",
     former: &[b"cairnsk1"],
     semantic: true,
-    mark: "sketch_file",
+    mark: Some("sketch_file"),
     checked: "sealed counted pages (`store::pages`); a failing page's entries are scored exactly",
-    rebuilt: "removed; the vector sync writes it anew from the vector file",
+    rebuilt: "removed with its cells; the vector sync writes it anew from the vector file",
 };
 
-/// The file an older build filed the sketches under coarse cells in;
-/// removed when a store opens.
-pub(crate) const OLD_CELLS: &str = "-cells";
+const CELLS: Spec = Spec {
+    suffix: "-cells",
+    magic: b"cairncl2",
+    former: &[b"cairncl1"],
+    semantic: true,
+    mark: None,
+    checked: "sealed pages (`store::pages`); a failing page sends the question to the full sketch scan",
+    rebuilt: "removed; the vector sync writes it anew from the sketch",
+};
 
 impl Component {
     /// Every derived file, in the order the full check takes them (the
-    /// vector file before the sketch it vouches for).
-    pub const ALL: [Component; 3] = [Component::Columns, Component::Vectors, Component::Sketch];
+    /// vector file before the sketch and cells it vouches for).
+    pub const ALL: [Component; 4] = [
+        Component::Columns,
+        Component::Vectors,
+        Component::Sketch,
+        Component::Cells,
+    ];
 
     /// The file's name beside a database named `db_name` (`cairn.db`).
     pub fn file_name(self, db_name: &str) -> String {
@@ -93,6 +107,7 @@ impl Component {
             Component::Columns => &COLUMNS,
             Component::Vectors => &VECTORS,
             Component::Sketch => &SKETCH,
+            Component::Cells => &CELLS,
         }
     }
 
@@ -116,19 +131,26 @@ impl Component {
         t
     }
 
-    /// The value of its `meta` mark, if it is set.
+    /// The value of its `meta` mark, if it has one.
     pub(crate) fn read_mark(self, conn: &Connection) -> rusqlite::Result<Option<String>> {
-        super::meta_get(conn, self.spec().mark)
+        match self.spec().mark {
+            Some(key) => super::meta_get(conn, key),
+            None => Ok(None),
+        }
     }
 
-    /// Sets its `meta` mark to `value`.
+    /// Sets its `meta` mark to `value` (nothing for a file without one).
     pub(crate) fn write_mark(self, conn: &Connection, value: &str) -> rusqlite::Result<()> {
-        super::meta_set(conn, self.spec().mark, value)
+        self.spec()
+            .mark
+            .map_or(Ok(()), |key| super::meta_set(conn, key, value))
     }
 
     /// Drops its `meta` mark: the database vouches for none of the file.
     pub(crate) fn drop_mark(self, conn: &Connection) -> rusqlite::Result<()> {
-        super::meta_drop(conn, self.spec().mark)
+        self.spec()
+            .mark
+            .map_or(Ok(()), |key| super::meta_drop(conn, key))
     }
 
     /// Whether the file at `path` is a former version's (its magic is one
@@ -192,7 +214,10 @@ impl super::Store {
             let why = match c {
                 Component::Columns => self.check_columns()?.map(|d| d.why),
                 Component::Vectors => super::vector_file::check(&self.conn, &self.path)?,
-                Component::Sketch => super::vector_file::check_sketch(&self.conn, &self.path)?,
+                Component::Sketch | Component::Cells => {
+                    let cells = c == Component::Cells;
+                    super::vector_file::check_follower(&self.conn, &self.path, cells)?
+                }
             };
             if let Some(why) = why {
                 out.push(Damage {
@@ -227,7 +252,7 @@ mod tests {
         let t = [3u8; 16];
         assert_ne!(
             Component::Sketch.seal_token(&t),
-            Component::Columns.seal_token(&t)
+            Component::Cells.seal_token(&t)
         );
         assert_ne!(
             Component::Sketch.seal_token(&t),

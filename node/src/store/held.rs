@@ -59,7 +59,7 @@ pub(crate) struct Mapped {
 /// What a copy was read for: it stays valid while this is the same.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Key {
-    /// The vector file's token (for the sketch, hashed with its mean).
+    /// The vector file's token.
     pub(crate) token: [u8; 16],
     /// The vector length.
     pub(crate) dim: usize,
@@ -83,10 +83,15 @@ struct Copy {
 pub(crate) enum Which {
     Vectors,
     Sketch,
-    /// The ranker's columns (`store::columns_file`): always mapped, never
-    /// copied: a question reads entries scattered over the file (a copy
-    /// would only duplicate the page cache). Each reader checks a page
-    /// before it reads it (`store::pages`).
+    /// The sketch's coarse cells (`store::cells`): always mapped, never
+    /// copied, since a question reads a quarter of them (a copy would
+    /// only duplicate the page cache). The file is only ever replaced whole, and a mapping
+    /// keeps the old file, so its identity cannot be taken by another
+    /// while the mapping lives.
+    Cells,
+    /// The ranker's columns (`store::columns_file`): always mapped, as the
+    /// cells are: a question reads entries scattered over the file. Each
+    /// reader checks a page before it reads it (`store::pages`).
     Columns,
 }
 
@@ -101,7 +106,7 @@ impl Which {
     /// Whether this file is mapped whatever its size: read a little here
     /// and there by each question, never scanned whole.
     fn mapped_always(self) -> bool {
-        matches!(self, Which::Columns)
+        matches!(self, Which::Cells | Which::Columns)
     }
 }
 
@@ -112,6 +117,7 @@ pub(crate) struct Held {
     budget: u64,
     vectors: Mutex<Option<Copy>>,
     sketch: Mutex<Option<Copy>>,
+    cells: Mutex<Option<Copy>>,
     columns: Mutex<Option<Copy>>,
 }
 
@@ -122,6 +128,7 @@ impl Held {
             budget,
             vectors: Mutex::new(None),
             sketch: Mutex::new(None),
+            cells: Mutex::new(None),
             columns: Mutex::new(None),
         }
     }
@@ -164,6 +171,7 @@ impl Held {
         match which {
             Which::Vectors => &self.vectors,
             Which::Sketch => &self.sketch,
+            Which::Cells => &self.cells,
             Which::Columns => &self.columns,
         }
         .lock()

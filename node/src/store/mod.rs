@@ -15,8 +15,11 @@ mod apply;
 mod backfill;
 mod browse;
 pub(crate) mod bulk;
-pub(crate) mod candidates;
 mod catch_up;
+mod cells;
+#[cfg(test)]
+pub(crate) use cells::covered_in_file as cells_covered;
+pub(crate) mod candidates;
 pub mod codec;
 pub(crate) mod columns;
 pub(crate) mod columns_file;
@@ -315,11 +318,6 @@ impl Store {
         runs::backfill(&mut conn).map_err(classified)?;
         vector_file::backfill_blocks(&mut conn, path).map_err(classified)?;
         vector_file::keep_table(&mut conn, path, crate::embed::table_id()).map_err(classified)?;
-        // An older build filed the sketches under coarse cells in a file
-        // of their own; nothing reads it now.
-        let mut cells = path.as_os_str().to_owned();
-        cells.push(derived::OLD_CELLS);
-        let _ = std::fs::remove_file(cells);
         let store = Store {
             conn,
             path: path.to_path_buf(),

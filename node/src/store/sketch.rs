@@ -22,6 +22,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use rusqlite::Connection;
 
 use super::StoreError;
+use super::cells::{self, Cells};
 use super::derived::{self, Component};
 use super::flat_file::{self, read_at, write_at};
 use super::held::{self, Held, Which};
@@ -31,9 +32,9 @@ const MAGIC: &[u8; 8] = Component::Sketch.spec().magic;
 const HEADER_LEN: u64 = flat_file::HEADER_LEN as u64;
 
 /// `CAIRN_TEST_SKETCH_FROM`, for tests of the built binary only: with a
-/// number `n`, the sketch is written from `n` entries on (instead of
-/// 100,000) and a search scores a quarter of the entries exactly, so that
-/// a small history exercises it.
+/// number `n`, the sketch and its cells are written from `n` entries on
+/// (instead of 100,000 and 400,000) and a search scores a quarter of the
+/// entries exactly, so that a small history exercises them.
 const TEST_KNOB: &str = "CAIRN_TEST_SKETCH_FROM";
 
 /// The value of [`TEST_KNOB`], read once.
@@ -287,6 +288,8 @@ pub(crate) struct Reader {
     /// Entries it holds of those the vector file's trusted ones.
     pub(crate) count: u64,
     dim: usize,
+    /// Its coarse cells, when they cover [`cells::from`] entries or more.
+    cells: Option<Cells>,
     /// Entries bypassed because their page failed its check; the file is
     /// named once, when the reader is dropped.
     damaged: AtomicU64,
@@ -299,19 +302,6 @@ impl Drop for Reader {
             tracing::error!(path = %self.path.display(), entries = n, "damaged pages of the sketch were not read (their vectors were scored exactly); the next `cairn index` writes the file anew");
         }
     }
-}
-
-/// A token for a held copy of the sketch: the vector file's `token` and
-/// the sketch's `mean` hashed together.
-fn mean_key(token: &[u8; 16], mean: &[f32]) -> [u8; 16] {
-    let mut h = blake3::Hasher::new();
-    h.update(token);
-    for m in mean {
-        h.update(&m.to_le_bytes());
-    }
-    let mut out = [0u8; 16];
-    out.copy_from_slice(&h.finalize().as_bytes()[..16]);
-    out
 }
 
 /// The sketch of the vector file `of` names (its token, vector length and
@@ -343,10 +333,7 @@ pub(crate) fn open(
         return None;
     }
     let entries = held.and_then(|h| {
-        // The file and its mean: a sketch removed and written anew may
-        // reuse the old one's inode, and a new mean changes every entry.
         let key = held::Key {
-            token: mean_key(&of.token, &mean),
             file: flat_file::identity(&file),
             ..of
         };
@@ -354,6 +341,12 @@ pub(crate) fn open(
         let len = pages_for(dim, count) * PAGE as u64;
         h.entries(Which::Sketch, key, &file, page_at(dim, 0), len)
     });
+    let cells = cells::open(db, &of.token, dim, &cells::mean_key(&mean), count)
+        .filter(|c| c.covered >= cells::from())
+        .map(|c| match held {
+            Some(h) => c.held_in(h, of),
+            None => c,
+        });
     Some(Reader {
         file,
         path: path_for(db),
@@ -362,6 +355,7 @@ pub(crate) fn open(
         mean,
         count,
         dim,
+        cells,
         damaged: AtomicU64::new(0),
     })
 }
@@ -448,32 +442,124 @@ impl Reader {
         self.held.is_some()
     }
 
+    /// Whether searches go through its coarse cells.
+    #[cfg(test)]
+    pub(crate) fn has_cells(&self) -> bool {
+        self.cells.is_some()
+    }
+
     /// The positions of the `k` entries nearest to `query` by sketch
-    /// distance (of equal ones, the later entries), ascending, read in
-    /// parts on threads of their own; each part keeps only the entries
-    /// that can still be among the `k` nearest (see [`Nearest`]). Entries
-    /// whose page failed its check are among them whatever their distance.
+    /// distance (of equal ones, the later entries), ascending: of every
+    /// entry, or, when the sketch has cells, of the entries in the cells
+    /// nearest to the query ([`cells::probed`] of them) and those the cells
+    /// do not cover yet.
     pub(crate) fn nearest(&self, query: &[u8], k: usize) -> std::io::Result<Vec<u64>> {
         let n = self.count as usize;
         if k >= n {
             return Ok((0..self.count).collect());
         }
-        let bits = 8 * sketch_len(self.dim);
+        if let Some(cells) = &self.cells {
+            return self.nearest_in_cells(cells, query, k);
+        }
+        self.nearest_scan(query, k)
+    }
+
+    /// [`Reader::nearest`] over every entry of the sketch.
+    fn nearest_scan(&self, query: &[u8], k: usize) -> std::io::Result<Vec<u64>> {
+        let n = self.count as usize;
+        let size = sketch_len(self.dim);
+        // Each thread reads its part and returns every entry's distance
+        // (at most the number of bits, which fits u16) and a histogram.
         let threads = std::thread::available_parallelism()
             .map_or(1, usize::from)
             .clamp(1, 4);
         let per = n.div_ceil(threads);
-        let part = |i: usize| -> std::io::Result<Nearest> {
+        let bits = 8 * size;
+        let part = |i: usize| -> std::io::Result<(Vec<u16>, Vec<u32>)> {
             let first = (i * per).min(n);
             let end = (first + per).min(n);
+            let mut dist = Vec::with_capacity(end.saturating_sub(first));
+            let mut hist = vec![0u32; bits + 1];
+            self.each_run(first as u64, end as u64, |_, m, bytes| match bytes {
+                Some(bytes) => distances(query, bytes, &mut dist, &mut hist),
+                // Bypassed: never chosen by distance, scored all the same.
+                None => dist.extend(std::iter::repeat_n(BYPASSED, m)),
+            })?;
+            Ok((dist, hist))
+        };
+        let parts = flat_file::in_parts(threads, part)?;
+        let mut bypassed = Vec::new();
+        let mut hist = vec![0u64; bits + 1];
+        for (_, h) in &parts {
+            for (t, c) in hist.iter_mut().zip(h) {
+                *t += u64::from(*c);
+            }
+        }
+        let (limit, mut at_limit) = limit_of(&hist, k);
+        let mut out = Vec::with_capacity(k);
+        for (p, (dist, _)) in parts.iter().enumerate().rev() {
+            let first = p * per;
+            for (i, &d) in dist.iter().enumerate().rev() {
+                if d == BYPASSED {
+                    bypassed.push((first + i) as u64);
+                    continue;
+                }
+                let d = usize::from(d);
+                if d < limit {
+                    out.push((first + i) as u64);
+                } else if d == limit && at_limit > 0 {
+                    at_limit -= 1;
+                    out.push((first + i) as u64);
+                }
+            }
+        }
+        out.extend(bypassed);
+        out.sort_unstable();
+        Ok(out)
+    }
+
+    /// [`Reader::nearest`] through the cells: the [`cells::probed`] entries
+    /// of the cells nearest to `query` and the entries past those the cells
+    /// cover, read in parts on threads of their own as a full scan is. Each
+    /// part takes every `threads`th of the cells, nearest first, so the
+    /// parts hold about as many entries each, and its share of the entries
+    /// past them; it keeps only the entries that can still be among the
+    /// `k` nearest (see [`Nearest`]).
+    fn nearest_in_cells(&self, cells: &Cells, query: &[u8], k: usize) -> std::io::Result<Vec<u64>> {
+        let bits = 8 * sketch_len(self.dim);
+        let chosen = cells.nearest(query, cells::probed(cells.covered, k));
+        let threads = std::thread::available_parallelism()
+            .map_or(1, usize::from)
+            .clamp(1, 4);
+        let (from, end) = (cells.covered as usize, self.count as usize);
+        let tail_per = end.saturating_sub(from).div_ceil(threads);
+        let part = |i: usize| -> std::io::Result<Option<Nearest>> {
             let mut near = Nearest::new(bits, k);
-            self.each_run(first as u64, end as u64, |at, m, bytes| match bytes {
+            let mine: Vec<usize> = chosen.iter().skip(i).step_by(threads).copied().collect();
+            let whole = cells.read(&mine, |pos, sketches| {
+                near.add(query, pos.iter().map(|&p| u64::from(p)), sketches);
+            })?;
+            if !whole {
+                return Ok(None);
+            }
+            let first = (from + i * tail_per).min(end);
+            let last = (first + tail_per).min(end);
+            self.each_run(first as u64, last as u64, |at, m, bytes| match bytes {
                 Some(bytes) => near.add(query, at..at + m as u64, bytes),
                 None => near.bypassed.extend(at..at + m as u64),
             })?;
-            Ok(near)
+            Ok(Some(near))
         };
-        Ok(select(&flat_file::in_parts(threads, part)?, k))
+        let parts = flat_file::in_parts(threads, part)?;
+        match parts.into_iter().collect::<Option<Vec<Nearest>>>() {
+            Some(parts) => Ok(select(&parts, k)),
+            // A page of the cells failed its check: its entries are not
+            // known, so every sketch is read instead.
+            None => {
+                tracing::error!(path = %cells.path.display(), "a damaged page of the sketch's cells was not read (every sketch was read instead); the next `cairn index` writes the file anew");
+                self.nearest_scan(query, k)
+            }
+        }
     }
 
     /// Calls `each(at, n, sketches)` for the entries `first..end`, run
@@ -552,8 +638,12 @@ impl Reader {
     }
 }
 
-/// The entries of one part of a scan of the sketch that may be among the
-/// `k` nearest: every entry read is counted in `hist`, but kept
+/// The distance a bypassed entry is given in a scan: more than any
+/// sketch's, never chosen by distance.
+const BYPASSED: u16 = u16::MAX;
+
+/// The entries of one part of a search through the cells that may be
+/// among the `k` nearest: every entry read is counted in `hist`, but kept
 /// only when it lies within the distance at which the entries this part
 /// has read hold `k` already. That distance only shrinks as the part reads
 /// on, and the `k` nearest of all the parts lie within each part's, so
@@ -658,13 +748,28 @@ pub(crate) type EachEntry<'a> = dyn FnMut(f32, &[u8]) -> std::io::Result<()> + '
 /// Reads the vector file's entries `from..to` through an [`EachEntry`].
 pub(crate) type Entries<'a> = dyn FnMut(u64, u64, &mut EachEntry<'_>) -> std::io::Result<()> + 'a;
 
+/// Whether an update of the sketch brings its cells up to date as well.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum CellsWhen {
+    /// Now: the cells are written anew if they cover too little.
+    Now,
+    /// At a later update: more entries are on their way (a long vector
+    /// pass moves them into the file in steps), and cells written now
+    /// would soon cover too little and be written again. Until then
+    /// searches read the entries the cells do not cover from the sketch:
+    /// more bytes per question, never a worse answer.
+    Later,
+}
+
 /// Brings the sketch of the vector file named by `token` (vectors of
 /// length `dim`, `trusted` entries, read through `entries`) up to date:
 /// writes the sketches of entries past the `vouched` ones (from the start
 /// of their page), or the whole file anew (with a new mean) when it is
 /// missing, damaged at its head or made for another file, then has
 /// `vouch` vouch for all `trusted` once they are synced. Nothing below
-/// [`from`] entries. An error names the file that could not be written.
+/// [`from`] entries. The cells over the sketch (see `store::cells`) are
+/// brought up to date too, unless `cells` is [`CellsWhen::Later`]. An
+/// error names the file that could not be written.
 pub(crate) fn update(
     db: &Path,
     token: &[u8; 16],
@@ -672,6 +777,7 @@ pub(crate) fn update(
     (trusted, vouched): (u64, u64),
     entries: &mut Entries<'_>,
     vouch: &mut dyn FnMut(u64) -> Result<(), StoreError>,
+    cells: CellsWhen,
 ) -> Result<(), StoreError> {
     if trusted < from() {
         return Ok(());
@@ -688,12 +794,13 @@ pub(crate) fn update(
         .ok()
         .and_then(|f| check(&f, token, dim).map(|(mean, n)| (f, mean, n)));
     let seal = Component::Sketch.seal_token(token);
-    match existing {
+    let (file, mean) = match existing {
         Some((file, mean, n)) if n <= trusted => {
             let n = n.min(vouched);
             if n < trusted {
                 append(&file, &seal, dim, n, trusted, &mean, entries).map_err(io)?;
             }
+            (file, mean)
         }
         _ => {
             let mean = mean_of(entries, dim, trusted).map_err(io)?;
@@ -704,12 +811,18 @@ pub(crate) fn update(
                 let _ = std::fs::remove_file(&tmp);
                 return Err(io(e));
             }
+            // Written for writing only: read back through a new handle.
+            (File::open(&path).map_err(io)?, mean)
         }
-    }
+    };
     if vouched < trusted {
         vouch(trusted)?;
     }
-    Ok(())
+    if cells == CellsWhen::Later {
+        // Cells made for an old sketch's mean are ignored meanwhile.
+        return Ok(());
+    }
+    refresh_cells(db, token, dim, &mean, &file, trusted)
 }
 
 /// Writes a new sketch file into `file`: its head, then the sketches of
@@ -823,9 +936,37 @@ impl<'a> PageWriter<'a> {
     }
 }
 
+/// Brings the cells of the sketch `file` (holding `count` entries, its
+/// mean `mean`) up to date (see `store::cells`), timed in the log.
+fn refresh_cells(
+    db: &Path,
+    token: &[u8; 16],
+    dim: usize,
+    mean: &[f32],
+    file: &File,
+    count: u64,
+) -> Result<(), StoreError> {
+    let started = std::time::Instant::now();
+    let sketches = || sketches_of(file, token, dim, count);
+    let wrote = cells::refresh(db, token, dim, mean, sketches, count).map_err(|source| {
+        StoreError::Derived {
+            path: cells::path_for(db),
+            source,
+        }
+    })?;
+    if wrote {
+        tracing::info!(
+            entries = count,
+            ms = started.elapsed().as_millis() as u64,
+            "wrote the sketch's cells"
+        );
+    }
+    Ok(())
+}
+
 /// The first `count` sketches of `file` (made for `token`), one after
-/// another; `None` when a page of them fails its check.
-#[cfg(test)]
+/// another; `None` when a page of them fails its check (the cells are
+/// then not written from it: the full check writes the sketch anew).
 fn sketches_of(
     file: &File,
     token: &[u8; 16],
@@ -878,6 +1019,7 @@ pub(crate) fn blank(
     let seal = Component::Sketch.seal_token(token);
     let (size, per) = (sketch_len(dim), per_page(dim));
     let mut page = vec![0u8; PAGE];
+    let mut blanked = false;
     let done = (|| -> std::io::Result<()> {
         for &p in positions.iter().filter(|&&p| p < n) {
             let (at, number) = (page_at(dim, p / per), head_pages(dim) + p / per);
@@ -889,21 +1031,29 @@ pub(crate) fn blank(
             page[slot..slot + size].fill(0);
             pages::seal(&seal, number, &mut page);
             write_at(&file, &page, at)?;
+            blanked = true;
         }
         file.sync_data()
     })();
+    // The cells hold copies of the sketches: written anew from the sketch
+    // by the update that follows, so no copy of a blanked one remains.
+    if blanked || done.is_err() {
+        cells::remove(db);
+    }
     done.map_err(|source| StoreError::Derived { path, source })
 }
 
 /// Removes the sketch (when its vector file is lost).
 pub(crate) fn remove(db: &Path) {
     let _ = std::fs::remove_file(path_for(db));
+    cells::remove(db);
 }
 
-/// Whether the sketch is as an update would leave it for the vector file
-/// named by `token` with `trusted` entries: none below [`from`], else a
-/// sketch that holds and is `vouched` for every entry (checked by its
-/// head only).
+/// Whether the sketch and its cells are as an update would leave them for
+/// the vector file named by `token` with `trusted` entries: none below
+/// [`from`], else a sketch that holds and is `vouched` for every entry
+/// and cells that cover three quarters of them (checked by their heads
+/// and last pages only).
 pub(crate) fn current(
     db: &Path,
     token: &[u8; 16],
@@ -916,10 +1066,13 @@ pub(crate) fn current(
     if vouched < trusted {
         return false;
     }
-    File::open(path_for(db))
+    let Some((mean, n)) = File::open(path_for(db))
         .ok()
         .and_then(|f| check(&f, token, dim))
-        .is_some_and(|(_, n)| n == trusted)
+    else {
+        return false;
+    };
+    n == trusted && cells::current(db, token, dim, &mean, n)
 }
 
 /// The mean of the unit vectors of entries `0..trusted` (blank ones left out).
@@ -978,14 +1131,23 @@ mod tests {
             .collect()
     }
 
-    /// Sketches `all` in one update, after updates that each finished
-    /// (the file's entries all vouched for).
     fn sketch_all(db: &std::path::Path, token: &[u8; 16], all: &[(f32, Vec<u8>)]) {
+        sketch_entries(db, token, all, super::CellsWhen::Now);
+    }
+
+    /// Sketches `all` in one update, cells now or later, after updates
+    /// that each finished (the file's entries all vouched for).
+    fn sketch_entries(
+        db: &std::path::Path,
+        token: &[u8; 16],
+        all: &[(f32, Vec<u8>)],
+        cells: super::CellsWhen,
+    ) {
         let in_file = std::fs::File::open(super::path_for(db))
             .ok()
             .and_then(|f| super::check(&f, token, 64))
             .map_or(0, |(_, n)| n);
-        update(db, token, all, in_file).expect("update");
+        update(db, token, all, in_file, cells).expect("update");
     }
 
     /// Updates the sketch to `all`, `vouched` of them vouched for; the
@@ -995,6 +1157,7 @@ mod tests {
         token: &[u8; 16],
         all: &[(f32, Vec<u8>)],
         vouched: u64,
+        cells: super::CellsWhen,
     ) -> Result<u64, super::StoreError> {
         let mut entries = |from: u64, to: u64, each: &mut super::EachEntry<'_>| {
             for (inv, v) in &all[from as usize..to as usize] {
@@ -1008,7 +1171,7 @@ mod tests {
             now = n;
             Ok(())
         };
-        super::update(db, token, 64, trusted, &mut entries, &mut vouch)?;
+        super::update(db, token, 64, trusted, &mut entries, &mut vouch, cells)?;
         Ok(now)
     }
 
@@ -1086,27 +1249,104 @@ mod tests {
     }
 
     #[test]
-    fn a_sketch_finds_the_nearest_of_every_entry() {
+    fn a_sketch_with_cells_finds_the_nearest_in_the_cells_it_reads_and_all_past_them() {
         let dir = tempfile::tempdir().expect("tmp");
         let db = dir.path().join("c.db");
         let token = [3u8; 16];
-        let all = vectors(700);
+        let all = vectors(400);
         sketch_all(&db, &token, &all);
         let reader = open(&db, &token, all.len());
-        let every = sketches(&all, &reader.mean);
-        for (qi, k) in [(0usize, 3usize), (7, 10), (11, 40), (5, 150), (123, 699)] {
-            let q = &every[qi].1;
-            assert_eq!(
-                reader.nearest(q, k).expect("nearest"),
-                brute(q, &every, k),
-                "query {qi}, k {k}"
-            );
+        assert!(reader.has_cells());
+        let cells = reader.cells.as_ref().expect("cells");
+        assert_eq!(cells.covered, 400);
+        let size = 8;
+        let sketch_of = |p: usize| {
+            let mut out = vec![0u8; size];
+            super::of_offset(&all[p].1, all[p].0, &reader.mean, &mut out);
+            out
+        };
+        for (qi, k) in [(0usize, 3usize), (7, 10), (11, 40), (5, 150)] {
+            let q = sketch_of(qi);
+            let got = reader.nearest(&q, k).expect("nearest");
+            // What the probe reads: the nearest cells' entries.
+            let mut read = Vec::new();
+            cells
+                .probe(&q, super::cells::probed(cells.covered, k), |pos, sk| {
+                    for (p, s) in pos.iter().zip(sk.chunks_exact(size)) {
+                        assert_eq!(s, &sketch_of(*p as usize)[..]);
+                        read.push((u64::from(*p), s.to_vec()));
+                    }
+                })
+                .expect("probe");
+            assert!(read.len() as u64 >= (4 * k as u64).min(400));
+            assert_eq!(got, brute(&q, &read, k), "k = {k}");
+            // The query's own entry is at distance 0: that distance is
+            // found (by it, or by a later entry with the same sketch).
+            let nearest = got.iter().map(|&p| plain(&q, &sketch_of(p as usize))).min();
+            assert_eq!(nearest, Some(0), "k = {k}");
         }
-        assert_eq!(reader.nearest(&every[0].1, 700).expect("all").len(), 700);
+        // Every entry read when the probe covers all: the full scan's.
+        let q = sketch_of(1);
+        let full: Vec<(u64, Vec<u8>)> = (0..400).map(|p| (p as u64, sketch_of(p))).collect();
+        assert_eq!(
+            reader.nearest(&q, 120).expect("nearest"),
+            brute(&q, &full, 120)
+        );
+
+        // More entries: the cells still cover three quarters and stay;
+        // the new ones are read past them.
+        let more = vectors(500);
+        sketch_all(&db, &token, &more);
+        let reader = open(&db, &token, more.len());
+        assert_eq!(reader.cells.as_ref().expect("cells").covered, 400);
+        let q = sketch_of(450 % 6);
+        let got = reader.nearest(&q, 5).expect("nearest");
+        let mut read = Vec::new();
+        let cells = reader.cells.as_ref().expect("cells");
+        cells
+            .probe(&q, super::cells::probed(400, 5), |pos, sk| {
+                for (p, s) in pos.iter().zip(sk.chunks_exact(size)) {
+                    read.push((u64::from(*p), s.to_vec()));
+                }
+            })
+            .expect("probe");
+        let mut sketch_of_more = vec![0u8; size];
+        for (p, (inv, v)) in more.iter().enumerate().skip(400) {
+            super::of_offset(v, *inv, &reader.mean, &mut sketch_of_more);
+            read.push((p as u64, sketch_of_more.clone()));
+        }
+        assert_eq!(got, brute(&q, &read, 5));
+        // Past a quarter more, they are written anew over everything.
+        let most = vectors(700);
+        sketch_all(&db, &token, &most);
+        let reader = open(&db, &token, most.len());
+        assert_eq!(reader.cells.as_ref().expect("cells").covered, 700);
+        // A blank removes them (the next update writes them anew).
+        super::blank(&db, &token, 64, &[3]).expect("blank");
+        assert!(!super::cells::path_for(&db).exists());
+        assert!(!open(&db, &token, most.len()).has_cells());
+        sketch_all(&db, &token, &most);
+        assert!(open(&db, &token, most.len()).has_cells());
+        // A sketch whose head fails its check is not read at all.
+        let path = super::path_for(&db);
+        let good = std::fs::read(&path).expect("read");
+        let mut bytes = good.clone();
+        bytes[40] ^= 0x10;
+        std::fs::write(&path, &bytes).expect("write");
+        assert!(super::open(&db, key(&token), 700, 700, None).is_none());
+        // A sketch written anew (another mean) leaves them unused until
+        // they are written for it; a lost sketch takes them along.
+        std::fs::remove_file(&path).expect("rm");
+        let fewer = vectors(500);
+        update(&db, &token, &fewer, 0, super::CellsWhen::Later).expect("update");
+        assert!(super::cells::path_for(&db).exists());
+        assert!(!open(&db, &token, 500).has_cells());
+        super::remove(&db);
+        assert!(!super::cells::path_for(&db).exists());
     }
 
     #[test]
-    fn a_held_sketch_answers_as_the_file_does_and_follows_the_file_written_anew() {
+    fn held_cells_answer_as_the_file_does_and_follow_the_file_written_anew() {
         let dir = tempfile::tempdir().expect("tmp");
         let db = dir.path().join("c.db");
         let token = [5u8; 16];
@@ -1116,15 +1356,16 @@ mod tests {
             super::open(&db, key(&token), n, n, Some(&held)).expect("sketch")
         };
         let same_answers = |n: usize| {
-            let (plain, copied) = (open(&db, &token, n), open_held(n));
-            assert!(copied.held() && !plain.held());
-            let all = vectors(n);
+            let (plain, mapped) = (open(&db, &token, n), open_held(n));
+            assert!(mapped.cells.as_ref().expect("cells").held());
+            assert!(!plain.cells.as_ref().expect("cells").held());
             for qi in [0usize, 7, 11, 5, 123] {
                 let mut q = vec![0u8; 8];
+                let all = vectors(n);
                 super::of_offset(&all[qi].1, all[qi].0, &plain.mean, &mut q);
                 for k in [3usize, 40, 150] {
                     assert_eq!(
-                        copied.nearest(&q, k).expect("held"),
+                        mapped.nearest(&q, k).expect("mapped"),
                         plain.nearest(&q, k).expect("read"),
                         "{n} entries, query {qi}, k {k}"
                     );
@@ -1133,13 +1374,19 @@ mod tests {
         };
         sketch_all(&db, &token, &vectors(400));
         same_answers(400);
-        // Extended, then written anew (the copy of the old file is not
-        // used for the new one).
+        // Written anew over more entries (a new file renamed over the
+        // old): the mapping of the old one is not used for it.
         sketch_all(&db, &token, &vectors(700));
+        assert_eq!(open_held(700).cells.as_ref().expect("cells").covered, 700);
         same_answers(700);
-        super::remove(&db);
-        sketch_all(&db, &token, &vectors(500));
-        same_answers(500);
+        // Removed by a blank: no cells, held or not.
+        super::blank(&db, &token, 64, &[3]).expect("blank");
+        assert!(!open_held(700).has_cells());
+    }
+
+    /// Sketches `all` without cells (as a long pass's steps leave them).
+    fn sketch_without_cells(db: &std::path::Path, token: &[u8; 16], all: &[(f32, Vec<u8>)]) {
+        sketch_entries(db, token, all, super::CellsWhen::Later);
     }
 
     /// Each entry's sketch against `mean`, with its position.
@@ -1175,7 +1422,7 @@ mod tests {
         let db = dir.path().join("c.db");
         let token = [4u8; 16];
         let all = vectors(2_000);
-        sketch_all(&db, &token, &all);
+        sketch_without_cells(&db, &token, &all);
         let path = super::path_for(&db);
         let pristine = std::fs::read(&path).expect("read");
         let per = super::per_page(64);
@@ -1183,6 +1430,7 @@ mod tests {
         let held = super::Held::new(1 << 20);
         let key = key(&token);
         let reader = open(&db, &token, all.len());
+        assert!(!reader.has_cells());
         let every = sketches(&all, &reader.mean);
         let queries: Vec<Vec<u8>> = [5usize, 600, 1_999]
             .iter()
@@ -1245,14 +1493,15 @@ mod tests {
         let db = dir.path().join("c.db");
         let token = [6u8; 16];
         let all = vectors(1_300);
-        sketch_all(&db, &token, &all[..600]);
+        sketch_without_cells(&db, &token, &all[..600]);
         let path = super::path_for(&db);
         let file = || std::fs::File::open(&path).expect("open");
         assert_eq!(super::check(&file(), &token, 64).map(|c| c.1), Some(600));
+        let later = super::CellsWhen::Later;
         // A pass that died while it rewrote the second page (holding 91
         // vouched entries) and appended a third, before its mark moved:
         // the second torn, the third written.
-        update(&db, &token, &all, 600).expect("update");
+        update(&db, &token, &all, 600, later).expect("update");
         damage_page(&path, 2, false);
         // The vouched entries of the torn page are handed on; those past
         // the mark are not the sketch's (the vector scan reads them).
@@ -1267,7 +1516,10 @@ mod tests {
         drop(reader);
         assert!(super::damage(&db, &token, 64, 600).is_some());
         // The next update writes them again from the torn page on.
-        assert_eq!(update(&db, &token, &all, 600).expect("update"), 1_300);
+        assert_eq!(
+            update(&db, &token, &all, 600, later).expect("update"),
+            1_300
+        );
         assert_eq!(super::damage(&db, &token, 64, 1_300), None, "whole again");
         let (mean2, read) = super::read_all(&db, &token, 64);
         assert_eq!(mean2, mean, "appended, not written anew");
@@ -1285,10 +1537,14 @@ mod tests {
         let db = dir.path().join("c.db");
         let token = [7u8; 16];
         let all = vectors(1_100);
-        assert_eq!(update(&db, &token, &all[..600], 0).expect("update"), 600);
+        let later = super::CellsWhen::Later;
+        assert_eq!(
+            update(&db, &token, &all[..600], 0, later).expect("update"),
+            600
+        );
         // The append wrote pages 2 and 3 (entries 509..1,100); page 3,
         // past the mark, is torn and page 2 holds more than it vouches.
-        update(&db, &token, &all, 600).expect("update");
+        update(&db, &token, &all, 600, later).expect("update");
         let path = super::path_for(&db);
         damage_page(&path, 3, true);
         assert_eq!(super::damage(&db, &token, 64, 600), None, "stale");
@@ -1302,7 +1558,10 @@ mod tests {
         assert!(super::open(&db, key(&token), 1_100, 0, None).is_none());
         assert_eq!(super::damage(&db, &token, 64, 0), None);
         assert!(!super::current(&db, &token, 64, (1_100, 600)));
-        assert_eq!(update(&db, &token, &all, 600).expect("update"), 1_100);
+        assert_eq!(
+            update(&db, &token, &all, 600, later).expect("update"),
+            1_100
+        );
         assert_eq!(super::damage(&db, &token, 64, 1_100), None, "whole");
         let (mean, read) = super::read_all(&db, &token, 64);
         let want: Vec<u8> = sketches(&all, &mean)
@@ -1310,6 +1569,46 @@ mod tests {
             .flat_map(|(_, s)| s)
             .collect();
         assert_eq!(read, want);
+    }
+
+    #[test]
+    fn a_damaged_page_of_cells_sends_the_question_to_every_sketch() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let db = dir.path().join("c.db");
+        let token = [8u8; 16];
+        let all = vectors(2_000);
+        sketch_all(&db, &token, &all);
+        let path = super::cells::path_for(&db);
+        let pristine = std::fs::read(&path).expect("read");
+        assert_eq!(super::cells::damage(&db, &token, 64), None, "intact");
+        let reader = open(&db, &token, all.len());
+        assert!(reader.has_cells());
+        let every = sketches(&all, &reader.mean);
+        let q = every[77].1.clone();
+        let through_cells = reader.nearest(&q, 30).expect("nearest");
+        let full = reader.nearest_scan(&q, 30).expect("scan");
+        drop(reader);
+        let pages = pristine.len() / super::PAGE;
+        assert!(pages > 4, "{pages} pages");
+        for zero in [false, true] {
+            std::fs::write(&path, &pristine).expect("put back");
+            damage_page(&path, pages - 2, zero);
+            let why = super::cells::damage(&db, &token, 64).expect("found");
+            assert!(why.contains("1 of its"), "{why}");
+            // Every query that reads the damaged page answers as the full
+            // scan; one that does not, as the cells did.
+            let reader = open(&db, &token, all.len());
+            assert!(reader.has_cells(), "the head is intact");
+            let got = reader.nearest(&q, 30).expect("nearest");
+            assert!(got == full || got == through_cells, "zero {zero}");
+            let all_cells = reader.nearest(&q, 1_000).expect("nearest");
+            assert_eq!(all_cells, reader.nearest_scan(&q, 1_000).expect("scan"));
+        }
+        // The head damaged: the cells are not used.
+        std::fs::write(&path, &pristine).expect("put back");
+        damage_page(&path, 0, false);
+        assert!(!open(&db, &token, all.len()).has_cells());
+        assert!(super::cells::damage(&db, &token, 64).is_some());
     }
 
     #[test]
@@ -1322,23 +1621,35 @@ mod tests {
         let mut former = b"cairnsk1".to_vec();
         former.extend(std::iter::repeat_n(7u8, 9_000));
         std::fs::write(&path, &former).expect("write");
+        std::fs::write(super::cells::path_for(&db), b"cairncl1 and more").expect("write");
         assert_eq!(
             super::damage(&db, &token, 64, 700),
             None,
             "former, not damaged"
         );
+        assert_eq!(super::cells::damage(&db, &token, 64), None, "former");
         sketch_all(&db, &token, &all);
-        assert_eq!(super::damage(&db, &token, 64, 700), None, "written anew");
-        open(&db, &token, 700);
-        // Something in the way: the error names the file.
-        super::remove(&db);
-        std::fs::create_dir(&path).expect("a folder in the way");
-        match update(&db, &token, &all, 0).expect_err("cannot be written") {
-            super::StoreError::Derived { path: named, .. } => assert_eq!(named, path),
-            other => panic!("{other}"),
+        assert!(open(&db, &token, 700).has_cells(), "both written anew");
+        // Something in the way of either: the error names the file.
+        for (path, with_cells) in [
+            (super::path_for(&db), false),
+            (super::cells::path_for(&db), true),
+        ] {
+            super::remove(&db);
+            std::fs::create_dir(&path).expect("a folder in the way");
+            let err =
+                update(&db, &token, &all, 0, super::CellsWhen::Now).expect_err("cannot be written");
+            match err {
+                super::StoreError::Derived { path: named, .. } => assert_eq!(named, path),
+                other => panic!("{other}"),
+            }
+            assert!(
+                !dir.path().join("c.db-sketch.tmp").exists()
+                    && !dir.path().join("c.db-cells.tmp").exists()
+            );
+            std::fs::remove_dir(&path).expect("clear");
+            assert!(with_cells || !super::cells::path_for(&db).exists());
         }
-        assert!(!dir.path().join("c.db-sketch.tmp").exists());
-        std::fs::remove_dir(&path).expect("clear");
     }
 
     #[test]

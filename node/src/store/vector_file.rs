@@ -222,7 +222,8 @@ fn read_range(
 
 /// Brings the sketch (see [`sketch`]) in line with the file after a
 /// committed change: blanks the sketches of `blanked` entries, then adds
-/// those of new entries. A failure names the file it could not write: searches then
+/// those of new entries. The sketch's cells follow unless `cells` puts
+/// them off. A failure names the file it could not write: searches then
 /// scan exactly what the sketch lacks, and the caller reports it.
 fn follow(
     conn: &Connection,
@@ -230,6 +231,7 @@ fn follow(
     mark: &Mark,
     dim: usize,
     blanked: &[u64],
+    cells: sketch::CellsWhen,
 ) -> Result<(), StoreError> {
     if let Err(e) = sketch::blank(db, &mark.token, dim, blanked) {
         // No sketch of a blanked entry may stay: the next sync writes
@@ -255,6 +257,7 @@ fn follow(
             })
         },
         &mut |count| sketch::vouch(conn, &mark.token, count),
+        cells,
     )
 }
 
@@ -271,19 +274,30 @@ pub(crate) fn current(conn: &Connection, db: &Path) -> Result<bool, StoreError> 
             .is_some_and(|(_, dim)| sketch::current(db, &mark.token, dim, (mark.count, vouched))))
 }
 
-/// What [`sketch::damage`] finds wrong with the sketch made for the file
-/// the database vouches for; a damaged one is removed, so that the next
-/// sync writes it anew.
-pub(crate) fn check_sketch(conn: &Connection, db: &Path) -> Result<Option<String>, StoreError> {
+/// What [`sketch::damage`] or [`cells::damage`](super::cells::damage)
+/// finds wrong with the sketch (`cells` false) or its cells, made for the
+/// file the database vouches for; a damaged one is removed (the cells
+/// with the sketch they copy), so that the next sync writes it anew.
+pub(crate) fn check_follower(
+    conn: &Connection,
+    db: &Path,
+    cells: bool,
+) -> Result<Option<String>, StoreError> {
     let Some(mark) = read_mark(conn)? else {
         return Ok(None);
     };
     let Some((_, dim)) = open_marked(&path_for(db), &mark, None, false) else {
         return Ok(None);
     };
-    let why = sketch::damage(db, &mark.token, dim, sketch::vouched(conn, &mark.token)?);
+    let why = match cells {
+        false => sketch::damage(db, &mark.token, dim, sketch::vouched(conn, &mark.token)?),
+        true => super::cells::damage(db, &mark.token, dim),
+    };
     if why.is_some() {
-        sketch::remove(db);
+        match cells {
+            false => sketch::remove(db),
+            true => super::cells::remove(db),
+        }
     }
     Ok(why)
 }
@@ -407,7 +421,7 @@ pub(crate) fn scrub(conn: &Connection, db: &Path) -> Result<(), StoreError> {
                 tx.commit()?;
                 // The forget is done; a sketch that cannot follow is
                 // removed (no copy of a blanked entry's sketch stays).
-                if let Err(e) = follow(conn, db, &m, dim, &blanked) {
+                if let Err(e) = follow(conn, db, &m, dim, &blanked, sketch::CellsWhen::Now) {
                     tracing::warn!(error = %e, "cannot update the vector sketch; it is removed");
                     sketch::remove(db);
                 }
@@ -482,8 +496,14 @@ pub enum Synced {
 /// at `db`, in one write transaction on `conn`: appends them to the file
 /// and blanks the entries of deleted records, or, with no file yet,
 /// writes it from the table. The table keeps only what the file does not.
-/// The sketch follows the file.
-pub(crate) fn sync(conn: &mut Connection, db: &Path, dim: usize) -> Result<Synced, StoreError> {
+/// The sketch follows the file; its cells too, unless `cells` puts them
+/// off until a later sync.
+pub(crate) fn sync(
+    conn: &mut Connection,
+    db: &Path,
+    dim: usize,
+    cells: sketch::CellsWhen,
+) -> Result<Synced, StoreError> {
     let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
     let newest = newest(&tx)?;
     let path = path_for(db);
@@ -506,7 +526,7 @@ pub(crate) fn sync(conn: &mut Connection, db: &Path, dim: usize) -> Result<Synce
             if m.upto >= newest && !any_gone(&tx)? {
                 tx.commit()?;
                 // A sketch missing or behind (a failed update) catches up.
-                follow(conn, db, &m, dim, &[])?;
+                follow(conn, db, &m, dim, &[], cells)?;
                 return Ok(Synced::Current);
             }
             let blanked = blank(&file, &m, dim, &gone(&tx)?).map_err(io)?;
@@ -546,7 +566,7 @@ pub(crate) fn sync(conn: &mut Connection, db: &Path, dim: usize) -> Result<Synce
     tx.execute("DELETE FROM vectors WHERE id <= ?1", [mark.upto])?;
     tx.execute("DELETE FROM vectors_gone", [])?;
     tx.commit()?;
-    follow(conn, db, &mark, dim, &blanked)?;
+    follow(conn, db, &mark, dim, &blanked, cells)?;
     Ok(done)
 }
 
@@ -1622,19 +1642,18 @@ mod tests {
         assert_eq!(scanned(&store, 1).as_ref(), Some(&all));
     }
 
-    /// The full check names a damaged sketch file and removes
+    /// The full check names a damaged sketch or cells file and removes
     /// it; the file is then no longer current, and the next sync writes
     /// it anew, after which the check finds nothing.
     #[test]
-    fn the_full_check_names_a_damaged_sketch_and_the_next_sync_rewrites_it() {
+    fn the_full_check_names_a_damaged_sketch_or_cells_and_the_next_sync_rewrites_it() {
         use crate::store::derived::Component;
         let dir = tempfile::tempdir().expect("tmp");
         let mut store = store_with(dir.path(), 80);
         store.sync_vector_file(3).expect("sync");
         assert!(store.vector_file_current().expect("current"));
         assert_eq!(store.check_derived(true).expect("check"), Vec::new());
-        let c = Component::Sketch;
-        {
+        for c in [Component::Sketch, Component::Cells] {
             let path = c.path(store.path());
             let mut bytes = std::fs::read(&path).expect("read");
             // The last page, zeroed: its check fails.
@@ -1912,6 +1931,44 @@ mod tests {
                 return synced;
             }
         }
+    }
+
+    /// Moves made while more vectors wait leave the cells for the last
+    /// move, which writes them over every entry, also when it has nothing
+    /// left to move; moves that each bring the cells up to date write them
+    /// at every step that outgrows them and end covering fewer.
+    #[test]
+    fn a_long_vector_pass_writes_the_sketch_s_cells_once_at_its_last_move() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let steps = [64, 128, 192, 250];
+        let mut each = Store::open(&dir.path().join("each.db")).expect("open");
+        let mut covered = Vec::new();
+        let mut from = 0;
+        for to in steps {
+            add(&mut each, from, to);
+            each.sync_vector_file(3).expect("sync");
+            covered.push(crate::store::cells_covered(each.path()));
+            from = to;
+        }
+        // Written at 64, 128 and 192; at 250 those still cover three quarters.
+        assert_eq!(covered, [Some(64), Some(128), Some(192), Some(192)]);
+
+        let mut once = Store::open(&dir.path().join("once.db")).expect("open");
+        let mut from = 0;
+        for to in steps {
+            add(&mut once, from, to);
+            once.sync_vector_file_step(3).expect("step");
+            assert_eq!(crate::store::cells_covered(once.path()), None, "{to}");
+            from = to;
+        }
+        // The sketch followed every step: a search reads it all.
+        let mark = read_mark(&once.conn).expect("mark").expect("a mark");
+        assert_eq!(mark.count, 250);
+        assert!(sketch::path_for(once.path()).exists());
+        // The last move had nothing left to move: the cells are written.
+        assert_eq!(once.sync_vector_file(3).expect("sync"), Synced::Current);
+        assert_eq!(crate::store::cells_covered(once.path()), Some(250));
+        assert_eq!(scanned(&once, 2), scanned(&each, 2));
     }
 
     #[test]

@@ -211,7 +211,12 @@ impl Store {
     /// [`Synced::Lost`] means the file could not be trusted and the vector
     /// pass starts again from the first record.
     pub fn sync_vector_file(&mut self, dim: usize) -> Result<Synced, StoreError> {
-        vector_file::sync(&mut self.conn, &self.path, dim)
+        vector_file::sync(
+            &mut self.conn,
+            &self.path,
+            dim,
+            super::sketch::CellsWhen::Now,
+        )
     }
 
     /// Checks every entry of the vector file; a damaged file is lost (the
@@ -223,6 +228,18 @@ impl Store {
                 path: vector_file::path_for(&self.path),
                 why,
             }),
+        )
+    }
+
+    /// [`Store::sync_vector_file`] for a step of a long vector pass, with
+    /// more vectors to move after it: the sketch's cells wait for the last
+    /// step's sync (see [`sketch::CellsWhen::Later`](super::sketch::CellsWhen)).
+    pub fn sync_vector_file_step(&mut self, dim: usize) -> Result<Synced, StoreError> {
+        vector_file::sync(
+            &mut self.conn,
+            &self.path,
+            dim,
+            super::sketch::CellsWhen::Later,
         )
     }
 
