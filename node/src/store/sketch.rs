@@ -304,6 +304,19 @@ impl Drop for Reader {
     }
 }
 
+/// A token for a held copy of the sketch: the vector file's `token` and
+/// the sketch's `mean` hashed together.
+fn mean_key(token: &[u8; 16], mean: &[f32]) -> [u8; 16] {
+    let mut h = blake3::Hasher::new();
+    h.update(token);
+    for m in mean {
+        h.update(&m.to_le_bytes());
+    }
+    let mut out = [0u8; 16];
+    out.copy_from_slice(&h.finalize().as_bytes()[..16]);
+    out
+}
+
 /// The sketch of the vector file `of` names (its token, vector length and
 /// blank count; `trusted` entries), when it is there and holds at least
 /// [`from()`] of them that the database vouches for (`vouched`); its
@@ -333,7 +346,10 @@ pub(crate) fn open(
         return None;
     }
     let entries = held.and_then(|h| {
+        // The file and its mean: a sketch removed and written anew may
+        // reuse the old one's inode, and a new mean changes every entry.
         let key = held::Key {
+            token: mean_key(&of.token, &mean),
             file: flat_file::identity(&file),
             ..of
         };
@@ -1382,6 +1398,40 @@ mod tests {
         // Removed by a blank: no cells, held or not.
         super::blank(&db, &token, 64, &[3]).expect("blank");
         assert!(!open_held(700).has_cells());
+    }
+
+    /// A held copy of the sketch is never used for a sketch removed and
+    /// written anew over other entries (a new mean), even when the new
+    /// file gets the old one's inode back.
+    #[test]
+    fn a_held_sketch_written_anew_with_another_mean_is_read_again() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let db = dir.path().join("c.db");
+        let token = [9u8; 16];
+        let held = super::Held::new(1 << 20);
+        let same_answers = |n: usize| {
+            let n64 = n as u64;
+            let plain = open(&db, &token, n);
+            let copied = super::open(&db, key(&token), n64, n64, Some(&held)).expect("sketch");
+            assert!(copied.held() && !plain.held());
+            let every = sketches(&vectors(n), &plain.mean);
+            for qi in [0usize, 7, 11, 5, 23] {
+                for k in [3usize, 10, 30] {
+                    assert_eq!(
+                        copied.nearest(&every[qi].1, k).expect("held"),
+                        plain.nearest(&every[qi].1, k).expect("read"),
+                        "{n} entries, query {qi}, k {k}"
+                    );
+                }
+            }
+        };
+        // Below the cells' threshold, so every answer comes from the
+        // sketch's own entries.
+        sketch_without_cells(&db, &token, &vectors(60));
+        same_answers(60);
+        super::remove(&db);
+        sketch_without_cells(&db, &token, &vectors(40));
+        same_answers(40);
     }
 
     /// Sketches `all` without cells (as a long pass's steps leave them).
