@@ -237,12 +237,7 @@ impl Store {
         super::vector_file::scrub(&self.conn, &self.path)?;
         match self.conn.execute_batch("VACUUM") {
             Ok(()) => {}
-            Err(rusqlite::Error::SqliteFailure(e, _))
-                if matches!(
-                    e.code,
-                    rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked
-                ) =>
-            {
+            Err(e) if super::is_busy(&e) => {
                 tracing::warn!("database busy; forgotten bytes are scrubbed at the next forget");
                 return Ok(false);
             }

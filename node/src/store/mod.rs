@@ -202,6 +202,14 @@ fn classify(path: &Path, source: rusqlite::Error) -> StoreError {
     }
 }
 
+/// Whether SQLite answered that another connection holds the database.
+pub(super) fn is_busy(e: &rusqlite::Error) -> bool {
+    matches!(
+        e.sqlite_error_code(),
+        Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked)
+    )
+}
+
 /// Runs `f` again while SQLite answers busy without having waited (it does
 /// so where waiting could deadlock, e.g. switching journal modes while
 /// another connection opens the file); bounded by [`BUSY_TIMEOUT`].
@@ -210,12 +218,7 @@ fn retry_busy<T>(mut f: impl FnMut() -> rusqlite::Result<T>) -> rusqlite::Result
     let mut pause = Duration::from_millis(5);
     loop {
         match f() {
-            Err(e)
-                if matches!(
-                    e.sqlite_error_code(),
-                    Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked)
-                ) && start.elapsed() < BUSY_TIMEOUT =>
-            {
+            Err(e) if is_busy(&e) && start.elapsed() < BUSY_TIMEOUT => {
                 std::thread::sleep(pause);
                 pause = (pause * 2).min(Duration::from_millis(100));
             }

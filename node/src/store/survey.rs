@@ -373,12 +373,7 @@ impl Store {
         self.conn.busy_timeout(super::BUSY_TIMEOUT)?;
         let tx = match begun {
             Ok(tx) => tx,
-            Err(rusqlite::Error::SqliteFailure(e, _))
-                if matches!(
-                    e.code,
-                    rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked
-                ) =>
-            {
+            Err(e) if super::is_busy(&e) => {
                 tracing::debug!("the database is busy: no survey this time");
                 return Ok(false);
             }
