@@ -59,7 +59,7 @@ pub(crate) struct Mapped {
 /// What a copy was read for: it stays valid while this is the same.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Key {
-    /// The vector file's token (for the sketch, hashed with its mean).
+    /// The vector file's token (for the sketch, with its mean's name folded in).
     pub(crate) token: [u8; 16],
     /// The vector length.
     pub(crate) dim: usize,

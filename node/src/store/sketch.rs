@@ -304,19 +304,6 @@ impl Drop for Reader {
     }
 }
 
-/// A token for a held copy of the sketch: the vector file's `token` and
-/// the sketch's `mean` hashed together.
-fn mean_key(token: &[u8; 16], mean: &[f32]) -> [u8; 16] {
-    let mut h = blake3::Hasher::new();
-    h.update(token);
-    for m in mean {
-        h.update(&m.to_le_bytes());
-    }
-    let mut out = [0u8; 16];
-    out.copy_from_slice(&h.finalize().as_bytes()[..16]);
-    out
-}
-
 /// The sketch of the vector file `of` names (its token, vector length and
 /// blank count; `trusted` entries), when it is there and holds at least
 /// [`from()`] of them that the database vouches for (`vouched`); its
@@ -345,11 +332,13 @@ pub(crate) fn open(
     if count < from() {
         return None;
     }
+    let named = cells::mean_key(&mean);
     let entries = held.and_then(|h| {
         // The file and its mean: a sketch removed and written anew may
         // reuse the old one's inode, and a new mean changes every entry.
+        // The vector file's token with the mean's name folded in.
         let key = held::Key {
-            token: mean_key(&of.token, &mean),
+            token: std::array::from_fn(|i| of.token[i] ^ named[i]),
             file: flat_file::identity(&file),
             ..of
         };
@@ -357,7 +346,7 @@ pub(crate) fn open(
         let len = pages_for(dim, count) * PAGE as u64;
         h.entries(Which::Sketch, key, &file, page_at(dim, 0), len)
     });
-    let cells = cells::open(db, &of.token, dim, &cells::mean_key(&mean), count)
+    let cells = cells::open(db, &of.token, dim, &named, count)
         .filter(|c| c.covered >= cells::from())
         .map(|c| match held {
             Some(h) => c.held_in(h, of),
