@@ -25,11 +25,32 @@ const VECTOR_RECORDS: usize = 200;
 /// unrelated sessions).
 const MIN_SIMILARITY: f32 = 0.4;
 
+/// Han characters a question without spaces may hold and still be one
+/// word: a Chinese word is one to four of them, a question a dozen.
+const HAN_WORD: usize = 4;
+
+/// Whether a text without spaces reads as one word rather than a Chinese
+/// or Japanese sentence, which leaves no space between its words: at most
+/// [`HAN_WORD`] Han characters and no hiragana (Japanese grammar is
+/// written in it; a katakana loanword alone is one word).
+fn unspaced_word(raw: &str) -> bool {
+    let han = raw
+        .chars()
+        .filter(|&c| {
+            crate::text::is_cjk(c)
+                && !matches!(c as u32, 0x3040..=0x30FF | 0xAC00..=0xD7AF | 0xFF66..=0xFF9F)
+        })
+        .count();
+    let hiragana = raw.chars().any(|c| matches!(c as u32, 0x3040..=0x309F));
+    han <= HAN_WORD && !hiragana
+}
+
 /// True when the query names something exactly: a single word, a quoted
 /// phrase, or a word that is an identifier, code, path or number (not a
-/// year) rather than prose.
+/// year) rather than prose (see [`unspaced_word`] for Chinese and Japanese).
 pub fn is_exact_lookup(raw: &str) -> bool {
-    if raw.contains('"') || raw.split_whitespace().count() == 1 {
+    let one_word = raw.split_whitespace().count() == 1 && unspaced_word(raw);
+    if raw.contains('"') || one_word {
         return true;
     }
     raw.split_whitespace().any(|w| {
@@ -801,6 +822,8 @@ mod tests {
             "OOMKilled",
             "port 8080 refused",
             "hyper",
+            "缓存",
+            "データベース",
         ] {
             assert!(is_exact_lookup(q), "{q}");
         }
@@ -810,6 +833,8 @@ mod tests {
             "how do we round half cents",
             "what happened in July 2023",
             "API rate limits",
+            "为什么导入银行账单时内存占用那么高",
+            "夜間のインポートが止まった",
         ] {
             assert!(!is_exact_lookup(q), "{q}");
         }
