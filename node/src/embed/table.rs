@@ -118,7 +118,8 @@ impl<'a> Table<'a> {
             .map(|n| n as u32)
     }
 
-    fn rows(&self) -> usize {
+    /// Rows in the table, one per token.
+    pub(crate) fn rows(&self) -> usize {
         self.scales.len() / 4
     }
 
