@@ -566,7 +566,7 @@ pub(crate) mod tests {
     /// (tools/embed/crosslingual.py): a sentence in Russian, Chinese,
     /// Japanese or Korean lands near its English meaning, far from an
     /// unrelated English sentence. With the English-only rows each pair
-    /// below was within 0.15 either way (or had no vector at all).
+    /// below differed by less than 0.2 (or had no vector at all).
     #[test]
     fn the_builtin_table_places_other_languages_near_their_english_meaning() {
         let e = builtin();

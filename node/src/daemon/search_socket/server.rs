@@ -29,7 +29,9 @@ const CACHE_KIB: u32 = 64 * 1024;
 /// The most the kept connection holds in memory of the vector file's
 /// entries, and of its sketch's (each): the whole vector file up to about
 /// 250,000 vectors (some 2 GB of history), and the sketch, which searches
-/// go through from 100,000 vectors, up to about 2 million.
+/// go through from 100,000 vectors, up to about 2 million. Mapping the
+/// files instead made a question through the daemon 17-30% slower at
+/// 1 GB (docs/embeddings.md, "At run time").
 const HELD_BYTES: u64 = 64 * 1024 * 1024;
 
 /// Failures to set the socket up.
