@@ -50,16 +50,11 @@ import scipy.sparse.linalg as spl
 from tokenizers import BertWordPieceTokenizer
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from combine import vocab_of  # noqa: E402
 from distill import write_table  # noqa: E402
 from probe import read_table  # noqa: E402
 
 MAX_TOKENS = 256
-
-
-def vocab_of(path: Path) -> list:
-    b = path.read_bytes()
-    vlen = int.from_bytes(b[20:24], "little")
-    return b[24 : 24 + vlen].decode("utf-8").split("\n")
 
 
 def non_latin(token: str) -> bool:
