@@ -34,15 +34,8 @@ const HAN_WORD: usize = 4;
 /// [`HAN_WORD`] Han characters and no hiragana (Japanese grammar is
 /// written in it; a katakana loanword alone is one word).
 fn unspaced_word(raw: &str) -> bool {
-    let han = raw
-        .chars()
-        .filter(|&c| {
-            crate::text::is_cjk(c)
-                && !matches!(c as u32, 0x3040..=0x30FF | 0xAC00..=0xD7AF | 0xFF66..=0xFF9F)
-        })
-        .count();
-    let hiragana = raw.chars().any(|c| matches!(c as u32, 0x3040..=0x309F));
-    han <= HAN_WORD && !hiragana
+    let han = raw.chars().filter(|&c| crate::text::is_han(c)).count();
+    han <= HAN_WORD && !raw.chars().any(crate::text::is_hiragana)
 }
 
 /// True when the query names something exactly: a single word, a quoted

@@ -18,14 +18,26 @@ pub use decision::is_decision;
 
 /// True for characters written without spaces between words (Han, kana, Hangul syllables).
 pub fn is_cjk(c: char) -> bool {
+    is_han(c)
+        || is_hiragana(c)
+        || matches!(c as u32,
+            0x30A0..=0x30FF      // Katakana
+            | 0xAC00..=0xD7AF    // Hangul syllables
+            | 0xFF66..=0xFF9F) // Halfwidth Katakana
+}
+
+/// True for Han ideographs (Chinese characters, Japanese kanji).
+pub fn is_han(c: char) -> bool {
     matches!(c as u32,
-        0x3040..=0x30FF      // Hiragana, Katakana
-        | 0x3400..=0x4DBF    // CJK Extension A
+        0x3400..=0x4DBF      // CJK Extension A
         | 0x4E00..=0x9FFF    // CJK Unified Ideographs
-        | 0xAC00..=0xD7AF    // Hangul syllables
         | 0xF900..=0xFAFF    // CJK Compatibility Ideographs
-        | 0xFF66..=0xFF9F    // Halfwidth Katakana
         | 0x20000..=0x2FA1F) // Extensions B-F, compatibility supplement
+}
+
+/// True for hiragana, the script Japanese grammar is written in.
+pub fn is_hiragana(c: char) -> bool {
+    matches!(c as u32, 0x3040..=0x309F)
 }
 
 /// Whether `text` may hold a CJK character. Every one is at U+3040 or
