@@ -15,11 +15,24 @@
 //! those). This module owns the list and how it is made; it does not
 //! decide when a question is expanded (the lexical tier does, for
 //! questions the meaning tier answers too) nor read the store.
+//!
+//! Beside it, the translations: for a word of another language (or two
+//! neighbouring CJK characters) the English words it stands for in
+//! translated software messages (`tools/embed/translations.py` writes
+//! `node/assets/embed/translations.txt`), so a question asked in German,
+//! Russian or Chinese also finds an English session by its words.
 
 use crate::embed::Embedder;
 
 /// The list, as [`neighbour_list`] wrote it for the built-in table.
 static LIST: &str = include_str!("../../assets/embed/neighbours.txt");
+
+/// The translations, as `tools/embed/translations.py` wrote them: a
+/// header, then `word english english…` lines sorted by word.
+static TRANSLATIONS: &str = include_str!("../../assets/embed/translations.txt");
+
+/// Words of one question translated at most (in the order asked).
+pub(super) const MOST_TRANSLATED: usize = 8;
 
 /// Neighbours kept per word.
 pub(super) const NEIGHBOURS: usize = 3;
@@ -29,8 +42,8 @@ const FLOOR: f32 = 0.45;
 /// table weighs a token by how rare it is, so this leaves out common
 /// words ("time", "new", "good", "family") whose neighbours are noise.
 const MIN_WEIGHT: f32 = 0.97;
-/// Weight of a match through a neighbour against a match of the word
-/// itself (the stem index's matches of a neighbour count
+/// Weight of a match through a neighbour or a translation against a
+/// match of the word itself (the stem index's matches of a neighbour count
 /// `rank::STEM_WEIGHT` of that again).
 pub(super) const WEIGHT: f64 = 0.6;
 /// A neighbour that matches more records than this in the history is
@@ -53,6 +66,15 @@ fn header(table_id: &str) -> String {
 /// a word the list does not expand.
 pub(super) fn neighbours_of(word: &str) -> impl Iterator<Item = &'static str> {
     lookup(LIST, word)
+        .into_iter()
+        .flat_map(str::split_whitespace)
+}
+
+/// The English words `key` (a word of another language, or two CJK
+/// characters) translates to, strongest first; none for an English word
+/// or one the messages never translated.
+pub(super) fn translations_of(key: &str) -> impl Iterator<Item = &'static str> {
+    lookup(TRANSLATIONS, key)
         .into_iter()
         .flat_map(str::split_whitespace)
 }
@@ -269,6 +291,45 @@ mod tests {
             lines += 1;
         }
         assert!(lines > 1_000, "{lines}");
+    }
+
+    #[test]
+    fn words_of_other_languages_translate_to_english_and_english_does_not() {
+        let has = |key: &str, want: &str| translations_of(key).any(|e| e == want);
+        assert!(has("fehler", "error"), "German");
+        assert!(has("ошибка", "error"), "Russian");
+        assert!(has("базы", "database"), "Russian, inflected");
+        assert!(has("内存", "memory"), "Chinese, two characters");
+        assert!(has("导入", "import"), "Chinese");
+        // English words, stop words of other languages and unknown words
+        // have no line.
+        for w in [
+            "error", "database", "import", "die", "und", "для", "warum", "zzzz", "",
+        ] {
+            assert_eq!(translations_of(w).count(), 0, "{w}");
+        }
+        // Sorted by byte (the binary search's order), each word once, one
+        // or two plain English words each.
+        let mut last = "";
+        let mut lines = 0;
+        for line in TRANSLATIONS.lines().skip(1) {
+            let mut words = line.split(' ');
+            let key = words.next().expect("a word");
+            assert!(key > last, "sorted: {last} then {key}");
+            last = key;
+            let english: Vec<&str> = words.collect();
+            assert!((1..=2).contains(&english.len()), "{line}");
+            for e in english {
+                assert!(
+                    e.len() >= 3 && e.bytes().all(|b| b.is_ascii_lowercase()),
+                    "{line}"
+                );
+                assert_ne!(e, key, "{line}");
+            }
+            lines += 1;
+        }
+        assert!(lines > 10_000, "{lines}");
+        assert!(TRANSLATIONS.starts_with("# cairn translations v1 "));
     }
 
     #[test]

@@ -14,6 +14,7 @@ use super::screen::Screen;
 use super::{SearchError, df, expand, projects, rank};
 use crate::store::ranker::{Columns, Facts};
 use crate::store::{Filter, Store, StoreError, runs};
+use crate::text::is_cjk;
 
 /// How many of a concept's best-scored matches go to the ranker.
 pub(super) const CANDIDATES: usize = 600;
@@ -67,6 +68,51 @@ fn plan_terms(df: &mut df::Frequencies, q: &Query) -> Result<(Query, Vec<i64>), 
         },
         dfs,
     ))
+}
+
+/// A word of the question, the English words it stands for, and how
+/// many records the rarest of them matches.
+type Translated = (Term, Vec<&'static str>, i64);
+
+/// The terms of `terms` that translate to English words this history
+/// holds (`expand::translations_of`; a word of another language, or two
+/// CJK characters), at most [`expand::MOST_TRANSLATED`]: each with those
+/// words and how many records the rarest of them matches.
+fn translated(
+    freq: &mut df::Frequencies,
+    terms: &[Term],
+    stem_index: bool,
+) -> Result<Vec<Translated>, StoreError> {
+    let mut out = Vec::new();
+    for t in terms {
+        let key = match t {
+            Term::Phrase(p) if p.len() == 1 => p[0].clone(),
+            Term::Phrase(p) if p.len() == 2 && p.iter().all(|c| c.chars().all(is_cjk)) => {
+                p.concat()
+            }
+            _ => continue,
+        };
+        let mut english = Vec::new();
+        let mut least = i64::MAX;
+        for e in expand::translations_of(&key) {
+            let index = match stem_index {
+                true => df::Index::Stem,
+                false => df::Index::Exact,
+            };
+            let df = freq.token(index, e)?;
+            if df > 0 {
+                english.push(e);
+                least = least.min(df);
+            }
+        }
+        if !english.is_empty() && !out.iter().any(|(o, _, _)| o == t) {
+            out.push((t.clone(), english, least));
+        }
+        if out.len() == expand::MOST_TRANSLATED {
+            break;
+        }
+    }
+    Ok(out)
 }
 
 /// The items (terms or stems, each with how many of `docs` records it
@@ -416,7 +462,13 @@ pub(super) fn run(
     } else {
         (Vec::new(), Vec::new())
     };
-    let words_found = !qx.is_empty() || !stems.is_empty();
+    // Words of another language, with the English words they translate
+    // to that this history holds: they stand for them below.
+    let translations = match plan.embedder {
+        Some(_) => translated(&mut freq, &q.terms, stem_index)?,
+        None => Vec::new(),
+    };
+    let words_found = !qx.is_empty() || !stems.is_empty() || !translations.is_empty();
     // Words that match nothing find nothing, unless the question names a
     // period: then what was said in that period is the answer.
     if !words_found && period.is_none() {
@@ -444,6 +496,15 @@ pub(super) fn run(
     for (w, df) in stems.iter().zip(&stem_dfs) {
         if !concepts.iter().any(|c| c.1.as_ref() == Some(w)) {
             concepts.push((None, Some(w.clone()), *df));
+        }
+    }
+    // A translated word the history never says is a part of the question
+    // all the same, as rare as its rarest translation.
+    if !plan.dates_only {
+        for (t, _, df) in &translations {
+            if !concepts.iter().any(|c| c.0.as_ref() == Some(t)) {
+                concepts.push((Some(t.clone()), None, *df));
+            }
         }
     }
     // A pasted page of text: the rarest words carry the meaning.
@@ -544,9 +605,10 @@ pub(super) fn run(
     }
     // A prose question's words stand also for their neighbours in the
     // meaning table (`expand`): "kids" finds "children", at a lower weight
-    // and as the same part of the question.
+    // and as the same part of the question; a word of another language
+    // (or two CJK characters) stands also for its English translations.
     if plan.embedder.is_some() {
-        let words: Vec<(usize, &String)> = concepts
+        let words = concepts
             .iter()
             .enumerate()
             .filter_map(|(k, c)| match c {
@@ -555,35 +617,56 @@ pub(super) fn run(
                 _ => None,
             })
             .take(expand::MOST_WORDS)
-            .collect();
-        for (k, w) in words {
-            for near in expand::neighbours_of(w) {
-                for (index, weight) in [
+            .flat_map(|(k, w)| expand::neighbours_of(w).map(move |n| (k, n, true)));
+        let translated = concepts
+            .iter()
+            .enumerate()
+            .filter_map(|(k, c)| {
+                let (_, english, _) = translations.iter().find(|t| c.0.as_ref() == Some(&t.0))?;
+                Some(english.iter().map(move |e| (k, *e, false)))
+            })
+            .flatten();
+        // A translation is looked up once, by its stem where the index
+        // has stems (its other forms too), at the neighbours' weight.
+        let translation_index = match stem_index {
+            true => df::Index::Stem,
+            false => df::Index::Exact,
+        };
+        for (k, stand_in, neighbour) in words.chain(translated) {
+            let lookups = match neighbour {
+                true => &[
                     (df::Index::Exact, expand::WEIGHT),
                     (df::Index::Stem, expand::WEIGHT * rank::STEM_WEIGHT),
-                ] {
-                    if index == df::Index::Stem && !stem_index {
-                        continue;
-                    }
-                    // A neighbour common in this history says little and
-                    // would cost a scan of its matches.
-                    let Some(df) = freq.rare(index, near, expand::MOST_MATCHES)? else {
-                        continue;
-                    };
-                    if df == 0 {
-                        continue;
-                    }
-                    let expr = match index {
-                        df::Index::Exact => df::token_expr(near),
-                        df::Index::Stem => Query::to_stem_fts(&[near.to_string()]),
-                    };
-                    let concept = Concept {
-                        index,
-                        expr,
-                        counted: freq.newest(index, near),
-                    };
-                    look_up(&mut by_id, concept, (k, df, weight))?;
+                ][..],
+                false => &[(translation_index, expand::WEIGHT)][..],
+            };
+            for &(index, weight) in lookups {
+                if index == df::Index::Stem && !stem_index {
+                    continue;
                 }
+                // A neighbour common in this history says little and
+                // would cost a scan of its matches; a translation is the
+                // question's own word, looked up as the word would be.
+                let df = match neighbour {
+                    true => freq.rare(index, stand_in, expand::MOST_MATCHES)?,
+                    false => Some(freq.token(index, stand_in)?),
+                };
+                let Some(df) = df else {
+                    continue;
+                };
+                if df == 0 {
+                    continue;
+                }
+                let expr = match index {
+                    df::Index::Exact => df::token_expr(stand_in),
+                    df::Index::Stem => Query::to_stem_fts(&[stand_in.to_string()]),
+                };
+                let concept = Concept {
+                    index,
+                    expr,
+                    counted: freq.newest(index, stand_in),
+                };
+                look_up(&mut by_id, concept, (k, df, weight))?;
             }
         }
     }

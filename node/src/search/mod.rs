@@ -999,6 +999,56 @@ mod store_tests {
         assert!(expand::neighbours_of("where").next().is_none());
     }
 
+    /// A question in another language finds an English session by the
+    /// English words its own words translate to (`expand`), even where
+    /// the meaning tier finds nothing (here a table that knows no Russian
+    /// or Chinese word); kept lexical (`--lexical`), it does not.
+    #[test]
+    fn a_question_in_another_language_finds_english_words_it_translates_to() {
+        let (_d, store) = store_with(&[
+            rec(
+                "locked",
+                Role::Assistant,
+                Some(NOW - 10 * DAY),
+                "the database was locked under heavy writes, so the job retries",
+            ),
+            rec(
+                "memory",
+                Role::User,
+                Some(NOW - 20 * DAY),
+                "the server memory grows every day until the host restarts",
+            ),
+            rec(
+                "garden",
+                Role::User,
+                Some(NOW - DAY),
+                "the garden party moved to saturday",
+            ),
+        ]);
+        let table: &'static [u8] = Box::leak(crate::embed::tests::tiny().into_boxed_slice());
+        let tiny: &'static crate::embed::Embedder<'static> = Box::leak(Box::new(
+            crate::embed::Embedder::from_bytes(table).expect("table"),
+        ));
+        let ask = |q: &str, lexical_only: bool| -> Vec<String> {
+            let opts = SearchOptions {
+                limit: 5,
+                now_ms: NOW,
+                semantic: Some(tiny),
+                lexical_only,
+                ..SearchOptions::default()
+            };
+            search(&store, &Query::parse(q), &opts)
+                .expect("search")
+                .into_iter()
+                .map(|h| h.session_id)
+                .collect()
+        };
+        assert_eq!(ask("ошибка базы данных под нагрузкой", false), ["locked"]);
+        assert_eq!(ask("服务器内存每天都在涨", false), ["memory"]);
+        assert!(ask("ошибка базы данных под нагрузкой", true).is_empty());
+        assert!(ask("服务器内存每天都在涨", true).is_empty());
+    }
+
     #[test]
     fn exact_matches_rank_above_stem_only() {
         let (_d, store) = store_with(&[

@@ -1,0 +1,162 @@
+#!/usr/bin/env python3
+"""Word translations into English for the lexical tier, from the
+translated software messages `parallel.py` collects.
+
+A question asked in German, Russian or Chinese shares no word with an
+English session. For each word of another language (and each pair of
+neighbouring CJK characters, the lexical tier's unit for text without
+spaces) this finds the English words that appear in the same catalogue
+entries far more often than chance, by the Dice coefficient over
+entries: 2·both / (entries with the word + entries with the English
+word). Counts are gathered per Snowball stem on both sides (so
+"Fehler", "Fehlers" and "Fehlermeldung"'s stem vote together), then
+every form of the word seen in the messages is listed with its stem's
+translations; an English stem is given as its most frequent form.
+
+Left out: words that are also English (an ASCII word the meaning
+table's vocabulary holds or English messages use: "import", "die"),
+English stop words, translations weaker than MIN_DICE or than
+RELATIVE of the word's best, and words seen in fewer than MIN_COUNT
+entries. Nothing here reads the recall set.
+
+Output (`node/assets/embed/translations.txt`): a header naming the
+pairs file's sha256 and the settings, then `word english english…`
+lines sorted by word (UTF-8 byte order), the layout `search::expand`
+reads by binary search.
+
+Usage:
+  python tools/embed/translations.py PAIRS.jsonl TABLE.bin OUT.txt
+"""
+
+import argparse
+import hashlib
+import json
+import re
+import sys
+from collections import Counter, defaultdict
+from pathlib import Path
+
+import snowballstemmer
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from combine import vocab_of  # noqa: E402
+
+MIN_DICE = float(__import__('os').environ.get('TR_DICE', '0.3'))
+RELATIVE = 0.6
+PER_WORD = 2
+MIN_COUNT = 3
+# English messages longer than this many content words say too much to
+# tie any one word to another.
+MOST_WORDS = 30
+
+SNOWBALL = {"de": "german", "es": "spanish", "fr": "french", "it": "italian", "pt": "portuguese", "ru": "russian"}
+# The lexical tier's stop words (`search::query::STOPWORDS`) and a few
+# more that software messages are full of.
+STOP = set(
+    """a about after all also an and any are as at be been being but by can could did do does for from had
+    happened has have he her him his how i if in into is it its just me my of on or our she should so some
+    than that the their them then there these they this those to us very was we were what when where which
+    while who why will with would you your not no please may must cannot can't don't""".split()
+)
+WORD = re.compile(r"[^\W_]+", re.U)
+
+
+def is_cjk(c: str) -> bool:
+    """`text::is_cjk`: Han, kana, Hangul syllables."""
+    o = ord(c)
+    return (
+        0x3400 <= o <= 0x4DBF
+        or 0x4E00 <= o <= 0x9FFF
+        or 0xF900 <= o <= 0xFAFF
+        or 0x20000 <= o <= 0x2FA1F
+        or 0x3040 <= o <= 0x30FF
+        or 0xAC00 <= o <= 0xD7AF
+        or 0xFF66 <= o <= 0xFF9F
+    )
+
+
+def foreign_words(text: str):
+    """(form, key) of each word as the lexical tier splits it
+    (`text::tokens`, lowercase): a word of three or more letters, or two
+    neighbouring CJK characters. Digits are left out."""
+    for run in WORD.findall(text.lower()):
+        plain = "".join(" " + c + " " if is_cjk(c) else c for c in run).split()
+        cjk = []
+        for t in plain + [" "]:
+            if len(t) == 1 and is_cjk(t):
+                cjk.append(t)
+                continue
+            for i in range(len(cjk) - 1):
+                yield cjk[i] + cjk[i + 1]
+            cjk = []
+            if len(t) >= 3 and t.isalpha():
+                yield t
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("pairs", type=Path, help="parallel.py's output")
+    ap.add_argument("table", type=Path, help="the built-in table (for its English vocabulary)")
+    ap.add_argument("out", type=Path)
+    a = ap.parse_args()
+
+    english_vocab = {t for t in vocab_of(a.table) if t.isascii() and t.isalpha()}
+    en_stem = snowballstemmer.stemmer("english")
+    stemmers = {lang: snowballstemmer.stemmer(name) for lang, name in SNOWBALL.items()}
+    forms = defaultdict(Counter)  # English stem -> its forms
+    english_seen = Counter()  # English words as written
+    foreign_forms = defaultdict(set)  # (lang, key) -> forms
+    both, n_en, n_xx = Counter(), Counter(), Counter()
+    raw = a.pairs.read_bytes()
+    for line in raw.decode().splitlines():
+        p = json.loads(line)
+        en = set()
+        for w in WORD.findall(p["en"].lower()):
+            if w.isascii() and w.isalpha():
+                english_seen[w] += 1
+                if len(w) >= 3 and w not in STOP:
+                    s = en_stem.stemWord(w)
+                    forms[s][w] += 1
+                    en.add(s)
+        stem = stemmers.get(p["lang"])
+        xx = set()
+        for form in foreign_words(p["xx"]):
+            key = (p["lang"], stem.stemWord(form) if stem and not is_cjk(form[0]) else form)
+            foreign_forms[key].add(form)
+            xx.add(key)
+        if not en or not xx or len(en) > MOST_WORDS:
+            continue
+        for e in en:
+            n_en[(p["lang"], e)] += 1
+        for x in xx:
+            n_xx[x] += 1
+            for e in en:
+                both[(x, e)] += 1
+
+    best = defaultdict(list)
+    for (x, e), c in both.items():
+        if c >= MIN_COUNT:
+            best[x].append((2 * c / (n_xx[x] + n_en[(x[0], e)]), e))
+    listed = defaultdict(dict)  # form -> English word -> best Dice
+    for x, cands in best.items():
+        cands.sort(key=lambda de: (-de[0], de[1]))
+        top = cands[0][0]
+        keep = [(d, forms[e].most_common(1)[0][0]) for d, e in cands[:PER_WORD] if d >= max(MIN_DICE, RELATIVE * top)]
+        for form in foreign_forms[x]:
+            if form.isascii() and (form in english_vocab or english_seen[form] >= MIN_COUNT):
+                continue
+            for d, word in keep:
+                if word != form and listed[form].get(word, 0) < d:
+                    listed[form][word] = d
+    lines = []
+    for form in sorted(listed, key=lambda f: f.encode()):
+        words = sorted(listed[form].items(), key=lambda wd: (-wd[1], wd[0]))[:PER_WORD]
+        lines.append(form + " " + " ".join(w for w, _ in words))
+    digest = hashlib.sha256(raw).hexdigest()
+    head = f"# cairn translations v1 pairs {digest} dice {MIN_DICE} relative {RELATIVE} per-word {PER_WORD} min-count {MIN_COUNT}"
+    a.out.write_text(head + "\n" + "\n".join(lines) + "\n")
+    print(f"{len(lines)} words translated", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
