@@ -13,16 +13,16 @@ word). Counts are gathered per Snowball stem on both sides (so
 every form of the word seen in the messages is listed with its stem's
 translations; an English stem is given as its most frequent form.
 
-Left out: words that are also English (an ASCII word the meaning
-table's vocabulary holds or English messages use: "import", "die"),
-English stop words, translations weaker than MIN_DICE or than
-RELATIVE of the word's best, and words seen in fewer than MIN_COUNT
-entries. Nothing here reads the recall set.
+Each word keeps its strongest English word. Left out: words that are
+also English (an ASCII word the meaning table's vocabulary holds or
+English messages use: "import", "die"), English stop words, a best
+translation weaker than MIN_DICE, and pairs seen together in fewer
+than MIN_COUNT entries. Nothing here reads the recall set.
 
 Output (`node/assets/embed/translations.txt`): a header naming the
 pairs file's sha256 and the settings, then `word english english…`
 lines sorted by word (UTF-8 byte order), the layout `search::expand`
-reads by binary search.
+reads by binary search (one English word per line today).
 
 Usage:
   python tools/embed/translations.py PAIRS.jsonl TABLE.bin OUT.txt
@@ -41,9 +41,8 @@ import snowballstemmer
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from combine import vocab_of  # noqa: E402
 
-MIN_DICE = float(__import__('os').environ.get('TR_DICE', '0.3'))
-RELATIVE = 0.6
-PER_WORD = 2
+MIN_DICE = 0.3
+PER_WORD = 1
 MIN_COUNT = 3
 # English messages longer than this many content words say too much to
 # tie any one word to another.
@@ -140,8 +139,7 @@ def main() -> None:
     listed = defaultdict(dict)  # form -> English word -> best Dice
     for x, cands in best.items():
         cands.sort(key=lambda de: (-de[0], de[1]))
-        top = cands[0][0]
-        keep = [(d, forms[e].most_common(1)[0][0]) for d, e in cands[:PER_WORD] if d >= max(MIN_DICE, RELATIVE * top)]
+        keep = [(d, forms[e].most_common(1)[0][0]) for d, e in cands[:PER_WORD] if d >= MIN_DICE]
         for form in foreign_forms[x]:
             if form.isascii() and (form in english_vocab or english_seen[form] >= MIN_COUNT):
                 continue
@@ -153,7 +151,7 @@ def main() -> None:
         words = sorted(listed[form].items(), key=lambda wd: (-wd[1], wd[0]))[:PER_WORD]
         lines.append(form + " " + " ".join(w for w, _ in words))
     digest = hashlib.sha256(raw).hexdigest()
-    head = f"# cairn translations v1 pairs {digest} dice {MIN_DICE} relative {RELATIVE} per-word {PER_WORD} min-count {MIN_COUNT}"
+    head = f"# cairn translations v1 pairs {digest} dice {MIN_DICE} per-word {PER_WORD} min-count {MIN_COUNT}"
     a.out.write_text(head + "\n" + "\n".join(lines) + "\n")
     print(f"{len(lines)} words translated", file=sys.stderr)
 
