@@ -14,8 +14,9 @@ every form of the word seen in the messages is listed with its stem's
 translations; an English stem is given as its most frequent form.
 
 Each word keeps its strongest English word. Left out: words that are
-also English (an ASCII word the meaning table's vocabulary holds or
-English messages use: "import", "die"), English stop words, a best
+also English (an ASCII word the meaning table's vocabulary or the
+English text of `--english` holds, or that English messages use three
+times: "import", "llama", "vue"), English stop words, a best
 translation weaker than MIN_DICE, and pairs seen together in fewer
 than MIN_COUNT entries. Nothing here reads the recall set.
 
@@ -25,7 +26,10 @@ lines sorted by word (UTF-8 byte order), the layout `search::expand`
 reads by binary search (one English word per line today).
 
 Usage:
-  python tools/embed/translations.py PAIRS.jsonl TABLE.bin OUT.txt
+  python tools/embed/translations.py PAIRS.jsonl TABLE.bin OUT.txt [--english CORPUS.jsonl]
+
+`--english` takes `corpus.py`'s output (WordNet's words and glosses, the
+real coding histories), the words of English a developer writes.
 """
 
 import argparse
@@ -97,6 +101,7 @@ def main() -> None:
     ap.add_argument("pairs", type=Path, help="parallel.py's output")
     ap.add_argument("table", type=Path, help="the built-in table (for its English vocabulary)")
     ap.add_argument("out", type=Path)
+    ap.add_argument("--english", type=Path, help="corpus.py's output: more English text whose words are never translated")
     a = ap.parse_args()
 
     english_vocab = {t for t in vocab_of(a.table) if t.isascii() and t.isalpha()}
@@ -106,6 +111,11 @@ def main() -> None:
     english_seen = Counter()  # English words as written
     foreign_forms = defaultdict(set)  # (lang, key) -> forms
     both, n_en, n_xx = Counter(), Counter(), Counter()
+    if a.english:
+        for line in a.english.read_text().splitlines():
+            for w in WORD.findall(json.loads(line)["text"].lower()):
+                if w.isascii() and w.isalpha():
+                    english_vocab.add(w)
     raw = a.pairs.read_bytes()
     for line in raw.decode().splitlines():
         p = json.loads(line)
@@ -151,7 +161,8 @@ def main() -> None:
         words = sorted(listed[form].items(), key=lambda wd: (-wd[1], wd[0]))[:PER_WORD]
         lines.append(form + " " + " ".join(w for w, _ in words))
     digest = hashlib.sha256(raw).hexdigest()
-    head = f"# cairn translations v1 pairs {digest} dice {MIN_DICE} per-word {PER_WORD} min-count {MIN_COUNT}"
+    english = hashlib.sha256(a.english.read_bytes()).hexdigest() if a.english else "none"
+    head = f"# cairn translations v1 pairs {digest} english {english} dice {MIN_DICE} per-word {PER_WORD} min-count {MIN_COUNT}"
     a.out.write_text(head + "\n" + "\n".join(lines) + "\n")
     print(f"{len(lines)} words translated", file=sys.stderr)
 

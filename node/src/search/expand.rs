@@ -304,7 +304,18 @@ mod tests {
         // English words, stop words of other languages and unknown words
         // have no line.
         for w in [
-            "error", "database", "import", "die", "und", "для", "warum", "zzzz", "",
+            "error",
+            "database",
+            "import",
+            "die",
+            "und",
+            "для",
+            "warum",
+            "zzzz",
+            "",
+            "llama",
+            "vue",
+            "installer",
         ] {
             assert_eq!(translations_of(w).count(), 0, "{w}");
         }
