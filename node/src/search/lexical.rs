@@ -81,7 +81,7 @@ type Translated = (Term, Vec<&'static str>, i64);
 fn translated(
     freq: &mut df::Frequencies,
     terms: &[Term],
-    stem_index: bool,
+    index: df::Index,
 ) -> Result<Vec<Translated>, StoreError> {
     let mut out = Vec::new();
     for t in terms {
@@ -95,10 +95,6 @@ fn translated(
         let mut english = Vec::new();
         let mut least = i64::MAX;
         for e in expand::translations_of(&key) {
-            let index = match stem_index {
-                true => df::Index::Stem,
-                false => df::Index::Exact,
-            };
             let df = freq.token(index, e)?;
             if df > 0 {
                 english.push(e);
@@ -463,9 +459,15 @@ pub(super) fn run(
         (Vec::new(), Vec::new())
     };
     // Words of another language, with the English words they translate
-    // to that this history holds: they stand for them below.
+    // to that this history holds: they stand for them below, looked up
+    // once each, by stem where the index has stems (their other forms
+    // too).
+    let translation_index = match stem_index {
+        true => df::Index::Stem,
+        false => df::Index::Exact,
+    };
     let translations = match plan.embedder {
-        Some(_) => translated(&mut freq, &q.terms, stem_index)?,
+        Some(_) => translated(&mut freq, &q.terms, translation_index)?,
         None => Vec::new(),
     };
     let words_found = !qx.is_empty() || !stems.is_empty() || !translations.is_empty();
@@ -626,12 +628,6 @@ pub(super) fn run(
                 Some(english.iter().map(move |e| (k, *e, false)))
             })
             .flatten();
-        // A translation is looked up once, by its stem where the index
-        // has stems (its other forms too), at the neighbours' weight.
-        let translation_index = match stem_index {
-            true => df::Index::Stem,
-            false => df::Index::Exact,
-        };
         for (k, stand_in, neighbour) in words.chain(translated) {
             let lookups = match neighbour {
                 true => &[
@@ -646,7 +642,8 @@ pub(super) fn run(
                 }
                 // A neighbour common in this history says little and
                 // would cost a scan of its matches; a translation is the
-                // question's own word, looked up as the word would be.
+                // question's own word, looked up however common it is (at
+                // the neighbours' weight all the same).
                 let df = match neighbour {
                     true => freq.rare(index, stand_in, expand::MOST_MATCHES)?,
                     false => Some(freq.token(index, stand_in)?),
