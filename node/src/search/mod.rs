@@ -328,6 +328,29 @@ mod store_tests {
         search(store, &Query::parse(q), &opts).expect("search")
     }
 
+    /// The sessions `q` finds with `limit` 5 at `NOW`, best first, the
+    /// meaning tier's table `semantic` (none: off) and `--lexical` as
+    /// given.
+    fn sessions_found(
+        store: &Store,
+        q: &str,
+        semantic: Option<&'static crate::embed::Embedder<'static>>,
+        lexical_only: bool,
+    ) -> Vec<String> {
+        let opts = SearchOptions {
+            limit: 5,
+            now_ms: NOW,
+            semantic,
+            lexical_only,
+            ..SearchOptions::default()
+        };
+        search(store, &Query::parse(q), &opts)
+            .expect("search")
+            .into_iter()
+            .map(|h| h.session_id)
+            .collect()
+    }
+
     fn first(store: &Store, q: &str) -> Hit {
         hits(store, q)
             .into_iter()
@@ -971,19 +994,13 @@ mod store_tests {
                 "the kids were asleep before the fair closed",
             ),
         ]);
-        let ask = |q: &str, semantic: bool, lexical_only: bool| -> Vec<String> {
-            let opts = SearchOptions {
-                limit: 5,
-                now_ms: NOW,
-                semantic: semantic.then(crate::embed::builtin),
+        let ask = |q: &str, semantic: bool, lexical_only: bool| {
+            sessions_found(
+                &store,
+                q,
+                semantic.then(crate::embed::builtin),
                 lexical_only,
-                ..SearchOptions::default()
-            };
-            search(&store, &Query::parse(q), &opts)
-                .expect("search")
-                .into_iter()
-                .map(|h| h.session_id)
-                .collect()
+            )
         };
         assert!(expand::neighbours_of("kids").any(|n| n == "children"));
         // Only one record says "kids"; the one that says "children" is
@@ -1029,20 +1046,7 @@ mod store_tests {
         let tiny: &'static crate::embed::Embedder<'static> = Box::leak(Box::new(
             crate::embed::Embedder::from_bytes(table).expect("table"),
         ));
-        let ask = |q: &str, lexical_only: bool| -> Vec<String> {
-            let opts = SearchOptions {
-                limit: 5,
-                now_ms: NOW,
-                semantic: Some(tiny),
-                lexical_only,
-                ..SearchOptions::default()
-            };
-            search(&store, &Query::parse(q), &opts)
-                .expect("search")
-                .into_iter()
-                .map(|h| h.session_id)
-                .collect()
-        };
+        let ask = |q: &str, lexical_only: bool| sessions_found(&store, q, Some(tiny), lexical_only);
         assert_eq!(ask("ошибка базы данных под нагрузкой", false), ["locked"]);
         assert_eq!(ask("服务器内存每天都在涨", false), ["memory"]);
         assert!(ask("ошибка базы данных под нагрузкой", true).is_empty());
