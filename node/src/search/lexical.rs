@@ -699,5 +699,15 @@ pub(super) fn run(
     if let Some(p) = period {
         words.retain(|w| !p.words.contains(w));
     }
+    // What a translation found is shown as the question's own words are
+    // (by its light stem, so "databases" shows for "database").
+    for (_, english, _) in &translations {
+        for e in english {
+            let stem = crate::text::light_stem(e);
+            if stem.chars().count() >= 3 && !words.contains(&stem) {
+                words.push(stem);
+            }
+        }
+    }
     Ok((ranked, words))
 }

@@ -1022,12 +1022,16 @@ mod store_tests {
     /// or Chinese word); kept lexical (`--lexical`), it does not.
     #[test]
     fn a_question_in_another_language_finds_english_words_it_translates_to() {
+        let before =
+            "we went through the cron schedule and the deploy script line by line. ".repeat(6);
         let (_d, store) = store_with(&[
             rec(
                 "locked",
                 Role::Assistant,
                 Some(NOW - 10 * DAY),
-                "the database was locked under heavy writes, so the job retries",
+                &format!(
+                    "{before}Then the databases were locked under heavy writes, so the job retries"
+                ),
             ),
             rec(
                 "memory",
@@ -1051,6 +1055,20 @@ mod store_tests {
         assert_eq!(ask("服务器内存每天都在涨", false), ["memory"]);
         assert!(ask("ошибка базы данных под нагрузкой", true).is_empty());
         assert!(ask("服务器内存每天都在涨", true).is_empty());
+        // The excerpt shows where the translation matched, as it would
+        // for the English word.
+        let opts = SearchOptions {
+            limit: 1,
+            now_ms: NOW,
+            semantic: Some(tiny),
+            ..SearchOptions::default()
+        };
+        let hits = search(&store, &Query::parse("ошибка базы данных"), &opts).expect("search");
+        assert!(
+            hits[0].snippet.contains("databases were locked"),
+            "{}",
+            hits[0].snippet
+        );
     }
 
     #[test]
