@@ -124,6 +124,11 @@ pub struct Page {
     pub total: usize,
     /// Sessions skipped before this page.
     pub offset: usize,
+    /// The words the excerpts were cut around, for highlighting: the
+    /// question's own and the English words its words of another
+    /// language were looked up by. Empty from an older daemon.
+    #[serde(default)]
+    pub words: Vec<String>,
 }
 
 /// Errors of a search.
@@ -168,7 +173,7 @@ pub fn search_page(
         semantic::alongside(prepared, || lexical::run(store, &plan, runs.as_ref()));
     let (lexical, words) = lexical?;
     let ranked = fuse::blend(store, &plan, lexical, scanned, runs.as_ref())?;
-    page::page(store, ranked, &words, (offset, opts.limit))
+    page::page(store, ranked, words, (offset, opts.limit))
 }
 
 /// Parses `--since`: a duration back from `now_ms` (`90m`, `36h`, `7d`, `2w`,
@@ -1063,12 +1068,19 @@ mod store_tests {
             semantic: Some(tiny),
             ..SearchOptions::default()
         };
-        let hits = search(&store, &Query::parse("ошибка базы данных"), &opts).expect("search");
+        let page =
+            search_page(&store, &Query::parse("ошибка базы данных"), &opts, 0).expect("search");
+        let hit = &page.hits[0];
         assert!(
-            hits[0].snippet.contains("databases were locked"),
+            hit.snippet.contains("databases were locked"),
             "{}",
-            hits[0].snippet
+            hit.snippet
         );
+        // And the page names the word for the CLI and the browse page to
+        // highlight, beside the question's own.
+        let database = crate::text::light_stem("database");
+        assert!(page.words.contains(&database), "{:?}", page.words);
+        assert!(page.words.iter().any(|w| w == "ошибка"), "{:?}", page.words);
     }
 
     #[test]

@@ -11,17 +11,18 @@ use crate::store::Store;
 use crate::text;
 
 /// The page of `limit` (at least one) of `ranked` after the first
-/// `offset`, highlighting `words`; `total` counts every ranked session.
+/// `offset`, its excerpts cut around `words`; `total` counts every ranked
+/// session.
 pub(super) fn page(
     store: &Store,
     ranked: Vec<rank::Ranked>,
-    words: &[String],
+    words: Vec<String>,
     (offset, limit): (usize, usize),
 ) -> Result<Page, SearchError> {
     let total = ranked.len();
     let mut hits = Vec::new();
     for top in ranked.into_iter().skip(offset).take(limit.max(1)) {
-        if let Some(hit) = hit_details(store, &top, words)? {
+        if let Some(hit) = hit_details(store, &top, &words)? {
             hits.push(hit);
         }
     }
@@ -29,6 +30,7 @@ pub(super) fn page(
         hits,
         total,
         offset,
+        words,
     })
 }
 

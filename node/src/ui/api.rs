@@ -172,9 +172,9 @@ pub(crate) async fn search(
     };
     with_store(&state, move |_, store| {
         let q = search::Query::parse(&query);
-        let hits = search::search(store, &q, &opts)
+        let page = search::search_page(store, &q, &opts, 0)
             .map_err(|e| ApiError(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
-        to_json(json!({ "hits": hits, "words": q.highlight_words() }))
+        to_json(json!({ "hits": page.hits, "words": page.words }))
     })
     .await
 }

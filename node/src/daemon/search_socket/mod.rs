@@ -282,6 +282,7 @@ mod tests {
             hits: vec![hit],
             total: 5,
             offset: 0,
+            words: vec!["hyper".into()],
         };
         let bytes = frame(&Reply::Page(page.clone())).expect("frame");
         let Reply::Page(back) = unframe(&bytes[4..]).expect("unframe") else {
