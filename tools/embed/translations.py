@@ -54,12 +54,20 @@ MOST_WORDS = 30
 
 SNOWBALL = {"de": "german", "es": "spanish", "fr": "french", "it": "italian", "pt": "portuguese", "ru": "russian"}
 # The lexical tier's stop words (`search::query::STOPWORDS`) and a few
-# more that software messages are full of.
+# more that software messages are full of: never counted.
 STOP = set(
     """a about after all also an and any are as at be been being but by can could did do does for from had
     happened has have he her him his how i if in into is it its just me my of on or our she should so some
     than that the their them then there these they this those to us very was we were what when where which
     while who why will with would you your not no please may must cannot can't don't""".split()
+)
+# English function words that are counted, so that a word of another
+# language whose best translation is one of them ("под" -> under,
+# "andere" -> other, "каждого" -> each) is known for a function word
+# itself and gets no line.
+FUNCTION = set(
+    """under over between each every only more most other another such same both few own again once here
+    through during without within against among across above below out off per""".split()
 )
 WORD = re.compile(r"[^\W_]+", re.U)
 
@@ -150,6 +158,8 @@ def main() -> None:
     for x, cands in best.items():
         cands.sort(key=lambda de: (-de[0], de[1]))
         keep = [(d, forms[e].most_common(1)[0][0]) for d, e in cands[:PER_WORD] if d >= MIN_DICE]
+        if any(word in FUNCTION for _, word in keep):
+            continue
         for form in foreign_forms[x]:
             if form.isascii() and (form in english_vocab or english_seen[form] >= MIN_COUNT):
                 continue

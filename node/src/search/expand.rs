@@ -316,6 +316,8 @@ mod tests {
             "llama",
             "vue",
             "installer",
+            "под",
+            "andere",
         ] {
             assert_eq!(translations_of(w).count(), 0, "{w}");
         }
