@@ -619,21 +619,40 @@ fn key_in_path(text: &str, r: Range<usize>) -> Range<usize> {
 
 /// An AWS key id (redacted already: its marker): the secret key written
 /// beside it, the first after it within [`AWS_PAIR_WINDOW`] bytes, else
-/// the last before it.
+/// the last before it. A secret key's marker met first on either side
+/// is that secret, redacted already: nothing more is looked for past it
+/// (else a second pass would take the next key-shaped run for the
+/// secret).
 fn aws_pair(text: &str, caps: &Captures<'_>) -> Option<Hit> {
     let m = caps.get(0)?;
     let shaped = |r: &Range<usize>| text.get(r.clone()).is_some_and(aws_secret_shaped);
+    let b = text.as_bytes();
+    let marker = [value::MARKER_PREFIX, AWS_SECRET_KEY, "]"].concat();
+    let marker = marker.as_bytes();
     // `AKIA…/SECRET`: the slash separates.
     let after = m.end() + usize::from(byte_at(text, m.end()) == Some(b'/'));
-    let range = match b64_runs(text, after, (m.end() + AWS_PAIR_WINDOW).min(text.len()))
+    let window_end = (m.end() + AWS_PAIR_WINDOW).min(text.len());
+    let marker_after = b
+        .get(after..window_end)
+        .and_then(|w| w.windows(marker.len()).position(|x| x == marker))
+        .map(|i| after + i);
+    let range = match b64_runs(text, after, marker_after.unwrap_or(window_end))
         .map(|r| key_in_path(text, r))
         .find(shaped)
     {
         Some(r) => r,
-        None => b64_runs(text, m.start().saturating_sub(AWS_PAIR_WINDOW), m.start())
-            .map(|r| key_in_path(text, r))
-            .filter(shaped)
-            .last()?,
+        None if marker_after.is_some() => return None,
+        None => {
+            let window_start = m.start().saturating_sub(AWS_PAIR_WINDOW);
+            let marker_before = b
+                .get(window_start..m.start())
+                .and_then(|w| w.windows(marker.len()).rposition(|x| x == marker))
+                .map(|i| window_start + i + marker.len());
+            b64_runs(text, marker_before.unwrap_or(window_start), m.start())
+                .map(|r| key_in_path(text, r))
+                .filter(shaped)
+                .last()?
+        }
     };
     // Redacted by the keyed rule already, or inside a marker: nothing here.
     let s = text.get(range.clone())?;

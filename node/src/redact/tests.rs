@@ -494,6 +494,14 @@ fn idempotent_on_tables() {
     inputs.push(
         "El2hpChYgCfrL1spNxnyVmihA+2O76UMFxFkM+R5 -u El2hpChYgCfrL1spNxnyVmihA+2O76UMFxFkM+R5:AKIAUJZDE8GXD6NCF10E".into(),
     );
+    // Two key-shaped runs before a key id: the nearer is its secret, and
+    // a second pass must not take the farther one for it.
+    inputs.push(
+        "Zk3mQ9xW2pL7vN4bT8yRZk3mQ9xW2pL7vN4bT8yR:El2hpChYgCfrL1spNxnyVmihA+2O76UMFxFkM+R5ПарольAKIAUJZDE8GXD6NCF10E -u ".into(),
+    );
+    inputs.push(
+        "AKIAUJZDE8GXD6NCF10E El2hpChYgCfrL1spNxnyVmihA+2O76UMFxFkM+R5 then Zk3mQ9xW2pL7vN4bT8yRZk3mQ9xW2pL7vN4bT8yR".into(),
+    );
     for input in &inputs {
         let once = red(input);
         let twice = red(&once);
