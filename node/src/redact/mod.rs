@@ -323,7 +323,23 @@ impl Redactor {
 
     /// Returns `text` with every secret replaced, adding to `counts`.
     pub fn redact<'a>(&self, text: &'a str, counts: &mut RedactionCounts) -> Cow<'a, str> {
-        redact_with(self.rules(), text, counts)
+        let mut cur = redact_with(self.rules(), text, counts);
+        // A marker can uncover another secret: a key glued to a word or
+        // to its key id stands alone once the word is a marker, and a
+        // value redacted where it repeats frees the run beside it. Again
+        // until nothing changes (at most `PASSES`), so that what comes
+        // out is redacted whole and a second redaction changes nothing.
+        // Text with no secret (nearly all) takes one pass.
+        for _ in 1..PASSES {
+            let Cow::Owned(prev) = &cur else {
+                break;
+            };
+            match redact_with(self.rules(), prev, counts) {
+                Cow::Borrowed(_) => break,
+                Cow::Owned(next) => cur = Cow::Owned(next),
+            }
+        }
+        cur
     }
 
     /// Convenience: redacts `text` and discards the counts.
@@ -346,6 +362,9 @@ impl Redactor {
         (sample.len() * rounds) as f64 / secs / 1e6
     }
 }
+
+/// Passes of all the rules over one text at most (see [`Redactor::redact`]).
+const PASSES: usize = 4;
 
 /// `text` with every match of `rules` replaced, one rule after the other,
 /// each over what the ones before left; adds to `counts`.
