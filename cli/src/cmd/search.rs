@@ -170,11 +170,7 @@ fn print_page(
         return Err(crate::NoMatch.into());
     }
     let color = output::color_enabled();
-    // The words the excerpts were cut around; an older daemon sends none.
-    let words = match page.words.is_empty() {
-        true => cairn_node::search::Query::parse(query).highlight_words(),
-        false => page.words.clone(),
-    };
+    let words = page.highlight_words(&cairn_node::search::Query::parse(query));
     let dim = |s: &str| {
         if color {
             format!("\u{1b}[2m{s}\u{1b}[0m")

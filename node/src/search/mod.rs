@@ -131,6 +131,18 @@ pub struct Page {
     pub words: Vec<String>,
 }
 
+impl Page {
+    /// The words to highlight in this page: those it names, else (a page
+    /// from an older daemon, or one only the meaning tier found) the
+    /// words of `question`.
+    pub fn highlight_words(&self, question: &Query) -> Vec<String> {
+        match self.words.is_empty() {
+            true => question.highlight_words(),
+            false => self.words.clone(),
+        }
+    }
+}
+
 /// Errors of a search.
 #[derive(Debug, thiserror::Error)]
 pub enum SearchError {

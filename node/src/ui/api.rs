@@ -174,11 +174,7 @@ pub(crate) async fn search(
         let q = search::Query::parse(&query);
         let page = search::search_page(store, &q, &opts, 0)
             .map_err(|e| ApiError(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
-        // The words the excerpts were cut around, else the question's.
-        let words = match page.words.is_empty() {
-            true => q.highlight_words(),
-            false => page.words,
-        };
+        let words = page.highlight_words(&q);
         to_json(json!({ "hits": page.hits, "words": words }))
     })
     .await
