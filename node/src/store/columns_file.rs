@@ -16,6 +16,8 @@
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering as AtomicOrdering};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use rusqlite::Connection;
 
@@ -206,24 +208,26 @@ fn io(path: &Path) -> impl Fn(std::io::Error) -> StoreError + '_ {
     }
 }
 
-/// A search's view of the file, as far as its snapshot's mark vouches,
-/// each page checked before it is read.
-struct Pages {
-    /// The file's pages, mapped: the store's mapping when it holds its
-    /// flat files (a daemon's, `store::held`), else one for this search.
+/// The file as one snapshot's mark vouches for it: its pages mapped (the
+/// store's mapping when it holds its flat files, a daemon's, see
+/// `store::held`; else one of its own) and what checking them found.
+/// Shared by the readers of one search ([`SearchView`]), so each page is
+/// mapped once and checked once per search.
+#[derive(Debug)]
+struct View {
     map: held::Entries,
     token: [u8; 16],
     upto: i64,
-    checked: pages::Checked,
     path: PathBuf,
+    checked: Mutex<pages::Checked>,
     /// Whether a damaged page was logged.
-    told: bool,
+    told: AtomicBool,
 }
 
-impl Pages {
+impl View {
     /// The file of `store`'s database as its snapshot vouches; `None` when
     /// there is none it vouches for or it cannot be mapped.
-    fn open(store: &Store) -> Option<Pages> {
+    fn open(store: &Store) -> Option<View> {
         let mark = read_mark(store.conn()).ok()??;
         let file = open_marked(store.path(), &mark, false)?;
         let len = mark.pages_len();
@@ -239,20 +243,114 @@ impl Pages {
             }),
             None => held::map_once(&file, HEADER_LEN as u64, len),
         }?;
-        Some(Pages {
+        Some(View {
             map,
             token: mark.token,
             upto: mark.upto,
-            checked: pages::Checked::default(),
             path: path_for(store.path()),
-            told: false,
+            checked: Mutex::default(),
+            told: AtomicBool::new(false),
+        })
+    }
+
+    /// Whether page `n` (`page`, its bytes) passes its check, checked
+    /// now unless a reader of this view checked it before.
+    fn intact(&self, n: u64, page: &[u8]) -> bool {
+        let checked = || self.checked.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(ok) = checked().of(n) {
+            return ok;
+        }
+        // A delete seals a page again while a mapping may read it: a page
+        // caught half written is read once more.
+        let ok = pages::intact(&self.token, n, page) || {
+            std::thread::yield_now();
+            pages::intact(&self.token, n, page)
+        };
+        checked().note(n, ok);
+        if !ok && !self.told.swap(true, AtomicOrdering::Relaxed) {
+            tracing::error!(
+                path = %self.path.display(),
+                page = n,
+                "a damaged page of a derived file: its records are read from the database, and the next `cairn index` writes the file anew"
+            );
+        }
+        ok
+    }
+}
+
+/// The view of the columns file a search under way shares between its
+/// readers, opened by the first of them: it lives from
+/// `Store::read_snapshot` to the end of that snapshot, when the mark it
+/// was opened under can no longer move. Outside a search, each reader
+/// opens its own view.
+#[derive(Debug, Default)]
+pub(crate) struct SearchView {
+    scope: Mutex<Scope>,
+}
+
+/// Where a store is with its search's view.
+#[derive(Debug, Default)]
+enum Scope {
+    /// No search under way: each reader opens its own view.
+    #[default]
+    Outside,
+    /// A search started and no reader asked yet.
+    Unopened,
+    /// The search's view (`None`: its snapshot vouches for no file).
+    Opened(Option<Arc<View>>),
+}
+
+impl SearchView {
+    /// A search starts: its first reader opens the view.
+    pub(crate) fn begin(&self) {
+        *self.lock() = Scope::Unopened;
+    }
+
+    /// The search ended: its view is let go.
+    pub(crate) fn end(&self) {
+        *self.lock() = Scope::Outside;
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Scope> {
+        self.scope.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// The view a reader of `store` reads through: the search's, else its own.
+fn view_of(store: &Store) -> Option<Arc<View>> {
+    let mut scope = store.search_columns.lock();
+    match &*scope {
+        Scope::Outside => View::open(store).map(Arc::new),
+        Scope::Opened(view) => view.clone(),
+        Scope::Unopened => {
+            let view = View::open(store).map(Arc::new);
+            *scope = Scope::Opened(view.clone());
+            view
+        }
+    }
+}
+
+/// A reader's pages: the view, and the pages this reader already knows
+/// the check of (so only a page's first read takes the view's lock).
+struct Pages {
+    view: Arc<View>,
+    checked: pages::Checked,
+}
+
+impl Pages {
+    /// The file of `store`'s database as its snapshot vouches; `None` when
+    /// there is none it vouches for or it cannot be mapped.
+    fn open(store: &Store) -> Option<Pages> {
+        Some(Pages {
+            view: view_of(store)?,
+            checked: pages::Checked::default(),
         })
     }
 
     /// Record `id`'s entry; `None` past the mark or in a page that fails
     /// its check.
     fn entry(&mut self, id: i64) -> Option<&[u8]> {
-        if id < 1 || id > self.upto {
+        if id < 1 || id > self.view.upto {
             return None;
         }
         let (n, at) = place(id);
@@ -262,25 +360,12 @@ impl Pages {
     /// Page `n`, whole; `None` past the mapping or when it fails its check.
     fn page(&mut self, n: u64) -> Option<&[u8]> {
         let from = usize::try_from(n).ok()? * PAGE;
-        let page = self.map.get(from..from + PAGE)?;
+        let page = self.view.map.get(from..from + PAGE)?;
         let ok = match self.checked.of(n) {
             Some(ok) => ok,
             None => {
-                // A delete seals a page again while a mapping may read
-                // it: a page caught half written is read once more.
-                let ok = pages::intact(&self.token, n, page) || {
-                    std::thread::yield_now();
-                    pages::intact(&self.token, n, page)
-                };
+                let ok = self.view.intact(n, page);
                 self.checked.note(n, ok);
-                if !ok && !self.told {
-                    self.told = true;
-                    tracing::error!(
-                        path = %self.path.display(),
-                        page = n,
-                        "a damaged page of a derived file: its records are read from the database, and the next `cairn index` writes the file anew"
-                    );
-                }
                 ok
             }
         };
@@ -342,7 +427,7 @@ pub(crate) fn each_within<T>(
         }
         Ok(())
     };
-    let upto = file.as_ref().map_or(0, |f| f.pages.upto);
+    let upto = file.as_ref().map_or(0, |f| f.pages.view.upto);
     // The ids just before the one at hand that the file cannot say of.
     let mut unknown: Option<(i64, i64)> = None;
     for &(first, last) in within {
@@ -1162,6 +1247,36 @@ pub(crate) mod tests {
         std::fs::remove_dir(&path).expect("remove the folder");
         assert_eq!(store.write_columns().expect("anew"), 60);
         assert_true_to(&store, "anew");
+    }
+
+    #[test]
+    fn the_readers_of_one_search_share_its_view_and_the_next_search_opens_one_anew() {
+        let (_dir, mut store, origin) = store_of(600);
+        store.write_columns().expect("write");
+        {
+            let _snapshot = store.read_snapshot().expect("snapshot");
+            let columns = Reader::open(&store).expect("a file");
+            let roles = Bytes::roles(&store).expect("a file");
+            assert!(
+                Arc::ptr_eq(&columns.pages.view, &roles.pages.view),
+                "one mapping, each page checked once, per search"
+            );
+        }
+        // Outside a search each reader opens its own.
+        let (a, b) = (Reader::open(&store), Reader::open(&store));
+        let (a, b) = (a.expect("a file"), b.expect("a file"));
+        assert!(!Arc::ptr_eq(&a.pages.view, &b.pages.view));
+        drop((a, b));
+        // A search after more were written reads them: the last search's
+        // view, whose mark stopped at 600, went with it.
+        insert(&mut store, &origin, 600, 900);
+        store.write_columns().expect("write");
+        let _snapshot = store.read_snapshot().expect("snapshot");
+        let mut reader = Reader::open(&store).expect("a file");
+        let want = rows(store.conn());
+        let (newest, columns) = want.last().expect("rows");
+        assert!(*newest > 600, "{newest}");
+        assert_eq!(reader.columns(*newest), Some(*columns));
     }
 
     #[test]

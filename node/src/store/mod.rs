@@ -238,6 +238,9 @@ pub struct Store {
     /// Copies in memory of the flat files' entries, for a store that
     /// answers many searches (see [`Store::hold_flat_files`]).
     held: Option<held::Held>,
+    /// The columns file as the search under way sees it, opened once and
+    /// shared by its readers (see [`Store::read_snapshot`]).
+    search_columns: columns_file::SearchView,
     /// Seals batches of this node's own log (set by the node; a store
     /// without one serves its own log unsealed, which peers refuse).
     signer: Option<std::sync::Arc<crate::seal::Signer>>,
@@ -245,6 +248,19 @@ pub struct Store {
     /// this store's indexing passes store (set by the node; `None`: not
     /// known, see `store::redacted_with`).
     redaction_rules: Option<crate::redact::Redactor>,
+}
+
+/// One snapshot of the database for a search (see
+/// [`Store::read_snapshot`]); dropping it ends the read.
+pub(crate) struct Snapshot<'s> {
+    _txn: Option<rusqlite::Transaction<'s>>,
+    store: &'s Store,
+}
+
+impl Drop for Snapshot<'_> {
+    fn drop(&mut self) {
+        self.store.search_columns.end();
+    }
 }
 
 impl Store {
@@ -325,6 +341,7 @@ impl Store {
             conn,
             path: path.to_path_buf(),
             held: None,
+            search_columns: Default::default(),
             signer: None,
             redaction_rules: None,
         };
@@ -368,6 +385,7 @@ impl Store {
             conn,
             path: path.to_path_buf(),
             held: None,
+            search_columns: Default::default(),
             signer: None,
             redaction_rules: None,
         })
@@ -415,12 +433,19 @@ impl Store {
     }
 
     /// Starts a read that sees one snapshot of the database until the
-    /// returned guard is dropped; `None` (nothing to hold) when this
-    /// connection is inside a transaction already.
-    pub(crate) fn read_snapshot(&self) -> Result<Option<rusqlite::Transaction<'_>>, StoreError> {
-        Ok(match self.conn.is_autocommit() {
+    /// returned guard is dropped (no transaction of its own when this
+    /// connection is inside one already). While it lives, the readers of
+    /// the columns file share one view of it: one mapping, each page
+    /// checked once.
+    pub(crate) fn read_snapshot(&self) -> Result<Snapshot<'_>, StoreError> {
+        let txn = match self.conn.is_autocommit() {
             true => Some(self.conn.unchecked_transaction()?),
             false => None,
+        };
+        self.search_columns.begin();
+        Ok(Snapshot {
+            _txn: txn,
+            store: self,
         })
     }
 
