@@ -253,6 +253,23 @@ impl View {
         })
     }
 
+    /// Record `id`'s entry; `None` past the mark or in a page that fails
+    /// its check.
+    fn entry(&self, id: i64) -> Option<&[u8]> {
+        if id < 1 || id > self.upto {
+            return None;
+        }
+        let (n, at) = place(id);
+        self.page(n).map(|page| &page[at..at + ENTRY])
+    }
+
+    /// Page `n`, whole; `None` past the mapping or when it fails its check.
+    fn page(&self, n: u64) -> Option<&[u8]> {
+        let from = usize::try_from(n).ok()? * PAGE;
+        let page = self.map.get(from..from + PAGE)?;
+        self.intact(n, page).then_some(page)
+    }
+
     /// Whether page `n` (`page`, its bytes) passes its check, checked
     /// now unless a reader of this view checked it before.
     fn intact(&self, n: u64, page: &[u8]) -> bool {
@@ -316,7 +333,8 @@ impl SearchView {
     }
 }
 
-/// The view a reader of `store` reads through: the search's, else its own.
+/// The view a reader of `store` reads through: the search's, else its own;
+/// `None` when its snapshot vouches for no file or it cannot be mapped.
 fn view_of(store: &Store) -> Option<Arc<View>> {
     let mut scope = store.search_columns.lock();
     match &*scope {
@@ -330,52 +348,9 @@ fn view_of(store: &Store) -> Option<Arc<View>> {
     }
 }
 
-/// A reader's pages: the view, and the pages this reader already knows
-/// the check of (so only a page's first read takes the view's lock).
-struct Pages {
-    view: Arc<View>,
-    checked: pages::Checked,
-}
-
-impl Pages {
-    /// The file of `store`'s database as its snapshot vouches; `None` when
-    /// there is none it vouches for or it cannot be mapped.
-    fn open(store: &Store) -> Option<Pages> {
-        Some(Pages {
-            view: view_of(store)?,
-            checked: pages::Checked::default(),
-        })
-    }
-
-    /// Record `id`'s entry; `None` past the mark or in a page that fails
-    /// its check.
-    fn entry(&mut self, id: i64) -> Option<&[u8]> {
-        if id < 1 || id > self.view.upto {
-            return None;
-        }
-        let (n, at) = place(id);
-        self.page(n).map(|page| &page[at..at + ENTRY])
-    }
-
-    /// Page `n`, whole; `None` past the mapping or when it fails its check.
-    fn page(&mut self, n: u64) -> Option<&[u8]> {
-        let from = usize::try_from(n).ok()? * PAGE;
-        let page = self.view.map.get(from..from + PAGE)?;
-        let ok = match self.checked.of(n) {
-            Some(ok) => ok,
-            None => {
-                let ok = self.view.intact(n, page);
-                self.checked.note(n, ok);
-                ok
-            }
-        };
-        ok.then_some(page)
-    }
-}
-
 /// A search's reader of the ranker's columns.
 pub(crate) struct Reader {
-    pages: Pages,
+    view: Arc<View>,
 }
 
 impl Reader {
@@ -383,20 +358,20 @@ impl Reader {
     /// `None` when there is none it vouches for.
     pub(crate) fn open(store: &Store) -> Option<Reader> {
         Some(Reader {
-            pages: Pages::open(store)?,
+            view: view_of(store)?,
         })
     }
 
     /// Record `id`'s columns; `None` when the file cannot say (past the
     /// mark, an entry that says nothing, a damaged page): ask `records`.
     pub(crate) fn columns(&mut self, id: i64) -> Option<Columns> {
-        Columns::of(self.pages.entry(id)?)
+        Columns::of(self.view.entry(id)?)
     }
 
     /// Record `id`'s byte at `at` ([`LENGTH_AT`], [`ROLE_AT`]); 0 when
     /// the file cannot say.
     pub(crate) fn byte(&mut self, id: i64, at: usize) -> u8 {
-        self.pages.entry(id).map_or(0, |e| e[at])
+        self.view.entry(id).map_or(0, |e| e[at])
     }
 }
 
@@ -427,7 +402,7 @@ pub(crate) fn each_within<T>(
         }
         Ok(())
     };
-    let upto = file.as_ref().map_or(0, |f| f.pages.view.upto);
+    let upto = file.as_ref().map_or(0, |f| f.view.upto);
     // The ids just before the one at hand that the file cannot say of.
     let mut unknown: Option<(i64, i64)> = None;
     for &(first, last) in within {
@@ -438,7 +413,7 @@ pub(crate) fn each_within<T>(
         while id <= end {
             let n = place(id).0;
             let stop = end.min(((n + 1) * PER_PAGE as u64 - 1) as i64);
-            let page = file.as_mut().and_then(|f| f.pages.page(n));
+            let page = file.as_mut().and_then(|f| f.view.page(n));
             for id in id..=stop {
                 let at = place(id).1;
                 match page.and_then(|p| judge(&p[at..at + ENTRY])) {
@@ -472,7 +447,7 @@ pub(crate) fn each_within<T>(
 /// A search's reader of one byte of each entry: the length class or the
 /// role byte.
 pub(crate) struct Bytes {
-    pages: Pages,
+    view: Arc<View>,
     at: usize,
 }
 
@@ -482,7 +457,7 @@ impl Bytes {
     #[cfg(test)]
     pub(crate) fn lengths(store: &Store) -> Option<Bytes> {
         Some(Bytes {
-            pages: Pages::open(store)?,
+            view: view_of(store)?,
             at: LENGTH_AT,
         })
     }
@@ -490,7 +465,7 @@ impl Bytes {
     /// The role bytes, as [`Bytes::lengths`].
     pub(crate) fn roles(store: &Store) -> Option<Bytes> {
         Some(Bytes {
-            pages: Pages::open(store)?,
+            view: view_of(store)?,
             at: ROLE_AT,
         })
     }
@@ -499,7 +474,7 @@ impl Bytes {
     /// say (past the mark, not known, a deleted record, a damaged page).
     pub(crate) fn of(&mut self, ids: &[i64]) -> Vec<u8> {
         ids.iter()
-            .map(|&id| self.pages.entry(id).map_or(0, |e| e[self.at]))
+            .map(|&id| self.view.entry(id).map_or(0, |e| e[self.at]))
             .collect()
     }
 }
@@ -1258,14 +1233,14 @@ pub(crate) mod tests {
             let columns = Reader::open(&store).expect("a file");
             let roles = Bytes::roles(&store).expect("a file");
             assert!(
-                Arc::ptr_eq(&columns.pages.view, &roles.pages.view),
+                Arc::ptr_eq(&columns.view, &roles.view),
                 "one mapping, each page checked once, per search"
             );
         }
         // Outside a search each reader opens its own.
         let (a, b) = (Reader::open(&store), Reader::open(&store));
         let (a, b) = (a.expect("a file"), b.expect("a file"));
-        assert!(!Arc::ptr_eq(&a.pages.view, &b.pages.view));
+        assert!(!Arc::ptr_eq(&a.view, &b.view));
         drop((a, b));
         // A search after more were written reads them: the last search's
         // view, whose mark stopped at 600, went with it.
