@@ -12,7 +12,9 @@
 //! mark moves ([`Store::write_columns`]); a deleting path zeroes its
 //! records' entries in its own transaction ([`zero`]) or drops the mark,
 //! so a non-zero entry also says its record exists in the reader's
-//! snapshot. Must not: write anything but this file and its mark.
+//! snapshot. The readers of one search read through one view of the
+//! file ([`SearchView`]): mapped once, each page checked once. Must not:
+//! write anything but this file and its mark.
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
