@@ -261,6 +261,13 @@ impl Default for Redactor {
     }
 }
 
+/// Works out now what the built-in rules need before their first use (the
+/// literal searches of each rule), so that a short-lived process can do it
+/// on a spare thread while it does other work.
+pub fn prepare_builtin() {
+    builtin_rules();
+}
+
 impl Redactor {
     /// The built-in rules. Cheap: they are compiled when first used.
     pub fn new() -> Redactor {
