@@ -632,10 +632,7 @@ fn aws_pair(text: &str, caps: &Captures<'_>) -> Option<Hit> {
     // `AKIA…/SECRET`: the slash separates.
     let after = m.end() + usize::from(byte_at(text, m.end()) == Some(b'/'));
     let window_end = (m.end() + AWS_PAIR_WINDOW).min(text.len());
-    let marker_after = b
-        .get(after..window_end)
-        .and_then(|w| w.windows(marker.len()).position(|x| x == marker))
-        .map(|i| after + i);
+    let marker_after = place_in(b, after..window_end, marker, false);
     let range = match b64_runs(text, after, marker_after.unwrap_or(window_end))
         .map(|r| key_in_path(text, r))
         .find(shaped)
@@ -644,10 +641,8 @@ fn aws_pair(text: &str, caps: &Captures<'_>) -> Option<Hit> {
         None if marker_after.is_some() => return None,
         None => {
             let window_start = m.start().saturating_sub(AWS_PAIR_WINDOW);
-            let marker_before = b
-                .get(window_start..m.start())
-                .and_then(|w| w.windows(marker.len()).rposition(|x| x == marker))
-                .map(|i| window_start + i + marker.len());
+            let marker_before =
+                place_in(b, window_start..m.start(), marker, true).map(|i| i + marker.len());
             b64_runs(text, marker_before.unwrap_or(window_start), m.start())
                 .map(|r| key_in_path(text, r))
                 .filter(shaped)
@@ -663,6 +658,17 @@ fn aws_pair(text: &str, caps: &Captures<'_>) -> Option<Hit> {
         range,
         kind: AWS_SECRET_KEY,
     })
+}
+
+/// Where `needle` first (with `last`, last) stands in `hay[range]`, as an
+/// offset into `hay`.
+fn place_in(hay: &[u8], range: Range<usize>, needle: &[u8], last: bool) -> Option<usize> {
+    let mut at = hay.get(range.clone())?.windows(needle.len());
+    let i = match last {
+        true => at.rposition(|w| w == needle),
+        false => at.position(|w| w == needle),
+    }?;
+    Some(range.start + i)
 }
 
 fn auth_header(_text: &str, caps: &Captures<'_>) -> Option<Hit> {
