@@ -11,7 +11,7 @@
 use super::plan::Plan;
 use super::query::{Query, Term};
 use super::screen::Screen;
-use super::{SearchError, df, expand, projects, rank};
+use super::{SearchError, df, expand, passage, projects, rank};
 use crate::store::ranker::{Columns, Facts};
 use crate::store::{Filter, Store, StoreError, runs};
 use crate::text::is_cjk;
@@ -418,15 +418,19 @@ fn plan_stems(
     Ok(telling(with_df, df.docs()).into_iter().unzip())
 }
 
-/// The lexical tier of `plan`: every session its words match, best
-/// first, and the words to highlight. `pre` is the run map read up front
-/// (see [`Plan::runs_up_front`](super::plan::Plan::runs_up_front)).
+/// What the lexical tier found: every session its words match, best
+/// first; the words to highlight; and the question's single words that
+/// match at most [`passage::MOST_MATCHES`] records, rarest first.
+pub(super) type Found = (Vec<rank::Ranked>, Vec<String>, Vec<String>);
+
+/// The lexical tier of `plan` ([`Found`]). `pre` is the run map read up
+/// front (see [`Plan::runs_up_front`](super::plan::Plan::runs_up_front)).
 pub(super) fn run(
     store: &Store,
     plan: &Plan<'_>,
     pre: Option<&runs::RunMap>,
-) -> Result<(Vec<rank::Ranked>, Vec<String>), SearchError> {
-    let empty = (Vec::new(), Vec::new());
+) -> Result<Found, SearchError> {
+    let empty = (Vec::new(), Vec::new(), Vec::new());
     let (period, filter) = (&plan.period, &plan.filter);
     if plan.words.is_empty() {
         return Ok(empty);
@@ -443,6 +447,16 @@ pub(super) fn run(
     let widened = plan.words.with_words(&loose);
     let q = &widened;
     let (mut qx, mut dfs) = plan_terms(&mut freq, q)?;
+    let mut rare: Vec<(i64, String)> = (qx.terms.iter().zip(&dfs))
+        .filter_map(|(t, &df)| match t {
+            Term::Phrase(p) if p.len() == 1 && df <= passage::MOST_MATCHES => {
+                Some((df, p[0].clone()))
+            }
+            _ => None,
+        })
+        .collect();
+    rare.sort();
+    let rare: Vec<String> = rare.into_iter().map(|(_, w)| w).collect();
     // A word that is already very common as written gains nothing from its
     // stem but the cost of a second scan: look up stems of the others only.
     let mut stem_words = Vec::new();
@@ -709,5 +723,5 @@ pub(super) fn run(
             }
         }
     }
-    Ok((ranked, words))
+    Ok((ranked, words, rare))
 }

@@ -3,8 +3,9 @@
 //! matches, counted by [`df`], scored by BM25 with a term frequency of
 //! one, filtered through the [`screen`], [`rank`]ed by session) beside
 //! [`semantic`] (the meaning tier, on another thread) → [`fuse`] (by
-//! reciprocal rank) → [`page`] (what the page of hits shows). Every read
-//! goes through the store's read API; this module writes no SQL.
+//! reciprocal rank) → [`passage`] (a pasted passage's own sessions first)
+//! → [`page`] (what the page of hits shows). Every read goes through the
+//! store's read API; this module writes no SQL.
 
 mod df;
 mod expand;
@@ -12,6 +13,7 @@ mod fuse;
 mod id_set;
 mod lexical;
 mod page;
+mod passage;
 mod plan;
 mod projects;
 pub mod query;
@@ -183,8 +185,12 @@ pub fn search_page(
     let runs = plan.runs_up_front(store, narrow)?;
     let (lexical, scanned) =
         semantic::alongside(prepared, || lexical::run(store, &plan, runs.as_ref()));
-    let (lexical, words) = lexical?;
-    let ranked = fuse::blend(store, &plan, lexical, scanned, runs.as_ref())?;
+    let (lexical, words, rare) = lexical?;
+    let mut ranked = fuse::blend(store, &plan, lexical, scanned, runs.as_ref())?;
+    // A pasted passage said word for word somewhere: those sessions first.
+    if let Some(p) = passage::of(q) {
+        ranked = passage::first(passage::said(store, &p, &rare, &plan.filter)?, ranked);
+    }
     page::page(store, ranked, words, (offset, opts.limit))
 }
 
@@ -1718,5 +1724,56 @@ mod store_tests {
         assert_eq!(answers(&store), before, "from the rows");
         assert_eq!(store.write_columns().expect("anew"), 1_500);
         assert_eq!(answers(&store), before, "from the file written anew");
+    }
+
+    #[test]
+    fn a_pasted_passage_finds_the_session_that_says_it_word_for_word() {
+        // The panic message is in one session's tool output; twenty other
+        // sessions have short user records with its rarer words alone,
+        // which outrank a long tool output by words alone.
+        let passage = "index out of bounds: the len is 3 but the index is 3";
+        let filler = "running 12 tests for the lexer module ".repeat(20);
+        let mut recs = vec![
+            rec(
+                "fuzz",
+                Role::User,
+                Some(NOW - 90 * DAY),
+                "cargo fuzz found a crash in the lexer",
+            ),
+            rec(
+                "fuzz",
+                Role::ToolOutput,
+                Some(NOW - 90 * DAY + 1),
+                &format!("{filler} thread panicked at src/lexer.rs:57:21: {passage}"),
+            ),
+        ];
+        for i in 0..20 {
+            let text = format!("the bounds and the len of index {i}");
+            recs.push(rec(
+                &format!("other{i}"),
+                Role::User,
+                Some(NOW - i * DAY),
+                &text,
+            ));
+        }
+        let (_dir, store) = store_with(&recs);
+        let ask = |q: &str| sessions_found(&store, q, None, false);
+        assert_eq!(ask(passage)[0], "fuzz");
+        // The same words in another order say no passage: by its words
+        // alone the session is not first.
+        let reordered = "3 is the index but 3 is the len: out of bounds index";
+        assert_ne!(ask(reordered)[0], "fuzz");
+        // A filter the passage's record does not pass keeps it out.
+        let opts = SearchOptions {
+            limit: 5,
+            now_ms: NOW,
+            roles: vec![Role::User],
+            ..SearchOptions::default()
+        };
+        let users = search(&store, &Query::parse(passage), &opts).expect("search");
+        assert!(users.iter().all(|h| h.role == "user"), "{users:?}");
+        assert_ne!(users[0].session_id, "fuzz");
+        // Quoted, it is an exact look-up already: the same first session.
+        assert_eq!(ask(&format!("\"{passage}\""))[0], "fuzz");
     }
 }
