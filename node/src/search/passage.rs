@@ -1,19 +1,16 @@
-//! A question that is a passage pasted whole (an error message, a log
-//! line, a line an agent wrote): when records say the whole of it word for
-//! word, their sessions come first, newest first, and the fused ranking
-//! follows. Without this, a passage of common words is judged by its
-//! rarest words alone, and in a large history other records holding
-//! those outrank the one that holds the passage.
+//! A question pasted whole (an error message, a log line, a line an
+//! agent wrote): the sessions whose records say it word for word come
+//! first, newest first, then the fused ranking. By its words alone such
+//! a passage is judged by its rarest words, and in a large history other
+//! records holding only those outrank the one that says the passage.
 //!
-//! Only for a question that reads as pasted ([`of`]: no quotes, prefix or
-//! CJK; [`LONG`] tokens or more, or [`MIN_TOKENS`] with a digit or code
-//! punctuation) with words that match at most [`MOST_MATCHES`] records:
-//! the newest records holding all of those ([`MOST_RECORDS`] at most) are
-//! read and kept where their text holds the passage's tokens in order.
-//! Not an FTS5 phrase query: it walks the common words' matches too,
-//! milliseconds at 1 GB for a passage no record says. A typed question
-//! ("why did we pin hyper") costs nothing. Reads go through the store's
-//! read API; nothing here writes SQL.
+//! Cost stays bounded: only a question that reads as pasted ([`of`]), and
+//! only the newest [`MOST_RECORDS`] records holding all of its words that
+//! match at most [`MOST_MATCHES`] records are read, then kept where their
+//! text holds its tokens in order. (An FTS5 phrase query would walk the
+//! common words' matches too.) Reads go through the store's read API.
+
+use std::collections::HashSet;
 
 use super::SearchError;
 use super::df::Index;
@@ -22,82 +19,62 @@ use super::rank::Ranked;
 use crate::store::{Filter, Store};
 use crate::text::{is_cjk, tokens};
 
-/// Tokens a question with a digit or code punctuation needs to be taken
-/// for a passage.
-pub(super) const MIN_TOKENS: usize = 4;
+/// Tokens that make a question a passage; [`MIN_TOKENS`] do when it has a
+/// digit or code punctuation.
+const LONG: usize = 8;
+const MIN_TOKENS: usize = 4;
 
-/// Tokens that make any question a passage.
-pub(super) const LONG: usize = 8;
-
-/// The most records a word of the passage may match to be one it is
-/// looked up by.
+/// The most records a word may match to be one the passage is found by.
 pub(super) const MOST_MATCHES: i64 = 2_000;
 
-/// Words of the passage it is looked up by at most (its rarest).
+/// The rarest words a passage is found by, and the most records read.
 const MOST_WORDS: usize = 4;
-
-/// The records holding those words read at most, newest first.
 const MOST_RECORDS: i64 = 200;
 
-/// The question `q` as one phrase, when it reads as a pasted passage; its
-/// text is left empty, so that a date inside it names no period.
-pub(super) fn of(q: &Query) -> Option<Query> {
+/// The tokens of `q` when it reads as pasted: nothing quoted, no prefix,
+/// no CJK, and long or machine-like.
+pub(super) fn of(q: &Query) -> Option<Vec<String>> {
     let text = &q.text;
     if text.contains('"') || q.terms.iter().any(|t| matches!(t, Term::Prefix(_))) {
         return None;
     }
     let toks = tokens(text);
-    if toks.iter().any(|t| t.chars().any(is_cjk)) {
-        return None;
-    }
     let machine = text.chars().any(|c| {
         c.is_ascii_digit() || !(c.is_alphabetic() || c.is_whitespace() || ",.?!'-".contains(c))
     });
     let pasted = toks.len() >= LONG || (toks.len() >= MIN_TOKENS && machine);
-    pasted.then(|| Query {
-        terms: vec![Term::Phrase(toks)],
-        ..Query::default()
-    })
+    (pasted && !toks.iter().any(|t| t.chars().any(is_cjk))).then_some(toks)
 }
 
-/// The sessions whose records the `filter` allows say `passage` (from
-/// [`of`]), each with its newest such record, newest first; `rare` are the
-/// question's words that match at most [`MOST_MATCHES`] records, rarest
-/// first. None without such words, or when no record says it.
+/// The sessions the `filter` allows whose records say `passage` (from
+/// [`of`]), each with its newest such record, newest first, found by the
+/// question's `rare` words (rarest first); none without such words.
 pub(super) fn said(
     store: &Store,
-    passage: &Query,
+    passage: &[String],
     rare: &[String],
     filter: &Filter,
 ) -> Result<Vec<Ranked>, SearchError> {
-    let Some(Term::Phrase(want)) = passage.terms.first() else {
-        return Ok(Vec::new());
-    };
     if rare.is_empty() {
         return Ok(Vec::new());
     }
+    let words = rare.iter().take(MOST_WORDS);
     let by = Query {
-        terms: rare
-            .iter()
-            .take(MOST_WORDS)
-            .map(|w| Term::Phrase(vec![w.clone()]))
-            .collect(),
+        terms: words.map(|w| Term::Phrase(vec![w.clone()])).collect(),
         ..Query::default()
     };
-    let ids = store.newest_matches(Index::Exact, &by.to_fts_all(), MOST_RECORDS)?;
     let mut check = store.row_check(filter)?;
     let mut out: Vec<Ranked> = Vec::new();
-    for id in ids {
+    for id in store.newest_matches(Index::Exact, &by.to_fts_all(), MOST_RECORDS)? {
         let Some(text) = store.record_text(id)? else {
             continue;
         };
-        if !holds(&tokens(&text.text), want) {
+        if !holds(&tokens(&text.text), passage) {
             continue;
         }
-        let Some((role, _, session_row, _)) = check.columns(id)? else {
-            continue;
-        };
-        if !out.iter().any(|r| r.session_row == session_row) {
+        if let Some((role, _, session_row, _)) = check.columns(id)?
+            && !out.iter().any(|r| r.session_row == session_row)
+        {
             out.push(Ranked {
                 record_id: id,
                 score: 0.0,
@@ -120,14 +97,9 @@ fn holds(toks: &[String], want: &[String]) -> bool {
 /// The sessions of `said` first, scored as the best of `ranked`, then the
 /// rest of `ranked` in its order.
 pub(super) fn first(mut said: Vec<Ranked>, ranked: Vec<Ranked>) -> Vec<Ranked> {
-    if said.is_empty() {
-        return ranked;
-    }
     let top = ranked.first().map_or(1.0, |r| r.score);
-    for r in &mut said {
-        r.score = top;
-    }
-    let sessions: std::collections::HashSet<i64> = said.iter().map(|r| r.session_row).collect();
+    let sessions: HashSet<i64> = said.iter().map(|r| r.session_row).collect();
+    said.iter_mut().for_each(|r| r.score = top);
     said.extend(
         ranked
             .into_iter()
@@ -159,7 +131,7 @@ mod tests {
         ));
         let words = "index out of bounds the len is 3 but the index is 3";
         let want: Vec<String> = words.split(' ').map(String::from).collect();
-        assert_eq!(p.expect("a passage").terms, vec![Term::Phrase(want)]);
+        assert_eq!(p.expect("a passage"), want);
         for not in [
             "pin hyper",
             "why did we",
@@ -173,8 +145,6 @@ mod tests {
         }
         let long = "let me check the project structure and try running the server";
         assert!(of(&Query::parse(long)).is_some(), "{long}");
-        let dated = of(&Query::parse("on 2024-06-03 the build failed")).expect("a passage");
-        assert!(dated.text.is_empty(), "a date inside names no period");
     }
 
     #[test]
