@@ -17,7 +17,7 @@ use super::df::Index;
 use super::query::{Query, Term};
 use super::rank::Ranked;
 use crate::store::{Filter, Store};
-use crate::text::{is_cjk, tokens};
+use crate::text::tokens;
 
 /// Tokens that make a question a passage; [`MIN_TOKENS`] do when it has a
 /// digit or code punctuation.
@@ -32,7 +32,8 @@ const MOST_WORDS: usize = 4;
 const MOST_RECORDS: i64 = 200;
 
 /// The tokens of `q` when it reads as pasted: nothing quoted, no prefix,
-/// no CJK, and long or machine-like.
+/// and long or machine-like (each CJK character is a token, as in the
+/// index).
 pub(super) fn of(q: &Query) -> Option<Vec<String>> {
     let text = &q.text;
     if text.contains('"') || q.terms.iter().any(|t| matches!(t, Term::Prefix(_))) {
@@ -43,7 +44,7 @@ pub(super) fn of(q: &Query) -> Option<Vec<String>> {
         c.is_ascii_digit() || !(c.is_alphabetic() || c.is_whitespace() || ",.?!'-".contains(c))
     });
     let pasted = toks.len() >= LONG || (toks.len() >= MIN_TOKENS && machine);
-    (pasted && !toks.iter().any(|t| t.chars().any(is_cjk))).then_some(toks)
+    pasted.then_some(toks)
 }
 
 /// The sessions the `filter` allows whose records say `passage` (from
@@ -139,12 +140,14 @@ mod tests {
             "the len: 3",
             "\"index out of bounds\" the len is 3",
             "index out of bou* the len",
-            "为什么选择 tantivy 作为 搜索",
+            "为什么 tantivy",
         ] {
             assert!(of(&Query::parse(not)).is_none(), "{not}");
         }
         let long = "let me check the project structure and try running the server";
         assert!(of(&Query::parse(long)).is_some(), "{long}");
+        let mixed = of(&Query::parse("把 .python-version 改成 3.10")).expect("a passage");
+        assert_eq!(mixed, ["把", "python", "version", "改", "成", "3", "10"]);
     }
 
     #[test]
@@ -157,6 +160,9 @@ mod tests {
         assert!(!holds(&text, &toks("out of index bounds")));
         assert!(!holds(&toks("is 3"), &toks("the index is 3")));
         assert!(!holds(&text, &[]));
+        let cjk = toks("请把 .python-version 改成 3.10 吧");
+        assert!(holds(&cjk, &toks("把 .python-version 改成 3.10")));
+        assert!(!holds(&cjk, &toks("把 .python-version 改为 3.10")));
     }
 
     #[test]
