@@ -5,9 +5,9 @@
 //! records holding only those outrank the one that says the passage.
 //!
 //! Cost stays bounded: only a question that reads as pasted ([`of`]), and
-//! only the newest [`MOST_RECORDS`] records holding all of its words that
-//! match at most [`MOST_MATCHES`] records are read, then kept where their
-//! text holds its tokens in order. (An FTS5 phrase query would walk the
+//! only the newest [`MOST_RECORDS`] records (and [`MOST_BYTES`] of text)
+//! holding all of its words that match at most [`MOST_MATCHES`] records
+//! are read, then kept where their text holds its tokens in order. (An FTS5 phrase query would walk the
 //! common words' matches too.) Reads go through the store's read API.
 
 use std::collections::HashSet;
@@ -20,16 +20,20 @@ use crate::store::{Filter, Store};
 use crate::text::tokens;
 
 /// Tokens that make a question a passage; [`MIN_TOKENS`] do when it has a
-/// digit or code punctuation.
+/// digit or code punctuation. Past [`MOST_TOKENS`] it is a pasted page,
+/// which the lexical tier's rarest words serve.
 const LONG: usize = 8;
 const MIN_TOKENS: usize = 4;
+const MOST_TOKENS: usize = 64;
 
 /// The most records a word may match to be one the passage is found by.
 pub(super) const MOST_MATCHES: i64 = 2_000;
 
-/// The rarest words a passage is found by, and the most records read.
+/// The rarest words a passage is found by, and the most records and bytes
+/// of their text read.
 const MOST_WORDS: usize = 4;
 const MOST_RECORDS: i64 = 200;
+const MOST_BYTES: usize = 8 << 20;
 
 /// The tokens of `q` when it reads as pasted: nothing quoted, no prefix,
 /// and long or machine-like (each CJK character is a token, as in the
@@ -44,7 +48,7 @@ pub(super) fn of(q: &Query) -> Option<Vec<String>> {
         c.is_ascii_digit() || !(c.is_alphabetic() || c.is_whitespace() || ",.?!'-".contains(c))
     });
     let pasted = toks.len() >= LONG || (toks.len() >= MIN_TOKENS && machine);
-    pasted.then_some(toks)
+    (pasted && toks.len() <= MOST_TOKENS).then_some(toks)
 }
 
 /// The sessions the `filter` allows whose records say `passage` (from
@@ -66,10 +70,15 @@ pub(super) fn said(
     };
     let mut check = store.row_check(filter)?;
     let mut out: Vec<Ranked> = Vec::new();
+    let mut bytes = 0;
     for id in store.newest_matches(Index::Exact, &by.to_fts_all(), MOST_RECORDS)? {
+        if bytes > MOST_BYTES {
+            break;
+        }
         let Some(text) = store.record_text(id)? else {
             continue;
         };
+        bytes += text.text.len();
         if !holds(&tokens(&text.text), passage) {
             continue;
         }
@@ -146,6 +155,8 @@ mod tests {
         }
         let long = "let me check the project structure and try running the server";
         assert!(of(&Query::parse(long)).is_some(), "{long}");
+        let page = "the build failed again ".repeat(17);
+        assert!(of(&Query::parse(&page)).is_none(), "a pasted page");
         let mixed = of(&Query::parse("把 .python-version 改成 3.10")).expect("a passage");
         assert_eq!(mixed, ["把", "python", "version", "改", "成", "3", "10"]);
     }
