@@ -7,8 +7,9 @@
 //! Cost stays bounded: only a question that reads as pasted ([`of`]), and
 //! only the newest [`MOST_RECORDS`] records (and [`MOST_BYTES`] of text)
 //! holding all of its words that match at most [`MOST_MATCHES`] records
-//! are read, then kept where their text holds its tokens in order. (An FTS5 phrase query would walk the
-//! common words' matches too.) Reads go through the store's read API.
+//! are read, then kept where their text holds its tokens in order. (An
+//! FTS5 phrase query would walk the common words' matches too.) Reads go
+//! through the store's read API.
 
 use std::collections::HashSet;
 
