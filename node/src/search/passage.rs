@@ -18,7 +18,7 @@ use super::df::Index;
 use super::query::{Query, Term};
 use super::rank::Ranked;
 use crate::store::{Filter, Store};
-use crate::text::tokens;
+use crate::text::{is_cjk, tokens};
 
 /// Tokens that make a question a passage; [`MIN_TOKENS`] do when it has a
 /// digit or code punctuation. Past [`MOST_TOKENS`] it is a pasted page,
@@ -28,13 +28,13 @@ const MIN_TOKENS: usize = 4;
 const MOST_TOKENS: usize = 64;
 
 /// The most records a word may match to be one the passage is found by.
-pub(super) const MOST_MATCHES: i64 = 2_000;
+pub(super) const MOST_MATCHES: i64 = 8_000;
 
 /// The rarest words a passage is found by, and the most records and bytes
 /// of their text read.
 const MOST_WORDS: usize = 4;
 const MOST_RECORDS: i64 = 200;
-const MOST_BYTES: usize = 8 << 20;
+const MOST_BYTES: usize = 2 << 20;
 
 /// The tokens of `q` when it reads as pasted: nothing quoted, no prefix,
 /// and long or machine-like (each CJK character is a token, as in the
@@ -69,6 +69,7 @@ pub(super) fn said(
         terms: words.map(|w| Term::Phrase(vec![w.clone()])).collect(),
         ..Query::default()
     };
+    let needle = spaced(&passage.join(" "));
     let mut check = store.row_check(filter)?;
     let mut out: Vec<Ranked> = Vec::new();
     let mut bytes = 0;
@@ -80,7 +81,7 @@ pub(super) fn said(
             continue;
         };
         bytes += text.text.len();
-        if !holds(&tokens(&text.text), passage) {
+        if !spaced(&text.text).contains(&needle) {
             continue;
         }
         if let Some((role, _, session_row, _)) = check.columns(id)?
@@ -100,9 +101,28 @@ pub(super) fn said(
     Ok(out)
 }
 
-/// Whether `toks` holds `want` as a run of consecutive tokens.
-fn holds(toks: &[String], want: &[String]) -> bool {
-    !want.is_empty() && toks.windows(want.len()).any(|w| w == want)
+/// `text`'s tokens (as `text::tokens` splits it) with one space between
+/// and one at each end, so that a run of tokens is a substring of it.
+fn spaced(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() + 2);
+    out.push(' ');
+    for c in text.chars() {
+        if is_cjk(c) {
+            if !out.ends_with(' ') {
+                out.push(' ');
+            }
+            out.push(c);
+            out.push(' ');
+        } else if c.is_alphanumeric() {
+            out.extend(c.to_lowercase());
+        } else if !out.ends_with(' ') {
+            out.push(' ');
+        }
+    }
+    if !out.ends_with(' ') {
+        out.push(' ');
+    }
+    out
 }
 
 /// The sessions of `said` first, scored as the best of `ranked`, then the
@@ -164,17 +184,21 @@ mod tests {
 
     #[test]
     fn a_passage_is_held_only_as_consecutive_tokens_in_order() {
-        let toks = |s: &str| tokens(s);
-        let text = toks("thread panicked: index out of bounds: the len is 3 but the index is 3");
-        assert!(holds(&text, &toks("index out of bounds: the len is 3")));
-        assert!(holds(&text, &toks("the index is 3")));
-        assert!(!holds(&text, &toks("the index is 4")));
-        assert!(!holds(&text, &toks("out of index bounds")));
-        assert!(!holds(&toks("is 3"), &toks("the index is 3")));
-        assert!(!holds(&text, &[]));
-        let cjk = toks("请把 .python-version 改成 3.10 吧");
-        assert!(holds(&cjk, &toks("把 .python-version 改成 3.10")));
-        assert!(!holds(&cjk, &toks("把 .python-version 改为 3.10")));
+        let holds = |text: &str, want: &str| spaced(text).contains(&spaced(want));
+        let text = "thread panicked: index out of bounds: the len is 3 but the index is 3";
+        assert!(holds(text, "Index out of bounds: the len is 3"));
+        assert!(holds(text, "the index is 3"));
+        assert!(!holds(text, "the index is 4"));
+        assert!(!holds(text, "out of index bounds"));
+        assert!(!holds(text, "the index is 33"));
+        assert!(!holds("is 3", "the index is 3"));
+        let cjk = "请把 .python-version 改成 3.10 吧";
+        assert!(holds(cjk, "把 .python-version 改成 3.10"));
+        assert!(!holds(cjk, "把 .python-version 改为 3.10"));
+        // The same tokens as the index's, one space apart.
+        for t in [text, cjk, "  İstanbul -- naïve_café/ÉTÉ 42x "] {
+            assert_eq!(spaced(t), format!(" {} ", tokens(t).join(" ")), "{t}");
+        }
     }
 
     #[test]
