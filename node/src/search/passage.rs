@@ -28,13 +28,13 @@ const MIN_TOKENS: usize = 4;
 const MOST_TOKENS: usize = 64;
 
 /// The most records a word may match to be one the passage is found by.
-pub(super) const MOST_MATCHES: i64 = 8_000;
+pub(super) const MOST_MATCHES: i64 = 2_000;
 
 /// The rarest words a passage is found by, and the most records and bytes
 /// of their text read.
 const MOST_WORDS: usize = 4;
-const MOST_RECORDS: i64 = 200;
-const MOST_BYTES: usize = 2 << 20;
+const MOST_RECORDS: i64 = 50;
+const MOST_BYTES: usize = 512 << 10;
 
 /// The tokens of `q` when it reads as pasted: nothing quoted, no prefix,
 /// and long or machine-like (each CJK character is a token, as in the
