@@ -18,7 +18,7 @@ use super::df::Index;
 use super::query::{Query, Term};
 use super::rank::Ranked;
 use crate::store::{Filter, Store};
-use crate::text::{is_cjk, tokens};
+use crate::text::{spaced_tokens, tokens};
 
 /// Tokens that make a question a passage; [`MIN_TOKENS`] do when it has a
 /// digit or code punctuation. Past [`MOST_TOKENS`] it is a pasted page,
@@ -69,7 +69,7 @@ pub(super) fn said(
         terms: words.map(|w| Term::Phrase(vec![w.clone()])).collect(),
         ..Query::default()
     };
-    let needle = spaced(&passage.join(" "));
+    let needle = spaced_tokens(&passage.join(" "));
     let mut check = store.row_check(filter)?;
     let mut out: Vec<Ranked> = Vec::new();
     let mut bytes = 0;
@@ -81,7 +81,7 @@ pub(super) fn said(
             continue;
         };
         bytes += text.text.len();
-        if !spaced(&text.text).contains(&needle) {
+        if !spaced_tokens(&text.text).contains(&needle) {
             continue;
         }
         if let Some((role, _, session_row, _)) = check.columns(id)?
@@ -99,30 +99,6 @@ pub(super) fn said(
         }
     }
     Ok(out)
-}
-
-/// `text`'s tokens (as `text::tokens` splits it) with one space between
-/// and one at each end, so that a run of tokens is a substring of it.
-fn spaced(text: &str) -> String {
-    let mut out = String::with_capacity(text.len() + 2);
-    out.push(' ');
-    for c in text.chars() {
-        if is_cjk(c) {
-            if !out.ends_with(' ') {
-                out.push(' ');
-            }
-            out.push(c);
-            out.push(' ');
-        } else if c.is_alphanumeric() {
-            out.extend(c.to_lowercase());
-        } else if !out.ends_with(' ') {
-            out.push(' ');
-        }
-    }
-    if !out.ends_with(' ') {
-        out.push(' ');
-    }
-    out
 }
 
 /// The sessions of `said` first, scored as the best of `ranked`, then the
@@ -184,7 +160,7 @@ mod tests {
 
     #[test]
     fn a_passage_is_held_only_as_consecutive_tokens_in_order() {
-        let holds = |text: &str, want: &str| spaced(text).contains(&spaced(want));
+        let holds = |text: &str, want: &str| spaced_tokens(text).contains(&spaced_tokens(want));
         let text = "thread panicked: index out of bounds: the len is 3 but the index is 3";
         assert!(holds(text, "Index out of bounds: the len is 3"));
         assert!(holds(text, "the index is 3"));
@@ -197,7 +173,11 @@ mod tests {
         assert!(!holds(cjk, "把 .python-version 改为 3.10"));
         // The same tokens as the index's, one space apart.
         for t in [text, cjk, "  İstanbul -- naïve_café/ÉTÉ 42x "] {
-            assert_eq!(spaced(t), format!(" {} ", tokens(t).join(" ")), "{t}");
+            assert_eq!(
+                spaced_tokens(t),
+                format!(" {} ", tokens(t).join(" ")),
+                "{t}"
+            );
         }
     }
 

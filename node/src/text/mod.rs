@@ -1,7 +1,8 @@
 //! Text rules shared by the store and search, below both: how text is
-//! tokenised for the FTS index ([`index_form`], [`tokens`], [`light_stem`]),
-//! made safe for a terminal ([`strip_terminal`]), and whether it reads like
-//! a decision ([`is_decision`], stored as a flag and boosted by ranking).
+//! tokenised for the FTS index ([`index_form`], [`tokens`], [`spaced_tokens`],
+//! [`light_stem`]), made safe for a terminal ([`strip_terminal`]), and
+//! whether it reads like a decision ([`is_decision`], stored as a flag and
+//! boosted by ranking).
 //!
 //! SQLite's `unicode61` tokenizer splits on spaces and punctuation, which
 //! leaves a run of Chinese or Japanese characters as one giant token. Before
@@ -69,26 +70,48 @@ pub fn index_form(text: &str) -> Cow<'_, str> {
     Cow::Owned(out)
 }
 
+/// Calls `each` with the lowercase tokens of `text` the way the index
+/// splits it (alphanumeric runs, with each CJK character its own token),
+/// in order.
+fn each_token(text: &str, mut each: impl FnMut(&str)) {
+    let mut cur = String::new();
+    let mut one = [0u8; 4];
+    for c in text.chars() {
+        if is_cjk(c) {
+            if !cur.is_empty() {
+                each(&cur);
+                cur.clear();
+            }
+            each(c.encode_utf8(&mut one));
+        } else if c.is_alphanumeric() {
+            cur.extend(c.to_lowercase());
+        } else if !cur.is_empty() {
+            each(&cur);
+            cur.clear();
+        }
+    }
+    if !cur.is_empty() {
+        each(&cur);
+    }
+}
+
 /// Splits text into lowercase tokens the way the index does (alphanumeric
 /// runs, with each CJK character its own token).
 pub fn tokens(text: &str) -> Vec<String> {
     let mut out = Vec::new();
-    let mut cur = String::new();
-    for c in text.chars() {
-        if is_cjk(c) {
-            if !cur.is_empty() {
-                out.push(std::mem::take(&mut cur));
-            }
-            out.push(c.to_string());
-        } else if c.is_alphanumeric() {
-            cur.extend(c.to_lowercase());
-        } else if !cur.is_empty() {
-            out.push(std::mem::take(&mut cur));
-        }
-    }
-    if !cur.is_empty() {
-        out.push(cur);
-    }
+    each_token(text, |t| out.push(t.to_owned()));
+    out
+}
+
+/// The tokens of `text` with one space between and one at each end, in
+/// one string, so that a run of tokens is a substring of it.
+pub fn spaced_tokens(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() + 2);
+    out.push(' ');
+    each_token(text, |t| {
+        out.push_str(t);
+        out.push(' ');
+    });
     out
 }
 
