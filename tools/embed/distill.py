@@ -135,6 +135,22 @@ def pca_sif(vecs: np.ndarray, real: np.ndarray, dim: int) -> np.ndarray:
     return proj
 
 
+def read_table(path: Path):
+    """(tokens, rows as float32: int8 times the row's scale) of a CAIRNEMB
+    table (format above)."""
+    b = path.read_bytes()
+    assert b[:8] == b"CAIRNEMB", f"{path} is not a cairn table"
+    version, n, dim, vocab_bytes = struct.unpack_from("<IIII", b, 8)
+    assert version == 1
+    at = 24
+    tokens = b[at : at + vocab_bytes].decode("utf-8").split("\n")
+    at += vocab_bytes
+    scale = np.frombuffer(b, dtype="<f4", count=n, offset=at)
+    q = np.frombuffer(b, dtype=np.int8, count=n * dim, offset=at + 4 * n).reshape(n, dim)
+    assert len(tokens) == n
+    return tokens, q.astype(np.float32) * scale[:, None]
+
+
 def write_table(out: Path, tokens: list, rows: np.ndarray) -> None:
     """Quantises `rows` to int8 with one f32 scale per row and writes the
     CAIRNEMB table of `tokens` (format above)."""

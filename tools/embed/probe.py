@@ -14,13 +14,13 @@ Usage:
   python tools/embed/probe.py DL_DIR TABLE.bin...   (or `teacher`: the transformer)
 """
 
-import struct
 import sys
 from collections import defaultdict
 from pathlib import Path
 
 import numpy as np
 
+import distill
 from teacher import tokenizer
 
 SET = Path(__file__).resolve().parents[2] / "fixtures" / "recall"
@@ -28,13 +28,8 @@ MAX_TOKENS = 256
 
 
 def read_table(path: Path):
-    b = path.read_bytes()
-    assert b[:8] == b"CAIRNEMB"
-    _, n, dim, vlen = struct.unpack("<IIII", b[8:24])
-    at = 24 + vlen
-    scale = np.frombuffer(b[at : at + 4 * n], dtype="<f4")
-    q = np.frombuffer(b[at + 4 * n :], dtype=np.int8).reshape(n, dim)
-    return q.astype(np.float32) * scale[:, None]
+    """The rows of a cairn table (`distill.read_table`)."""
+    return distill.read_table(path)[1]
 
 
 def sessions():

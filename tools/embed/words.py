@@ -38,7 +38,6 @@ import argparse
 import collections
 import json
 import re
-import struct
 import sys
 import zipfile
 from pathlib import Path
@@ -52,22 +51,6 @@ import distill  # noqa: E402
 MIN_CHARS = 4
 BATCH = 256
 WORD = re.compile(r"[a-z]+")
-
-
-def read_table(path: Path):
-    """(tokens, rows as float32 = int8 x scale) of a CAIRNEMB table."""
-    b = path.read_bytes()
-    assert b[:8] == b"CAIRNEMB", "not a cairn table"
-    version, n, dim, vocab_bytes = struct.unpack_from("<IIII", b, 8)
-    assert version == 1
-    at = 24
-    tokens = b[at : at + vocab_bytes].decode("utf-8").split("\n")
-    at += vocab_bytes
-    scale = np.frombuffer(b, dtype="<f4", count=n, offset=at)
-    at += 4 * n
-    q = np.frombuffer(b, dtype=np.int8, count=n * dim, offset=at).reshape(n, dim)
-    assert len(tokens) == n
-    return tokens, q.astype(np.float32) * scale[:, None]
 
 
 def lemmas(dict_dir: Path) -> set:
@@ -132,7 +115,7 @@ def main() -> None:
     ap.add_argument("--list", action="store_true", help="print the chosen words and stop")
     a = ap.parse_args()
 
-    tokens, shipped = read_table(a.table)
+    tokens, shipped = distill.read_table(a.table)
     dim = shipped.shape[1]
     tok = json.loads(
         distill.member(a.dl / distill.TOKENIZER_WHEEL, distill.TOKENIZER_MEMBER, distill.TOKENIZER_SHA256)
