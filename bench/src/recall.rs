@@ -82,6 +82,12 @@ pub struct RecallArgs {
     /// seconds.
     #[arg(long, conflicts_with_all = ["table", "haystack", "haystack_index"])]
     pub write_neighbours: Option<PathBuf>,
+    /// Write each question's ranked sessions to this file, a line a
+    /// question: id, split, category, wanted label, then `label:score`
+    /// for each session found (tab-separated), for studying a ranking
+    /// change offline.
+    #[arg(long)]
+    pub ranks: Option<PathBuf>,
 }
 
 /// One message of an evaluation session.
@@ -109,6 +115,17 @@ struct Question {
     category: String,
     session: String,
     text: String,
+}
+
+/// One line of `--ranks`: the question's id, split, category and wanted
+/// label, then `label:score` for each session found, tab-separated.
+fn ranks_line(q: &Question, found: &[(&str, f64)]) -> String {
+    let mut line = format!("{}\t{}\t{}\t{}", q.id, q.split, q.category, q.session);
+    for (label, score) in found {
+        line.push_str(&format!("\t{label}:{score}"));
+    }
+    line.push('\n');
+    line
 }
 
 /// Parses `## label agent project`, `@ date time` / `@ none` and `X: text` lines.
@@ -529,6 +546,8 @@ pub fn main() -> anyhow::Result<()> {
     // (category, split) -> (rank, ms)
     let mut by_group: BTreeMap<(String, String), Vec<(usize, f64)>> = BTreeMap::new();
     let mut misses = Vec::new();
+    let mut ranks = String::new();
+    let label_of: HashMap<&str, &str> = ids.iter().map(|(k, v)| (v.as_str(), k.as_str())).collect();
     for q in &questions {
         if args.split.as_ref().is_some_and(|s| *s != q.split) {
             continue;
@@ -552,11 +571,20 @@ pub fn main() -> anyhow::Result<()> {
             .iter()
             .position(|h| &h.session_id == want)
             .map_or(0, |i| i + 1);
+        // The set's label of each session found; `-` for the haystack's.
+        let found: Vec<(&str, f64)> = hits
+            .iter()
+            .map(|h| {
+                (
+                    label_of.get(h.session_id.as_str()).copied().unwrap_or("-"),
+                    h.score,
+                )
+            })
+            .collect();
+        if args.ranks.is_some() {
+            ranks.push_str(&ranks_line(q, &found));
+        }
         if rank != 1 {
-            let got = hits
-                .first()
-                .and_then(|h| ids.iter().find(|(_, v)| **v == h.session_id))
-                .map_or("-".to_owned(), |(k, _)| k.clone());
             misses.push(format!(
                 "{} {} {} want {} rank {} got {}: {}",
                 q.id,
@@ -568,7 +596,7 @@ pub fn main() -> anyhow::Result<()> {
                 } else {
                     rank.to_string()
                 },
-                got,
+                found.first().map_or("-", |f| f.0),
                 q.text
             ));
         }
@@ -638,6 +666,9 @@ pub fn main() -> anyhow::Result<()> {
         let map: BTreeMap<&str, &Figures> = table.iter().map(|(k, v)| (k.as_str(), v)).collect();
         println!("{}", serde_json::to_string_pretty(&map)?);
     }
+    if let Some(path) = &args.ranks {
+        std::fs::write(path, ranks).with_context(|| format!("cannot write {}", path.display()))?;
+    }
     if args.keep {
         drop(node);
         let kept = tmp.keep();
@@ -703,6 +734,22 @@ mod tests {
         assert!(dir.path().join("cairn.db").exists());
         assert!(dir.path().join("cairn.db-sketch").exists());
         drop_haystack_cells(dir.path()).expect("no cells is fine");
+    }
+
+    #[test]
+    fn a_ranks_line_names_the_question_then_each_session_found_in_order() {
+        let q = Question {
+            id: "q7".into(),
+            split: "tune".into(),
+            category: "semantic".into(),
+            session: "k03".into(),
+            text: "intermittent test".into(),
+        };
+        assert_eq!(
+            ranks_line(&q, &[("u04", 0.12), ("-", 0.5), ("k03", 0.0856)]),
+            "q7\ttune\tsemantic\tk03\tu04:0.12\t-:0.5\tk03:0.0856\n"
+        );
+        assert_eq!(ranks_line(&q, &[]), "q7\ttune\tsemantic\tk03\n");
     }
 
     #[test]
