@@ -1776,4 +1776,56 @@ mod store_tests {
         // Quoted, it is an exact look-up already: the same first session.
         assert_eq!(ask(&format!("\"{passage}\""))[0], "fuzz");
     }
+
+    #[test]
+    fn a_pasted_passage_is_found_under_a_filter_past_newer_records_it_leaves_out() {
+        // The passage is said in one codex session; other codex sessions
+        // hold its rarer words alone, and sixty newer sessions of another
+        // agent hold every word of it in another order, so the newest
+        // records holding its words are all ones `--agent codex` leaves out.
+        let passage = "index out of bounds: the len is 3 but the index is 3";
+        let filler = "running 12 tests for the lexer module ".repeat(20);
+        let codex = |session: &str, role, ts, text: &str| {
+            let mut r = Record::new("codex", session, role, text);
+            r.time_ms = Some(ts);
+            r
+        };
+        let mut recs = vec![
+            codex(
+                "fuzz",
+                Role::User,
+                NOW - 90 * DAY,
+                "cargo fuzz found a crash",
+            ),
+            codex(
+                "fuzz",
+                Role::ToolOutput,
+                NOW - 90 * DAY + 1,
+                &format!("{filler} thread panicked at src/lexer.rs:57:21: {passage}"),
+            ),
+        ];
+        for i in 0..20 {
+            let text = format!("the bounds and the len of index {i}");
+            recs.push(codex(
+                &format!("other{i}"),
+                Role::User,
+                NOW - i * DAY,
+                &text,
+            ));
+        }
+        for i in 0..60 {
+            let text = "3 is the index but 3 is the len: out of bounds index";
+            recs.push(rec(&format!("noise{i}"), Role::User, Some(NOW - i), text));
+        }
+        let (_dir, store) = store_with(&recs);
+        let opts = SearchOptions {
+            limit: 5,
+            now_ms: NOW,
+            agent: Some("codex".into()),
+            ..SearchOptions::default()
+        };
+        let found = search(&store, &Query::parse(passage), &opts).expect("search");
+        assert!(found.iter().all(|h| h.agent == "codex"), "{found:?}");
+        assert_eq!(found[0].session_id, "fuzz", "{found:?}");
+    }
 }

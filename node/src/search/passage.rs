@@ -5,11 +5,12 @@
 //! records holding only those outrank the one that says the passage.
 //!
 //! Cost stays bounded: only a question that reads as pasted ([`of`]), and
-//! only the newest [`MOST_RECORDS`] records (and [`MOST_BYTES`] of text)
-//! holding all of its words that match at most [`MOST_MATCHES`] records
-//! are read, then kept where their text holds its tokens in order. (An
-//! FTS5 phrase query would walk the common words' matches too.) Reads go
-//! through the store's read API.
+//! of the newest [`MOST_IDS`] records holding all of its words that match
+//! at most [`MOST_MATCHES`] records, only [`MOST_RECORDS`] (and
+//! [`MOST_BYTES`] of text) that the search's filters allow, in sessions
+//! not found yet, are read, then kept where their text holds its tokens
+//! in order. (An FTS5 phrase query would walk the common words' matches
+//! too.) Reads go through the store's read API.
 
 use std::collections::HashSet;
 
@@ -30,10 +31,12 @@ const MOST_TOKENS: usize = 64;
 /// The most records a word may match to be one the passage is found by.
 pub(super) const MOST_MATCHES: i64 = 2_000;
 
-/// The rarest words a passage is found by, and the most records and bytes
-/// of their text read.
+/// The rarest words a passage is found by, the most records holding them
+/// looked at (a filter may allow few of the newest), and the most records
+/// and bytes of their text read.
 const MOST_WORDS: usize = 4;
-const MOST_RECORDS: i64 = 50;
+const MOST_IDS: i64 = 400;
+const MOST_RECORDS: usize = 50;
 const MOST_BYTES: usize = 512 << 10;
 
 /// The tokens of `q` when it reads as pasted: nothing quoted, no prefix,
@@ -72,21 +75,24 @@ pub(super) fn said(
     let needle = spaced_tokens(&passage.join(" "));
     let mut check = store.row_check(filter)?;
     let mut out: Vec<Ranked> = Vec::new();
-    let mut bytes = 0;
-    for id in store.newest_matches(Index::Exact, &by.to_fts_all(), MOST_RECORDS)? {
-        if bytes > MOST_BYTES {
+    let (mut read, mut bytes) = (0, 0);
+    for id in store.newest_matches(Index::Exact, &by.to_fts_all(), MOST_IDS)? {
+        if read >= MOST_RECORDS || bytes > MOST_BYTES {
             break;
+        }
+        // Newest first, so a session's first record found is its newest.
+        let Some((role, _, session_row, _)) = check.columns(id)? else {
+            continue;
+        };
+        if out.iter().any(|r| r.session_row == session_row) {
+            continue;
         }
         let Some(text) = store.record_text(id)? else {
             continue;
         };
+        read += 1;
         bytes += text.text.len();
-        if !spaced_tokens(&text.text).contains(&needle) {
-            continue;
-        }
-        if let Some((role, _, session_row, _)) = check.columns(id)?
-            && !out.iter().any(|r| r.session_row == session_row)
-        {
+        if spaced_tokens(&text.text).contains(&needle) {
             out.push(Ranked {
                 record_id: id,
                 score: 0.0,
