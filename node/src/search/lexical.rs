@@ -419,9 +419,10 @@ fn plan_stems(
 }
 
 /// What the lexical tier found: every session its words match, best
-/// first; the words to highlight; and the question's single words that
-/// match at most [`passage::MOST_MATCHES`] records, rarest first.
-pub(super) type Found = (Vec<rank::Ranked>, Vec<String>, Vec<String>);
+/// first; the words to highlight; and the question's words (see
+/// [`passage::Word`]) that match at most [`passage::MOST_MATCHES`]
+/// records, rarest first, with their counts.
+pub(super) type Found = (Vec<rank::Ranked>, Vec<String>, Vec<passage::Word>);
 
 /// The lexical tier of `plan` ([`Found`]). `pre` is the run map read up
 /// front (see [`Plan::runs_up_front`](super::plan::Plan::runs_up_front)).
@@ -447,16 +448,13 @@ pub(super) fn run(
     let widened = plan.words.with_words(&loose);
     let q = &widened;
     let (mut qx, mut dfs) = plan_terms(&mut freq, q)?;
-    let mut rare: Vec<(i64, String)> = (qx.terms.iter().zip(&dfs))
+    let mut rare: Vec<passage::Word> = (qx.terms.iter().zip(&dfs))
         .filter_map(|(t, &df)| match t {
-            Term::Phrase(p) if p.len() == 1 && df <= passage::MOST_MATCHES => {
-                Some((df, p[0].clone()))
-            }
+            Term::Phrase(p) if df <= passage::MOST_MATCHES => Some((df, p.clone())),
             _ => None,
         })
         .collect();
     rare.sort();
-    let rare: Vec<String> = rare.into_iter().map(|(_, w)| w).collect();
     // A word that is already very common as written gains nothing from its
     // stem but the cost of a second scan: look up stems of the others only.
     let mut stem_words = Vec::new();

@@ -189,7 +189,8 @@ pub fn search_page(
     let mut ranked = fuse::blend(store, &plan, lexical, scanned, runs.as_ref())?;
     // A pasted passage said word for word somewhere: those sessions first.
     if let Some(p) = passage::of(q) {
-        ranked = passage::first(passage::said(store, &p, &rare, &plan.filter)?, ranked);
+        let said = passage::said(store, &p, &rare, &plan.filter, offset + opts.limit)?;
+        ranked = passage::first(said, ranked);
     }
     page::page(store, ranked, words, (offset, opts.limit))
 }
@@ -1775,6 +1776,53 @@ mod store_tests {
         assert_ne!(users[0].session_id, "fuzz");
         // Quoted, it is an exact look-up already: the same first session.
         assert_eq!(ask(&format!("\"{passage}\""))[0], "fuzz");
+    }
+
+    #[test]
+    fn a_pasted_line_of_chinese_or_of_common_code_words_finds_who_said_it() {
+        // A line said once in a tool output, and many short user records
+        // holding its words in another order, which outrank it by words.
+        let chinese = "验证器字段不存在时处理继承场景";
+        let code = "return self.width * self.height * self.depth";
+        let filler = "running 12 tests for the lexer module ".repeat(20);
+        let mut recs = vec![
+            rec(
+                "zh",
+                Role::ToolOutput,
+                Some(NOW - 90 * DAY),
+                &format!("{filler} {chinese}"),
+            ),
+            rec(
+                "py",
+                Role::ToolOutput,
+                Some(NOW - 90 * DAY),
+                &format!("{filler} {code}"),
+            ),
+        ];
+        for i in 0..20 {
+            let text = "场景继承处理时不存在字段验证器";
+            recs.push(rec(
+                &format!("zh{i}"),
+                Role::User,
+                Some(NOW - i * DAY),
+                text,
+            ));
+        }
+        // Each of the line's identifiers in more than 2,000 records, two
+        // of them at a time.
+        let pairs = [
+            "return self.width * self.height",
+            "return self.height * self.depth",
+            "return self.depth * self.width",
+        ];
+        for i in 0..3_150 {
+            let text = pairs[i as usize % 3];
+            recs.push(rec(&format!("py{i}"), Role::User, Some(NOW - i), text));
+        }
+        let (_dir, store) = store_with(&recs);
+        let ask = |q: &str| sessions_found(&store, q, None, false);
+        assert_eq!(ask(chinese)[0], "zh");
+        assert_eq!(ask(code)[0], "py");
     }
 
     #[test]
