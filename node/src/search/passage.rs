@@ -66,10 +66,12 @@ pub(super) fn of(q: &Query) -> Option<Passage> {
         return None;
     }
     let toks = tokens(text);
+    let machine = text.chars().any(|c| {
+        c.is_ascii_digit() || !(c.is_alphabetic() || c.is_whitespace() || ",.?!'-".contains(c))
+    });
     let code = text
         .chars()
         .any(|c| !(c.is_alphanumeric() || c.is_whitespace() || ",.?!'-，。？！、：；".contains(c)));
-    let machine = code || text.chars().any(|c| c.is_ascii_digit());
     let pasted = toks.len() >= LONG || (toks.len() >= MIN_TOKENS && machine);
     (pasted && toks.len() <= MOST_TOKENS).then_some(Passage { tokens: toks, code })
 }
