@@ -212,6 +212,9 @@ mod tests {
             !of(&Query::parse(sentence)).expect(sentence).code,
             "{sentence}"
         );
+        // Short, but with a comma between its words: still pasted, not code.
+        let short = "内存占用，很高";
+        assert!(!of(&Query::parse(short)).expect(short).code, "{short}");
     }
 
     #[test]
