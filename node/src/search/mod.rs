@@ -1727,36 +1727,47 @@ mod store_tests {
         assert_eq!(answers(&store), before, "from the file written anew");
     }
 
+    /// A panic message the passage tests paste.
+    const PANIC: &str = "index out of bounds: the len is 3 but the index is 3";
+
+    /// Sessions of `agent`: `fuzz`, whose long tool output says [`PANIC`]
+    /// once, and twenty newer ones (`other0`..) whose short user records
+    /// hold its rarer words alone, which outrank that output by words.
+    fn panic_said_once(agent: &str) -> Vec<Record> {
+        let filler = "running 12 tests for the lexer module ".repeat(20);
+        let at = |session: &str, role, ts, text: &str| {
+            let mut r = Record::new(agent, session, role, text);
+            r.time_ms = Some(ts);
+            r
+        };
+        let mut recs = vec![
+            at(
+                "fuzz",
+                Role::User,
+                NOW - 90 * DAY,
+                "cargo fuzz found a crash in the lexer",
+            ),
+            at(
+                "fuzz",
+                Role::ToolOutput,
+                NOW - 90 * DAY + 1,
+                &format!("{filler} thread panicked at src/lexer.rs:57:21: {PANIC}"),
+            ),
+        ];
+        for i in 0..20 {
+            let text = format!("the bounds and the len of index {i}");
+            recs.push(at(&format!("other{i}"), Role::User, NOW - i * DAY, &text));
+        }
+        recs
+    }
+
     #[test]
     fn a_pasted_passage_finds_the_session_that_says_it_word_for_word() {
         // The panic message is in one session's tool output; twenty other
         // sessions have short user records with its rarer words alone,
         // which outrank a long tool output by words alone.
-        let passage = "index out of bounds: the len is 3 but the index is 3";
-        let filler = "running 12 tests for the lexer module ".repeat(20);
-        let mut recs = vec![
-            rec(
-                "fuzz",
-                Role::User,
-                Some(NOW - 90 * DAY),
-                "cargo fuzz found a crash in the lexer",
-            ),
-            rec(
-                "fuzz",
-                Role::ToolOutput,
-                Some(NOW - 90 * DAY + 1),
-                &format!("{filler} thread panicked at src/lexer.rs:57:21: {passage}"),
-            ),
-        ];
-        for i in 0..20 {
-            let text = format!("the bounds and the len of index {i}");
-            recs.push(rec(
-                &format!("other{i}"),
-                Role::User,
-                Some(NOW - i * DAY),
-                &text,
-            ));
-        }
+        let passage = PANIC;
+        let recs = panic_said_once("claude-code");
         let (_dir, store) = store_with(&recs);
         let ask = |q: &str| sessions_found(&store, q, None, false);
         assert_eq!(ask(passage)[0], "fuzz");
@@ -1831,36 +1842,8 @@ mod store_tests {
         // hold its rarer words alone, and sixty newer sessions of another
         // agent hold every word of it in another order, so the newest
         // records holding its words are all ones `--agent codex` leaves out.
-        let passage = "index out of bounds: the len is 3 but the index is 3";
-        let filler = "running 12 tests for the lexer module ".repeat(20);
-        let codex = |session: &str, role, ts, text: &str| {
-            let mut r = Record::new("codex", session, role, text);
-            r.time_ms = Some(ts);
-            r
-        };
-        let mut recs = vec![
-            codex(
-                "fuzz",
-                Role::User,
-                NOW - 90 * DAY,
-                "cargo fuzz found a crash",
-            ),
-            codex(
-                "fuzz",
-                Role::ToolOutput,
-                NOW - 90 * DAY + 1,
-                &format!("{filler} thread panicked at src/lexer.rs:57:21: {passage}"),
-            ),
-        ];
-        for i in 0..20 {
-            let text = format!("the bounds and the len of index {i}");
-            recs.push(codex(
-                &format!("other{i}"),
-                Role::User,
-                NOW - i * DAY,
-                &text,
-            ));
-        }
+        let passage = PANIC;
+        let mut recs = panic_said_once("codex");
         for i in 0..60 {
             let text = "3 is the index but 3 is the len: out of bounds index";
             recs.push(rec(&format!("noise{i}"), Role::User, Some(NOW - i), text));
