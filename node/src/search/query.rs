@@ -50,6 +50,60 @@ fn is_plain_word(w: &str) -> bool {
     w.chars().count() >= 3 && w.chars().all(|c| c.is_alphabetic() && !is_cjk(c))
 }
 
+/// What an English contraction ends in after its apostrophe ("we're",
+/// "they'll", "I'd", "I'm", "we've"; "'s" only after a pronoun or "let",
+/// since a noun's possessive, "Mel's", is the rarer phrase and stays), and
+/// the articles a French or Italian word may start with ("l'import",
+/// "qu'il"). The index splits words at the apostrophe, so left on they
+/// would make the word a two-token phrase matching only that spelling.
+const CLITIC_ENDS: &[&str] = &["d", "ll", "m", "re", "ve"];
+const ELIDED_STARTS: &[&str] = &["c", "d", "j", "l", "m", "n", "qu", "s", "t"];
+
+/// One typed word with its clitics taken off.
+#[derive(Debug, PartialEq, Eq)]
+enum Word<'a> {
+    /// The word itself: "we" for "we're", "import" for "l'import".
+    Plain(&'a str),
+    /// A negation contracted to `n't` ("isn't", "don't", "can't"): a
+    /// function word that matches every record saying it, whatever about.
+    Negation,
+}
+
+fn without_clitics(word: &str) -> Word<'_> {
+    let apostrophe = |c: char| c == '\'' || c == '\u{2019}';
+    let core = word.trim_matches(|c: char| !c.is_alphanumeric());
+    let letters = |s: &str| !s.is_empty() && s.chars().all(char::is_alphabetic);
+    let mut core_word = core;
+    if let Some(i) = core.rfind(apostrophe) {
+        let (before, after) = (&core[..i], &core[i..]);
+        let after = after.trim_start_matches(apostrophe).to_lowercase();
+        if letters(before) && after == "t" && before.to_lowercase().ends_with('n') {
+            return Word::Negation;
+        }
+        let contracted_is = after == "s" && {
+            let b = before.to_lowercase();
+            is_stopword(&b) || b == "let"
+        };
+        if letters(before) && (CLITIC_ENDS.contains(&after.as_str()) || contracted_is) {
+            core_word = before;
+        }
+    }
+    if let Some(i) = core_word.find(apostrophe) {
+        let (start, rest) = (
+            &core_word[..i],
+            core_word[i..].trim_start_matches(apostrophe),
+        );
+        if ELIDED_STARTS.contains(&start.to_lowercase().as_str())
+            && letters(rest)
+            && rest.chars().count() >= 2
+        {
+            return Word::Plain(rest);
+        }
+    }
+    // Punctuation around the word is no token either way.
+    Word::Plain(core_word)
+}
+
 /// Terms for one whitespace-separated word: runs of ordinary tokens stay
 /// one phrase (identifiers, paths), runs of CJK characters become
 /// overlapping two-character phrases so a question written without spaces
@@ -117,19 +171,23 @@ impl Query {
             if let Some(stem) = word.strip_suffix('*') {
                 let toks = tokens(stem);
                 if toks.len() == 1 && !toks[0].chars().any(is_cjk) {
-                    words.push(Term::Prefix(toks[0].clone()));
+                    words.push((Term::Prefix(toks[0].clone()), false));
                     continue;
                 }
             }
-            words.extend(word_terms(&tokens(word)));
+            let (word, negation) = match without_clitics(word) {
+                Word::Plain(w) => (w, false),
+                Word::Negation => (word, true),
+            };
+            words.extend(word_terms(&tokens(word)).into_iter().map(|t| (t, negation)));
         }
-        let meaningful = !terms.is_empty()
-            || words
-                .iter()
-                .any(|t| !matches!(t, Term::Phrase(p) if p.len() == 1 && is_stopword(&p[0])));
+        let is_stop = |t: &Term, negation: bool| {
+            negation || matches!(t, Term::Phrase(p) if p.len() == 1 && is_stopword(&p[0]))
+        };
+        let meaningful = !terms.is_empty() || words.iter().any(|(t, n)| !is_stop(t, *n));
         let mut stems = Vec::new();
-        for t in words {
-            let stop = matches!(&t, Term::Phrase(p) if p.len() == 1 && is_stopword(&p[0]));
+        for (t, negation) in words {
+            let stop = is_stop(&t, negation);
             if stop && meaningful {
                 continue;
             }
@@ -303,6 +361,37 @@ mod tests {
         assert_eq!(fts("why did we pin hyper?"), r#""pin" OR "hyper""#);
         assert_eq!(fts("why"), r#""why""#);
         assert_eq!(fts("the who"), r#""the" OR "who""#);
+    }
+
+    #[test]
+    fn clitics_come_off_and_a_negation_is_a_stop_word() {
+        // "isn't" matched every record saying it, whatever about.
+        assert_eq!(
+            fts("my bread culture isn’t rising"),
+            r#""bread" OR "culture" OR "rising""#
+        );
+        assert_eq!(fts("why don't we cache it?"), r#""cache""#);
+        assert_eq!(fts("we're stuck, it's slow"), r#""stuck" OR "slow""#);
+        assert_eq!(fts("they'll ship what I'd built"), r#""ship" OR "built""#);
+        // A noun's possessive stays: "Mel's" is rarer than "Mel".
+        assert_eq!(fts("Mel's art show"), r#""mel s" OR "art" OR "show""#);
+        // French and Italian articles come off the word they start.
+        assert_eq!(
+            fts("l'import échoue sur l’iPhone qu'il"),
+            r#""import" OR "échoue" OR "sur" OR "iphone" OR "il""#
+        );
+        assert_eq!(Query::parse("l'import").stems, ["import"]);
+        // Alone, or quoted, a negation is what there is to look for.
+        assert_eq!(fts("isn't"), r#""isn t""#);
+        assert_eq!(
+            fts(r#"the "wasn't created" line"#),
+            r#""wasn t created" OR "line""#
+        );
+        // Quotes around a word and code are no clitics.
+        assert_eq!(
+            fts("'ledger.fx' rock'n'roll"),
+            r#""ledger fx" OR "rock n roll""#
+        );
     }
 
     #[test]
