@@ -70,6 +70,31 @@ fn plan_terms(df: &mut df::Frequencies, q: &Query) -> Result<(Query, Vec<i64>), 
     ))
 }
 
+/// `q` with each plain word the history says only in its other spelling
+/// (`text::other_spelling`: "recognized" for a typed "recognised") in that
+/// spelling, and the plain words it says in both, each with its other.
+fn respelled(
+    freq: &mut df::Frequencies,
+    q: &Query,
+    index: df::Index,
+) -> Result<(Query, Vec<(String, String)>), StoreError> {
+    let mut out = q.clone();
+    let mut both = Vec::new();
+    for w in &q.stems {
+        let Some(v) = crate::text::other_spelling(w) else {
+            continue;
+        };
+        if freq.token(index, &v)? == 0 {
+            continue;
+        }
+        match freq.token(index, w)? {
+            0 => out = out.respelled(w, &v),
+            _ => both.push((w.clone(), v)),
+        }
+    }
+    Ok((out, both))
+}
+
 /// A word of the question, the English words it stands for, and how
 /// many records the rarest of them matches.
 type Translated = (Term, Vec<&'static str>, i64);
@@ -446,7 +471,14 @@ pub(super) fn run(
         }
     }
     let widened = plan.words.with_words(&loose);
-    let q = &widened;
+    // Asked once for the stems and spellings here and the neighbours' stems below.
+    let stem_index = store.has_stem_index()?;
+    let spelling_index = match stem_index {
+        true => df::Index::Stem,
+        false => df::Index::Exact,
+    };
+    let (respelled, also_spelled) = respelled(&mut freq, &widened, spelling_index)?;
+    let q = &respelled;
     let (mut qx, mut dfs) = plan_terms(&mut freq, q)?;
     let mut rare: Vec<passage::Word> = (qx.terms.iter().zip(&dfs))
         .filter_map(|(t, &df)| match t {
@@ -463,8 +495,6 @@ pub(super) fn run(
             stem_words.push(w.clone());
         }
     }
-    // Asked once for the stems here and the neighbours' stems below.
-    let stem_index = store.has_stem_index()?;
     let (mut stems, mut stem_dfs) = if !stem_words.is_empty() && stem_index {
         plan_stems(&mut freq, &stem_words)?
     } else {
@@ -616,6 +646,29 @@ pub(super) fn run(
             };
             look_up(&mut by_id, concept, (k, *df, rank::STEM_WEIGHT))?;
         }
+        // The word's other spelling, where the history says both, is the
+        // same word: looked up as this concept, once (by stem, where the
+        // index has stems: its other forms too), at the word's weight.
+        let word = match (exact, stem) {
+            (_, Some(w)) => Some(w),
+            (Some(Term::Phrase(p)), None) if p.len() == 1 => Some(&p[0]),
+            _ => None,
+        };
+        let other = also_spelled.iter().find(|(w, _)| Some(w) == word);
+        if let Some((_, v)) = other {
+            let index = spelling_index;
+            let expr = match index {
+                df::Index::Exact => df::token_expr(v),
+                df::Index::Stem => Query::to_stem_fts(std::slice::from_ref(v)),
+            };
+            let df = freq.token(index, v)?;
+            let concept = Concept {
+                index,
+                expr,
+                counted: freq.newest(index, v),
+            };
+            look_up(&mut by_id, concept, (k, df, 1.0))?;
+        }
     }
     // A prose question's words stand also for their neighbours in the
     // meaning table (`expand`): "kids" finds "children", at a lower weight
@@ -711,14 +764,14 @@ pub(super) fn run(
     if let Some(p) = period {
         words.retain(|w| !p.words.contains(w));
     }
-    // What a translation found is shown as the question's own words are
-    // (by its light stem, so "databases" shows for "database").
-    for (_, english, _) in &translations {
-        for e in english {
-            let stem = crate::text::light_stem(e);
-            if stem.chars().count() >= 3 && !words.contains(&stem) {
-                words.push(stem);
-            }
+    // What a translation or another spelling found is shown as the
+    // question's own words are (by its light stem, so "databases" shows
+    // for "database").
+    let english = translations.iter().flat_map(|t| t.1.iter().copied());
+    for e in english.chain(also_spelled.iter().map(|(_, v)| v.as_str())) {
+        let stem = crate::text::light_stem(e);
+        if stem.chars().count() >= 3 && !words.contains(&stem) {
+            words.push(stem);
         }
     }
     Ok((ranked, words, rare))

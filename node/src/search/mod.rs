@@ -1103,6 +1103,36 @@ mod store_tests {
     }
 
     #[test]
+    fn a_word_is_found_in_its_other_spelling() {
+        let (_d, store) = store_with(&[
+            rec(
+                "us",
+                Role::Assistant,
+                Some(NOW - 90 * DAY),
+                "the fx folder was not recognized as a package",
+            ),
+            rec(
+                "gb",
+                Role::User,
+                Some(NOW - 2 * DAY),
+                "my colour theme broke",
+            ),
+            rec("both", Role::User, Some(NOW - 3 * DAY), "the licence check"),
+            rec("both", Role::User, Some(NOW - 3 * DAY), "a license file"),
+            rec("other", Role::User, Some(NOW - DAY), "a package of folders"),
+        ]);
+        let ask = |q: &str| sessions_found(&store, q, None, false);
+        // Said only the other way: looked up that way, and first.
+        assert_eq!(ask("package recognised")[0], "us");
+        assert_eq!(ask("color")[..], ["gb"]);
+        // Said both ways: each spelling finds both records.
+        let page = &hits(&store, "license")[0];
+        assert_eq!((page.session_id.as_str(), page.matches), ("both", 2));
+        // A quoted word is exact.
+        assert!(ask("\"color\"").is_empty());
+    }
+
+    #[test]
     fn exact_matches_rank_above_stem_only() {
         let (_d, store) = store_with(&[
             rec(

@@ -272,6 +272,30 @@ impl Query {
         q
     }
 
+    /// A copy with the plain word `from` written `to` instead (its other
+    /// spelling).
+    pub fn respelled(&self, from: &str, to: &str) -> Query {
+        let mut q = self.clone();
+        let (from_t, to_t) = (
+            Term::Phrase(vec![from.to_owned()]),
+            Term::Phrase(vec![to.to_owned()]),
+        );
+        let had = q.terms.contains(&to_t);
+        q.terms.retain(|t| !(had && *t == from_t));
+        for t in &mut q.terms {
+            if *t == from_t {
+                *t = to_t.clone();
+            }
+        }
+        q.stems.retain(|w| w != to);
+        for w in &mut q.stems {
+            if w == from {
+                *w = to.to_owned();
+            }
+        }
+        q
+    }
+
     /// True when there is nothing to search for.
     pub fn is_empty(&self) -> bool {
         self.terms.is_empty()

@@ -14,8 +14,10 @@
 use std::borrow::Cow;
 
 mod decision;
+mod spelling;
 
 pub use decision::is_decision;
+pub use spelling::other_spelling;
 
 /// True for characters written without spaces between words (Han, kana, Hangul syllables).
 pub fn is_cjk(c: char) -> bool {
