@@ -60,7 +60,6 @@ const CLITIC_ENDS: &[&str] = &["d", "ll", "m", "re", "ve"];
 const ELIDED_STARTS: &[&str] = &["c", "d", "j", "l", "m", "n", "qu", "s", "t"];
 
 /// One typed word with its clitics taken off.
-#[derive(Debug, PartialEq, Eq)]
 enum Word<'a> {
     /// The word itself: "we" for "we're", "import" for "l'import".
     Plain(&'a str),
@@ -75,15 +74,13 @@ fn without_clitics(word: &str) -> Word<'_> {
     let letters = |s: &str| !s.is_empty() && s.chars().all(char::is_alphabetic);
     let mut core_word = core;
     if let Some(i) = core.rfind(apostrophe) {
-        let (before, after) = (&core[..i], &core[i..]);
-        let after = after.trim_start_matches(apostrophe).to_lowercase();
-        if letters(before) && after == "t" && before.to_lowercase().ends_with('n') {
+        let before = &core[..i];
+        let lower = before.to_lowercase();
+        let after = core[i..].trim_start_matches(apostrophe).to_lowercase();
+        if letters(before) && after == "t" && lower.ends_with('n') {
             return Word::Negation;
         }
-        let contracted_is = after == "s" && {
-            let b = before.to_lowercase();
-            is_stopword(&b) || b == "let"
-        };
+        let contracted_is = after == "s" && (is_stopword(&lower) || lower == "let");
         if letters(before) && (CLITIC_ENDS.contains(&after.as_str()) || contracted_is) {
             core_word = before;
         }

@@ -181,11 +181,7 @@ fn doubled_l(w: &str) -> Option<String> {
 
 #[cfg(test)]
 mod tests {
-    use super::other_spelling;
-
-    fn other(w: &str) -> Option<String> {
-        other_spelling(w)
-    }
+    use super::other_spelling as other;
 
     #[test]
     fn each_spelling_finds_the_other() {
