@@ -16,20 +16,14 @@
 //! decide when a question is expanded (the lexical tier does, for
 //! questions the meaning tier answers too) nor read the store.
 //!
-//! Beside it, the translations: for a word of another language (or two
-//! neighbouring CJK characters) the English words it stands for in
-//! translated software messages (`tools/embed/translations.py` writes
-//! `node/assets/embed/translations.txt`), so a question asked in German,
-//! Russian or Chinese also finds an English session by its words.
+//! The translations a question's foreign words are looked up by live in
+//! `text::translation`; this module only bounds how many are used.
 
 use crate::embed::Embedder;
+use crate::text::sorted_lookup as lookup;
 
 /// The list, as [`neighbour_list`] wrote it for the built-in table.
 static LIST: &str = include_str!("../../assets/embed/neighbours.txt");
-
-/// The translations, as `tools/embed/translations.py` wrote them: a
-/// header, then `word english english…` lines sorted by word.
-static TRANSLATIONS: &str = include_str!("../../assets/embed/translations.txt");
 
 /// Words of one question translated at most (in the order asked).
 pub(super) const MOST_TRANSLATED: usize = 8;
@@ -68,45 +62,6 @@ pub(super) fn neighbours_of(word: &str) -> impl Iterator<Item = &'static str> {
     lookup(LIST, word)
         .into_iter()
         .flat_map(str::split_whitespace)
-}
-
-/// The English words `key` (a word of another language, or two CJK
-/// characters) translates to, strongest first; none for an English word
-/// or one the messages never translated.
-pub(super) fn translations_of(key: &str) -> impl Iterator<Item = &'static str> {
-    lookup(TRANSLATIONS, key)
-        .into_iter()
-        .flat_map(str::split_whitespace)
-}
-
-/// The neighbours part of `word`'s line in `list` (lines `word nb nb…`
-/// after the header, sorted by word), by binary search over the bytes.
-fn lookup<'l>(list: &'l str, word: &str) -> Option<&'l str> {
-    let body = list.split_once('\n').map_or("", |(_, b)| b);
-    let bytes = body.as_bytes();
-    let (mut lo, mut hi) = (0usize, bytes.len());
-    // Invariant: lines starting before `lo` hold smaller words, lines
-    // starting at or after `hi` larger ones; `lo` is a line's start.
-    while lo < hi {
-        let mid = lo + (hi - lo) / 2;
-        let start = bytes[..mid]
-            .iter()
-            .rposition(|&b| b == b'\n')
-            .map_or(0, |i| i + 1)
-            .max(lo);
-        let end = bytes[start..]
-            .iter()
-            .position(|&b| b == b'\n')
-            .map_or(bytes.len(), |i| start + i);
-        let line = &body[start..end];
-        let (head, rest) = line.split_once(' ').unwrap_or((line, ""));
-        match head.cmp(word) {
-            std::cmp::Ordering::Equal => return Some(rest),
-            std::cmp::Ordering::Less => lo = end + 1,
-            std::cmp::Ordering::Greater => hi = start,
-        }
-    }
-    None
 }
 
 /// A token that may be expanded or offered: ASCII letters, three or more.
@@ -294,68 +249,7 @@ mod tests {
     }
 
     #[test]
-    fn words_of_other_languages_translate_to_english_and_english_does_not() {
-        let has = |key: &str, want: &str| translations_of(key).any(|e| e == want);
-        assert!(has("fehler", "error"), "German");
-        assert!(has("ошибка", "error"), "Russian");
-        assert!(has("базы", "database"), "Russian, inflected");
-        assert!(has("内存", "memory"), "Chinese, two characters");
-        assert!(has("导入", "import"), "Chinese");
-        // English words, stop words of other languages and unknown words
-        // have no line.
-        for w in [
-            "error",
-            "database",
-            "import",
-            "die",
-            "und",
-            "для",
-            "warum",
-            "zzzz",
-            "",
-            "llama",
-            "vue",
-            "installer",
-            "под",
-            "andere",
-        ] {
-            assert_eq!(translations_of(w).count(), 0, "{w}");
-        }
-        // Sorted by byte (the binary search's order), each word once, one
-        // plain English word each.
-        let mut last = "";
-        let mut lines = 0;
-        for line in TRANSLATIONS.lines().skip(1) {
-            let mut words = line.split(' ');
-            let key = words.next().expect("a word");
-            assert!(key > last, "sorted: {last} then {key}");
-            last = key;
-            let english: Vec<&str> = words.collect();
-            assert_eq!(english.len(), 1, "{line}");
-            for e in english {
-                assert!(
-                    e.len() >= 3 && e.bytes().all(|b| b.is_ascii_lowercase()),
-                    "{line}"
-                );
-                assert_ne!(e, key, "{line}");
-            }
-            lines += 1;
-        }
-        assert!(lines > 10_000, "{lines}");
-        assert!(TRANSLATIONS.starts_with("# cairn translations v1 "));
-    }
-
-    #[test]
-    fn a_word_is_found_by_binary_search_wherever_its_line_lies() {
-        let list = "# head\nalpha b c\nbeta d\ngamma e f g\n";
-        assert_eq!(lookup(list, "alpha"), Some("b c"));
-        assert_eq!(lookup(list, "beta"), Some("d"));
-        assert_eq!(lookup(list, "gamma"), Some("e f g"));
-        for absent in ["a", "alp", "alphas", "bet", "delta", "zeta", ""] {
-            assert_eq!(lookup(list, absent), None, "{absent}");
-        }
-        assert_eq!(lookup("# head only", "alpha"), None);
-        // Every line of the real list is found.
+    fn every_word_of_the_neighbour_list_is_found() {
         for line in LIST.lines().skip(1) {
             let (word, rest) = line.split_once(' ').expect("word and neighbours");
             assert_eq!(lookup(LIST, word), Some(rest));

@@ -100,7 +100,7 @@ fn respelled(
 type Translated = (Term, Vec<&'static str>, i64);
 
 /// The terms of `terms` that translate to English words this history
-/// holds (`expand::translations_of`; a word of another language, or two
+/// holds (`text::translations_of`; a word of another language, or two
 /// CJK characters), at most [`expand::MOST_TRANSLATED`]: each with those
 /// words and how many records the rarest of them matches.
 fn translated(
@@ -119,7 +119,7 @@ fn translated(
         };
         let mut english = Vec::new();
         let mut least = i64::MAX;
-        for e in expand::translations_of(&key) {
+        for e in crate::text::translations_of(&key) {
             let df = freq.token(index, e)?;
             if df > 0 {
                 english.push(e);

@@ -1470,6 +1470,86 @@ mod store_tests {
         assert_eq!(store.meta("fts_stem_backfill").expect("meta"), None);
     }
 
+    /// A record written in Chinese is found by an English question
+    /// through the English words of its character pairs, which only the
+    /// index holds; a database indexed before that gets them on its next
+    /// open, and one without CJK text has nothing to redo.
+    #[test]
+    fn an_english_question_finds_a_chinese_record_old_or_new() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let path = dir.path().join("c.db");
+        // "We decided to disable the order cache for now and read the
+        // database directly."
+        let zh = "我们决定先禁用订单缓存，直接读数据库。";
+        {
+            let mut store = Store::open(&path).expect("open");
+            let mut ing = store.ingest("node").expect("ingest");
+            ing.insert(&rec("zh", Role::Assistant, Some(NOW), zh), None)
+                .expect("insert");
+            ing.insert(
+                &rec("en", Role::User, Some(NOW), "the weather was nice today"),
+                None,
+            )
+            .expect("insert");
+            ing.commit().expect("commit");
+            let hit = first(&store, "why did we disable caching");
+            assert_eq!(hit.session_id, "zh");
+            // The stored text and its snippet are the record's own.
+            assert!(hit.snippet.contains("禁用"), "{}", hit.snippet);
+            assert!(!hit.snippet.contains("disable"), "{}", hit.snippet);
+            // As a database indexed before the English words were added.
+            let spaced: String = zh
+                .chars()
+                .map(|c| match crate::text::is_cjk(c) {
+                    true => format!(" {c} "),
+                    false => c.to_string(),
+                })
+                .collect();
+            let conn = store.test_conn();
+            let id: i64 = conn
+                .query_row("SELECT min(id) FROM records", [], |r| r.get(0))
+                .expect("the Chinese record, stored first");
+            conn.execute("DELETE FROM fts WHERE rowid = ?1", [id])
+                .expect("delete");
+            conn.execute("DELETE FROM fts_stem WHERE rowid = ?1", [id])
+                .expect("delete");
+            conn.execute(
+                "INSERT INTO fts(rowid, body, files) VALUES (?1, ?2, '')",
+                rusqlite::params![id, spaced],
+            )
+            .expect("old body");
+            conn.execute(
+                "INSERT INTO fts_stem(rowid, body) VALUES (?1, ?2)",
+                rusqlite::params![id, spaced],
+            )
+            .expect("old stems");
+            conn.execute_batch("INSERT INTO meta(key, value) VALUES ('cjk_reindex', '0');")
+                .expect("mark");
+            assert!(hits(&store, "disable caching").is_empty());
+        }
+        let store = Store::open(&path).expect("reopen");
+        assert_eq!(first(&store, "why did we disable caching").session_id, "zh");
+        assert_eq!(store.meta("cjk_reindex").expect("meta"), None);
+        // Still found by its own characters.
+        assert_eq!(first(&store, "缓存").session_id, "zh");
+
+        // Without CJK in the index the mark goes at once.
+        let other = dir.path().join("d.db");
+        {
+            let mut store = Store::open(&other).expect("open");
+            let mut ing = store.ingest("node").expect("ingest");
+            ing.insert(&rec("en", Role::User, Some(NOW), "plain english"), None)
+                .expect("insert");
+            ing.commit().expect("commit");
+            store
+                .test_conn()
+                .execute_batch("INSERT INTO meta(key, value) VALUES ('cjk_reindex', '0');")
+                .expect("mark");
+        }
+        let store = Store::open(&other).expect("reopen");
+        assert_eq!(store.meta("cjk_reindex").expect("meta"), None);
+    }
+
     /// A search ranks from the columns files exactly as from the tables,
     /// and does read them: entries changed under it change its scores.
     #[test]

@@ -165,6 +165,67 @@ pub(crate) fn backfill_stems(conn: &mut Connection) -> Result<u64, StoreError> {
     Ok(added)
 }
 
+/// Indexes again the records stored before a record in Chinese, Japanese
+/// or Korean entered the index with the English words of its character
+/// pairs (`text::index_form`), resuming from the id saved in
+/// `meta.cjk_reindex` (see `store::backfill`). A history whose index
+/// holds no CJK character has nothing to redo and costs one look-up in
+/// the vocabulary; otherwise every record is read once, in batches, and
+/// those with CJK text are removed from both indexes and added again.
+/// Returns how many were indexed again.
+pub(crate) fn reindex_cjk(conn: &mut Connection) -> Result<u64, StoreError> {
+    if super::meta_get(conn, "cjk_reindex")?.is_none() {
+        return Ok(0);
+    }
+    // The first CJK code point `text::is_cjk` knows (hiragana) and up:
+    // the index splits CJK text into one token a character.
+    let any_cjk: bool = conn.query_row(
+        "SELECT EXISTS(SELECT 1 FROM fts_vocab WHERE term >= '\u{3040}')",
+        [],
+        |r| r.get(0),
+    )?;
+    if !any_cjk {
+        super::meta_drop(conn, "cjk_reindex")?;
+        return Ok(0);
+    }
+    let mut redone = 0u64;
+    super::backfill::in_batches(conn, "cjk_reindex", |tx, from| {
+        let rows: Vec<(i64, String, i64, Vec<u8>, String)> = {
+            let mut stmt = tx.prepare_cached(
+                "SELECT id, role, flags, text, files FROM records \
+                 WHERE id > ?1 ORDER BY id LIMIT ?2",
+            )?;
+            let rows = stmt.query_map(params![from, BACKFILL_BATCH], |r| {
+                Ok((
+                    r.get(0)?,
+                    codec::role_at(r, 1)?,
+                    r.get(2)?,
+                    r.get(3)?,
+                    r.get(4)?,
+                ))
+            })?;
+            rows.collect::<Result<_, _>>()?
+        };
+        let mut inserts = Inserts::prepare(tx)?;
+        for (id, role, flags, text, files) in &rows {
+            let text = codec::decode(tx, text, *flags);
+            if !text.chars().any(crate::text::is_cjk) {
+                continue;
+            }
+            delete(tx, *id)?;
+            inserts.add(
+                *id,
+                stemmed_role(role),
+                &index_form(&text),
+                &index_form(files),
+            )?;
+            redone += 1;
+        }
+        Ok(rows.last().map(|r| r.0))
+    })?;
+    Ok(redone)
+}
+
 #[cfg(test)]
 /// Segments in the full-text index `table`, from its structure record
 /// (row 10 of `<table>_data`: a 4-byte cookie, FTS5's 4-byte mark of

@@ -522,11 +522,12 @@ mod tests {
         cjk.files = vec!["文档/说明.md".into()];
         let plain = record(Role::ToolOutput, "plain words only");
         let (new_cjk, new_plain) = (NewRecord::from_record(cjk), NewRecord::from_record(plain));
-        // Worked out when prepared: spaced CJK; nothing kept for text the
-        // index takes as it is.
+        // Worked out when prepared: spaced CJK, then the English words of
+        // its character pairs; nothing kept for text the index takes as
+        // it is.
         assert_eq!(
             new_cjk.fts_form.0.as_deref(),
-            Some(" 修  复  了  登  录  错  误  fixed")
+            Some(" 修  复  了  登  录  错  误  fixed\nfix login error")
         );
         assert!(new_cjk.fts_form.1.is_some());
         assert_eq!(new_plain.fts_form, (None, None));

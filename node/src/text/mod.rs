@@ -9,15 +9,18 @@
 //! text enters the FTS index, [`index_form`] puts a space between CJK
 //! characters so each becomes a token; queries get the same treatment and
 //! search CJK runs as phrases, which matches any substring of two or more
-//! characters in order.
+//! characters in order. It also ends such text with the English words of
+//! its character pairs ([`translation`]), so English questions find it.
 
 use std::borrow::Cow;
 
 mod decision;
 mod spelling;
+mod translation;
 
 pub use decision::is_decision;
 pub use spelling::other_spelling;
+pub use translation::{english_of_cjk, sorted_lookup, translations_of};
 
 /// True for characters written without spaces between words (Han, kana, Hangul syllables).
 pub fn is_cjk(c: char) -> bool {
@@ -54,7 +57,12 @@ fn may_hold_cjk(text: &str) -> bool {
         .any(|block| block.iter().fold(0, |m, &b| m.max(b)) >= 0xE3)
 }
 
-/// The text as the FTS index sees it: CJK characters separated by spaces.
+/// The text as the FTS index sees it: CJK characters separated by
+/// spaces, and after the text, on a line of their own, the English words
+/// of its CJK character pairs ([`english_of_cjk`]), so that an English
+/// question finds a record written in Chinese or Japanese. Only the index
+/// holds them: the stored text, its snippets and its meaning vector are
+/// the record's own.
 pub fn index_form(text: &str) -> Cow<'_, str> {
     if !may_hold_cjk(text) || !text.chars().any(is_cjk) {
         return Cow::Borrowed(text);
@@ -68,6 +76,11 @@ pub fn index_form(text: &str) -> Cow<'_, str> {
         } else {
             out.push(c);
         }
+    }
+    let english = english_of_cjk(text);
+    if !english.is_empty() {
+        out.push('\n');
+        out.push_str(&english);
     }
     Cow::Owned(out)
 }
@@ -258,7 +271,9 @@ mod tests {
         }
         let late = format!("{}缓", "x".repeat(200));
         assert_eq!(index_form(&late), format!("{} 缓 ", "x".repeat(200)));
-        assert_eq!(index_form("用缓存"), " 用  缓  存 ");
+        // A pair with a translation adds its English word after the text.
+        assert_eq!(index_form("用缓存"), " 用  缓  存 \ncache");
+        assert_eq!(index_form("缓"), " 缓 ");
         assert_eq!(tokens("为什么用 Redis?"), ["为", "什", "么", "用", "redis"]);
     }
 
