@@ -23,11 +23,50 @@ const MOST_PER_RECORD: usize = 64;
 
 /// The English words `key` (a word of another language, or two CJK
 /// characters) translates to, strongest first; none for an English word
-/// or one the messages never translated.
+/// or one the messages never translated. A Russian word the messages
+/// never used in this form takes the translation of the forms that share
+/// its stem ([`same_stem`]): "отключили" (disabled, past) as "отключить".
 pub fn translations_of(key: &str) -> impl Iterator<Item = &'static str> {
     sorted_lookup(TRANSLATIONS, key)
+        .or_else(|| same_stem(key))
         .into_iter()
         .flat_map(str::split_whitespace)
+}
+
+/// Fewest letters of a Russian stem [`same_stem`] goes by: shorter ones
+/// ("дел", "при") join unrelated words.
+const LEAST_STEM: usize = 4;
+
+/// For a lowercase Russian word without a line: the English word most of
+/// the listed forms with the same Snowball stem translate to (the first
+/// of them on a tie), or `None`. Russian inflects by endings, and the
+/// catalogues the list was made from use a few forms of each word.
+fn same_stem(word: &str) -> Option<&'static str> {
+    if word.is_empty() || !word.chars().all(|c| matches!(c, 'а'..='я' | 'ё')) {
+        return None;
+    }
+    let stemmer = rust_stemmers::Stemmer::create(rust_stemmers::Algorithm::Russian);
+    let stem = stemmer.stem(word);
+    if stem.chars().count() < LEAST_STEM || !word.starts_with(stem.as_ref()) {
+        return None;
+    }
+    let body = list_body(TRANSLATIONS);
+    let mut votes: Vec<(&'static str, usize)> = Vec::new();
+    for line in body[first_at_or_after(body, &stem)..].lines() {
+        let (head, rest) = line.split_once(' ').unwrap_or((line, ""));
+        if !head.starts_with(stem.as_ref()) {
+            break;
+        }
+        if stemmer.stem(head) == stem {
+            match votes.iter_mut().find(|(e, _)| *e == rest) {
+                Some(v) => v.1 += 1,
+                None => votes.push((rest, 1)),
+            }
+        }
+    }
+    // The first of the most voted: `max_by_key` keeps the last of equals.
+    let most = votes.iter().map(|v| v.1).max()?;
+    votes.into_iter().find(|v| v.1 == most).map(|v| v.0)
 }
 
 /// The distinct English words of the CJK character pairs in `text`, in
@@ -65,11 +104,25 @@ pub fn english_of_cjk(text: &str) -> String {
 /// header line, sorted by word in byte order), by binary search over the
 /// bytes; `None` when the list has no such line.
 pub fn sorted_lookup<'l>(list: &'l str, word: &str) -> Option<&'l str> {
-    let body = list.split_once('\n').map_or("", |(_, b)| b);
+    let body = list_body(list);
+    let line = body[first_at_or_after(body, word)..].lines().next()?;
+    let (head, rest) = line.split_once(' ').unwrap_or((line, ""));
+    (head == word).then_some(rest)
+}
+
+/// A list without its header line.
+fn list_body(list: &str) -> &str {
+    list.split_once('\n').map_or("", |(_, b)| b)
+}
+
+/// Where the first line of `body` (lines sorted by their first word in
+/// byte order) whose word is not smaller than `word` starts; the end of
+/// `body` when there is none.
+fn first_at_or_after(body: &str, word: &str) -> usize {
     let bytes = body.as_bytes();
     let (mut lo, mut hi) = (0usize, bytes.len());
     // Invariant: lines starting before `lo` hold smaller words, lines
-    // starting at or after `hi` larger ones; `lo` is a line's start.
+    // starting at or after `hi` words not smaller; `lo` is a line's start.
     while lo < hi {
         let mid = lo + (hi - lo) / 2;
         let start = bytes[..mid]
@@ -82,14 +135,13 @@ pub fn sorted_lookup<'l>(list: &'l str, word: &str) -> Option<&'l str> {
             .position(|&b| b == b'\n')
             .map_or(bytes.len(), |i| start + i);
         let line = &body[start..end];
-        let (head, rest) = line.split_once(' ').unwrap_or((line, ""));
-        match head.cmp(word) {
-            std::cmp::Ordering::Equal => return Some(rest),
-            std::cmp::Ordering::Less => lo = end + 1,
-            std::cmp::Ordering::Greater => hi = start,
+        let head = line.split_once(' ').map_or(line, |(h, _)| h);
+        match head < word {
+            true => lo = (end + 1).min(bytes.len()),
+            false => hi = start,
         }
     }
-    None
+    lo
 }
 
 #[cfg(test)]
@@ -146,6 +198,21 @@ mod tests {
         }
         assert!(lines > 10_000, "{lines}");
         assert!(TRANSLATIONS.starts_with("# cairn translations v1 "));
+    }
+
+    #[test]
+    fn a_russian_form_the_list_lacks_takes_its_stem_s_translation() {
+        let of = |w: &str| translations_of(w).collect::<Vec<_>>();
+        // Past tense, not in the list; its infinitive and participles are.
+        assert!(sorted_lookup(TRANSLATIONS, "отключили").is_none());
+        assert_eq!(of("отключили"), ["disable"]);
+        // A form the list holds keeps its own line.
+        assert_eq!(of("базы"), ["database"]);
+        // Stems too short to trust, words of no listed stem, other
+        // scripts and mixed words get nothing.
+        for w in ["под", "для", "заказов", "zzzz", "отключили1", ""] {
+            assert!(of(w).is_empty(), "{w}: {:?}", of(w));
+        }
     }
 
     #[test]
