@@ -2,7 +2,7 @@
 //! `fts_stem` (English word stems, conversation only). Every insert and
 //! delete of a record goes through here so the two stay in step.
 
-use rusqlite::{Connection, Statement, params};
+use rusqlite::{Connection, OptionalExtension, Statement, params};
 
 use super::insert::stemmed_role;
 use super::{StoreError, codec};
@@ -168,62 +168,85 @@ pub(crate) fn backfill_stems(conn: &mut Connection) -> Result<u64, StoreError> {
 /// Indexes again the records stored before a record in Chinese, Japanese
 /// or Korean entered the index with the English words of its character
 /// pairs (`text::index_form`), resuming from the id saved in
-/// `meta.cjk_reindex` (see `store::backfill`). A history whose index
-/// holds no CJK character has nothing to redo and costs one look-up in
-/// the vocabulary; otherwise every record is read once, in batches, and
-/// those with CJK text are removed from both indexes and added again.
-/// Returns how many were indexed again.
+/// `meta.cjk_reindex` (see `store::backfill`). The index itself says
+/// which records hold CJK text ([`records_with_cjk`]), so a history
+/// without any reads nothing; each of those records is removed from both
+/// indexes and added again. Returns how many were indexed again.
 pub(crate) fn reindex_cjk(conn: &mut Connection) -> Result<u64, StoreError> {
     if super::meta_get(conn, "cjk_reindex")?.is_none() {
         return Ok(0);
     }
-    // The first CJK code point `text::is_cjk` knows (hiragana) and up:
-    // the index splits CJK text into one token a character.
-    let any_cjk: bool = conn.query_row(
-        "SELECT EXISTS(SELECT 1 FROM fts_vocab WHERE term >= '\u{3040}')",
-        [],
-        |r| r.get(0),
-    )?;
-    if !any_cjk {
-        super::meta_drop(conn, "cjk_reindex")?;
-        return Ok(0);
-    }
+    let ids = records_with_cjk(conn)?;
     let mut redone = 0u64;
     super::backfill::in_batches(conn, "cjk_reindex", |tx, from| {
-        let rows: Vec<(i64, String, i64, Vec<u8>, String)> = {
-            let mut stmt = tx.prepare_cached(
-                "SELECT id, role, flags, text, files FROM records \
-                 WHERE id > ?1 ORDER BY id LIMIT ?2",
-            )?;
-            let rows = stmt.query_map(params![from, BACKFILL_BATCH], |r| {
-                Ok((
-                    r.get(0)?,
-                    codec::role_at(r, 1)?,
-                    r.get(2)?,
-                    r.get(3)?,
-                    r.get(4)?,
-                ))
-            })?;
-            rows.collect::<Result<_, _>>()?
-        };
+        let first = ids.partition_point(|&id| id <= from);
+        let batch = &ids[first..(first + BACKFILL_BATCH as usize).min(ids.len())];
         let mut inserts = Inserts::prepare(tx)?;
-        for (id, role, flags, text, files) in &rows {
-            let text = codec::decode(tx, text, *flags);
-            if !text.chars().any(crate::text::is_cjk) {
+        for &id in batch {
+            let row = tx
+                .prepare_cached("SELECT role, flags, text, files FROM records WHERE id = ?1")?
+                .query_row([id], |r| {
+                    Ok((
+                        codec::role_at(r, 0)?,
+                        r.get::<_, i64>(1)?,
+                        r.get::<_, Vec<u8>>(2)?,
+                        r.get::<_, String>(3)?,
+                    ))
+                })
+                .optional()?;
+            // Deleted since the index was asked.
+            let Some((role, flags, text, files)) = row else {
                 continue;
-            }
-            delete(tx, *id)?;
+            };
+            let text = codec::decode(tx, &text, flags);
+            delete(tx, id)?;
             inserts.add(
-                *id,
-                stemmed_role(role),
+                id,
+                stemmed_role(&role),
                 &index_form(&text),
-                &index_form(files),
+                &index_form(&files),
             )?;
             redone += 1;
         }
-        Ok(rows.last().map(|r| r.0))
+        Ok(batch.last().copied())
     })?;
     Ok(redone)
+}
+
+/// CJK characters asked for in one full-text query.
+const TERMS_PER_MATCH: usize = 100;
+
+/// The ids, ascending, of the records whose indexed text or files hold a
+/// CJK character: the index keeps each such character as a term of its
+/// own, so its vocabulary lists them and a query for them finds the
+/// records, without reading any record's text.
+fn records_with_cjk(conn: &Connection) -> Result<Vec<i64>, StoreError> {
+    // From the first CJK code point `text::is_cjk` knows (hiragana) up.
+    let terms: Vec<String> = conn
+        .prepare("SELECT term FROM fts_vocab WHERE term >= ?1")?
+        .query_map(["\u{3040}"], |r| r.get::<_, String>(0))?
+        .filter_map(|t| {
+            t.ok().filter(|t| {
+                let mut chars = t.chars();
+                matches!((chars.next(), chars.next()), (Some(c), None) if crate::text::is_cjk(c))
+            })
+        })
+        .collect();
+    let mut ids = Vec::new();
+    for chunk in terms.chunks(TERMS_PER_MATCH) {
+        let question = chunk
+            .iter()
+            .map(|t| format!("\"{t}\""))
+            .collect::<Vec<_>>()
+            .join(" OR ");
+        let mut stmt = conn.prepare_cached("SELECT rowid FROM fts WHERE fts MATCH ?1")?;
+        for id in stmt.query_map([question], |r| r.get::<_, i64>(0))? {
+            ids.push(id?);
+        }
+    }
+    ids.sort_unstable();
+    ids.dedup();
+    Ok(ids)
 }
 
 #[cfg(test)]
