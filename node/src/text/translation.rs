@@ -11,7 +11,7 @@
 //! finds it. This module owns the list and its look-up; it neither reads
 //! the store nor decides when a question is translated.
 
-use super::is_cjk;
+use super::{is_cjk, is_hiragana};
 
 /// The translations: a header, then `word english` lines sorted by word
 /// (byte order).
@@ -72,7 +72,8 @@ fn same_stem(word: &str) -> Option<&'static str> {
 /// The distinct English words of the CJK character pairs in `text`, in
 /// the order first met, space-separated (empty when none has a line):
 /// what an English reader would search such a record by. Pairs are taken
-/// within each run of CJK characters, as a question's are.
+/// within each run of CJK characters, as a question's are, leaving out
+/// those with a hiragana character.
 pub fn english_of_cjk(text: &str) -> String {
     let mut words: Vec<&'static str> = Vec::new();
     let mut prev: Option<char> = None;
@@ -82,7 +83,10 @@ pub fn english_of_cjk(text: &str) -> String {
             prev = None;
             continue;
         }
-        if let Some(p) = prev {
+        // Hiragana writes Japanese particles and endings, so a pair that
+        // holds one mostly spans two words ("の本", "of" + "book", is
+        // listed as "body"): such pairs add nothing.
+        if let (Some(p), false) = (prev, is_hiragana(c) || prev.is_some_and(is_hiragana)) {
             pair.clear();
             pair.push(p);
             pair.push(c);
@@ -235,6 +239,11 @@ mod tests {
         // Latin text, is not 缓存.
         assert!(!english_of_cjk("缓 存").contains("cache"));
         assert!(!english_of_cjk("缓x存").contains("cache"));
+        // Katakana and kanji pairs count, pairs with hiragana do not:
+        // "タイムアウト" is a timeout, "の本" ("of" + "book") is no body.
+        assert!(english_of_cjk("タイムアウトしました").contains("timeout"));
+        assert!(translations_of("の本").any(|e| e == "body"));
+        assert_eq!(english_of_cjk("の本"), "");
         // Text without CJK, or a lone character, adds nothing.
         assert_eq!(english_of_cjk("the cache was stale"), "");
         assert_eq!(english_of_cjk("缓"), "");
