@@ -1273,6 +1273,13 @@ mod store_tests {
                 "Fold hour offsets, from the home folder.",
             ),
             in_project("srv", "/srv/tools", "Fold hour offsets."),
+            // A project named by a word the question only begins.
+            in_project(
+                "upgrade",
+                "/home/dev/infra",
+                "Upgraded the main Postgres with pg_upgrade over the weekend; downtime was four minutes.",
+            ),
+            in_project("pgacme", "/home/dev/acme", "Postgres upgrade downtime."),
         ]);
         assert_eq!(
             first(&store, "fuzzer fold hour offset").session_id,
@@ -1302,6 +1309,15 @@ mod store_tests {
             "shop"
         );
         assert_eq!(first(&store, "bundler vite in web-shop").session_id, "shop");
+        // "infrastructure" says the project "infra".
+        assert_eq!(
+            first(&store, "postgres upgrade downtime").session_id,
+            "pgacme"
+        );
+        assert_eq!(
+            first(&store, "infrastructure postgres upgrade downtime").session_id,
+            "upgrade"
+        );
         // A project alone finds nothing its words do not.
         assert!(order("webshop tzparse").is_empty());
     }

@@ -1,8 +1,9 @@
 //! Projects a question names: "what did we fix in tzparse", "the web
-//! shop's bundler". A project's name (the last part of its path, letters
-//! and digits only, lower case) counts as said in every record of its
-//! sessions, so a session of the named project covers that part of the
-//! question even where its text never repeats the name.
+//! shop's bundler", "infrastructure work" for a folder `infra`. A
+//! project's name (the last part of its path, letters and digits only,
+//! lower case) counts as said in every record of its sessions, so a
+//! session of the named project covers that part of the question even
+//! where its text never repeats the name.
 //!
 //! It only boosts what the words found; it never filters (`--project`
 //! does) and adds no candidates of its own.
@@ -85,7 +86,7 @@ pub(super) fn named(
     // Each named folder, with the index of its name in `found`.
     let mut folders: Vec<(String, usize)> = Vec::new();
     for path in &paths {
-        let named = name_of(path).filter(|n| asked.binary_search(n).is_ok());
+        let named = name_of(path).and_then(|n| said_as(&asked, &n));
         let under = folders.iter().find(|(f, _)| is_under(path, f)).map(|x| x.1);
         let slot = match (named, under) {
             // Inside a named folder: counted with it.
@@ -120,6 +121,29 @@ pub(super) fn named(
     Ok(found)
 }
 
+/// Shortest name a longer word of the question also says: "infra" is
+/// said by "infrastructure", "ledger" by "ledgers"; shorter ones ("acme",
+/// "docs") only as themselves.
+const SHORTEST_ABBREVIATION: usize = 5;
+
+/// How question `asked` (sorted) says project name `name`: the word
+/// itself, or else a longer word it begins ([`SHORTEST_ABBREVIATION`]).
+fn said_as(asked: &[String], name: &str) -> Option<String> {
+    if asked.binary_search_by(|a| a.as_str().cmp(name)).is_ok() {
+        return Some(name.to_owned());
+    }
+    if name.chars().count() < SHORTEST_ABBREVIATION {
+        return None;
+    }
+    // Words beginning with `name` sort right after where it would be.
+    let from = asked.partition_point(|a| a.as_str() < name);
+    asked[from..]
+        .iter()
+        .take_while(|a| a.starts_with(name))
+        .next()
+        .cloned()
+}
+
 /// Whether folder `path` lies inside folder `folder`.
 fn is_under(path: &str, folder: &str) -> bool {
     let folder = folder.trim_end_matches(['/', '\\']);
@@ -150,6 +174,22 @@ mod tests {
         assert!(!is_under("/src/acme-web", "/src/acme"));
         assert!(!is_under("/src/acme", "/src/acme"));
         assert!(!is_under("/src/acme/", "/src/acme"));
+    }
+
+    #[test]
+    fn a_longer_word_says_a_name_of_five_letters_or_more() {
+        let asked = names_in("what infrastructure work happened in the acmeweb ledgers");
+        let said = |name: &str| said_as(&asked, name);
+        assert_eq!(said("infra").as_deref(), Some("infrastructure"));
+        assert_eq!(said("ledger").as_deref(), Some("ledgers"));
+        // A name said as itself stays itself.
+        assert_eq!(said("work").as_deref(), Some("work"));
+        // Four letters only as themselves ("acmeweb" does not say "acme"),
+        // a name longer than the word is not said by it, nor one the
+        // question's words do not begin with.
+        assert_eq!(said("acme"), None);
+        assert_eq!(said("infrastructures"), None);
+        assert_eq!(said("structure"), None);
     }
 
     #[test]
