@@ -129,19 +129,11 @@ const SHORTEST_ABBREVIATION: usize = 5;
 /// How question `asked` (sorted) says project name `name`: the word
 /// itself, or else a longer word it begins ([`SHORTEST_ABBREVIATION`]).
 fn said_as(asked: &[String], name: &str) -> Option<String> {
-    if asked.binary_search_by(|a| a.as_str().cmp(name)).is_ok() {
-        return Some(name.to_owned());
-    }
-    if name.chars().count() < SHORTEST_ABBREVIATION {
-        return None;
-    }
-    // Words beginning with `name` sort right after where it would be.
+    // The words beginning with `name` sort from where it would stand, the
+    // name itself first when the question says it.
     let from = asked.partition_point(|a| a.as_str() < name);
-    asked[from..]
-        .iter()
-        .take_while(|a| a.starts_with(name))
-        .next()
-        .cloned()
+    let word = asked.get(from).filter(|a| a.starts_with(name))?;
+    (word == name || name.chars().count() >= SHORTEST_ABBREVIATION).then(|| word.clone())
 }
 
 /// Whether folder `path` lies inside folder `folder`.
