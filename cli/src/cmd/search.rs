@@ -99,11 +99,6 @@ fn search_here(
     // compete with it for the database. Otherwise the walk of the agents'
     // folders starts now, overlapping opening the node.
     let walk = (!args.no_refresh && !serving).then(|| Node::start_walk(&cfg));
-    // The page redacts the paths it shows: the rules' set-up (about half
-    // a millisecond) runs meanwhile on the core opening the node leaves
-    // idle. Not joined: the page waits for it only if it is not done (or
-    // does it itself when no thread could be had).
-    let _ = std::thread::Builder::new().spawn(cairn_node::redact::prepare_builtin);
     let home = cfg.home.clone();
     let mut node = Node::open(cfg)
         .with_context(|| format!("cannot open the cairn node in {}", home.display()))?;

@@ -877,7 +877,7 @@ fn nearly_every_rule_has_literals_its_matches_start_with() {
     let rules = super::builtin();
     let without: Vec<&str> = rules
         .iter()
-        .filter(|r| r.starts.is_none())
+        .filter(|r| r.starts_anywhere())
         .map(|r| r.pattern)
         .collect();
     assert!(without.len() <= 2, "{without:?}");
@@ -888,7 +888,7 @@ fn a_rule_is_compiled_only_when_a_text_holds_what_its_matches_start_with() {
     let rules = super::builtin();
     let compiled =
         |rules: &[super::Compiled]| rules.iter().filter(|r| r.re.get().is_some()).count();
-    let always = rules.iter().filter(|r| r.starts.is_none()).count();
+    let always = rules.iter().filter(|r| r.starts_anywhere()).count();
     let mut counts = RedactionCounts::new();
     let plain = "we moved the queue to sqlite and the flaky test is green now";
     assert_eq!(super::redact_with(&rules, plain, &mut counts), plain);
@@ -965,4 +965,39 @@ fn the_rules_id_hashes_every_production_file_of_the_module() {
         production += 1;
     }
     assert_eq!(production, super::RULES_SOURCE.len());
+}
+
+/// Whether rule `r` has built its prefilter.
+fn prefilter_built(r: &super::Compiled) -> bool {
+    matches!(&r.starts, super::Starts::Literals(_, built, _) if built.get().is_some())
+}
+
+#[test]
+fn short_texts_build_no_prefilter_and_redact_as_with_one() {
+    let mut counts = RedactionCounts::new();
+    // Fresh rules: a few short paths, as a search page shows, build none.
+    let fresh = super::builtin();
+    let path = "/home/u/.claude/projects/-w/ghp_abcdefghijklmnopqrstuvwxyz0123456789AB.jsonl";
+    let out = super::redact_with(&fresh, path, &mut counts);
+    assert!(out.contains("[REDACTED:github-token]"), "{out}");
+    assert!(!fresh.iter().any(prefilter_built));
+    // Rules whose prefilters a long text built (it holds no literal, so
+    // no rule compiles) give the same output on every planted secret.
+    let built = super::builtin();
+    let long = "x".repeat(super::SHORT_TEXT + 1);
+    assert_eq!(super::redact_with(&built, &long, &mut counts), long);
+    assert!(built.iter().filter(|r| prefilter_built(r)).count() >= built.len() / 2);
+    for (planted, _) in PLANTED {
+        for text in [planted.to_string(), format!("see {planted} here")] {
+            let a = super::redact_with(&super::builtin(), &text, &mut counts).into_owned();
+            let b = super::redact_with(&built, &text, &mut counts).into_owned();
+            assert_eq!(a, b, "{text:?}");
+        }
+    }
+    // After its first short texts a rule builds its prefilter all the same.
+    let many = super::builtin();
+    for _ in 0..=super::SHORT_SEARCHES {
+        super::redact_with(&many, "nothing secret here", &mut counts);
+    }
+    assert!(many.iter().any(prefilter_built));
 }
