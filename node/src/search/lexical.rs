@@ -191,7 +191,7 @@ pub(super) fn concept_candidates(
     // The newest SCAN_LIMIT matches: all of them when the planner's count
     // says so, and a bound all the same where it is only an estimate (a
     // stem is planned with its word's count).
-    let found: Vec<(i64, Option<Columns>)> = match counted {
+    let found: Vec<(i64, Held)> = match counted {
         // Read already, when the word's frequency was counted.
         Some(ids) => ids.iter().map(|&id| (id, None)).collect(),
         None => store
@@ -223,7 +223,7 @@ pub(super) fn concept_candidates(
     let found = store
         .allowed_matches((index, &expr), filter, reach, SCAN_LIMIT)?
         .into_iter()
-        .map(|(id, cols)| (id, Some(cols)))
+        .map(|(id, cols)| (id, Some(Box::new(cols))))
         .collect();
     Ok(best_of(scored(lengths, found, weight)?, CANDIDATES))
 }
@@ -240,7 +240,7 @@ fn newest_allowed(
     (screen, bytes): (&mut Screen<'_>, &mut Facts<'_>),
     filter: &Filter,
     reach: usize,
-) -> Result<Vec<(i64, Option<Columns>)>, SearchError> {
+) -> Result<Vec<(i64, Held)>, SearchError> {
     let mut check = store.row_check(filter)?;
     // Reaching back through every match, only the stretches of ids that
     // may hold an allowed record are read, newest first: the same matches
@@ -271,7 +271,7 @@ fn newest_allowed(
                     Some(false) => {}
                     None => {
                         if let Some(cols) = check.columns(id)? {
-                            found.push((id, Some(cols)));
+                            found.push((id, Some(Box::new(cols))));
                         }
                     }
                 }
@@ -307,7 +307,7 @@ pub(super) fn best_of(mut scored: Vec<Scored>, n: usize) -> Vec<Scored> {
 /// records' average length.
 pub(super) fn scored(
     lengths: &mut Facts<'_>,
-    found: Vec<(i64, Option<Columns>)>,
+    found: Vec<(i64, Held)>,
     weight: f64,
 ) -> Result<Vec<Scored>, SearchError> {
     let ids: Vec<i64> = found.iter().map(|f| f.0).collect();
@@ -377,7 +377,7 @@ fn allowed_best(
                 None => {}
             }
             if let Some(cols) = check.columns(id)? {
-                kept.push((score, id, Some(cols)));
+                kept.push((score, id, Some(Box::new(cols))));
             }
         }
     }
@@ -386,7 +386,13 @@ fn allowed_best(
 
 /// A concept's candidate: its score, its record id, and the record's
 /// columns when a filter made the query read them.
-pub(super) type Scored = (f64, i64, Option<Columns>);
+pub(super) type Scored = (f64, i64, Held);
+
+/// A candidate's columns when a filter made the query read them: boxed,
+/// as most candidates come without (a concept's thousands of matches are
+/// listed twice over, and unboxed columns made each entry four times the
+/// size, its pages faulted in by every fresh search).
+pub(super) type Held = Option<Box<Columns>>;
 
 /// The ranker's candidates by record id.
 type ById = rustc_hash::FxHashMap<i64, rank::Candidate>;
@@ -596,8 +602,8 @@ pub(super) fn run(
         scored.sort_unstable_by_key(|s| s.1);
         for (score, id, cols) in scored {
             offer(by_id, id, Some((k, score * weight)), || {
-                if cols.is_some() {
-                    return Ok(cols);
+                if let Some(cols) = cols {
+                    return Ok(Some(*cols));
                 }
                 Ok(columns.columns(id)?)
             })?;

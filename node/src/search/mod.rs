@@ -551,13 +551,13 @@ mod store_tests {
             .map(|(score, id, cols)| {
                 // Columns, where given (the ranker looks up the others),
                 // are the record's own.
-                if let Some((_, _, session, _)) = cols {
+                if let Some((_, _, session, _)) = cols.as_deref() {
                     let own: i64 = conn
                         .query_row("SELECT session FROM records WHERE id = ?1", [id], |r| {
                             r.get(0)
                         })
                         .expect("row");
-                    assert_eq!(session, own, "{opts:?}: {id}");
+                    assert_eq!(*session, own, "{opts:?}: {id}");
                 }
                 (score, id)
             })
