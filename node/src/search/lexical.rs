@@ -191,7 +191,7 @@ pub(super) fn concept_candidates(
     // The newest SCAN_LIMIT matches: all of them when the planner's count
     // says so, and a bound all the same where it is only an estimate (a
     // stem is planned with its word's count).
-    let found: Vec<(i64, Held)> = match counted {
+    let found: Vec<(i64, FilterColumns)> = match counted {
         // Read already, when the word's frequency was counted.
         Some(ids) => ids.iter().map(|&id| (id, None)).collect(),
         None => store
@@ -240,7 +240,7 @@ fn newest_allowed(
     (screen, bytes): (&mut Screen<'_>, &mut Facts<'_>),
     filter: &Filter,
     reach: usize,
-) -> Result<Vec<(i64, Held)>, SearchError> {
+) -> Result<Vec<(i64, FilterColumns)>, SearchError> {
     let mut check = store.row_check(filter)?;
     // Reaching back through every match, only the stretches of ids that
     // may hold an allowed record are read, newest first: the same matches
@@ -307,7 +307,7 @@ pub(super) fn best_of(mut scored: Vec<Scored>, n: usize) -> Vec<Scored> {
 /// records' average length.
 pub(super) fn scored(
     lengths: &mut Facts<'_>,
-    found: Vec<(i64, Held)>,
+    found: Vec<(i64, FilterColumns)>,
     weight: f64,
 ) -> Result<Vec<Scored>, SearchError> {
     let ids: Vec<i64> = found.iter().map(|f| f.0).collect();
@@ -386,13 +386,13 @@ fn allowed_best(
 
 /// A concept's candidate: its score, its record id, and the record's
 /// columns when a filter made the query read them.
-pub(super) type Scored = (f64, i64, Held);
+pub(super) type Scored = (f64, i64, FilterColumns);
 
 /// A candidate's columns when a filter made the query read them: boxed,
 /// as most candidates come without (a concept's thousands of matches are
 /// listed twice over, and unboxed columns made each entry four times the
 /// size, its pages faulted in by every fresh search).
-pub(super) type Held = Option<Box<Columns>>;
+pub(super) type FilterColumns = Option<Box<Columns>>;
 
 /// The ranker's candidates by record id.
 type ById = rustc_hash::FxHashMap<i64, rank::Candidate>;
