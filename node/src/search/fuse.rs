@@ -103,7 +103,7 @@ pub(super) fn fuse(lex: Vec<Ranked>, near: Vec<Near>) -> Vec<Ranked> {
                     matches: 1,
                     session_row: n.session,
                     role: n.role,
-                    answer: None,
+                    answers: Vec::new(),
                     coverage: 0.0,
                 },
             ));

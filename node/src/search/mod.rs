@@ -1369,6 +1369,42 @@ mod store_tests {
         assert!(hit.answer_record_id.is_some());
     }
 
+    /// The answer shown is a reply to the question shown: a reply to the
+    /// user's next turn that matches better answers that turn instead.
+    #[test]
+    fn the_answer_shown_replies_to_the_question_shown() {
+        let (_d, store) = store_with(&[
+            rec(
+                "s",
+                Role::User,
+                Some(NOW - DAY),
+                "should we keep meilisearch for the search page or embed one?",
+            ),
+            rec(
+                "s",
+                Role::Assistant,
+                Some(NOW - DAY + 1000),
+                "Decision: we chose tantivy over meilisearch, so deploys stay a single binary.",
+            ),
+            rec(
+                "s",
+                Role::User,
+                Some(NOW - DAY + 2000),
+                "confirm it in one line",
+            ),
+            rec(
+                "s",
+                Role::Assistant,
+                Some(NOW - DAY + 3000),
+                "yes: meilisearch search out",
+            ),
+        ]);
+        let hit = first(&store, "meilisearch search page");
+        assert!(hit.snippet.contains("keep meilisearch"), "{}", hit.snippet);
+        let answer = hit.answer_snippet.expect("answer");
+        assert!(answer.contains("we chose tantivy"), "{answer}");
+    }
+
     /// The unfiltered path looks up only the best matches in `records`;
     /// a filter that allows every record must rank the same.
     #[test]

@@ -34,14 +34,19 @@ pub(super) fn page(
     })
 }
 
-/// The record that answers a user's record: the best-matching reply, else
-/// the first reply after it in the same session.
+/// The record that answers a user's record: the best-matching reply
+/// before the user's next turn in the session, else the first reply after
+/// it. A reply to a later turn answers that turn, however well it matches.
 fn answer_of(store: &Store, top: &rank::Ranked) -> Result<Option<i64>, SearchError> {
     if top.role != "user" {
         return Ok(None);
     }
-    if top.answer.is_some() {
-        return Ok(top.answer);
+    if !top.answers.is_empty() {
+        let next = store.user_turn_after(top.session_row, top.record_id)?;
+        let before_next = top.answers.iter().find(|&&id| next.is_none_or(|n| id < n));
+        if let Some(&id) = before_next {
+            return Ok(Some(id));
+        }
     }
     Ok(store.reply_after(top.session_row, top.record_id)?)
 }

@@ -135,7 +135,7 @@ pub(super) fn said(
                 matches: 1,
                 session_row,
                 role,
-                answer: None,
+                answers: Vec::new(),
                 coverage: 1.0,
             });
         }
@@ -168,7 +168,7 @@ mod tests {
             matches: 1,
             session_row,
             role: "user".into(),
-            answer: None,
+            answers: Vec::new(),
             coverage: 1.0,
         }
     }

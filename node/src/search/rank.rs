@@ -39,9 +39,11 @@ pub struct Ranked {
     pub(super) matches: usize,
     pub(super) session_row: i64,
     pub(super) role: String,
-    /// The best-scoring assistant or note record of the same session,
-    /// when the best record is the user's own words: the likely answer.
-    pub(super) answer: Option<i64>,
+    /// When the best record is the user's own words, the session's
+    /// matched assistant or note records after it, best-scoring first:
+    /// the likely answers (the page keeps those before the user's next
+    /// turn).
+    pub(super) answers: Vec<i64>,
     /// The share of the question its best run of records covers.
     pub(super) coverage: f64,
 }
@@ -203,14 +205,16 @@ pub(super) fn rank(
         .into_iter()
         .map(|(score, g, coverage)| {
             let best = &g.scored[0].1;
-            let answer = (best.role == "user")
-                .then(|| {
-                    g.scored
-                        .iter()
-                        .find(|(_, c)| matches!(c.role.as_str(), "assistant" | "note"))
-                        .map(|(_, c)| c.record_id)
-                })
-                .flatten();
+            let answers = match best.role == "user" {
+                true => g
+                    .scored
+                    .iter()
+                    .filter(|(_, c)| matches!(c.role.as_str(), "assistant" | "note"))
+                    .filter(|(_, c)| c.record_id > best.record_id)
+                    .map(|(_, c)| c.record_id)
+                    .collect(),
+                false => Vec::new(),
+            };
             Ranked {
                 record_id: best.record_id,
                 score: (score * 1000.0).round() / 1000.0,
@@ -222,7 +226,7 @@ pub(super) fn rank(
                     .max(1),
                 session_row: best.session_row,
                 role: best.role.clone(),
-                answer,
+                answers,
                 coverage,
             }
         })
@@ -439,7 +443,7 @@ mod tests {
         let question = cand(1, 10, -5.0, "user", Some(NOW));
         let answer = cand(2, 10, -2.0, "assistant", Some(NOW));
         let r = rank(vec![question, answer], &[1.0], span, None);
-        assert_eq!((r[0].record_id, r[0].answer), (1, Some(2)));
+        assert_eq!((r[0].record_id, r[0].answers.clone()), (1, vec![2]));
     }
 
     #[test]

@@ -1405,7 +1405,7 @@ mod tests {
             matches: 1,
             session_row: 1,
             role: "user".into(),
-            answer: None,
+            answers: Vec::new(),
             coverage: 1.0,
         }];
         let blended =
@@ -1436,7 +1436,7 @@ mod tests {
             matches: 1,
             session_row: session,
             role: "user".into(),
-            answer: None,
+            answers: Vec::new(),
             coverage: 1.0,
         };
         let lex = vec![r(10, 1), r(20, 2)];
@@ -1469,7 +1469,7 @@ mod tests {
             matches: 1,
             session_row: session,
             role: "assistant".into(),
-            answer: None,
+            answers: Vec::new(),
             coverage: 1.0,
         };
         let n = |id, session, sim| Near {

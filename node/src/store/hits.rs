@@ -55,6 +55,24 @@ impl Store {
             .optional()?)
     }
 
+    /// The first user record after record `record_id` of session
+    /// `session_row`: where the replies to that record end.
+    pub(crate) fn user_turn_after(
+        &self,
+        session_row: i64,
+        record_id: i64,
+    ) -> Result<Option<i64>, StoreError> {
+        Ok(self
+            .conn()
+            .prepare_cached(&format!(
+                "SELECT id FROM records WHERE session = ?1 AND id > ?2 AND role IN ({})
+                 ORDER BY id LIMIT 1",
+                codec::roles_sql(&[Role::User])
+            ))?
+            .query_row([session_row, record_id], |r| r.get(0))
+            .optional()?)
+    }
+
     /// Record `id`'s role, time and text; `None` when it is gone.
     pub(crate) fn record_text(&self, id: i64) -> Result<Option<TextRow>, StoreError> {
         let conn = self.conn();
