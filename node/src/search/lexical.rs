@@ -11,7 +11,7 @@
 use super::plan::Plan;
 use super::query::{Query, Term};
 use super::screen::Screen;
-use super::{SearchError, df, expand, passage, projects, rank};
+use super::{SearchError, df, expand, glossary, passage, projects, rank};
 use crate::store::ranker::{Columns, Facts};
 use crate::store::{Filter, Store, StoreError, runs};
 use crate::text::is_cjk;
@@ -131,6 +131,35 @@ fn translated(
         }
         if out.len() == expand::MOST_TRANSLATED {
             break;
+        }
+    }
+    Ok(out)
+}
+
+/// The terms of `terms` that end a kind of developer tool the glossary
+/// lists ("client" of "http client", "bundler"), with the tools of that
+/// kind this history names (`glossary::kinds_named`, at most
+/// [`glossary::MOST_TOOLS`] each, none matching more than
+/// [`expand::MOST_MATCHES`] records) and how many records the rarest of
+/// them matches.
+fn tools_named(freq: &mut df::Frequencies, terms: &[Term]) -> Result<Vec<Translated>, StoreError> {
+    let mut out = Vec::new();
+    for (head, tools) in glossary::kinds_named(terms) {
+        let mut found = Vec::new();
+        let mut least = i64::MAX;
+        for tool in tools {
+            if let Some(df) = freq.rare(df::Index::Exact, tool, expand::MOST_MATCHES)?
+                && df > 0
+            {
+                found.push(tool);
+                least = least.min(df);
+            }
+            if found.len() == glossary::MOST_TOOLS {
+                break;
+            }
+        }
+        if !found.is_empty() {
+            out.push((terms[head].clone(), found, least));
         }
     }
     Ok(out)
@@ -518,7 +547,14 @@ pub(super) fn run(
         Some(_) => translated(&mut freq, &q.terms, translation_index)?,
         None => Vec::new(),
     };
-    let words_found = !qx.is_empty() || !stems.is_empty() || !translations.is_empty();
+    // Kinds of developer tools the question names, with the tools of that
+    // kind the history names: they stand for the kind as translations do.
+    let tools = match plan.embedder {
+        Some(_) => tools_named(&mut freq, &q.terms)?,
+        None => Vec::new(),
+    };
+    let words_found =
+        !qx.is_empty() || !stems.is_empty() || !translations.is_empty() || !tools.is_empty();
     // Words that match nothing find nothing, unless the question names a
     // period: then what was said in that period is the answer.
     if !words_found && period.is_none() {
@@ -548,10 +584,11 @@ pub(super) fn run(
             concepts.push((None, Some(w.clone()), *df));
         }
     }
-    // A translated word the history never says is a part of the question
-    // all the same, as rare as its rarest translation.
+    // A translated word (or a kind of tool) the history never says is a
+    // part of the question all the same, as rare as its rarest translation
+    // (or tool).
     if !plan.dates_only {
-        for (t, _, df) in &translations {
+        for (t, _, df) in translations.iter().chain(&tools) {
             if !concepts.iter().any(|c| c.0.as_ref() == Some(t)) {
                 concepts.push((Some(t.clone()), None, *df));
             }
@@ -690,22 +727,28 @@ pub(super) fn run(
                 _ => None,
             })
             .take(expand::MOST_WORDS)
-            .flat_map(|(k, w)| expand::neighbours_of(w).map(move |n| (k, n, true)));
-        let translated = concepts
-            .iter()
-            .enumerate()
-            .filter_map(|(k, c)| {
-                let (_, english, _) = translations.iter().find(|t| c.0.as_ref() == Some(&t.0))?;
-                Some(english.iter().map(move |e| (k, *e, false)))
-            })
-            .flatten();
-        for (k, stand_in, neighbour) in words.chain(translated) {
-            let lookups = match neighbour {
-                true => &[
+            .flat_map(|(k, w)| expand::neighbours_of(w).map(move |n| (k, n, None)));
+        let mut translated = Vec::new();
+        for (list, index) in [
+            (&translations, translation_index),
+            (&tools, df::Index::Exact),
+        ] {
+            for (k, c) in concepts.iter().enumerate() {
+                if let Some((_, words, _)) = list.iter().find(|t| c.0.as_ref() == Some(&t.0)) {
+                    translated.extend(words.iter().map(|e| (k, *e, Some(index))));
+                }
+            }
+        }
+        // `None`: a neighbour; else a translation or a tool, looked up in
+        // that index.
+        for (k, stand_in, given) in words.chain(translated) {
+            let neighbour = given.is_none();
+            let lookups = match given {
+                None => &[
                     (df::Index::Exact, expand::WEIGHT),
                     (df::Index::Stem, expand::WEIGHT * rank::STEM_WEIGHT),
                 ][..],
-                false => &[(translation_index, expand::WEIGHT)][..],
+                Some(index) => &[(index, expand::WEIGHT)][..],
             };
             for &(index, weight) in lookups {
                 if index == df::Index::Stem && !stem_index {
@@ -773,7 +816,10 @@ pub(super) fn run(
     // What a translation or another spelling found is shown as the
     // question's own words are (by its light stem, so "databases" shows
     // for "database").
-    let english = translations.iter().flat_map(|t| t.1.iter().copied());
+    let english = translations
+        .iter()
+        .chain(&tools)
+        .flat_map(|t| t.1.iter().copied());
     for e in english.chain(also_spelled.iter().map(|(_, v)| v.as_str())) {
         let stem = crate::text::light_stem(e);
         if stem.chars().count() >= 3 && !words.contains(&stem) {

@@ -10,6 +10,7 @@
 mod df;
 mod expand;
 mod fuse;
+mod glossary;
 mod id_set;
 mod lexical;
 mod page;
@@ -1100,6 +1101,71 @@ mod store_tests {
         let database = crate::text::light_stem("database");
         assert!(page.words.contains(&database), "{:?}", page.words);
         assert!(page.words.iter().any(|w| w == "ошибка"), "{:?}", page.words);
+    }
+
+    /// A question that names a kind of tool ("http client", "bundler")
+    /// finds the session that names only the tool (`glossary`); kept
+    /// lexical, it does not.
+    #[test]
+    fn a_kind_of_tool_finds_the_session_that_names_only_the_tool() {
+        let (_d, store) = store_with(&[
+            rec(
+                "reqwest",
+                Role::Assistant,
+                Some(NOW - 60 * DAY),
+                "pinned reqwest to 0.11 until axum moves to hyper 1",
+            ),
+            rec(
+                "clients",
+                Role::User,
+                Some(NOW - 2 * DAY),
+                "browser clients call the public API directly",
+            ),
+            rec(
+                "vite",
+                Role::Assistant,
+                Some(NOW - 30 * DAY),
+                "moved the web shop from webpack to vite: builds take 12 s",
+            ),
+            rec(
+                "garden",
+                Role::User,
+                Some(NOW - DAY),
+                "the garden party moved to saturday",
+            ),
+        ]);
+        let table: &'static [u8] = Box::leak(crate::embed::tests::tiny().into_boxed_slice());
+        let tiny: &'static crate::embed::Embedder<'static> = Box::leak(Box::new(
+            crate::embed::Embedder::from_bytes(table).expect("table"),
+        ));
+        let ask = |q: &str, lexical_only: bool| sessions_found(&store, q, Some(tiny), lexical_only);
+        // The tool stands for "client" (below the word itself), so the
+        // record that names it and what the question asks about wins.
+        let client = ask("which http client did we pin", false);
+        assert_eq!(
+            client.first().map(String::as_str),
+            Some("reqwest"),
+            "{client:?}"
+        );
+        assert!(client.contains(&"clients".to_string()), "{client:?}");
+        let stuck = ask("why are we stuck on the old http client", false);
+        assert!(stuck.contains(&"reqwest".to_string()), "{stuck:?}");
+        assert_eq!(ask("why did we pick that bundler", false), ["vite"]);
+        // Kept lexical, the kind is only its words.
+        assert_eq!(
+            ask("why are we stuck on the old http client", true),
+            ["clients"]
+        );
+        assert!(ask("why did we pick that bundler", true).is_empty());
+        // The tool found is shown as the question's own words are.
+        let opts = SearchOptions {
+            limit: 1,
+            now_ms: NOW,
+            semantic: Some(tiny),
+            ..SearchOptions::default()
+        };
+        let page = search_page(&store, &Query::parse("which bundler"), &opts, 0).expect("search");
+        assert!(page.words.iter().any(|w| w == "vite"), "{:?}", page.words);
     }
 
     #[test]
