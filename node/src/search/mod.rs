@@ -1041,6 +1041,14 @@ mod store_tests {
         assert!(expand::neighbours_of("where").next().is_none());
     }
 
+    /// The small test table as an embedder that lives for the test run.
+    fn tiny_embedder() -> &'static crate::embed::Embedder<'static> {
+        let table: &'static [u8] = Box::leak(crate::embed::tests::tiny().into_boxed_slice());
+        Box::leak(Box::new(
+            crate::embed::Embedder::from_bytes(table).expect("table"),
+        ))
+    }
+
     /// A question in another language finds an English session by the
     /// English words its own words translate to (`expand`), even where
     /// the meaning tier finds nothing (here a table that knows no Russian
@@ -1071,10 +1079,7 @@ mod store_tests {
                 "the garden party moved to saturday",
             ),
         ]);
-        let table: &'static [u8] = Box::leak(crate::embed::tests::tiny().into_boxed_slice());
-        let tiny: &'static crate::embed::Embedder<'static> = Box::leak(Box::new(
-            crate::embed::Embedder::from_bytes(table).expect("table"),
-        ));
+        let tiny = tiny_embedder();
         let ask = |q: &str, lexical_only: bool| sessions_found(&store, q, Some(tiny), lexical_only);
         assert_eq!(ask("ошибка базы данных под нагрузкой", false), ["locked"]);
         assert_eq!(ask("服务器内存每天都在涨", false), ["memory"]);
@@ -1134,10 +1139,7 @@ mod store_tests {
                 "the garden party moved to saturday",
             ),
         ]);
-        let table: &'static [u8] = Box::leak(crate::embed::tests::tiny().into_boxed_slice());
-        let tiny: &'static crate::embed::Embedder<'static> = Box::leak(Box::new(
-            crate::embed::Embedder::from_bytes(table).expect("table"),
-        ));
+        let tiny = tiny_embedder();
         let ask = |q: &str, lexical_only: bool| sessions_found(&store, q, Some(tiny), lexical_only);
         // The tool stands for "client" (below the word itself), so the
         // record that names it and what the question asks about wins.

@@ -44,15 +44,7 @@ impl Store {
         session_row: i64,
         record_id: i64,
     ) -> Result<Option<i64>, StoreError> {
-        Ok(self
-            .conn()
-            .prepare_cached(&format!(
-                "SELECT id FROM records WHERE session = ?1 AND id > ?2 AND role IN ({})
-                 ORDER BY id LIMIT 1",
-                codec::roles_sql(&[Role::Assistant, Role::Note])
-            ))?
-            .query_row([session_row, record_id], |r| r.get(0))
-            .optional()?)
+        self.first_after(session_row, record_id, &[Role::Assistant, Role::Note])
     }
 
     /// The first user record after record `record_id` of session
@@ -62,12 +54,23 @@ impl Store {
         session_row: i64,
         record_id: i64,
     ) -> Result<Option<i64>, StoreError> {
+        self.first_after(session_row, record_id, &[Role::User])
+    }
+
+    /// The first record of one of `roles` after record `record_id` of
+    /// session `session_row`.
+    fn first_after(
+        &self,
+        session_row: i64,
+        record_id: i64,
+        roles: &[Role],
+    ) -> Result<Option<i64>, StoreError> {
         Ok(self
             .conn()
             .prepare_cached(&format!(
                 "SELECT id FROM records WHERE session = ?1 AND id > ?2 AND role IN ({})
                  ORDER BY id LIMIT 1",
-                codec::roles_sql(&[Role::User])
+                codec::roles_sql(roles)
             ))?
             .query_row([session_row, record_id], |r| r.get(0))
             .optional()?)
