@@ -33,15 +33,21 @@ fn mode(p: &Path) -> u32 {
         & 0o777
 }
 
-/// Every path under `dir` with its mode.
+/// Every path under `dir` with its mode. A file the running daemon
+/// removes between the listing and its stat (a temporary file it renames
+/// into place) is left out: it no longer exists to be checked.
 fn modes_under(dir: &Path) -> Vec<(String, u32)> {
     let mut out = vec![(dir.display().to_string(), mode(dir))];
     for e in std::fs::read_dir(dir).expect("ls").flatten() {
         let p = e.path();
         if p.is_dir() {
             out.extend(modes_under(&p));
-        } else {
-            out.push((p.display().to_string(), mode(&p)));
+            continue;
+        }
+        match std::fs::symlink_metadata(&p) {
+            Ok(m) => out.push((p.display().to_string(), m.permissions().mode() & 0o777)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => panic!("stat {}: {e}", p.display()),
         }
     }
     out
