@@ -68,7 +68,13 @@ impl Store {
         Ok(self
             .conn()
             .prepare_cached(&format!(
-                "SELECT id FROM records WHERE session = ?1 AND id > ?2 AND role IN ({})
+                // The session's later ids come from its index alone; the
+                // rows are then read in id order only until one matches
+                // (`session = ?1 AND id > ?2` read every later row and
+                // sorted them: a long session's whole tail per hit).
+                "SELECT id FROM records
+                 WHERE id IN (SELECT id FROM records WHERE session = ?1 AND id > ?2)
+                   AND role IN ({})
                  ORDER BY id LIMIT 1",
                 codec::roles_sql(roles)
             ))?
