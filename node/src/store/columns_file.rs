@@ -265,6 +265,32 @@ impl View {
         self.page(n).map(|page| &page[at..at + ENTRY])
     }
 
+    /// The byte at `at` of the entries of `ids`, in their order, 0 where
+    /// the file cannot say (as [`View::entry`]). A page is looked up (and
+    /// checked, the first time) once for a run of ids on it, as a
+    /// concept's matches mostly are: a lock and a look-up per id cost a
+    /// fresh question about 0.7 ms at 1 GB.
+    fn bytes(&self, ids: &[i64], at: usize) -> Vec<u8> {
+        let mut last: Option<(u64, Option<&[u8]>)> = None;
+        ids.iter()
+            .map(|&id| {
+                if id < 1 || id > self.upto {
+                    return 0;
+                }
+                let (n, off) = place(id);
+                let page = match last {
+                    Some((m, page)) if m == n => page,
+                    _ => {
+                        let page = self.page(n);
+                        last = Some((n, page));
+                        page
+                    }
+                };
+                page.map_or(0, |p| p[off + at])
+            })
+            .collect()
+    }
+
     /// Page `n`, whole; `None` past the mapping or when it fails its check.
     fn page(&self, n: u64) -> Option<&[u8]> {
         let from = usize::try_from(n).ok()? * PAGE;
@@ -375,6 +401,11 @@ impl Reader {
     pub(crate) fn byte(&mut self, id: i64, at: usize) -> u8 {
         self.view.entry(id).map_or(0, |e| e[at])
     }
+
+    /// [`Reader::byte`] of each of `ids`, in their order.
+    pub(crate) fn bytes(&self, ids: &[i64], at: usize) -> Vec<u8> {
+        self.view.bytes(ids, at)
+    }
 }
 
 /// Every record within `within` (ascending, disjoint ranges of ids) that
@@ -475,9 +506,7 @@ impl Bytes {
     /// The bytes of `ids` (in any order), each 0 where the file cannot
     /// say (past the mark, not known, a deleted record, a damaged page).
     pub(crate) fn of(&mut self, ids: &[i64]) -> Vec<u8> {
-        ids.iter()
-            .map(|&id| self.view.entry(id).map_or(0, |e| e[self.at]))
-            .collect()
+        self.view.bytes(ids, self.at)
     }
 }
 

@@ -164,15 +164,21 @@ impl Facts<'_> {
     /// The lengths (bytes of plain text, to 10%) of `ids`, in their order;
     /// `None` for a record that is gone.
     pub(crate) fn lengths(&mut self, ids: &[i64]) -> Result<Vec<Option<f64>>, StoreError> {
-        ids.iter().map(|&id| self.length(id)).collect()
+        let classes = match &self.file {
+            Some(f) => f.bytes(ids, LENGTH_AT),
+            None => vec![0; ids.len()],
+        };
+        ids.iter()
+            .zip(classes)
+            .map(|(&id, class)| match columns::length_of(class) {
+                Some(len) => Ok(Some(len)),
+                None => self.length_of_row(id),
+            })
+            .collect()
     }
 
-    /// The length of record `id` (see [`Facts::lengths`]).
-    pub(crate) fn length(&mut self, id: i64) -> Result<Option<f64>, StoreError> {
-        let class = self.file.as_mut().map_or(0, |f| f.byte(id, LENGTH_AT));
-        if let Some(len) = columns::length_of(class) {
-            return Ok(Some(len));
-        }
+    /// The length of record `id` from its row (see [`Facts::lengths`]).
+    fn length_of_row(&mut self, id: i64) -> Result<Option<f64>, StoreError> {
         let len = self
             .text
             .query_row([id], |r| Ok(columns::stored_len(r.get_ref(1)?, r.get(0)?)))
