@@ -268,8 +268,7 @@ impl View {
     /// The byte at `at` of the entries of `ids`, in their order, 0 where
     /// the file cannot say (as [`View::entry`]). A page is looked up (and
     /// checked, the first time) once for a run of ids on it, as a
-    /// concept's matches mostly are: a lock and a look-up per id cost a
-    /// fresh question about 0.7 ms at 1 GB.
+    /// concept's matches mostly are, instead of once per id.
     fn bytes(&self, ids: &[i64], at: usize) -> Vec<u8> {
         let mut last: Option<(u64, Option<&[u8]>)> = None;
         ids.iter()

@@ -68,10 +68,9 @@ impl Store {
         Ok(self
             .conn()
             .prepare_cached(&format!(
-                // The session's later ids come from its index alone; the
-                // rows are then read in id order only until one matches
-                // (`session = ?1 AND id > ?2` read every later row and
-                // sorted them: a long session's whole tail per hit).
+                // The session's later ids come from its index alone, and
+                // rows are read in id order only until one has the role:
+                // not every later row of a long session, then sorted.
                 "SELECT id FROM records
                  WHERE id IN (SELECT id FROM records WHERE session = ?1 AND id > ?2)
                    AND role IN ({})
