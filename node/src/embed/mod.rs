@@ -18,6 +18,9 @@ use table::Table;
 /// The built-in table (see `tools/embed/distill.py`).
 static BUILTIN: &[u8] = include_bytes!("../../assets/embed/minilm-static.bin");
 
+/// Its tokens in byte order, derived from it by `node/build.rs`.
+static BUILTIN_INDEX: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/vocab_index.bin"));
+
 /// How many tokens of a text count: enough for the gist of a message,
 /// bounded so that long tool output costs no more than a paragraph.
 pub const MAX_TOKENS: usize = 256;
@@ -54,7 +57,10 @@ pub struct Embedder<'a> {
 impl<'a> Embedder<'a> {
     /// An embedder over a table file's bytes.
     pub fn from_bytes(bytes: &'a [u8]) -> Result<Embedder<'a>, EmbedError> {
-        let table = Table::parse(bytes)?;
+        Embedder::from_table(Table::parse(bytes)?)
+    }
+
+    fn from_table(table: Table<'a>) -> Result<Embedder<'a>, EmbedError> {
         let unk = table
             .row_of("[UNK]")
             .ok_or_else(|| EmbedError::BadTable("no [UNK] token".into()))?;
@@ -91,8 +97,8 @@ impl<'a> Embedder<'a> {
 
     /// [`Embedder::embed`] for a text embedded alone, such as a question:
     /// the same vector, without building the whole vocabulary's map when
-    /// it is not built yet. Only the pieces the text's words could split
-    /// into are sought, in one pass over the vocabulary.
+    /// it is not built yet: only the pieces the text's words could split
+    /// into are looked up, in the table's index.
     pub fn embed_one(&self, text: &str) -> Option<Vec<f32>> {
         if self.table.has_vocab() {
             return self.embed(text);
@@ -157,7 +163,15 @@ pub fn table_id() -> &'static str {
 /// process on first use. Parsing only checks the table; the vocabulary's
 /// map (a millisecond or two) is built when the first text is embedded.
 pub fn builtin() -> &'static Embedder<'static> {
-    PROCESS.get_or_init(|| Embedder::from_bytes(BUILTIN).expect("the built-in table is valid"))
+    PROCESS.get_or_init(built_in_table)
+}
+
+/// A new embedder over the built-in table and its index.
+fn built_in_table() -> Embedder<'static> {
+    Table::parse(BUILTIN)
+        .map(|t| t.with_index(BUILTIN_INDEX))
+        .and_then(Embedder::from_table)
+        .expect("the built-in table is valid")
 }
 
 /// Makes `bytes` (a table file, see [`table`]) this process's table in
@@ -362,16 +376,19 @@ pub(crate) mod tests {
         ];
         for text in texts {
             // A fresh table each time: its map is not built yet.
-            let alone = Embedder::from_bytes(BUILTIN).expect("table");
+            let alone = built_in_table();
             let got = alone.embed_one(text);
             assert_eq!(alone.table.has_vocab(), text == many_words, "{text}");
-            let full = Embedder::from_bytes(BUILTIN).expect("table");
+            // A table without an index looks the pieces up in its map.
+            let bare = Embedder::from_bytes(BUILTIN).expect("table");
+            assert_eq!(bare.embed_one(text), got, "{text}");
+            let full = built_in_table();
             assert_eq!(got, full.embed(text), "{text}");
             // With the map built, the map answers.
             assert!(full.table.has_vocab());
             assert_eq!(full.embed_one(text), got, "{text}");
             // Warmed before its first text, as the daemon's is.
-            let warmed = Embedder::from_bytes(BUILTIN).expect("table");
+            let warmed = built_in_table();
             warmed.warm();
             assert!(warmed.table.has_vocab());
             assert_eq!(warmed.embed_one(text), got, "{text}");

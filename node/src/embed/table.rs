@@ -6,7 +6,9 @@
 //! rows × dim int8. Parsing borrows the bytes: the built-in table is read
 //! straight from the binary. The token → row map is built on first use,
 //! so a process that only needs the table's shape (or that starts a
-//! search's scan before it embeds the question) does not wait for it.
+//! search's scan before it embeds the question) does not wait for it; a
+//! text embedded alone looks its pieces up in the built-in table's
+//! [`Index`] (made by `node/build.rs`) instead.
 
 use std::sync::OnceLock;
 
@@ -35,6 +37,57 @@ pub struct Table<'a> {
     values: &'a [u8],
     /// Dimensions per row.
     pub dim: usize,
+    /// The tokens in byte order, when the table comes with them.
+    index: Option<Index<'a>>,
+}
+
+/// A table's tokens in byte order (the layout `node/build.rs` writes):
+/// where each row's token starts in the vocabulary text, and the rows
+/// sorted by token, each token once (its first row).
+#[derive(Debug)]
+struct Index<'a> {
+    /// `rows + 1` u32 LE offsets into the text.
+    starts: &'a [u8],
+    /// Rows (u32 LE), sorted by their tokens.
+    sorted: &'a [u8],
+}
+
+impl Index<'_> {
+    /// The index in `b` for a vocabulary `text` of `rows` tokens, if it is
+    /// one: sizes that fit, offsets that lie in the text.
+    fn parse<'b>(b: &'b [u8], text: &str, rows: usize) -> Option<Index<'b>> {
+        let starts = b.get(4..4 + 4 * (rows + 1))?;
+        let sorted = &b[4 + starts.len()..];
+        let fits = u32_at(b, 0) as usize == rows
+            && sorted.len().is_multiple_of(4)
+            && sorted.len() <= 4 * rows
+            && u32_at(starts, 0) == 0
+            && u32_at(starts, 4 * rows) as usize == text.len() + 1;
+        fits.then_some(Index { starts, sorted })
+    }
+
+    /// The token of row `r`.
+    fn token<'t>(&self, text: &'t str, r: u32) -> &'t str {
+        let at = 4 * r as usize;
+        let (from, to) = (u32_at(self.starts, at), u32_at(self.starts, at + 4));
+        text.get(from as usize..(to as usize).saturating_sub(1))
+            .unwrap_or("")
+    }
+
+    /// The first row of `token`, by binary search.
+    fn row_of(&self, text: &str, token: &str) -> Option<u32> {
+        let (mut lo, mut hi) = (0, self.sorted.len() / 4);
+        while lo < hi {
+            let mid = (lo + hi) / 2;
+            let row = u32_at(self.sorted, 4 * mid);
+            match self.token(text, row).cmp(token) {
+                std::cmp::Ordering::Less => lo = mid + 1,
+                std::cmp::Ordering::Greater => hi = mid,
+                std::cmp::Ordering::Equal => return Some(row),
+            }
+        }
+        None
+    }
 }
 
 fn u32_at(b: &[u8], at: usize) -> u32 {
@@ -76,7 +129,15 @@ impl<'a> Table<'a> {
             scales: &b[scales_at..values_at],
             values: &b[values_at..],
             dim,
+            index: None,
         })
+    }
+
+    /// The table with its tokens' index (see [`Index`]); without it when
+    /// `index` is not one for this table.
+    pub fn with_index(mut self, index: &'a [u8]) -> Table<'a> {
+        self.index = Index::parse(index, self.text, self.rows());
+        self
     }
 
     /// Token → row, built on the first call.
@@ -90,18 +151,27 @@ impl<'a> Table<'a> {
         })
     }
 
-    /// Token → row for the tokens of `wanted` only, from one pass over the
-    /// vocabulary (a fraction of building [`Table::vocab`], for a text
-    /// embedded once).
+    /// Token → row for the tokens of `wanted` only: each looked up in the
+    /// index, or in the whole vocabulary's map for a table without one.
     pub fn vocab_of(&self, wanted: &WantedSet) -> Vocab<'a> {
-        let shapes = Shapes::of(wanted);
         let mut vocab = Vocab::default();
-        for (n, tok) in self.text.split('\n').enumerate() {
-            if shapes.may_hold(tok) && wanted.contains(tok) {
-                vocab.entry(tok).or_insert(n as u32);
+        for w in wanted {
+            if let Some((tok, row)) = self.find(w) {
+                vocab.insert(tok, row);
             }
         }
         vocab
+    }
+
+    /// The token as the table holds it and its first row.
+    fn find(&self, token: &str) -> Option<(&'a str, u32)> {
+        match &self.index {
+            Some(index) => {
+                let row = index.row_of(self.text, token)?;
+                Some((index.token(self.text, row), row))
+            }
+            None => self.vocab().get_key_value(token).map(|(t, r)| (*t, *r)),
+        }
     }
 
     /// Whether [`Table::vocab`] has been built.
@@ -110,12 +180,16 @@ impl<'a> Table<'a> {
     }
 
     /// The row of `token` (its first, if listed twice), found without
-    /// building the map.
+    /// building the map when the table has an index.
     pub fn row_of(&self, token: &str) -> Option<u32> {
-        self.text
-            .split('\n')
-            .position(|t| t == token)
-            .map(|n| n as u32)
+        match &self.index {
+            Some(index) => index.row_of(self.text, token),
+            None => self
+                .text
+                .split('\n')
+                .position(|t| t == token)
+                .map(|n| n as u32),
+        }
     }
 
     /// Rows in the table, one per token.
@@ -142,74 +216,44 @@ impl<'a> Table<'a> {
     }
 }
 
-/// The first bytes and lengths of the tokens [`Table::vocab_of`] looks
-/// for, so that its pass over the vocabulary hashes only the tokens that
-/// could be one of them. A question's words split into some hundred
-/// pieces of a few dozen shapes, and most of the 30,522 tokens of the
-/// built-in table share none: hashing every one of them was about 0.4 ms
-/// of each fresh question's embedding.
-struct Shapes {
-    /// Per first byte, a bit per length (lengths from 127 on share the
-    /// last bit); the continuation pieces (`##…`) by the first byte after
-    /// their mark, in the upper half. An empty token is first byte 0,
-    /// length 0.
-    bits: [u128; 512],
-}
-
-impl Shapes {
-    fn of(wanted: &WantedSet) -> Shapes {
-        let mut bits = [0u128; 512];
-        for w in wanted {
-            let (first, len) = Shapes::shape(w);
-            bits[first] |= 1 << len;
-        }
-        Shapes { bits }
-    }
-
-    fn shape(token: &str) -> (usize, u32) {
-        let len = token.len().min(127) as u32;
-        let b = token.as_bytes();
-        match b {
-            [b'#', b'#', next, ..] => (256 + usize::from(*next), len),
-            _ => (usize::from(b.first().copied().unwrap_or(0)), len),
-        }
-    }
-
-    /// False only when no token looked for has `token`'s shape.
-    fn may_hold(&self, token: &str) -> bool {
-        let (first, len) = Shapes::shape(token);
-        self.bits[first] >> len & 1 == 1
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    /// Every token of the built-in table, and some it lacks, is found in
+    /// the index at the row the whole vocabulary's map gives.
     #[test]
-    fn the_shapes_pass_every_token_looked_for_and_few_others() {
-        let table = Table::parse(super::super::BUILTIN).expect("table");
+    fn the_index_finds_each_token_at_its_first_row() {
+        let bare = Table::parse(super::super::BUILTIN).expect("table");
+        let indexed = Table::parse(super::super::BUILTIN)
+            .expect("table")
+            .with_index(super::super::BUILTIN_INDEX);
+        assert!(indexed.index.is_some(), "the build's index fits the table");
+        let absent = ["", "zzzzzzzzqx", "##qqqq", "hyperx", "[unk]", "\u{10FFFF}"];
+        for token in bare.tokens().chain(absent) {
+            let want = bare.vocab().get(token).copied();
+            assert_eq!(indexed.row_of(token), want, "{token:?}");
+        }
         let wanted: WantedSet = ["pin", "##ned", "hyper", "", "x".repeat(140).as_str(), "为"]
             .into_iter()
             .map(String::from)
             .collect();
-        let shapes = Shapes::of(&wanted);
-        for w in &wanted {
-            assert!(shapes.may_hold(w), "{w:?}");
-        }
-        // A longer token of a long one's first byte shares its last bit.
-        assert!(shapes.may_hold(&"x".repeat(200)));
-        let passed = table
-            .text
-            .split('\n')
-            .filter(|t| shapes.may_hold(t))
-            .count();
-        assert!(passed * 20 < table.rows(), "{passed} of {}", table.rows());
-        // The pass finds exactly what a look-up of each token finds.
-        let found = table.vocab_of(&wanted);
-        for w in &wanted {
-            assert_eq!(found.get(w.as_str()).copied(), table.row_of(w), "{w:?}");
-        }
+        let found = indexed.vocab_of(&wanted);
+        assert_eq!(found, bare.vocab_of(&wanted));
         assert!(found.contains_key("hyper") && found.contains_key("##ned"));
+        assert!(!found.contains_key(""));
+    }
+
+    /// An index made for another table is not used.
+    #[test]
+    fn an_index_that_does_not_fit_is_left_out() {
+        let b = super::super::BUILTIN_INDEX;
+        let table = || Table::parse(super::super::BUILTIN).expect("table");
+        assert!(table().with_index(&b[..b.len() - 3]).index.is_none());
+        assert!(table().with_index(&b[..16]).index.is_none());
+        let mut other = b.to_vec();
+        other[0] ^= 1;
+        assert!(table().with_index(&other).index.is_none());
+        assert!(table().with_index(&[]).index.is_none());
     }
 }
