@@ -30,6 +30,10 @@ const MAGIC: &[u8; 8] = Component::Vectors.spec().magic;
 pub(crate) const HEADER_LEN: u64 = flat_file::HEADER_LEN as u64;
 /// Entries read per read call by a scanning thread.
 const CHUNK_ENTRIES: usize = 2048;
+/// Wanted entries at most this many apart are read with one call, the
+/// entries between them too: about a page of bytes costs less to copy
+/// than a system call on the benchmark machine.
+const JOIN_GAP: u64 = 16;
 /// Below this many entries a scan stays on the calling thread.
 const PARALLEL_FROM: u64 = 32_768;
 /// Threads that scan at most.
@@ -944,7 +948,7 @@ impl Scan {
             let mut j = i + 1;
             while j < positions.len()
                 && positions[j] - first < CHUNK_ENTRIES as u64
-                && positions[j] - positions[j - 1] <= 8
+                && positions[j] - positions[j - 1] <= JOIN_GAP
             {
                 j += 1;
             }
