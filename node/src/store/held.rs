@@ -233,9 +233,6 @@ fn extend(
     }
 }
 
-/// `have` when it maps at least `len` bytes of entries, else `file`
-/// mapped anew; `None` when it cannot be mapped or is shorter than
-/// `start + len`.
 /// The entries of `file` from byte `start`, mapped for a reader that
 /// keeps nothing (a fresh search's, see `columns_file`); `None` when the
 /// file cannot be mapped or is shorter than `len` bytes of entries.
@@ -243,6 +240,9 @@ pub(crate) fn map_once(file: &File, start: u64, len: u64) -> Option<Entries> {
     map(None, file, start, len)
 }
 
+/// `have` when it maps at least `len` bytes of entries, else `file`
+/// mapped anew; `None` when it cannot be mapped or is shorter than
+/// `start + len`.
 fn map(have: Option<Entries>, file: &File, start: u64, len: u64) -> Option<Entries> {
     if let Some(m @ Entries::Mapped(_)) = have
         && m.len() as u64 >= len
