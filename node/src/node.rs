@@ -1246,7 +1246,8 @@ mod tests {
         assert!(surveyed(&node).is_ok(), "nothing changed");
         let columns = crate::store::columns_file::path_for(&cfg.db_path);
         let mut bytes = std::fs::read(&columns).expect("columns file");
-        bytes[40] ^= 0xff;
+        // A byte of the first page of entries, after the header's page.
+        bytes[4096 + 40] ^= 0xff;
         bytes.push(0);
         std::fs::write(&columns, &bytes).expect("damage");
         let walk = surveyed(&node).expect_err("the shortcut is not taken");

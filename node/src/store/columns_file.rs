@@ -3,11 +3,11 @@
 //! class, role byte), the one derived home of these facts; where it
 //! cannot say, the reader asks `records`.
 //!
-//! Layout: the [`super::flat_file`] header (magic `cairnrc2`), then sealed
-//! [`super::pages`] of [`PER_PAGE`] 16-byte entries, record `id` in page
-//! `id / PER_PAGE`: the stamp word (u64 LE), the session row (u32 LE), the
-//! role code, the length class, the role byte, a zero byte. A zero field
-//! says nothing. `meta.columns_file` (token, `upto`) vouches for every
+//! Layout: the [`super::flat_file`] header (magic `cairnrc3`) alone in
+//! the first 4 KiB, then sealed [`super::pages`] of [`PER_PAGE`] 16-byte
+//! entries, record `id` in page `id / PER_PAGE`: the stamp word (u64 LE),
+//! the session row (u32 LE), the role code, the length class, the role
+//! byte, a zero byte. A zero field says nothing. `meta.columns_file` (token, `upto`) vouches for every
 //! record up to `upto`; pages are written whole and synced before the
 //! mark moves ([`Store::write_columns`]); a deleting path zeroes its
 //! records' entries in its own transaction ([`zero`]) or drops the mark,
@@ -46,11 +46,12 @@ pub(crate) const LENGTH_AT: usize = 13;
 /// Where an entry keeps the role byte.
 pub(crate) const ROLE_AT: usize = 14;
 
-/// Records written per transaction.
-pub(crate) const STEP: i64 = 65_536;
-
-/// Pages a writer keeps before it writes them out.
-const WRITE_PAGES: u64 = 256;
+/// Pages (the header's included) of the 2 MiB regions the file is
+/// written in: a writer writes a region at once where it can, which
+/// leaves the kernel whole regions to cache and map as huge pages, so a
+/// search that reads entries all over a large file takes few page faults.
+/// A transaction writes to the end of one region.
+const REGION_PAGES: u64 = if cfg!(test) { 4 } else { 512 };
 
 /// The files older versions kept beside the database, removed when the
 /// file is written anew.
@@ -76,9 +77,14 @@ fn place(id: i64) -> (u64, usize) {
     )
 }
 
-/// Where page `n` starts in the file.
+/// Where page `n` starts in the file, after the header's page.
 fn page_offset(n: u64) -> u64 {
-    HEADER_LEN as u64 + n * PAGE as u64
+    (n + 1) * PAGE as u64
+}
+
+/// The page after the last of the region that page `n` lies in.
+fn region_end(n: u64) -> u64 {
+    ((n + 1) / REGION_PAGES + 1) * REGION_PAGES - 1
 }
 
 /// What the ranker needs of a record.
@@ -194,7 +200,9 @@ fn open_marked(db: &Path, mark: &Mark, write: bool) -> Option<File> {
 fn create(db: &Path, token: &[u8; 16]) -> Result<File, StoreError> {
     let path = path_for(db);
     let (file, tmp) = flat_file::create_beside(&path).map_err(io(&path))?;
-    flat_file::write_at(&file, &header(token), 0).map_err(io(&tmp))?;
+    let mut head = [0u8; PAGE];
+    head[..HEADER_LEN].copy_from_slice(&header(token));
+    flat_file::write_at(&file, &head, 0).map_err(io(&tmp))?;
     file.sync_data().map_err(io(&tmp))?;
     std::fs::rename(&tmp, &path).map_err(io(&path))?;
     for former in FORMER {
@@ -241,9 +249,9 @@ impl View {
                     blank: 0,
                     file: Some(id),
                 };
-                held.entries(Which::Columns, key, &file, HEADER_LEN as u64, len)
+                held.entries(Which::Columns, key, &file, PAGE as u64, len)
             }),
-            None => held::map_once(&file, HEADER_LEN as u64, len),
+            None => held::map_once(&file, PAGE as u64, len),
         }?;
         Some(View {
             map,
@@ -509,8 +517,8 @@ impl Bytes {
     }
 }
 
-/// Pages being written from page `first` on, sealed and written out
-/// [`WRITE_PAGES`] at a time.
+/// Pages being written from page `first` on, sealed and written out a
+/// region at a time (see [`REGION_PAGES`]).
 struct Writing<'f> {
     file: &'f File,
     path: &'f Path,
@@ -524,8 +532,9 @@ impl Writing<'_> {
     /// written out (empty ones included) once enough wait.
     fn entry(&mut self, id: i64) -> Result<&mut [u8], StoreError> {
         let (n, at) = place(id);
-        while n >= self.first + WRITE_PAGES {
-            self.buf.resize(WRITE_PAGES as usize * PAGE, 0);
+        while n >= region_end(self.first) {
+            self.buf
+                .resize((region_end(self.first) - self.first) as usize * PAGE, 0);
             self.flush()?;
         }
         let need = (n - self.first + 1) as usize * PAGE;
@@ -549,8 +558,9 @@ impl Writing<'_> {
     }
 }
 
-/// Writes the entries of up to [`STEP`] records the file lacks, in one
-/// transaction; returns how many (0: the file is complete).
+/// Writes the entries the file lacks, to the end of the region of the
+/// first of them, in one transaction; returns how many (0: the file is
+/// complete).
 pub(crate) fn write_step(conn: &Connection, db: &Path) -> Result<u64, StoreError> {
     let tx = rusqlite::Transaction::new_unchecked(conn, rusqlite::TransactionBehavior::Immediate)?;
     let newest: Option<i64> = tx.query_row("SELECT max(id) FROM records", [], |r| r.get(0))?;
@@ -578,14 +588,20 @@ pub(crate) fn write_step(conn: &Connection, db: &Path) -> Result<u64, StoreError
         buf: Vec::new(),
     };
     let mut stmt = tx.prepare_cached(
-        "SELECT id, role, ts, session, flags, text FROM records WHERE id >= ?1 ORDER BY id LIMIT ?2",
+        "SELECT id, role, ts, session, flags, text FROM records WHERE id >= ?1 ORDER BY id",
     )?;
     let before = mark.upto;
     let from = (first * PER_PAGE as u64) as i64;
-    let mut rows = stmt.query((from, STEP + (before - from + 1).max(0)))?;
+    let mut rows = stmt.query([from])?;
     let mut written = 0u64;
+    let mut end = None;
     while let Some(r) = rows.next()? {
         let id: i64 = r.get(0)?;
+        // The step ends with the region of its first new record.
+        let page = place(id).0;
+        if id > before && page >= *end.get_or_insert(region_end(page)) {
+            break;
+        }
         let flags: i64 = r.get(4)?;
         let stamp = Stamp::of(r.get(2)?, flags);
         // A text that cannot state its length leaves the class unknown:
@@ -699,7 +715,7 @@ impl super::Store {
     }
 
     /// Writes the columns file's entries of every record it lacks, a
-    /// [`STEP`] at a time; returns how many it wrote.
+    /// region at a time; returns how many it wrote.
     pub fn write_columns(&self) -> Result<u64, StoreError> {
         let mut written = 0;
         loop {
@@ -745,11 +761,11 @@ impl super::Store {
 /// anything.
 fn bad_pages(file: &File, mark: &Mark) -> Option<String> {
     let total = mark.pages_len() / PAGE as u64;
-    let mut buf = vec![0u8; WRITE_PAGES as usize * PAGE];
+    let mut buf = vec![0u8; REGION_PAGES as usize * PAGE];
     let mut bad = Vec::new();
     let mut n = 0;
     while n < total {
-        let count = (total - n).min(WRITE_PAGES);
+        let count = (total - n).min(REGION_PAGES);
         let chunk = &mut buf[..count as usize * PAGE];
         if flat_file::read_at(file, chunk, page_offset(n)).is_err() {
             return Some(format!("it is cut short before page {n} of {total}"));
@@ -1149,6 +1165,25 @@ pub(crate) mod tests {
         reads_as(&[&store, &held], &left, |_| true, "written again");
         lengths_as(&[&store, &held], &left, |_| true, "written again");
         assert_true_to(&store, "written again");
+    }
+
+    #[test]
+    fn each_transaction_writes_to_the_end_of_a_region() {
+        let (_dir, store, _) = store_of(3_000);
+        let mut next = Vec::new();
+        while write_step(store.conn(), store.path()).expect("step") > 0 {
+            let mark = read_mark(store.conn()).expect("mark").expect("a mark");
+            next.push(page_offset(place(mark.upto + 1).0));
+        }
+        // Every step but the last stopped at a region's end, so the next
+        // one writes the following region from its first byte.
+        let region = REGION_PAGES * PAGE as u64;
+        let (_, full) = next.split_last().expect("steps");
+        assert!(full.len() >= 2, "{next:?}");
+        for at in full {
+            assert_eq!(at % region, 0, "{next:?}");
+        }
+        assert_true_to(&store, "in regions");
     }
 
     fn file_of(path: &Path) -> File {

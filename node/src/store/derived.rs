@@ -48,8 +48,8 @@ pub struct Spec {
 
 const COLUMNS: Spec = Spec {
     suffix: "-columns",
-    magic: b"cairnrc2",
-    former: &[b"cairnrc1"],
+    magic: b"cairnrc3",
+    former: &[b"cairnrc1", b"cairnrc2"],
     semantic: false,
     mark: Some("columns_file"),
     checked: "4 KiB pages sealed with a CRC-32 (`store::pages`), each checked before it is read",
