@@ -14,11 +14,11 @@
 //! blank in the sketch removes the file.
 
 use std::fs::File;
-use std::io::{BufWriter, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use super::derived::Component;
-use super::flat_file::{self, read_at};
+use super::flat_file::{self, RegionWriter, read_at};
 use super::held::{self, Held, Which};
 use super::pages::{self, PAGE};
 
@@ -508,7 +508,7 @@ fn write(
     let path = path_for(db);
     let (file, tmp) = flat_file::create_beside(&path)?;
     let written = (|| -> std::io::Result<()> {
-        let mut w = BufWriter::with_capacity(1 << 20, &file);
+        let mut w = RegionWriter::new(&file, 0);
         w.write_all(&pages::sealed_head(&seal, &head))?;
         let first = pages::head_pages(head.len());
         let per = per_page(size) as usize;

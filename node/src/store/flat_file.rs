@@ -1,7 +1,7 @@
 //! What the flat files beside the database (`store::vector_file`,
 //! `store::sketch`) share: their 32-byte header, reads and writes at a
-//! byte offset that leave the file's cursor alone, and the split of a
-//! scan between threads.
+//! byte offset that leave the file's cursor alone, writes in 2 MiB
+//! regions, and the split of a scan between threads.
 
 use std::fs::File;
 
@@ -108,6 +108,54 @@ pub(super) fn write_at(file: &File, mut buf: &[u8], mut offset: u64) -> std::io:
     Ok(())
 }
 
+/// Bytes of the regions the derived files are written in: a huge page.
+/// A region filled by one write stays in the page cache as one huge
+/// folio (ext4 on current kernels), which a mapping takes with one
+/// page-table entry and a read finds with one look-up; written in
+/// smaller pieces, at offsets a header shifts, it is cached as many
+/// small ones.
+pub(super) const REGION: u64 = 2 << 20;
+
+/// A buffered writer of `file` from byte `at` on that writes out at each
+/// [`REGION`] boundary, so that a long write fills whole regions with one
+/// write each. What is buffered is written by `flush`, never on drop.
+pub(super) struct RegionWriter<'f> {
+    file: &'f File,
+    /// Where the buffer's first byte goes.
+    at: u64,
+    buf: Vec<u8>,
+}
+
+impl<'f> RegionWriter<'f> {
+    pub(super) fn new(file: &'f File, at: u64) -> RegionWriter<'f> {
+        RegionWriter {
+            file,
+            at,
+            buf: Vec::new(),
+        }
+    }
+}
+
+impl std::io::Write for RegionWriter<'_> {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        let end = (self.at / REGION + 1) * REGION;
+        let room = (end - self.at) as usize - self.buf.len();
+        let n = bytes.len().min(room);
+        self.buf.extend_from_slice(&bytes[..n]);
+        if n == room {
+            self.flush()?;
+        }
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        write_at(self.file, &self.buf, self.at)?;
+        self.at += self.buf.len() as u64;
+        self.buf.clear();
+        Ok(())
+    }
+}
+
 /// Runs `part(i)` for each `i` below `threads`, part 0 on this thread and
 /// each other on a thread of its own (or on this one, after, when no
 /// thread is to be had); returns what they returned, in order.
@@ -138,4 +186,37 @@ pub(super) fn in_parts<T: Send>(
         }
         Ok(out)
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Write;
+
+    use super::*;
+
+    #[test]
+    fn a_region_writer_writes_out_at_each_region_boundary() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let path = dir.path().join("f");
+        let file = File::create(&path).expect("create");
+        let len = || std::fs::metadata(&path).expect("stat").len();
+        let bytes: Vec<u8> = (0..3 * REGION + 500).map(|i| (i % 251) as u8).collect();
+        let start = REGION - 10;
+        let mut w = RegionWriter::new(&file, start);
+        w.write_all(&bytes[..30]).expect("write");
+        // The first 10 bytes reached a boundary and went out; the rest wait.
+        assert_eq!(len(), REGION);
+        w.write_all(&bytes[30..]).expect("write");
+        assert_eq!(len(), 4 * REGION, "whole regions out, the tail held");
+        w.flush().expect("flush");
+        assert_eq!(len(), start + bytes.len() as u64);
+        // A write after a flush goes on where it ended; dropping the
+        // writer writes nothing.
+        let mut w = RegionWriter::new(&file, start + bytes.len() as u64);
+        w.write_all(&[7; 9]).expect("write");
+        drop(w);
+        assert_eq!(len(), start + bytes.len() as u64);
+        let got = std::fs::read(&path).expect("read");
+        assert_eq!(&got[start as usize..], &bytes[..]);
+    }
 }

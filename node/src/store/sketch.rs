@@ -14,7 +14,7 @@
 //! full check removes it. A blanked entry's sketch is zeroed with it.
 
 use std::fs::File;
-use std::io::{BufWriter, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -24,7 +24,7 @@ use rusqlite::Connection;
 use super::StoreError;
 use super::cells::{self, Cells};
 use super::derived::{self, Component};
-use super::flat_file::{self, read_at, write_at};
+use super::flat_file::{self, RegionWriter, read_at, write_at};
 use super::held::{self, Held, Which};
 use super::pages::{self, PAGE};
 
@@ -845,7 +845,7 @@ fn write_new(
     for m in mean {
         head.extend_from_slice(&m.to_le_bytes());
     }
-    let mut w = BufWriter::with_capacity(1 << 20, file);
+    let mut w = RegionWriter::new(file, 0);
     w.write_all(&pages::sealed_head(seal, &head))?;
     let pw = PageWriter::new(seal, dim, 0);
     write_pages(file, w, pw, (0, trusted), mean, entries)
@@ -865,8 +865,7 @@ fn append(
     entries: &mut Entries<'_>,
 ) -> std::io::Result<()> {
     let p = n / per_page(dim);
-    let mut w = BufWriter::with_capacity(1 << 20, file);
-    std::io::Seek::seek(&mut w, std::io::SeekFrom::Start(page_at(dim, p)))?;
+    let w = RegionWriter::new(file, page_at(dim, p));
     let pw = PageWriter::new(seal, dim, p);
     let from = p * per_page(dim);
     file.set_len(page_at(dim, pages_for(dim, trusted)))?;
@@ -877,7 +876,7 @@ fn append(
 /// the last page, and syncs `file`.
 fn write_pages(
     file: &File,
-    mut w: BufWriter<&File>,
+    mut w: RegionWriter<'_>,
     mut pw: PageWriter<'_>,
     (from, to): (u64, u64),
     mean: &[f32],

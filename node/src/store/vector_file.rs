@@ -13,14 +13,14 @@
 //! computed again ([`sync`]); the sketch follows the file.
 
 use std::fs::File;
-use std::io::{BufWriter, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use rusqlite::{Connection, params};
 
 use super::derived::{self, Component};
-use super::flat_file::{self, read_at, write_at};
+use super::flat_file::{self, RegionWriter, read_at, write_at};
 use super::held::{self, Held, Which};
 use super::sketch;
 use super::{StoreError, meta_drop, meta_get, meta_set};
@@ -598,13 +598,14 @@ fn fill(
         path: path.to_path_buf(),
         source,
     };
-    let mut w = BufWriter::with_capacity(1 << 20, file);
-    match start {
-        Start::Seek(at) => {
-            std::io::Seek::seek(&mut w, std::io::SeekFrom::Start(at)).map_err(io)?;
+    let mut w = match start {
+        Start::Seek(at) => RegionWriter::new(file, at),
+        Start::Header(token) => {
+            let mut w = RegionWriter::new(file, 0);
+            w.write_all(&header(dim, token)).map_err(io)?;
+            w
         }
-        Start::Header(token) => w.write_all(&header(dim, token)).map_err(io)?,
-    }
+    };
     let mut firsts = Vec::new();
     let written =
         write_entries(conn, &mut w, (at, after), dim, &mut firsts).map_err(|e| e.at(path))?;
