@@ -108,13 +108,13 @@ pub(super) fn write_at(file: &File, mut buf: &[u8], mut offset: u64) -> std::io:
     Ok(())
 }
 
-/// Bytes of the regions the derived files are written in: a huge page.
-/// A region filled by one write stays in the page cache as one huge
-/// folio (ext4 on current kernels), which a mapping takes with one
-/// page-table entry and a read finds with one look-up; written in
-/// smaller pieces, at offsets a header shifts, it is cached as many
-/// small ones.
-pub(super) const REGION: u64 = 2 << 20;
+/// Bytes of the regions the derived files are written in: a huge page
+/// (8 KiB in unit tests, so that small files span several). A region
+/// filled by one write stays in the page cache as one huge folio (ext4
+/// on current kernels), which a mapping takes with one page-table entry
+/// and a read finds with one look-up; written in smaller pieces, at
+/// offsets a header shifts, it is cached as many small ones.
+pub(super) const REGION: u64 = if cfg!(test) { 8 << 10 } else { 2 << 20 };
 
 /// A buffered writer of `file` from byte `at` on that writes out at each
 /// [`REGION`] boundary, so that a long write fills whole regions with one
@@ -133,6 +133,11 @@ impl<'f> RegionWriter<'f> {
             at,
             buf: Vec::new(),
         }
+    }
+
+    /// Where what it wrote out ends (what it holds is not counted).
+    pub(super) fn written_to(&self) -> u64 {
+        self.at
     }
 }
 

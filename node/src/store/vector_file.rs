@@ -511,6 +511,8 @@ pub(crate) fn sync(
     let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
     let newest = newest(&tx)?;
     let path = path_for(db);
+    // A step of a long pass moves whole regions only (see `fill`).
+    let step = cells == sketch::CellsWhen::Later;
     let io = |source| StoreError::Derived {
         path: path.clone(),
         source,
@@ -540,13 +542,13 @@ pub(crate) fn sync(
                 &file,
                 Start::Seek(start),
                 (m.count, m.upto),
-                dim,
+                (dim, step),
                 &path,
             )?;
             let mark = Mark {
                 token: m.token,
                 count: m.count + added,
-                upto: upto.max(newest),
+                upto: upto.unwrap_or(newest),
                 blank: m.blank + blanked.len() as u64,
             };
             (mark, Synced::Extended(added), blanked)
@@ -555,12 +557,19 @@ pub(crate) fn sync(
             let token = flat_file::new_token(b"cairn vector file", db);
             let (file, tmp) = flat_file::create_beside(&path).map_err(io)?;
             tx.execute("DELETE FROM vector_blocks", [])?;
-            let (added, upto) = fill(&tx, &file, Start::Header(&token), (0, 0), dim, &path)?;
+            let (added, upto) = fill(
+                &tx,
+                &file,
+                Start::Header(&token),
+                (0, 0),
+                (dim, step),
+                &path,
+            )?;
             std::fs::rename(&tmp, &path).map_err(io)?;
             let mark = Mark {
                 token,
                 count: added,
-                upto: upto.max(newest),
+                upto: upto.unwrap_or(newest),
                 blank: 0,
             };
             (mark, Synced::Rebuilt(added), Vec::new())
@@ -583,17 +592,24 @@ enum Start<'a> {
 }
 /// Writes every vector above record id `after` into `file` from `start`,
 /// the file's entry `at`, then syncs the file's data; returns how many
-/// entries, and the highest record id written. `path` names the file in
-/// errors. The first id of each block begun is noted in `vector_blocks`
-/// (see [`note_blocks`]).
+/// entries, and the highest record id whose vector the file now holds
+/// when some are left in the table (`None`: none is). `path` names the
+/// file in errors. The first id of each block begun is noted in
+/// `vector_blocks` (see [`note_blocks`]).
+///
+/// With `step` (a step of a long pass, more to come), the entries past
+/// the last 2 MiB boundary the writing reached are left in the table for
+/// the next step, the one cut by the boundary included: each step then
+/// fills whole regions with one write (see `flat_file::REGION`), and the
+/// next one starts by writing that entry again.
 fn fill(
     conn: &Connection,
     file: &File,
     start: Start<'_>,
     (at, after): (u64, i64),
-    dim: usize,
+    (dim, step): (usize, bool),
     path: &Path,
-) -> Result<(u64, i64), StoreError> {
+) -> Result<(u64, Option<i64>), StoreError> {
     let io = |source| StoreError::Derived {
         path: path.to_path_buf(),
         source,
@@ -601,19 +617,35 @@ fn fill(
     let mut w = match start {
         Start::Seek(at) => RegionWriter::new(file, at),
         Start::Header(token) => {
-            let mut w = RegionWriter::new(file, 0);
-            w.write_all(&header(dim, token)).map_err(io)?;
-            w
+            // Written at once: a step may write no entry.
+            write_at(file, &header(dim, token), 0).map_err(io)?;
+            RegionWriter::new(file, HEADER_LEN)
         }
     };
-    let mut firsts = Vec::new();
-    let written =
-        write_entries(conn, &mut w, (at, after), dim, &mut firsts).map_err(|e| e.at(path))?;
-    w.flush().map_err(io)?;
+    let (mut firsts, mut ids) = (Vec::new(), Vec::new());
+    write_entries(conn, &mut w, (at, after), dim, (&mut firsts, &mut ids))
+        .map_err(|e| e.at(path))?;
+    let whole = match step {
+        true => {
+            let first = HEADER_LEN + at * entry_len(dim);
+            let before = w.written_to().saturating_sub(first) / entry_len(dim);
+            ids.len().min(before as usize)
+        }
+        false => {
+            w.flush().map_err(io)?;
+            ids.len()
+        }
+    };
+    // What the writer holds past the boundary is never written.
     drop(w);
     file.sync_data().map_err(io)?;
+    firsts.retain(|&(block, _)| block * SKIP_BLOCK < at + whole as u64);
     note_blocks(conn, at, &firsts)?;
-    Ok(written)
+    let upto = match whole < ids.len() {
+        true => Some(whole.checked_sub(1).map_or(after, |i| ids[i])),
+        false => None,
+    };
+    Ok((whole as u64, upto))
 }
 
 /// Notes in `vector_blocks` the first record id of each block of
@@ -707,33 +739,32 @@ impl CopyError {
 }
 
 /// Writes every vector above record id `after` as an entry, the first
-/// being the file's entry `at`; returns how many, and the highest id
-/// written, and adds to `firsts` the (block, first id) of each block of
-/// [`SKIP_BLOCK`] entries begun. A vector of another length (not one this
-/// table makes) is left out.
+/// being the file's entry `at`, adding its id to `ids`, and adds to
+/// `firsts` the (block, first id) of each block of [`SKIP_BLOCK`] entries
+/// begun. A vector of another length (not one this table makes) is left
+/// out.
 fn write_entries(
     conn: &Connection,
     w: &mut impl Write,
     (at, after): (u64, i64),
     dim: usize,
-    firsts: &mut Vec<(u64, i64)>,
-) -> Result<(u64, i64), CopyError> {
+    (firsts, ids): (&mut Vec<(u64, i64)>, &mut Vec<i64>),
+) -> Result<(), CopyError> {
     let mut stmt = conn
         .prepare("SELECT id, v FROM vectors WHERE id > ?1 AND v IS NOT NULL ORDER BY id")
         .map_err(CopyError::Db)?;
     let mut rows = stmt.query([after]).map_err(CopyError::Db)?;
-    let (mut n, mut upto) = (0u64, after);
     while let Some(r) = rows.next().map_err(CopyError::Db)? {
         let id: i64 = r.get(0).map_err(CopyError::Db)?;
         let v = r
             .get_ref(1)
             .and_then(|v| v.as_blob().map_err(rusqlite::Error::from))
             .map_err(CopyError::Db)?;
-        upto = id;
         if v.len() != dim {
             continue;
         }
-        if (at + n) % SKIP_BLOCK == 0 {
+        let n = ids.len() as u64;
+        if (at + n).is_multiple_of(SKIP_BLOCK) {
             firsts.push(((at + n) / SKIP_BLOCK, id));
         }
         let e = entry(
@@ -742,9 +773,9 @@ fn write_entries(
             &crate::embed::offset_binary(v),
         );
         w.write_all(&e).map_err(CopyError::Io)?;
-        n += 1;
+        ids.push(id);
     }
-    Ok((n, upto))
+    Ok(())
 }
 
 /// The trusted part of the file, open for a scan.
@@ -1945,7 +1976,7 @@ mod tests {
     #[test]
     fn a_long_vector_pass_writes_the_sketch_s_cells_once_at_its_last_move() {
         let dir = tempfile::tempdir().expect("tmp");
-        let steps = [64, 128, 192, 250];
+        let steps = [640, 1_280, 1_920, 2_500];
         let mut each = Store::open(&dir.path().join("each.db")).expect("open");
         let mut covered = Vec::new();
         let mut from = 0;
@@ -1955,8 +1986,9 @@ mod tests {
             covered.push(crate::store::cells_covered(each.path()));
             from = to;
         }
-        // Written at 64, 128 and 192; at 250 those still cover three quarters.
-        assert_eq!(covered, [Some(64), Some(128), Some(192), Some(192)]);
+        // Written at 640, 1,280 and 1,920; at 2,500 those still cover
+        // three quarters.
+        assert_eq!(covered, [Some(640), Some(1_280), Some(1_920), Some(1_920)]);
 
         let mut once = Store::open(&dir.path().join("once.db")).expect("open");
         let mut from = 0;
@@ -1966,13 +1998,23 @@ mod tests {
             assert_eq!(crate::store::cells_covered(once.path()), None, "{to}");
             from = to;
         }
-        // The sketch followed every step: a search reads it all.
+        // Each step moved the entries of whole regions, the rest waiting in
+        // the table (the entry a boundary cuts included), and the sketch
+        // followed it.
         let mark = read_mark(&once.conn).expect("mark").expect("a mark");
-        assert_eq!(mark.count, 250);
+        let len = std::fs::metadata(path_for(once.path()))
+            .expect("stat")
+            .len();
+        assert_eq!(len % flat_file::REGION, 0, "{len}");
+        assert_eq!(mark.count, (len - HEADER_LEN) / entry_len(3));
+        assert!(mark.count > 1_920 && mark.count < 2_500, "{}", mark.count);
         assert!(sketch::path_for(once.path()).exists());
-        // The last move had nothing left to move: the cells are written.
-        assert_eq!(once.sync_vector_file(3).expect("sync"), Synced::Current);
-        assert_eq!(crate::store::cells_covered(once.path()), Some(250));
+        // The last move takes the rest and writes the cells.
+        assert_eq!(
+            once.sync_vector_file(3).expect("sync"),
+            Synced::Extended(2_500 - mark.count)
+        );
+        assert_eq!(crate::store::cells_covered(once.path()), Some(2_500));
         assert_eq!(scanned(&once, 2), scanned(&each, 2));
     }
 
