@@ -557,9 +557,9 @@ impl Node {
     /// records were examined; nothing when the semantic tier is off.
     ///
     /// The new vectors are moved into the flat file that searches scan
-    /// (see `store::vector_file`) every [`MOVE_EVERY`] records and at the
-    /// end; the cells over their sketch are written (when due) only at the
-    /// end. A failure there is logged, not returned: the vectors stay in
+    /// (see `store::vector_file`) every [`MOVE_EVERY`] records, as far as
+    /// they fill whole 2 MiB regions, and all at the end; the cells over
+    /// their sketch are written (when due) only at the end. A failure there is logged, not returned: the vectors stay in
     /// the table, where searches read them, until a later pass. A file
     /// that cannot be trusted any more is written again from vectors
     /// computed anew.
