@@ -46,12 +46,12 @@ pub(crate) const LENGTH_AT: usize = 13;
 /// Where an entry keeps the role byte.
 pub(crate) const ROLE_AT: usize = 14;
 
-/// Pages (the header's included) of the 2 MiB regions the file is
-/// written in: a writer writes a region at once where it can, which
-/// leaves the kernel whole regions to cache and map as huge pages, so a
-/// search that reads entries all over a large file takes few page faults.
-/// A transaction writes to the end of one region.
-const REGION_PAGES: u64 = if cfg!(test) { 4 } else { 512 };
+/// Pages (the header's included) of the regions the file is written in
+/// ([`flat_file::REGION`]): a writer writes a region at once where it
+/// can, which leaves the kernel whole regions to cache and map as huge
+/// pages, so a search that reads entries all over a large file takes few
+/// page faults. A transaction writes to the end of one region.
+const REGION_PAGES: u64 = flat_file::REGION / PAGE as u64;
 
 /// The files older versions kept beside the database, removed when the
 /// file is written anew.
