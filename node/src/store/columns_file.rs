@@ -7,8 +7,8 @@
 //! the first 4 KiB, then sealed [`super::pages`] of [`PER_PAGE`] 16-byte
 //! entries, record `id` in page `id / PER_PAGE`: the stamp word (u64 LE),
 //! the session row (u32 LE), the role code, the length class, the role
-//! byte, a zero byte. A zero field says nothing. `meta.columns_file` (token, `upto`) vouches for every
-//! record up to `upto`; pages are written whole and synced before the
+//! byte, a zero byte. A zero field says nothing. `meta.columns_file`
+//! (token, `upto`) vouches for every record up to `upto`; pages are written whole and synced before the
 //! mark moves ([`Store::write_columns`]); a deleting path zeroes its
 //! records' entries in its own transaction ([`zero`]) or drops the mark,
 //! so a non-zero entry also says its record exists in the reader's
@@ -17,6 +17,7 @@
 //! write anything but this file and its mark.
 
 use std::fs::File;
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering as AtomicOrdering};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -25,7 +26,7 @@ use rusqlite::Connection;
 
 use super::columns::{self, Stamp};
 use super::derived::{self, Component};
-use super::flat_file::{self, HEADER_LEN};
+use super::flat_file::{self, HEADER_LEN, RegionWriter};
 use super::held::{self, Which};
 use super::pages::{self, BODY, PAGE};
 use super::{Store, StoreError, codec};
@@ -517,44 +518,52 @@ impl Bytes {
     }
 }
 
-/// Pages being written from page `first` on, sealed and written out a
-/// region at a time (see [`REGION_PAGES`]).
+/// Pages being written, page `n` being filled: each sealed once the
+/// writing moves past it and handed to a [`RegionWriter`], which writes
+/// whole regions at once.
 struct Writing<'f> {
-    file: &'f File,
+    out: RegionWriter<'f>,
     path: &'f Path,
     token: [u8; 16],
-    first: u64,
-    buf: Vec<u8>,
+    n: u64,
+    page: Vec<u8>,
 }
 
-impl Writing<'_> {
-    /// The bytes of record `id`'s entry, every page before its own
-    /// written out (empty ones included) once enough wait.
-    fn entry(&mut self, id: i64) -> Result<&mut [u8], StoreError> {
-        let (n, at) = place(id);
-        while n >= region_end(self.first) {
-            self.buf
-                .resize((region_end(self.first) - self.first) as usize * PAGE, 0);
-            self.flush()?;
+impl<'f> Writing<'f> {
+    /// Pages of `file` from page `first` on.
+    fn new(file: &'f File, path: &'f Path, token: [u8; 16], first: u64) -> Writing<'f> {
+        Writing {
+            out: RegionWriter::new(file, page_offset(first)),
+            path,
+            token,
+            n: first,
+            page: vec![0; PAGE],
         }
-        let need = (n - self.first + 1) as usize * PAGE;
-        if self.buf.len() < need {
-            self.buf.resize(need, 0);
-        }
-        let from = (n - self.first) as usize * PAGE + at;
-        Ok(&mut self.buf[from..from + ENTRY])
     }
 
-    /// Seals and writes the pages held; the next starts after them.
-    fn flush(&mut self) -> Result<(), StoreError> {
-        for (page, n) in self.buf.chunks_mut(PAGE).zip(self.first..) {
-            pages::seal(&self.token, n, page);
+    /// The bytes of record `id`'s entry, every page before its own
+    /// (empty ones included) sealed and handed on.
+    fn entry(&mut self, id: i64) -> Result<&mut [u8], StoreError> {
+        let (n, at) = place(id);
+        while self.n < n {
+            self.next_page()?;
         }
-        flat_file::write_at(self.file, &self.buf, page_offset(self.first))
-            .map_err(io(self.path))?;
-        self.first += self.buf.len() as u64 / PAGE as u64;
-        self.buf.clear();
+        Ok(&mut self.page[at..at + ENTRY])
+    }
+
+    /// Seals the page being filled and hands it on; the next starts empty.
+    fn next_page(&mut self) -> Result<(), StoreError> {
+        pages::seal(&self.token, self.n, &mut self.page);
+        self.out.write_all(&self.page).map_err(io(self.path))?;
+        self.page.fill(0);
+        self.n += 1;
         Ok(())
+    }
+
+    /// Writes out the page being filled and all that waits.
+    fn finish(mut self) -> Result<(), StoreError> {
+        self.next_page()?;
+        self.out.flush().map_err(io(self.path))
     }
 }
 
@@ -580,13 +589,7 @@ pub(crate) fn write_step(conn: &Connection, db: &Path) -> Result<u64, StoreError
     // From the first record of the page the next entry goes in: the page
     // is written whole again, sealed with what it holds now.
     let first = place(mark.upto + 1).0;
-    let mut w = Writing {
-        file: &file,
-        path: &path,
-        token: mark.token,
-        first,
-        buf: Vec::new(),
-    };
+    let mut w = Writing::new(&file, &path, mark.token, first);
     let mut stmt = tx.prepare_cached(
         "SELECT id, role, ts, session, flags, text FROM records WHERE id >= ?1 ORDER BY id",
     )?;
@@ -614,7 +617,7 @@ pub(crate) fn write_step(conn: &Connection, db: &Path) -> Result<u64, StoreError
         }
         mark.upto = mark.upto.max(id);
     }
-    w.flush()?;
+    w.finish()?;
     drop(rows);
     drop(stmt);
     file.sync_data().map_err(io(&path))?;
