@@ -356,12 +356,6 @@ impl Node {
         Ok(self.store.set_cache_kib(Store::ONE_SEARCH_CACHE_KIB)?)
     }
 
-    /// Makes this node's searches read the flat vector files from memory
-    /// (see [`Store::hold_flat_files`]), for a process that answers many.
-    pub fn hold_flat_files(&mut self, budget: u64) {
-        self.store.hold_flat_files(budget);
-    }
-
     /// Runs one incremental indexing pass as `req` asks: over its walk
     /// (else one of every store), until its deadline, keeping the stores
     /// a whole walk found, and leaving a survey for the next pass. After

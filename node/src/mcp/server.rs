@@ -63,16 +63,11 @@ impl State {
     fn node(&mut self) -> Result<(&mut Node, &mut fresh::Watched), NodeError> {
         let node = match self.node.take() {
             Some(n) => n,
-            None => {
-                let mut n = Node::open(self.config.clone())?;
-                // A server lives as long as its agent's session and
-                // answers search after search when no daemon serves the
-                // home: the flat files are mapped, not read anew each
-                // time. Mapped, never copied: one server runs per agent
-                // session, and mappings share the page cache.
-                n.hold_flat_files(0);
-                n
-            }
+            // A server lives as long as its agent's session and answers
+            // search after search when no daemon serves the home; its
+            // store maps the flat files (never copies them: one server
+            // runs per agent session, and mappings share the page cache).
+            None => Node::open(self.config.clone())?,
         };
         Ok((self.node.insert(node), &mut self.watched))
     }
@@ -308,7 +303,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_servers_node_maps_the_flat_files_and_keeps_them() {
+    fn the_server_keeps_its_node() {
         let dir = tempfile::tempdir().expect("tmp");
         let mut state = State {
             config: crate::config::lexical_for_tests(dir.path()),
@@ -316,7 +311,6 @@ mod tests {
             watched: fresh::Watched::default(),
         };
         let (node, _) = state.node().expect("node");
-        assert!(node.store().holds_flat_files());
         // The same node answers the next call.
         let first: *const Node = node;
         let (again, _) = state.node().expect("node");

@@ -1692,7 +1692,9 @@ mod store_tests {
                 rec(&format!("s{}", i % 23), role, ts, &text)
             })
             .collect();
-        let (_d, store) = store_with(&recs);
+        let (_d, mut store) = store_with(&recs);
+        // Read with `pread`, against the mapped reader below.
+        store.read_flat_files_per_search();
         let opts = SearchOptions {
             limit: 10,
             now_ms: NOW,

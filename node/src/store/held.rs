@@ -1,7 +1,9 @@
-//! Copies in memory of the flat files' entries (vector file, sketch,
-//! cells), kept by a long-lived reader (the daemon's search socket) so a
-//! search scores them where they lie instead of copying them out of the
-//! page cache each time.
+//! How a store's searches reach the flat files' entries (vector file,
+//! sketch, cells): mapped, by default, so a search scores the candidates
+//! it picks where they lie (the files are written in 2 MiB regions the
+//! kernel keeps as huge pages, so a mapping costs a fault per 2 MiB, not
+//! a `pread` per candidate), or copied into memory by a long-lived reader
+//! (the daemon's search socket) up to a budget per file.
 //!
 //! A copy is tied to a [`Key`] (the vector file's token, the vector
 //! length, the blanked count, for the sketch its file's identity): under

@@ -1503,6 +1503,9 @@ mod tests {
         let dir = tempfile::tempdir().expect("tmp");
         let mut store = store_with(dir.path(), 50);
         store.sync_vector_file(3).expect("sync");
+        // The writer reads the files with `pread`: what every other
+        // reader here must match.
+        store.read_flat_files_per_search();
         let db = store.path().to_path_buf();
         let reader = |budget: u64| {
             let mut r = Store::open_read_only(&db).expect("open");
@@ -1522,7 +1525,7 @@ mod tests {
                 "{what}: sketch held"
             );
             let plain = store.vector_scan(3).expect("open").expect("file");
-            assert!(!plain.held(), "a store holds nothing unless asked");
+            assert!(!plain.held(), "read with pread");
         };
         same(&held, &store, "first read");
         let size = entry_len(3) as usize;
@@ -1589,6 +1592,12 @@ mod tests {
         assert_eq!(scanned(&none, 2), scanned(&store, 1));
         assert_eq!(sketched_scan(&none, &q), sketched_scan(&store, &q));
         let maps = none.held.as_ref().expect("held");
+        assert!(maps.mapped(Which::Vectors) && maps.mapped(Which::Sketch));
+        assert_eq!((maps.len(Which::Vectors), maps.len(Which::Sketch)), (0, 0));
+        // A store opened and never told reads the same way: mapped.
+        let fresh = Store::open_read_only(&db).expect("open");
+        assert_eq!(sketched_scan(&fresh, &q), sketched_scan(&store, &q));
+        let maps = fresh.held.as_ref().expect("mapped by default");
         assert!(maps.mapped(Which::Vectors) && maps.mapped(Which::Sketch));
         assert_eq!((maps.len(Which::Vectors), maps.len(Which::Sketch)), (0, 0));
     }

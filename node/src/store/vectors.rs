@@ -260,17 +260,18 @@ impl Store {
     /// a larger file is mapped instead, and the sketch's cells always
     /// are), brought up to date with what the database trusts as each
     /// search opens them. For a long-lived reader such as the daemon's
-    /// search socket: a search then no longer copies the files out of the
-    /// page cache. A budget of 0 maps every file and copies none.
+    /// search socket, whose copies outlive the page cache's whims. A
+    /// budget of 0 maps every file and copies none, as every store does
+    /// until told otherwise.
     pub fn hold_flat_files(&mut self, budget: u64) {
         self.held = Some(super::held::Held::new(budget));
     }
 
-    /// Whether this store holds its flat files (see
-    /// [`Store::hold_flat_files`]).
+    /// Makes this store's searches read the flat files with `pread`, as
+    /// they do where a file cannot be mapped (for tests of that path).
     #[cfg(test)]
-    pub(crate) fn holds_flat_files(&self) -> bool {
-        self.held.is_some()
+    pub(crate) fn read_flat_files_per_search(&mut self) {
+        self.held = None;
     }
 
     /// The stored vector of one record (int8), if it has one: in the
