@@ -1060,8 +1060,7 @@ pub(crate) mod tests {
         // A daemon's reader of the same database, which maps the file
         // (store::held): it reads what a fresh reader reads at every step
         // below, its mapping kept, grown and replaced.
-        let mut held = Store::open_read_only(store.path()).expect("read-only");
-        held.hold_flat_files(1 << 30);
+        let held = Store::open_read_only(store.path()).expect("read-only");
         reads_as(&[&store, &held], &want, |_| true, "written");
         lengths_as(&[&store, &held], &want, |_| true, "written");
         let holds = held.held.as_ref().expect("holds");
@@ -1206,8 +1205,7 @@ pub(crate) mod tests {
             .write(true)
             .open(&path)
             .expect("open");
-        let mut held = Store::open_read_only(store.path()).expect("read-only");
-        held.hold_flat_files(1 << 30);
+        let held = Store::open_read_only(store.path()).expect("read-only");
         // A few bytes changed in page 1, page 3 zeroed whole (a lost
         // write), a torn write in the last page: those pages' records
         // are read from their rows, every other from the file.

@@ -231,18 +231,13 @@ fn retry_busy<T>(mut f: impl FnMut() -> rusqlite::Result<T>) -> rusqlite::Result
 /// reuse (4 MiB of 8 KiB pages).
 const TRIM_MIN_PAGES: i64 = 512;
 
-/// The copy budget of a store that maps its flat files and copies none.
-const MAPPED: u64 = 0;
-
 /// An open cairn database.
 pub struct Store {
     conn: Connection,
     path: PathBuf,
-    /// The flat files' entries as its searches read them: mapped (the
-    /// default: a search reads candidates scattered over the files, where a
-    /// mapping of 2 MiB pages beats a `pread` each), or copied for a store
-    /// that answers many searches (see [`Store::hold_flat_files`]); `None`
-    /// only in tests of the `pread` path a file that cannot be mapped takes.
+    /// The mappings of the flat files its searches read (`store::held`);
+    /// `None` only in tests of the `pread` path a file that cannot be
+    /// mapped takes.
     held: Option<held::Held>,
     /// The columns file as the search under way sees it, opened once and
     /// shared by its readers (see [`Store::read_snapshot`]).
@@ -347,7 +342,7 @@ impl Store {
         let store = Store {
             conn,
             path: path.to_path_buf(),
-            held: Some(held::Held::new(MAPPED)),
+            held: Some(held::Held::default()),
             search_columns: Default::default(),
             signer: None,
             redaction_rules: None,
@@ -391,7 +386,7 @@ impl Store {
         Ok(Store {
             conn,
             path: path.to_path_buf(),
-            held: Some(held::Held::new(MAPPED)),
+            held: Some(held::Held::default()),
             search_columns: Default::default(),
             signer: None,
             redaction_rules: None,

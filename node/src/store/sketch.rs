@@ -282,7 +282,7 @@ pub(crate) struct Reader {
     /// The token its pages are sealed with.
     seal: [u8; 16],
     /// The entries from the first, at least `count` of them, when the
-    /// store holds them in memory (a copy or a mapping, see `store::held`).
+    /// store maps them (see `store::held`).
     held: Option<held::Entries>,
     pub(crate) mean: Vec<f32>,
     /// Entries it holds of those the vector file's trusted ones.
@@ -307,7 +307,7 @@ impl Drop for Reader {
 /// The sketch of the vector file `of` names (its token, vector length and
 /// blank count; `trusted` entries), when it is there and holds at least
 /// [`from()`] of them that the database vouches for (`vouched`); its
-/// entries read from `held`'s copy or mapping when given.
+/// entries read from `held`'s mapping when given.
 pub(crate) fn open(
     db: &Path,
     of: held::Key,
@@ -441,7 +441,7 @@ pub(crate) fn damage(db: &Path, token: &[u8; 16], dim: usize, vouched: u64) -> O
 }
 
 impl Reader {
-    /// Whether the entries are read from memory (a copy or a mapping).
+    /// Whether the entries are read from a mapping.
     #[cfg(test)]
     pub(crate) fn held(&self) -> bool {
         self.held.is_some()
@@ -1354,7 +1354,7 @@ mod tests {
         let dir = tempfile::tempdir().expect("tmp");
         let db = dir.path().join("c.db");
         let token = [5u8; 16];
-        let held = super::Held::new(1 << 20);
+        let held = super::Held::default();
         let open_held = |n: usize| {
             let n = n as u64;
             super::open(&db, key(&token), n, n, Some(&held)).expect("sketch")
@@ -1388,7 +1388,7 @@ mod tests {
         assert!(!open_held(700).has_cells());
     }
 
-    /// A held copy of the sketch is never used for a sketch removed and
+    /// A kept mapping of the sketch is never used for a sketch removed and
     /// written anew over other entries (a new mean), even when the new
     /// file gets the old one's inode back.
     #[test]
@@ -1396,7 +1396,7 @@ mod tests {
         let dir = tempfile::tempdir().expect("tmp");
         let db = dir.path().join("c.db");
         let token = [9u8; 16];
-        let held = super::Held::new(1 << 20);
+        let held = super::Held::default();
         let same_answers = |n: usize| {
             let n64 = n as u64;
             let plain = open(&db, &token, n);
@@ -1465,7 +1465,7 @@ mod tests {
         let pristine = std::fs::read(&path).expect("read");
         let per = super::per_page(64);
         assert_eq!((per, super::head_pages(64)), (509, 1));
-        let held = super::Held::new(1 << 20);
+        let held = super::Held::default();
         let key = key(&token);
         let reader = open(&db, &token, all.len());
         assert!(!reader.has_cells());

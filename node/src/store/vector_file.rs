@@ -785,7 +785,7 @@ pub(crate) struct Scan {
     /// The file's path, for errors.
     path: PathBuf,
     /// The entries from the first, at least `count` of them, when the
-    /// store holds them in memory (a copy or a mapping, see `store::held`): read there
+    /// store maps them (see `store::held`): read there
     /// instead of from `file`.
     held: Option<held::Entries>,
     /// The sketch of the trusted entries, when there is one to use.
@@ -810,7 +810,7 @@ impl Drop for Scan {
 /// The file of the database at `db` as the database on `conn` vouches for
 /// it, or `None` (no file, another token, too short: only the table can
 /// be read). With `held`, the entries (and the sketch's) are read from
-/// its copies or mappings, brought up to what the database trusts.
+/// its mappings, brought up to what the database trusts.
 pub(crate) fn open(
     conn: &Connection,
     db: &Path,
@@ -890,13 +890,13 @@ impl Scan {
         self.sketch.is_some()
     }
 
-    /// Whether the entries are read from memory (a copy or a mapping).
+    /// Whether the entries are read from a mapping.
     #[cfg(test)]
     pub(crate) fn held(&self) -> bool {
         self.held.is_some()
     }
 
-    /// Calls `visit` for the entries `from..to`, from memory (a copy or a mapping)
+    /// Calls `visit` for the entries `from..to`, from the mapping
     /// when there is one, else from the file a chunk at a time.
     fn read_range(
         &self,
@@ -1400,6 +1400,7 @@ mod tests {
         let dir = tempfile::tempdir().expect("tmp");
         let mut store = store_with(dir.path(), 1_000);
         store.sync_vector_file(3).expect("sync");
+        store.read_flat_files_per_search();
         let ids: Vec<i64> = scanned(&store, 1)
             .expect("file")
             .into_iter()
@@ -1408,20 +1409,19 @@ mod tests {
         assert_eq!(ids.len(), 1_000);
         assert_blocks_true(&store);
         let db = store.path().to_path_buf();
-        let mut held = Store::open_read_only(&db).expect("open");
-        held.hold_flat_files(1 << 20);
+        let held = Store::open_read_only(&db).expect("open");
         // Two narrow windows of ids, in blocks 0 and 10.
         let wants = [(ids[10], ids[12]), (ids[700], ids[700])];
         let wanted = |first: i64, last: i64| wants.iter().any(|&(a, b)| a <= last && first <= b);
         let n = SKIP_BLOCK as usize;
         let block = |at: usize| &ids[at * n..(at + 1) * n];
         // From the table's block ids, from the file's when the table lacks
-        // some, and from memory.
+        // some, and mapped.
         for (what, s, cut) in [
             ("file", &store, None),
             ("file, some ids not noted", &store, Some("block % 3 = 1")),
             ("file, none noted", &store, Some("1")),
-            ("held", &held, None),
+            ("mapped", &held, None),
         ] {
             if let Some(cut) = cut {
                 s.conn()
@@ -1499,47 +1499,35 @@ mod tests {
     }
 
     #[test]
-    fn a_reader_holding_the_files_in_memory_reads_what_they_hold_through_every_change() {
+    fn a_reader_mapping_the_files_reads_what_they_hold_through_every_change() {
         let dir = tempfile::tempdir().expect("tmp");
         let mut store = store_with(dir.path(), 50);
         store.sync_vector_file(3).expect("sync");
-        // The writer reads the files with `pread`: what every other
-        // reader here must match.
+        // The writer reads the files with `pread`: what the mapping
+        // reader must match.
         store.read_flat_files_per_search();
-        let db = store.path().to_path_buf();
-        let reader = |budget: u64| {
-            let mut r = Store::open_read_only(&db).expect("open");
-            r.hold_flat_files(budget);
-            r
-        };
-        let held = reader(1 << 20);
+        let held = Store::open_read_only(store.path()).expect("open");
         let q = [0.6f32, -0.48, 0.64];
         let same = |held: &Store, store: &Store, what: &str| {
             assert_eq!(scanned(held, 1), scanned(store, 1), "{what}");
             assert_eq!(scanned(held, 3), scanned(store, 1), "{what}: threads");
             assert_eq!(sketched_scan(held, &q), sketched_scan(store, &q), "{what}");
             let scan = held.vector_scan(3).expect("open").expect("file");
-            assert!(scan.held(), "{what}: entries held");
+            assert!(scan.held(), "{what}: entries mapped");
             assert!(
                 scan.sketch.as_ref().expect("sketch").held(),
-                "{what}: sketch held"
+                "{what}: sketch mapped"
             );
+            let maps = held.held.as_ref().expect("mapped by default");
+            assert!(maps.mapped(Which::Vectors) && maps.mapped(Which::Sketch));
             let plain = store.vector_scan(3).expect("open").expect("file");
             assert!(!plain.held(), "read with pread");
         };
         same(&held, &store, "first read");
-        let size = entry_len(3) as usize;
-        let copy = held.held.as_ref().expect("held");
-        assert_eq!(copy.len(Which::Vectors), 50 * size);
-        // The sketch is held in whole pages: 50 sketches of one byte fill one.
-        assert_eq!(copy.len(Which::Sketch), super::super::pages::PAGE);
-        // Appended entries are read into the copies.
+        // Appended entries are read through a mapping made anew.
         add(&mut store, 50, 80);
         store.sync_vector_file(3).expect("sync");
         same(&held, &store, "appended");
-        let copy = held.held.as_ref().expect("held");
-        assert_eq!(copy.len(Which::Vectors), 80 * size);
-        assert_eq!(copy.len(Which::Sketch), super::super::pages::PAGE);
         // A forgotten record's blanked entry is read blank.
         store
             .conn
@@ -1549,7 +1537,7 @@ mod tests {
         let scanned_now = scanned(&held, 1).expect("file");
         assert_eq!(scanned_now[6], (7, vec![0; 3]));
         same(&held, &store, "blanked");
-        // A file written anew (another token) replaces the copies.
+        // A file written anew (another token) replaces the mappings.
         let path = path_for(store.path());
         let len = std::fs::metadata(&path).expect("stat").len();
         std::fs::OpenOptions::new()
@@ -1566,40 +1554,9 @@ mod tests {
             Synced::Rebuilt(79)
         );
         same(&held, &store, "written anew");
-        // A file over the budget is mapped instead, with the same result.
-        let small = reader(79 * size as u64 - 1);
-        assert_eq!(scanned(&small, 2), scanned(&store, 1));
-        assert_eq!(sketched_scan(&small, &q), sketched_scan(&store, &q));
-        let scan = small.vector_scan(3).expect("open").expect("file");
-        assert!(scan.held());
-        assert!(scan.sketch.as_ref().expect("sketch").held());
-        let copies = small.held.as_ref().expect("held");
-        assert!(copies.mapped(Which::Vectors), "the vector file is mapped");
-        assert!(copies.mapped(Which::Sketch), "the sketch's page too");
-        // The mapping follows appends and blanking as the copies do.
         add(&mut store, 80, 120);
         store.sync_vector_file(3).expect("sync");
-        same(&small, &store, "appended, mapped");
-        store
-            .conn
-            .execute("DELETE FROM records WHERE id = 90", [])
-            .expect("delete");
-        store.scrub().expect("scrub");
-        same(&small, &store, "blanked, mapped");
-        assert!(small.held.as_ref().expect("held").mapped(Which::Vectors));
-        // No budget: both files mapped, nothing copied.
-        let none = reader(0);
-        assert_eq!(scanned(&none, 2), scanned(&store, 1));
-        assert_eq!(sketched_scan(&none, &q), sketched_scan(&store, &q));
-        let maps = none.held.as_ref().expect("held");
-        assert!(maps.mapped(Which::Vectors) && maps.mapped(Which::Sketch));
-        assert_eq!((maps.len(Which::Vectors), maps.len(Which::Sketch)), (0, 0));
-        // A store opened and never told reads the same way: mapped.
-        let fresh = Store::open_read_only(&db).expect("open");
-        assert_eq!(sketched_scan(&fresh, &q), sketched_scan(&store, &q));
-        let maps = fresh.held.as_ref().expect("mapped by default");
-        assert!(maps.mapped(Which::Vectors) && maps.mapped(Which::Sketch));
-        assert_eq!((maps.len(Which::Vectors), maps.len(Which::Sketch)), (0, 0));
+        same(&held, &store, "appended again");
     }
 
     #[test]
@@ -1772,6 +1729,8 @@ mod tests {
         let mut store = store_with(dir.path(), 40);
         let all = table(&store);
         store.sync_vector_file(3).expect("sync");
+        // Read with `pread`; the reader below maps the file.
+        store.read_flat_files_per_search();
         assert_eq!(store.check_vectors().expect("check"), None, "intact");
         let path = path_for(store.path());
         let size = entry_len(3);
@@ -1784,7 +1743,7 @@ mod tests {
         };
         // A vector byte, an inverse norm, an id, an entry zeroed whole:
         // each entry is passed over, every other read as written, through
-        // the file and through a daemon's copy of it.
+        // the file and through a mapping of it.
         damage(3, 17, &[0x01]);
         damage(9, 9, &[0x7f]);
         damage(20, 0, &[0x44]);
@@ -1797,9 +1756,8 @@ mod tests {
             .collect();
         assert_eq!(scanned(&store, 1).as_ref(), Some(&kept));
         assert_eq!(scanned(&store, 3).as_ref(), Some(&kept));
-        let mut held = Store::open_read_only(store.path()).expect("read-only");
-        held.hold_flat_files(1 << 30);
-        assert_eq!(scanned(&held, 1).as_ref(), Some(&kept), "a copy");
+        let held = Store::open_read_only(store.path()).expect("read-only");
+        assert_eq!(scanned(&held, 1).as_ref(), Some(&kept), "mapped");
         assert_eq!(store.vector(all[3].0).expect("lookup"), None, "damaged");
         assert_eq!(
             store.vector(all[4].0).expect("lookup"),

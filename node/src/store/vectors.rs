@@ -255,18 +255,6 @@ impl Store {
         vector_file::open(&self.conn, &self.path, dim, self.held.as_ref())
     }
 
-    /// Makes this store's searches read the vector file's entries, and its
-    /// sketch's, from copies kept in memory (each at most `budget` bytes;
-    /// a larger file is mapped instead, and the sketch's cells always
-    /// are), brought up to date with what the database trusts as each
-    /// search opens them. For a long-lived reader such as the daemon's
-    /// search socket, whose copies outlive the page cache's whims. A
-    /// budget of 0 maps every file and copies none, as every store does
-    /// until told otherwise.
-    pub fn hold_flat_files(&mut self, budget: u64) {
-        self.held = Some(super::held::Held::new(budget));
-    }
-
     /// Makes this store's searches read the flat files with `pread`, as
     /// they do where a file cannot be mapped (for tests of that path).
     #[cfg(test)]

@@ -26,13 +26,6 @@ const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
 /// The page cache of the kept connection, in KiB (SQLite's negative
 /// `cache_size`): the pages a search touches stay in memory.
 const CACHE_KIB: u32 = 64 * 1024;
-/// The most the kept connection holds in memory of the vector file's
-/// entries, and of its sketch's (each): the whole vector file up to about
-/// 250,000 vectors (some 2 GB of history), and the sketch, which searches
-/// go through from 100,000 vectors, up to about 2 million. Mapping the
-/// files instead made a question through the daemon 17-30% slower at
-/// 1 GB (docs/embeddings.md, "At run time").
-const HELD_BYTES: u64 = 64 * 1024 * 1024;
 
 /// Failures to set the socket up.
 #[derive(Debug, thiserror::Error)]
@@ -83,8 +76,9 @@ impl SearchSocket {
             let path = path.to_path_buf();
             move |source| SocketError::Io { path, source }
         };
-        let mut store = Store::open_read_only(db_path)?;
-        store.hold_flat_files(HELD_BYTES);
+        // The kept store keeps its mappings of the flat files between
+        // searches (`store::held`).
+        let store = Store::open_read_only(db_path)?;
         store.set_cache_kib(CACHE_KIB)?;
         let mut raw = [0u8; 32];
         getrandom::fill(&mut raw).map_err(|e| SocketError::Random(e.to_string()))?;
