@@ -65,8 +65,7 @@ impl State {
             Some(n) => n,
             // A server lives as long as its agent's session and answers
             // search after search when no daemon serves the home; its
-            // store maps the flat files (never copies them: one server
-            // runs per agent session, and mappings share the page cache).
+            // store keeps its mappings of the flat files between them.
             None => Node::open(self.config.clone())?,
         };
         Ok((self.node.insert(node), &mut self.watched))
