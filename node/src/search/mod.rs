@@ -1738,7 +1738,7 @@ mod store_tests {
         assert!(from_tables.iter().all(|p| p.len() >= 2), "{from_tables:?}");
         assert_eq!(store.write_columns().expect("write"), 600);
         assert_eq!(pages(&store), from_tables, "from the files");
-        // A daemon's reader maps the files (store::held): the same pages.
+        // A daemon's reader maps the files (store::mapped): the same pages.
         let held = Store::open_read_only(store.path()).expect("read-only");
         assert_eq!(pages(&held), from_tables, "from the files mapped");
 

@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 
 use super::derived::Component;
 use super::flat_file::{self, RegionWriter, read_at};
-use super::held::{self, Held, Which};
+use super::mapped::{self, Mappings, Which};
 use super::pages::{self, PAGE};
 
 const MAGIC: &[u8; 8] = Component::Cells.spec().magic;
@@ -100,7 +100,7 @@ pub(crate) struct Cells {
     body: u64,
     /// The cells' entries mapped by a long-lived reader (see
     /// [`Cells::held_in`]), read there instead of from the file.
-    held: Option<held::Entries>,
+    mapped: Option<mapped::Entries>,
 }
 
 /// The cells of the sketch whose entries are `size` bytes, made for the
@@ -144,7 +144,7 @@ pub(crate) fn open(
         centroids: centroids.to_vec(),
         starts,
         body: pages::head_pages(head_len(count, size)),
-        held: None,
+        mapped: None,
     })
 }
 
@@ -215,29 +215,28 @@ impl Cells {
         out
     }
 
-    /// These cells with their entries read from `held`'s mapping of the
-    /// file (kept under `of`, the vector file's key, with this file's
-    /// identity), for a reader that answers many searches: each question
-    /// then reads its quarter of the entries where they lie instead of
-    /// copying them out of the page cache. Unchanged when the file cannot
-    /// be mapped.
-    pub(crate) fn held_in(mut self, held: &Held, of: held::Key) -> Cells {
+    /// These cells with their entries read from a mapping of the file
+    /// kept in `mappings` (under `of`, the vector file's key, with this
+    /// file's identity): each question reads its quarter of the entries
+    /// where they lie instead of copying them out of the page cache.
+    /// Unchanged when the file cannot be mapped.
+    pub(crate) fn mapped_in(mut self, mappings: &Mappings, of: mapped::Key) -> Cells {
         let Some(identity) = flat_file::identity(&self.file) else {
             return self;
         };
-        let key = held::Key {
+        let key = mapped::Key {
             file: Some(identity),
             ..of
         };
         let len = self.covered.div_ceil(per_page(self.size)) * PAGE as u64;
-        self.held = held.entries(Which::Cells, key, &self.file, self.body * PAGE as u64, len);
+        self.mapped = mappings.entries(Which::Cells, key, &self.file, self.body * PAGE as u64, len);
         self
     }
 
     /// Whether the entries are read from a mapping.
     #[cfg(test)]
-    pub(crate) fn held(&self) -> bool {
-        self.held.is_some()
+    pub(crate) fn mapped(&self) -> bool {
+        self.mapped.is_some()
     }
 
     /// Calls `each` with the positions and the sketches of the entries of
@@ -259,8 +258,8 @@ impl Cells {
             }
             // The cell's pages, in one read when they are not held.
             let (p0, p1) = (first / per, (end - 1) / per + 1);
-            let span: &[u8] = match &self.held {
-                Some(held) => &held[p0 as usize * PAGE..p1 as usize * PAGE],
+            let span: &[u8] = match &self.mapped {
+                Some(m) => &m[p0 as usize * PAGE..p1 as usize * PAGE],
                 None => {
                     buf.resize((p1 - p0) as usize * PAGE, 0);
                     read_at(&self.file, &mut buf, (self.body + p0) * PAGE as u64)?;

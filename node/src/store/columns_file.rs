@@ -27,7 +27,7 @@ use rusqlite::Connection;
 use super::columns::{self, Stamp};
 use super::derived::{self, Component};
 use super::flat_file::{self, HEADER_LEN, RegionWriter};
-use super::held::{self, Which};
+use super::mapped::{self, Which};
 use super::pages::{self, BODY, PAGE};
 use super::{Store, StoreError, codec};
 use crate::record::Role;
@@ -220,13 +220,13 @@ fn io(path: &Path) -> impl Fn(std::io::Error) -> StoreError + '_ {
 }
 
 /// The file as one snapshot's mark vouches for it: its pages mapped (the
-/// store's mapping when it holds its flat files, a daemon's, see
-/// `store::held`; else one of its own) and what checking them found.
+/// store's kept mapping, see `store::mapped`; else one of its own) and
+/// what checking them found.
 /// Shared by the readers of one search ([`SearchView`]), so each page is
 /// mapped once and checked once per search.
 #[derive(Debug)]
 struct View {
-    map: held::Entries,
+    map: mapped::Entries,
     token: [u8; 16],
     upto: i64,
     path: PathBuf,
@@ -242,17 +242,17 @@ impl View {
         let mark = read_mark(store.conn()).ok()??;
         let file = open_marked(store.path(), &mark, false)?;
         let len = mark.pages_len();
-        let map = match &store.held {
-            Some(held) => flat_file::identity(&file).and_then(|id| {
-                let key = held::Key {
+        let map = match &store.mappings {
+            Some(mappings) => flat_file::identity(&file).and_then(|id| {
+                let key = mapped::Key {
                     token: mark.token,
                     dim: ENTRY,
                     blank: 0,
                     file: Some(id),
                 };
-                held.entries(Which::Columns, key, &file, PAGE as u64, len)
+                mappings.entries(Which::Columns, key, &file, PAGE as u64, len)
             }),
-            None => held::map_once(&file, PAGE as u64, len),
+            None => mapped::map_once(&file, PAGE as u64, len),
         }?;
         Some(View {
             map,
@@ -1058,12 +1058,12 @@ pub(crate) mod tests {
         assert!(Reader::open(&store).is_none());
         assert_eq!(store.write_columns().expect("write"), 1_300);
         // A daemon's reader of the same database, which maps the file
-        // (store::held): it reads what a fresh reader reads at every step
+        // (store::mapped): it reads what a fresh reader reads at every step
         // below, its mapping kept, grown and replaced.
         let held = Store::open_read_only(store.path()).expect("read-only");
         reads_as(&[&store, &held], &want, |_| true, "written");
         lengths_as(&[&store, &held], &want, |_| true, "written");
-        let holds = held.held.as_ref().expect("holds");
+        let holds = held.mappings.as_ref().expect("holds");
         assert!(holds.mapped(Which::Columns));
         assert_eq!(store.write_columns().expect("again"), 0, "nothing new");
         assert_true_to(&store, "written");

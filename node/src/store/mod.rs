@@ -32,11 +32,11 @@ mod fts;
 mod hash_index;
 #[cfg(test)]
 mod hash_index_tests;
-mod held;
 mod hits;
 mod ingest;
 mod insert;
 mod log;
+mod mapped;
 #[cfg(test)]
 mod open_tests;
 mod pages;
@@ -235,10 +235,10 @@ const TRIM_MIN_PAGES: i64 = 512;
 pub struct Store {
     conn: Connection,
     path: PathBuf,
-    /// The mappings of the flat files its searches read (`store::held`);
+    /// The mappings of the flat files its searches read (`store::mapped`);
     /// `None` only in tests of the `pread` path a file that cannot be
     /// mapped takes.
-    held: Option<held::Held>,
+    mappings: Option<mapped::Mappings>,
     /// The columns file as the search under way sees it, opened once and
     /// shared by its readers (see [`Store::read_snapshot`]).
     search_columns: columns_file::SearchView,
@@ -342,7 +342,7 @@ impl Store {
         let store = Store {
             conn,
             path: path.to_path_buf(),
-            held: Some(held::Held::default()),
+            mappings: Some(mapped::Mappings::default()),
             search_columns: Default::default(),
             signer: None,
             redaction_rules: None,
@@ -386,7 +386,7 @@ impl Store {
         Ok(Store {
             conn,
             path: path.to_path_buf(),
-            held: Some(held::Held::default()),
+            mappings: Some(mapped::Mappings::default()),
             search_columns: Default::default(),
             signer: None,
             redaction_rules: None,

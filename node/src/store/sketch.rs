@@ -25,7 +25,7 @@ use super::StoreError;
 use super::cells::{self, Cells};
 use super::derived::{self, Component};
 use super::flat_file::{self, RegionWriter, read_at, write_at};
-use super::held::{self, Held, Which};
+use super::mapped::{self, Mappings, Which};
 use super::pages::{self, PAGE};
 
 const MAGIC: &[u8; 8] = Component::Sketch.spec().magic;
@@ -282,8 +282,8 @@ pub(crate) struct Reader {
     /// The token its pages are sealed with.
     seal: [u8; 16],
     /// The entries from the first, at least `count` of them, when the
-    /// store maps them (see `store::held`).
-    held: Option<held::Entries>,
+    /// store maps them (see `store::mapped`).
+    mapped: Option<mapped::Entries>,
     pub(crate) mean: Vec<f32>,
     /// Entries it holds of those the vector file's trusted ones.
     pub(crate) count: u64,
@@ -307,13 +307,13 @@ impl Drop for Reader {
 /// The sketch of the vector file `of` names (its token, vector length and
 /// blank count; `trusted` entries), when it is there and holds at least
 /// [`from()`] of them that the database vouches for (`vouched`); its
-/// entries read from `held`'s mapping when given.
+/// entries read from `mappings` when given.
 pub(crate) fn open(
     db: &Path,
-    of: held::Key,
+    of: mapped::Key,
     trusted: u64,
     vouched: u64,
-    held: Option<&Held>,
+    mappings: Option<&Mappings>,
 ) -> Option<Reader> {
     let trusted = trusted.min(vouched);
     if trusted < from() {
@@ -333,11 +333,11 @@ pub(crate) fn open(
         return None;
     }
     let named = cells::mean_key(&mean);
-    let entries = held.and_then(|h| {
+    let entries = mappings.and_then(|h| {
         // The file and its mean: a sketch removed and written anew may
         // reuse the old one's inode, and a new mean changes every entry.
         // The vector file's token with the mean's name folded in.
-        let key = held::Key {
+        let key = mapped::Key {
             token: std::array::from_fn(|i| of.token[i] ^ named[i]),
             file: flat_file::identity(&file),
             ..of
@@ -348,15 +348,15 @@ pub(crate) fn open(
     });
     let cells = cells::open(db, &of.token, dim, &named, count)
         .filter(|c| c.covered >= cells::from())
-        .map(|c| match held {
-            Some(h) => c.held_in(h, of),
+        .map(|c| match mappings {
+            Some(h) => c.mapped_in(h, of),
             None => c,
         });
     Some(Reader {
         file,
         path: path_for(db),
         seal,
-        held: entries,
+        mapped: entries,
         mean,
         count,
         dim,
@@ -443,8 +443,8 @@ pub(crate) fn damage(db: &Path, token: &[u8; 16], dim: usize, vouched: u64) -> O
 impl Reader {
     /// Whether the entries are read from a mapping.
     #[cfg(test)]
-    pub(crate) fn held(&self) -> bool {
-        self.held.is_some()
+    pub(crate) fn mapped(&self) -> bool {
+        self.mapped.is_some()
     }
 
     /// Whether searches go through its coarse cells.
@@ -591,8 +591,8 @@ impl Reader {
         let mut p = first / per;
         while p < last {
             let m = (last - p).min(CHUNK);
-            let bytes: &[u8] = match &self.held {
-                Some(held) => &held[p as usize * PAGE..(p + m) as usize * PAGE],
+            let bytes: &[u8] = match &self.mapped {
+                Some(mapped) => &mapped[p as usize * PAGE..(p + m) as usize * PAGE],
                 None => {
                     buf.resize(m as usize * PAGE, 0);
                     read_at(&self.file, &mut buf, page_at(self.dim, p))?;
@@ -1179,8 +1179,8 @@ mod tests {
         Ok(now)
     }
 
-    fn key(token: &[u8; 16]) -> super::held::Key {
-        super::held::Key {
+    fn key(token: &[u8; 16]) -> super::mapped::Key {
+        super::mapped::Key {
             token: *token,
             dim: 64,
             blank: 0,
@@ -1350,19 +1350,19 @@ mod tests {
     }
 
     #[test]
-    fn held_cells_answer_as_the_file_does_and_follow_the_file_written_anew() {
+    fn mapped_cells_answer_as_the_file_does_and_follow_the_file_written_anew() {
         let dir = tempfile::tempdir().expect("tmp");
         let db = dir.path().join("c.db");
         let token = [5u8; 16];
-        let held = super::Held::default();
+        let held = super::Mappings::default();
         let open_held = |n: usize| {
             let n = n as u64;
             super::open(&db, key(&token), n, n, Some(&held)).expect("sketch")
         };
         let same_answers = |n: usize| {
             let (plain, mapped) = (open(&db, &token, n), open_held(n));
-            assert!(mapped.cells.as_ref().expect("cells").held());
-            assert!(!plain.cells.as_ref().expect("cells").held());
+            assert!(mapped.cells.as_ref().expect("cells").mapped());
+            assert!(!plain.cells.as_ref().expect("cells").mapped());
             for qi in [0usize, 7, 11, 5, 123] {
                 let mut q = vec![0u8; 8];
                 let all = vectors(n);
@@ -1392,21 +1392,21 @@ mod tests {
     /// written anew over other entries (a new mean), even when the new
     /// file gets the old one's inode back.
     #[test]
-    fn a_held_sketch_written_anew_with_another_mean_is_read_again() {
+    fn a_mapped_sketch_written_anew_with_another_mean_is_read_again() {
         let dir = tempfile::tempdir().expect("tmp");
         let db = dir.path().join("c.db");
         let token = [9u8; 16];
-        let held = super::Held::default();
+        let mappings = super::Mappings::default();
         let same_answers = |n: usize| {
             let n64 = n as u64;
             let plain = open(&db, &token, n);
-            let copied = super::open(&db, key(&token), n64, n64, Some(&held)).expect("sketch");
-            assert!(copied.held() && !plain.held());
+            let mapped = super::open(&db, key(&token), n64, n64, Some(&mappings)).expect("sketch");
+            assert!(mapped.mapped() && !plain.mapped());
             let every = sketches(&vectors(n), &plain.mean);
             for qi in [0usize, 7, 11, 5, 23] {
                 for k in [3usize, 10, 30] {
                     assert_eq!(
-                        copied.nearest(&every[qi].1, k).expect("held"),
+                        mapped.nearest(&every[qi].1, k).expect("mapped"),
                         plain.nearest(&every[qi].1, k).expect("read"),
                         "{n} entries, query {qi}, k {k}"
                     );
@@ -1465,7 +1465,7 @@ mod tests {
         let pristine = std::fs::read(&path).expect("read");
         let per = super::per_page(64);
         assert_eq!((per, super::head_pages(64)), (509, 1));
-        let held = super::Held::default();
+        let held = super::Mappings::default();
         let key = key(&token);
         let reader = open(&db, &token, all.len());
         assert!(!reader.has_cells());

@@ -21,7 +21,7 @@ use rusqlite::{Connection, params};
 
 use super::derived::{self, Component};
 use super::flat_file::{self, RegionWriter, read_at, write_at};
-use super::held::{self, Held, Which};
+use super::mapped::{self, Mappings, Which};
 use super::sketch;
 use super::{StoreError, meta_drop, meta_get, meta_set};
 
@@ -785,9 +785,9 @@ pub(crate) struct Scan {
     /// The file's path, for errors.
     path: PathBuf,
     /// The entries from the first, at least `count` of them, when the
-    /// store maps them (see `store::held`): read there
+    /// store maps them (see `store::mapped`): read there
     /// instead of from `file`.
-    held: Option<held::Entries>,
+    mapped: Option<mapped::Entries>,
     /// The sketch of the trusted entries, when there is one to use.
     sketch: Option<sketch::Reader>,
     count: u64,
@@ -809,13 +809,13 @@ impl Drop for Scan {
 
 /// The file of the database at `db` as the database on `conn` vouches for
 /// it, or `None` (no file, another token, too short: only the table can
-/// be read). With `held`, the entries (and the sketch's) are read from
-/// its mappings, brought up to what the database trusts.
+/// be read). With `mappings`, the entries (and the sketch's) are read
+/// from its mappings, brought up to what the database trusts.
 pub(crate) fn open(
     conn: &Connection,
     db: &Path,
     dim: usize,
-    held: Option<&Held>,
+    mappings: Option<&Mappings>,
 ) -> Result<Option<Scan>, StoreError> {
     let Some(mark) = read_mark(conn)? else {
         return Ok(None);
@@ -823,13 +823,13 @@ pub(crate) fn open(
     let Some((file, _)) = open_marked(&path_for(db), &mark, Some(dim), false) else {
         return Ok(None);
     };
-    let key = held::Key {
+    let key = mapped::Key {
         token: mark.token,
         dim,
         blank: mark.blank,
         file: None,
     };
-    let entries = held.and_then(|h| {
+    let entries = mappings.and_then(|h| {
         h.entries(
             Which::Vectors,
             key,
@@ -841,13 +841,13 @@ pub(crate) fn open(
     Ok(Some(Scan {
         file,
         path: path_for(db),
-        held: entries,
+        mapped: entries,
         sketch: sketch::open(
             db,
             key,
             mark.count,
             sketch::vouched(conn, &mark.token)?,
-            held,
+            mappings,
         ),
         count: mark.count,
         dim,
@@ -892,8 +892,8 @@ impl Scan {
 
     /// Whether the entries are read from a mapping.
     #[cfg(test)]
-    pub(crate) fn held(&self) -> bool {
-        self.held.is_some()
+    pub(crate) fn mapped(&self) -> bool {
+        self.mapped.is_some()
     }
 
     /// Calls `visit` for the entries `from..to`, from the mapping
@@ -904,7 +904,7 @@ impl Scan {
         to: u64,
         visit: &mut impl FnMut(i64, f32, &[u8]) -> std::io::Result<()>,
     ) -> std::io::Result<()> {
-        match &self.held {
+        match &self.mapped {
             Some(bytes) => {
                 let size = entry_len(self.dim) as usize;
                 let (from, to) = (from as usize * size, to as usize * size);
@@ -965,7 +965,7 @@ impl Scan {
         visit: &mut impl FnMut(i64, f32, &[u8]) -> std::io::Result<()>,
     ) -> std::io::Result<()> {
         let size = entry_len(self.dim);
-        if let Some(bytes) = &self.held {
+        if let Some(bytes) = &self.mapped {
             let size = size as usize;
             for &p in positions {
                 let at = p as usize * size;
@@ -1005,7 +1005,7 @@ impl Scan {
     fn id_at(&self, at: u64) -> std::io::Result<i64> {
         let size = entry_len(self.dim);
         let mut id = [0u8; 8];
-        match &self.held {
+        match &self.mapped {
             Some(bytes) => {
                 let from = (at * size) as usize;
                 id.copy_from_slice(&bytes[from..from + 8]);
@@ -1513,15 +1513,15 @@ mod tests {
             assert_eq!(scanned(held, 3), scanned(store, 1), "{what}: threads");
             assert_eq!(sketched_scan(held, &q), sketched_scan(store, &q), "{what}");
             let scan = held.vector_scan(3).expect("open").expect("file");
-            assert!(scan.held(), "{what}: entries mapped");
+            assert!(scan.mapped(), "{what}: entries mapped");
             assert!(
-                scan.sketch.as_ref().expect("sketch").held(),
+                scan.sketch.as_ref().expect("sketch").mapped(),
                 "{what}: sketch mapped"
             );
-            let maps = held.held.as_ref().expect("mapped by default");
+            let maps = held.mappings.as_ref().expect("mapped by default");
             assert!(maps.mapped(Which::Vectors) && maps.mapped(Which::Sketch));
             let plain = store.vector_scan(3).expect("open").expect("file");
-            assert!(!plain.held(), "read with pread");
+            assert!(!plain.mapped(), "read with pread");
         };
         same(&held, &store, "first read");
         // Appended entries are read through a mapping made anew.

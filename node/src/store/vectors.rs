@@ -252,14 +252,14 @@ impl Store {
     /// The flat file of vectors as far as the database vouches for it,
     /// open for a scan; `None` when a search must read the table.
     pub(crate) fn vector_scan(&self, dim: usize) -> Result<Option<vector_file::Scan>, StoreError> {
-        vector_file::open(&self.conn, &self.path, dim, self.held.as_ref())
+        vector_file::open(&self.conn, &self.path, dim, self.mappings.as_ref())
     }
 
     /// Makes this store's searches read the flat files with `pread`, as
     /// they do where a file cannot be mapped (for tests of that path).
     #[cfg(test)]
     pub(crate) fn read_flat_files_per_search(&mut self) {
-        self.held = None;
+        self.mappings = None;
     }
 
     /// The stored vector of one record (int8), if it has one: in the

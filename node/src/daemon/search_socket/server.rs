@@ -1,8 +1,8 @@
 //! The daemon's side: a Unix socket that answers searches from a
 //! read-only connection kept open (so its page cache and the parsed
 //! schema stay warm between questions, as does the embedding
-//! vocabulary's map), which holds the vector file and its sketch in
-//! memory (see `store::held`).
+//! vocabulary's map), which keeps its mappings of the vector file and
+//! its sketch (see `store::mapped`).
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -77,7 +77,7 @@ impl SearchSocket {
             move |source| SocketError::Io { path, source }
         };
         // The kept store keeps its mappings of the flat files between
-        // searches (`store::held`).
+        // searches (`store::mapped`).
         let store = Store::open_read_only(db_path)?;
         store.set_cache_kib(CACHE_KIB)?;
         let mut raw = [0u8; 32];
@@ -111,8 +111,7 @@ impl SearchSocket {
     /// Readies the meaning tier now, off the async threads, instead of at
     /// the first question: builds the embedding vocabulary's map (so each
     /// question is split with it, not with a pass over the vocabulary) and
-    /// reads the vector file and its sketch into memory (see
-    /// `store::held`). For a daemon whose configuration turns the meaning
+    /// maps the vector file and its sketch (see `store::mapped`). For a daemon whose configuration turns the meaning
     /// tier on; searches that arrive meanwhile wait (a few tens of ms).
     pub fn ready_meaning_tier(&self) {
         let state = Arc::clone(&self.state);

@@ -87,14 +87,14 @@ pub(crate) enum Which {
 
 /// The mappings a store keeps, one per flat file.
 #[derive(Debug, Default)]
-pub(crate) struct Held {
+pub(crate) struct Mappings {
     vectors: Mutex<Option<Kept>>,
     sketch: Mutex<Option<Kept>>,
     cells: Mutex<Option<Kept>>,
     columns: Mutex<Option<Kept>>,
 }
 
-impl Held {
+impl Mappings {
     /// The first `len` bytes of entries of `file` (starting at byte
     /// `start`) as they are under `key`: the kept mapping while it has
     /// them, else the file mapped anew. `None` (and nothing kept) when
@@ -208,7 +208,7 @@ mod tests {
         let (dir, file) = file_of_100_bytes();
         let path = dir.path().join("f");
         let mut bytes: Vec<u8> = (0u8..100).collect();
-        let held = Held::default();
+        let held = Mappings::default();
         // Entries from byte 10.
         let first = held
             .entries(Which::Vectors, key(0), &file, 10, 20)
@@ -263,7 +263,7 @@ mod tests {
         let (dir, file) = file_of_100_bytes();
         let path = dir.path().join("f");
         let bytes: Vec<u8> = (0u8..100).collect();
-        let held = Held::default();
+        let held = Mappings::default();
         let first = held
             .entries(Which::Sketch, key(0), &file, 4, 96)
             .expect("mapped");
