@@ -412,7 +412,7 @@ fn narrowed_file(
     };
     let allowed = allowed(store, scan.upto, filter, pre)?;
     let cap = VECTOR_RECORDS;
-    let firsts = store.vector_block_firsts(scan)?;
+    let firsts = scan.block_firsts()?;
     match scan.fold_wanted(
         &firsts,
         |first, last| allowed.any_in(first, last),

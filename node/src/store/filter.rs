@@ -9,7 +9,7 @@ use rusqlite::types::Value as SqlValue;
 use super::columns;
 use super::columns_file::{self, ROLE_AT};
 use super::ranker::Columns;
-use super::{Store, StoreError, codec, runs, vector_file};
+use super::{Store, StoreError, codec, runs};
 use crate::record::Role;
 
 /// The filters of one search, as given.
@@ -444,15 +444,6 @@ impl Store {
             add(r.get(0)?, v);
         }
         Ok(())
-    }
-
-    /// The first record id of each block of the vector file `scan` (see
-    /// `vector_file::Scan::block_firsts`).
-    pub(crate) fn vector_block_firsts(
-        &self,
-        scan: &vector_file::Scan,
-    ) -> Result<Vec<i64>, StoreError> {
-        scan.block_firsts(self.conn())
     }
 }
 

@@ -337,7 +337,6 @@ impl Store {
         fts::backfill_stems(&mut conn).map_err(classified)?;
         fts::reindex_cjk(&mut conn).map_err(classified)?;
         runs::backfill(&mut conn).map_err(classified)?;
-        vector_file::backfill_blocks(&mut conn, path).map_err(classified)?;
         vector_file::keep_table(&mut conn, path, crate::embed::table_id()).map_err(classified)?;
         let store = Store {
             conn,

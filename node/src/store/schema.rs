@@ -514,6 +514,13 @@ pub(super) const MIGRATIONS: &[&str] = &[
     INSERT INTO meta(key, value) VALUES ('cjk_reindex', '0')
         ON CONFLICT(key) DO UPDATE SET value = '0';
     "#,
+    // v(next): the first id of each block of the vector file is read from
+    // the file's own checked entry (`vector_file::Scan::block_firsts`);
+    // v16's copy of it in the database goes.
+    r#"
+    DROP TABLE IF EXISTS vector_blocks;
+    DELETE FROM meta WHERE key = 'vector_blocks_backfill';
+    "#,
 ];
 
 /// Whether the database has table `name` (one opened read-only before an
