@@ -134,7 +134,7 @@ pub(super) const MIGRATIONS: &[&str] = &[
     // "signed" meets "sign" and "crashes" meets "crashing". Positions are
     // not kept (detail=none): it only answers single-word look-ups, which
     // keeps it small; phrases, identifiers and CJK stay on `fts`. Records
-    // already stored are added by `Store::backfill_stems` (text may be
+    // already stored are added by `fts::backfill_stems` (text may be
     // compressed, so this cannot be done in SQL); the meta row below marks
     // that work as pending.
     r#"
@@ -308,10 +308,8 @@ pub(super) const MIGRATIONS: &[&str] = &[
     INSERT INTO fts(fts, rank) VALUES ('automerge', 16);
     INSERT INTO fts_stem(fts_stem, rank) VALUES ('automerge', 16);
     "#,
-    // v13: each record's length for ranking, one byte per record in rows
-    // of 1,024 (see store::record_bytes). Records already stored are filled in
-    // by `record_bytes::backfill_lengths` (their text may be compressed, which SQL
-    // cannot read); the meta row marks that work as pending.
+    // v13: each record's length for ranking, a byte a record in rows of
+    // 1,024 (moved by v15 and v17, dropped by v24: the columns file).
     r#"
     CREATE TABLE IF NOT EXISTS record_lengths(
         block INTEGER PRIMARY KEY,
@@ -334,11 +332,7 @@ pub(super) const MIGRATIONS: &[&str] = &[
     INSERT INTO meta(key, value) VALUES ('runs_backfill', '0')
         ON CONFLICT(key) DO UPDATE SET value = '0';
     "#,
-    // v15: each record's role beside its length, so a search filtered on
-    // roles rules candidates out without reading their rows (see
-    // store::record_bytes): the lengths' rows move to the records' bytes.
-    // `record_bytes::backfill_roles` fills them in for the records already
-    // stored; the meta row marks that work as pending.
+    // v15: each record's role beside its length (dropped by v24).
     r#"
     CREATE TABLE IF NOT EXISTS record_bytes(
         block INTEGER PRIMARY KEY,
@@ -350,11 +344,8 @@ pub(super) const MIGRATIONS: &[&str] = &[
     INSERT INTO meta(key, value) VALUES ('roles_backfill', '0')
         ON CONFLICT(key) DO UPDATE SET value = '0';
     "#,
-    // v16: the first record id of each block of 64 entries of the vector
-    // file (see store::vector_file), so a search for the records a narrow
-    // filter allows picks the blocks to read without an 8-byte read of the
-    // file per block. `vector_file::backfill_blocks` reads them from a file
-    // written before; the meta row marks that work as pending.
+    // v16: the first record id of each block of 64 vector-file entries
+    // (dropped by v28: read from the file).
     r#"
     CREATE TABLE IF NOT EXISTS vector_blocks(
         block INTEGER PRIMARY KEY,
@@ -363,15 +354,8 @@ pub(super) const MIGRATIONS: &[&str] = &[
     INSERT INTO meta(key, value) VALUES ('vector_blocks_backfill', '0')
         ON CONFLICT(key) DO UPDATE SET value = '0';
     "#,
-    // v17: the lengths move to a table of their own (see
-    // store::record_bytes). An unfiltered search reads the lengths of a
-    // word's matches across the whole history, and beside the roles a row
-    // was 2 KiB: at 10 GB a question with a few such words read all 1,731
-    // pages of the table; alone the lengths take 742. `record_bytes`
-    // keeps its `lens` column, empty, so its shape stays the one the
-    // migrations before this one write to; it is written anew, so the
-    // roles fill their pages too (emptying the column in place left the
-    // rows in half-empty pages).
+    // v17: the lengths in a table of their own, apart from the roles
+    // (both dropped by v24).
     r#"
     CREATE TABLE IF NOT EXISTS record_lens(
         block INTEGER PRIMARY KEY,
@@ -387,11 +371,8 @@ pub(super) const MIGRATIONS: &[&str] = &[
     DROP TABLE record_bytes;
     ALTER TABLE record_roles RENAME TO record_bytes;
     "#,
-    // v18: the runs of record ids packed into a blob per block of ids,
-    // each with its session's agent (see store::packed_runs), so a
-    // filtered search reads them all in one small query.
-    // `packed_runs::backfill` packs the runs already stored; the meta row
-    // marks that work as pending.
+    // v18: the runs of record ids packed a block at a time (dropped by
+    // v24).
     r#"
     CREATE TABLE IF NOT EXISTS run_blocks(
         block INTEGER PRIMARY KEY,
@@ -426,12 +407,8 @@ pub(super) const MIGRATIONS: &[&str] = &[
     DROP TRIGGER IF EXISTS sources_gen_delete;
     UPDATE sources_gen SET gen = random() WHERE id = 0;
     "#,
-    // v21: each record's time and decision mark, eight bytes a record in
-    // rows of 256 (see store::record_times), so a search filtered on the
-    // time judges a candidate without its row, and the ranker reads its
-    // candidates' columns without the records' table.
-    // `record_times::backfill` fills them in for the records already
-    // stored; the meta row marks that work as pending.
+    // v21: each record's time and decision mark, eight bytes a record
+    // (dropped by v24).
     r#"
     CREATE TABLE IF NOT EXISTS record_times(
         block INTEGER PRIMARY KEY,
@@ -440,7 +417,7 @@ pub(super) const MIGRATIONS: &[&str] = &[
     INSERT INTO meta(key, value) VALUES ('times_backfill', '0')
         ON CONFLICT(key) DO UPDATE SET value = '0';
     "#,
-    // v(next): signed origins (store::trust). The origin seals received
+    // v22: signed origins (store::trust). The origin seals received
     // with each batch, kept so this node can relay the entries with their
     // origin's signature; and the public key learned for each origin,
     // with the peer that vouched for it first.
@@ -459,7 +436,7 @@ pub(super) const MIGRATIONS: &[&str] = &[
         learned_ms INTEGER NOT NULL
     );
     "#,
-    // v(next): trust, continued (store::trust, store::upgrade_fields).
+    // v23: trust, continued (store::trust, store::upgrade_fields).
     // - `refused_origins`: the origins the user refused (`cairn peers
     //   --refuse-origin`), and when; their batches are refused from then on.
     // - `meta.fields_redacted = 0`: the session ids, parent ids, projects,
@@ -473,7 +450,7 @@ pub(super) const MIGRATIONS: &[&str] = &[
     INSERT INTO meta(key, value) VALUES ('fields_redacted', '0')
         ON CONFLICT(key) DO UPDATE SET value = '0';
     "#,
-    // v(next): one home per record fact. The lengths, role bytes, times
+    // v24: one home per record fact. The lengths, role bytes, times
     // and decision marks of v13–v21's side tables live in the columns
     // file (store::columns_file), which a reader backs with `records`
     // where it cannot say; the packed copy of `record_runs` earned too
@@ -486,13 +463,13 @@ pub(super) const MIGRATIONS: &[&str] = &[
     DELETE FROM meta WHERE key IN
         ('lengths_backfill', 'roles_backfill', 'times_backfill', 'run_blocks_backfill');
     "#,
-    // v(next): the projects a question names (`store::ranker`): their
+    // v25: the projects a question names (`store::ranker`): their
     // distinct paths read by skipping through an index, not a scan of
     // every session.
     r#"
     CREATE INDEX IF NOT EXISTS sessions_project ON sessions(project);
     "#,
-    // v(next): the survey (store::survey) as one row of the database
+    // v26: the survey (store::survey) as one row of the database
     // instead of a file beside it: the configuration key it was made for,
     // the generation of the `sources` rows, the newest record and the
     // derived files' sizes and times it holds for, and its stores.
@@ -506,7 +483,7 @@ pub(super) const MIGRATIONS: &[&str] = &[
         body       BLOB NOT NULL
     );
     "#,
-    // v(next): a record in Chinese, Japanese or Korean enters the full-text
+    // v27: a record in Chinese, Japanese or Korean enters the full-text
     // index with the English words of its character pairs after its text
     // (`text::index_form`); those stored before are indexed again by
     // `fts::reindex_cjk` (their text may be compressed).
@@ -514,7 +491,7 @@ pub(super) const MIGRATIONS: &[&str] = &[
     INSERT INTO meta(key, value) VALUES ('cjk_reindex', '0')
         ON CONFLICT(key) DO UPDATE SET value = '0';
     "#,
-    // v(next): the first id of each block of the vector file is read from
+    // v28: the first id of each block of the vector file is read from
     // the file's own checked entry (`vector_file::Scan::block_firsts`);
     // v16's copy of it in the database goes.
     r#"
