@@ -1,21 +1,21 @@
 //! What a filtered search can tell of a candidate without reading its row:
-//! whether the filters allow its session (from its run, `store::runs`),
-//! its role (role byte) and its time (stamp), the last two from the
-//! columns file through `store::ranker::Facts`, which reads the row only
-//! where the file cannot say. A candidate ruled out is never looked up;
-//! one allowed by every filter needs no look-up either when nothing else
-//! filters, since a role byte or stamp is known only for a record that
-//! exists.
+//! whether the filters allow its session (from every run read up front,
+//! `store::runs`, or from its session, judged once per session), its role
+//! (role byte) and its time (stamp), the last three from the columns file
+//! through `store::ranker::Facts`, which reads the row only where the file
+//! cannot say. A candidate ruled out is never looked up; one allowed by
+//! every filter needs no look-up either when nothing else filters, since
+//! a role byte or stamp is known only for a record that exists.
 
 use super::SearchError;
 use crate::store::ranker::Facts;
-use crate::store::{Filter, Store, codec, columns_file, runs};
+use crate::store::{Filter, SessionVerdicts, Store, codec, columns_file, runs};
 
 /// A search's screen of its candidates (see the module's notes).
 pub(crate) struct Screen<'c> {
-    /// Whether the filters allow a record's session; `None` without a
-    /// filter on the session, or without the runs, or when `map` says.
-    runs: Option<runs::Runs<'c>>,
+    /// Whether the filters allow a session; `None` without a filter on
+    /// the session or the time, or when `map` says.
+    sessions: Option<SessionVerdicts<'c>>,
     /// Every run with the filters' verdict on its session, read up front
     /// (for a narrow filter, whose scan reads them anyway): a search from
     /// the run found last per candidate instead.
@@ -26,8 +26,8 @@ pub(crate) struct Screen<'c> {
     roles: Option<Vec<u8>>,
     /// The filter on the time (Unix ms), judged from each record's stamp.
     since: Option<i64>,
-    /// True when the runs, the role bytes and the stamps answer every
-    /// filter: none is on the machine, and a filter on the session has runs.
+    /// True when the sessions, the role bytes and the stamps answer every
+    /// filter: none is on the machine.
     settles: bool,
     /// The ranker's columns of a record it allows come without its row
     /// (`store::columns_file`): then a record is worth the read of its role
@@ -49,16 +49,15 @@ impl<'c> Screen<'c> {
         filter: &Filter,
         map: Option<&'c runs::RunMap>,
     ) -> Result<Screen<'c>, SearchError> {
-        let runs = match map {
+        let sessions = match map {
             Some(_) => None,
-            None => store.session_runs(filter)?,
+            None => store.session_verdicts(filter)?,
         };
         let roles = (!filter.roles.is_empty())
             .then(|| filter.roles.iter().map(|r| codec::role_code(*r)).collect());
-        let settles = filter.beyond_columns().unfiltered()
-            && (runs.is_some() || map.is_some() || !filter.by_session());
+        let settles = filter.beyond_columns().unfiltered();
         Ok(Screen {
-            runs,
+            sessions,
             map,
             hint: 0,
             roles,
@@ -131,7 +130,7 @@ impl<'c> Screen<'c> {
     /// session that ended before it), their role or their time.
     pub(crate) fn prunes(&self) -> bool {
         self.settles
-            || self.runs.is_some()
+            || self.sessions.is_some()
             || self.map.is_some()
             || self.roles.is_some()
             || self.since.is_some()
@@ -151,9 +150,12 @@ impl<'c> Screen<'c> {
         if self.roles.is_some() || self.since.is_some() {
             return Ok(self.verdict(bytes, id, ahead)? == Some(false));
         }
-        Ok(match (self.map, &mut self.runs) {
+        Ok(match (self.map, &mut self.sessions) {
             (Some(map), _) => map.allows(id, &mut self.hint) == Some(false),
-            (None, Some(runs)) => runs.allows(id)? == Some(false),
+            (None, Some(v)) => match bytes.session(id)? {
+                Some(session) => !v.allows(session)?,
+                None => false,
+            },
             (None, None) => false,
         })
     }
@@ -170,13 +172,13 @@ impl<'c> Screen<'c> {
         ahead: u8,
     ) -> Result<Option<bool>, SearchError> {
         let mut known = self.settles;
-        // The session first: the runs are a small table whose pages a
-        // search soon holds, the role bytes a page of the columns file per
-        // 255 records: asked first, a project filter's rejects would each
-        // cost a read of the file.
-        let session = match (self.map, &mut self.runs) {
+        // The session first: a rejected session spares the rest.
+        let session = match (self.map, &mut self.sessions) {
             (Some(map), _) => Some(map.allows(id, &mut self.hint)),
-            (None, Some(runs)) => Some(runs.allows(id)?),
+            (None, Some(v)) => Some(match bytes.session(id)? {
+                Some(session) => Some(v.allows(session)?),
+                None => None,
+            }),
             (None, None) => None,
         };
         match session {

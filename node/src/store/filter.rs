@@ -1,6 +1,7 @@
 //! A search's filters (agent, project, session, machine, role, since),
 //! compiled once into the SQL that judges a record by its row, and the
-//! allowed-checks built on them (by rows, runs or the columns file). Only
+//! allowed-checks built on them (by rows, runs, sessions or the columns
+//! file). Only
 //! reads; the SQL is written here and nowhere else, and what to try first
 //! is the caller's policy.
 
@@ -204,15 +205,13 @@ impl Store {
     }
 
     /// For a filter on the session (agent, project, session) or the
-    /// time, a reader of whether it allows the session of a record (for
-    /// the time, whether the session may hold a record it allows: see
-    /// [`Filter::push_session_time`]), by the record's run of ids (see
-    /// `store::runs`); `None` without such a filter, or without the table
-    /// (a database opened read-only before its upgrade).
-    pub(crate) fn session_runs(
+    /// time, a judge of whether it allows a session (for the time,
+    /// whether the session may hold a record it allows: see
+    /// [`Filter::push_session_time`]); `None` without such a filter.
+    pub(crate) fn session_verdicts(
         &self,
         filter: &Filter,
-    ) -> Result<Option<runs::Runs<'_>>, StoreError> {
+    ) -> Result<Option<SessionVerdicts<'_>>, StoreError> {
         if !filter.by_session() && filter.since_ms.is_none() {
             return Ok(None);
         }
@@ -222,13 +221,16 @@ impl Store {
         let mut args = vec![SqlValue::Null];
         filter.on_session().push_filters(&mut clauses, &mut args);
         filter.push_session_time(&mut clauses, &mut args);
-        args.remove(0);
         let one = format!("SELECT 1 FROM sessions se WHERE se.id = ?1{clauses}");
         let every = format!("SELECT se.id FROM sessions se WHERE ?1 IS NULL{clauses}");
-        Ok(match runs::Runs::new(conn, &one, args)? {
-            Some(r) => Some(r.with_every(conn, &every)?),
-            None => None,
-        })
+        Ok(Some(SessionVerdicts {
+            allowed: conn.prepare(&one)?,
+            every: conn.prepare(&every)?,
+            args,
+            sessions: rustc_hash::FxHashMap::default(),
+            asked: 0,
+            complete: false,
+        }))
     }
 
     /// Every run, each with whether a filter on the session allows its
@@ -447,6 +449,62 @@ impl Store {
     }
 }
 
+/// Sessions a [`SessionVerdicts`] judges one by one before it reads
+/// every allowed session at once.
+const ASK_LIMIT: usize = 64;
+
+/// Whether a search's filters allow a session, judged as its candidates
+/// meet their sessions: each session looked up once, or, past
+/// [`ASK_LIMIT`] of them, every allowed session read at once (a search
+/// reaching back through a common word's matches meets thousands, which
+/// are read faster all at once; one that meets few never reads them all).
+pub(crate) struct SessionVerdicts<'c> {
+    /// Whether session row `?1` is allowed (a row when it is).
+    allowed: rusqlite::Statement<'c>,
+    /// The row ids of every allowed session (`?1` NULL).
+    every: rusqlite::Statement<'c>,
+    /// The statements' arguments, the session row first.
+    args: Vec<SqlValue>,
+    /// Sessions judged so far.
+    sessions: rustc_hash::FxHashMap<i64, bool>,
+    /// Sessions `allowed` was asked about.
+    asked: usize,
+    /// True once `every` was read into `sessions`: a session not there
+    /// is not allowed.
+    complete: bool,
+}
+
+impl SessionVerdicts<'_> {
+    /// Whether the filters allow session row `session`.
+    pub(crate) fn allows(&mut self, session: i64) -> Result<bool, StoreError> {
+        if let Some(&yes) = self.sessions.get(&session) {
+            return Ok(yes);
+        }
+        if self.complete {
+            return Ok(false);
+        }
+        self.asked += 1;
+        if self.asked > ASK_LIMIT {
+            self.args[0] = SqlValue::Null;
+            let mut rows = self
+                .every
+                .query(rusqlite::params_from_iter(self.args.iter()))?;
+            // Those judged already keep their verdicts, which are the same.
+            while let Some(r) = rows.next()? {
+                self.sessions.insert(r.get(0)?, true);
+            }
+            self.complete = true;
+            return Ok(*self.sessions.entry(session).or_insert(false));
+        }
+        self.args[0] = SqlValue::Integer(session);
+        let yes = self
+            .allowed
+            .exists(rusqlite::params_from_iter(self.args.iter()))?;
+        self.sessions.insert(session, yes);
+        Ok(yes)
+    }
+}
+
 /// Ids handed on as ranges: consecutive wanted ids joined, ascending.
 struct Ranges<A: FnMut(i64, i64)> {
     add: A,
@@ -476,5 +534,78 @@ impl<A: FnMut(i64, i64)> Ranges<A> {
         if let Some((a, b)) = self.run.take() {
             (self.add)(a, b);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::Record;
+    use rusqlite::OptionalExtension;
+
+    #[test]
+    fn past_its_limit_a_judge_reads_every_allowed_session_at_once() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let mut store = Store::open(&dir.path().join("c.db")).expect("open");
+        // Sessions of two records each, their newest an hour apart, in
+        // turn of both agents; every seventh undated.
+        let sessions = ASK_LIMIT as i64 * 3;
+        let mut ing = store.ingest("node").expect("ingest");
+        for s in 0..sessions {
+            let agent = if s % 2 == 0 { "codex" } else { "claude-code" };
+            for k in 0..2 {
+                let mut r = Record::new(agent, &format!("s{s}"), Role::User, format!("t{k}"));
+                r.time_ms = (s % 7 != 0).then_some(s * 3_600_000 + k);
+                ing.insert(&r, None).expect("insert");
+            }
+        }
+        ing.commit().expect("commit");
+        let conn = store.conn();
+        let rows: Vec<i64> = conn
+            .prepare("SELECT id FROM sessions ORDER BY id")
+            .expect("prepare")
+            .query_map([], |r| r.get(0))
+            .expect("query")
+            .collect::<Result<_, _>>()
+            .expect("rows");
+        let allowed = |session: i64, since: i64| -> bool {
+            conn.query_row(
+                "SELECT 1 FROM sessions WHERE id = ?1
+                 AND (last_ms IS NULL OR last_ms >= ?2) AND agent = 'codex'",
+                rusqlite::params![session, since],
+                |_| Ok(()),
+            )
+            .optional()
+            .expect("row")
+            .is_some()
+        };
+        for since in [0, 100 * 3_600_000, 1_000 * 3_600_000, i64::MAX] {
+            let filter = Filter {
+                agent: Some("codex".into()),
+                since_ms: Some(since),
+                ..Filter::default()
+            };
+            let mut judge = store
+                .session_verdicts(&filter)
+                .expect("judge")
+                .expect("a filter on the session");
+            // Each session asked about in turn, then all again in the
+            // other order, past the limit and after.
+            for &session in rows.iter().chain(rows.iter().rev()) {
+                assert_eq!(
+                    judge.allows(session).expect("allows"),
+                    allowed(session, since),
+                    "since {since}: session {session}"
+                );
+            }
+            assert!(judge.complete, "since {since}");
+            assert_eq!(judge.asked, ASK_LIMIT + 1, "since {since}");
+        }
+        // Without a filter on the session or the time, nothing to judge.
+        let roles = Filter {
+            roles: vec![Role::User],
+            ..Filter::default()
+        };
+        assert!(store.session_verdicts(&roles).expect("judge").is_none());
     }
 }

@@ -82,6 +82,7 @@ pub use columns_file::Damage;
 pub use derived::Component;
 pub use dict::Encoder;
 pub use filter::Filter;
+pub(crate) use filter::SessionVerdicts;
 pub use forget::{ForgetCandidate, ForgetError, ForgetReport, MAX_QUERY_FORGET, TombstoneRow};
 pub use ingest::{Ingest, SourceStamp, SourceState};
 pub use insert::NewRecord;

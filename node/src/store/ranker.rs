@@ -82,7 +82,7 @@ impl Store {
             file: columns_file::Reader::open(self),
             row: self
                 .conn()
-                .prepare_cached("SELECT role, ts, flags FROM records WHERE id = ?1")?,
+                .prepare_cached("SELECT role, ts, flags, session FROM records WHERE id = ?1")?,
             text: self
                 .conn()
                 .prepare_cached("SELECT flags, text FROM records WHERE id = ?1")?,
@@ -145,7 +145,8 @@ impl Store {
 /// by id.
 const TYPICAL: i64 = 65_536;
 
-/// A search's reader of records' facts: length, role byte, stamp. Each
+/// A search's reader of records' facts: length, role byte, stamp,
+/// session. Each
 /// comes from the columns file where it vouches for the record, else from
 /// the record's row (the file's tail past its mark, a damaged page, no
 /// file): the same answer, more slowly.
@@ -227,7 +228,7 @@ impl Facts<'_> {
     /// The role byte of record `id`; `None` for a record that is gone.
     pub(crate) fn role(&mut self, id: i64) -> Result<Option<u8>, StoreError> {
         match self.file.as_mut().map_or(0, |f| f.byte(id, ROLE_AT)) {
-            0 => Ok(self.row(id)?.map(|(role, _)| role)),
+            0 => Ok(self.row(id)?.map(|(role, _, _)| role)),
             b => Ok(Some(b)),
         }
     }
@@ -238,17 +239,26 @@ impl Facts<'_> {
         if let Some(c) = self.file.as_mut().and_then(|f| f.columns(id)) {
             return Ok(Some(c.stamp));
         }
-        Ok(self.row(id)?.map(|(_, stamp)| stamp))
+        Ok(self.row(id)?.map(|(_, stamp, _)| stamp))
     }
 
-    /// Record `id`'s role byte and stamp from its row.
-    fn row(&mut self, id: i64) -> Result<Option<(u8, Stamp)>, StoreError> {
+    /// The session row of record `id`; `None` for a record that is gone.
+    pub(crate) fn session(&mut self, id: i64) -> Result<Option<i64>, StoreError> {
+        if let Some(c) = self.file.as_mut().and_then(|f| f.columns(id)) {
+            return Ok(Some(c.session));
+        }
+        Ok(self.row(id)?.map(|(_, _, session)| session))
+    }
+
+    /// Record `id`'s role byte, stamp and session row from its row.
+    fn row(&mut self, id: i64) -> Result<Option<(u8, Stamp, i64)>, StoreError> {
         Ok(self
             .row
             .query_row([id], |r| {
                 Ok((
                     columns::role_byte(r.get_ref(0)?),
                     Stamp::of(r.get(1)?, r.get(2)?),
+                    r.get(3)?,
                 ))
             })
             .optional()?)

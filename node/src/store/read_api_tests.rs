@@ -167,23 +167,30 @@ fn a_compiled_filter_allows_what_the_records_fields_say() {
             .expect("after");
         let tail: BTreeSet<i64> = want.iter().copied().filter(|&id| id > n / 2).collect();
         assert_eq!(after, tail, "{f:?}");
-        // The runs never rule out an allowed record, and judge the
-        // session alone exactly when only the session is filtered.
+        // The runs and the session judge never rule out an allowed record,
+        // and judge the session alone exactly when only the session is
+        // filtered.
         let on_session_only = f.by_session() && f.on_session() == f;
         let map = store.allowed_session_runs(&f).expect("map");
-        let mut runs = store.session_runs(&f).expect("runs");
+        let mut judge = store.session_verdicts(&f).expect("judge");
         assert_eq!(
             map.is_some(),
             f.by_session() || f.since_ms.is_some(),
             "{f:?}"
         );
-        assert_eq!(runs.is_some(), map.is_some(), "{f:?}");
+        assert_eq!(judge.is_some(), map.is_some(), "{f:?}");
         let mut hint = 0;
         for id in 1..=n {
             let k = &known[id as usize - 1];
+            let session: i64 = store
+                .conn()
+                .query_row("SELECT session FROM records WHERE id = ?1", [id], |r| {
+                    r.get(0)
+                })
+                .expect("session");
             let verdicts = [
                 map.as_ref().and_then(|m| m.allows(id, &mut hint)),
-                runs.as_mut().and_then(|r| r.allows(id).expect("allows")),
+                judge.as_mut().map(|j| j.allows(session).expect("allows")),
             ];
             for v in verdicts.into_iter().flatten() {
                 if want.contains(&id) {

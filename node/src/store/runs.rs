@@ -212,132 +212,6 @@ pub(crate) fn forget_session(conn: &Connection, session: i64) -> Result<(), Stor
     Ok(())
 }
 
-/// Sessions a [`Runs`] judges one by one before it reads every allowed
-/// session at once (see [`Runs::with_every`]).
-const ASK_LIMIT: usize = 64;
-
-/// Whether a search's filters on the session allow the session of a
-/// record, by the run that holds it, read from `record_runs` as records
-/// are asked about, each run once per search. Each session is looked up
-/// once per search, or, past [`ASK_LIMIT`] of them, every allowed session
-/// is read at once.
-pub(crate) struct Runs<'c> {
-    /// The run starting at or before an id.
-    run_at: rusqlite::CachedStatement<'c>,
-    /// Whether session row `?1` is allowed (a row when it is).
-    allowed: rusqlite::Statement<'c>,
-    /// `allowed`'s arguments, the session row first.
-    args: Vec<rusqlite::types::Value>,
-    /// Runs read so far: first id -> (last id, session).
-    runs: std::collections::BTreeMap<i64, (i64, i64)>,
-    /// Sessions judged so far.
-    sessions: rustc_hash::FxHashMap<i64, bool>,
-    /// Every allowed session, read at once (see [`Runs::with_every`]).
-    every: Option<rusqlite::Statement<'c>>,
-    /// Sessions `allowed` was asked about.
-    asked: usize,
-    /// True once `every` was read into `sessions`: a session not there
-    /// is not allowed.
-    complete: bool,
-}
-
-impl<'c> Runs<'c> {
-    /// A reader for one search. `allowed_session` selects a row when the
-    /// session whose row id is `?1` is allowed; `args` are its other
-    /// arguments (`?2` on). `None` on a database without the table
-    /// (opened read-only before its upgrade).
-    pub(crate) fn new(
-        conn: &'c Connection,
-        allowed_session: &str,
-        args: Vec<rusqlite::types::Value>,
-    ) -> Result<Option<Runs<'c>>, StoreError> {
-        if !has_table(conn)? {
-            return Ok(None);
-        }
-        let mut all = vec![rusqlite::types::Value::Null];
-        all.extend(args);
-        Ok(Some(Runs {
-            run_at: conn.prepare_cached(
-                "SELECT first, last, session FROM record_runs WHERE first <= ?1
-                 ORDER BY first DESC LIMIT 1",
-            )?,
-            allowed: conn.prepare(allowed_session)?,
-            args: all,
-            runs: std::collections::BTreeMap::new(),
-            sessions: rustc_hash::FxHashMap::default(),
-            every: None,
-            asked: 0,
-            complete: false,
-        }))
-    }
-
-    /// Reads every allowed session at once, through `every_allowed` (the
-    /// row ids of the sessions `allowed_session` allows, from the same
-    /// arguments, `?1` being NULL), once [`ASK_LIMIT`] sessions were
-    /// judged one by one. A search that reaches back through a common
-    /// word's matches meets thousands of sessions, which are read faster
-    /// all at once; a search that meets few never reads them all.
-    pub(crate) fn with_every(
-        mut self,
-        conn: &'c Connection,
-        every_allowed: &str,
-    ) -> Result<Runs<'c>, StoreError> {
-        self.every = Some(conn.prepare(every_allowed)?);
-        Ok(self)
-    }
-
-    /// The session of record `id` by its run, `None` when no run holds it.
-    fn session_of(&mut self, id: i64) -> Result<Option<i64>, StoreError> {
-        if let Some((_, &(last, session))) = self.runs.range(..=id).next_back()
-            && id <= last
-        {
-            return Ok(Some(session));
-        }
-        let Some((first, last, session)) = self
-            .run_at
-            .query_row([id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
-            .optional()?
-        else {
-            return Ok(None);
-        };
-        self.runs.insert(first, (last, session));
-        Ok((id <= last).then_some(session))
-    }
-
-    /// Whether the filters allow the session of record `id`: `None` when
-    /// no run holds the id (then only the record's row can tell).
-    pub(crate) fn allows(&mut self, id: i64) -> Result<Option<bool>, StoreError> {
-        let Some(session) = self.session_of(id)? else {
-            return Ok(None);
-        };
-        if let Some(&yes) = self.sessions.get(&session) {
-            return Ok(Some(yes));
-        }
-        if self.complete {
-            return Ok(Some(false));
-        }
-        self.asked += 1;
-        if self.asked > ASK_LIMIT
-            && let Some(every) = &mut self.every
-        {
-            self.args[0] = rusqlite::types::Value::Null;
-            let mut rows = every.query(rusqlite::params_from_iter(self.args.iter()))?;
-            // Those judged already keep their verdicts, which are the same.
-            while let Some(r) = rows.next()? {
-                self.sessions.insert(r.get(0)?, true);
-            }
-            self.complete = true;
-            return Ok(Some(*self.sessions.entry(session).or_insert(false)));
-        }
-        self.args[0] = rusqlite::types::Value::Integer(session);
-        let yes = self
-            .allowed
-            .exists(rusqlite::params_from_iter(self.args.iter()))?;
-        self.sessions.insert(session, yes);
-        Ok(Some(yes))
-    }
-}
-
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
@@ -517,74 +391,7 @@ pub(crate) mod tests {
             .conn()
             .execute_batch("DROP TABLE record_runs;")
             .expect("drop");
-        let none = Runs::new(store.conn(), "SELECT 1", Vec::new()).expect("reader");
-        assert!(none.is_none());
         assert!(RunMap::read(store.conn(), |_| true).expect("map").is_none());
-    }
-
-    #[test]
-    fn past_its_limit_a_reader_reads_every_allowed_session_at_once() {
-        let dir = tempfile::tempdir().expect("tmp");
-        let mut store = Store::open(&dir.path().join("c.db")).expect("open");
-        // Sessions of two records each, their newest an hour apart, in
-        // turn of both agents; every seventh undated.
-        let sessions = ASK_LIMIT as i64 * 3;
-        let mut ing = store.ingest("node").expect("ingest");
-        for s in 0..sessions {
-            let agent = if s % 2 == 0 { "codex" } else { "claude-code" };
-            for k in 0..2 {
-                let mut r = Record::new(agent, &format!("s{s}"), Role::User, format!("t{k}"));
-                r.time_ms = (s % 7 != 0).then_some(s * 3_600_000 + k);
-                ing.insert(&r, None).expect("insert");
-            }
-        }
-        ing.commit().expect("commit");
-        let conn = store.conn();
-        let ids: Vec<(i64, i64)> = conn
-            .prepare("SELECT id, session FROM records ORDER BY id")
-            .expect("prepare")
-            .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
-            .expect("query")
-            .collect::<Result<_, _>>()
-            .expect("rows");
-        let clause = "(last_ms IS NULL OR last_ms >= ?2) AND agent = ?3";
-        let one = format!("SELECT 1 FROM sessions WHERE id = ?1 AND {clause}");
-        let every = format!("SELECT id FROM sessions WHERE ?1 IS NULL AND {clause}");
-        let allowed = |session: i64, since: i64| -> bool {
-            conn.query_row(&one, rusqlite::params![session, since, "codex"], |_| Ok(()))
-                .optional()
-                .expect("row")
-                .is_some()
-        };
-        for since in [0, 100 * 3_600_000, 1_000 * 3_600_000, i64::MAX] {
-            for with_every in [false, true] {
-                let args: Vec<rusqlite::types::Value> =
-                    vec![since.into(), "codex".to_string().into()];
-                let mut runs = Runs::new(conn, &one, args).expect("reader").expect("table");
-                if with_every {
-                    runs = runs.with_every(conn, &every).expect("every");
-                }
-                // Each session asked about in turn, then all again in the
-                // other order, past the limit and after.
-                let order = ids.iter().chain(ids.iter().rev());
-                for &(id, session) in order {
-                    assert_eq!(
-                        runs.allows(id).expect("allows"),
-                        Some(allowed(session, since)),
-                        "since {since}, every {with_every}: record {id}"
-                    );
-                }
-                assert_eq!(runs.complete, with_every, "since {since}");
-                assert_eq!(
-                    runs.asked,
-                    match with_every {
-                        true => ASK_LIMIT + 1,
-                        false => sessions as usize,
-                    },
-                    "since {since}"
-                );
-            }
-        }
     }
 
     #[test]
@@ -600,56 +407,32 @@ pub(crate) mod tests {
             .expect("query")
             .collect::<Result<_, _>>()
             .expect("rows");
-        let codex: rusqlite::types::Value = "codex".to_string().into();
         let sessions: Vec<i64> = conn
-            .prepare("SELECT id FROM sessions WHERE agent = ?1")
+            .prepare("SELECT id FROM sessions WHERE agent = 'codex'")
             .expect("prepare")
-            .query_map([codex.clone()], |r| r.get(0))
+            .query_map([], |r| r.get(0))
             .expect("query")
             .collect::<Result<_, _>>()
             .expect("rows");
-        let mut runs = Runs::new(
-            conn,
-            "SELECT 1 FROM sessions WHERE id = ?1 AND agent = ?2",
-            vec![codex.clone()],
-        )
-        .expect("reader")
-        .expect("table");
-        // Asked twice, in any order: the second time from what was read.
-        for order in [ids.clone(), ids.iter().rev().copied().collect()] {
-            let mut verdicts: Vec<(i64, Option<bool>)> = order
-                .iter()
-                .map(|&id| (id, runs.allows(id).expect("allows")))
-                .collect();
-            verdicts.sort();
-            let verdicts: Vec<Option<bool>> = verdicts.into_iter().map(|v| v.1).collect();
-            assert_eq!(verdicts, [Some(true), Some(true), Some(false), Some(true)]);
-        }
-        // Ids no run holds: before the first and after the last.
-        assert_eq!(runs.allows(0).expect("allows"), None);
-        assert_eq!(runs.allows(ids[3] + 1).expect("allows"), None);
-        // Every run read up front says the same of every record, and of
-        // ids before the first and after the last.
+        // Every run read up front says of each record whether its session
+        // is allowed, and nothing of ids before the first or after the last.
         let map = RunMap::read(conn, |s| sessions.contains(&s))
             .expect("map")
             .expect("table");
-        for id in [0].iter().chain(&ids).chain([ids[3] + 1].iter()) {
-            assert_eq!(
-                map.allows(*id, &mut 0),
-                runs.allows(*id).expect("allows"),
-                "{id}"
-            );
+        let mut hint = 0;
+        let verdicts: Vec<Option<bool>> = ids.iter().map(|&id| map.allows(id, &mut hint)).collect();
+        assert_eq!(verdicts, [Some(true), Some(true), Some(false), Some(true)]);
+        for order in [ids.clone(), ids.iter().rev().copied().collect()] {
+            for &id in &order {
+                assert_eq!(map.allows(id, &mut hint), map.allows(id, &mut 0), "{id}");
+            }
         }
+        assert_eq!(map.allows(0, &mut 0), None);
+        assert_eq!(map.allows(ids[3] + 1, &mut 0), None);
         // A filter on an agent no run has allows none of them.
-        let mut none = Runs::new(
-            conn,
-            "SELECT 1 FROM sessions WHERE id = ?1 AND agent = ?2",
-            vec!["gemini".to_string().into()],
-        )
-        .expect("reader")
-        .expect("table");
+        let none = RunMap::read(conn, |_| false).expect("map").expect("table");
         for id in &ids {
-            assert_eq!(none.allows(*id).expect("allows"), Some(false));
+            assert_eq!(none.allows(*id, &mut 0), Some(false));
         }
         // A run missing (a damaged table): its records are not known.
         conn.execute("DELETE FROM record_runs WHERE first = ?1", [ids[2]])
