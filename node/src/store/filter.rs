@@ -246,13 +246,27 @@ impl Store {
             return Ok(None);
         }
         let conn = self.conn();
-        // Read in table order (`NOT INDEXED`): through the index on the
-        // agent, the rows of its sessions lie one on a page apart, slower
-        // than reading every row.
-        let mut sql = String::from("SELECT se.id FROM sessions se NOT INDEXED WHERE 1");
         let mut args: Vec<SqlValue> = Vec::new();
-        filter.on_session().push_filters(&mut sql, &mut args);
-        filter.push_session_time(&mut sql, &mut args);
+        let sql = match (filter.by_session(), filter.since_ms) {
+            // The time alone: the sessions that may hold a record it allows
+            // (see `Filter::push_session_time`) from their index, not the
+            // rows.
+            (false, Some(t)) => {
+                args.push(SqlValue::Integer(t));
+                "SELECT id FROM sessions WHERE last_ms >= ?1
+                 UNION ALL SELECT id FROM sessions WHERE last_ms IS NULL"
+                    .to_string()
+            }
+            // Read in table order (`NOT INDEXED`): through the index on the
+            // agent, the rows of its sessions lie one on a page apart,
+            // slower than reading every row.
+            _ => {
+                let mut sql = String::from("SELECT se.id FROM sessions se NOT INDEXED WHERE 1");
+                filter.on_session().push_filters(&mut sql, &mut args);
+                filter.push_session_time(&mut sql, &mut args);
+                sql
+            }
+        };
         let mut stmt = conn.prepare(&sql)?;
         let mut rows = stmt.query(rusqlite::params_from_iter(args.iter()))?;
         let mut sessions = rustc_hash::FxHashSet::default();

@@ -107,8 +107,11 @@ fn overlapping(
     opts: &Filter,
 ) -> Result<Vec<(i64, i64)>, StoreError> {
     let on_session = opts.on_session();
+    // `+` keeps `sessions_last_ms` out of the plan: for a period long
+    // past, the sessions that ended after it began are nearly all of them,
+    // those that began before it ended few (`sessions_first_ms`).
     let mut sql = String::from(
-        "SELECT se.id, se.last_ms FROM sessions se WHERE se.first_ms < ?1 AND se.last_ms >= ?2",
+        "SELECT se.id, se.last_ms FROM sessions se WHERE se.first_ms < ?1 AND +se.last_ms >= ?2",
     );
     let mut args = vec![SqlValue::Integer(to), SqlValue::Integer(from)];
     on_session.push_filters(&mut sql, &mut args);

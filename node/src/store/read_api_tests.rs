@@ -182,12 +182,21 @@ fn a_compiled_filter_allows_what_the_records_fields_say() {
         let mut hint = 0;
         for id in 1..=n {
             let k = &known[id as usize - 1];
-            let session: i64 = store
+            let (session, last_ms): (i64, Option<i64>) = store
                 .conn()
-                .query_row("SELECT session FROM records WHERE id = ?1", [id], |r| {
-                    r.get(0)
-                })
+                .query_row(
+                    "SELECT se.id, se.last_ms FROM records r
+                     JOIN sessions se ON se.id = r.session WHERE r.id = ?1",
+                    [id],
+                    |r| Ok((r.get(0)?, r.get(1)?)),
+                )
                 .expect("session");
+            // The time alone: exactly the sessions that may hold a record
+            // it allows (their newest record at or after it, or none dated).
+            if let (false, Some(since), Some(m)) = (f.by_session(), f.since_ms, &map) {
+                let may = last_ms.is_none_or(|l| l >= since);
+                assert_eq!(m.allows(id, &mut 0), Some(may), "{f:?}: {id}");
+            }
             let verdicts = [
                 map.as_ref().and_then(|m| m.allows(id, &mut hint)),
                 judge.as_mut().map(|j| j.allows(session).expect("allows")),

@@ -498,6 +498,14 @@ pub(super) const MIGRATIONS: &[&str] = &[
     DROP TABLE IF EXISTS vector_blocks;
     DELETE FROM meta WHERE key = 'vector_blocks_backfill';
     "#,
+    // v29: the sessions by the time of their newest record, so a search
+    // filtered on the time alone reads the sessions that may hold a record
+    // it allows from an index instead of every row (`Store::
+    // allowed_session_runs`). The period query keeps its own index
+    // (`store::period`).
+    r#"
+    CREATE INDEX IF NOT EXISTS sessions_last_ms ON sessions(last_ms);
+    "#,
 ];
 
 /// Whether the database has table `name` (one opened read-only before an
