@@ -175,12 +175,14 @@ impl Store {
             .replace('\\', "\\\\")
             .replace('%', "\\%")
             .replace('_', "\\_");
+        // `+`: every row is read in table order and the few that match
+        // sorted, not every row looked up in `sessions_last_ms`'s order.
         let mut q = self.conn.prepare(
             "SELECT s.id, s.agent, s.session_id, s.parent_session, s.project, COALESCE(n.name, s.origin),
                     s.first_ms, s.last_ms, s.title, s.records
              FROM sessions s LEFT JOIN nodes n ON n.id = s.origin
              WHERE s.session_id LIKE ?1 || '%' ESCAPE '\\'
-             ORDER BY s.last_ms DESC LIMIT ?2",
+             ORDER BY +s.last_ms DESC LIMIT ?2",
         )?;
         let rows = q.query_map(params![escaped, limit as i64], session_info)?;
         Ok(rows.collect::<Result<_, _>>()?)
