@@ -150,13 +150,24 @@ impl<'c> Screen<'c> {
         if self.roles.is_some() || self.since.is_some() {
             return Ok(self.verdict(bytes, id, ahead)? == Some(false));
         }
+        Ok(self.session_verdict(bytes, id)? == Some(Some(false)))
+    }
+
+    /// Whether the filters allow record `id`'s session: `None` without a
+    /// filter on the session or the time, `Some(None)` when neither the
+    /// runs nor the record can say (a record gone, an id no run holds).
+    fn session_verdict(
+        &mut self,
+        bytes: &mut Facts<'_>,
+        id: i64,
+    ) -> Result<Option<Option<bool>>, SearchError> {
         Ok(match (self.map, &mut self.sessions) {
-            (Some(map), _) => map.allows(id, &mut self.hint) == Some(false),
-            (None, Some(v)) => match bytes.session(id)? {
-                Some(session) => !v.allows(session)?,
-                None => false,
-            },
-            (None, None) => false,
+            (Some(map), _) => Some(map.allows(id, &mut self.hint)),
+            (None, Some(v)) => Some(match bytes.session(id)? {
+                Some(session) => Some(v.allows(session)?),
+                None => None,
+            }),
+            (None, None) => None,
         })
     }
 
@@ -173,15 +184,7 @@ impl<'c> Screen<'c> {
     ) -> Result<Option<bool>, SearchError> {
         let mut known = self.settles;
         // The session first: a rejected session spares the rest.
-        let session = match (self.map, &mut self.sessions) {
-            (Some(map), _) => Some(map.allows(id, &mut self.hint)),
-            (None, Some(v)) => Some(match bytes.session(id)? {
-                Some(session) => Some(v.allows(session)?),
-                None => None,
-            }),
-            (None, None) => None,
-        };
-        match session {
+        match self.session_verdict(bytes, id)? {
             Some(Some(false)) => return Ok(Some(false)),
             Some(None) => known = false,
             _ => {}

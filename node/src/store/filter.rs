@@ -138,8 +138,9 @@ impl Filter {
     /// clause that passes over a session whose newest dated record is
     /// older than it: such a session holds no record the filter allows (an
     /// undated record never passes it). One with no dated record at all
-    /// (`last_ms` unset) is kept, for the records' rows to decide. Returns
-    /// whether it added the clause.
+    /// (`last_ms` unset) is kept, for the records' rows to decide
+    /// ([`SESSIONS_MAY_HOLD_SINCE`] says the same alone). Returns whether it
+    /// added the clause.
     pub(crate) fn push_session_time(&self, sql: &mut String, args: &mut Vec<SqlValue>) -> bool {
         let Some(t) = self.since_ms else {
             return false;
@@ -253,9 +254,7 @@ impl Store {
             // rows.
             (false, Some(t)) => {
                 args.push(SqlValue::Integer(t));
-                "SELECT id FROM sessions WHERE last_ms >= ?1
-                 UNION ALL SELECT id FROM sessions WHERE last_ms IS NULL"
-                    .to_string()
+                SESSIONS_MAY_HOLD_SINCE.to_string()
             }
             // Read in table order (`NOT INDEXED`): through the index on the
             // agent, the rows of its sessions lie one on a page apart,
@@ -462,6 +461,13 @@ impl Store {
         Ok(())
     }
 }
+
+/// The sessions a filter on the time alone (`?1`) may find a record in:
+/// [`Filter::push_session_time`]'s clause as two ranges of
+/// `sessions_last_ms` (one scan of the index each, no set of row ids to
+/// merge as the clause's `OR` would need).
+const SESSIONS_MAY_HOLD_SINCE: &str = "SELECT id FROM sessions WHERE last_ms >= ?1
+     UNION ALL SELECT id FROM sessions WHERE last_ms IS NULL";
 
 /// Sessions a [`SessionVerdicts`] judges one by one before it reads
 /// every allowed session at once.
