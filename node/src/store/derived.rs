@@ -73,7 +73,7 @@ const SKETCH: Spec = Spec {
     semantic: true,
     mark: Some("sketch_file"),
     checked: "sealed counted pages (`store::pages`); a failing page's entries are scored exactly",
-    rebuilt: "removed with its cells; the vector sync writes it anew from the vector file",
+    rebuilt: "its mark is dropped; the vector sync sketches every entry again, against the mean in its head when that holds",
 };
 
 const CELLS: Spec = Spec {

@@ -279,8 +279,11 @@ pub(crate) fn current(conn: &Connection, db: &Path) -> Result<bool, StoreError> 
 
 /// What [`sketch::damage`] or [`cells::damage`](super::cells::damage)
 /// finds wrong with the sketch (`cells` false) or its cells, made for the
-/// file the database vouches for; a damaged one is removed (the cells
-/// with the sketch they copy), so that the next sync writes it anew.
+/// file the database vouches for, so that the next sync writes it anew.
+/// Damaged cells are removed. A damaged sketch loses its mark and keeps
+/// its head: every entry is then sketched again against the mean kept
+/// there (the bytes it held before the damage, so its cells still serve
+/// and answers are as before), or against a new mean if the head failed.
 pub(crate) fn check_follower(
     conn: &Connection,
     db: &Path,
@@ -298,7 +301,7 @@ pub(crate) fn check_follower(
     };
     if why.is_some() {
         match cells {
-            false => sketch::remove(db),
+            false => Component::Sketch.drop_mark(conn)?,
             true => super::cells::remove(db),
         }
     }
@@ -1500,37 +1503,64 @@ mod tests {
         assert_eq!(scanned(&store, 1).as_ref(), Some(&all));
     }
 
-    /// The full check names a damaged sketch or cells file and removes
-    /// it; the file is then no longer current, and the next sync writes
-    /// it anew, after which the check finds nothing.
+    /// The full check names a damaged sketch or cells file and gives it
+    /// up: the cells are removed, the sketch loses its mark and is not
+    /// read. The next sync writes it anew, after which the check finds
+    /// nothing. A sketch whose head holds is sketched again against the
+    /// mean kept there: byte for byte what it was, its cells kept.
     #[test]
     fn the_full_check_names_a_damaged_sketch_or_cells_and_the_next_sync_rewrites_it() {
         use crate::store::derived::Component;
         let dir = tempfile::tempdir().expect("tmp");
-        let mut store = store_with(dir.path(), 80);
+        // Sketched from 40 entries (its mean theirs), then 40 more.
+        let mut store = store_with(dir.path(), 40);
+        store.sync_vector_file(3).expect("sync");
+        add(&mut store, 40, 80);
         store.sync_vector_file(3).expect("sync");
         assert!(store.vector_file_current().expect("current"));
         assert_eq!(store.check_derived(true).expect("check"), Vec::new());
-        for c in [Component::Sketch, Component::Cells] {
+        let sketch_path = Component::Sketch.path(store.path());
+        let cells_path = Component::Cells.path(store.path());
+        let undamaged = std::fs::read(&sketch_path).expect("read");
+        // A sketch page, zeroed; then a cells page; then the sketch's head.
+        for (c, page) in [
+            (Component::Sketch, 1),
+            (Component::Cells, 1),
+            (Component::Sketch, 0),
+        ] {
             let path = c.path(store.path());
+            let cells_before = std::fs::read(&cells_path).expect("cells");
             let mut bytes = std::fs::read(&path).expect("read");
-            // The last page, zeroed: its check fails.
-            let at = bytes.len() - crate::store::pages::PAGE;
-            bytes[at..].fill(0);
+            let at = page * crate::store::pages::PAGE;
+            bytes[at..at + crate::store::pages::PAGE].fill(0);
             std::fs::write(&path, &bytes).expect("damage");
             let found = store.check_derived(true).expect("check");
             assert_eq!(found.len(), 1, "{c:?}: {found:?}");
             assert_eq!(found[0].path, path, "{c:?}");
-            assert!(!path.exists(), "{c:?}: given up");
+            assert_eq!(path.exists(), c == Component::Sketch, "{c:?}: given up");
+            assert!(!sketched(&store) || c == Component::Cells, "not read");
             assert!(!store.vector_file_current().expect("current"), "{c:?}");
             assert_eq!(store.sync_vector_file(3).expect("sync"), Synced::Current);
             assert!(path.exists(), "{c:?}: written anew");
+            assert!(sketched(&store));
             assert!(store.vector_file_current().expect("current"));
             assert_eq!(
                 store.check_derived(true).expect("check"),
                 Vec::new(),
                 "{c:?}"
             );
+            let repaired = std::fs::read(&sketch_path).expect("read");
+            match (c, page) {
+                (Component::Sketch, 1) => {
+                    assert_eq!(repaired, undamaged, "sketched against the kept mean");
+                    assert_eq!(std::fs::read(&cells_path).expect("cells"), cells_before);
+                }
+                (Component::Sketch, _) => {
+                    let head = |b: &[u8]| b[..crate::store::pages::PAGE].to_vec();
+                    assert_ne!(head(&repaired), head(&undamaged), "the 80 entries' mean");
+                }
+                _ => assert_eq!(repaired, undamaged, "the sketch untouched"),
+            }
         }
         // Without the semantic tier, only the columns file is checked.
         std::fs::write(Component::Sketch.path(store.path()), b"junk").expect("write");
@@ -1538,6 +1568,7 @@ mod tests {
         assert_eq!(store.check_derived(true).expect("check").len(), 1);
         // A sketch that cannot be written fails the sync, naming it.
         let path = Component::Sketch.path(store.path());
+        std::fs::remove_file(&path).expect("rm");
         std::fs::create_dir(&path).expect("a folder in the way");
         match store.sync_vector_file(3) {
             Err(StoreError::Derived { path: named, .. }) => assert_eq!(named, path),
