@@ -93,10 +93,30 @@ pub fn run_parsed(cli: Cli) -> ExitCode {
         Err(e) if is_broken_pipe(&e) => ExitCode::from(EXIT_OK),
         Err(e) if e.downcast_ref::<NoMatch>().is_some() => ExitCode::from(EXIT_NO_MATCH),
         Err(e) => {
-            eprintln!("cairn: error: {e:#}");
+            eprintln!("cairn: error: {}", error_text(&e));
             ExitCode::from(EXIT_ERROR)
         }
     }
+}
+
+/// An error and its causes, joined by ": " as `{:#}` joins them, leaving
+/// out a cause the text before it already says (a message that quotes its
+/// source, SQLite's "Error code 26: file is not a database" after "file
+/// is not a database"), so each fact is printed once.
+pub(crate) fn error_text(e: &anyhow::Error) -> String {
+    let mut out = e.to_string();
+    for cause in e.chain().skip(1) {
+        let text = cause.to_string();
+        let bare = text
+            .strip_prefix("Error code ")
+            .and_then(|rest| rest.split_once(": "))
+            .map_or(text.as_str(), |(_, message)| message);
+        if !out.contains(bare) {
+            out.push_str(": ");
+            out.push_str(&text);
+        }
+    }
+    out
 }
 
 fn is_broken_pipe(e: &anyhow::Error) -> bool {
@@ -133,4 +153,37 @@ fn init_logging(verbose: u8) {
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_target(false)
         .try_init();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::error_text;
+
+    /// A message that quotes its source, and SQLite's coded form of the
+    /// same words, are said once; a cause not yet said is kept.
+    #[test]
+    fn each_cause_of_an_error_is_said_once() {
+        let sqlite = rusqlite::Error::SqliteFailure(
+            rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_NOTADB),
+            Some("file is not a database".into()),
+        );
+        let e = anyhow::Error::new(sqlite)
+            .context("x.db is not a readable cairn database (file is not a database)")
+            .context("cannot open the cairn node in /h");
+        assert_eq!(
+            format!("{e:#}").matches("file is not a database").count(),
+            3,
+            "the chain as anyhow prints it"
+        );
+        assert_eq!(
+            error_text(&e),
+            "cannot open the cairn node in /h: x.db is not a readable cairn database (file is not a database)"
+        );
+        let io = std::io::Error::other("no space left on device");
+        let e = anyhow::Error::new(io).context("could not write x.db-vectors");
+        assert_eq!(
+            error_text(&e),
+            "could not write x.db-vectors: no space left on device"
+        );
+    }
 }

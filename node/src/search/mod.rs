@@ -156,7 +156,7 @@ pub enum SearchError {
 
 impl From<rusqlite::Error> for SearchError {
     fn from(e: rusqlite::Error) -> Self {
-        SearchError::Store(StoreError::Sqlite(e))
+        SearchError::Store(StoreError::from(e))
     }
 }
 

@@ -138,7 +138,7 @@ impl ApplyError {
 
 impl From<rusqlite::Error> for ApplyError {
     fn from(e: rusqlite::Error) -> Self {
-        ApplyError::Store(StoreError::Sqlite(e))
+        ApplyError::Store(StoreError::from(e))
     }
 }
 

@@ -93,7 +93,7 @@ pub enum ForgetError {
 
 impl From<rusqlite::Error> for ForgetError {
     fn from(e: rusqlite::Error) -> Self {
-        ForgetError::Store(StoreError::Sqlite(e))
+        ForgetError::Store(StoreError::from(e))
     }
 }
 

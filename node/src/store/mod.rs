@@ -104,9 +104,16 @@ pub use vectors::{VectorCounts, embeds_role};
 /// Failures of the store.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
-    /// SQLite refused an operation.
+    /// SQLite refused an operation (its message is this error's text,
+    /// not a source to print again).
     #[error("database error: {0}")]
-    Sqlite(#[from] rusqlite::Error),
+    Sqlite(rusqlite::Error),
+    /// SQLite could not write: the disk (or the user's quota) is full. The
+    /// open transaction is rolled back; what earlier ones stored stays.
+    #[error(
+        "the disk holding the database is full: free some space and run again (what was stored before stays)"
+    )]
+    DiskFull,
     /// The file exists but is not a usable cairn database.
     #[error(
         "{path} is not a readable cairn database ({source}); move it aside to start a new one (records received from peers would be lost)"
@@ -161,6 +168,15 @@ pub enum StoreError {
     },
 }
 
+impl From<rusqlite::Error> for StoreError {
+    fn from(e: rusqlite::Error) -> Self {
+        match e.sqlite_error_code() {
+            Some(rusqlite::ErrorCode::DiskFull) => StoreError::DiskFull,
+            _ => StoreError::Sqlite(e),
+        }
+    }
+}
+
 /// How long any statement waits for another process's write to finish.
 pub const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -199,7 +215,7 @@ fn classify(path: &Path, source: rusqlite::Error) -> StoreError {
                 path: path.to_path_buf(),
             }
         }
-        _ => StoreError::Sqlite(source),
+        _ => StoreError::from(source),
     }
 }
 

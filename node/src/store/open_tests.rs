@@ -176,3 +176,51 @@ fn the_page_cache_reads_back_as_set_in_kib_or_in_pages() {
         .expect("pages");
     assert_eq!(store.cache_kib().expect("pages"), 800);
 }
+
+/// A database that cannot grow (SQLite's page limit stands in for a full
+/// disk: the same `SQLITE_FULL`) fails the pass with [`StoreError::DiskFull`],
+/// whose text says what to do once, and keeps what earlier commits stored.
+#[test]
+fn a_full_disk_is_named_and_loses_nothing_committed() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("cairn.db");
+    let mut store = Store::open(&path).expect("open");
+    let record = |i: usize| {
+        crate::record::Record::new(
+            "claude-code",
+            &format!("s{i}"),
+            crate::record::Role::User,
+            format!("record {i} {}", "words of a long turn ".repeat(200)),
+        )
+    };
+    let mut ing = store.ingest("node-a").expect("ingest");
+    for i in 0..3 {
+        ing.insert(&record(i), None).expect("insert");
+    }
+    ing.commit().expect("commit");
+    let used: i64 = store
+        .conn()
+        .query_row("PRAGMA page_count", [], |r| r.get(0))
+        .expect("pages");
+    store
+        .conn()
+        .pragma_update(None, "max_page_count", used + 4)
+        .expect("limit");
+    let failed = (|| -> Result<(), StoreError> {
+        let mut ing = store.ingest("node-a")?;
+        for i in 3..400 {
+            ing.insert(&record(i), None)?;
+        }
+        ing.commit()
+    })();
+    let e = failed.expect_err("the database cannot grow");
+    assert!(matches!(e, StoreError::DiskFull), "{e:?}");
+    assert!(e.to_string().contains("free some space"), "{e}");
+    drop(store);
+    let store = Store::open(&path).expect("open again");
+    let held: i64 = store
+        .conn()
+        .query_row("SELECT count(*) FROM records", [], |r| r.get(0))
+        .expect("count");
+    assert_eq!(held, 3, "the committed records stay");
+}

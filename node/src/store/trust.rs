@@ -143,7 +143,7 @@ pub enum RefuseOriginError {
 
 impl From<rusqlite::Error> for RefuseOriginError {
     fn from(e: rusqlite::Error) -> Self {
-        RefuseOriginError::Store(StoreError::Sqlite(e))
+        RefuseOriginError::Store(StoreError::from(e))
     }
 }
 
