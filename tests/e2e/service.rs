@@ -256,3 +256,78 @@ fn the_daemon_reads_an_appended_transcript_without_walking_every_store() {
     assert_eq!(pass["stores"].as_u64(), Some(stores + 1), "{pass}");
     assert_eq!(home.search("osprey", &[]).len(), 1);
 }
+
+/// A database damaged under cairn (pages overwritten, the file still
+/// opens): doctor runs SQLite's check, names the file and what it found,
+/// and says how to rebuild it; following that fix gives a whole database
+/// with the same answers.
+#[test]
+fn doctor_names_a_damaged_database_and_the_rebuild_works() {
+    let home = TestHome::seeded();
+    home.ok(&["index", "--quiet"]);
+    let r: serde_json::Value =
+        serde_json::from_slice(&home.run(&["doctor", "--json"]).stdout).expect("doctor JSON");
+    assert_eq!(checks(&r, "database")[0]["level"], "ok", "{r}");
+    let question = [
+        "search",
+        "--no-refresh",
+        "--json",
+        "--",
+        "why did we pin hyper",
+    ];
+    let before = home.json(&question);
+    assert!(
+        before["hits"].as_array().is_some_and(|h| !h.is_empty()),
+        "{before}"
+    );
+    let db = home.cairn_home().join("cairn.db");
+    // The full-text index's root page: opening never reads it, every
+    // word search does.
+    let (root, page): (usize, usize) = {
+        let conn = rusqlite::Connection::open(&db).expect("open db");
+        conn.query_row(
+            "SELECT rootpage, (SELECT page_size FROM pragma_page_size())
+             FROM sqlite_master WHERE name = 'fts_data'",
+            [],
+            |r| Ok((r.get::<_, u32>(0)? as usize, r.get::<_, u32>(1)? as usize)),
+        )
+        .expect("fts_data's root page")
+    };
+    let mut bytes = std::fs::read(&db).expect("read db");
+    bytes[(root - 1) * page..root * page].fill(0xA5);
+    std::fs::write(&db, &bytes).expect("damage");
+    let out = home.run(&["doctor", "--json"]);
+    let r: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("doctor JSON: {e}: {}", String::from_utf8_lossy(&out.stderr)));
+    let check = checks(&r, "database")[0];
+    assert_eq!(check["level"], "problem", "{r}");
+    let summary = check["summary"].as_str().unwrap_or("");
+    assert!(
+        summary.contains(&db.display().to_string()) && summary.contains("damaged"),
+        "{r}"
+    );
+    // A search that meets the damage says so and where to look.
+    let found = home.run(&question);
+    assert_eq!(found.status.code(), Some(2));
+    let said = String::from_utf8_lossy(&found.stderr);
+    assert!(
+        said.contains("damaged") && said.contains("cairn doctor"),
+        "{said}"
+    );
+    let fix = check["fix"].as_str().unwrap_or("");
+    assert!(
+        fix.contains("aside") && fix.contains("`cairn index`"),
+        "{r}"
+    );
+    // The fix, as a user follows it.
+    std::fs::rename(&db, db.with_extension("db.damaged")).expect("move aside");
+    home.ok(&["index", "--quiet"]);
+    let r: serde_json::Value =
+        serde_json::from_slice(&home.run(&["doctor", "--json"]).stdout).expect("doctor JSON");
+    assert_eq!(checks(&r, "database")[0]["level"], "ok", "{r}");
+    assert_eq!(
+        home.json(&question)["hits"],
+        before["hits"],
+        "the same answers"
+    );
+}

@@ -1154,3 +1154,36 @@ fn a_relayed_machine_is_listed_refused_and_allowed_again() {
     assert!(back.is_some(), "A's records come back once allowed");
     assert!(!c.search("timezone").is_empty());
 }
+
+/// A database rebuilt from scratch (moved aside, as `cairn doctor` says
+/// to do with a damaged one) gets back by sync what its paired machines
+/// hold: its watermarks went with the old file, so it pulls every log
+/// from the start, and the records arrive once.
+#[test]
+fn a_database_started_anew_gets_its_peers_records_back_by_sync() {
+    let a = Machine::new(TestHome::seeded(), "fixture-laptop");
+    let b = Machine::new(TestHome::empty(), "beta");
+    a.ok(&["index", "--quiet"]);
+    let a_records = a.json(&["status", "--json"])["records"]
+        .as_u64()
+        .expect("records");
+    let a_listen = format!("127.0.0.1:{}", free_port());
+    pair(&a, &b, &a_listen);
+    let (_a_serve, _) = a.serve(&a_listen);
+    let records = |m: &Machine| m.json(&["status", "--json"])["records"].as_u64();
+    let synced = wait_for(DEADLINE, || {
+        b.cmd(&["sync", "--json"]).output().ok()?;
+        records(&b).filter(|&n| n >= a_records)
+    });
+    assert_eq!(synced, Some(a_records), "B holds A's records");
+    let db = b.home.cairn_home().join("cairn.db");
+    std::fs::rename(&db, db.with_extension("db.old")).expect("move aside");
+    b.ok(&["index", "--quiet"]);
+    assert_eq!(records(&b), Some(0), "a new database");
+    let back = wait_for(DEADLINE, || {
+        b.cmd(&["sync", "--json"]).output().ok()?;
+        records(&b).filter(|&n| n >= a_records)
+    });
+    assert_eq!(back, Some(a_records), "A's records came back, once each");
+    assert!(!b.search("timezone").is_empty(), "and are searchable");
+}

@@ -108,6 +108,10 @@ pub enum StoreError {
     /// not a source to print again).
     #[error("database error: {0}")]
     Sqlite(rusqlite::Error),
+    /// SQLite met a damaged page of a database that opened (power loss on
+    /// a disk that lies about syncs, a failing disk).
+    #[error("the database is damaged ({0}); `cairn doctor` checks it and says what to do")]
+    Damaged(rusqlite::Error),
     /// SQLite could not write: the disk (or the user's quota) is full. The
     /// open transaction is rolled back; what earlier ones stored stays.
     #[error(
@@ -116,7 +120,7 @@ pub enum StoreError {
     DiskFull,
     /// The file exists but is not a usable cairn database.
     #[error(
-        "{path} is not a readable cairn database ({source}); move it aside to start a new one (records received from peers would be lost)"
+        "{path} is not a readable cairn database ({source}); move it aside (keep it) and run `cairn index` to start a new one: paired machines send back what they hold"
     )]
     Corrupt {
         /// The database file.
@@ -172,6 +176,9 @@ impl From<rusqlite::Error> for StoreError {
     fn from(e: rusqlite::Error) -> Self {
         match e.sqlite_error_code() {
             Some(rusqlite::ErrorCode::DiskFull) => StoreError::DiskFull,
+            Some(rusqlite::ErrorCode::DatabaseCorrupt | rusqlite::ErrorCode::NotADatabase) => {
+                StoreError::Damaged(e)
+            }
             _ => StoreError::Sqlite(e),
         }
     }
@@ -476,6 +483,25 @@ impl Store {
             .conn
             .query_row("PRAGMA data_version", [], |r| r.get(0))?;
         Ok((version, self.conn.total_changes()))
+    }
+
+    /// What SQLite's own check of every page, table and index
+    /// (`PRAGMA quick_check`) finds wrong, its first few findings; empty
+    /// when the file is whole. Reads the whole file (about 0.3 s for 1 GB
+    /// of history, 13 s for 10 GB).
+    pub fn damage(&self) -> Result<Vec<String>, StoreError> {
+        let mut stmt = self.conn.prepare("PRAGMA quick_check(5)")?;
+        let found = stmt
+            .query_map([], |r| r.get::<_, String>(0))?
+            .collect::<Result<Vec<_>, _>>();
+        match found {
+            Ok(rows) => Ok(rows.into_iter().filter(|r| r != "ok").collect()),
+            // A header or schema SQLite cannot read fails the check itself.
+            Err(e) => match StoreError::from(e) {
+                StoreError::Damaged(e) => Ok(vec![e.to_string()]),
+                other => Err(other),
+            },
+        }
     }
 
     /// Bytes of the database's pages (free pages included).
