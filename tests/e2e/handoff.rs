@@ -532,13 +532,8 @@ fn the_browse_page_serves_the_handoff_and_the_resume_command() {
 /// row id of the machine that prints it gets in.
 #[test]
 fn a_synced_session_gives_the_same_brief_on_both_machines() {
-    use crate::sync::{DEADLINE, Machine, free_port, pair, wait_for};
-    let a = Machine::new(TestHome::seeded(), "fixture-laptop");
-    let b = Machine::new(TestHome::empty(), "beta");
-    a.ok(&["index", "--quiet"]);
-    let a_records = a.json(&["status", "--json"])["records"]
-        .as_u64()
-        .expect("records");
+    use crate::sync::{DEADLINE, free_port, pair, seeded_and_empty, wait_for};
+    let (a, b, a_records) = seeded_and_empty();
     let port = free_port();
     let a_listen = format!("127.0.0.1:{port}");
     pair(&a, &b, &a_listen);

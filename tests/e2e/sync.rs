@@ -143,6 +143,19 @@ pub(crate) fn free_port() -> u16 {
         .port()
 }
 
+/// Machine A with the seeded history indexed, an empty machine B, and
+/// how many records A holds.
+pub(crate) fn seeded_and_empty() -> (Machine, Machine, u64) {
+    let a = Machine::new(TestHome::seeded(), "fixture-laptop");
+    let b = Machine::new(TestHome::empty(), "beta");
+    a.ok(&["index", "--quiet"]);
+    let a_records = a.json(&["status", "--json"])["records"]
+        .as_u64()
+        .expect("records");
+    assert!(a_records > 0);
+    (a, b, a_records)
+}
+
 /// Pairs `a` (inviting on `listen`) with `b` through the real commands.
 pub(crate) fn pair(a: &Machine, b: &Machine, listen: &str) {
     let mut child = a
@@ -194,13 +207,7 @@ pub(crate) fn claude_line(session: &str, uuid: &str, text: &str) -> String {
 #[test]
 fn two_serve_daemons_pair_and_replicate_within_seconds() {
     // The seeded home's config names the machine.
-    let a = Machine::new(TestHome::seeded(), "fixture-laptop");
-    let b = Machine::new(TestHome::empty(), "beta");
-    a.ok(&["index", "--quiet"]);
-    let a_records = a.json(&["status", "--json"])["records"]
-        .as_u64()
-        .expect("records");
-    assert!(a_records > 0);
+    let (a, b, a_records) = seeded_and_empty();
 
     // A invites on the port its daemon will then listen on.
     let port = free_port();
@@ -1161,12 +1168,7 @@ fn a_relayed_machine_is_listed_refused_and_allowed_again() {
 /// from the start, and the records arrive once.
 #[test]
 fn a_database_started_anew_gets_its_peers_records_back_by_sync() {
-    let a = Machine::new(TestHome::seeded(), "fixture-laptop");
-    let b = Machine::new(TestHome::empty(), "beta");
-    a.ok(&["index", "--quiet"]);
-    let a_records = a.json(&["status", "--json"])["records"]
-        .as_u64()
-        .expect("records");
+    let (a, b, a_records) = seeded_and_empty();
     let a_listen = format!("127.0.0.1:{}", free_port());
     pair(&a, &b, &a_listen);
     let (_a_serve, _) = a.serve(&a_listen);
