@@ -344,3 +344,52 @@ fn a_sketch_or_cells_that_cannot_be_written_fails_index_naming_it() {
     home.ok(&["index", "--quiet"]);
     unwritable_fails_index_naming_it(&home, &[Component::Sketch, Component::Cells]);
 }
+
+/// Damage that leaves a derived file's size and time as they were (a
+/// failing disk does not touch the time): a search that meets it names
+/// the file and says the next `cairn index` writes it anew, and that
+/// `cairn index` does, though its survey of the disk saw nothing change.
+#[test]
+fn damage_that_keeps_the_files_time_is_written_anew_by_the_next_index() {
+    let home = TestHome::seeded();
+    long_session(home.path(), "fleet-ops", 2_400);
+    home.ok(&["index", "--quiet"]);
+    // The second pass leaves the survey a third would take as it is.
+    home.ok(&["index", "--quiet"]);
+    let (want, quiet) = answers(&home);
+    assert!(quiet.is_empty(), "{quiet}");
+    let path = home
+        .cairn_home()
+        .join(Component::Vectors.file_name("cairn.db"));
+    let was = std::fs::metadata(&path).expect("stat");
+    let mut bytes = std::fs::read(&path).expect("read");
+    damage(&mut bytes, 0, 0xb17);
+    std::fs::write(&path, &bytes).expect("damage");
+    let file = std::fs::File::options()
+        .write(true)
+        .open(&path)
+        .expect("open");
+    file.set_modified(was.modified().expect("mtime"))
+        .expect("time as it was");
+    drop(file);
+    let same = std::fs::metadata(&path).expect("stat");
+    assert_eq!(
+        (same.len(), same.modified().ok()),
+        (was.len(), was.modified().ok())
+    );
+    let (_, said) = answers(&home);
+    assert!(
+        said.contains("cairn.db-vectors") && said.contains("the next `cairn index` writes"),
+        "the search names it: {said}"
+    );
+    let out = home.run(&["index"]);
+    let printed = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(out.status.success(), "{printed}");
+    assert!(
+        printed.contains("damaged, written anew") && printed.contains("cairn.db-vectors"),
+        "index names it: {printed}"
+    );
+    let (after, said) = answers(&home);
+    assert_eq!(after, want, "after `cairn index`");
+    assert!(said.is_empty(), "{said}");
+}

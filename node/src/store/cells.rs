@@ -121,6 +121,7 @@ pub(crate) fn open(
     let Some((count, covered, head)) = read_head(&file, &seal, token, dim) else {
         if flat_file::claims(&file, MAGIC, token) {
             tracing::error!(path = %path.display(), "the head of the sketch's cells is damaged: they are not read (every sketch is); the next `cairn index` writes them anew");
+            super::derived::note_damage(&path);
         }
         return None;
     };

@@ -326,6 +326,7 @@ impl View {
                 page = n,
                 "a damaged page of a derived file: its records are read from the database, and the next `cairn index` writes the file anew"
             );
+            super::derived::note_damage(&self.path);
         }
         ok
     }

@@ -5,6 +5,7 @@
 //! recomputation, never a record. Holds no file's format and writes no
 //! file but the marks.
 
+use std::fs::File;
 use std::path::{Path, PathBuf};
 
 use rusqlite::Connection;
@@ -187,6 +188,19 @@ pub(crate) fn parse_mark<const N: usize>(s: &str) -> Option<([u8; 16], [i128; N]
         *n = parts.next()?.parse().ok()?;
     }
     parts.next().is_none().then_some((token, numbers))
+}
+
+/// Marks `path`, a derived file a reader found damaged, as changed (its
+/// modification time set to now), so that the survey no longer holds and
+/// the next `cairn index` runs a pass, which checks every derived file and
+/// writes this one anew, as the reader's message says. Damage that left
+/// the file's size and time as they were (a failing disk) would otherwise
+/// wait for a pass with other work. Best effort: the message stands.
+pub(crate) fn note_damage(path: &Path) {
+    let touched = File::open(path).and_then(|f| f.set_modified(std::time::SystemTime::now()));
+    if let Err(e) = touched {
+        tracing::debug!(path = %path.display(), error = %e, "cannot mark a damaged file changed");
+    }
 }
 
 /// The file a failure to write derived data names, and why: the file the

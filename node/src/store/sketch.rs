@@ -300,6 +300,7 @@ impl Drop for Reader {
         let n = self.damaged.load(Ordering::Relaxed);
         if n > 0 {
             tracing::error!(path = %self.path.display(), entries = n, "damaged pages of the sketch were not read (their vectors were scored exactly); the next `cairn index` writes the file anew");
+            derived::note_damage(&self.path);
         }
     }
 }
@@ -325,6 +326,7 @@ pub(crate) fn open(
     let Some((mean, count)) = check(&file, &of.token, dim) else {
         if flat_file::claims(&file, MAGIC, &of.token) {
             tracing::error!(path = %path_for(db).display(), "the sketch's head is damaged: it is not read (every vector is scored); the next `cairn index` writes it anew");
+            derived::note_damage(&path_for(db));
         }
         return None;
     };
@@ -562,6 +564,7 @@ impl Reader {
             // known, so every sketch is read instead.
             None => {
                 tracing::error!(path = %cells.path.display(), "a damaged page of the sketch's cells was not read (every sketch was read instead); the next `cairn index` writes the file anew");
+                derived::note_damage(&cells.path);
                 self.nearest_scan(query, k)
             }
         }

@@ -333,6 +333,7 @@ pub(crate) fn lookup(conn: &Connection, db: &Path, id: i64) -> Result<Option<Vec
     read_at(&file, &mut entry, at).map_err(io)?;
     if !intact(&entry) {
         tracing::error!(path = %path.display(), record = id, "a damaged entry of the vector file is not read; the next `cairn index` writes the file anew");
+        derived::note_damage(&path);
         return Ok(None);
     }
     let inv = f32::from_le_bytes(entry[8..12].try_into().expect("4 bytes"));
@@ -718,6 +719,7 @@ impl Drop for Scan {
     fn drop(&mut self) {
         if self.damaged.load(Ordering::Relaxed) > 0 {
             tracing::error!(path = %self.path.display(), "damaged entries of the vector file were not read; the next `cairn index` writes the file anew");
+            derived::note_damage(&self.path);
         }
     }
 }
