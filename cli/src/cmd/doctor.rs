@@ -245,6 +245,15 @@ fn source_checks(node: &cairn_node::node::Node) -> Vec<Check> {
 /// file: a second or so per few GB of history.
 fn database_check(node: &cairn_node::node::Node, db: &Path) -> Check {
     let started = Instant::now();
+    // Some seconds for a large history: say what the wait is for.
+    let bytes = std::fs::metadata(db).map_or(0, |m| m.len());
+    if bytes > 1 << 30 && std::io::IsTerminal::is_terminal(&std::io::stderr()) {
+        eprintln!(
+            "checking {} ({:.1} GB) for damage...",
+            db.display(),
+            bytes as f64 / 1e9
+        );
+    }
     match node.store().damage() {
         Ok(found) if found.is_empty() => check(
             "database",
