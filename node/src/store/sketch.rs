@@ -11,7 +11,9 @@
 //! moved only once they are synced: entries past it are stale, never
 //! damage, and are written again from their page's start. A failing
 //! vouched page's entries are scored exactly and the file named once; the
-//! full check removes it. A blanked entry's sketch is zeroed with it.
+//! full check drops its mark, and the next update sketches every entry
+//! again against the head's mean (a new one if the head failed). A
+//! blanked entry's sketch is zeroed with it.
 
 use std::fs::File;
 use std::io::Write;
