@@ -302,11 +302,21 @@ fn index_check(node: &cairn_node::node::Node, serving: bool) -> Check {
     let f = match node.freshness() {
         Ok(f) => f,
         Err(e) => {
+            let damaged = matches!(
+                e,
+                cairn_node::node::NodeError::Store(cairn_node::store::StoreError::Damaged(_))
+            );
+            let fix = match damaged {
+                true => "the database check below says what to do",
+                false => {
+                    "`cairn status` shows the database path; `cairn index` rebuilds what is missing"
+                }
+            };
             return check(
                 "index",
                 Level::Problem,
                 format!("cannot read the index: {e}"),
-                Some("`cairn status` shows the database path; `cairn index` rebuilds what is missing".to_owned()),
+                Some(fix.to_owned()),
             );
         }
     };
