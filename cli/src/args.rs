@@ -136,7 +136,7 @@ pub struct SearchArgs {
     /// Skip this many sessions (the next page: --offset 10 after the first 10).
     #[arg(long, default_value_t = 0)]
     pub offset: usize,
-    /// Only this agent (claude-code, codex, gemini, aider, copilot, opencode, cursor, pi, notes).
+    /// Only this agent, by its id (claude-code, codex, gemini, cursor, aider, notes, ...: `cairn sources` lists them).
     #[arg(long)]
     pub agent: Option<String>,
     /// Only sessions whose project path contains this.

@@ -41,7 +41,7 @@ const QUERY_MAX: usize = 1024;
 pub struct SearchArgs {
     /// What to look for: words, "quoted phrases", prefix*, file paths or error text.
     pub query: String,
-    /// Only this agent: claude-code, codex, gemini, aider, copilot, opencode, cursor, pi or notes.
+    /// Only this agent, by the id cairn gives it (claude-code, codex, gemini, cursor, aider, notes, ...).
     #[serde(default)]
     pub agent: Option<String>,
     /// Only sessions whose project (working directory) path contains this text.
