@@ -308,8 +308,10 @@ fn unwritable_fails_index_naming_it(home: &TestHome, components: &[Component]) {
             let out = home.run(args);
             let stderr = String::from_utf8_lossy(&out.stderr);
             assert_eq!(out.status.code(), Some(2), "{args:?} {name}: {stderr}");
-            assert!(
-                stderr.contains(&*path.to_string_lossy()),
+            // Named once, with the reason beside it.
+            assert_eq!(
+                stderr.matches(&*path.to_string_lossy()).count(),
+                1,
                 "{args:?}: names {name}: {stderr}"
             );
             if args.contains(&"--json") {

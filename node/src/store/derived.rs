@@ -206,11 +206,11 @@ pub(crate) fn note_damage(path: &Path) {
 /// The file a failure to write derived data names, and why: the file the
 /// error carries, else `fallback`'s.
 pub fn failure(db: &Path, fallback: Component, e: &StoreError) -> (String, String) {
-    let path = match e {
-        StoreError::Derived { path, .. } => path.clone(),
-        _ => fallback.path(db),
-    };
-    (path.display().to_string(), e.to_string())
+    match e {
+        // The path is named beside the reason: the reason alone.
+        StoreError::Derived { path, source } => (path.display().to_string(), source.to_string()),
+        _ => (fallback.path(db).display().to_string(), e.to_string()),
+    }
 }
 
 impl super::Store {
