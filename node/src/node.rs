@@ -391,10 +391,14 @@ impl Node {
         // A pass with a deadline (a search's refresh, MCP, the daemon)
         // starts the clock on its first pass and checks once it has run
         // for [`CHECK_EVERY`]: a one-shot search never pays for reading
-        // both files whole (its reads check the pages they touch anyway).
+        // both files whole (its reads check the pages they touch anyway),
+        // unless a reader marked one damaged.
         let now = std::time::Instant::now();
         let started = *self.checked_at.get_or_insert(now);
-        if deadline.is_none() || now.duration_since(started) >= CHECK_EVERY {
+        if deadline.is_none()
+            || now.duration_since(started) >= CHECK_EVERY
+            || self.store.derived_marked()
+        {
             self.check_derived(&mut report)?;
         }
         self.embed_pending()?;

@@ -351,6 +351,8 @@ fn a_sketch_or_cells_that_cannot_be_written_fails_index_naming_it() {
 /// failing disk does not touch the time): a search that meets it names
 /// the file and says the next `cairn index` writes it anew, and that
 /// `cairn index` does, though its survey of the disk saw nothing change.
+/// So does a search's own refresh pass, if one runs first: it leaves no
+/// survey that would hide the damage from the next `cairn index`.
 #[test]
 fn damage_that_keeps_the_files_time_is_written_anew_by_the_next_index() {
     let home = TestHome::seeded();
@@ -363,35 +365,46 @@ fn damage_that_keeps_the_files_time_is_written_anew_by_the_next_index() {
     let path = home
         .cairn_home()
         .join(Component::Vectors.file_name("cairn.db"));
-    let was = std::fs::metadata(&path).expect("stat");
-    let mut bytes = std::fs::read(&path).expect("read");
-    damage(&mut bytes, 0, 0xb17);
-    std::fs::write(&path, &bytes).expect("damage");
-    let file = std::fs::File::options()
-        .write(true)
-        .open(&path)
-        .expect("open");
-    file.set_modified(was.modified().expect("mtime"))
-        .expect("time as it was");
-    drop(file);
-    let same = std::fs::metadata(&path).expect("stat");
-    assert_eq!(
-        (same.len(), same.modified().ok()),
-        (was.len(), was.modified().ok())
-    );
-    let (_, said) = answers(&home);
-    assert!(
-        said.contains("cairn.db-vectors") && said.contains("the next `cairn index` writes"),
-        "the search names it: {said}"
-    );
-    let out = home.run(&["index"]);
-    let printed = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(out.status.success(), "{printed}");
-    assert!(
-        printed.contains("damaged, written anew") && printed.contains("cairn.db-vectors"),
-        "index names it: {printed}"
-    );
-    let (after, said) = answers(&home);
-    assert_eq!(after, want, "after `cairn index`");
-    assert!(said.is_empty(), "{said}");
+    for refresh_first in [false, true] {
+        let was = std::fs::metadata(&path).expect("stat");
+        let mut bytes = std::fs::read(&path).expect("read");
+        damage(&mut bytes, 0, 0xb17 + u64::from(refresh_first));
+        std::fs::write(&path, &bytes).expect("damage");
+        let file = std::fs::File::options()
+            .write(true)
+            .open(&path)
+            .expect("open");
+        file.set_modified(was.modified().expect("mtime"))
+            .expect("time as it was");
+        drop(file);
+        let same = std::fs::metadata(&path).expect("stat");
+        assert_eq!(
+            (same.len(), same.modified().ok()),
+            (was.len(), was.modified().ok())
+        );
+        let (_, said) = answers(&home);
+        assert!(
+            said.contains("cairn.db-vectors") && said.contains("the next `cairn index` writes"),
+            "the search names it: {said}"
+        );
+        if refresh_first {
+            // A search with its refresh pass, as typed by hand.
+            home.run(&["search", "--", "deploy timeout"]);
+        }
+        let out = home.run(&["index"]);
+        let printed = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(out.status.success(), "{printed}");
+        if !refresh_first {
+            assert!(
+                printed.contains("damaged, written anew") && printed.contains("cairn.db-vectors"),
+                "index names it: {printed}"
+            );
+        }
+        let (after, said) = answers(&home);
+        assert_eq!(
+            after, want,
+            "after `cairn index` (refresh first: {refresh_first})"
+        );
+        assert!(said.is_empty(), "{said}");
+    }
 }

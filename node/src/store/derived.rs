@@ -190,16 +190,29 @@ pub(crate) fn parse_mark<const N: usize>(s: &str) -> Option<([u8; 16], [i128; N]
     parts.next().is_none().then_some((token, numbers))
 }
 
-/// Marks `path`, a derived file a reader found damaged, as changed (its
-/// modification time set to now), so that the survey no longer holds and
-/// the next `cairn index` runs a pass, which checks every derived file and
-/// writes this one anew, as the reader's message says. Damage that left
-/// the file's size and time as they were (a failing disk) would otherwise
-/// wait for a pass with other work. Best effort: the message stands.
+/// Marks `path`, a derived file a reader found damaged, for the next
+/// pass: its time is set to the epoch, which no write gives a file. While
+/// a derived file is marked no survey holds or is left (`store::survey`),
+/// and the next pass, a search's refresh included, checks every derived
+/// file ([`Store::derived_marked`](super::Store::derived_marked)), gives
+/// up the damaged one and clears the marks. Damage that left a file's
+/// size and time as they were (a failing disk) would otherwise wait for a
+/// pass with other work. Best effort: the reader's message stands.
 pub(crate) fn note_damage(path: &Path) {
-    let touched = File::open(path).and_then(|f| f.set_modified(std::time::SystemTime::now()));
-    if let Err(e) = touched {
-        tracing::debug!(path = %path.display(), error = %e, "cannot mark a damaged file changed");
+    set_time(path, std::time::UNIX_EPOCH);
+}
+
+/// Whether the file at `path` is marked by [`note_damage`].
+pub(crate) fn is_marked(path: &Path) -> bool {
+    std::fs::metadata(path)
+        .and_then(|m| m.modified())
+        .is_ok_and(|t| t == std::time::UNIX_EPOCH)
+}
+
+/// Sets the modification time of the file at `path`, if it is there.
+fn set_time(path: &Path, to: std::time::SystemTime) {
+    if let Err(e) = File::open(path).and_then(|f| f.set_modified(to)) {
+        tracing::debug!(path = %path.display(), error = %e, "cannot set a derived file's time");
     }
 }
 
@@ -214,6 +227,14 @@ pub fn failure(db: &Path, fallback: Component, e: &StoreError) -> (String, Strin
 }
 
 impl super::Store {
+    /// Whether a reader marked a derived file damaged ([`note_damage`]):
+    /// the next pass checks them all, whatever its deadline.
+    pub fn derived_marked(&self) -> bool {
+        Component::ALL
+            .iter()
+            .any(|c| is_marked(&c.path(&self.path)))
+    }
+
     /// Checks every page or entry of every derived file (the semantic
     /// tier's only when `semantic`), in the order of [`Component::ALL`]; a damaged
     /// one is given up as its [`Spec::rebuilt`] says, so that the pass
@@ -222,6 +243,12 @@ impl super::Store {
     pub fn check_derived(&self, semantic: bool) -> Result<Vec<Damage>, StoreError> {
         let mut out = Vec::new();
         for c in Component::ALL {
+            // Checked now: a mark a reader left has done its work.
+            if is_marked(&c.path(&self.path)) {
+                let now = crate::clock::now_ms().max(1) as u64;
+                let now = std::time::UNIX_EPOCH + std::time::Duration::from_millis(now);
+                set_time(&c.path(&self.path), now);
+            }
             if c.spec().semantic && !semantic {
                 continue;
             }

@@ -199,16 +199,21 @@ struct Stamp {
     /// The newest record's id (0 when there is none).
     newest: i64,
     /// The derived files' sizes and modification times ([`derived_files`]).
-    derived: Vec<u8>,
+    derived: Option<Vec<u8>>,
 }
 
 /// Each derived file beside the database at `db`: a presence byte, then
 /// its size and modification time (ns) when present. A file written since
 /// (a pass, another program, damage) is then told by a survey, so the
-/// pass that checks it runs.
-fn derived_files(db: &Path) -> Vec<u8> {
+/// pass that checks it runs. None while a reader's mark is on one
+/// (`derived::note_damage`): no survey holds or is left until a pass
+/// has checked it.
+fn derived_files(db: &Path) -> Option<Vec<u8>> {
     let mut out = Vec::with_capacity(super::Component::ALL.len() * 17);
     for c in super::Component::ALL {
+        if super::derived::is_marked(&c.path(db)) {
+            return None;
+        }
         match std::fs::metadata(c.path(db)) {
             Ok(m) => {
                 let mtime = m
@@ -223,7 +228,7 @@ fn derived_files(db: &Path) -> Vec<u8> {
             Err(_) => out.push(0),
         }
     }
-    out
+    Some(out)
 }
 
 /// A survey's sources as the row's body holds them: their count, then per
@@ -383,7 +388,7 @@ impl Store {
             return Ok(false);
         };
         let stamp = self.survey_stamp()?;
-        let Some(generation) = stamp.generation else {
+        let (Some(generation), Some(derived)) = (stamp.generation, stamp.derived) else {
             return Ok(false);
         };
         self.conn
@@ -395,7 +400,7 @@ impl Store {
                 &key[..],
                 generation,
                 stamp.newest,
-                stamp.derived,
+                derived,
                 encode(sources)
             ])?;
         tx.commit()?;
@@ -456,7 +461,7 @@ impl Survey {
         let taken = Stamp {
             generation: Some(generation),
             newest,
-            derived,
+            derived: Some(derived),
         };
         if row_key != key || taken != store.survey_stamp()? {
             return Ok(None);

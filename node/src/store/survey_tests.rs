@@ -317,6 +317,23 @@ fn writes_to_the_stores_rows_new_records_and_derived_files_retire_the_survey() {
     std::fs::remove_file(&columns).expect("rm");
     assert!(!holds(&store), "removed");
 
+    // A file a reader marked damaged: no survey holds or is written
+    // until a check has run, which clears the mark.
+    std::fs::write(&columns, b"pages").expect("write");
+    saved(&store, &key);
+    assert!(holds(&store));
+    super::super::derived::note_damage(&columns);
+    assert!(store.derived_marked());
+    assert!(!holds(&store), "marked");
+    let written = store
+        .write_survey(&key, |_| Ok(Some(tallied(Keys::of(&key), rows()))))
+        .expect("save");
+    assert!(!written, "no survey left while marked");
+    store.check_derived(true).expect("check");
+    assert!(!store.derived_marked(), "the check clears the mark");
+    saved(&store, &key);
+    assert!(holds(&store));
+
     // No survey at all, and one for another configuration.
     saved(&store, &key);
     store.drop_survey().expect("drop");
