@@ -211,14 +211,13 @@ struct Stamp {
 fn derived_files(db: &Path) -> Option<Vec<u8>> {
     let mut out = Vec::with_capacity(super::Component::ALL.len() * 17);
     for c in super::Component::ALL {
-        if super::derived::is_marked(&c.path(db)) {
-            return None;
-        }
         match std::fs::metadata(c.path(db)) {
             Ok(m) => {
-                let mtime = m
-                    .modified()
-                    .ok()
+                let time = m.modified().ok();
+                if time == Some(std::time::UNIX_EPOCH) {
+                    return None;
+                }
+                let mtime = time
                     .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
                     .map_or(0, |d| d.as_nanos() as u64);
                 out.push(1);
