@@ -19,8 +19,19 @@ pub enum IdentityError {
         #[source]
         source: std::io::Error,
     },
-    /// The key file exists but does not hold a usable key.
-    #[error("identity key {path} is unreadable: {source}")]
+    /// The key file exists but does not hold a usable key (damaged, or
+    /// not text at all).
+    #[error(
+        "identity key {path} is unreadable ({why}): restore it from a backup, or move it aside and cairn makes a new one (the memory here stays; paired machines then see a new machine, to pair again)"
+    )]
+    Damaged {
+        /// The key file.
+        path: PathBuf,
+        /// What was wrong with it.
+        why: String,
+    },
+    /// A new key could not be made.
+    #[error("cannot make an identity key for {path}: {source}")]
     Key {
         /// The key file.
         path: PathBuf,
@@ -59,11 +70,18 @@ impl Identity {
             path: path.to_path_buf(),
             source,
         };
+        let damaged = |why: String| IdentityError::Damaged {
+            path: path.to_path_buf(),
+            why,
+        };
+        let parse = |pem: &str| {
+            rcgen::KeyPair::from_pem(pem)
+                .map(Identity::from_key)
+                .map_err(|e| damaged(e.to_string()))
+        };
         match std::fs::read_to_string(path) {
-            Ok(pem) => {
-                let key = rcgen::KeyPair::from_pem(&pem).map_err(bad)?;
-                Ok(Identity::from_key(key))
-            }
+            Ok(pem) => parse(&pem),
+            Err(e) if e.kind() == std::io::ErrorKind::InvalidData => Err(damaged(e.to_string())),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 if let Some(dir) = path.parent() {
                     crate::home::ensure(dir).map_err(io)?;
@@ -87,10 +105,7 @@ impl Identity {
                     Ok(()) => Ok(Identity::from_key(key)),
                     // Another process created the key first: use theirs.
                     Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-                        let pem = std::fs::read_to_string(path).map_err(io)?;
-                        Ok(Identity::from_key(
-                            rcgen::KeyPair::from_pem(&pem).map_err(bad)?,
-                        ))
+                        parse(&std::fs::read_to_string(path).map_err(io)?)
                     }
                     Err(e) => Err(io(e)),
                 }
@@ -179,10 +194,14 @@ mod tests {
             let mode = std::fs::metadata(&path).expect("stat").permissions().mode();
             assert_eq!(mode & 0o777, 0o600);
         }
-        std::fs::write(&path, "garbage").expect("write");
-        assert!(matches!(
-            Identity::load_or_create(&path),
-            Err(IdentityError::Key { .. })
-        ));
+        // Damaged, as text or as bytes that are no text at all: named, with
+        // what to do, and never replaced behind the user's back.
+        for bytes in [&b"garbage"[..], &[0xff, 0xfe, 0x00, 0x9c][..]] {
+            std::fs::write(&path, bytes).expect("write");
+            let e = Identity::load_or_create(&path).expect_err("damaged");
+            assert!(matches!(e, IdentityError::Damaged { .. }), "{e:?}");
+            assert!(e.to_string().contains("move it aside"), "{e}");
+            assert_eq!(std::fs::read(&path).expect("read"), bytes, "kept");
+        }
     }
 }
