@@ -387,7 +387,10 @@ fn agent_checks(global: &GlobalArgs) -> Vec<Check> {
             return vec![check(
                 "agents",
                 Level::Warn,
-                format!("cannot check the agents' configs: {e:#}"),
+                format!(
+                    "cannot check the agents' configs: {}",
+                    crate::error_text(&e)
+                ),
                 None,
             )];
         }

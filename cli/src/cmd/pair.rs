@@ -189,7 +189,7 @@ fn explain(e: FacadeError) -> anyhow::Error {
     };
     match hint {
         // The cause first, then what to do about it.
-        Some(h) => anyhow::anyhow!("{:#}; {h}", anyhow::Error::new(e)),
+        Some(h) => anyhow::anyhow!("{}; {h}", crate::error_text(&anyhow::Error::new(e))),
         None => e.into(),
     }
 }

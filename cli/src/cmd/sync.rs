@@ -123,7 +123,7 @@ fn result_of(o: PeerOutcome) -> PeerResult {
                 // Names that did not resolve are still worth naming.
                 res.tried.clone_from(&p.hosts);
             }
-            res.error = Some(format!("{:#}", anyhow::Error::new(e)));
+            res.error = Some(crate::error_text(&anyhow::Error::new(e)));
         }
     }
     res
