@@ -206,7 +206,12 @@ pub(crate) fn note_damage(path: &Path) {
 pub(crate) fn is_marked(path: &Path) -> bool {
     std::fs::metadata(path)
         .and_then(|m| m.modified())
-        .is_ok_and(|t| t == std::time::UNIX_EPOCH)
+        .is_ok_and(is_mark)
+}
+
+/// Whether a derived file's modification time is [`note_damage`]'s mark.
+pub(crate) fn is_mark(time: std::time::SystemTime) -> bool {
+    time == std::time::UNIX_EPOCH
 }
 
 /// Sets the modification time of the file at `path`, if it is there.

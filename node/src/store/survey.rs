@@ -214,7 +214,7 @@ fn derived_files(db: &Path) -> Option<Vec<u8>> {
         match std::fs::metadata(c.path(db)) {
             Ok(m) => {
                 let time = m.modified().ok();
-                if time == Some(std::time::UNIX_EPOCH) {
+                if time.is_some_and(super::derived::is_mark) {
                     return None;
                 }
                 let mtime = time
