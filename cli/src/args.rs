@@ -161,7 +161,9 @@ pub struct SearchArgs {
     #[arg(long)]
     pub lexical: bool,
     /// What to look for: words, "quoted phrases", prefix*, paths, error text.
-    #[arg(required = true, num_args = 1.., trailing_var_arg = true, allow_hyphen_values = true)]
+    /// Options may come before or after it; after `--` everything is the query
+    /// (`-- -bash: cargo: not found`).
+    #[arg(required = true)]
     pub query: Vec<String>,
 }
 
@@ -233,8 +235,8 @@ pub struct RememberArgs {
     /// Print JSON instead of text.
     #[arg(long)]
     pub json: bool,
-    /// The note.
-    #[arg(required = true, num_args = 1.., trailing_var_arg = true)]
+    /// The note (options may come before or after it; after `--` everything is the note).
+    #[arg(required = true)]
     pub text: Vec<String>,
 }
 
@@ -460,6 +462,49 @@ mod tests {
         }
         for args in [&["index"][..], &["serve"], &["sync"], &["mcp"], &["status"]] {
             assert!(!command(args).is_short_read(), "{args:?}");
+        }
+    }
+
+    fn search(args: &[&str]) -> SearchArgs {
+        match command(args) {
+            Command::Search(s) => s,
+            other => panic!("{args:?} parsed as {other:?}"),
+        }
+    }
+
+    #[test]
+    fn options_after_the_query_are_options_and_words_after_two_dashes_are_words() {
+        let s = search(&[
+            "search", "flaky", "test", "--json", "-n", "2", "--agent", "codex",
+        ]);
+        assert_eq!(s.query, ["flaky", "test"]);
+        assert!(s.json);
+        assert_eq!((s.limit, s.agent.as_deref()), (2, Some("codex")));
+        let s = search(&["search", "a", "--no-refresh", "b"]);
+        assert_eq!(s.query, ["a", "b"]);
+        assert!(s.no_refresh);
+        let s = search(&["search", "--json", "--", "-bash:", "cargo:", "--json"]);
+        assert_eq!(s.query, ["-bash:", "cargo:", "--json"]);
+        assert!(s.json);
+        // A word that looks like an option and is none is refused, with
+        // clap's tip to put it after `--`, never searched as something else.
+        let e = Cli::try_parse_from(["cairn", "search", "error", "-x"]).expect_err("refused");
+        assert!(e.to_string().contains("use '-- -x'"), "{e}");
+        match command(&[
+            "remember",
+            "we",
+            "pin",
+            "hyper",
+            "--project",
+            "/src/a",
+            "--json",
+        ]) {
+            Command::Remember(r) => {
+                assert_eq!(r.text, ["we", "pin", "hyper"]);
+                assert_eq!(r.project.as_deref(), Some("/src/a"));
+                assert!(r.json);
+            }
+            other => panic!("parsed as {other:?}"),
         }
     }
 
