@@ -115,6 +115,10 @@ pub struct IndexReport {
     pub failed: Vec<(String, String)>,
     /// Stores left (wholly or partly) for the next pass because the deadline passed.
     pub deferred: u64,
+    /// Records whose meaning vectors a pass with a deadline left for a
+    /// later pass (the meaning tier does not see them yet).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub vectors_left: bool,
     /// Derived files beside the database (the columns and vector files)
     /// that could not be written, with why: searches read the database
     /// instead until a later pass writes them.
@@ -138,6 +142,7 @@ impl IndexReport {
         self.skipped += later.skipped;
         self.failed = later.failed;
         self.deferred = later.deferred;
+        self.vectors_left = later.vectors_left;
         self.unwritten.extend(later.unwritten);
         self.rebuilt.extend(later.rebuilt);
     }
@@ -149,6 +154,7 @@ impl IndexReport {
             && self.added == 0
             && self.removed == 0
             && self.deferred == 0
+            && !self.vectors_left
             && self.failed.is_empty()
             && self.unwritten.is_empty()
             && self.rebuilt.is_empty()

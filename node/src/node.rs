@@ -401,7 +401,12 @@ impl Node {
         {
             self.check_derived(&mut report)?;
         }
-        self.embed_pending()?;
+        // A pass with a deadline computes the vectors of what it stored
+        // itself, and of a backlog (a vector file given up, a pass cut
+        // short) only until its deadline: a search's refresh must not
+        // spend half a minute computing a 10 GB history's vectors again.
+        let at_least = deadline.map(|_| report.added);
+        report.vectors_left = self.embed_pending_upto(at_least, deadline)?.1;
         self.write_columns();
         report.unwritten.append(&mut self.unwritten);
         match self.store.trim_free_pages() {
@@ -461,9 +466,9 @@ impl Node {
     /// differed from it, from that survey and those stores' rows now (when
     /// no other process committed since). Returns whether one was written.
     fn leave_survey(&mut self, report: &IndexReport) -> Result<bool, NodeError> {
-        // A derived file left unwritten must be tried by the next pass,
-        // which a survey would skip.
-        if !report.unwritten.is_empty() {
+        // A derived file left unwritten, or vectors left, must be tried by
+        // the next pass, which a survey would skip.
+        if !report.unwritten.is_empty() || report.vectors_left {
             self.compared = None;
             return Ok(false);
         }
@@ -562,13 +567,17 @@ impl Node {
     /// that cannot be trusted any more is written again from vectors
     /// computed anew.
     pub fn embed_pending(&mut self) -> Result<u64, StoreError> {
-        self.embed_pending_upto(None).map(|(done, _)| done)
+        self.embed_pending_upto(None, None).map(|(done, _)| done)
     }
 
-    /// [`Node::embed_pending`] that stops once it examined about `most`
-    /// records (`None`: all), at a move; returns how many it examined and
-    /// whether more wait for the next call.
-    fn embed_pending_upto(&mut self, most: Option<u64>) -> Result<(u64, bool), StoreError> {
+    /// [`Node::embed_pending`] that stops, at a move, once it examined about
+    /// `most` records (`None`: all) and `until` (if any) has passed;
+    /// returns how many it examined and whether more wait for a later call.
+    fn embed_pending_upto(
+        &mut self,
+        most: Option<u64>,
+        until: Option<std::time::Instant>,
+    ) -> Result<(u64, bool), StoreError> {
         if !self.config.semantic {
             return Ok((0, false));
         }
@@ -618,7 +627,12 @@ impl Node {
             if !more {
                 return Ok((done, false));
             }
-            if most.is_some_and(|m| done >= m) {
+            // A step that examined a whole move may have taken the last:
+            // then the next round ends the loop with the file's last sync.
+            if most.is_some_and(|m| done >= m)
+                && until.is_none_or(|d| std::time::Instant::now() >= d)
+                && self.store.vectors_pending()?
+            {
                 return Ok((done, true));
             }
         }
@@ -1033,7 +1047,7 @@ impl Node {
                 tracing::warn!(error = %e, "the full-text merge after a catch-up left to a later pass")
             }
         }
-        match self.embed_pending_upto(Some(MOVE_EVERY)) {
+        match self.embed_pending_upto(Some(MOVE_EVERY), None) {
             Ok((_, true)) => return true,
             Ok((_, false)) => {}
             Err(e) => {
@@ -1658,6 +1672,47 @@ mod tests {
             let covered = crate::store::cells_covered(node.store().path());
             assert_eq!(covered, Some(u64::from(records)));
         }
+    }
+
+    #[test]
+    fn a_pass_with_a_deadline_embeds_what_it_stored_and_a_backlog_only_until_then() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut cfg = crate::config::lexical_for_tests(dir.path());
+        cfg.semantic = true;
+        let mut node = Node::open(cfg.clone()).expect("open");
+        let file = cfg.locations.claude_dir.join("projects/-p/s1.jsonl");
+        let lines = |from: u32, to: u32| -> String {
+            (from..to)
+                .map(|i| claude_line("s1", i, &format!("the heron by the marsh number {i}")))
+                .collect()
+        };
+        // Four moves' worth (MOVE_EVERY is 64 in tests), past its deadline:
+        // what the pass stored gets its vectors all the same.
+        append(&file, &lines(0, 256));
+        let past = Some(std::time::Instant::now());
+        let r = node.index(IndexRequest::new(0).until(past)).expect("pass");
+        assert_eq!((r.added, r.vectors_left), (256, false));
+        let counts = node.store().vector_counts().expect("counts");
+        assert_eq!((counts.with_vector, counts.pending), (256, 0));
+        // The vector file lost: a pass past its deadline computes one move
+        // of them again and says more are left, which also keeps it from
+        // leaving a survey that would skip the next pass.
+        let vectors = crate::store::vector_file::path_for(node.store().path());
+        std::fs::remove_file(&vectors).expect("rm");
+        let r = node
+            .index(IndexRequest::new(0).until(past).leaving_survey())
+            .expect("pass");
+        assert!(r.vectors_left, "{r:?}");
+        assert!(!r.nothing_new());
+        let counts = node.store().vector_counts().expect("counts");
+        assert!(counts.pending > 0, "{counts:?}");
+        // A pass with time enough, or none, finishes them.
+        let later = Some(std::time::Instant::now() + std::time::Duration::from_secs(60));
+        let r = node.index(IndexRequest::new(0).until(later)).expect("pass");
+        assert!(!r.vectors_left, "{r:?}");
+        let counts = node.store().vector_counts().expect("counts");
+        assert_eq!((counts.with_vector, counts.pending), (256, 0));
+        assert!(vectors.exists());
     }
 
     #[test]

@@ -126,6 +126,10 @@ fn search_here(
                     "cairn: {} store(s) not indexed yet; answers cover what is. Run `cairn index` to finish.",
                     refreshed.report.deferred
                 );
+            } else if refreshed.report.vectors_left {
+                eprintln!(
+                    "cairn: some records have no meaning vectors yet; answers by meaning cover the rest. Run `cairn index` to finish."
+                );
             }
             refreshed.page
         }

@@ -134,9 +134,9 @@ pub(super) async fn run(
                     last_mark = mark;
                     sync.changed();
                 }
-                if rep.deferred > 0 {
-                    // More to read: come back at once, with a walk (the
-                    // stores left are not named by any event).
+                if rep.deferred > 0 || rep.vectors_left {
+                    // More to read or embed: come back at once, with a walk
+                    // (the stores left are not named by any event).
                     walk_next = true;
                     dirty.notify_one();
                 }

@@ -165,7 +165,7 @@ pub fn refresh(node: &mut Node, now_ms: i64, budget: Duration, watched: &mut Wat
         let req = IndexRequest::new(now_ms).until(Some(deadline)).walked(walk);
         return match node.index(req) {
             Ok(rep) => {
-                if rep.deferred == 0 {
+                if rep.deferred == 0 && !rep.vectors_left {
                     watched.last_pass = last;
                 }
                 Refresh::Named {
@@ -200,7 +200,8 @@ pub fn refresh(node: &mut Node, now_ms: i64, budget: Duration, watched: &mut Wat
     match pass {
         Ok(rep) => {
             watched.known = Some(known);
-            if rep.deferred == 0 {
+            // Stores or vectors left: the next read walks and goes on.
+            if rep.deferred == 0 && !rep.vectors_left {
                 watched.last_pass = Some(started);
             }
             if rep.added > 0 || rep.deferred > 0 {
