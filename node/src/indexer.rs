@@ -115,6 +115,11 @@ pub struct IndexReport {
     pub failed: Vec<(String, String)>,
     /// Stores left (wholly or partly) for the next pass because the deadline passed.
     pub deferred: u64,
+    /// Records this pass made meaning vectors for (tool output gets none
+    /// but counts): its new ones, and earlier ones an interrupted pass
+    /// left or a lost or damaged vector file needs again.
+    #[serde(default)]
+    pub embedded: u64,
     /// Records whose meaning vectors a pass with a deadline left for a
     /// later pass (the meaning tier does not see them yet).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
@@ -142,6 +147,7 @@ impl IndexReport {
         self.skipped += later.skipped;
         self.failed = later.failed;
         self.deferred = later.deferred;
+        self.embedded += later.embedded;
         self.vectors_left = later.vectors_left;
         self.unwritten.extend(later.unwritten);
         self.rebuilt.extend(later.rebuilt);
@@ -220,9 +226,13 @@ pub fn index_walked_keeping(
         match surveyed::compare(store, walk, survey, stores.as_deref_mut())? {
             surveyed::FromSurvey::Plans {
                 plans,
-                report,
+                stores,
                 resurvey,
             } => {
+                let report = IndexReport {
+                    stores,
+                    ..IndexReport::default()
+                };
                 let report = read_planned(store, ctx, plans, progress, report)?;
                 *compared = Some(Compared::Surveyed(resurvey));
                 return Ok(report);

@@ -406,7 +406,7 @@ impl Node {
         // short) only until its deadline: a search's refresh must not
         // spend half a minute computing a 10 GB history's vectors again.
         let at_least = deadline.map(|_| report.added);
-        report.vectors_left = self.embed_pending_upto(at_least, deadline)?.1;
+        (report.embedded, report.vectors_left) = self.embed_pending_upto(at_least, deadline)?;
         self.write_columns();
         report.unwritten.append(&mut self.unwritten);
         match self.store.trim_free_pages() {
@@ -1691,7 +1691,7 @@ mod tests {
         append(&file, &lines(0, 256));
         let past = Some(std::time::Instant::now());
         let r = node.index(IndexRequest::new(0).until(past)).expect("pass");
-        assert_eq!((r.added, r.vectors_left), (256, false));
+        assert_eq!((r.added, r.embedded, r.vectors_left), (256, 256, false));
         let counts = node.store().vector_counts().expect("counts");
         assert_eq!((counts.with_vector, counts.pending), (256, 0));
         // The vector file lost: a pass past its deadline computes one move
@@ -1702,14 +1702,15 @@ mod tests {
         let r = node
             .index(IndexRequest::new(0).until(past).leaving_survey())
             .expect("pass");
-        assert!(r.vectors_left, "{r:?}");
+        assert!(r.vectors_left && r.embedded < 256, "{r:?}");
         assert!(!r.nothing_new());
+        let first = r.embedded;
         let counts = node.store().vector_counts().expect("counts");
         assert!(counts.pending > 0, "{counts:?}");
         // A pass with time enough, or none, finishes them.
         let later = Some(std::time::Instant::now() + std::time::Duration::from_secs(60));
         let r = node.index(IndexRequest::new(0).until(later)).expect("pass");
-        assert!(!r.vectors_left, "{r:?}");
+        assert!(!r.vectors_left && r.embedded + first == 256, "{r:?}");
         let counts = node.store().vector_counts().expect("counts");
         assert_eq!((counts.with_vector, counts.pending), (256, 0));
         assert!(vectors.exists());

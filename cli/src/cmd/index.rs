@@ -97,8 +97,14 @@ fn unwritten(files: &[(String, String)]) -> anyhow::Result<()> {
 }
 
 fn summary(report: &IndexReport, secs: f64) -> String {
+    // Vectors beyond the new records' (a lost or damaged vector file, an
+    // interrupted pass) are what such a pass spent its time on.
+    let again = match report.embedded.saturating_sub(report.added) {
+        0 => String::new(),
+        n => format!(", meaning vectors made again over {n} earlier records"),
+    };
     format!(
-        "indexed {} of {} stores in {secs:.2}s: {} new records, {} removed, {} malformed lines skipped, {:.1} MB read",
+        "indexed {} of {} stores in {secs:.2}s: {} new records, {} removed, {} malformed lines skipped, {:.1} MB read{again}",
         report.changed,
         report.stores,
         report.added,
@@ -180,4 +186,29 @@ fn served(home: &std::path::Path, state: &ServeState, args: &IndexArgs) -> anyho
         )?,
     }
     unwritten(&failed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_summary_names_vectors_made_beyond_the_new_records() {
+        let mut r = IndexReport {
+            added: 100,
+            embedded: 100,
+            ..IndexReport::default()
+        };
+        assert!(
+            !summary(&r, 1.0).contains("vectors"),
+            "{}",
+            summary(&r, 1.0)
+        );
+        r.embedded = 300;
+        assert!(
+            summary(&r, 1.0).ends_with(", meaning vectors made again over 200 earlier records"),
+            "{}",
+            summary(&r, 1.0)
+        );
+    }
 }

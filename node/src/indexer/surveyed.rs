@@ -10,7 +10,6 @@
 //! commit by another process while it looked, and the ordinary compare
 //! runs instead, on the same walk.
 
-use super::IndexReport;
 use super::detect::{Plan, read_whole_at};
 use super::walk::{Found, Stores, Walk};
 use crate::store::survey::{Keys, Known, Survey, Tallied, Was, store_hash};
@@ -22,7 +21,8 @@ pub(super) enum FromSurvey {
     /// and no known store is gone.
     Plans {
         plans: Vec<Plan>,
-        report: IndexReport,
+        /// How many stores the walk found.
+        stores: u64,
         resurvey: Resurvey,
     },
     /// The survey cannot tell: the ordinary compare, over this walk (over,
@@ -127,10 +127,7 @@ pub(super) fn compare(
     if !unchanged {
         return compare(batches);
     }
-    let report = IndexReport {
-        stores: batches.iter().map(|b| b.len() as u64).sum(),
-        ..IndexReport::default()
-    };
+    let stores = batches.iter().map(|b| b.len() as u64).sum();
     let mut plans = Vec::with_capacity(planned.len());
     let mut read = Vec::with_capacity(planned.len());
     let mut next = planned.into_iter().peekable();
@@ -152,7 +149,7 @@ pub(super) fn compare(
     }
     Ok(FromSurvey::Plans {
         plans,
-        report,
+        stores,
         resurvey: Resurvey {
             before,
             survey,
