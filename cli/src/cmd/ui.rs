@@ -33,6 +33,10 @@ pub fn run(global: &GlobalArgs, args: &UiArgs) -> anyhow::Result<()> {
                 "cairn: {} store(s) not indexed yet; the page shows what is. Run `cairn index` to finish.",
                 report.deferred
             );
+        } else if report.vectors_left {
+            eprintln!(
+                "cairn: some records have no meaning vectors yet; search by meaning covers the rest. Run `cairn index` to finish."
+            );
         }
     }
     let cfg = node.config();
