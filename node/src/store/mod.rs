@@ -485,10 +485,10 @@ impl Store {
         Ok((version, self.conn.total_changes()))
     }
 
-    /// What SQLite's own check of every page, table and index
-    /// (`PRAGMA quick_check`) finds wrong, its first few findings; empty
-    /// when the file is whole. Reads the whole file (about 0.3 s for 1 GB
-    /// of history, 13 s for 10 GB).
+    /// What SQLite's own check of every page, table and index, the
+    /// full-text indexes' segments included (`PRAGMA quick_check`), finds
+    /// wrong, its first few findings; empty when the file is whole. Reads
+    /// the whole file (about 0.3 s for 1 GB of history, 13 s for 10 GB).
     pub fn damage(&self) -> Result<Vec<String>, StoreError> {
         let mut stmt = self.conn.prepare("PRAGMA quick_check(5)")?;
         let found = stmt

@@ -224,3 +224,33 @@ fn a_full_disk_is_named_and_loses_nothing_committed() {
         .expect("count");
     assert_eq!(held, 3, "the committed records stay");
 }
+
+/// SQLite's check reads inside the full-text indexes as well: a segment
+/// whose bytes changed while every page stays well formed (a blob
+/// rewritten in place) is found, so `cairn doctor` names it.
+#[test]
+fn the_database_check_finds_damage_inside_a_full_text_segment() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut store = Store::open(&dir.path().join("cairn.db")).expect("open");
+    let mut ing = store.ingest("node-a").expect("ingest");
+    for i in 0..200 {
+        let text = format!(
+            "heron {i} marsh kingfisher reeds {}",
+            "egret tide ".repeat(i % 7)
+        );
+        let r = crate::record::Record::new("claude-code", "s1", crate::record::Role::User, text);
+        ing.insert(&r, None).expect("insert");
+    }
+    ing.commit().expect("commit");
+    assert_eq!(store.damage().expect("check"), Vec::<String>::new());
+    // Every byte past each leaf's 4-byte header turned over.
+    store
+        .conn()
+        .execute_batch(
+            "UPDATE fts_data SET block = substr(block, 1, 4) || randomblob(length(block) - 4)
+             WHERE id > 10 AND length(block) > 64",
+        )
+        .expect("damage");
+    let found = store.damage().expect("check");
+    assert!(found.iter().any(|f| f.contains("fts5")), "{found:?}");
+}
