@@ -200,23 +200,16 @@ fn open_marked(db: &Path, mark: &Mark, write: bool) -> Option<File> {
 /// in place of any other (and of the files older versions kept).
 fn create(db: &Path, token: &[u8; 16]) -> Result<File, StoreError> {
     let path = path_for(db);
-    let (file, tmp) = flat_file::create_beside(&path).map_err(io(&path))?;
+    let (file, tmp) = flat_file::create_beside(&path).map_err(StoreError::writing(&path))?;
     let mut head = [0u8; PAGE];
     head[..HEADER_LEN].copy_from_slice(&header(token));
-    flat_file::write_at(&file, &head, 0).map_err(io(&tmp))?;
-    file.sync_data().map_err(io(&tmp))?;
-    std::fs::rename(&tmp, &path).map_err(io(&path))?;
+    flat_file::write_at(&file, &head, 0).map_err(StoreError::writing(&tmp))?;
+    file.sync_data().map_err(StoreError::writing(&tmp))?;
+    std::fs::rename(&tmp, &path).map_err(StoreError::writing(&path))?;
     for former in FORMER {
         let _ = std::fs::remove_file(beside(db, former));
     }
     Ok(file)
-}
-
-fn io(path: &Path) -> impl Fn(std::io::Error) -> StoreError + '_ {
-    move |source| StoreError::Derived {
-        path: path.to_path_buf(),
-        source,
-    }
 }
 
 /// The file as one snapshot's mark vouches for it: its pages mapped (the
@@ -555,7 +548,9 @@ impl<'f> Writing<'f> {
     /// Seals the page being filled and hands it on; the next starts empty.
     fn next_page(&mut self) -> Result<(), StoreError> {
         pages::seal(&self.token, self.n, &mut self.page);
-        self.out.write_all(&self.page).map_err(io(self.path))?;
+        self.out
+            .write_all(&self.page)
+            .map_err(StoreError::writing(self.path))?;
         self.page.fill(0);
         self.n += 1;
         Ok(())
@@ -564,7 +559,7 @@ impl<'f> Writing<'f> {
     /// Writes out the page being filled and all that waits.
     fn finish(mut self) -> Result<(), StoreError> {
         self.next_page()?;
-        self.out.flush().map_err(io(self.path))
+        self.out.flush().map_err(StoreError::writing(self.path))
     }
 }
 
@@ -621,7 +616,7 @@ pub(crate) fn write_step(conn: &Connection, db: &Path) -> Result<u64, StoreError
     w.finish()?;
     drop(rows);
     drop(stmt);
-    file.sync_data().map_err(io(&path))?;
+    file.sync_data().map_err(StoreError::writing(&path))?;
     write_mark(&tx, &mark)?;
     tx.commit()?;
     Ok(written)

@@ -11,7 +11,6 @@ use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior, 
 use super::hash_index::{self, HashIds};
 use super::insert::{NewRecord, RecordStatements, RowIds, insert};
 use super::{Store, StoreError};
-use crate::record::Record;
 use crate::redact::RedactionCounts;
 
 /// What the indexer remembers about one store between passes.
@@ -497,7 +496,12 @@ impl Ingest<'_> {
     /// Stores one (already redacted) record read from `source` (None for
     /// notes and, later, records received from peers). Returns whether it was
     /// new: a record whose content hash is already stored is skipped.
-    pub fn insert(&mut self, rec: &Record, source: Option<i64>) -> Result<bool, StoreError> {
+    #[cfg(test)]
+    pub(crate) fn insert(
+        &mut self,
+        rec: &crate::record::Record,
+        source: Option<i64>,
+    ) -> Result<bool, StoreError> {
         self.insert_new(&NewRecord::from_record(rec.clone()), source)
     }
 

@@ -193,7 +193,8 @@ impl Store {
     }
 
     /// The watermark of one origin log (0 when nothing of it is held).
-    pub fn watermark(&self, origin: &NodeId, epoch: u64) -> Result<u64, StoreError> {
+    #[cfg(test)]
+    pub(crate) fn watermark(&self, origin: &NodeId, epoch: u64) -> Result<u64, StoreError> {
         read_watermark(&self.conn, &wire::node_text(origin), epoch)
     }
 

@@ -172,6 +172,25 @@ pub enum StoreError {
     },
 }
 
+impl StoreError {
+    /// Names `path` as the file an I/O error was met on ([`StoreError::Io`]).
+    pub(crate) fn io_at(path: &Path) -> impl Fn(std::io::Error) -> StoreError + Copy + '_ {
+        move |source| StoreError::Io {
+            path: path.to_path_buf(),
+            source,
+        }
+    }
+
+    /// Names `path` as the derived file that could not be written
+    /// ([`StoreError::Derived`]).
+    pub(crate) fn writing(path: &Path) -> impl Fn(std::io::Error) -> StoreError + Copy + '_ {
+        move |source| StoreError::Derived {
+            path: path.to_path_buf(),
+            source,
+        }
+    }
+}
+
 impl From<rusqlite::Error> for StoreError {
     fn from(e: rusqlite::Error) -> Self {
         match e.sqlite_error_code() {
@@ -298,10 +317,7 @@ impl Store {
     /// corrupt or not a database is reported as [`StoreError::Corrupt`].
     pub fn open(path: &Path) -> Result<Store, StoreError> {
         if let Some(dir) = path.parent() {
-            crate::home::ensure(dir).map_err(|source| StoreError::Io {
-                path: dir.to_path_buf(),
-                source,
-            })?;
+            crate::home::ensure(dir).map_err(StoreError::io_at(dir))?;
         }
         // Created here, 0600, so SQLite's WAL and shared-memory files (which
         // copy the database file's mode) are private too.
@@ -310,10 +326,7 @@ impl Store {
             .create(true)
             .truncate(false)
             .open(path)
-            .map_err(|source| StoreError::Io {
-                path: path.to_path_buf(),
-                source,
-            })?;
+            .map_err(StoreError::io_at(path))?;
         let new = file.metadata().is_ok_and(|m| m.len() == 0);
         drop(file);
         let classify = |source| classify(path, source);

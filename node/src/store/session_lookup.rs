@@ -22,16 +22,6 @@ pub enum SessionLookup {
     Several { count: usize, handles: Vec<String> },
 }
 
-impl SessionLookup {
-    /// The one session, if there is exactly one.
-    pub fn one(self) -> Option<SessionInfo> {
-        match self {
-            SessionLookup::One(s) => Some(*s),
-            _ => None,
-        }
-    }
-}
-
 /// A session's handle as search hits print it.
 pub fn handle_of(s: &SessionInfo) -> String {
     format!("{}:{}", s.agent, s.session_id)

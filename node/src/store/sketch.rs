@@ -793,10 +793,7 @@ pub(crate) fn update(
         return Ok(());
     }
     let path = path_for(db);
-    let io = |source| StoreError::Derived {
-        path: path.clone(),
-        source,
-    };
+    let io = StoreError::writing(&path);
     let existing = crate::home::private_file()
         .read(true)
         .write(true)
@@ -957,12 +954,8 @@ fn refresh_cells(
 ) -> Result<(), StoreError> {
     let started = std::time::Instant::now();
     let sketches = || sketches_of(file, token, dim, count);
-    let wrote = cells::refresh(db, token, dim, mean, sketches, count).map_err(|source| {
-        StoreError::Derived {
-            path: cells::path_for(db),
-            source,
-        }
-    })?;
+    let wrote = cells::refresh(db, token, dim, mean, sketches, count)
+        .map_err(StoreError::writing(&cells::path_for(db)))?;
     if wrote {
         tracing::info!(
             entries = count,

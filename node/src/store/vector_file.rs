@@ -243,10 +243,7 @@ fn follow(
         return Err(e);
     }
     let path = path_for(db);
-    let file = File::open(&path).map_err(|source| StoreError::Io {
-        path: path.clone(),
-        source,
-    })?;
+    let file = File::open(&path).map_err(StoreError::io_at(&path))?;
     sketch::update(
         db,
         &mark.token,
@@ -314,6 +311,7 @@ pub(crate) fn held(conn: &Connection) -> Result<u64, StoreError> {
 }
 
 /// The vector of record `id` in the file, as the table keeps it (int8).
+#[cfg(test)]
 pub(crate) fn lookup(conn: &Connection, db: &Path, id: i64) -> Result<Option<Vec<u8>>, StoreError> {
     let Some(mark) = read_mark(conn)?.filter(|m| id <= m.upto) else {
         return Ok(None);
@@ -322,10 +320,7 @@ pub(crate) fn lookup(conn: &Connection, db: &Path, id: i64) -> Result<Option<Vec
     let Some((file, dim)) = open_marked(&path, &mark, None, false) else {
         return Ok(None);
     };
-    let io = |source| StoreError::Io {
-        path: path.clone(),
-        source,
-    };
+    let io = StoreError::io_at(&path);
     let Some(at) = find(&file, mark.count, dim, id).map_err(io)? else {
         return Ok(None);
     };
@@ -401,10 +396,7 @@ pub(crate) fn keep_table(conn: &mut Connection, db: &Path, table: &str) -> Resul
 pub(crate) fn scrub(conn: &Connection, db: &Path) -> Result<(), StoreError> {
     let tx = rusqlite::Transaction::new_unchecked(conn, rusqlite::TransactionBehavior::Immediate)?;
     let path = path_for(db);
-    let io = |source| StoreError::Io {
-        path: path.clone(),
-        source,
-    };
+    let io = StoreError::io_at(&path);
     match read_mark(&tx)? {
         None => {
             tx.execute("DELETE FROM vectors_gone", [])?;
@@ -515,10 +507,7 @@ pub(crate) fn sync(
     let path = path_for(db);
     // A step of a long pass moves whole regions only (see `fill`).
     let step = cells == sketch::CellsWhen::Later;
-    let io = |source| StoreError::Derived {
-        path: path.clone(),
-        source,
-    };
+    let io = StoreError::writing(&path);
     let (mark, done, blanked) = match read_mark(&tx)? {
         Some(m) => {
             let Some((file, _)) = open_marked(&path, &m, Some(dim), true) else {
@@ -607,10 +596,7 @@ fn fill(
     (dim, step): (usize, bool),
     path: &Path,
 ) -> Result<(u64, Option<i64>), StoreError> {
-    let io = |source| StoreError::Derived {
-        path: path.to_path_buf(),
-        source,
-    };
+    let io = StoreError::writing(path);
     let mut w = match start {
         Start::Seek(at) => RegionWriter::new(file, at),
         Start::Header(token) => {
@@ -931,12 +917,8 @@ impl Scan {
                 let e = match &self.mapped {
                     Some(bytes) => &bytes[at as usize * size..][..size],
                     None => {
-                        read_at(&self.file, &mut entry, HEADER_LEN + at * size as u64).map_err(
-                            |source| StoreError::Io {
-                                path: self.path.clone(),
-                                source,
-                            },
-                        )?;
+                        read_at(&self.file, &mut entry, HEADER_LEN + at * size as u64)
+                            .map_err(StoreError::io_at(&self.path))?;
                         &entry[..]
                     }
                 };

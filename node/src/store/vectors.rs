@@ -5,7 +5,7 @@
 //! `vectors` table holds a vector until the next pass moves it into the
 //! vector file (`store::vector_file`).
 
-use rusqlite::{OptionalExtension, params};
+use rusqlite::params;
 
 use super::vector_file::{self, Synced};
 use super::{Store, StoreError, codec};
@@ -30,44 +30,25 @@ const MAX_THREADS: usize = 4;
 /// the texts are split between up to [`MAX_THREADS`] threads (one per
 /// core), since each vector is computed on its own.
 fn embed_all(e: &Embedder<'_>, texts: &[(i64, String)]) -> Vec<(i64, Vec<u8>)> {
-    let one = |part: &[(i64, String)]| -> Vec<(i64, Vec<u8>)> {
-        part.iter()
-            .filter_map(|(id, t)| e.embed(t).map(|v| (*id, quantize(&v))))
-            .collect()
-    };
     // Asked once: on Linux the answer reads the cgroup's CPU quota files.
     static THREADS: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
-    let threads = *THREADS.get_or_init(|| {
-        std::thread::available_parallelism()
-            .map_or(1, usize::from)
-            .min(MAX_THREADS)
+    let threads = match texts.len() < PARALLEL_FROM {
+        true => 1,
+        false => *THREADS.get_or_init(|| {
+            std::thread::available_parallelism()
+                .map_or(1, usize::from)
+                .min(MAX_THREADS)
+        }),
+    };
+    let per = texts.len().div_ceil(threads).max(1);
+    let parts = super::flat_file::in_parts(threads, |i| {
+        let part = texts.chunks(per).nth(i).unwrap_or_default();
+        Ok(part
+            .iter()
+            .filter_map(|(id, t)| e.embed(t).map(|v| (*id, quantize(&v))))
+            .collect::<Vec<_>>())
     });
-    if threads < 2 || texts.len() < PARALLEL_FROM {
-        return one(texts);
-    }
-    let per = texts.len().div_ceil(threads);
-    std::thread::scope(|s| {
-        // The calling thread takes the first part; a thread that cannot be
-        // had leaves its part to the calling thread too.
-        let mut rest = texts.chunks(per);
-        let first = rest.next().unwrap_or_default();
-        let spawned: Vec<_> = rest
-            .map(|part| {
-                (
-                    part,
-                    std::thread::Builder::new().spawn_scoped(s, move || one(part)),
-                )
-            })
-            .collect();
-        let mut out = one(first);
-        for (part, handle) in spawned {
-            match handle {
-                Ok(h) => out.extend(h.join().unwrap_or_else(|p| std::panic::resume_unwind(p))),
-                Err(_) => out.extend(one(part)),
-            }
-        }
-        out
-    })
+    parts.expect("embedding reads no file").concat()
 }
 
 /// Whether every stored record was examined for a vector, asked inside
@@ -123,12 +104,7 @@ impl Store {
     /// Whether any record waits for its vector: two index look-ups, so a
     /// pass with nothing new need not load the embedding table.
     pub fn vectors_pending(&self) -> Result<bool, StoreError> {
-        let upto = self.vectors_upto()?;
-        Ok(self.conn.query_row(
-            "SELECT EXISTS(SELECT 1 FROM records WHERE id > ?1)",
-            [upto],
-            |r| r.get(0),
-        )?)
+        none_pending(&self.conn).map(|none| !none)
     }
 
     /// How many records have vectors, and how many wait for one.
@@ -182,23 +158,12 @@ impl Store {
             let Some(&(last, ..)) = rows.last() else {
                 return Ok(done);
             };
-            {
-                let texts: Vec<(i64, String)> = rows
-                    .iter()
-                    .filter(|(_, role, ..)| embeds_role(role))
-                    .map(|(id, _, flags, text)| (*id, codec::decode(&tx, text, *flags)))
-                    .collect();
-                let mut put =
-                    tx.prepare_cached("INSERT OR REPLACE INTO vectors(id, v) VALUES (?1, ?2)")?;
-                for (id, v) in embed_all(e, &texts) {
-                    put.execute(params![id, v])?;
-                }
-            }
-            tx.execute(
-                "INSERT INTO meta(key, value) VALUES ('vectors_upto', ?1)
-                 ON CONFLICT(key) DO UPDATE SET value = excluded.value",
-                [last],
-            )?;
+            let texts: Vec<(i64, String)> = rows
+                .iter()
+                .filter(|(_, role, ..)| embeds_role(role))
+                .map(|(id, _, flags, text)| (*id, codec::decode(&tx, text, *flags)))
+                .collect();
+            put_examined(&tx, &embed_all(e, &texts), last)?;
             tx.commit()?;
             done += rows.len() as u64;
         }
@@ -264,7 +229,9 @@ impl Store {
 
     /// The stored vector of one record (int8), if it has one: in the
     /// table, or else in the flat file.
-    pub fn vector(&self, record_id: i64) -> Result<Option<Vec<u8>>, StoreError> {
+    #[cfg(test)]
+    pub(crate) fn vector(&self, record_id: i64) -> Result<Option<Vec<u8>>, StoreError> {
+        use rusqlite::OptionalExtension;
         let in_table = self
             .conn
             .query_row("SELECT v FROM vectors WHERE id = ?1", [record_id], |r| {
