@@ -74,7 +74,7 @@ const MERGE_DUE: &str = "fts_merge_due";
 /// note that it was due goes, and FTS5 merges on its own again (a large
 /// pass paused it: see [`Store::pause_text_merging`]).
 fn merged(tx: &rusqlite::Transaction<'_>) -> Result<(), StoreError> {
-    tx.execute("DELETE FROM meta WHERE key = ?1", [MERGE_DUE])?;
+    super::meta_drop(tx, MERGE_DUE)?;
     fts::resume_merging(tx)
 }
 
@@ -341,11 +341,7 @@ impl Store {
     pub(crate) fn pause_text_merging(&mut self) -> Result<(), StoreError> {
         let tx = self.conn.transaction()?;
         fts::pause_merging(&tx)?;
-        tx.execute(
-            "INSERT INTO meta(key, value) VALUES (?1, '1')
-             ON CONFLICT(key) DO UPDATE SET value = excluded.value",
-            [MERGE_DUE],
-        )?;
+        super::meta_set(&tx, MERGE_DUE, "1")?;
         tx.commit()?;
         Ok(())
     }

@@ -420,9 +420,7 @@ fn cluster(sketches: &[u8], size: usize) -> (Vec<u8>, Vec<u32>) {
 /// every entry (on one thread, the rounds were about a third of writing
 /// the cells at 10 GB).
 fn assign(n: usize, cell: impl Fn(usize) -> u32 + Sync) -> Vec<u32> {
-    let threads = std::thread::available_parallelism()
-        .map_or(1, usize::from)
-        .clamp(1, 4);
+    let threads = flat_file::threads();
     let per = n.div_ceil(threads).max(1);
     let parts = flat_file::in_parts(threads, |t| {
         let from = (t * per).min(n);

@@ -161,6 +161,18 @@ impl std::io::Write for RegionWriter<'_> {
     }
 }
 
+/// Threads a scan or a computation is split between: one per core this
+/// process may use, at most four, asked once (on Linux the answer reads
+/// the cgroup's CPU quota files).
+pub(super) fn threads() -> usize {
+    static THREADS: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *THREADS.get_or_init(|| {
+        std::thread::available_parallelism()
+            .map_or(1, usize::from)
+            .clamp(1, 4)
+    })
+}
+
 /// Runs `part(i)` for each `i` below `threads`, part 0 on this thread and
 /// each other on a thread of its own (or on this one, after, when no
 /// thread is to be had); returns what they returned, in order.

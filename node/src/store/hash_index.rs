@@ -53,15 +53,12 @@ const CREATE: &str = "CREATE INDEX IF NOT EXISTS records_hash8 ON records(substr
 /// called inside a write transaction before looking a record up by hash.
 /// Returns whether it built it.
 pub(crate) fn ensure(conn: &Connection) -> Result<bool, StoreError> {
-    let noted: bool = conn
-        .prepare_cached("SELECT EXISTS(SELECT 1 FROM meta WHERE key = ?1)")?
-        .query_row([DEFERRED], |r| r.get(0))?;
-    if !noted {
+    if super::meta_get(conn, DEFERRED)?.is_none() {
         return Ok(false);
     }
     let started = std::time::Instant::now();
     conn.execute(CREATE, [])?;
-    conn.execute("DELETE FROM meta WHERE key = ?1", [DEFERRED])?;
+    super::meta_drop(conn, DEFERRED)?;
     tracing::info!(
         ms = started.elapsed().as_millis() as u64,
         "built the records' hash index"
@@ -71,11 +68,7 @@ pub(crate) fn ensure(conn: &Connection) -> Result<bool, StoreError> {
 
 /// Whether the index is still deferred by the pass holding `token`.
 pub(crate) fn holds(conn: &Connection, token: &str) -> Result<bool, StoreError> {
-    let value: Option<String> = conn
-        .prepare_cached("SELECT value FROM meta WHERE key = ?1")?
-        .query_row([DEFERRED], |r| r.get(0))
-        .optional()?;
-    Ok(value.as_deref() == Some(token))
+    Ok(super::meta_get(conn, DEFERRED)?.as_deref() == Some(token))
 }
 
 /// Defers the index for a pass that will hold `token`, inside its write
@@ -106,11 +99,7 @@ pub(crate) fn defer(conn: &Connection, token: &str) -> Result<Option<HashIds>, S
         }
     }
     conn.execute("DROP INDEX IF EXISTS records_hash8", [])?;
-    conn.execute(
-        "INSERT INTO meta(key, value) VALUES (?1, ?2)
-         ON CONFLICT(key) DO UPDATE SET value = excluded.value",
-        params![DEFERRED, token],
-    )?;
+    super::meta_set(conn, DEFERRED, token)?;
     Ok(Some(ids))
 }
 

@@ -145,11 +145,7 @@ impl Store {
             (META_LOG_ORIGIN, origin.to_owned()),
             (META_LOG_EPOCH, epoch.to_string()),
         ] {
-            tx.execute(
-                "INSERT INTO meta(key, value) VALUES (?1, ?2)
-                 ON CONFLICT(key) DO UPDATE SET value = excluded.value",
-                (k, v),
-            )?;
+            super::meta_set(&tx, k, &v)?;
         }
         tx.commit()?;
         tracing::info!(epoch, backfilled, "started this node's sync log");
@@ -406,11 +402,7 @@ pub(crate) fn hash32(bytes: &[u8]) -> Hash32 {
 
 /// This node's own log, read from `meta`.
 pub(crate) fn own_log(conn: &Connection) -> Result<Option<OwnLog>, StoreError> {
-    let get = |k: &str| -> Result<Option<String>, StoreError> {
-        Ok(conn
-            .query_row("SELECT value FROM meta WHERE key = ?1", [k], |r| r.get(0))
-            .optional()?)
-    };
+    let get = |k: &str| super::meta_get(conn, k);
     let (Some(origin), Some(epoch)) = (get(META_LOG_ORIGIN)?, get(META_LOG_EPOCH)?) else {
         return Ok(None);
     };

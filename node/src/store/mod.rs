@@ -616,22 +616,24 @@ impl Store {
 /// The value of `key` in `meta`.
 pub(crate) fn meta_get(conn: &Connection, key: &str) -> rusqlite::Result<Option<String>> {
     use rusqlite::OptionalExtension;
-    conn.query_row("SELECT value FROM meta WHERE key = ?1", [key], |r| r.get(0))
+    conn.prepare_cached("SELECT value FROM meta WHERE key = ?1")?
+        .query_row([key], |r| r.get(0))
         .optional()
 }
 
 /// Sets `key` in `meta` to `value`.
 pub(crate) fn meta_set(conn: &Connection, key: &str, value: &str) -> rusqlite::Result<()> {
-    conn.execute(
+    conn.prepare_cached(
         "INSERT INTO meta(key, value) VALUES (?1, ?2)
          ON CONFLICT(key) DO UPDATE SET value = excluded.value",
-        (key, value),
-    )?;
+    )?
+    .execute((key, value))?;
     Ok(())
 }
 
 /// Drops `key` from `meta`.
 pub(crate) fn meta_drop(conn: &Connection, key: &str) -> rusqlite::Result<()> {
-    conn.execute("DELETE FROM meta WHERE key = ?1", [key])?;
+    conn.prepare_cached("DELETE FROM meta WHERE key = ?1")?
+        .execute([key])?;
     Ok(())
 }

@@ -16,7 +16,7 @@
 //! the newest records lowers it too (it fails safe). Must never set it on
 //! a database that holds records, whose rules it cannot know.
 
-use rusqlite::{Connection, OptionalExtension};
+use rusqlite::Connection;
 
 use super::{Store, StoreError};
 
@@ -46,10 +46,7 @@ pub(crate) fn hold(conn: &Connection, rules: Option<&str>) -> Result<(), StoreEr
     }
     match rules {
         Some(r) if last.is_none() => write(conn, r, 0)?,
-        _ if mark.is_some() => {
-            conn.prepare_cached("DELETE FROM meta WHERE key = ?1")?
-                .execute([KEY])?;
-        }
+        _ if mark.is_some() => super::meta_drop(conn, KEY)?,
         _ => {}
     }
     Ok(())
@@ -85,23 +82,14 @@ fn last_id(conn: &Connection) -> Result<Option<i64>, StoreError> {
 
 /// The mark: rules and the highest record id they stored (`rules id`).
 fn read(conn: &Connection) -> Result<Option<(String, i64)>, StoreError> {
-    let value: Option<String> = conn
-        .prepare_cached("SELECT value FROM meta WHERE key = ?1")?
-        .query_row([KEY], |r| r.get(0))
-        .optional()?;
-    Ok(value.and_then(|v| {
+    Ok(super::meta_get(conn, KEY)?.and_then(|v| {
         let (rules, id) = v.split_once(' ')?;
         Some((rules.to_owned(), id.parse().ok()?))
     }))
 }
 
 fn write(conn: &Connection, rules: &str, last: i64) -> Result<(), StoreError> {
-    conn.prepare_cached(
-        "INSERT INTO meta(key, value) VALUES (?1, ?2)
-         ON CONFLICT(key) DO UPDATE SET value = excluded.value",
-    )?
-    .execute([KEY, &format!("{rules} {last}")])?;
-    Ok(())
+    Ok(super::meta_set(conn, KEY, &format!("{rules} {last}"))?)
 }
 
 #[cfg(test)]

@@ -479,9 +479,7 @@ impl Reader {
         let size = sketch_len(self.dim);
         // Each thread reads its part and returns every entry's distance
         // (at most the number of bits, which fits u16) and a histogram.
-        let threads = std::thread::available_parallelism()
-            .map_or(1, usize::from)
-            .clamp(1, 4);
+        let threads = flat_file::threads();
         let per = n.div_ceil(threads);
         let bits = 8 * size;
         let part = |i: usize| -> std::io::Result<(Vec<u16>, Vec<u32>)> {
@@ -537,9 +535,7 @@ impl Reader {
     fn nearest_in_cells(&self, cells: &Cells, query: &[u8], k: usize) -> std::io::Result<Vec<u64>> {
         let bits = 8 * sketch_len(self.dim);
         let chosen = cells.nearest(query, cells::probed(cells.covered, k));
-        let threads = std::thread::available_parallelism()
-            .map_or(1, usize::from)
-            .clamp(1, 4);
+        let threads = flat_file::threads();
         let (from, end) = (cells.covered as usize, self.count as usize);
         let tail_per = end.saturating_sub(from).div_ceil(threads);
         let part = |i: usize| -> std::io::Result<Option<Nearest>> {

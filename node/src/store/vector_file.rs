@@ -36,8 +36,6 @@ const CHUNK_ENTRIES: usize = 2048;
 const JOIN_GAP: u64 = 16;
 /// Below this many entries a scan stays on the calling thread.
 const PARALLEL_FROM: u64 = 32_768;
-/// Threads that scan at most.
-const MAX_THREADS: usize = 4;
 /// Entries per block that a scan for some records only skips when none of
 /// them can be wanted (see [`Scan::fold_wanted`]): 17 KiB of 256-long
 /// vectors, about 300 records of history.
@@ -836,9 +834,7 @@ impl Scan {
             &sketch::of_query(query, &sk.mean),
             sketch::candidates(sk.count),
         )?;
-        let threads = std::thread::available_parallelism()
-            .map_or(1, usize::from)
-            .clamp(1, MAX_THREADS);
+        let threads = flat_file::threads();
         let near_per = near.len().div_ceil(threads).max(1);
         let tail_per = (self.count - sk.count).div_ceil(threads as u64);
         let part = |i: usize| -> std::io::Result<T> {
@@ -964,9 +960,7 @@ impl Scan {
         let threads = if total < PARALLEL_FROM {
             1
         } else {
-            std::thread::available_parallelism()
-                .map_or(1, usize::from)
-                .clamp(1, MAX_THREADS)
+            flat_file::threads()
         };
         // Part `i` reads the entries from `i * per` to `(i + 1) * per` of
         // those wanted, counted through the ranges in order.
@@ -992,7 +986,7 @@ impl Scan {
     }
 
     /// Calls `step(state, id, inverse norm, offset-binary vector)` for every trusted entry, the
-    /// entries split in id order between up to [`MAX_THREADS`] threads,
+    /// entries split in id order between [`flat_file::threads`] threads,
     /// each with its own state from `init`; returns the states. A read
     /// error ends the scan with it.
     pub(crate) fn fold<T: Send>(
@@ -1003,9 +997,7 @@ impl Scan {
         let threads = if self.count < PARALLEL_FROM {
             1
         } else {
-            std::thread::available_parallelism()
-                .map_or(1, usize::from)
-                .clamp(1, MAX_THREADS)
+            flat_file::threads()
         };
         self.fold_with(threads, init, step)
     }

@@ -22,23 +22,15 @@ const BATCH: i64 = if cfg!(test) { 32 } else { 2_000 };
 
 /// Texts below this many are embedded on the calling thread alone.
 const PARALLEL_FROM: usize = 16;
-/// Threads that embed one batch at most (embedding is the whole cost of a
-/// vector pass, and a cold index ends with one).
-const MAX_THREADS: usize = 4;
 
 /// The quantized vector of each text that has one, in the texts' order:
-/// the texts are split between up to [`MAX_THREADS`] threads (one per
-/// core), since each vector is computed on its own.
+/// the texts are split between [`super::flat_file::threads`] (one per
+/// core, embedding being the whole cost of a vector pass), since each
+/// vector is computed on its own.
 fn embed_all(e: &Embedder<'_>, texts: &[(i64, String)]) -> Vec<(i64, Vec<u8>)> {
-    // Asked once: on Linux the answer reads the cgroup's CPU quota files.
-    static THREADS: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
     let threads = match texts.len() < PARALLEL_FROM {
         true => 1,
-        false => *THREADS.get_or_init(|| {
-            std::thread::available_parallelism()
-                .map_or(1, usize::from)
-                .min(MAX_THREADS)
-        }),
+        false => super::flat_file::threads(),
     };
     let per = texts.len().div_ceil(threads).max(1);
     let parts = super::flat_file::in_parts(threads, |i| {
