@@ -1699,11 +1699,18 @@ mod tests {
         // leaving a survey that would skip the next pass.
         let vectors = crate::store::vector_file::path_for(node.store().path());
         std::fs::remove_file(&vectors).expect("rm");
+        let walk = Node::start_walk(node.config());
         let r = node
-            .index(IndexRequest::new(0).until(past).leaving_survey())
+            .index(
+                IndexRequest::new(0)
+                    .walked(walk)
+                    .until(past)
+                    .leaving_survey(),
+            )
             .expect("pass");
         assert!(r.vectors_left && r.embedded < 256, "{r:?}");
         assert!(!r.nothing_new());
+        assert!(surveyed(&node).is_err(), "no survey may skip the rest");
         let first = r.embedded;
         let counts = node.store().vector_counts().expect("counts");
         assert!(counts.pending > 0, "{counts:?}");
