@@ -45,7 +45,7 @@ use rusqlite::Connection;
 use serde::Serialize;
 
 use super::catch_up::CatchUp;
-use super::forget::{covered_counts, merge_fts, purge_owned, store_tombstone};
+use super::forget::{covered_counts, purge_owned, store_tombstone};
 use super::insert::{NewRecord, insert};
 use super::log::{
     LogKind, any_tombstones, any_unheld, covered_by, log_id, own_log, put_slot, read_watermark,
@@ -533,7 +533,7 @@ fn finish_batch(
     report.watermark = held.max(batch.last_seq);
     set_watermark(conn, origin, batch.epoch, report.watermark)?;
     if purged_any {
-        merge_fts(conn)?;
+        super::fts::optimize(conn)?;
     }
     Ok(report)
 }

@@ -129,14 +129,14 @@ impl Store {
             let seq = app.append(&tx, LogKind::Tombstone, &probe.id)?;
             let t = Tombstone { seq, ..probe };
             store_tombstone(&tx, &t, own.epoch)?;
-            let (records, sessions) = purge(&tx, target)?;
+            let (records, sessions) = purge_owned(&tx, target, None)?;
             report.records += records;
             report.sessions += sessions;
             report.tombstones += 1;
         }
         app.finish(&tx)?;
         if report.records > 0 {
-            merge_fts(&tx)?;
+            super::fts::optimize(&tx)?;
         }
         tx.commit()?;
         report.wal_truncated = self.scrub()?;
@@ -154,28 +154,11 @@ impl Store {
         target: &ForgetTarget,
         limit: usize,
     ) -> Result<Vec<ForgetCandidate>, StoreError> {
-        let (clause, arg1, arg2): (&str, rusqlite::types::Value, rusqlite::types::Value) =
-            match target {
-                ForgetTarget::Session { agent, session_id } => (
-                    "s.agent = ?1 AND s.session_id = ?2",
-                    agent.clone().into(),
-                    session_id.clone().into(),
-                ),
-                ForgetTarget::Project { project } => (
-                    "s.project = ?1 AND ?2 IS NULL",
-                    project.clone().into(),
-                    rusqlite::types::Value::Null,
-                ),
-                ForgetTarget::Record { hash } => (
-                    CANDIDATE_BY_HASH,
-                    hash.to_vec().into(),
-                    rusqlite::types::Value::Null,
-                ),
-            };
+        let (covered, arg1, arg2) = target_query(target);
         let sql = format!(
             "SELECT r.hash, s.agent, s.session_id, s.project, r.role, r.ts
-             FROM records r JOIN sessions s ON s.id = r.session
-             WHERE {clause} ORDER BY r.ts, r.id LIMIT ?3"
+             FROM ({covered}) d JOIN records r ON r.id = d.id JOIN sessions s ON s.id = r.session
+             ORDER BY r.ts, r.id LIMIT ?3"
         );
         let mut q = self.conn.prepare(&sql)?;
         let rows = q.query_map(params![arg1, arg2, limit as i64], candidate)?;
@@ -302,16 +285,6 @@ pub(crate) fn store_tombstone(
 /// `records_hash8`.
 pub(super) const PURGE_BY_HASH: &str = "SELECT id, session, hash FROM records
      WHERE substr(hash, 1, 8) = substr(?1, 1, 8) AND hash = ?1 AND ?2 IS NULL";
-/// The `WHERE` clause over `records r` for a forget of one record by hash.
-pub(super) const CANDIDATE_BY_HASH: &str =
-    "substr(r.hash, 1, 8) = substr(?1, 1, 8) AND r.hash = ?1 AND ?2 IS NULL";
-
-/// Deletes every record `target` covers, with its FTS row; marks the log
-/// slots that held them as forgotten; fixes or deletes the sessions they
-/// belonged to. Returns (records deleted, sessions deleted).
-pub(crate) fn purge(conn: &Connection, target: &ForgetTarget) -> Result<(u64, u64), StoreError> {
-    purge_owned(conn, target, None)
-}
 
 /// Records covered by `target` that `owner` owns: a slot of one of its
 /// logs names them (it indexed them itself). With `None`, every covered
@@ -357,7 +330,10 @@ fn target_query(
     }
 }
 
-/// [`purge`] limited to the records `owner` owns (`None`: all covered).
+/// Deletes every record `target` covers that `owner` owns (`None`: all
+/// covered), with its FTS row; marks the log slots that held them as
+/// forgotten; fixes or deletes the sessions they belonged to. Returns
+/// (records deleted, sessions deleted).
 pub(crate) fn purge_owned(
     conn: &Connection,
     target: &ForgetTarget,
@@ -476,11 +452,4 @@ fn refresh_session(conn: &Connection, session: i64) -> Result<bool, StoreError> 
         params![session, n, title],
     )?;
     Ok(false)
-}
-
-/// Merges the FTS index into one segment, dropping deleted rows' terms
-/// (contentless-delete tables otherwise keep them until a merge).
-pub(crate) fn merge_fts(conn: &Connection) -> Result<(), StoreError> {
-    super::fts::optimize(conn)?;
-    Ok(())
 }

@@ -781,9 +781,11 @@ mod tests {
     fn v7_record_look_ups_by_hash_use_the_short_index() {
         let mut conn = Connection::open_in_memory().expect("open");
         migrate(&mut conn).expect("migrate");
+        // What `cairn forget` previews for a record by hash.
         let candidates = format!(
-            "SELECT r.hash FROM records r JOIN sessions s ON s.id = r.session WHERE {}",
-            super::super::forget::CANDIDATE_BY_HASH
+            "SELECT r.hash FROM ({}) d JOIN records r ON r.id = d.id
+             JOIN sessions s ON s.id = r.session",
+            super::super::forget::PURGE_BY_HASH
         );
         for sql in [
             super::super::insert::HAS_HASH,

@@ -255,7 +255,7 @@ impl Store {
             )?;
             report.logs = tx.execute("DELETE FROM origin_logs WHERE origin = ?1", [oid])? as u64;
             if report.records > 0 {
-                super::forget::merge_fts(&tx)?;
+                super::fts::optimize(&tx)?;
             }
         }
         tx.execute("DELETE FROM watermarks WHERE origin = ?1", [&text])?;

@@ -70,7 +70,7 @@ impl Store {
             [META_FIELDS_REDACTED],
         )?;
         if report.changed() {
-            super::forget::merge_fts(&tx)?;
+            super::fts::optimize(&tx)?;
         }
         tx.commit()?;
         if report.changed() {
