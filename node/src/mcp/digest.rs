@@ -68,7 +68,7 @@ pub fn project_digest(
         let mut entry =
             sanitize::recalled(&format!("- {when} {} on {}{title}\n", s.agent, s.machine));
         // The newest records, through the store's reader (it decodes the text).
-        let from = s.records.saturating_sub(RECORDS_PER_SESSION);
+        let from = (s.records as usize).saturating_sub(RECORDS_PER_SESSION);
         let rows = store.session_records(s.row, from, RECORDS_PER_SESSION)?;
         let mut kept = 0;
         for r in rows.iter().rev() {

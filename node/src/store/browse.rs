@@ -75,11 +75,7 @@ pub struct Origin {
 impl Store {
     /// Sessions, most recently active first.
     pub fn recent_sessions(&self, f: &RecentFilter) -> Result<Vec<SessionInfo>, StoreError> {
-        let mut sql = String::from(
-            "SELECT s.id, s.agent, s.session_id, s.parent_session, s.project, COALESCE(n.name, s.origin),
-                    s.first_ms, s.last_ms, s.title, s.records
-             FROM sessions s LEFT JOIN nodes n ON n.id = s.origin WHERE 1",
-        );
+        let mut sql = format!("{} WHERE 1", super::read::SESSION_INFO);
         let mut args: Vec<SqlValue> = Vec::new();
         let mut arg = |sql: &mut String, clause: &str, v: SqlValue| {
             args.push(v);

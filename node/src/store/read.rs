@@ -177,13 +177,10 @@ impl Store {
             .replace('_', "\\_");
         // `+`: every row is read in table order and the few that match
         // sorted, not every row looked up in `sessions_last_ms`'s order.
-        let mut q = self.conn.prepare(
-            "SELECT s.id, s.agent, s.session_id, s.parent_session, s.project, COALESCE(n.name, s.origin),
-                    s.first_ms, s.last_ms, s.title, s.records
-             FROM sessions s LEFT JOIN nodes n ON n.id = s.origin
-             WHERE s.session_id LIKE ?1 || '%' ESCAPE '\\'
-             ORDER BY +s.last_ms DESC LIMIT ?2",
-        )?;
+        let mut q = self.conn.prepare(&format!(
+            "{SESSION_INFO} WHERE s.session_id LIKE ?1 || '%' ESCAPE '\\'
+             ORDER BY +s.last_ms DESC LIMIT ?2"
+        ))?;
         let rows = q.query_map(params![escaped, limit as i64], session_info)?;
         Ok(rows.collect::<Result<_, _>>()?)
     }
@@ -258,6 +255,13 @@ pub struct SourceRow {
     pub records: u64,
 }
 
+/// The columns [`session_info`] reads, from `sessions s` with the machine's
+/// name (`nodes n`): a caller adds its `WHERE` and order.
+pub(crate) const SESSION_INFO: &str =
+    "SELECT s.id, s.agent, s.session_id, s.parent_session, s.project,
+        COALESCE(n.name, s.origin), s.first_ms, s.last_ms, s.title, s.records
+     FROM sessions s LEFT JOIN nodes n ON n.id = s.origin";
+
 pub(crate) fn session_info(r: &rusqlite::Row<'_>) -> rusqlite::Result<SessionInfo> {
     Ok(SessionInfo {
         row: r.get(0)?,
@@ -273,23 +277,6 @@ pub(crate) fn session_info(r: &rusqlite::Row<'_>) -> rusqlite::Result<SessionInf
     })
 }
 
-/// A recent session of a project, for the MCP hook's digest.
-#[derive(Debug, Clone)]
-pub struct RecentSession {
-    /// The session's row id.
-    pub row: i64,
-    /// Agent id.
-    pub agent: String,
-    /// The machine's name, else its node id.
-    pub machine: String,
-    /// Its newest record's time, Unix ms.
-    pub last_ms: Option<i64>,
-    /// Its title.
-    pub title: Option<String>,
-    /// Records it holds.
-    pub records: usize,
-}
-
 impl Store {
     /// The `limit` sessions most recently active in project `cwd` or a
     /// folder under it, newest first, leaving out session id `exclude`.
@@ -298,27 +285,15 @@ impl Store {
         cwd: &str,
         exclude: Option<&str>,
         limit: i64,
-    ) -> Result<Vec<RecentSession>, StoreError> {
-        let mut q = self.conn.prepare(
-            "SELECT s.id, s.agent, COALESCE(n.name, s.origin), s.last_ms, s.title, s.records
-             FROM sessions s LEFT JOIN nodes n ON n.id = s.origin
+    ) -> Result<Vec<SessionInfo>, StoreError> {
+        let mut q = self.conn.prepare(&format!(
+            "{SESSION_INFO}
              WHERE (s.project = ?1 OR substr(s.project, 1, length(?1) + 1) = ?1 || '/')
                AND s.session_id != ?2
-             ORDER BY s.last_ms IS NULL, s.last_ms DESC LIMIT ?3",
-        )?;
-        let recent = q
-            .query_map(params![cwd, exclude.unwrap_or(""), limit], |r| {
-                Ok(RecentSession {
-                    row: r.get(0)?,
-                    agent: r.get(1)?,
-                    machine: r.get(2)?,
-                    last_ms: r.get(3)?,
-                    title: r.get(4)?,
-                    records: r.get::<_, i64>(5)?.max(0) as usize,
-                })
-            })?
-            .collect::<Result<Vec<_>, _>>()?;
-        Ok(recent)
+             ORDER BY s.last_ms IS NULL, s.last_ms DESC LIMIT ?3"
+        ))?;
+        let rows = q.query_map(params![cwd, exclude.unwrap_or(""), limit], session_info)?;
+        Ok(rows.collect::<Result<_, _>>()?)
     }
 
     /// The ids of the records of record `record_id`'s session, in the
