@@ -217,17 +217,13 @@ pub(crate) fn stemmed_role(role: &str) -> bool {
     conversational(Role::parse(role))
 }
 
-/// Whether a record with hash `?1` is stored: found through `records_hash8`
-/// (the hash's first 8 bytes), then compared whole.
-pub(super) const HAS_HASH: &str =
-    "SELECT 1 FROM records WHERE substr(hash, 1, 8) = substr(?1, 1, 8) AND hash = ?1";
-
 /// The statements [`insert`] runs for every record, prepared once for a
 /// run of inserts on one connection (an indexing pass, a peer's batch).
 /// Taking them from rusqlite's statement cache instead hashed their text
 /// twice per use (rusqlite's cache was 0.8% of a cold pass's CPU samples,
 /// now 0.1%).
 pub(crate) struct RecordStatements<'c> {
+    /// Finds a record by hash through `records_hash8` (`log::RECORD_ID`).
     has_hash: Statement<'c>,
     add_row: Statement<'c>,
     fts: super::fts::Inserts<'c>,
@@ -239,7 +235,7 @@ impl<'c> RecordStatements<'c> {
     /// Prepares them on `conn`.
     pub(crate) fn prepare(conn: &'c Connection) -> Result<RecordStatements<'c>, StoreError> {
         Ok(RecordStatements {
-            has_hash: conn.prepare(HAS_HASH)?,
+            has_hash: conn.prepare(super::log::RECORD_ID)?,
             add_row: conn.prepare(
                 "INSERT INTO records(hash, session, role, ts, flags, origin, source, offset, files, text)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",

@@ -375,14 +375,7 @@ impl Store {
         fts::reindex_cjk(&mut conn).map_err(classified)?;
         runs::backfill(&mut conn).map_err(classified)?;
         vector_file::keep_table(&mut conn, path, crate::embed::table_id()).map_err(classified)?;
-        let store = Store {
-            conn,
-            path: path.to_path_buf(),
-            mappings: Some(mapped::Mappings::default()),
-            search_columns: Default::default(),
-            signer: None,
-            redaction_rules: None,
-        };
+        let store = Store::over(conn, path);
         if (1..schema::REBUILT_RECORDS).contains(&before) {
             // The rebuild left the old tables' pages free inside the file:
             // give them back once (a busy database keeps them for reuse).
@@ -419,14 +412,19 @@ impl Store {
                 source: rusqlite::Error::QueryReturnedNoRows,
             });
         }
-        Ok(Store {
+        Ok(Store::over(conn, path))
+    }
+
+    /// A store over `conn`, the database at `path`, opened and checked.
+    fn over(conn: Connection, path: &Path) -> Store {
+        Store {
             conn,
             path: path.to_path_buf(),
             mappings: Some(mapped::Mappings::default()),
             search_columns: Default::default(),
             signer: None,
             redaction_rules: None,
-        })
+        }
     }
 
     /// Gives the database's free pages back to the file system when they

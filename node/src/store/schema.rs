@@ -788,7 +788,7 @@ mod tests {
             super::super::forget::PURGE_BY_HASH
         );
         for sql in [
-            super::super::insert::HAS_HASH,
+            super::super::log::RECORD_ID,
             super::super::forget::PURGE_BY_HASH,
             candidates.as_str(),
         ] {
