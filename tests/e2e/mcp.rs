@@ -32,8 +32,14 @@ fn args(v: Value) -> JsonObject {
 }
 
 pub(crate) async fn connect(home: &TestHome) -> Client {
+    connect_in(home, home.path()).await
+}
+
+/// [`connect`] with the server started in `dir`, as an agent working there
+/// starts it.
+async fn connect_in(home: &TestHome, dir: &std::path::Path) -> Client {
     let mut cmd = home.cmd(&["mcp"]);
-    cmd.stderr(Stdio::inherit());
+    cmd.stderr(Stdio::inherit()).current_dir(dir);
     let transport =
         TokioChildProcess::new(tokio::process::Command::from(cmd)).expect("spawn cairn mcp");
     ().serve(transport)
@@ -443,6 +449,108 @@ fn mcp_reads_a_line_appended_to_a_history_file_when_no_daemon_runs() {
             .await,
         );
         assert!(window.contains("quokkaledger"), "{window}");
+        client.cancel().await.expect("close the client");
+    });
+}
+
+/// Writes a Claude Code transcript of `lines` (role, text) for a session
+/// working in `cwd`, its lines dated `ts`.
+fn write_claude_session(home: &TestHome, sid: &str, cwd: &str, ts: &str, lines: &[(&str, &str)]) {
+    let dir = home.path().join(".claude/projects/-app");
+    std::fs::create_dir_all(&dir).expect("mkdir");
+    let mut out = String::new();
+    for (i, (role, text)) in lines.iter().enumerate() {
+        let content = match *role {
+            "user" => json!(text),
+            _ => json!([{"type": "text", "text": text}]),
+        };
+        let line = json!({
+            "type": role, "uuid": format!("{sid}-{i}"), "sessionId": sid,
+            "timestamp": ts, "cwd": cwd, "message": {"role": role, "content": content}
+        });
+        out.push_str(&format!("{line}\n"));
+    }
+    std::fs::write(dir.join(format!("{sid}.jsonl")), out).expect("transcript");
+}
+
+#[test]
+fn mcp_search_leaves_out_the_conversation_that_asks() {
+    let home = TestHome::seeded();
+    let app = home.path().join("app");
+    std::fs::create_dir_all(&app).expect("mkdir");
+    let cwd = app.to_str().expect("utf-8 path");
+    write_claude_session(
+        &home,
+        "0a0a0a0a-0000-4000-8000-000000000001",
+        cwd,
+        "2026-03-02T10:00:00.000Z",
+        &[
+            ("user", "the price page shows stale prices after an update"),
+            (
+                "assistant",
+                "We turned the pricecache off for the prices route: invalidation was unreliable.",
+            ),
+        ],
+    );
+    // The conversation going on now: its question is its newest line.
+    let now = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
+    let asking = "0b0b0b0b-0000-4000-8000-000000000002";
+    write_claude_session(
+        &home,
+        asking,
+        cwd,
+        &now,
+        &[(
+            "user",
+            "why did we turn the pricecache off for the prices route?",
+        )],
+    );
+    home.ok(&["index", "--quiet"]);
+    runtime().block_on(async {
+        // Started in the project: the asking conversation is left out and
+        // said to be, and the limit is still met by the others.
+        let client = connect_in(&home, &app).await;
+        let r = ok_text(
+            &call(
+                &client,
+                "search",
+                json!({"query": "pricecache prices route", "limit": 1}),
+            )
+            .await,
+        );
+        assert!(r.starts_with("1 of 1 hits"), "{r}");
+        assert!(r.contains("invalidation was unreliable"), "{r}");
+        assert!(!r.contains("why did we turn"), "{r}");
+        assert!(
+            r.contains(&format!(
+                "own session (claude-code:{asking}) matched too and is left out"
+            )),
+            "{r}"
+        );
+        // A search it does not match (its one line is the user's) says nothing of it.
+        let other = ok_text(
+            &call(
+                &client,
+                "search",
+                json!({"query": "pricecache", "role": "assistant"}),
+            )
+            .await,
+        );
+        assert!(!other.contains("left out"), "{other}");
+        client.cancel().await.expect("close the client");
+        // Started elsewhere: nobody there asks, both sessions answer.
+        let client = connect(&home).await;
+        let r = ok_text(
+            &call(
+                &client,
+                "search",
+                json!({"query": "pricecache prices route", "limit": 2}),
+            )
+            .await,
+        );
+        assert!(r.starts_with("2 of 2 hits"), "{r}");
+        assert!(r.contains(asking) && r.contains("invalidation was"), "{r}");
+        assert!(!r.contains("left out"), "{r}");
         client.cancel().await.expect("close the client");
     });
 }

@@ -68,10 +68,58 @@ fn meta(parts: &[&str]) -> String {
     sanitize::recalled(&parts.join(" · ")).replace('\n', " ")
 }
 
-/// Runs `search` and renders at most [`SEARCH_BUDGET`] bytes.
-pub fn search(node: &Node, req: &SearchRequest, now_ms: i64) -> Result<String, ToolFailure> {
+/// Where the server's own client works: the folder it started the server
+/// in and when. The conversation that asks a question is being written
+/// while it asks, so its newest words (the question itself) match best;
+/// `search` leaves that one session out.
+#[derive(Debug, Clone)]
+pub struct Asking {
+    /// The server's working directory (agents start it in the project).
+    pub cwd: String,
+    /// When the server started, Unix ms.
+    pub since_ms: i64,
+}
+
+/// Slack before the server's start: a client may start its servers a
+/// little after its conversation's first line.
+const ASKING_SLACK_MS: i64 = 60_000;
+
+/// The session that is asking: the one of this machine whose project is
+/// the server's folder, written to last, and written to since the server
+/// started. `None` when no session fits.
+pub fn asking_session(
+    store: &Store,
+    machine: &str,
+    asking: &Asking,
+) -> Result<Option<SessionInfo>, StoreError> {
+    let cwd = asking.cwd.trim_end_matches('/');
+    if cwd.is_empty() {
+        return Ok(None);
+    }
+    // Newest first; the folder's own sessions among those under it.
+    let newest = store.recent_project_sessions(cwd, None, 16)?;
+    let since = asking.since_ms - ASKING_SLACK_MS;
+    Ok(newest
+        .into_iter()
+        .take_while(|s| s.last_ms.is_some_and(|t| t >= since))
+        .find(|s| s.project.as_deref() == Some(cwd) && s.machine == machine))
+}
+
+/// Runs `search` and renders at most [`SEARCH_BUDGET`] bytes, leaving out
+/// the session that is asking (see [`Asking`]).
+pub fn search(
+    node: &Node,
+    req: &SearchRequest,
+    now_ms: i64,
+    asking: Option<&Asking>,
+) -> Result<String, ToolFailure> {
+    let asker = match asking {
+        Some(a) => asking_session(node.store(), &node.config().node_name, a)?,
+        None => None,
+    };
     let opts = SearchOptions {
-        limit: req.limit,
+        // One more, so that leaving the asking session out keeps the limit.
+        limit: req.limit + usize::from(asker.is_some()),
         agent: req.agent.clone(),
         project: req.project.clone(),
         machine: req.machine.clone(),
@@ -88,13 +136,25 @@ pub fn search(node: &Node, req: &SearchRequest, now_ms: i64) -> Result<String, T
         true => crate::daemon::search_socket::served(node.config(), &req.query, &opts, 0),
         false => None,
     };
-    let hits = match served {
+    let mut hits = match served {
         Some(page) => page.hits,
         None => node.search(&req.query, &opts)?,
     };
+    let before = hits.len();
+    if let Some(s) = &asker {
+        hits.retain(|h| h.agent != s.agent || h.session_id != s.session_id);
+    }
+    let left_out = match (&asker, hits.len() < before) {
+        (Some(s), true) => format!(
+            "\nThis conversation's own session ({}) matched too and is left out.",
+            sanitize::recalled(&handle(&s.agent, &s.session_id)).replace('\n', " ")
+        ),
+        _ => String::new(),
+    };
+    hits.truncate(req.limit);
     if hits.is_empty() {
         return Ok(format!(
-            "No matches for {:?}. Try fewer or other words, or drop filters.",
+            "No matches for {:?}. Try fewer or other words, or drop filters.{left_out}",
             sanitize::recalled(&req.query)
         ));
     }
@@ -122,6 +182,7 @@ pub fn search(node: &Node, req: &SearchRequest, now_ms: i64) -> Result<String, T
             hits.len() - shown
         ));
     }
+    out.push_str(&left_out);
     Ok(out)
 }
 
@@ -381,7 +442,56 @@ pub fn status(node: &Node, now_ms: i64) -> Result<String, ToolFailure> {
 mod tests {
     use super::*;
     use crate::config::{Config, Env};
+    use crate::record::{Record, Role};
     use crate::sync::peers::{Peer, PeerTable};
+
+    #[test]
+    fn the_asking_session_is_this_machine_s_newest_in_the_folder_since_the_start() {
+        const START: i64 = 1_800_000_000_000;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut store = Store::open(&dir.path().join("cairn.db")).expect("open");
+        // (machine, session, project, last record time)
+        let sessions = [
+            ("laptop", "earlier", "/src/app", START - 3_600_000),
+            ("laptop", "asking", "/src/app", START + 20_000),
+            ("laptop", "resumed", "/src/app", START + 10_000),
+            ("laptop", "below", "/src/app/web", START + 30_000),
+            ("desk", "elsewhere", "/src/app", START + 40_000),
+        ];
+        for (origin, name) in [("n-laptop", "laptop"), ("n-desk", "desk")] {
+            store.upsert_node(origin, name).expect("node");
+            let mut ing = store.ingest(origin).expect("ingest");
+            for (_, sid, project, t) in sessions.iter().filter(|s| s.0 == name) {
+                let mut r = Record::new("claude-code", sid, Role::User, "a question");
+                r.project = Some((*project).to_owned());
+                r.time_ms = Some(*t);
+                ing.insert(&r, None).expect("insert");
+            }
+            ing.commit().expect("commit");
+        }
+        let pick = |cwd: &str, since_ms: i64| {
+            let asking = Asking {
+                cwd: cwd.to_owned(),
+                since_ms,
+            };
+            asking_session(&store, "laptop", &asking)
+                .expect("read")
+                .map(|s| s.session_id)
+        };
+        // Not the subfolder's, not the other machine's: the folder's newest.
+        assert_eq!(pick("/src/app", START).as_deref(), Some("asking"));
+        assert_eq!(pick("/src/app/", START).as_deref(), Some("asking"));
+        assert_eq!(pick("/src/app/web", START).as_deref(), Some("below"));
+        // Nothing written since the start (slack included): nobody asks.
+        assert_eq!(pick("/src/app", START + 3_600_000), None);
+        assert_eq!(pick("/src", START), None);
+        assert_eq!(pick("", START), None);
+        // The slack lets a conversation begun just before the start count.
+        assert_eq!(
+            pick("/src/app/web", START + 80_000).as_deref(),
+            Some("below")
+        );
+    }
 
     #[test]
     fn status_lists_paired_machines() {

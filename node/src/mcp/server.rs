@@ -77,6 +77,9 @@ impl State {
 pub struct CairnServer {
     state: Arc<Mutex<State>>,
     clock: Clock,
+    /// Where the client works, when known: its own session is left out
+    /// of searches.
+    asking: Option<answer::Asking>,
 }
 
 impl CairnServer {
@@ -89,7 +92,14 @@ impl CairnServer {
                 watched: fresh::Watched::default(),
             })),
             clock,
+            asking: None,
         }
+    }
+
+    /// This server, told where its client works (see [`answer::Asking`]).
+    pub fn asking(mut self, asking: answer::Asking) -> CairnServer {
+        self.asking = Some(asking);
+        self
     }
 
     /// Runs one tool call to completion (blocking). Unknown tools are the
@@ -104,7 +114,7 @@ impl CairnServer {
             tools::SEARCH => match tools::search_request(args, now) {
                 Ok(req) => self.with_node(|n, w| {
                     fresh::refresh(n, now, fresh::REFRESH_BUDGET, w);
-                    answer::search(n, &req, now)
+                    answer::search(n, &req, now, self.asking.as_ref())
                 }),
                 Err(e) => return Some(arg_error(e)),
             },
@@ -289,8 +299,16 @@ pub fn serve_stdio(config: Config) -> Result<(), ServeError> {
         .enable_all()
         .build()
         .map_err(ServeError::Runtime)?;
+    let mut server = CairnServer::new(config, system_clock);
+    // Agents start their servers in the project they work on.
+    if let Ok(cwd) = std::env::current_dir() {
+        server = server.asking(answer::Asking {
+            cwd: cwd.to_string_lossy().into_owned(),
+            since_ms: system_clock(),
+        });
+    }
     rt.block_on(super::stdio::serve_lines(
-        CairnServer::new(config, system_clock),
+        server,
         tokio::io::stdin(),
         tokio::io::stdout(),
     ))?;
