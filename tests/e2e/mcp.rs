@@ -453,9 +453,16 @@ fn mcp_reads_a_line_appended_to_a_history_file_when_no_daemon_runs() {
     });
 }
 
-/// Writes a Claude Code transcript of `lines` (role, text) for a session
-/// working in `cwd`, its lines dated `ts`.
-fn write_claude_session(home: &TestHome, sid: &str, cwd: &str, ts: &str, lines: &[(&str, &str)]) {
+/// Writes a Claude Code transcript `file` (under the project's folder) of
+/// `lines` (role, text) for session `sid` working in `cwd`, dated `ts`.
+fn write_claude_session(
+    home: &TestHome,
+    file: &str,
+    sid: &str,
+    cwd: &str,
+    ts: &str,
+    lines: &[(&str, &str)],
+) {
     let dir = home.path().join(".claude/projects/-app");
     std::fs::create_dir_all(&dir).expect("mkdir");
     let mut out = String::new();
@@ -470,7 +477,9 @@ fn write_claude_session(home: &TestHome, sid: &str, cwd: &str, ts: &str, lines: 
         });
         out.push_str(&format!("{line}\n"));
     }
-    std::fs::write(dir.join(format!("{sid}.jsonl")), out).expect("transcript");
+    let path = dir.join(file);
+    std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
+    std::fs::write(path, out).expect("transcript");
 }
 
 #[test]
@@ -479,9 +488,11 @@ fn mcp_search_leaves_out_the_conversation_that_asks() {
     let app = home.path().join("app");
     std::fs::create_dir_all(&app).expect("mkdir");
     let cwd = app.to_str().expect("utf-8 path");
+    let earlier = "0a0a0a0a-0000-4000-8000-000000000001";
     write_claude_session(
         &home,
-        "0a0a0a0a-0000-4000-8000-000000000001",
+        &format!("{earlier}.jsonl"),
+        earlier,
         cwd,
         "2026-03-02T10:00:00.000Z",
         &[
@@ -497,6 +508,7 @@ fn mcp_search_leaves_out_the_conversation_that_asks() {
     let asking = "0b0b0b0b-0000-4000-8000-000000000002";
     write_claude_session(
         &home,
+        &format!("{asking}.jsonl"),
         asking,
         cwd,
         &now,
@@ -527,7 +539,35 @@ fn mcp_search_leaves_out_the_conversation_that_asks() {
             )),
             "{r}"
         );
-        // A search it does not match (its one line is the user's) says nothing of it.
+        // The conversation hands the question to a sub-agent, whose own
+        // session is now the newest: both are left out.
+        write_claude_session(
+            &home,
+            &format!("{asking}/subagents/agent-a1b2c3.jsonl"),
+            asking,
+            cwd,
+            &now,
+            &[(
+                "user",
+                "find out why the pricecache is off for the prices route",
+            )],
+        );
+        let r = ok_text(
+            &call(
+                &client,
+                "search",
+                json!({"query": "pricecache prices route", "limit": 1}),
+            )
+            .await,
+        );
+        assert!(r.contains("invalidation was unreliable"), "{r}");
+        assert!(
+            r.contains("own sessions (") && r.contains("are left out"),
+            "{r}"
+        );
+        assert!(r.contains(&format!("claude-code:{asking}")), "{r}");
+        assert!(r.contains("claude-code:agent-a1b2c3"), "{r}");
+        // A search it does not match (its lines are the user's) says nothing of it.
         let other = ok_text(
             &call(
                 &client,
@@ -538,18 +578,19 @@ fn mcp_search_leaves_out_the_conversation_that_asks() {
         );
         assert!(!other.contains("left out"), "{other}");
         client.cancel().await.expect("close the client");
-        // Started elsewhere: nobody there asks, both sessions answer.
+        // Started elsewhere: nobody there asks, all three sessions answer.
         let client = connect(&home).await;
         let r = ok_text(
             &call(
                 &client,
                 "search",
-                json!({"query": "pricecache prices route", "limit": 2}),
+                json!({"query": "pricecache prices route", "limit": 3}),
             )
             .await,
         );
-        assert!(r.starts_with("2 of 2 hits"), "{r}");
-        assert!(r.contains(asking) && r.contains("invalidation was"), "{r}");
+        assert!(r.starts_with("3 of 3 hits"), "{r}");
+        assert!(r.contains(asking) && r.contains("agent-a1b2c3"), "{r}");
+        assert!(r.contains("invalidation was"), "{r}");
         assert!(!r.contains("left out"), "{r}");
         client.cancel().await.expect("close the client");
     });

@@ -84,25 +84,52 @@ pub struct Asking {
 /// little after its conversation's first line.
 const ASKING_SLACK_MS: i64 = 60_000;
 
-/// The session that is asking: the one of this machine whose project is
-/// the server's folder, written to last, and written to since the server
-/// started. `None` when no session fits.
-pub fn asking_session(
+/// Sessions of one conversation written to since the server started, at
+/// most: a conversation that hands work to sub-agents keeps each in a
+/// session of its own, under its own.
+const ASKING_SESSIONS: i64 = 32;
+
+/// The sessions of the conversation that is asking, the one that asks
+/// first. That one is this machine's session whose project is the
+/// server's folder, written to last, and written to since the server
+/// started; with it come the conversation it is a sub-agent of, and that
+/// conversation's other sub-agents written to since. Empty when no
+/// session fits.
+pub fn asking_sessions(
     store: &Store,
     machine: &str,
     asking: &Asking,
-) -> Result<Option<SessionInfo>, StoreError> {
+) -> Result<Vec<SessionInfo>, StoreError> {
     let cwd = asking.cwd.trim_end_matches('/');
     if cwd.is_empty() {
-        return Ok(None);
+        return Ok(Vec::new());
     }
-    // Newest first; the folder's own sessions among those under it.
-    let newest = store.recent_project_sessions(cwd, None, 16)?;
+    // Newest first, the folder's and those under it, since the start.
     let since = asking.since_ms - ASKING_SLACK_MS;
-    Ok(newest
+    let mut recent: Vec<SessionInfo> = store
+        .recent_project_sessions(cwd, None, ASKING_SESSIONS)?
         .into_iter()
         .take_while(|s| s.last_ms.is_some_and(|t| t >= since))
-        .find(|s| s.project.as_deref() == Some(cwd) && s.machine == machine))
+        .filter(|s| s.machine == machine)
+        .collect();
+    let Some(at) = recent
+        .iter()
+        .position(|s| s.project.as_deref() == Some(cwd))
+    else {
+        return Ok(Vec::new());
+    };
+    let asker = recent.remove(at);
+    let root = asker
+        .parent_session
+        .clone()
+        .unwrap_or(asker.session_id.clone());
+    let agent = asker.agent.clone();
+    let mut out = vec![asker];
+    out.extend(recent.into_iter().filter(|s| {
+        s.agent == agent
+            && (s.session_id == root || s.parent_session.as_deref() == Some(root.as_str()))
+    }));
+    Ok(out)
 }
 
 /// Runs `search` and renders at most [`SEARCH_BUDGET`] bytes, leaving out
@@ -114,12 +141,12 @@ pub fn search(
     asking: Option<&Asking>,
 ) -> Result<String, ToolFailure> {
     let asker = match asking {
-        Some(a) => asking_session(node.store(), &node.config().node_name, a)?,
-        None => None,
+        Some(a) => asking_sessions(node.store(), &node.config().node_name, a)?,
+        None => Vec::new(),
     };
     let opts = SearchOptions {
-        // One more, so that leaving the asking session out keeps the limit.
-        limit: req.limit + usize::from(asker.is_some()),
+        // More, so that leaving the asking sessions out keeps the limit.
+        limit: req.limit + asker.len(),
         agent: req.agent.clone(),
         project: req.project.clone(),
         machine: req.machine.clone(),
@@ -140,16 +167,27 @@ pub fn search(
         Some(page) => page.hits,
         None => node.search(&req.query, &opts)?,
     };
-    let before = hits.len();
-    if let Some(s) = &asker {
-        hits.retain(|h| h.agent != s.agent || h.session_id != s.session_id);
-    }
-    let left_out = match (&asker, hits.len() < before) {
-        (Some(s), true) => format!(
+    let asks = |h: &Hit| {
+        asker
+            .iter()
+            .any(|s| h.agent == s.agent && h.session_id == s.session_id)
+    };
+    let own: Vec<String> = hits
+        .iter()
+        .filter(|h| asks(h))
+        .map(|h| sanitize::recalled(&handle(&h.agent, &h.session_id)).replace('\n', " "))
+        .collect();
+    hits.retain(|h| !asks(h));
+    let left_out = match own.len() {
+        0 => String::new(),
+        1 => format!(
             "\nThis conversation's own session ({}) matched too and is left out.",
-            sanitize::recalled(&handle(&s.agent, &s.session_id)).replace('\n', " ")
+            own[0]
         ),
-        _ => String::new(),
+        _ => format!(
+            "\nThis conversation's own sessions ({}) matched too and are left out.",
+            own.join(", ")
+        ),
     };
     hits.truncate(req.limit);
     if hits.is_empty() {
@@ -446,51 +484,72 @@ mod tests {
     use crate::sync::peers::{Peer, PeerTable};
 
     #[test]
-    fn the_asking_session_is_this_machine_s_newest_in_the_folder_since_the_start() {
+    fn the_asking_sessions_are_this_machine_s_newest_in_the_folder_and_its_tree() {
         const START: i64 = 1_800_000_000_000;
         let dir = tempfile::tempdir().expect("tempdir");
         let mut store = Store::open(&dir.path().join("cairn.db")).expect("open");
-        // (machine, session, project, last record time)
+        // (machine, session, parent, project, last record time)
         let sessions = [
-            ("laptop", "earlier", "/src/app", START - 3_600_000),
-            ("laptop", "asking", "/src/app", START + 20_000),
-            ("laptop", "resumed", "/src/app", START + 10_000),
-            ("laptop", "below", "/src/app/web", START + 30_000),
-            ("desk", "elsewhere", "/src/app", START + 40_000),
+            ("laptop", "earlier", None, "/src/app", START - 3_600_000),
+            (
+                "laptop",
+                "agent-old",
+                Some("earlier"),
+                "/src/app",
+                START + 5_000,
+            ),
+            ("laptop", "resumed", None, "/src/app", START + 10_000),
+            (
+                "laptop",
+                "agent-b2",
+                Some("main"),
+                "/src/app",
+                START + 15_000,
+            ),
+            ("laptop", "main", None, "/src/app", START + 20_000),
+            (
+                "laptop",
+                "agent-a1",
+                Some("main"),
+                "/src/app",
+                START + 25_000,
+            ),
+            ("laptop", "below", None, "/src/app/web", START + 30_000),
+            ("desk", "elsewhere", None, "/src/app", START + 40_000),
         ];
         for (origin, name) in [("n-laptop", "laptop"), ("n-desk", "desk")] {
             store.upsert_node(origin, name).expect("node");
             let mut ing = store.ingest(origin).expect("ingest");
-            for (_, sid, project, t) in sessions.iter().filter(|s| s.0 == name) {
+            for (_, sid, parent, project, t) in sessions.iter().filter(|s| s.0 == name) {
                 let mut r = Record::new("claude-code", sid, Role::User, "a question");
+                r.parent_session = parent.map(str::to_owned);
                 r.project = Some((*project).to_owned());
                 r.time_ms = Some(*t);
                 ing.insert(&r, None).expect("insert");
             }
             ing.commit().expect("commit");
         }
-        let pick = |cwd: &str, since_ms: i64| {
+        let pick = |cwd: &str, since_ms: i64| -> Vec<String> {
             let asking = Asking {
                 cwd: cwd.to_owned(),
                 since_ms,
             };
-            asking_session(&store, "laptop", &asking)
-                .expect("read")
-                .map(|s| s.session_id)
+            let found = asking_sessions(&store, "laptop", &asking).expect("read");
+            found.into_iter().map(|s| s.session_id).collect()
         };
-        // Not the subfolder's, not the other machine's: the folder's newest.
-        assert_eq!(pick("/src/app", START).as_deref(), Some("asking"));
-        assert_eq!(pick("/src/app/", START).as_deref(), Some("asking"));
-        assert_eq!(pick("/src/app/web", START).as_deref(), Some("below"));
+        // The folder's newest of this machine (a sub-agent), then the
+        // conversation it works for and that one's other sub-agent; not
+        // the subfolder's, the other machine's or another conversation's.
+        assert_eq!(pick("/src/app", START), ["agent-a1", "main", "agent-b2"]);
+        assert_eq!(pick("/src/app/", START), ["agent-a1", "main", "agent-b2"]);
+        assert_eq!(pick("/src/app/web", START), ["below"]);
         // Nothing written since the start (slack included): nobody asks.
-        assert_eq!(pick("/src/app", START + 3_600_000), None);
-        assert_eq!(pick("/src", START), None);
-        assert_eq!(pick("", START), None);
-        // The slack lets a conversation begun just before the start count.
-        assert_eq!(
-            pick("/src/app/web", START + 80_000).as_deref(),
-            Some("below")
-        );
+        assert!(pick("/src/app", START + 3_600_000).is_empty());
+        assert!(pick("/src", START).is_empty());
+        assert!(pick("", START).is_empty());
+        // A minute's slack before the start, and not more.
+        assert_eq!(pick("/src/app/web", START + 80_000), ["below"]);
+        assert_eq!(pick("/src/app", START + 80_000), ["agent-a1", "main"]);
     }
 
     #[test]
