@@ -314,11 +314,43 @@ pub fn status_request(args: JsonObject) -> Result<(), ArgError> {
     parse::<StatusArgs>(STATUS, args).map(|_| ())
 }
 
+/// The input schema of `T`, without the integer widths schemars writes as
+/// `format` (`uint32`): JSON Schema defines no such format, and a strict
+/// client (Gemini CLI's validator) warns of each at every start. The
+/// ranges stay.
 fn schema<T: JsonSchema + 'static>() -> Arc<JsonObject> {
-    rmcp::handler::server::common::schema_for_input::<T>().unwrap_or_else(|e| {
-        tracing::error!(error = %e, "tool input schema is invalid");
-        Arc::new(JsonObject::new())
-    })
+    let mut schema = rmcp::handler::server::common::schema_for_input::<T>()
+        .map(|s| (*s).clone())
+        .unwrap_or_else(|e| {
+            tracing::error!(error = %e, "tool input schema is invalid");
+            JsonObject::new()
+        });
+    drop_integer_formats(&mut schema);
+    Arc::new(schema)
+}
+
+fn drop_integer_formats(schema: &mut JsonObject) {
+    if schema.get("type").and_then(|t| t.as_str()) == Some("integer")
+        || schema
+            .get("type")
+            .and_then(|t| t.as_array())
+            .is_some_and(|ts| ts.iter().any(|t| t == "integer"))
+    {
+        schema.remove("format");
+    }
+    for v in schema.values_mut() {
+        match v {
+            serde_json::Value::Object(o) => drop_integer_formats(o),
+            serde_json::Value::Array(items) => {
+                for item in items.iter_mut() {
+                    if let serde_json::Value::Object(o) = item {
+                        drop_integer_formats(o);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
 }
 
 fn read_only(title: &str) -> ToolAnnotations {
@@ -416,6 +448,12 @@ mod tests {
         let search = &tools[0].input_schema;
         assert_eq!(search["required"], json!(["query"]));
         assert!(search["properties"]["limit"]["description"].is_string());
+        // Ranges, but no format JSON Schema does not define (`uint32`).
+        assert_eq!(search["properties"]["limit"]["maximum"], json!(20));
+        for t in &tools {
+            let text = serde_json::to_string(&t.input_schema).expect("json");
+            assert!(!text.contains("\"format\""), "{}: {text}", t.name);
+        }
     }
 
     #[test]
