@@ -46,12 +46,14 @@ pub struct Agent {
 
 impl Agent {
     /// The MCP entries `cairn install` writes: those of every host that
-    /// looks installed, else the main one.
+    /// looks installed, else (the agent asked for by name before any of
+    /// its hosts has run) every host's, so whichever runs first finds
+    /// cairn.
     pub fn wanted_mcp(&self) -> Vec<&Target> {
         let mut v: Vec<&Target> = self.mcp_detected.then_some(&self.mcp).into_iter().collect();
         v.extend(self.also.iter().filter(|(_, d)| *d).map(|(t, _)| t));
         if v.is_empty() {
-            v.push(&self.mcp);
+            v = self.all_mcp().collect();
         }
         v
     }
@@ -588,10 +590,11 @@ mod tests {
         let ext_file = ext.join("settings/cline_mcp_settings.json");
         let cli_file = h.join(".cline/data/settings/cline_mcp_settings.json");
 
-        // Neither present: not detected; asked for by name, the extension's.
+        // Neither present (the CLI installed but not yet run): not
+        // detected; asked for by name, both files.
         let a = cline(&ctx(h));
         assert!(!a.detected);
-        assert_eq!(paths(a.wanted_mcp()), [ext_file.as_path()]);
+        assert_eq!(paths(a.wanted_mcp()), [ext_file.as_path(), &cli_file]);
         // Uninstall and status look in both, whatever is present.
         assert_eq!(
             a.all_mcp().map(|t| t.path.clone()).collect::<Vec<_>>(),
@@ -640,9 +643,10 @@ mod tests {
         let ext_file =
             h.join(".config/Code/User/globalStorage/kilocode.kilo-code/settings/mcp_settings.json");
         let cli_file = h.join(".config/kilo/kilo.json");
+        // Neither present: asked for by name, both files.
         let a = kilo(&ctx(h));
         assert!(!a.detected);
-        assert_eq!(paths(a.wanted_mcp()), [ext_file.as_path()]);
+        assert_eq!(paths(a.wanted_mcp()), [ext_file.as_path(), &cli_file]);
 
         // Only the CLI's data folder: its own config alone.
         std::fs::create_dir_all(h.join(".local/share/kilo")).expect("mkdir");
