@@ -474,6 +474,10 @@ fn more_agents_are_wired_reversibly_and_yaml_gets_a_snippet() {
             h.join(".config/crush/crush.json"),
             "{\n  \"$schema\": \"https://charm.land/crush.json\",\n  \"options\": {\"debug\": false}\n}\n",
         ),
+        (
+            h.join(".vibe/config.toml"),
+            "# vibe\nactive_model = \"devstral\"  # mine\n\n[[models]]\nname = \"devstral\"\nprovider = \"mistral\"\n",
+        ),
     ];
     for (p, text) in &existing {
         std::fs::create_dir_all(p.parent().expect("parent")).expect("mkdir");
@@ -528,6 +532,11 @@ fn more_agents_are_wired_reversibly_and_yaml_gets_a_snippet() {
     assert!(zed.contains("\"context_servers\""), "{zed}");
     let amp = read(&existing[5].0);
     assert!(amp.contains("\"amp.mcpServers\""), "{amp}");
+    let vibe = read(&existing[7].0);
+    assert!(
+        vibe.contains("[[mcp_servers]]\nname = \"cairn\"\ntransport = \"stdio\""),
+        "{vibe}"
+    );
     let vscode = read(&existing[1].0);
     assert!(vscode.contains("\"servers\": {\n    \"cairn\""), "{vscode}");
     // YAML: the snippet and its file are printed; the file is not touched.

@@ -79,10 +79,6 @@ pub const UNSUPPORTED: &[(&str, &str)] = &[
         "Kimi Code's MCP configuration is not documented",
     ),
     (
-        "vibe",
-        "Mistral Vibe keeps MCP servers in a TOML array of tables cairn does not edit yet",
-    ),
-    (
         "hermes",
         "Hermes keeps MCP servers in a YAML config cairn does not edit yet",
     ),
@@ -499,6 +495,27 @@ fn more(ctx: &Ctx, out: &mut Vec<Agent>) {
         exists(&kimi),
         mcp_servers("kimi-cli", kimi.join("mcp.json"), plain),
     );
+
+    // Mistral Vibe: an item of [[mcp_servers]] in $VIBE_HOME/config.toml.
+    let vibe = loc.var_or("VIBE_HOME", home.join(".vibe"));
+    let detected = exists(&vibe);
+    out.push(Agent {
+        id: "vibe",
+        detected,
+        mcp_detected: detected,
+        also: Vec::new(),
+        mcp: Target {
+            agent: "vibe",
+            what: What::McpServer,
+            path: vibe.join("config.toml"),
+            edit: Edit::TomlListedServer {
+                key: "mcp_servers",
+                command: bin.to_owned(),
+                args: vec!["mcp"],
+            },
+        },
+        hook: None,
+    });
 
     // The Cline CLI (and the SDK-based extension) read their own file:
     // `$CLINE_MCP_SETTINGS_PATH`, else `<data>/settings/cline_mcp_settings.json`

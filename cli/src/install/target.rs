@@ -76,6 +76,17 @@ pub enum Edit {
         /// Its arguments.
         args: Vec<&'static str>,
     },
+    /// The item `name = "cairn"` (a stdio server running `command` with
+    /// `args`) of the TOML array of tables `key` (Mistral Vibe's
+    /// `[[mcp_servers]]`).
+    TomlListedServer {
+        /// The array's key.
+        key: &'static str,
+        /// The command.
+        command: String,
+        /// Its arguments.
+        args: Vec<&'static str>,
+    },
     /// `[parent.cairn]` in TOML with `command` and `args`.
     TomlServer {
         /// The parent table.
@@ -211,6 +222,9 @@ impl Target {
                 command,
                 args,
             } => Ok(tomled::set_server(text, parent, NAME, command, args)?),
+            Edit::TomlListedServer { key, command, args } => {
+                Ok(tomled::set_listed_server(text, key, NAME, command, args)?)
+            }
             Edit::YamlServer { key, command, args } => {
                 Ok(yamled::set_server(text, key, NAME, command, args)?)
             }
@@ -240,6 +254,9 @@ impl Target {
                 Ok(our_hook_index(&doc, path).and_then(|i| doc.remove_item(path, i, &keep)))
             }
             Edit::TomlServer { parent, .. } => Ok(tomled::remove_server(text, parent, NAME)?),
+            Edit::TomlListedServer { key, .. } => {
+                Ok(tomled::remove_listed_server(text, key, NAME)?)
+            }
             Edit::YamlServer { key, .. } => Ok(yamled::remove_server(text, key, NAME)?),
         }
     }
@@ -278,6 +295,8 @@ impl Target {
             Edit::TomlServer { parent, .. } => Ok(
                 tomled::server(text, parent, NAME)?.map(|(c, a)| format!("{c} {}", a.join(" ")))
             ),
+            Edit::TomlListedServer { key, .. } => Ok(tomled::listed_server(text, key, NAME)?
+                .map(|(c, a)| format!("{c} {}", a.join(" ")))),
             Edit::YamlServer { key, .. } => Ok(yamled::server(text, key, NAME)?),
         }
     }

@@ -1,7 +1,9 @@
-//! Format-preserving edits of TOML configs (Codex's `config.toml`) with
-//! `toml_edit`: only the `[mcp_servers.cairn]` table is touched.
+//! Format-preserving edits of TOML configs with `toml_edit`: only cairn's
+//! entry is touched, a table `[mcp_servers.cairn]` (Codex's `config.toml`)
+//! or the item named `cairn` of an array `[[mcp_servers]]` (Mistral
+//! Vibe's, which also reads the array written inline).
 
-use toml_edit::{Array, DocumentMut, Item, Table, value};
+use toml_edit::{Array, ArrayOfTables, DocumentMut, InlineTable, Item, Table, Value, value};
 
 /// Why a TOML config could not be edited.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -12,6 +14,9 @@ pub enum TomlError {
     /// `[mcp_servers]` is there but not a table.
     #[error("expected `{0}` to be a table, found something else; edit it by hand")]
     NotATable(String),
+    /// `mcp_servers` is there but not an array of tables.
+    #[error("expected `{0}` to be an array of tables, found something else; edit it by hand")]
+    NotAnArray(String),
 }
 
 fn parse(text: &str) -> Result<DocumentMut, TomlError> {
@@ -108,6 +113,133 @@ pub fn remove_server(text: &str, parent: &str, name: &str) -> Result<Option<Stri
     Ok(Some(doc.to_string()))
 }
 
+/// The `command` and `args` of a server table or inline table.
+fn command_and_args(s: &dyn toml_edit::TableLike) -> (String, Vec<String>) {
+    let command = s.get("command").and_then(Item::as_str).unwrap_or_default();
+    let args = s
+        .get("args")
+        .and_then(Item::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(|v| v.as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default();
+    (command.to_owned(), args)
+}
+
+fn is_named(t: &dyn toml_edit::TableLike, name: &str) -> bool {
+    t.get("name").and_then(Item::as_str) == Some(name)
+}
+
+/// The `command` and `args` of the item named `name` in the array of
+/// tables `key`, if present.
+pub fn listed_server(
+    text: &str,
+    key: &str,
+    name: &str,
+) -> Result<Option<(String, Vec<String>)>, TomlError> {
+    let doc = parse(text)?;
+    Ok(match doc.get(key) {
+        Some(Item::ArrayOfTables(a)) => a
+            .iter()
+            .find(|t| is_named(*t, name))
+            .map(|t| command_and_args(t)),
+        Some(Item::Value(Value::Array(a))) => a
+            .iter()
+            .filter_map(Value::as_inline_table)
+            .find(|t| is_named(*t, name))
+            .map(|t| command_and_args(t)),
+        _ => None,
+    })
+}
+
+/// Adds (or updates) the stdio server `name` running `command` with
+/// `args` in the array of tables `key`; `None` when already so.
+pub fn set_listed_server(
+    text: &str,
+    key: &str,
+    name: &str,
+    command: &str,
+    args: &[&str],
+) -> Result<Option<String>, TomlError> {
+    if let Some((c, a)) = listed_server(text, key, name)?
+        && c == command
+        && a.iter().map(String::as_str).eq(args.iter().copied())
+    {
+        return Ok(None);
+    }
+    let mut doc = parse(text)?;
+    let args: Array = args.iter().copied().collect();
+    let fill = |t: &mut dyn toml_edit::TableLike| {
+        t.insert("name", value(name));
+        t.insert("transport", value("stdio"));
+        t.insert("command", value(command));
+        t.insert("args", value(args.clone()));
+    };
+    match doc.get_mut(key) {
+        None => {
+            let mut t = Table::new();
+            fill(&mut t);
+            let mut list = ArrayOfTables::new();
+            list.push(t);
+            doc.insert(key, Item::ArrayOfTables(list));
+        }
+        Some(Item::ArrayOfTables(list)) => {
+            let at = list.iter().position(|t| is_named(t, name));
+            match at {
+                Some(i) => fill(list.get_mut(i).expect("found")),
+                None => {
+                    let mut t = Table::new();
+                    fill(&mut t);
+                    list.push(t);
+                }
+            }
+        }
+        Some(Item::Value(Value::Array(list))) => {
+            let found = list
+                .iter()
+                .position(|v| v.as_inline_table().is_some_and(|t| is_named(t, name)));
+            match found.and_then(|i| list.get_mut(i)?.as_inline_table_mut()) {
+                Some(t) => fill(t),
+                None => {
+                    let mut t = InlineTable::new();
+                    fill(&mut t);
+                    list.push(t);
+                }
+            }
+        }
+        Some(_) => return Err(TomlError::NotAnArray(key.to_owned())),
+    }
+    Ok(Some(doc.to_string()))
+}
+
+/// Removes the item named `name` from the array of tables `key` (and
+/// the array when a table array held only it); `None` when absent.
+pub fn remove_listed_server(
+    text: &str,
+    key: &str,
+    name: &str,
+) -> Result<Option<String>, TomlError> {
+    if listed_server(text, key, name)?.is_none() {
+        return Ok(None);
+    }
+    let mut doc = parse(text)?;
+    match doc.get_mut(key) {
+        Some(Item::ArrayOfTables(list)) => {
+            list.retain(|t| !is_named(t, name));
+            if list.is_empty() {
+                doc.remove(key);
+            }
+        }
+        Some(Item::Value(Value::Array(list))) => {
+            list.retain(|v| !v.as_inline_table().is_some_and(|t| is_named(t, name)));
+        }
+        _ => return Err(TomlError::NotAnArray(key.to_owned())),
+    }
+    Ok(Some(doc.to_string()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -155,6 +287,59 @@ mod tests {
         assert!(matches!(
             set_server("mcp_servers = 3\n", "mcp_servers", "cairn", BIN, &["mcp"]),
             Err(TomlError::NotATable(_))
+        ));
+    }
+
+    fn listed_round_trip(original: &str) -> String {
+        let added = set_listed_server(original, "mcp_servers", "cairn", BIN, &["mcp"])
+            .expect("set")
+            .expect("a change");
+        assert_eq!(
+            listed_server(&added, "mcp_servers", "cairn").expect("parse"),
+            Some((BIN.to_owned(), vec!["mcp".to_owned()]))
+        );
+        assert_eq!(
+            set_listed_server(&added, "mcp_servers", "cairn", BIN, &["mcp"]).expect("set"),
+            None
+        );
+        let removed = remove_listed_server(&added, "mcp_servers", "cairn")
+            .expect("remove")
+            .expect("a change");
+        assert_eq!(removed, original);
+        added
+    }
+
+    #[test]
+    fn vibe_config_gets_an_item_of_its_server_array_and_loses_it_again() {
+        let original = "# vibe\nactive_model = \"devstral\"  # mine\n\n[[mcp_servers]]\nname = \"docs\"\ntransport = \"stdio\"\ncommand = \"docs-mcp\"\n\n[[models]]\nname = \"m\"\n";
+        let added = listed_round_trip(original);
+        assert!(
+            added.contains("[[mcp_servers]]\nname = \"cairn\"\ntransport = \"stdio\"\ncommand = \"/opt/bin/cairn\"\nargs = [\"mcp\"]"),
+            "{added}"
+        );
+        assert!(added.starts_with("# vibe\nactive_model = \"devstral\"  # mine\n"));
+        assert!(added.contains("name = \"docs\""), "{added}");
+        listed_round_trip("active_model = \"x\"\n");
+        listed_round_trip("");
+        // Written inline (as Vibe's own writer leaves an empty list).
+        let inline = listed_round_trip("mcp_servers = []\n");
+        assert!(inline.contains("name = \"cairn\""), "{inline}");
+        // A moved binary is updated in place; the user's other keys stay.
+        let old = "[[mcp_servers]]\nname = \"cairn\"\ntransport = \"stdio\"\ncommand = \"/old/cairn\"\nargs = [\"mcp\"]\ntool_timeout_sec = 90\n";
+        let moved = set_listed_server(old, "mcp_servers", "cairn", BIN, &["mcp"])
+            .expect("set")
+            .expect("change");
+        assert!(moved.contains("command = \"/opt/bin/cairn\""), "{moved}");
+        assert!(moved.contains("tool_timeout_sec = 90"), "{moved}");
+        assert_eq!(moved.matches("[[mcp_servers]]").count(), 1, "{moved}");
+        // Other shapes are refused, the text untouched.
+        assert!(matches!(
+            set_listed_server("mcp_servers = 3\n", "mcp_servers", "cairn", BIN, &["mcp"]),
+            Err(TomlError::NotAnArray(_))
+        ));
+        assert!(matches!(
+            set_listed_server("[mcp_servers]\n", "mcp_servers", "cairn", BIN, &["mcp"]),
+            Err(TomlError::NotAnArray(_))
         ));
     }
 
