@@ -494,6 +494,7 @@ fn more_agents_are_wired_reversibly_and_yaml_gets_a_snippet() {
         h.join(".factory/mcp.json"),
         h.join(".gemini/antigravity/mcp_config.json"),
         h.join(".kimi/mcp.json"),
+        h.join(".openhands/mcp.json"),
     ];
     for p in &created {
         // The agent's own folder (two levels up for the extension settings).

@@ -82,10 +82,6 @@ pub const UNSUPPORTED: &[(&str, &str)] = &[
         "hermes",
         "Hermes keeps MCP servers in a YAML config cairn does not edit yet",
     ),
-    (
-        "openhands",
-        "OpenHands keeps MCP servers in a TOML array cairn does not edit yet",
-    ),
 ];
 
 /// The config folder of a desktop app: the Linux or macOS one that exists,
@@ -493,7 +489,20 @@ fn more(ctx: &Ctx, out: &mut Vec<Agent>) {
     push(
         "kimi-cli",
         exists(&kimi),
-        mcp_servers("kimi-cli", kimi.join("mcp.json"), plain),
+        mcp_servers("kimi-cli", kimi.join("mcp.json"), plain.clone()),
+    );
+
+    // The OpenHands CLI: `mcpServers` in its persistence folder's mcp.json
+    // (what `openhands mcp add` writes; 1.16.0 reads it at each start).
+    let openhands = loc.var_or("OPENHANDS_PERSISTENCE_DIR", home.join(".openhands"));
+    push(
+        "openhands",
+        exists(&openhands),
+        mcp_servers(
+            "openhands",
+            openhands.join("mcp.json"),
+            json!({"command": bin, "args": ["mcp"], "transport": "stdio"}),
+        ),
     );
 
     // Mistral Vibe: an item of [[mcp_servers]] in $VIBE_HOME/config.toml.
