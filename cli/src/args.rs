@@ -364,7 +364,7 @@ pub struct InstallArgs {
     /// Only this agent; repeatable. One of: claude-code, codex, cursor,
     /// gemini, opencode, copilot, claude-desktop, vscode, cline (the VS Code
     /// extension and the Cline CLI), roo, kilo, goose, zed, windsurf,
-    /// continue, kiro, qwen, crush, amp, factory, antigravity, kimi-cli, openhands, vibe.
+    /// continue, kiro, qwen, crush, amp, factory, antigravity, kimi-cli, openhands, vibe, hermes.
     #[arg(long = "agent", value_name = "NAME", conflicts_with = "all")]
     pub agents: Vec<String>,
     /// Every agent found on this machine (the default when no --agent is given).

@@ -513,6 +513,10 @@ fn more_agents_are_wired_reversibly_and_yaml_gets_a_snippet() {
     std::fs::create_dir_all(goose.parent().expect("parent")).expect("mkdir");
     std::fs::write(&goose, goose_yaml).expect("write");
     std::fs::create_dir_all(h.join(".continue")).expect("mkdir");
+    let hermes_yaml = "model: hermes-4\n";
+    let hermes = h.join(".hermes/config.yaml");
+    std::fs::create_dir_all(hermes.parent().expect("parent")).expect("mkdir");
+    std::fs::write(&hermes, hermes_yaml).expect("write");
 
     let out = home.ok(&["install", "--no-service"]);
     let bin = bin();
@@ -547,6 +551,15 @@ fn more_agents_are_wired_reversibly_and_yaml_gets_a_snippet() {
     assert!(out.contains(&format!("cmd: {bin}")), "{out}");
     assert!(out.contains(&goose.display().to_string()), "{out}");
     assert!(out.contains("- name: cairn"), "{out}");
+    // Hermes too: its `mcp_servers` snippet, its file untouched.
+    assert_eq!(read(&hermes), hermes_yaml);
+    assert!(out.contains(&hermes.display().to_string()), "{out}");
+    assert!(
+        out.contains(&format!(
+            "mcp_servers:\n  cairn:\n    command: {bin}\n    args: [mcp]"
+        )),
+        "{out}"
+    );
     // Continue without a config: the entry is printed, no file is made.
     assert!(!h.join(".continue/config.yaml").exists());
 

@@ -180,6 +180,22 @@ const UNVERIFIED: &[(&str, &str)] = &[
         "needs an Amp account (server-side threads): ampcode.com/manual#mcp",
     ),
     ("antigravity", "desktop editor: antigravity.google/docs/mcp"),
+    (
+        "vibe",
+        "Mistral Vibe 3.0.2 (PyPI) started `cairn mcp` in the project from this entry and listed \
+         `mcp_cairn` among its tool groups; its harness reaches tools through \
+         `search_tool_functions` in its Rust core, which the scripted model does not drive",
+    ),
+    (
+        "hermes",
+        "cairn prints a snippet; Hermes 0.19.0's own loader (`tools.mcp_tool.discover_mcp_tools`, \
+         `mcp` extra) registered mcp__cairn__search from it: github.com/NousResearch/hermes-agent",
+    ),
+    (
+        "openhands",
+        "OpenHands 1.16.0 (PyPI) offered `search` from this file and passed cairn's answer back \
+         (session 68's recorder run): openhands_cli/mcp/mcp_utils.py",
+    ),
 ];
 
 /// What cairn's answer to the scripted search holds: the decision the

@@ -78,10 +78,6 @@ pub const UNSUPPORTED: &[(&str, &str)] = &[
         "kimi-code",
         "Kimi Code's MCP configuration is not documented",
     ),
-    (
-        "hermes",
-        "Hermes keeps MCP servers in a YAML config cairn does not edit yet",
-    ),
 ];
 
 /// The config folder of a desktop app: the Linux or macOS one that exists,
@@ -370,6 +366,23 @@ fn more(ctx: &Ctx, out: &mut Vec<Agent>) {
                 snippet: format!(
                     "extensions:\n  cairn:\n    enabled: true\n    type: stdio\n    name: cairn\n    cmd: {bin}\n    args: [mcp]\n    timeout: 300\n"
                 ),
+                marker: "cairn:",
+            },
+        },
+    );
+
+    // Hermes: `mcp_servers` in $HERMES_HOME/config.yaml, a YAML file cairn
+    // has no safe editor for: the snippet is printed, as for Goose.
+    let hermes = loc.var_or("HERMES_HOME", home.join(".hermes"));
+    push(
+        "hermes",
+        exists(&hermes),
+        Target {
+            agent: "hermes",
+            what: What::McpServer,
+            path: hermes.join("config.yaml"),
+            edit: Edit::Snippet {
+                snippet: format!("mcp_servers:\n  cairn:\n    command: {bin}\n    args: [mcp]\n"),
                 marker: "cairn:",
             },
         },
