@@ -141,6 +141,17 @@ const WIRED: &[Wired] = &[
         calls: &["search"],
         passed: true,
     },
+    // The OpenHands CLI reads `mcpServers` in ~/.openhands/mcp.json and
+    // offers MCP tools under their own names, each with a required
+    // `security_risk` of its own.
+    Wired {
+        dir: "openhands/1.16.0",
+        agent: "openhands",
+        offered: Some("search"),
+        listed: None,
+        calls: &["search"],
+        passed: true,
+    },
 ];
 
 /// Wiring targets the recorder cannot run, with what each rests on.
@@ -190,11 +201,6 @@ const UNVERIFIED: &[(&str, &str)] = &[
         "hermes",
         "cairn prints a snippet; Hermes 0.19.0's own loader (`tools.mcp_tool.discover_mcp_tools`, \
          `mcp` extra) registered mcp__cairn__search from it: github.com/NousResearch/hermes-agent",
-    ),
-    (
-        "openhands",
-        "OpenHands 1.16.0 (PyPI) offered `search` from this file and passed cairn's answer back \
-         (session 68's recorder run): openhands_cli/mcp/mcp_utils.py",
     ),
 ];
 

@@ -152,6 +152,9 @@ def fill_args(schema, query):
     for name, p in props.items():
         if name.lower() in ("query", "q"):
             args[name] = query
+        elif name in required and p.get("enum"):
+            # (OpenHands adds a required `security_risk` enum to every tool.)
+            args[name] = p["enum"][0]
         elif name in required:
             kind = p.get("type")
             args[name] = {"boolean": False, "integer": 5, "number": 5, "array": [], "object": {}}.get(kind, ".")

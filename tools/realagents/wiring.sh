@@ -2,7 +2,7 @@
 # Check cairn's MCP wiring with the real clients, and keep the evidence.
 #
 # usage: tools/realagents/wiring.sh [agent ...]
-#   agents (the recorder's names): claude gemini opencode kimi codex qwen cline copilot droid kilo cn
+#   agents (the recorder's names): claude gemini opencode kimi codex qwen cline copilot droid kilo cn openhands
 #   default: all of them. Each must be installed already (record.sh or
 #   ../shared/realagents/install_*.sh put them in $RA/npm/<agent>, $RA/venv-<agent>).
 #
@@ -43,7 +43,7 @@ export RA=${RA:-/home/dev/agent}
 REALAGENTS=${REALAGENTS:-$(cd "$REPO/.." && pwd)/shared/realagents}
 PORT=${WIRING_PORT:-18091}
 FAKE=http://127.0.0.1:$PORT
-AGENTS=${*:-claude gemini opencode kimi codex qwen cline copilot droid kilo cn}
+AGENTS=${*:-claude gemini opencode kimi codex qwen cline copilot droid kilo cn openhands}
 WIRING_FACT="Decision: the walrus cache stays at 64 MB because a bigger one evicts the hot set."
 QUERY="walrus cache"
 ORIG_PATH=$PATH
@@ -238,6 +238,18 @@ EOF
   VER=$(cn --version)
 }
 run_cn() { timeout 240 cn -p --auto "$(prompt)"; }
+
+# The OpenHands CLI, its model from the environment; its folder exists, as
+# it does once the CLI has run.
+config_openhands() {
+  mkdir -p "$HOME/.openhands"
+  VER=$(OPENHANDS_SUPPRESS_BANNER=1 LITELLM_LOCAL_MODEL_COST_MAP=True openhands --version 2>/dev/null \
+    | grep -oE '[0-9]+\.[0-9]+\.[0-9]+' | head -1)
+}
+run_openhands() {
+  LITELLM_LOCAL_MODEL_COST_MAP=True OPENHANDS_SUPPRESS_BANNER=1 LLM_MODEL=openai/fake-model LLM_API_KEY=sk-fake \
+  LLM_BASE_URL=$FAKE/v1 timeout 300 openhands --headless --override-with-envs --exit-without-confirmation -t "$(prompt)"
+}
 
 failed=()
 for a in $AGENTS; do
