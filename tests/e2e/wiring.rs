@@ -28,7 +28,8 @@ struct Wired {
     /// search of its own.
     offered: Option<&'static str>,
     /// The name the first request gave cairn's search outside its tool
-    /// list (a deferred tool, named in the prompt), when it did.
+    /// list (a deferred tool, named in the prompt), or the group holding
+    /// it, when it did.
     listed: Option<&'static str>,
     /// Every tool the scripted model called, in order, to reach cairn's
     /// search.
@@ -152,6 +153,17 @@ const WIRED: &[Wired] = &[
         calls: &["search"],
         passed: true,
     },
+    // Mistral Vibe 3 names cairn's tools as the group `mcp_cairn`; the model
+    // finds the search with search_tool_functions and calls it from a
+    // run_typescript program.
+    Wired {
+        dir: "vibe/3.0.2",
+        agent: "vibe",
+        offered: None,
+        listed: Some("mcp_cairn"),
+        calls: &["search_tool_functions", "run_typescript"],
+        passed: true,
+    },
 ];
 
 /// Wiring targets the recorder cannot run, with what each rests on.
@@ -191,12 +203,6 @@ const UNVERIFIED: &[(&str, &str)] = &[
         "needs an Amp account (server-side threads): ampcode.com/manual#mcp",
     ),
     ("antigravity", "desktop editor: antigravity.google/docs/mcp"),
-    (
-        "vibe",
-        "Mistral Vibe 3.0.2 (PyPI) started `cairn mcp` in the project from this entry and listed \
-         `mcp_cairn` among its tool groups; its harness reaches tools through \
-         `search_tool_functions` in its Rust core, which the scripted model does not drive",
-    ),
     (
         "hermes",
         "cairn prints a snippet; Hermes 0.19.0's own loader (`tools.mcp_tool.discover_mcp_tools`, \
@@ -280,6 +286,19 @@ fn toml_json(item: &toml_edit::Item) -> Value {
         }
     }
     match item {
+        // An array of tables of named items (Vibe's `[[mcp_servers]]`), keyed
+        // by name as the recorder keys it.
+        toml_edit::Item::ArrayOfTables(a) => Value::Object(
+            a.iter()
+                .map(|t| {
+                    let name = t.get("name").and_then(|n| n.as_str()).unwrap_or_default();
+                    (
+                        name.to_owned(),
+                        toml_json(&toml_edit::Item::Table(t.clone())),
+                    )
+                })
+                .collect(),
+        ),
         toml_edit::Item::Value(v) => value(v),
         toml_edit::Item::Table(t) => Value::Object(
             t.iter()

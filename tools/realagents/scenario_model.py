@@ -27,8 +27,9 @@ JSON-lines log (and its body kept with --bodies). Python stdlib only.
 With --wiring QUERY it plays the wiring check instead (tools/realagents/
 wiring.sh): it calls cairn's search with QUERY, going through the agent's
 own tool search first when the agent only lists cairn's tools by name
-(Claude Code's ToolSearch; Qwen Code's tool_search, then its tool_call)
-and into a tool namespace when the agent groups them (Codex), then answers briefly once the
+(Claude Code's ToolSearch; Qwen Code's tool_search, then its tool_call;
+Mistral Vibe's search_tool_functions, then a run_typescript program that
+calls it) and into a tool namespace when the agent groups them (Codex), then answers briefly once the
 search result is back.
 
 usage: scenario_model.py [--port 18092] [--log FILE] [--bodies DIR] [--wiring QUERY]
@@ -173,6 +174,20 @@ def decide_wiring(tools, calls_after, results_after, text):
     listed = re.search(r"mcp__cairn__search", text)
     if finder and finder[0] not in calls_after:
         return ("call", finder[0], fill_args(finder[1], "select:" + listed.group(0) if listed else "cairn search"))
+    # Mistral Vibe 3 runs tools from TypeScript (run_typescript) and finds
+    # them with search_tool_functions: find cairn's search, then call it.
+    runner = next((n for n, _ in tools if n == "run_typescript"), None)
+    lookup = next((n for n, _ in tools if n == "search_tool_functions"), None)
+    if runner and lookup:
+        if runner in calls_after and results_after:
+            return ("text", "cairn's memory answered the search.")
+        if lookup not in calls_after:
+            return ("call", lookup, {"mode": "best_match", "query": "search memory", "connectors": ["mcp_cairn"]})
+        found = re.search(r"mcp_cairn\.\w*search\w*", text)
+        if found:
+            code = "async function main() { return await tools.%s({ query: %s }); }" % (
+                found.group(0), json.dumps(WIRING))
+            return ("call", runner, {"code": code})
     # Qwen Code keeps a found tool hidden: it is called through its tool_call.
     relay = next((n for n, _ in tools if n == "tool_call"), None)
     if relay and listed and relay not in calls_after:

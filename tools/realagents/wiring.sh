@@ -2,7 +2,7 @@
 # Check cairn's MCP wiring with the real clients, and keep the evidence.
 #
 # usage: tools/realagents/wiring.sh [agent ...]
-#   agents (the recorder's names): claude gemini opencode kimi codex qwen cline copilot droid kilo cn openhands
+#   agents (the recorder's names): claude gemini opencode kimi codex qwen cline copilot droid kilo cn openhands vibe
 #   default: all of them. Each must be installed already (record.sh or
 #   ../shared/realagents/install_*.sh put them in $RA/npm/<agent>, $RA/venv-<agent>).
 #
@@ -43,7 +43,7 @@ export RA=${RA:-/home/dev/agent}
 REALAGENTS=${REALAGENTS:-$(cd "$REPO/.." && pwd)/shared/realagents}
 PORT=${WIRING_PORT:-18091}
 FAKE=http://127.0.0.1:$PORT
-AGENTS=${*:-claude gemini opencode kimi codex qwen cline copilot droid kilo cn openhands}
+AGENTS=${*:-claude gemini opencode kimi codex qwen cline copilot droid kilo cn openhands vibe}
 WIRING_FACT="Decision: the walrus cache stays at 64 MB because a bigger one evicts the hot set."
 QUERY="walrus cache"
 ORIG_PATH=$PATH
@@ -250,6 +250,28 @@ run_openhands() {
   LITELLM_LOCAL_MODEL_COST_MAP=True OPENHANDS_SUPPRESS_BANNER=1 LLM_MODEL=openai/fake-model LLM_API_KEY=sk-fake \
   LLM_BASE_URL=$FAKE/v1 timeout 300 openhands --headless --override-with-envs --exit-without-confirmation -t "$(prompt)"
 }
+
+# Mistral Vibe 3 with a generic provider in the user's config.toml (cairn
+# adds its [[mcp_servers]] item to it).
+config_vibe() {
+  mkdir -p "$HOME/.vibe"
+  cat > "$HOME/.vibe/config.toml" <<EOF
+active_model = "fake"
+enable_telemetry = false
+enable_update_checks = false
+[[providers]]
+name = "fake"
+api_base = "$FAKE/v1"
+api_key_env_var = "FAKE_API_KEY"
+backend = "generic"
+[[models]]
+name = "fake-model"
+provider = "fake"
+alias = "fake"
+EOF
+  VER=$(vibe --version | awk '{print $2}')
+}
+run_vibe() { FAKE_API_KEY=sk-fake timeout 240 vibe --trust --auto-approve -p "$(prompt)"; }
 
 failed=()
 for a in $AGENTS; do

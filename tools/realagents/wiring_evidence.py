@@ -160,7 +160,9 @@ def strings_in(v):
 
 def mentioned(body):
     rest = {k: v for k, v in body.items() if k != "tools"}
-    return sorted({m for text in strings_in(rest) for m in re.findall(r"[\w.-]*cairn(?:__|_|\.|/)[\w.-]+", text)})
+    # (Mistral Vibe names the group of cairn's tools, `mcp_cairn`.)
+    found = r"[\w.-]*cairn(?:__|_|\.|/)[\w.-]+|\bmcp_cairn\b"
+    return sorted({m for text in strings_in(rest) for m in re.findall(found, text)})
 
 
 def step_requests(a):
@@ -180,12 +182,17 @@ def step_requests(a):
         name = str(e.get("action", ""))
         if name == "tool:tool_call":
             name = "tool:" + str((e.get("args") or {}).get("name"))
+        # (Mistral Vibe calls it from a run_typescript program.)
+        if name == "tool:run_typescript":
+            name = "tool:" + " ".join(re.findall(r"mcp_cairn\.\w+", str((e.get("args") or {}).get("code"))))
         return re.search(r"cairn.*search|^tool:search$", name, re.I)
     call = next(((e, b) for e, b in with_tools if cairn_call(e)), None)
     first = with_tools[0] if with_tools else None
     called = call[0]["action"][len("tool:"):] if call else None
     if called == "tool_call":
         called += " -> " + str((call[0].get("args") or {}).get("name"))
+    if called == "run_typescript":
+        called += " -> " + " ".join(re.findall(r"mcp_cairn\.\w+", str((call[0].get("args") or {}).get("code"))))
     result, passed = None, False
     if call:
         for e, b in reqs:
