@@ -102,6 +102,17 @@ fn install_all_wires_every_agent_and_uninstall_restores_bytes() {
         .as_str()
         .expect("hook command");
     assert_eq!(hook, format!("{bin} hook session-start"));
+    // Gemini CLI's settings get the same hook (its timeout in ms) beside the server.
+    let gemini: Value = serde_json::from_str(&read(&files[4].0)).expect("gemini json");
+    assert_eq!(
+        gemini["hooks"]["SessionStart"][0]["hooks"][0]["command"],
+        format!("{bin} hook session-start").as_str()
+    );
+    assert_eq!(
+        gemini["hooks"]["SessionStart"][0]["hooks"][0]["timeout"],
+        5000
+    );
+    assert_eq!(gemini["mcpServers"]["cairn"]["command"], bin.as_str());
     assert!(read(&files[2].0).contains(&format!(
         "[mcp_servers.cairn]\ncommand = \"{bin}\"\nargs = [\"mcp\"]"
     )));
@@ -152,10 +163,12 @@ fn install_all_wires_every_agent_and_uninstall_restores_bytes() {
             "{agent}: {wired:?}"
         );
     }
-    assert!(
-        wired.contains(&("claude-code".to_owned(), "session_start_hook".to_owned())),
-        "{wired:?}"
-    );
+    for agent in ["claude-code", "gemini"] {
+        assert!(
+            wired.contains(&(agent.to_owned(), "session_start_hook".to_owned())),
+            "{agent}: {wired:?}"
+        );
+    }
 
     // uninstall gives back the original bytes, and a second uninstall is a no-op.
     home.ok(&["uninstall"]);

@@ -224,7 +224,17 @@ pub fn all(ctx: &Ctx) -> Vec<Agent> {
                 value: json!({"command": bin, "args": ["mcp"]}),
             },
         },
-        hook: None,
+        // Gemini CLI runs Claude Code's form of SessionStart hook and adds
+        // its `additionalContext` (0.61.0; its timeout is in milliseconds).
+        hook: Some(Target {
+            agent: "gemini",
+            what: What::SessionStartHook,
+            path: gemini.join("settings.json"),
+            edit: Edit::JsonHook {
+                path: vec!["hooks", "SessionStart"],
+                value: json!({"hooks": [{"type": "command", "command": format!("{} {HOOK_ARGS}", shell_word(bin)), "timeout": 5000}]}),
+            },
+        }),
     });
 
     // opencode: "mcp" in $XDG_CONFIG_HOME/opencode/opencode.json (or .jsonc);
