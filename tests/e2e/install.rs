@@ -113,6 +113,14 @@ fn install_all_wires_every_agent_and_uninstall_restores_bytes() {
         5000
     );
     assert_eq!(gemini["mcpServers"]["cairn"]["command"], bin.as_str());
+    // Codex's hooks.json is made for it, and the user told to review it.
+    let codex_hooks = home.path().join(".codex/hooks.json");
+    let codex: Value = serde_json::from_str(&read(&codex_hooks)).expect("codex hooks json");
+    assert_eq!(
+        codex["hooks"]["SessionStart"][0]["hooks"][0]["command"],
+        format!("{bin} hook session-start").as_str()
+    );
+    assert!(out.contains("Hooks need review"), "{out}");
     assert!(read(&files[2].0).contains(&format!(
         "[mcp_servers.cairn]\ncommand = \"{bin}\"\nargs = [\"mcp\"]"
     )));
@@ -163,7 +171,7 @@ fn install_all_wires_every_agent_and_uninstall_restores_bytes() {
             "{agent}: {wired:?}"
         );
     }
-    for agent in ["claude-code", "gemini"] {
+    for agent in ["claude-code", "gemini", "codex"] {
         assert!(
             wired.contains(&(agent.to_owned(), "session_start_hook".to_owned())),
             "{agent}: {wired:?}"
@@ -175,6 +183,10 @@ fn install_all_wires_every_agent_and_uninstall_restores_bytes() {
     for (p, original) in &files {
         assert_eq!(&read(p), original, "{} not restored", p.display());
     }
+    assert!(
+        !codex_hooks.exists(),
+        "the hooks.json cairn made is removed"
+    );
     let none = home.ok(&["uninstall"]);
     assert!(!none.contains("removed"), "{none}");
     let st = home.json(&["status", "--json"]);

@@ -333,6 +333,9 @@ fn apply_all(
                     .map(|b| format!(" (original saved as {})", b.display()))
                     .unwrap_or_default();
                 output::line(out, &format!("{head}  {verb}{backup}"))?;
+                if let (Action::Install, Some(note)) = (action, install::note_after_install(t)) {
+                    output::line(out, &format!("{:<12} {note}", ""))?;
+                }
                 if dry_run {
                     output::line(out, diff.trim_end())?;
                 }

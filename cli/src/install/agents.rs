@@ -65,6 +65,16 @@ impl Agent {
     }
 }
 
+/// What a user must still do after `target` was added, if anything.
+pub fn note_after_install(target: &Target) -> Option<&'static str> {
+    match (target.agent, target.what) {
+        ("codex", What::SessionStartHook) => Some(
+            "Codex runs it once trusted: its next start asks (\"Hooks need review\", Trust all and continue)",
+        ),
+        _ => None,
+    }
+}
+
 /// Agents whose histories cairn reads but that it cannot wire yet, and why.
 pub const UNSUPPORTED: &[(&str, &str)] = &[
     ("aider", "aider has no MCP client"),
@@ -182,7 +192,18 @@ pub fn all(ctx: &Ctx) -> Vec<Agent> {
                 args: vec!["mcp"],
             },
         },
-        hook: None,
+        // Codex reads Claude Code's form of hook from $CODEX_HOME/hooks.json
+        // (0.171.0: hooks on by default, timeout in seconds) and runs a new
+        // one once the user has reviewed it ([`note_after_install`]).
+        hook: Some(Target {
+            agent: "codex",
+            what: What::SessionStartHook,
+            path: loc.codex_home.join("hooks.json"),
+            edit: Edit::JsonHook {
+                path: vec!["hooks", "SessionStart"],
+                value: json!({"hooks": [{"type": "command", "command": format!("{} {HOOK_ARGS}", shell_word(bin)), "timeout": 5}]}),
+            },
+        }),
     });
 
     // Cursor: global servers in ~/.cursor/mcp.json.

@@ -15,6 +15,6 @@ mod target;
 pub mod toml;
 pub mod yaml;
 
-pub use agents::{Agent, Ctx, UNSUPPORTED, all};
+pub use agents::{Agent, Ctx, UNSUPPORTED, all, note_after_install};
 pub use apply::{Action, ApplyError, BACKUP_SUFFIX, Change, apply, read};
 pub use target::{HOOK_ARGS, NAME, Target, TargetError, What};
