@@ -84,10 +84,10 @@ pub struct Asking {
 /// little after its conversation's first line.
 const ASKING_SLACK_MS: i64 = 60_000;
 
-/// Sessions of one conversation written to since the server started, at
-/// most: a conversation that hands work to sub-agents keeps each in a
-/// session of its own, under its own.
-const ASKING_SESSIONS: i64 = 32;
+/// Sessions written to since the server started looked at, at most: the
+/// asking conversation's, its sub-agents' (each in a session of its own)
+/// and those of other conversations at work at the same time.
+const ASKING_SESSIONS: i64 = 64;
 
 /// The sessions of the conversation that is asking, the one that asks
 /// first. That one is this machine's session whose project is the
@@ -104,12 +104,11 @@ pub fn asking_sessions(
     if cwd.is_empty() {
         return Ok(Vec::new());
     }
-    // Newest first, the folder's and those under it, since the start.
+    // This machine's sessions written since the start, newest first.
     let since = asking.since_ms - ASKING_SLACK_MS;
     let mut recent: Vec<SessionInfo> = store
-        .recent_project_sessions(cwd, None, ASKING_SESSIONS)?
+        .sessions_written_since(since, ASKING_SESSIONS)?
         .into_iter()
-        .take_while(|s| s.last_ms.is_some_and(|t| t >= since))
         .filter(|s| s.machine == machine)
         .collect();
     let Some(at) = recent

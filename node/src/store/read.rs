@@ -296,6 +296,20 @@ impl Store {
         Ok(rows.collect::<Result<_, _>>()?)
     }
 
+    /// At most `limit` sessions last written at or after `since_ms`, newest
+    /// first (an index range: cheap however many sessions the store holds).
+    pub fn sessions_written_since(
+        &self,
+        since_ms: i64,
+        limit: i64,
+    ) -> Result<Vec<SessionInfo>, StoreError> {
+        let mut q = self.conn.prepare_cached(&format!(
+            "{SESSION_INFO} WHERE s.last_ms >= ?1 ORDER BY s.last_ms DESC LIMIT ?2"
+        ))?;
+        let rows = q.query_map(params![since_ms, limit], session_info)?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
     /// The ids of the records of record `record_id`'s session, in the
     /// session's time order (undated last, then by source and offset).
     pub fn session_order_of(&self, record_id: i64) -> Result<Vec<i64>, StoreError> {
