@@ -19,6 +19,7 @@ const GEMINI_JSON: &str =
     "{\n\t\"theme\": \"GitHub\",\n\t\"selectedAuthType\": \"oauth-personal\"\n}";
 const OPENCODE_JSONC: &str = "// opencode config\n{\n  \"$schema\": \"https://opencode.ai/config.json\",\n  \"mcp\": {},\n  \"theme\": \"tokyonight\", // trailing comma next\n}\n";
 const COPILOT_JSON: &str = "{\n  \"mcpServers\": {}\n}\n";
+const FACTORY_SETTINGS: &str = "{\n  \"customModels\": []\n}\n";
 
 /// Every agent's config file with its original text.
 fn plant(home: &TestHome) -> Vec<(PathBuf, &'static str)> {
@@ -31,6 +32,7 @@ fn plant(home: &TestHome) -> Vec<(PathBuf, &'static str)> {
         (h.join(".gemini/settings.json"), GEMINI_JSON),
         (h.join(".config/opencode/opencode.jsonc"), OPENCODE_JSONC),
         (h.join(".copilot/mcp-config.json"), COPILOT_JSON),
+        (h.join(".factory/settings.json"), FACTORY_SETTINGS),
     ];
     for (p, text) in &files {
         std::fs::create_dir_all(p.parent().expect("parent")).expect("mkdir");
@@ -121,6 +123,12 @@ fn install_all_wires_every_agent_and_uninstall_restores_bytes() {
         format!("{bin} hook session-start").as_str()
     );
     assert!(out.contains("Hooks need review"), "{out}");
+    // Factory's droid: the hook in its settings.json, the server in mcp.json.
+    let droid: Value = serde_json::from_str(&read(&files[7].0)).expect("factory settings");
+    assert_eq!(
+        droid["hooks"]["SessionStart"][0]["hooks"][0]["command"],
+        format!("{bin} hook session-start").as_str()
+    );
     assert!(read(&files[2].0).contains(&format!(
         "[mcp_servers.cairn]\ncommand = \"{bin}\"\nargs = [\"mcp\"]"
     )));
@@ -171,7 +179,7 @@ fn install_all_wires_every_agent_and_uninstall_restores_bytes() {
             "{agent}: {wired:?}"
         );
     }
-    for agent in ["claude-code", "gemini", "codex"] {
+    for agent in ["claude-code", "gemini", "codex", "factory"] {
         assert!(
             wired.contains(&(agent.to_owned(), "session_start_hook".to_owned())),
             "{agent}: {wired:?}"

@@ -570,6 +570,20 @@ fn more(ctx: &Ctx, out: &mut Vec<Agent>) {
         hook: None,
     });
 
+    // Factory's droid runs Claude Code's form of SessionStart hook from its
+    // settings.json (0.225.2; timeout in seconds).
+    if let Some(a) = out.iter_mut().find(|a| a.id == "factory") {
+        a.hook = Some(Target {
+            agent: "factory",
+            what: What::SessionStartHook,
+            path: factory.join("settings.json"),
+            edit: Edit::JsonHook {
+                path: vec!["hooks", "SessionStart"],
+                value: json!({"hooks": [{"type": "command", "command": format!("{} {HOOK_ARGS}", shell_word(bin)), "timeout": 5}]}),
+            },
+        });
+    }
+
     // The Cline CLI (and the SDK-based extension) read their own file:
     // `$CLINE_MCP_SETTINGS_PATH`, else `<data>/settings/cline_mcp_settings.json`
     // in the data folder its histories are in.
