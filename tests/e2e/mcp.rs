@@ -453,6 +453,11 @@ fn mcp_reads_a_line_appended_to_a_history_file_when_no_daemon_runs() {
     });
 }
 
+/// The `search` tool's answer to `args`, which must not be a tool error.
+async fn searched(client: &Client, args: Value) -> String {
+    ok_text(&call(client, "search", args).await)
+}
+
 /// Writes a Claude Code transcript `file` (under the project's folder) of
 /// `lines` (role, text) for session `sid` working in `cwd`, dated `ts`.
 fn write_claude_session(
@@ -522,14 +527,11 @@ fn mcp_search_leaves_out_the_conversation_that_asks() {
         // Started in the project: the asking conversation is left out and
         // said to be, and the limit is still met by the others.
         let client = connect_in(&home, &app).await;
-        let r = ok_text(
-            &call(
-                &client,
-                "search",
-                json!({"query": "pricecache prices route", "limit": 1}),
-            )
-            .await,
-        );
+        let r = searched(
+            &client,
+            json!({"query": "pricecache prices route", "limit": 1}),
+        )
+        .await;
         assert!(r.starts_with("1 of 1 hits"), "{r}");
         assert!(r.contains("invalidation was unreliable"), "{r}");
         assert!(!r.contains("why did we turn"), "{r}");
@@ -552,14 +554,11 @@ fn mcp_search_leaves_out_the_conversation_that_asks() {
                 "find out why the pricecache is off for the prices route",
             )],
         );
-        let r = ok_text(
-            &call(
-                &client,
-                "search",
-                json!({"query": "pricecache prices route", "limit": 1}),
-            )
-            .await,
-        );
+        let r = searched(
+            &client,
+            json!({"query": "pricecache prices route", "limit": 1}),
+        )
+        .await;
         assert!(r.contains("invalidation was unreliable"), "{r}");
         assert!(
             r.contains("own sessions (") && r.contains("are left out"),
@@ -568,26 +567,16 @@ fn mcp_search_leaves_out_the_conversation_that_asks() {
         assert!(r.contains(&format!("claude-code:{asking}")), "{r}");
         assert!(r.contains("claude-code:agent-a1b2c3"), "{r}");
         // A search it does not match (its lines are the user's) says nothing of it.
-        let other = ok_text(
-            &call(
-                &client,
-                "search",
-                json!({"query": "pricecache", "role": "assistant"}),
-            )
-            .await,
-        );
+        let other = searched(&client, json!({"query": "pricecache", "role": "assistant"})).await;
         assert!(!other.contains("left out"), "{other}");
         client.cancel().await.expect("close the client");
         // Started elsewhere: nobody there asks, all three sessions answer.
         let client = connect(&home).await;
-        let r = ok_text(
-            &call(
-                &client,
-                "search",
-                json!({"query": "pricecache prices route", "limit": 3}),
-            )
-            .await,
-        );
+        let r = searched(
+            &client,
+            json!({"query": "pricecache prices route", "limit": 3}),
+        )
+        .await;
         assert!(r.starts_with("3 of 3 hits"), "{r}");
         assert!(r.contains(asking) && r.contains("agent-a1b2c3"), "{r}");
         assert!(r.contains("invalidation was"), "{r}");

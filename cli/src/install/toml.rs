@@ -34,24 +34,9 @@ pub fn server(
     let Some(t) = doc.get(parent).and_then(Item::as_table_like) else {
         return Ok(None);
     };
-    let Some(s) = t.get(name).and_then(Item::as_table_like) else {
-        return Ok(None);
-    };
-    let command = s
-        .get("command")
-        .and_then(Item::as_str)
-        .unwrap_or_default()
-        .to_owned();
-    let args = s
-        .get("args")
-        .and_then(Item::as_array)
-        .map(|a| {
-            a.iter()
-                .filter_map(|v| v.as_str().map(str::to_owned))
-                .collect()
-        })
-        .unwrap_or_default();
-    Ok(Some((command, args)))
+    Ok(t.get(name)
+        .and_then(Item::as_table_like)
+        .map(command_and_args))
 }
 
 /// Adds (or updates) `[parent.name]` with `command` and `args`; `None` when already so.
@@ -246,23 +231,36 @@ mod tests {
 
     const BIN: &str = "/opt/bin/cairn";
 
-    fn round_trip(original: &str) -> String {
-        let added = set_server(original, "mcp_servers", "cairn", BIN, &["mcp"])
+    type Get = fn(&str, &str, &str) -> Result<Option<(String, Vec<String>)>, TomlError>;
+    type Set = fn(&str, &str, &str, &str, &[&str]) -> Result<Option<String>, TomlError>;
+    type Remove = fn(&str, &str, &str) -> Result<Option<String>, TomlError>;
+    /// The table form (`[mcp_servers.cairn]`) and the listed one (`[[mcp_servers]]`).
+    const TABLE: (Get, Set, Remove) = (server, set_server, remove_server);
+    const LISTED: (Get, Set, Remove) = (listed_server, set_listed_server, remove_listed_server);
+
+    /// Adds cairn's entry in one form, checks it reads back and that a
+    /// second add changes nothing, removes it and gets `original` back.
+    fn round_trip_in((get, set, remove): (Get, Set, Remove), original: &str) -> String {
+        let added = set(original, "mcp_servers", "cairn", BIN, &["mcp"])
             .expect("set")
             .expect("a change");
         assert_eq!(
-            server(&added, "mcp_servers", "cairn").expect("parse"),
+            get(&added, "mcp_servers", "cairn").expect("parse"),
             Some((BIN.to_owned(), vec!["mcp".to_owned()]))
         );
         assert_eq!(
-            set_server(&added, "mcp_servers", "cairn", BIN, &["mcp"]).expect("set"),
+            set(&added, "mcp_servers", "cairn", BIN, &["mcp"]).expect("set"),
             None
         );
-        let removed = remove_server(&added, "mcp_servers", "cairn")
+        let removed = remove(&added, "mcp_servers", "cairn")
             .expect("remove")
             .expect("a change");
         assert_eq!(removed, original);
         added
+    }
+
+    fn round_trip(original: &str) -> String {
+        round_trip_in(TABLE, original)
     }
 
     #[test]
@@ -291,22 +289,7 @@ mod tests {
     }
 
     fn listed_round_trip(original: &str) -> String {
-        let added = set_listed_server(original, "mcp_servers", "cairn", BIN, &["mcp"])
-            .expect("set")
-            .expect("a change");
-        assert_eq!(
-            listed_server(&added, "mcp_servers", "cairn").expect("parse"),
-            Some((BIN.to_owned(), vec!["mcp".to_owned()]))
-        );
-        assert_eq!(
-            set_listed_server(&added, "mcp_servers", "cairn", BIN, &["mcp"]).expect("set"),
-            None
-        );
-        let removed = remove_listed_server(&added, "mcp_servers", "cairn")
-            .expect("remove")
-            .expect("a change");
-        assert_eq!(removed, original);
-        added
+        round_trip_in(LISTED, original)
     }
 
     #[test]
