@@ -65,6 +65,21 @@ impl Agent {
     }
 }
 
+/// The SessionStart hook entry running `cairn hook session-start`, in the
+/// form Claude Code defined and Gemini CLI, Codex and droid read: `timeout`
+/// in the agent's own unit.
+fn session_start_hook(agent: &'static str, path: PathBuf, bin: &str, timeout: u64) -> Target {
+    Target {
+        agent,
+        what: What::SessionStartHook,
+        path,
+        edit: Edit::JsonHook {
+            path: vec!["hooks", "SessionStart"],
+            value: json!({"hooks": [{"type": "command", "command": format!("{} {HOOK_ARGS}", shell_word(bin)), "timeout": timeout}]}),
+        },
+    }
+}
+
 /// What a user must still do after `target` was added, if anything.
 pub fn note_after_install(target: &Target) -> Option<&'static str> {
     match (target.agent, target.what) {
@@ -164,15 +179,12 @@ pub fn all(ctx: &Ctx) -> Vec<Agent> {
                 value: json!({"type": "stdio", "command": bin, "args": ["mcp"], "env": {}}),
             },
         },
-        hook: Some(Target {
-            agent: "claude-code",
-            what: What::SessionStartHook,
-            path: loc.claude_dir.join("settings.json"),
-            edit: Edit::JsonHook {
-                path: vec!["hooks", "SessionStart"],
-                value: json!({"hooks": [{"type": "command", "command": format!("{} {HOOK_ARGS}", shell_word(bin)), "timeout": 5}]}),
-            },
-        }),
+        hook: Some(session_start_hook(
+            "claude-code",
+            loc.claude_dir.join("settings.json"),
+            bin,
+            5,
+        )),
     });
 
     // Codex: [mcp_servers.cairn] in $CODEX_HOME/config.toml.
@@ -195,15 +207,12 @@ pub fn all(ctx: &Ctx) -> Vec<Agent> {
         // Codex reads Claude Code's form of hook from $CODEX_HOME/hooks.json
         // (0.171.0: hooks on by default, timeout in seconds) and runs a new
         // one once the user has reviewed it ([`note_after_install`]).
-        hook: Some(Target {
-            agent: "codex",
-            what: What::SessionStartHook,
-            path: loc.codex_home.join("hooks.json"),
-            edit: Edit::JsonHook {
-                path: vec!["hooks", "SessionStart"],
-                value: json!({"hooks": [{"type": "command", "command": format!("{} {HOOK_ARGS}", shell_word(bin)), "timeout": 5}]}),
-            },
-        }),
+        hook: Some(session_start_hook(
+            "codex",
+            loc.codex_home.join("hooks.json"),
+            bin,
+            5,
+        )),
     });
 
     // Cursor: global servers in ~/.cursor/mcp.json.
@@ -247,15 +256,12 @@ pub fn all(ctx: &Ctx) -> Vec<Agent> {
         },
         // Gemini CLI runs Claude Code's form of SessionStart hook and adds
         // its `additionalContext` (0.61.0; its timeout is in milliseconds).
-        hook: Some(Target {
-            agent: "gemini",
-            what: What::SessionStartHook,
-            path: gemini.join("settings.json"),
-            edit: Edit::JsonHook {
-                path: vec!["hooks", "SessionStart"],
-                value: json!({"hooks": [{"type": "command", "command": format!("{} {HOOK_ARGS}", shell_word(bin)), "timeout": 5000}]}),
-            },
-        }),
+        hook: Some(session_start_hook(
+            "gemini",
+            gemini.join("settings.json"),
+            bin,
+            5000,
+        )),
     });
 
     // opencode: "mcp" in $XDG_CONFIG_HOME/opencode/opencode.json (or .jsonc);
@@ -573,15 +579,12 @@ fn more(ctx: &Ctx, out: &mut Vec<Agent>) {
     // Factory's droid runs Claude Code's form of SessionStart hook from its
     // settings.json (0.225.2; timeout in seconds).
     if let Some(a) = out.iter_mut().find(|a| a.id == "factory") {
-        a.hook = Some(Target {
-            agent: "factory",
-            what: What::SessionStartHook,
-            path: factory.join("settings.json"),
-            edit: Edit::JsonHook {
-                path: vec!["hooks", "SessionStart"],
-                value: json!({"hooks": [{"type": "command", "command": format!("{} {HOOK_ARGS}", shell_word(bin)), "timeout": 5}]}),
-            },
-        });
+        a.hook = Some(session_start_hook(
+            "factory",
+            factory.join("settings.json"),
+            bin,
+            5,
+        ));
     }
 
     // The Cline CLI (and the SDK-based extension) read their own file:
