@@ -71,7 +71,7 @@ fn meta(parts: &[&str]) -> String {
 /// Where the server's own client works: the folder it started the server
 /// in and when. The conversation that asks a question is being written
 /// while it asks, so its newest words (the question itself) match best;
-/// `search` leaves that one session out.
+/// `search` leaves that conversation's sessions out ([`asking_sessions`]).
 #[derive(Debug, Clone)]
 pub struct Asking {
     /// The server's working directory (agents start it in the project).
@@ -132,7 +132,7 @@ pub fn asking_sessions(
 }
 
 /// Runs `search` and renders at most [`SEARCH_BUDGET`] bytes, leaving out
-/// the session that is asking (see [`Asking`]).
+/// the sessions of the conversation that asks (see [`Asking`]).
 pub fn search(
     node: &Node,
     req: &SearchRequest,
