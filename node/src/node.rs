@@ -1256,7 +1256,7 @@ mod tests {
         let (_dir, cfg, mut node, _) = indexed_home("a heron in the marsh");
         settle(&mut node);
         assert!(surveyed(&node).is_ok(), "nothing changed");
-        let columns = crate::store::columns_file::path_for(&cfg.db_path);
+        let columns = Component::Columns.path(&cfg.db_path);
         let mut bytes = std::fs::read(&columns).expect("columns file");
         // A byte of the first page of entries, after the header's page.
         bytes[4096 + 40] ^= 0xff;
@@ -1697,7 +1697,7 @@ mod tests {
         // The vector file lost: a pass past its deadline computes one move
         // of them again and says more are left, which also keeps it from
         // leaving a survey that would skip the next pass.
-        let vectors = crate::store::vector_file::path_for(node.store().path());
+        let vectors = Component::Vectors.path(node.store().path());
         std::fs::remove_file(&vectors).expect("rm");
         let walk = Node::start_walk(node.config());
         let r = node
@@ -1741,7 +1741,7 @@ mod tests {
         node.index(IndexRequest::new(0)).expect("pass");
         let counts = node.store().vector_counts().expect("counts");
         assert_eq!((counts.with_vector, counts.pending), (3, 0));
-        let vectors = crate::store::vector_file::path_for(node.store().path());
+        let vectors = Component::Vectors.path(node.store().path());
         let in_table = |node: &Node| -> i64 {
             node.store()
                 .test_conn()

@@ -639,7 +639,8 @@ mod store_tests {
                     }
                 });
             } else if cut == no_file {
-                std::fs::remove_file(columns_file::path_for(store.path())).expect("remove");
+                std::fs::remove_file(crate::store::Component::Columns.path(store.path()))
+                    .expect("remove");
             } else {
                 conn.execute(cut, []).expect("cut");
             }
@@ -1744,7 +1745,7 @@ mod store_tests {
 
         // Every length read as the longest class (the pages sealed again,
         // as a writer would): the word tier's scores move, so it read them.
-        let columns = columns_file::path_for(store.path());
+        let columns = crate::store::Component::Columns.path(store.path());
         let pristine = std::fs::read(&columns).expect("read");
         let restore = || {
             let file = std::fs::OpenOptions::new()
@@ -1952,7 +1953,7 @@ mod store_tests {
             .expect("marks");
         assert_eq!(marks, 0, "their backfill marks are gone");
         assert_eq!(answers(&store), before, "from the columns file");
-        std::fs::remove_file(columns_file::path_for(store.path())).expect("remove");
+        std::fs::remove_file(crate::store::Component::Columns.path(store.path())).expect("remove");
         assert_eq!(answers(&store), before, "from the rows");
         assert_eq!(store.write_columns().expect("anew"), 1_500);
         assert_eq!(answers(&store), before, "from the file written anew");

@@ -915,7 +915,7 @@ mod tests {
                             store.ids_with_roles(w, &opts.roles, add)
                         })
                         .expect("roles");
-                        match columns_file::path_for(store.path()).exists() {
+                        match crate::store::Component::Columns.path(store.path()).exists() {
                             true => assert_eq!(roles.expect("the file"), rows, "{how}"),
                             false => assert!(roles.is_none(), "{how}: no file"),
                         }
@@ -945,7 +945,7 @@ mod tests {
             }
         });
         same("a damaged page");
-        std::fs::remove_file(columns_file::path_for(store.path())).expect("remove");
+        std::fs::remove_file(crate::store::Component::Columns.path(store.path())).expect("remove");
         same("no columns file");
     }
 
@@ -1017,7 +1017,8 @@ mod tests {
                 }
                 "damaged" => columns_file::tests::rewrite_entries(&store, false, older),
                 "missing" => {
-                    std::fs::remove_file(columns_file::path_for(store.path())).expect("remove")
+                    std::fs::remove_file(crate::store::Component::Columns.path(store.path()))
+                        .expect("remove")
                 }
                 _ => {}
             }

@@ -44,11 +44,6 @@ const SAMPLE_PER_CELL: usize = 48;
 /// Bytes before the centroids.
 const FIXED: u64 = flat_file::HEADER_LEN as u64 + 32;
 
-/// The cells file of the database at `db`.
-pub(crate) fn path_for(db: &Path) -> PathBuf {
-    Component::Cells.path(db)
-}
-
 /// Entries (position and sketch) a page holds, for sketches of `size` bytes.
 fn per_page(size: usize) -> u64 {
     pages::per_page(4 + size) as u64
@@ -114,7 +109,7 @@ pub(crate) fn open(
     mean: &[u8; 16],
     sketched: u64,
 ) -> Option<Cells> {
-    let path = path_for(db);
+    let path = Component::Cells.path(db);
     let file = File::open(&path).ok()?;
     let seal = Component::Cells.seal_token(token);
     let size = dim.div_ceil(8);
@@ -329,7 +324,7 @@ pub(crate) fn current(db: &Path, token: &[u8; 16], dim: usize, mean: &[f32], cou
 /// length. None for no file, a former version's, or one made for another
 /// vector file (written anew anyway).
 pub(crate) fn damage(db: &Path, token: &[u8; 16], dim: usize) -> Option<String> {
-    let path = path_for(db);
+    let path = Component::Cells.path(db);
     if !path.is_file() || Component::Cells.is_former(&path) {
         return None;
     }
@@ -358,7 +353,7 @@ pub(crate) fn damage(db: &Path, token: &[u8; 16], dim: usize) -> Option<String> 
 /// is one (its header alone is read).
 #[cfg(test)]
 pub(crate) fn covered_in_file(db: &Path) -> Option<u64> {
-    let file = File::open(path_for(db)).ok()?;
+    let file = File::open(Component::Cells.path(db)).ok()?;
     let mut fixed = [0u8; FIXED as usize];
     read_at(&file, &mut fixed, 0).ok()?;
     (fixed[..8] == MAGIC[..])
@@ -367,7 +362,7 @@ pub(crate) fn covered_in_file(db: &Path) -> Option<u64> {
 
 /// Removes the cells (when the sketch they copy changes under them).
 pub(crate) fn remove(db: &Path) {
-    let _ = std::fs::remove_file(path_for(db));
+    let _ = std::fs::remove_file(Component::Cells.path(db));
 }
 
 /// Centroids for `sketches` (each `size` bytes) and each one's cell.
@@ -503,7 +498,7 @@ fn write(
         head.extend_from_slice(&s.to_le_bytes());
     }
     let seal = Component::Cells.seal_token(token);
-    let path = path_for(db);
+    let path = Component::Cells.path(db);
     let (file, tmp) = flat_file::create_beside(&path)?;
     let written = (|| -> std::io::Result<()> {
         let mut w = RegionWriter::new(&file, 0);
@@ -635,7 +630,7 @@ mod tests {
         assert!(open(&db, &token, dim, &[0u8; 16], n as u64).is_none());
         assert!(open(&db, &token, dim, &key, n as u64 - 1).is_none());
         // A torn file is not used either.
-        let path = path_for(&db);
+        let path = Component::Cells.path(&db);
         let len = std::fs::metadata(&path).expect("meta").len();
         let f = std::fs::OpenOptions::new()
             .write(true)

@@ -58,11 +58,6 @@ const REGION_PAGES: u64 = flat_file::REGION / PAGE as u64;
 /// file is written anew.
 const FORMER: [&str; 2] = ["-lengths", "-roles"];
 
-/// The columns file beside the database at `db`.
-pub(crate) fn path_for(db: &Path) -> PathBuf {
-    Component::Columns.path(db)
-}
-
 fn beside(db: &Path, suffix: &str) -> PathBuf {
     let mut p = db.as_os_str().to_owned();
     p.push(suffix);
@@ -189,7 +184,7 @@ fn open_marked(db: &Path, mark: &Mark, write: bool) -> Option<File> {
     let file = std::fs::OpenOptions::new()
         .read(true)
         .write(write)
-        .open(path_for(db))
+        .open(Component::Columns.path(db))
         .ok()?;
     let mut h = [0u8; HEADER_LEN];
     flat_file::read_at(&file, &mut h, 0).ok()?;
@@ -199,7 +194,7 @@ fn open_marked(db: &Path, mark: &Mark, write: bool) -> Option<File> {
 /// A new file for the database at `db`, with the header for `token`, put
 /// in place of any other (and of the files older versions kept).
 fn create(db: &Path, token: &[u8; 16]) -> Result<File, StoreError> {
-    let path = path_for(db);
+    let path = Component::Columns.path(db);
     let (file, tmp) = flat_file::create_beside(&path).map_err(StoreError::writing(&path))?;
     let mut head = [0u8; PAGE];
     head[..HEADER_LEN].copy_from_slice(&header(token));
@@ -251,7 +246,7 @@ impl View {
             map,
             token: mark.token,
             upto: mark.upto,
-            path: path_for(store.path()),
+            path: Component::Columns.path(store.path()),
             checked: Mutex::default(),
             told: AtomicBool::new(false),
         })
@@ -581,7 +576,7 @@ pub(crate) fn write_step(conn: &Connection, db: &Path) -> Result<u64, StoreError
             (create(db, &token)?, Mark { token, upto: 0 })
         }
     };
-    let path = path_for(db);
+    let path = Component::Columns.path(db);
     // From the first record of the page the next entry goes in: the page
     // is written whole again, sealed with what it holds now.
     let first = place(mark.upto + 1).0;
@@ -671,7 +666,7 @@ pub(crate) fn zero(conn: &Connection, ids: &[i64]) -> Result<(), StoreError> {
         // A file that cannot be zeroed is vouched for no more (in this
         // same transaction): the delete goes on, and the next write makes
         // it anew.
-        tracing::warn!(error = %e, path = %path_for(db).display(), "could not zero deleted records' columns; the columns file is given up");
+        tracing::warn!(error = %e, path = %Component::Columns.path(db).display(), "could not zero deleted records' columns; the columns file is given up");
         drop_mark(conn)?;
     }
     Ok(())
@@ -738,7 +733,7 @@ impl super::Store {
         let Some(mark) = read_mark(&tx)? else {
             return Ok(None);
         };
-        let path = path_for(&self.path);
+        let path = Component::Columns.path(&self.path);
         let why = match open_marked(&self.path, &mark, false) {
             // None, or an older version's: written anew all the same.
             None if !path.exists() || Component::Columns.is_former(&path) => {
@@ -1013,7 +1008,7 @@ pub(crate) mod tests {
     }
 
     fn entry_bytes(store: &Store, id: i64) -> Vec<u8> {
-        let file = File::open(path_for(store.path())).expect("file");
+        let file = File::open(Component::Columns.path(store.path())).expect("file");
         let mut e = vec![0u8; ENTRY];
         let (n, at) = place(id);
         flat_file::read_at(&file, &mut e, page_offset(n) + at as u64).expect("read");
@@ -1129,7 +1124,7 @@ pub(crate) mod tests {
         // A file another token names, or none, is not read, and the next
         // write makes it anew under a new token; the files older versions
         // kept go with it.
-        let path = path_for(store.path());
+        let path = Component::Columns.path(store.path());
         let file = std::fs::OpenOptions::new()
             .write(true)
             .open(&path)
@@ -1196,7 +1191,7 @@ pub(crate) mod tests {
         let (_dir, store, _) = store_of(1_300);
         assert_eq!(store.write_columns().expect("write"), 1_300);
         let want = rows(store.conn());
-        let path = path_for(store.path());
+        let path = Component::Columns.path(store.path());
         let file = std::fs::OpenOptions::new()
             .write(true)
             .open(&path)
@@ -1215,7 +1210,7 @@ pub(crate) mod tests {
         // A delete does not seal a damaged page as good: the file is given up.
         let (_dir2, mut other, _) = store_of(600);
         other.write_columns().expect("write");
-        let p2 = path_for(other.path());
+        let p2 = Component::Columns.path(other.path());
         let f2 = std::fs::OpenOptions::new()
             .write(true)
             .open(&p2)
@@ -1267,7 +1262,7 @@ pub(crate) mod tests {
         let (_dir, mut store, _) = store_of(70);
         assert_eq!(store.write_columns().expect("write"), 70);
         // The file cannot be opened for writing: a folder now.
-        let path = path_for(store.path());
+        let path = Component::Columns.path(store.path());
         std::fs::remove_file(&path).expect("remove");
         std::fs::create_dir(&path).expect("a folder");
         let target = cairn_protocol::ForgetTarget::Session {

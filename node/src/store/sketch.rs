@@ -94,11 +94,6 @@ pub(crate) fn vouch(conn: &Connection, token: &[u8; 16], count: u64) -> Result<(
     Ok(Component::Sketch.write_mark(conn, &text)?)
 }
 
-/// The sketch file of the database at `db`.
-pub(crate) fn path_for(db: &Path) -> PathBuf {
-    Component::Sketch.path(db)
-}
-
 /// Bytes of one sketch of a vector of length `dim`.
 fn sketch_len(dim: usize) -> usize {
     dim.div_ceil(8)
@@ -323,12 +318,12 @@ pub(crate) fn open(
         return None;
     }
     let dim = of.dim;
-    let file = File::open(path_for(db)).ok()?;
+    let file = File::open(Component::Sketch.path(db)).ok()?;
     let seal = Component::Sketch.seal_token(&of.token);
     let Some((mean, count)) = check(&file, &of.token, dim) else {
         if flat_file::claims(&file, MAGIC, &of.token) {
-            tracing::error!(path = %path_for(db).display(), "the sketch's head is damaged: it is not read (every vector is scored); the next `cairn index` writes it anew");
-            derived::note_damage(&path_for(db));
+            tracing::error!(path = %Component::Sketch.path(db).display(), "the sketch's head is damaged: it is not read (every vector is scored); the next `cairn index` writes it anew");
+            derived::note_damage(&Component::Sketch.path(db));
         }
         return None;
     };
@@ -358,7 +353,7 @@ pub(crate) fn open(
         });
     Some(Reader {
         file,
-        path: path_for(db),
+        path: Component::Sketch.path(db),
         seal,
         mapped: entries,
         mean,
@@ -413,7 +408,7 @@ fn check(file: &File, token: &[u8; 16], dim: usize) -> Option<(Vec<f32>, u64)> {
 /// mark are stale, written again by the next update), a former version's,
 /// or one made for another vector file (written anew anyway).
 pub(crate) fn damage(db: &Path, token: &[u8; 16], dim: usize, vouched: u64) -> Option<String> {
-    let path = path_for(db);
+    let path = Component::Sketch.path(db);
     if vouched == 0 || !path.is_file() || Component::Sketch.is_former(&path) {
         return None;
     }
@@ -788,7 +783,7 @@ pub(crate) fn update(
     if trusted < from() {
         return Ok(());
     }
-    let path = path_for(db);
+    let path = Component::Sketch.path(db);
     let io = StoreError::writing(&path);
     let existing = crate::home::private_file()
         .read(true)
@@ -951,7 +946,7 @@ fn refresh_cells(
     let started = std::time::Instant::now();
     let sketches = || sketches_of(file, token, dim, count);
     let wrote = cells::refresh(db, token, dim, mean, sketches, count)
-        .map_err(StoreError::writing(&cells::path_for(db)))?;
+        .map_err(StoreError::writing(&Component::Cells.path(db)))?;
     if wrote {
         tracing::info!(
             entries = count,
@@ -1003,7 +998,7 @@ pub(crate) fn blank(
     if positions.is_empty() {
         return Ok(());
     }
-    let path = path_for(db);
+    let path = Component::Sketch.path(db);
     let Ok(file) = crate::home::private_file()
         .read(true)
         .write(true)
@@ -1043,7 +1038,7 @@ pub(crate) fn blank(
 
 /// Removes the sketch (when its vector file is lost).
 pub(crate) fn remove(db: &Path) {
-    let _ = std::fs::remove_file(path_for(db));
+    let _ = std::fs::remove_file(Component::Sketch.path(db));
     cells::remove(db);
 }
 
@@ -1064,7 +1059,7 @@ pub(crate) fn current(
     if vouched < trusted {
         return false;
     }
-    let Some((mean, n)) = File::open(path_for(db))
+    let Some((mean, n)) = File::open(Component::Sketch.path(db))
         .ok()
         .and_then(|f| check(&f, token, dim))
     else {
@@ -1096,7 +1091,7 @@ fn mean_of(entries: &mut Entries<'_>, dim: usize, trusted: u64) -> std::io::Resu
 /// (for tests that compare them with the vectors).
 #[cfg(test)]
 pub(crate) fn read_all(db: &Path, token: &[u8; 16], dim: usize) -> (Vec<f32>, Vec<u8>) {
-    let file = File::open(path_for(db)).expect("sketch");
+    let file = File::open(Component::Sketch.path(db)).expect("sketch");
     let (mean, n) = check(&file, token, dim).expect("intact");
     let all = sketches_of(&file, token, dim, n)
         .expect("read")
@@ -1107,6 +1102,7 @@ pub(crate) fn read_all(db: &Path, token: &[u8; 16], dim: usize) -> (Vec<f32>, Ve
 #[cfg(test)]
 mod tests {
     use super::{Nearest, distance, distance_by_popcount, distances, each_distance, select};
+    use crate::store::Component;
 
     /// Bits that differ, one byte at a time.
     fn plain(a: &[u8], b: &[u8]) -> u32 {
@@ -1141,7 +1137,7 @@ mod tests {
         all: &[(f32, Vec<u8>)],
         cells: super::CellsWhen,
     ) {
-        let in_file = std::fs::File::open(super::path_for(db))
+        let in_file = std::fs::File::open(Component::Sketch.path(db))
             .ok()
             .and_then(|f| super::check(&f, token, 64))
             .map_or(0, |(_, n)| n);
@@ -1321,12 +1317,12 @@ mod tests {
         assert_eq!(reader.cells.as_ref().expect("cells").covered, 700);
         // A blank removes them (the next update writes them anew).
         super::blank(&db, &token, 64, &[3]).expect("blank");
-        assert!(!super::cells::path_for(&db).exists());
+        assert!(!Component::Cells.path(&db).exists());
         assert!(!open(&db, &token, most.len()).has_cells());
         sketch_all(&db, &token, &most);
         assert!(open(&db, &token, most.len()).has_cells());
         // A sketch whose head fails its check is not read at all.
-        let path = super::path_for(&db);
+        let path = Component::Sketch.path(&db);
         let good = std::fs::read(&path).expect("read");
         let mut bytes = good.clone();
         bytes[40] ^= 0x10;
@@ -1337,10 +1333,10 @@ mod tests {
         std::fs::remove_file(&path).expect("rm");
         let fewer = vectors(500);
         update(&db, &token, &fewer, 0, super::CellsWhen::Later).expect("update");
-        assert!(super::cells::path_for(&db).exists());
+        assert!(Component::Cells.path(&db).exists());
         assert!(!open(&db, &token, 500).has_cells());
         super::remove(&db);
-        assert!(!super::cells::path_for(&db).exists());
+        assert!(!Component::Cells.path(&db).exists());
     }
 
     #[test]
@@ -1455,7 +1451,7 @@ mod tests {
         let token = [4u8; 16];
         let all = vectors(2_000);
         sketch_without_cells(&db, &token, &all);
-        let path = super::path_for(&db);
+        let path = Component::Sketch.path(&db);
         let pristine = std::fs::read(&path).expect("read");
         let per = super::per_page(64);
         assert_eq!((per, super::head_pages(64)), (509, 1));
@@ -1526,7 +1522,7 @@ mod tests {
         let token = [6u8; 16];
         let all = vectors(1_300);
         sketch_without_cells(&db, &token, &all[..600]);
-        let path = super::path_for(&db);
+        let path = Component::Sketch.path(&db);
         let file = || std::fs::File::open(&path).expect("open");
         assert_eq!(super::check(&file(), &token, 64).map(|c| c.1), Some(600));
         let later = super::CellsWhen::Later;
@@ -1577,7 +1573,7 @@ mod tests {
         // The append wrote pages 2 and 3 (entries 509..1,100); page 3,
         // past the mark, is torn and page 2 holds more than it vouches.
         update(&db, &token, &all, 600, later).expect("update");
-        let path = super::path_for(&db);
+        let path = Component::Sketch.path(&db);
         damage_page(&path, 3, true);
         assert_eq!(super::damage(&db, &token, 64, 600), None, "stale");
         let reader = super::open(&db, key(&token), 1_100, 600, None).expect("sketch");
@@ -1610,7 +1606,7 @@ mod tests {
         let token = [8u8; 16];
         let all = vectors(2_000);
         sketch_all(&db, &token, &all);
-        let path = super::cells::path_for(&db);
+        let path = Component::Cells.path(&db);
         let pristine = std::fs::read(&path).expect("read");
         assert_eq!(super::cells::damage(&db, &token, 64), None, "intact");
         let reader = open(&db, &token, all.len());
@@ -1649,11 +1645,11 @@ mod tests {
         let db = dir.path().join("c.db");
         let token = [2u8; 16];
         let all = vectors(700);
-        let path = super::path_for(&db);
+        let path = Component::Sketch.path(&db);
         let mut former = b"cairnsk1".to_vec();
         former.extend(std::iter::repeat_n(7u8, 9_000));
         std::fs::write(&path, &former).expect("write");
-        std::fs::write(super::cells::path_for(&db), b"cairncl1 and more").expect("write");
+        std::fs::write(Component::Cells.path(&db), b"cairncl1 and more").expect("write");
         assert_eq!(
             super::damage(&db, &token, 64, 700),
             None,
@@ -1664,8 +1660,8 @@ mod tests {
         assert!(open(&db, &token, 700).has_cells(), "both written anew");
         // Something in the way of either: the error names the file.
         for (path, with_cells) in [
-            (super::path_for(&db), false),
-            (super::cells::path_for(&db), true),
+            (Component::Sketch.path(&db), false),
+            (Component::Cells.path(&db), true),
         ] {
             super::remove(&db);
             std::fs::create_dir(&path).expect("a folder in the way");
@@ -1680,7 +1676,7 @@ mod tests {
                     && !dir.path().join("c.db-cells.tmp").exists()
             );
             std::fs::remove_dir(&path).expect("clear");
-            assert!(with_cells || !super::cells::path_for(&db).exists());
+            assert!(with_cells || !Component::Cells.path(&db).exists());
         }
     }
 

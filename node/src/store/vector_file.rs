@@ -41,11 +41,6 @@ const PARALLEL_FROM: u64 = 32_768;
 /// vectors, about 300 records of history.
 const SKIP_BLOCK: u64 = 64;
 
-/// The file of the database at `db`.
-pub(crate) fn path_for(db: &Path) -> PathBuf {
-    Component::Vectors.path(db)
-}
-
 /// What the database vouches for: the file with this token, its first
 /// `count` entries, which hold every vector up to record id `upto` that
 /// the table does not, `blank` of them blanked.
@@ -240,7 +235,7 @@ fn follow(
         sketch::remove(db);
         return Err(e);
     }
-    let path = path_for(db);
+    let path = Component::Vectors.path(db);
     let file = File::open(&path).map_err(StoreError::io_at(&path))?;
     sketch::update(
         db,
@@ -268,7 +263,7 @@ pub(crate) fn current(conn: &Connection, db: &Path) -> Result<bool, StoreError> 
     let vouched = sketch::vouched(conn, &mark.token)?;
     Ok(mark.upto >= newest(conn)?
         && !any_gone(conn)?
-        && open_marked(&path_for(db), &mark, None, false)
+        && open_marked(&Component::Vectors.path(db), &mark, None, false)
             .is_some_and(|(_, dim)| sketch::current(db, &mark.token, dim, (mark.count, vouched))))
 }
 
@@ -287,7 +282,7 @@ pub(crate) fn check_follower(
     let Some(mark) = read_mark(conn)? else {
         return Ok(None);
     };
-    let Some((_, dim)) = open_marked(&path_for(db), &mark, None, false) else {
+    let Some((_, dim)) = open_marked(&Component::Vectors.path(db), &mark, None, false) else {
         return Ok(None);
     };
     let why = match cells {
@@ -314,7 +309,7 @@ pub(crate) fn lookup(conn: &Connection, db: &Path, id: i64) -> Result<Option<Vec
     let Some(mark) = read_mark(conn)?.filter(|m| id <= m.upto) else {
         return Ok(None);
     };
-    let path = path_for(db);
+    let path = Component::Vectors.path(db);
     let Some((file, dim)) = open_marked(&path, &mark, None, false) else {
         return Ok(None);
     };
@@ -382,7 +377,7 @@ pub(crate) fn keep_table(conn: &mut Connection, db: &Path, table: &str) -> Resul
     meta_set(&tx, TABLE_KEY, table)?;
     tx.commit()?;
     if other {
-        remove(&path_for(db))?;
+        remove(&Component::Vectors.path(db))?;
         sketch::remove(db);
     }
     Ok(())
@@ -393,7 +388,7 @@ pub(crate) fn keep_table(conn: &mut Connection, db: &Path, table: &str) -> Resul
 /// does not vouch for is removed (see [`lose`]).
 pub(crate) fn scrub(conn: &Connection, db: &Path) -> Result<(), StoreError> {
     let tx = rusqlite::Transaction::new_unchecked(conn, rusqlite::TransactionBehavior::Immediate)?;
-    let path = path_for(db);
+    let path = Component::Vectors.path(db);
     let io = StoreError::io_at(&path);
     match read_mark(&tx)? {
         None => {
@@ -440,7 +435,7 @@ pub(crate) fn check(conn: &Connection, db: &Path) -> Result<Option<String>, Stor
     let Some(mark) = read_mark(&tx)? else {
         return Ok(None);
     };
-    let path = path_for(db);
+    let path = Component::Vectors.path(db);
     let why = match open_marked(&path, &mark, None, false) {
         Some((file, dim)) => {
             let bad = AtomicU64::new(0);
@@ -502,7 +497,7 @@ pub(crate) fn sync(
 ) -> Result<Synced, StoreError> {
     let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
     let newest = newest(&tx)?;
-    let path = path_for(db);
+    let path = Component::Vectors.path(db);
     // A step of a long pass moves whole regions only (see `fill`).
     let step = cells == sketch::CellsWhen::Later;
     let io = StoreError::writing(&path);
@@ -721,7 +716,7 @@ pub(crate) fn open(
     let Some(mark) = read_mark(conn)? else {
         return Ok(None);
     };
-    let Some((file, _)) = open_marked(&path_for(db), &mark, Some(dim), false) else {
+    let Some((file, _)) = open_marked(&Component::Vectors.path(db), &mark, Some(dim), false) else {
         return Ok(None);
     };
     let key = mapped::Key {
@@ -741,7 +736,7 @@ pub(crate) fn open(
     });
     Ok(Some(Scan {
         file,
-        path: path_for(db),
+        path: Component::Vectors.path(db),
         mapped: entries,
         sketch: sketch::open(
             db,
@@ -1135,7 +1130,7 @@ mod tests {
             table_named(&store).as_deref(),
             Some(crate::embed::LEGACY_ID)
         );
-        assert!(path_for(&db).exists());
+        assert!(Component::Vectors.path(&db).exists());
         // Another table: every vector goes, the file too, and the next
         // pass examines every record again.
         add(&mut store, 45, 50);
@@ -1143,7 +1138,7 @@ mod tests {
         keep_table(&mut store.conn, &db, "another").expect("keep");
         let counts = store.vector_counts().expect("counts");
         assert_eq!((counts.with_vector, counts.pending), (0, 50));
-        assert!(!path_for(&db).exists());
+        assert!(!Component::Vectors.path(&db).exists());
         assert!(store.vector_scan(3).expect("open").is_none());
         assert_eq!(table_named(&store).as_deref(), Some("another"));
         // Named now: opening again with it changes nothing.
@@ -1154,7 +1149,7 @@ mod tests {
         );
         keep_table(&mut store.conn, &db, "another").expect("keep");
         assert_eq!(store.vector_counts().expect("counts").with_vector, 50);
-        assert!(path_for(&db).exists());
+        assert!(Component::Vectors.path(&db).exists());
     }
 
     #[test]
@@ -1239,7 +1234,7 @@ mod tests {
         #[cfg(unix)]
         {
             use std::os::unix::fs::PermissionsExt;
-            let mode = std::fs::metadata(path_for(store.path()))
+            let mode = std::fs::metadata(Component::Vectors.path(store.path()))
                 .expect("stat")
                 .permissions()
                 .mode();
@@ -1297,7 +1292,7 @@ mod tests {
         drop(held);
         let f = std::fs::OpenOptions::new()
             .write(true)
-            .open(path_for(&db))
+            .open(Component::Vectors.path(&db))
             .expect("open");
         let first_of_10 = HEADER_LEN + 10 * SKIP_BLOCK * entry_len(3);
         write_at(&f, &[0x55], first_of_10 + entry_len(3) - 1).expect("damage");
@@ -1374,7 +1369,7 @@ mod tests {
         assert_eq!(scanned_now[6], (7, vec![0; 3]));
         same(&held, &store, "blanked");
         // A file written anew (another token) replaces the mappings.
-        let path = path_for(store.path());
+        let path = Component::Vectors.path(store.path());
         let len = std::fs::metadata(&path).expect("stat").len();
         std::fs::OpenOptions::new()
             .write(true)
@@ -1401,7 +1396,7 @@ mod tests {
         let mut store = store_with(dir.path(), 20);
         let mut all = table(&store);
         store.sync_vector_file(3).expect("sync");
-        let path = path_for(store.path());
+        let path = Component::Vectors.path(store.path());
         // A pass that died after writing entries and before its commit:
         // the bytes past the trusted count are ignored, then overwritten.
         let mut f = std::fs::OpenOptions::new()
@@ -1595,7 +1590,7 @@ mod tests {
         // Read with `pread`; the reader below maps the file.
         store.read_flat_files_per_search();
         assert_eq!(store.check_vectors().expect("check"), None, "intact");
-        let path = path_for(store.path());
+        let path = Component::Vectors.path(store.path());
         let size = entry_len(3);
         let damage = |entry: u64, at: u64, bytes: &[u8]| {
             let f = std::fs::OpenOptions::new()
@@ -1711,7 +1706,7 @@ mod tests {
         assert_eq!(sk.len(), all.len());
         // A sketch torn short, or made for another file, is caught up or
         // written anew by the next pass.
-        let path = sketch::path_for(store.path());
+        let path = Component::Sketch.path(store.path());
         let len = std::fs::metadata(&path).expect("stat").len();
         std::fs::OpenOptions::new()
             .write(true)
@@ -1728,7 +1723,7 @@ mod tests {
         store.sync_vector_file(3).expect("sync");
         assert!(sketched(&store));
         // A lost vector file takes its sketch with it.
-        std::fs::remove_file(path_for(store.path())).expect("rm");
+        std::fs::remove_file(Component::Vectors.path(store.path())).expect("rm");
         assert_eq!(store.sync_vector_file(3).expect("sync"), Synced::Lost);
         assert!(!path.exists());
     }
@@ -1765,9 +1760,9 @@ mod tests {
         let upto = store.vector_scan(3).expect("open").expect("file").upto;
         // Appended to the file without a sketch update, as after a
         // failed one.
-        let before = std::fs::read(sketch::path_for(store.path())).expect("sketch");
+        let before = std::fs::read(Component::Sketch.path(store.path())).expect("sketch");
         store.sync_vector_file(3).expect("sync");
-        std::fs::write(sketch::path_for(store.path()), before).expect("put back");
+        std::fs::write(Component::Sketch.path(store.path()), before).expect("put back");
         let scan = store.vector_scan(3).expect("open").expect("file");
         assert!(scan.upto > upto);
         let seen: Vec<i64> = sketched_scan(&store, &q)
@@ -1832,13 +1827,13 @@ mod tests {
         // the table (the entry a boundary cuts included), and the sketch
         // followed it.
         let mark = read_mark(&once.conn).expect("mark").expect("a mark");
-        let len = std::fs::metadata(path_for(once.path()))
+        let len = std::fs::metadata(Component::Vectors.path(once.path()))
             .expect("stat")
             .len();
         assert_eq!(len % flat_file::REGION, 0, "{len}");
         assert_eq!(mark.count, (len - HEADER_LEN) / entry_len(3));
         assert!(mark.count > 1_920 && mark.count < 2_500, "{}", mark.count);
-        assert!(sketch::path_for(once.path()).exists());
+        assert!(Component::Sketch.path(once.path()).exists());
         // The last move takes the rest and writes the cells.
         assert_eq!(
             once.sync_vector_file(3).expect("sync"),
@@ -1881,7 +1876,7 @@ mod tests {
         add(&mut store, 5_000, 5_010);
         let mut all = all;
         all.extend(table(&store));
-        std::fs::remove_file(path_for(store.path())).expect("rm");
+        std::fs::remove_file(Component::Vectors.path(store.path())).expect("rm");
         assert_eq!(store.sync_vector_file(3).expect("sync"), Synced::Lost);
         assert!(table(&store).is_empty());
         let synced = embed_in_chunks(&mut store, 2_048);

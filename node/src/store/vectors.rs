@@ -182,7 +182,7 @@ impl Store {
     pub fn check_vectors(&self) -> Result<Option<super::Damage>, StoreError> {
         Ok(
             vector_file::check(&self.conn, &self.path)?.map(|why| super::Damage {
-                path: vector_file::path_for(&self.path),
+                path: crate::store::Component::Vectors.path(&self.path),
                 why,
             }),
         )
