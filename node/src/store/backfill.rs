@@ -4,7 +4,7 @@
 //! id, each in its own write transaction, resuming from the last id done,
 //! which a `meta` row keeps (removed when done).
 
-use rusqlite::{Connection, OptionalExtension, Transaction};
+use rusqlite::{Connection, Transaction};
 
 use super::StoreError;
 
@@ -27,26 +27,13 @@ pub(super) fn in_batches(
     }
     loop {
         let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
-        let from: Option<i64> = tx
-            .query_row(
-                "SELECT CAST(value AS INTEGER) FROM meta WHERE key = ?1",
-                [key],
-                |r| r.get(0),
-            )
-            .optional()?;
-        let Some(from) = from else {
+        let Some(from) = super::meta_get(&tx, key)? else {
             return Ok(());
         };
-        match batch(&tx, from)? {
-            None => {
-                super::meta_drop(&tx, key)?;
-            }
-            Some(last) => {
-                tx.execute(
-                    "UPDATE meta SET value = ?1 WHERE key = ?2",
-                    rusqlite::params![last.to_string(), key],
-                )?;
-            }
+        // (As SQLite's CAST reads it: text that is no number is 0.)
+        match batch(&tx, from.trim().parse().unwrap_or(0))? {
+            None => super::meta_drop(&tx, key)?,
+            Some(last) => super::meta_set(&tx, key, &last.to_string())?,
         }
         tx.commit()?;
     }

@@ -162,13 +162,9 @@ static LOADED: Mutex<Option<HashMap<String, Arc<TextDict>>>> = Mutex::new(None);
 /// The database's dictionary: `Ok(None)` if it has none yet.
 pub fn load(conn: &Connection) -> Result<Option<Arc<TextDict>>, TextError> {
     let db = |e: rusqlite::Error| TextError::Database(e.to_string());
-    let id: Option<String> = conn
-        .prepare_cached("SELECT value FROM meta WHERE key = 'text_dict_id'")
-        .map_err(db)?
-        .query_row([], |r| r.get(0))
-        .optional()
-        .map_err(db)?;
-    let Some(id) = id else { return Ok(None) };
+    let Some(id) = super::meta_get(conn, "text_dict_id").map_err(db)? else {
+        return Ok(None);
+    };
     if let Some(d) = LOADED
         .lock()
         .ok()
@@ -198,14 +194,7 @@ pub fn load(conn: &Connection) -> Result<Option<Arc<TextDict>>, TextError> {
 /// process trained its own meanwhile): texts encoded with `dict` must then
 /// not be stored, and the caller's transaction is abandoned.
 pub(super) fn save(conn: &Connection, dict: &TextDict) -> Result<(), super::StoreError> {
-    let held: Option<String> = conn
-        .query_row(
-            "SELECT value FROM meta WHERE key = 'text_dict_id'",
-            [],
-            |r| r.get(0),
-        )
-        .optional()?;
-    match held {
+    match super::meta_get(conn, "text_dict_id")? {
         Some(id) if id == dict.id => Ok(()),
         Some(_) => Err(super::StoreError::DictionaryRace),
         None => {

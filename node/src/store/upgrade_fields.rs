@@ -65,10 +65,7 @@ impl Store {
         // Records are looked up by hash below: a pass's deferral ends.
         super::hash_index::ensure(&tx)?;
         let mut report = upgrade(&tx, redactor)?;
-        tx.execute(
-            "UPDATE meta SET value = '1' WHERE key = ?1",
-            [META_FIELDS_REDACTED],
-        )?;
+        super::meta_set(&tx, META_FIELDS_REDACTED, "1")?;
         if report.changed() {
             super::fts::optimize(&tx)?;
         }
