@@ -78,6 +78,27 @@ pub struct Asking {
     pub cwd: String,
     /// When the server started, Unix ms.
     pub since_ms: i64,
+    /// The agent the client is, when its name says ([`agent_of_client`]):
+    /// only that agent's sessions can be the one asking.
+    pub agent: Option<&'static str>,
+}
+
+/// The agent id of an MCP client, by the name it gives in its handshake,
+/// as the releases checked send it (Claude Code 2.1.197, Gemini CLI
+/// 0.61.0, Codex 0.171.0, opencode 1.18.33, Cline CLI 3.0.65, cn 1.5.47,
+/// Qwen Code 0.15.10). `None` for any other name: Python SDK clients
+/// (Kimi CLI, OpenHands, Vibe) all send "mcp".
+pub fn agent_of_client(name: &str) -> Option<&'static str> {
+    Some(match name {
+        "claude-code" => "claude-code",
+        "gemini-cli-mcp-client" => "gemini",
+        "codex-mcp-client" => "codex",
+        "opencode" => "opencode",
+        "@cline/core" => "cline",
+        "continue-cli-client" => "continue",
+        n if n.starts_with("qwen-cli-mcp-client") => "qwen",
+        _ => return None,
+    })
 }
 
 /// Slack before the server's start: a client may start its servers a
@@ -90,9 +111,9 @@ const ASKING_SLACK_MS: i64 = 60_000;
 const ASKING_SESSIONS: i64 = 64;
 
 /// The sessions of the conversation that is asking, the one that asks
-/// first. That one is this machine's session whose project is the
-/// server's folder, written to last, and written to since the server
-/// started; with it come the conversation it is a sub-agent of, and that
+/// first. That one is this machine's session (of the client's agent, when
+/// known) whose project is the server's folder, written to last, and
+/// written to since the server started; with it come the conversation it is a sub-agent of, and that
 /// conversation's other sub-agents written to since. Empty when no
 /// session fits.
 pub fn asking_sessions(
@@ -109,7 +130,7 @@ pub fn asking_sessions(
     let mut recent: Vec<SessionInfo> = store
         .sessions_written_since(since, ASKING_SESSIONS)?
         .into_iter()
-        .filter(|s| s.machine == machine)
+        .filter(|s| s.machine == machine && asking.agent.is_none_or(|a| s.agent == a))
         .collect();
     let Some(at) = recent
         .iter()
@@ -483,7 +504,7 @@ mod tests {
     use crate::sync::peers::{Peer, PeerTable};
 
     #[test]
-    fn the_asking_sessions_are_this_machine_s_newest_in_the_folder_and_its_tree() {
+    fn the_asking_sessions_are_the_client_s_newest_in_the_folder_and_its_tree() {
         const START: i64 = 1_800_000_000_000;
         let dir = tempfile::tempdir().expect("tempdir");
         let mut store = Store::open(&dir.path().join("cairn.db")).expect("open");
@@ -528,14 +549,28 @@ mod tests {
             }
             ing.commit().expect("commit");
         }
-        let pick = |cwd: &str, since_ms: i64| -> Vec<String> {
+        // Codex at work in the same folder, written to last.
+        let mut ing = store.ingest("n-laptop").expect("ingest");
+        let mut r = Record::new("codex", "codex-live", Role::User, "a question");
+        r.project = Some("/src/app".to_owned());
+        r.time_ms = Some(START + 50_000);
+        ing.insert(&r, None).expect("insert");
+        ing.commit().expect("commit");
+        let pick_as = |agent: Option<&'static str>, cwd: &str, since_ms: i64| -> Vec<String> {
             let asking = Asking {
                 cwd: cwd.to_owned(),
                 since_ms,
+                agent,
             };
             let found = asking_sessions(&store, "laptop", &asking).expect("read");
             found.into_iter().map(|s| s.session_id).collect()
         };
+        let pick = |cwd: &str, since_ms: i64| pick_as(Some("claude-code"), cwd, since_ms);
+        // The client's agent picks among the folder's sessions; a client
+        // that does not say takes the newest of any agent.
+        assert_eq!(pick_as(None, "/src/app", START), ["codex-live"]);
+        assert_eq!(pick_as(Some("codex"), "/src/app", START), ["codex-live"]);
+        assert!(pick_as(Some("gemini"), "/src/app", START).is_empty());
         // The folder's newest of this machine (a sub-agent), then the
         // conversation it works for and that one's other sub-agent; not
         // the subfolder's, the other machine's or another conversation's.
@@ -549,6 +584,32 @@ mod tests {
         // A minute's slack before the start, and not more.
         assert_eq!(pick("/src/app/web", START + 80_000), ["below"]);
         assert_eq!(pick("/src/app", START + 80_000), ["agent-a1", "main"]);
+    }
+
+    #[test]
+    fn clients_are_known_by_the_names_their_releases_send() {
+        let named = [
+            ("claude-code", Some("claude-code")),
+            ("gemini-cli-mcp-client", Some("gemini")),
+            ("codex-mcp-client", Some("codex")),
+            ("opencode", Some("opencode")),
+            ("@cline/core", Some("cline")),
+            ("continue-cli-client", Some("continue")),
+            ("qwen-cli-mcp-client-cairn", Some("qwen")),
+            ("mcp", None),
+            ("", None),
+        ];
+        for (name, agent) in named {
+            assert_eq!(agent_of_client(name), agent, "{name}");
+        }
+        // Each id is one cairn reads sessions of.
+        let known: Vec<&str> = crate::sources::registry()
+            .iter()
+            .map(|s| s.agent())
+            .collect();
+        for (_, agent) in named {
+            assert!(agent.is_none_or(|a| known.contains(&a)), "{agent:?}");
+        }
     }
 
     #[test]

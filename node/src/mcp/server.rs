@@ -104,17 +104,24 @@ impl CairnServer {
 
     /// Runs one tool call to completion (blocking). Unknown tools are the
     /// only protocol error; everything else is a tool result.
+    /// `client_agent` is the agent the client said it is in its handshake
+    /// ([`answer::agent_of_client`]), if known.
     pub fn call_blocking(
         &self,
         name: &str,
         args: rmcp::model::JsonObject,
+        client_agent: Option<&'static str>,
     ) -> Option<CallToolResult> {
         let now = (self.clock)();
+        let asking = self.asking.clone().map(|a| answer::Asking {
+            agent: client_agent,
+            ..a
+        });
         let outcome = match name {
             tools::SEARCH => match tools::search_request(args, now) {
                 Ok(req) => self.with_node(|n, w| {
                     fresh::refresh(n, now, fresh::REFRESH_BUDGET, w);
-                    answer::search(n, &req, now, self.asking.as_ref())
+                    answer::search(n, &req, now, asking.as_ref())
                 }),
                 Err(e) => return Some(arg_error(e)),
             },
@@ -267,9 +274,13 @@ impl ServerHandler for CairnServer {
         let args = request.arguments.unwrap_or_default();
         let server = self.clone();
         let tool = name.clone();
+        let client_agent = context
+            .peer
+            .peer_info()
+            .and_then(|i| answer::agent_of_client(&i.client_info.name));
         let done = tokio::task::spawn_blocking(move || {
             let _enter = span.enter();
-            server.call_blocking(&tool, args)
+            server.call_blocking(&tool, args, client_agent)
         })
         .await;
         match done {
@@ -305,6 +316,7 @@ pub fn serve_stdio(config: Config) -> Result<(), ServeError> {
         server = server.asking(answer::Asking {
             cwd: cwd.to_string_lossy().into_owned(),
             since_ms: system_clock(),
+            agent: None, // known once the client has said who it is
         });
     }
     rt.block_on(super::stdio::serve_lines(
