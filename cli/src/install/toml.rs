@@ -47,10 +47,7 @@ pub fn set_server(
     command: &str,
     args: &[&str],
 ) -> Result<Option<String>, TomlError> {
-    if let Some((c, a)) = server(text, parent, name)?
-        && c == command
-        && a.iter().map(String::as_str).eq(args.iter().copied())
-    {
+    if runs(server(text, parent, name)?, command, args) {
         return Ok(None);
     }
     let mut doc = parse(text)?;
@@ -96,6 +93,13 @@ pub fn remove_server(text: &str, parent: &str, name: &str) -> Result<Option<Stri
         doc.remove(parent);
     }
     Ok(Some(doc.to_string()))
+}
+
+/// Whether a server entry found (its command and args) runs `command`
+/// with `args`.
+fn runs(found: Option<(String, Vec<String>)>, command: &str, args: &[&str]) -> bool {
+    found
+        .is_some_and(|(c, a)| c == command && a.iter().map(String::as_str).eq(args.iter().copied()))
 }
 
 /// The `command` and `args` of a server table or inline table.
@@ -148,10 +152,7 @@ pub fn set_listed_server(
     command: &str,
     args: &[&str],
 ) -> Result<Option<String>, TomlError> {
-    if let Some((c, a)) = listed_server(text, key, name)?
-        && c == command
-        && a.iter().map(String::as_str).eq(args.iter().copied())
-    {
+    if runs(listed_server(text, key, name)?, command, args) {
         return Ok(None);
     }
     let mut doc = parse(text)?;
