@@ -6,7 +6,10 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::process::Stdio;
 
 use rmcp::ServiceExt;
-use rmcp::model::{CallToolRequestParams, CallToolResult, JsonObject};
+use rmcp::model::{
+    CallToolRequestParams, CallToolResult, ClientCapabilities, ClientConfig, Implementation,
+    JsonObject,
+};
 use rmcp::service::{RoleClient, RunningService};
 use rmcp::transport::TokioChildProcess;
 use serde_json::{Value, json};
@@ -468,10 +471,24 @@ fn write_claude_session(
     ts: &str,
     lines: &[(&str, &str)],
 ) {
+    let dated: Vec<_> = lines
+        .iter()
+        .map(|(role, text)| (*role, *text, ts))
+        .collect();
+    write_claude_lines(home, file, sid, cwd, &dated);
+}
+
+/// [`write_claude_session`] with a time for each line (role, text, time).
+fn write_claude_lines(
+    home: &TestHome,
+    file: &str,
+    sid: &str,
+    cwd: &str,
+    lines: &[(&str, &str, &str)],
+) {
     let dir = home.path().join(".claude/projects/-app");
-    std::fs::create_dir_all(&dir).expect("mkdir");
     let mut out = String::new();
-    for (i, (role, text)) in lines.iter().enumerate() {
+    for (i, (role, text, ts)) in lines.iter().enumerate() {
         let content = match *role {
             "user" => json!(text),
             _ => json!([{"type": "text", "text": text}]),
@@ -581,6 +598,61 @@ fn mcp_search_leaves_out_the_conversation_that_asks() {
         assert!(r.contains(asking) && r.contains("agent-a1b2c3"), "{r}");
         assert!(r.contains("invalidation was"), "{r}");
         assert!(!r.contains("left out"), "{r}");
+        client.cancel().await.expect("close the client");
+        // A second conversation at work in the same folder, begun before
+        // the question and written to since: the folder's newest.
+        let (before, after) = (
+            chrono::Utc::now() - chrono::Duration::seconds(5),
+            chrono::Utc::now() + chrono::Duration::seconds(5),
+        );
+        let millis = |t: chrono::DateTime<chrono::Utc>| {
+            t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+        };
+        let other = "0c0c0c0c-0000-4000-8000-000000000003";
+        write_claude_lines(
+            &home,
+            &format!("{other}.jsonl"),
+            other,
+            cwd,
+            &[
+                ("user", "chart the pricecache hit rate", &millis(before)),
+                (
+                    "assistant",
+                    "Charted the prices route's pricecache hits.",
+                    &millis(after),
+                ),
+            ],
+        );
+        // Claude Code names its conversation to the servers it starts;
+        // that one is left out, the other answers.
+        let mut cmd = home.cmd(&["mcp"]);
+        cmd.env("CLAUDE_CODE_SESSION_ID", asking)
+            .stderr(Stdio::inherit())
+            .current_dir(&app);
+        let claude = ClientConfig::new(
+            ClientCapabilities::default(),
+            Implementation::new("claude-code", "2.1.337"),
+        );
+        let client = claude
+            .serve(TokioChildProcess::new(tokio::process::Command::from(cmd)).expect("spawn"))
+            .await
+            .expect("MCP handshake with cairn mcp");
+        let r = client
+            .call_tool(CallToolRequestParams::new("search").with_arguments(args(
+                json!({"query": "pricecache prices route", "limit": 3}),
+            )))
+            .await
+            .expect("tools/call search");
+        let r = text(&r);
+        assert!(
+            r.contains(&format!("claude-code:{asking}")) && r.contains("are left out"),
+            "{r}"
+        );
+        assert!(
+            r.contains("invalidation was") && r.contains("Charted the prices"),
+            "{r}"
+        );
+        assert!(!r.contains("why did we turn"), "{r}");
         client.cancel().await.expect("close the client");
     });
 }

@@ -81,6 +81,20 @@ pub struct Asking {
     /// The agent the client is, when its name says ([`agent_of_client`]):
     /// only that agent's sessions can be the one asking.
     pub agent: Option<&'static str>,
+    /// The conversation the client named when it started the server, with
+    /// its agent ([`named_by_client`]): the asking one even when another
+    /// of the same agent is at work in the same folder.
+    pub named: Option<(&'static str, String)>,
+}
+
+/// The conversation an agent names in the environment it starts its MCP
+/// servers with: Claude Code 2.1.337 sets `CLAUDE_CODE_SESSION_ID` to its
+/// session's id (the other agents checked name none to their servers).
+pub fn named_by_client(env: impl Fn(&str) -> Option<String>) -> Option<(&'static str, String)> {
+    env("CLAUDE_CODE_SESSION_ID")
+        .map(|id| id.trim().to_owned())
+        .filter(|id| !id.is_empty())
+        .map(|id| ("claude-code", id))
 }
 
 /// The agent id of an MCP client, by the name it gives in its handshake,
@@ -110,21 +124,21 @@ const ASKING_SLACK_MS: i64 = 60_000;
 /// and those of other conversations at work at the same time.
 const ASKING_SESSIONS: i64 = 64;
 
-/// The sessions of the conversation that is asking, the one that asks
-/// first. That one is this machine's session (of the client's agent, when
-/// known) whose project is the server's folder, written to last, and
-/// written to since the server started; with it come the conversation it is a sub-agent of, and that
-/// conversation's other sub-agents written to since. Empty when no
-/// session fits.
+/// The sessions of the conversation that is asking. That one is this
+/// machine's session written to since the server started (of the client's
+/// agent, when known): the one the client named, or else the one written
+/// to last whose project is the server's folder. When both are found and
+/// differ, the named one asks unless it had ended before the folder's
+/// began (the user cleared the conversation and started anew; the server
+/// keeps the name it started with). With it come the conversation it is a
+/// sub-agent of, and that conversation's other sub-agents written to
+/// since. Empty when no session fits.
 pub fn asking_sessions(
     store: &Store,
     machine: &str,
     asking: &Asking,
 ) -> Result<Vec<SessionInfo>, StoreError> {
     let cwd = asking.cwd.trim_end_matches('/');
-    if cwd.is_empty() {
-        return Ok(Vec::new());
-    }
     // This machine's sessions written since the start, newest first.
     let since = asking.since_ms - ASKING_SLACK_MS;
     let mut recent: Vec<SessionInfo> = store
@@ -132,11 +146,26 @@ pub fn asking_sessions(
         .into_iter()
         .filter(|s| s.machine == machine && asking.agent.is_none_or(|a| s.agent == a))
         .collect();
-    let Some(at) = recent
+    let in_folder = recent
         .iter()
-        .position(|s| s.project.as_deref() == Some(cwd))
-    else {
-        return Ok(Vec::new());
+        .position(|s| !cwd.is_empty() && s.project.as_deref() == Some(cwd));
+    // Only a client that says it is the naming agent: another agent
+    // started from that one's shell inherits the name.
+    let named = asking.named.as_ref().and_then(|(agent, id)| {
+        (asking.agent == Some(*agent))
+            .then(|| recent.iter().position(|s| s.session_id == *id))
+            .flatten()
+    });
+    let at = match (named, in_folder) {
+        (Some(n), Some(f)) => {
+            let ended_before = match (recent[n].last_ms, recent[f].first_ms) {
+                (Some(ended), Some(began)) => ended < began,
+                _ => false,
+            };
+            if ended_before { f } else { n }
+        }
+        (Some(at), None) | (None, Some(at)) => at,
+        (None, None) => return Ok(Vec::new()),
     };
     let asker = recent.remove(at);
     let root = asker
@@ -561,6 +590,7 @@ mod tests {
                 cwd: cwd.to_owned(),
                 since_ms,
                 agent,
+                named: None,
             };
             let found = asking_sessions(&store, "laptop", &asking).expect("read");
             found.into_iter().map(|s| s.session_id).collect()
@@ -584,6 +614,97 @@ mod tests {
         // A minute's slack before the start, and not more.
         assert_eq!(pick("/src/app/web", START + 80_000), ["below"]);
         assert_eq!(pick("/src/app", START + 80_000), ["agent-a1", "main"]);
+    }
+
+    #[test]
+    fn the_conversation_the_client_names_asks_unless_it_ended_first() {
+        const START: i64 = 1_800_000_000_000;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut store = Store::open(&dir.path().join("cairn.db")).expect("open");
+        store.upsert_node("n-laptop", "laptop").expect("node");
+        // (session, parent, project, first and last record times)
+        let sessions = [
+            ("cleared", None, "/src/lib", START + 1_000, START + 5_000),
+            ("mine", None, "/src/app", START + 2_000, START + 30_000),
+            (
+                "agent-m1",
+                Some("mine"),
+                "/src/app",
+                START + 31_000,
+                START + 32_000,
+            ),
+            ("other", None, "/src/app", START + 5_000, START + 40_000),
+            ("elsewhere", None, "/src/lib", START + 6_000, START + 20_000),
+            (
+                "old",
+                None,
+                "/src/app",
+                START - 7_200_000,
+                START - 3_600_000,
+            ),
+        ];
+        let mut ing = store.ingest("n-laptop").expect("ingest");
+        for (sid, parent, project, first, last) in sessions {
+            for t in [first, last] {
+                let mut r = Record::new("claude-code", sid, Role::User, format!("said at {t}"));
+                r.parent_session = parent.map(str::to_owned);
+                r.project = Some(project.to_owned());
+                r.time_ms = Some(t);
+                ing.insert(&r, None).expect("insert");
+            }
+        }
+        ing.commit().expect("commit");
+        let pick_as = |agent: Option<&'static str>, cwd: &str, named: Option<&str>| {
+            let asking = Asking {
+                cwd: cwd.to_owned(),
+                since_ms: START,
+                agent,
+                named: named.map(|id| ("claude-code", id.to_owned())),
+            };
+            let found = asking_sessions(&store, "laptop", &asking).expect("read");
+            found.into_iter().map(|s| s.session_id).collect::<Vec<_>>()
+        };
+        let pick = |cwd: &str, named: Option<&str>| pick_as(Some("claude-code"), cwd, named);
+        // Unnamed, the folder's newest asks: here another conversation.
+        assert_eq!(pick("/src/app", None), ["other"]);
+        // Named, the client's own, with its sub-agent, though another
+        // conversation in the folder was written to later.
+        assert_eq!(pick("/src/app", Some("mine")), ["mine", "agent-m1"]);
+        // Named from another folder, or with the server started outside
+        // any project.
+        assert_eq!(pick("/src/lib", Some("mine")), ["mine", "agent-m1"]);
+        assert_eq!(pick("/home/me", Some("mine")), ["mine", "agent-m1"]);
+        assert_eq!(pick("", Some("mine")), ["mine", "agent-m1"]);
+        // The named conversation ended before the folder's newest began:
+        // cleared and started anew, so the newest asks.
+        assert_eq!(pick("/src/lib", Some("cleared")), ["elsewhere"]);
+        // A name not written to since the start, or unknown: the folder's.
+        assert_eq!(pick("/src/app", Some("old")), ["other"]);
+        assert_eq!(pick("/src/app", Some("nobody")), ["other"]);
+        assert!(pick("/home/me", Some("old")).is_empty());
+        // A client that is not Claude Code (started from its shell, so
+        // with its name in the environment) does not take the name.
+        assert_eq!(pick_as(None, "/src/app", Some("mine")), ["other"]);
+        assert_eq!(
+            pick_as(Some("codex"), "/src/app", Some("mine")),
+            Vec::<String>::new()
+        );
+    }
+
+    #[test]
+    fn claude_code_names_its_conversation_to_its_servers() {
+        let env = |id: &'static str| {
+            move |k: &str| (k == "CLAUDE_CODE_SESSION_ID").then(|| id.to_owned())
+        };
+        assert_eq!(
+            named_by_client(env("17b78e52-d3c2-413b-8766-602e00c4c39d")),
+            Some((
+                "claude-code",
+                "17b78e52-d3c2-413b-8766-602e00c4c39d".to_owned()
+            ))
+        );
+        assert_eq!(named_by_client(env("  ")), None);
+        assert_eq!(named_by_client(|_| None), None);
     }
 
     #[test]

@@ -317,6 +317,7 @@ pub fn serve_stdio(config: Config) -> Result<(), ServeError> {
             cwd: cwd.to_string_lossy().into_owned(),
             since_ms: system_clock(),
             agent: None, // known once the client has said who it is
+            named: answer::named_by_client(|k| std::env::var(k).ok()),
         });
     }
     rt.block_on(super::stdio::serve_lines(
