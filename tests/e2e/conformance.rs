@@ -202,6 +202,22 @@ const RECORDINGS: &[Recording] = &[
         }],
     },
     Recording {
+        dir: "claude-code/2.1.337",
+        agent: "claude-code",
+        run: "claude",
+        secrets: &[RECORD_SECRET],
+        sessions: &[Session {
+            id: "d22b2864-2eb8-49de-aea6-868b042fad33",
+            parent: None,
+            records: &[
+                ("user", "{PROMPT}", 1796692602853),
+                ("tool_call", "Bash: echo hello", 1796692602919),
+                ("tool_output", "Bash: hello", 1796692602971),
+                ("assistant", FACT_REDACTED, 1796692602993),
+            ],
+        }],
+    },
+    Recording {
         dir: "cline/3.0.65",
         agent: "cline",
         run: "cline",

@@ -49,6 +49,16 @@ const WIRED: &[Wired] = &[
         calls: &["ToolSearch", "mcp__cairn__search"],
         passed: true,
     },
+    // 2.1.337 the same way; it also names the conversation to cairn in
+    // the server's environment (`CLAUDE_CODE_SESSION_ID`).
+    Wired {
+        dir: "claude-code/2.1.337",
+        agent: "claude-code",
+        offered: None,
+        listed: Some("mcp__cairn__search"),
+        calls: &["ToolSearch", "mcp__cairn__search"],
+        passed: true,
+    },
     // The CLI's own settings file (`~/.cline/data/settings/`).
     Wired {
         dir: "cline/3.0.65",
