@@ -965,3 +965,203 @@ fn mcp_no_hidden_character_survives_any_tool() {
         client.cancel().await.expect("close the client");
     });
 }
+
+/// Writes a Codex rollout of session `id` working in `cwd`: its meta line,
+/// then `lines` (role, text, time).
+fn write_codex_rollout(home: &TestHome, id: &str, cwd: &str, lines: &[(&str, &str, &str)]) {
+    let day = home.path().join(".codex/sessions/2026/12/08");
+    std::fs::create_dir_all(&day).expect("mkdir");
+    let first = lines.first().map_or("2026-12-08T00:00:00.000Z", |l| l.2);
+    let mut out = format!(
+        "{}\n",
+        json!({"timestamp": first, "type": "session_meta",
+            "payload": {"id": id, "timestamp": first, "cwd": cwd}})
+    );
+    for (role, text, ts) in lines {
+        let kind = if *role == "user" {
+            "input_text"
+        } else {
+            "output_text"
+        };
+        let line = json!({"timestamp": ts, "type": "response_item",
+            "payload": {"type": "message", "role": role,
+                "content": [{"type": kind, "text": text}]}});
+        out.push_str(&format!("{line}\n"));
+    }
+    let name = format!("rollout-2026-12-08T00-00-00-{id}.jsonl");
+    std::fs::write(day.join(name), out).expect("rollout");
+}
+
+/// Sends `msgs` to a `cairn mcp` started in `dir` with `env` set, and
+/// returns the text of its answer to the request with id 2.
+fn raw_search(
+    home: &TestHome,
+    dir: &std::path::Path,
+    env: &[(&str, &str)],
+    msgs: &[Value],
+) -> String {
+    let mut cmd = home.cmd(&["mcp"]);
+    cmd.envs(env.iter().copied())
+        .current_dir(dir)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit());
+    let mut child = cmd.spawn().expect("spawn cairn mcp");
+    let mut stdin = child.stdin.take().expect("stdin");
+    let mut stdout = BufReader::new(child.stdout.take().expect("stdout"));
+    for m in msgs {
+        writeln!(stdin, "{m}").expect("write request");
+    }
+    stdin.flush().expect("flush");
+    let answer = loop {
+        let mut line = String::new();
+        let n = stdout.read_line(&mut line).expect("read stdout");
+        assert!(n > 0, "stdout closed before the answer");
+        let v: Value = serde_json::from_str(&line).expect("JSON-RPC line");
+        if v["id"] == 2 {
+            break v;
+        }
+    };
+    drop(stdin);
+    child.wait().expect("cairn mcp exits on EOF");
+    answer["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no text in {answer}"))
+        .to_owned()
+}
+
+#[test]
+fn mcp_search_leaves_out_the_conversation_its_caller_names() {
+    let home = TestHome::seeded();
+    let app = home.path().join("app");
+    std::fs::create_dir_all(&app).expect("mkdir");
+    let cwd = app.to_str().expect("utf-8 path");
+    let now = chrono::Utc::now();
+    let at = |secs: i64| {
+        (now + chrono::Duration::seconds(secs)).to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+    };
+    write_claude_session(
+        &home,
+        "0a0a0a0a-0000-4000-8000-000000000001.jsonl",
+        "0a0a0a0a-0000-4000-8000-000000000001",
+        cwd,
+        "2026-03-02T10:00:00.000Z",
+        &[(
+            "assistant",
+            "We turned the pricecache off for the prices route: invalidation was unreliable.",
+        )],
+    );
+    // Two Claude Code conversations and two Codex ones at work in the
+    // project; the asking one of each is not the one written to last.
+    let claude_asks = "0b0b0b0b-0000-4000-8000-000000000002";
+    write_claude_lines(
+        &home,
+        &format!("{claude_asks}.jsonl"),
+        claude_asks,
+        cwd,
+        &[
+            ("user", "let us look at the prices route", &at(-6)),
+            (
+                "user",
+                "why did we turn the pricecache off for the prices route?",
+                &at(0),
+            ),
+        ],
+    );
+    let claude_other = "0c0c0c0c-0000-4000-8000-000000000003";
+    write_claude_lines(
+        &home,
+        &format!("{claude_other}.jsonl"),
+        claude_other,
+        cwd,
+        &[
+            ("user", "chart the pricecache hit rate", &at(-5)),
+            (
+                "assistant",
+                "Charted the prices route's pricecache hits.",
+                &at(5),
+            ),
+        ],
+    );
+    let codex_asks = "01a25341-da33-71e3-93e7-000000000004";
+    write_codex_rollout(
+        &home,
+        codex_asks,
+        cwd,
+        &[
+            ("user", "codex: look at the prices route", &at(-4)),
+            (
+                "user",
+                "codex: is the pricecache still off for the prices route?",
+                &at(1),
+            ),
+        ],
+    );
+    let codex_other = "01a25341-da33-71e3-93e7-000000000005";
+    write_codex_rollout(
+        &home,
+        codex_other,
+        cwd,
+        &[
+            ("user", "codex: profile the prices route", &at(-3)),
+            (
+                "assistant",
+                "codex: the prices route spends its time outside the pricecache.",
+                &at(6),
+            ),
+        ],
+    );
+    home.ok(&["index", "--quiet"]);
+    let search = |meta: &Value| {
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+            "name": "search", "arguments": {"query": "pricecache prices route", "limit": 8},
+            "_meta": meta}})
+    };
+
+    // Claude Code 2.1.337: no handshake, the client named in every
+    // request's `_meta`, its conversation in the server's environment.
+    let meta = json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientInfo": {"name": "claude-code", "version": "2.1.337"},
+        "io.modelcontextprotocol/clientCapabilities": {}});
+    let discover = json!({"jsonrpc": "2.0", "id": "d", "method": "server/discover",
+        "params": {"_meta": meta}});
+    let r = raw_search(
+        &home,
+        &app,
+        &[("CLAUDE_CODE_SESSION_ID", claude_asks)],
+        &[discover, search(&meta)],
+    );
+    assert!(
+        r.contains(&format!("own session (claude-code:{claude_asks})")),
+        "{r}"
+    );
+    assert!(!r.contains("why did we turn"), "{r}");
+    assert!(
+        r.contains("invalidation was") && r.contains("Charted the prices"),
+        "{r}"
+    );
+    // Only Claude Code's own sessions can be the asking one.
+    assert!(
+        r.contains("still off") && r.contains("outside the pricecache"),
+        "{r}"
+    );
+
+    // Codex 0.171.0: a handshake, and each call names its session.
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "codex-mcp-client", "version": "0.171.0"}}});
+    let ready = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    let meta = json!({"sessionId": codex_asks, "threadId": codex_asks,
+        "x-codex-turn-metadata": {"session_id": codex_asks, "codex_version": "0.171.0"}});
+    let r = raw_search(&home, &app, &[], &[init, ready, search(&meta)]);
+    assert!(
+        r.contains(&format!("own session (codex:{codex_asks})")),
+        "{r}"
+    );
+    assert!(!r.contains("still off"), "{r}");
+    assert!(
+        r.contains("outside the pricecache") && r.contains("why did we turn"),
+        "{r}"
+    );
+}

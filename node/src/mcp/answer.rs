@@ -97,8 +97,52 @@ pub fn named_by_client(env: impl Fn(&str) -> Option<String>) -> Option<(&'static
         .map(|id| ("claude-code", id))
 }
 
-/// The agent id of an MCP client, by the name it gives in its handshake,
-/// as the releases checked send it (Claude Code 2.1.197, Gemini CLI
+/// Who makes a tool call, as far as the call says: the client's agent
+/// (by the name it gives in its handshake or, in the stateless protocol
+/// without one, in each request's `_meta`) and the conversation the call
+/// names, if any ([`named_in_call`]).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Caller {
+    /// The client's agent ([`agent_of_client`]).
+    pub agent: Option<&'static str>,
+    /// The conversation the call names, with its agent.
+    pub named: Option<(&'static str, String)>,
+}
+
+impl Caller {
+    /// The caller of a request from a client named `client` (its
+    /// handshake's name, else its `_meta`'s), the request carrying `meta`.
+    pub fn of(client: Option<&str>, meta: &serde_json::Map<String, serde_json::Value>) -> Caller {
+        let agent = client.and_then(agent_of_client);
+        Caller {
+            agent,
+            named: named_in_call(agent, meta),
+        }
+    }
+}
+
+/// The conversation a tool call names in its `_meta`: Codex 0.171.0 sends
+/// its session's id (`sessionId`, and `session_id` in
+/// `x-codex-turn-metadata`). Claude Code 2.1.337 sends only the id of the
+/// tool use, which its transcript holds only after the call began.
+pub fn named_in_call(
+    agent: Option<&'static str>,
+    meta: &serde_json::Map<String, serde_json::Value>,
+) -> Option<(&'static str, String)> {
+    if agent != Some("codex") {
+        return None;
+    }
+    meta.get("sessionId")
+        .or_else(|| meta.get("x-codex-turn-metadata")?.get("session_id"))
+        .and_then(serde_json::Value::as_str)
+        .map(str::trim)
+        .filter(|id| !id.is_empty())
+        .map(|id| ("codex", id.to_owned()))
+}
+
+/// The agent id of an MCP client, by the name it gives in its handshake
+/// (or `_meta`), as the releases checked send it (Claude Code 2.1.197 and
+/// 2.1.337, Gemini CLI
 /// 0.61.0, Codex 0.171.0, opencode 1.18.33, Cline CLI 3.0.65, cn 1.5.47,
 /// Qwen Code 0.15.10). `None` for any other name: Python SDK clients
 /// (Kimi CLI, OpenHands, Vibe) all send "mcp".
@@ -688,6 +732,40 @@ mod tests {
         assert_eq!(
             pick_as(Some("codex"), "/src/app", Some("mine")),
             Vec::<String>::new()
+        );
+    }
+
+    #[test]
+    fn codex_names_its_session_in_each_call() {
+        // The `_meta` of a search Codex 0.171.0 sent (trimmed).
+        let meta = serde_json::json!({
+            "callId": "call_4eb56a3cb58f40f6b4ce",
+            "x-codex-turn-metadata": {"session_id": "01a25341-da33-71e3-93e7-dfec6170b92e",
+                "thread_id": "01a25341-da33-71e3-93e7-dfec6170b92e", "codex_version": "0.171.0"},
+            "threadId": "01a25341-da33-71e3-93e7-dfec6170b92e",
+            "sessionId": "01a25341-da33-71e3-93e7-dfec6170b92e",
+            "progressToken": 2});
+        let meta = meta.as_object().expect("object");
+        let named = Some(("codex", "01a25341-da33-71e3-93e7-dfec6170b92e".to_owned()));
+        let caller = Caller::of(Some("codex-mcp-client"), meta);
+        assert_eq!(
+            caller,
+            Caller {
+                agent: Some("codex"),
+                named: named.clone()
+            }
+        );
+        // The turn metadata alone names it too.
+        let mut turn = meta.clone();
+        turn.remove("sessionId");
+        assert_eq!(named_in_call(Some("codex"), &turn), named);
+        // Another client's `sessionId` is no Codex session; nor is an empty one.
+        assert_eq!(Caller::of(Some("opencode"), meta).named, None);
+        assert_eq!(Caller::of(None, meta), Caller::default());
+        let empty = serde_json::json!({"sessionId": " "});
+        assert_eq!(
+            named_in_call(Some("codex"), empty.as_object().expect("object")),
+            None
         );
     }
 

@@ -104,17 +104,18 @@ impl CairnServer {
 
     /// Runs one tool call to completion (blocking). Unknown tools are the
     /// only protocol error; everything else is a tool result.
-    /// `client_agent` is the agent the client said it is in its handshake
-    /// ([`answer::agent_of_client`]), if known.
+    /// `caller` is who the call says makes it ([`answer::Caller`]): a
+    /// conversation it names outranks the one named at the server's start.
     pub fn call_blocking(
         &self,
         name: &str,
         args: rmcp::model::JsonObject,
-        client_agent: Option<&'static str>,
+        caller: answer::Caller,
     ) -> Option<CallToolResult> {
         let now = (self.clock)();
         let asking = self.asking.clone().map(|a| answer::Asking {
-            agent: client_agent,
+            agent: caller.agent,
+            named: caller.named.or(a.named),
             ..a
         });
         let outcome = match name {
@@ -274,13 +275,17 @@ impl ServerHandler for CairnServer {
         let args = request.arguments.unwrap_or_default();
         let server = self.clone();
         let tool = name.clone();
-        let client_agent = context
-            .peer
-            .peer_info()
-            .and_then(|i| answer::agent_of_client(&i.client_info.name));
+        // The handshake names the client; a stateless client (protocol
+        // 2026-07-28, as Claude Code 2.1.337 speaks it) has none and names
+        // itself in every request's `_meta`.
+        let client = match context.peer.peer_info() {
+            Some(info) => Some(info.client_info.name.clone()),
+            None => context.meta.client_info().map(|i| i.name),
+        };
+        let caller = answer::Caller::of(client.as_deref(), &context.meta.0.0);
         let done = tokio::task::spawn_blocking(move || {
             let _enter = span.enter();
-            server.call_blocking(&tool, args, client_agent)
+            server.call_blocking(&tool, args, caller)
         })
         .await;
         match done {
