@@ -237,6 +237,12 @@ pub fn search(
         Some(a) => asking_sessions(node.store(), &node.config().node_name, a)?,
         None => Vec::new(),
     };
+    tracing::debug!(
+        client = ?asking.and_then(|a| a.agent),
+        named = ?asking.and_then(|a| a.named.as_ref()),
+        asking = ?asker.iter().map(|s| &s.session_id).collect::<Vec<_>>(),
+        "the asking conversation"
+    );
     let opts = SearchOptions {
         // More, so that leaving the asking sessions out keeps the limit.
         limit: req.limit + asker.len(),
