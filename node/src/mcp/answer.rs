@@ -81,20 +81,37 @@ pub struct Asking {
     /// The agent the client is, when its name says ([`agent_of_client`]):
     /// only that agent's sessions can be the one asking.
     pub agent: Option<&'static str>,
-    /// The conversation the client named when it started the server, with
-    /// its agent ([`named_by_client`]): the asking one even when another
-    /// of the same agent is at work in the same folder.
-    pub named: Option<(&'static str, String)>,
+    /// The conversation the client names ([`named_by_client`],
+    /// [`named_in_call`]): the asking one even when another of the same
+    /// agent is at work in the same folder.
+    pub named: Option<Named>,
+}
+
+/// A conversation a client names: its agent and session id, and whether
+/// the call itself named it (exact) or the server's start did (stale once
+/// the user clears the conversation: it goes on under another id).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Named {
+    /// The agent whose session it is.
+    pub agent: &'static str,
+    /// The agent's id of the session.
+    pub id: String,
+    /// Named by the tool call rather than at the server's start.
+    pub by_call: bool,
 }
 
 /// The conversation an agent names in the environment it starts its MCP
 /// servers with: Claude Code 2.1.337 sets `CLAUDE_CODE_SESSION_ID` to its
 /// session's id (the other agents checked name none to their servers).
-pub fn named_by_client(env: impl Fn(&str) -> Option<String>) -> Option<(&'static str, String)> {
+pub fn named_by_client(env: impl Fn(&str) -> Option<String>) -> Option<Named> {
     env("CLAUDE_CODE_SESSION_ID")
         .map(|id| id.trim().to_owned())
         .filter(|id| !id.is_empty())
-        .map(|id| ("claude-code", id))
+        .map(|id| Named {
+            agent: "claude-code",
+            id,
+            by_call: false,
+        })
 }
 
 /// Who makes a tool call, as far as the call says: the client's agent
@@ -105,8 +122,8 @@ pub fn named_by_client(env: impl Fn(&str) -> Option<String>) -> Option<(&'static
 pub struct Caller {
     /// The client's agent ([`agent_of_client`]).
     pub agent: Option<&'static str>,
-    /// The conversation the call names, with its agent.
-    pub named: Option<(&'static str, String)>,
+    /// The conversation the call names.
+    pub named: Option<Named>,
 }
 
 impl Caller {
@@ -128,7 +145,7 @@ impl Caller {
 pub fn named_in_call(
     agent: Option<&'static str>,
     meta: &serde_json::Map<String, serde_json::Value>,
-) -> Option<(&'static str, String)> {
+) -> Option<Named> {
     if agent != Some("codex") {
         return None;
     }
@@ -137,7 +154,11 @@ pub fn named_in_call(
         .and_then(serde_json::Value::as_str)
         .map(str::trim)
         .filter(|id| !id.is_empty())
-        .map(|id| ("codex", id.to_owned()))
+        .map(|id| Named {
+            agent: "codex",
+            id: id.to_owned(),
+            by_call: true,
+        })
 }
 
 /// The agent id of an MCP client, by the name it gives in its handshake
@@ -172,9 +193,9 @@ const ASKING_SESSIONS: i64 = 64;
 /// machine's session written to since the server started (of the client's
 /// agent, when known): the one the client named, or else the one written
 /// to last whose project is the server's folder. When both are found and
-/// differ, the named one asks unless it had ended before the folder's
-/// began (the user cleared the conversation and started anew; the server
-/// keeps the name it started with). With it come the conversation it is a
+/// differ, the named one asks unless the server's start named it and it
+/// had ended before the folder's began (the user cleared the conversation
+/// and started anew under another id). With it come the conversation it is a
 /// sub-agent of, and that conversation's other sub-agents written to
 /// since. Empty when no session fits.
 pub fn asking_sessions(
@@ -195,20 +216,21 @@ pub fn asking_sessions(
         .position(|s| !cwd.is_empty() && s.project.as_deref() == Some(cwd));
     // Only a client that says it is the naming agent: another agent
     // started from that one's shell inherits the name.
-    let named = asking.named.as_ref().and_then(|(agent, id)| {
-        (asking.agent == Some(*agent))
-            .then(|| recent.iter().position(|s| s.session_id == *id))
+    let named = asking.named.as_ref().and_then(|n| {
+        (asking.agent == Some(n.agent))
+            .then(|| recent.iter().position(|s| s.session_id == n.id))
             .flatten()
     });
+    let by_call = asking.named.as_ref().is_some_and(|n| n.by_call);
     let at = match (named, in_folder) {
-        (Some(n), Some(f)) => {
+        (Some(n), Some(f)) if !by_call => {
             let ended_before = match (recent[n].last_ms, recent[f].first_ms) {
                 (Some(ended), Some(began)) => ended < began,
                 _ => false,
             };
             if ended_before { f } else { n }
         }
-        (Some(at), None) | (None, Some(at)) => at,
+        (Some(at), _) | (None, Some(at)) => at,
         (None, None) => return Ok(Vec::new()),
     };
     let asker = recent.remove(at);
@@ -704,17 +726,22 @@ mod tests {
             }
         }
         ing.commit().expect("commit");
-        let pick_as = |agent: Option<&'static str>, cwd: &str, named: Option<&str>| {
+        let pick_named = |agent: Option<&'static str>, cwd: &str, named: Option<&str>, by_call| {
             let asking = Asking {
                 cwd: cwd.to_owned(),
                 since_ms: START,
                 agent,
-                named: named.map(|id| ("claude-code", id.to_owned())),
+                named: named.map(|id| Named {
+                    agent: "claude-code",
+                    id: id.to_owned(),
+                    by_call,
+                }),
             };
             let found = asking_sessions(&store, "laptop", &asking).expect("read");
             found.into_iter().map(|s| s.session_id).collect::<Vec<_>>()
         };
-        let pick = |cwd: &str, named: Option<&str>| pick_as(Some("claude-code"), cwd, named);
+        let pick_as = |agent, cwd: &str, named| pick_named(agent, cwd, named, false);
+        let pick = |cwd: &str, named| pick_as(Some("claude-code"), cwd, named);
         // Unnamed, the folder's newest asks: here another conversation.
         assert_eq!(pick("/src/app", None), ["other"]);
         // Named, the client's own, with its sub-agent, though another
@@ -728,6 +755,10 @@ mod tests {
         // The named conversation ended before the folder's newest began:
         // cleared and started anew, so the newest asks.
         assert_eq!(pick("/src/lib", Some("cleared")), ["elsewhere"]);
+        // Named by the call itself, it asks all the same: such a name is
+        // never stale (its newest lines may come after the call).
+        let by_call = pick_named(Some("claude-code"), "/src/lib", Some("cleared"), true);
+        assert_eq!(by_call, ["cleared"]);
         // A name not written to since the start, or unknown: the folder's.
         assert_eq!(pick("/src/app", Some("old")), ["other"]);
         assert_eq!(pick("/src/app", Some("nobody")), ["other"]);
@@ -752,7 +783,11 @@ mod tests {
             "sessionId": "01a25341-da33-71e3-93e7-dfec6170b92e",
             "progressToken": 2});
         let meta = meta.as_object().expect("object");
-        let named = Some(("codex", "01a25341-da33-71e3-93e7-dfec6170b92e".to_owned()));
+        let named = Some(Named {
+            agent: "codex",
+            id: "01a25341-da33-71e3-93e7-dfec6170b92e".to_owned(),
+            by_call: true,
+        });
         let caller = Caller::of(Some("codex-mcp-client"), meta);
         assert_eq!(
             caller,
@@ -782,10 +817,11 @@ mod tests {
         };
         assert_eq!(
             named_by_client(env("17b78e52-d3c2-413b-8766-602e00c4c39d")),
-            Some((
-                "claude-code",
-                "17b78e52-d3c2-413b-8766-602e00c4c39d".to_owned()
-            ))
+            Some(Named {
+                agent: "claude-code",
+                id: "17b78e52-d3c2-413b-8766-602e00c4c39d".to_owned(),
+                by_call: false,
+            })
         );
         assert_eq!(named_by_client(env("  ")), None);
         assert_eq!(named_by_client(|_| None), None);
