@@ -81,10 +81,11 @@ pub struct Asking {
     /// The agent the client is, when its name says ([`agent_of_client`]):
     /// only that agent's sessions can be the one asking.
     pub agent: Option<&'static str>,
-    /// The conversation the client names ([`named_by_client`],
-    /// [`named_in_call`]): the asking one even when another of the same
-    /// agent is at work in the same folder.
-    pub named: Option<Named>,
+    /// The conversations named to the server ([`named_by_client`],
+    /// [`named_in_call`]), the call's first: the one of the client's agent
+    /// asks, even when another of the same agent is at work in the same
+    /// folder.
+    pub named: Vec<Named>,
 }
 
 /// A conversation a client names: its agent and session id, and whether
@@ -100,18 +101,29 @@ pub struct Named {
     pub by_call: bool,
 }
 
-/// The conversation an agent names in the environment it starts its MCP
-/// servers with: Claude Code 2.1.337 sets `CLAUDE_CODE_SESSION_ID` to its
-/// session's id (the other agents checked name none to their servers).
-pub fn named_by_client(env: impl Fn(&str) -> Option<String>) -> Option<Named> {
-    env("CLAUDE_CODE_SESSION_ID")
-        .map(|id| id.trim().to_owned())
-        .filter(|id| !id.is_empty())
-        .map(|id| Named {
-            agent: "claude-code",
-            id,
-            by_call: false,
+/// The environment variables in which agents name their conversation to
+/// the MCP servers they start, as the releases checked do: Claude Code
+/// 2.1.337 and GitHub Copilot CLI 1.0.102 (Gemini CLI, Codex, opencode,
+/// Qwen Code, Cline, cn, Kimi CLI, Vibe, OpenHands and droid name none).
+const NAMED_IN_ENV: [(&str, &str); 2] = [
+    ("CLAUDE_CODE_SESSION_ID", "claude-code"),
+    ("COPILOT_AGENT_SESSION_ID", "copilot"),
+];
+
+/// The conversations named in the environment the server started with
+/// (an agent started from another's shell inherits that one's too).
+pub fn named_by_client(env: impl Fn(&str) -> Option<String>) -> Vec<Named> {
+    NAMED_IN_ENV
+        .iter()
+        .filter_map(|(var, agent)| {
+            let id = env(var)?.trim().to_owned();
+            (!id.is_empty()).then_some(Named {
+                agent,
+                id,
+                by_call: false,
+            })
         })
+        .collect()
 }
 
 /// Who makes a tool call, as far as the call says: the client's agent
@@ -140,33 +152,36 @@ impl Caller {
 
 /// The conversation a tool call names in its `_meta`: Codex 0.171.0 sends
 /// its session's id (`sessionId`, and `session_id` in
-/// `x-codex-turn-metadata`). Claude Code 2.1.337 sends only the id of the
-/// tool use, which its transcript holds only after the call began.
+/// `x-codex-turn-metadata`), droid 0.225.2 its session's in
+/// `assemblySessionId`. Claude Code 2.1.337 sends only the id of the tool
+/// use, which its transcript holds only after the call began.
 pub fn named_in_call(
     agent: Option<&'static str>,
     meta: &serde_json::Map<String, serde_json::Value>,
 ) -> Option<Named> {
-    if agent != Some("codex") {
-        return None;
-    }
-    meta.get("sessionId")
-        .or_else(|| meta.get("x-codex-turn-metadata")?.get("session_id"))
-        .and_then(serde_json::Value::as_str)
-        .map(str::trim)
-        .filter(|id| !id.is_empty())
-        .map(|id| Named {
-            agent: "codex",
-            id: id.to_owned(),
-            by_call: true,
-        })
+    let agent = agent?;
+    let id = match agent {
+        "codex" => meta
+            .get("sessionId")
+            .or_else(|| meta.get("x-codex-turn-metadata")?.get("session_id")),
+        "factory" => meta.get("assemblySessionId"),
+        _ => None,
+    }?;
+    let id = id.as_str()?.trim();
+    (!id.is_empty()).then(|| Named {
+        agent,
+        id: id.to_owned(),
+        by_call: true,
+    })
 }
 
 /// The agent id of an MCP client, by the name it gives in its handshake
 /// (or `_meta`), as the releases checked send it (Claude Code 2.1.197 and
 /// 2.1.337, Gemini CLI
 /// 0.61.0, Codex 0.171.0, opencode 1.18.33, Cline CLI 3.0.65, cn 1.5.47,
-/// Qwen Code 0.15.10). `None` for any other name: Python SDK clients
-/// (Kimi CLI, OpenHands, Vibe) all send "mcp".
+/// Qwen Code 0.15.10, Copilot CLI 1.0.102, droid 0.225.2). `None` for any
+/// other name: Python SDK clients (Kimi CLI, Vibe) send "mcp", OpenHands
+/// "fastmcp".
 pub fn agent_of_client(name: &str) -> Option<&'static str> {
     Some(match name {
         "claude-code" => "claude-code",
@@ -175,6 +190,8 @@ pub fn agent_of_client(name: &str) -> Option<&'static str> {
         "opencode" => "opencode",
         "@cline/core" => "cline",
         "continue-cli-client" => "continue",
+        "copilot-cli" => "copilot",
+        "factory-cli" => "factory",
         n if n.starts_with("qwen-cli-mcp-client") => "qwen",
         _ => return None,
     })
@@ -214,14 +231,11 @@ pub fn asking_sessions(
     let in_folder = recent
         .iter()
         .position(|s| !cwd.is_empty() && s.project.as_deref() == Some(cwd));
-    // Only a client that says it is the naming agent: another agent
-    // started from that one's shell inherits the name.
-    let named = asking.named.as_ref().and_then(|n| {
-        (asking.agent == Some(n.agent))
-            .then(|| recent.iter().position(|s| s.session_id == n.id))
-            .flatten()
-    });
-    let by_call = asking.named.as_ref().is_some_and(|n| n.by_call);
+    // Only a name of the client's own agent: another agent started from
+    // that one's shell inherits its name.
+    let name = asking.named.iter().find(|n| asking.agent == Some(n.agent));
+    let named = name.and_then(|n| recent.iter().position(|s| s.session_id == n.id));
+    let by_call = name.is_some_and(|n| n.by_call);
     let at = match (named, in_folder) {
         (Some(n), Some(f)) if !by_call => {
             let ended_before = match (recent[n].last_ms, recent[f].first_ms) {
@@ -261,7 +275,7 @@ pub fn search(
     };
     tracing::debug!(
         client = ?asking.and_then(|a| a.agent),
-        named = ?asking.and_then(|a| a.named.as_ref()),
+        named = ?asking.map(|a| &a.named),
         asking = ?asker.iter().map(|s| &s.session_id).collect::<Vec<_>>(),
         "the asking conversation"
     );
@@ -662,7 +676,7 @@ mod tests {
                 cwd: cwd.to_owned(),
                 since_ms,
                 agent,
-                named: None,
+                named: Vec::new(),
             };
             let found = asking_sessions(&store, "laptop", &asking).expect("read");
             found.into_iter().map(|s| s.session_id).collect()
@@ -731,11 +745,14 @@ mod tests {
                 cwd: cwd.to_owned(),
                 since_ms: START,
                 agent,
-                named: named.map(|id| Named {
-                    agent: "claude-code",
-                    id: id.to_owned(),
-                    by_call,
-                }),
+                named: named
+                    .map(|id| Named {
+                        agent: "claude-code",
+                        id: id.to_owned(),
+                        by_call,
+                    })
+                    .into_iter()
+                    .collect(),
             };
             let found = asking_sessions(&store, "laptop", &asking).expect("read");
             found.into_iter().map(|s| s.session_id).collect::<Vec<_>>()
@@ -773,7 +790,7 @@ mod tests {
     }
 
     #[test]
-    fn codex_names_its_session_in_each_call() {
+    fn codex_and_droid_name_their_session_in_each_call() {
         // The `_meta` of a search Codex 0.171.0 sent (trimmed).
         let meta = serde_json::json!({
             "callId": "call_4eb56a3cb58f40f6b4ce",
@@ -803,6 +820,19 @@ mod tests {
         // Another client's `sessionId` is no Codex session; nor is an empty one.
         assert_eq!(Caller::of(Some("opencode"), meta).named, None);
         assert_eq!(Caller::of(None, meta), Caller::default());
+        // droid 0.225.2's `_meta`.
+        let droid = serde_json::json!({"assemblySessionId": "abfcca11-0fc3-4bb3-a1a1-e20c2ea6c6f6",
+            "caller": "AGENT"});
+        let droid = Caller::of(Some("factory-cli"), droid.as_object().expect("object"));
+        assert_eq!(droid.agent, Some("factory"));
+        assert_eq!(
+            droid.named.map(|n| (n.agent, n.id, n.by_call)),
+            Some((
+                "factory",
+                "abfcca11-0fc3-4bb3-a1a1-e20c2ea6c6f6".to_owned(),
+                true
+            ))
+        );
         let empty = serde_json::json!({"sessionId": " "});
         assert_eq!(
             named_in_call(Some("codex"), empty.as_object().expect("object")),
@@ -811,20 +841,46 @@ mod tests {
     }
 
     #[test]
-    fn claude_code_names_its_conversation_to_its_servers() {
-        let env = |id: &'static str| {
-            move |k: &str| (k == "CLAUDE_CODE_SESSION_ID").then(|| id.to_owned())
+    fn claude_code_and_copilot_name_their_conversation_to_their_servers() {
+        let named = |agent, id: &str| Named {
+            agent,
+            id: id.to_owned(),
+            by_call: false,
         };
+        fn env<'a>(vars: &'a [(&str, &str)]) -> impl Fn(&str) -> Option<String> + 'a {
+            move |k| vars.iter().find(|v| v.0 == k).map(|v| v.1.to_owned())
+        }
+        // As Claude Code 2.1.337 and Copilot CLI 1.0.102 set them.
+        let claude = [(
+            "CLAUDE_CODE_SESSION_ID",
+            "17b78e52-d3c2-413b-8766-602e00c4c39d",
+        )];
         assert_eq!(
-            named_by_client(env("17b78e52-d3c2-413b-8766-602e00c4c39d")),
-            Some(Named {
-                agent: "claude-code",
-                id: "17b78e52-d3c2-413b-8766-602e00c4c39d".to_owned(),
-                by_call: false,
-            })
+            named_by_client(env(&claude)),
+            [named("claude-code", "17b78e52-d3c2-413b-8766-602e00c4c39d")]
         );
-        assert_eq!(named_by_client(env("  ")), None);
-        assert_eq!(named_by_client(|_| None), None);
+        let copilot = [(
+            "COPILOT_AGENT_SESSION_ID",
+            "cde576a3-23ae-4bfd-9513-49e20fac8cd9",
+        )];
+        assert_eq!(
+            named_by_client(env(&copilot)),
+            [named("copilot", "cde576a3-23ae-4bfd-9513-49e20fac8cd9")]
+        );
+        // Copilot started from Claude Code's shell: both, each for its agent.
+        let both = [
+            ("CLAUDE_CODE_SESSION_ID", "17b78e52"),
+            ("COPILOT_AGENT_SESSION_ID", "cde576a3"),
+        ];
+        assert_eq!(
+            named_by_client(env(&both)),
+            [
+                named("claude-code", "17b78e52"),
+                named("copilot", "cde576a3")
+            ]
+        );
+        assert!(named_by_client(env(&[("CLAUDE_CODE_SESSION_ID", "  ")])).is_empty());
+        assert!(named_by_client(|_| None).is_empty());
     }
 
     #[test]
@@ -836,6 +892,8 @@ mod tests {
             ("opencode", Some("opencode")),
             ("@cline/core", Some("cline")),
             ("continue-cli-client", Some("continue")),
+            ("copilot-cli", Some("copilot")),
+            ("factory-cli", Some("factory")),
             ("qwen-cli-mcp-client-cairn", Some("qwen")),
             ("mcp", None),
             ("", None),

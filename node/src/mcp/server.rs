@@ -115,7 +115,7 @@ impl CairnServer {
         let now = (self.clock)();
         let asking = self.asking.clone().map(|a| answer::Asking {
             agent: caller.agent,
-            named: caller.named.or(a.named),
+            named: caller.named.into_iter().chain(a.named).collect(),
             ..a
         });
         let outcome = match name {
