@@ -177,11 +177,10 @@ pub fn named_in_call(
 
 /// The agent id of an MCP client, by the name it gives in its handshake
 /// (or `_meta`), as the releases checked send it (Claude Code 2.1.197 and
-/// 2.1.337, Gemini CLI
-/// 0.61.0, Codex 0.171.0, opencode 1.18.33, Cline CLI 3.0.65, cn 1.5.47,
-/// Qwen Code 0.15.10, Copilot CLI 1.0.102, droid 0.225.2). `None` for any
-/// other name: Python SDK clients (Kimi CLI, Vibe) send "mcp", OpenHands
-/// "fastmcp".
+/// 2.1.337, Gemini CLI 0.61.0, Codex 0.171.0, opencode 1.18.33, Cline CLI
+/// 3.0.65, cn 1.5.47, Qwen Code 0.15.10, Copilot CLI 1.0.102, droid
+/// 0.225.2, Kilo CLI 7.7.7). `None` for any other name: Python SDK clients
+/// (Kimi CLI, Vibe) send "mcp", OpenHands "fastmcp".
 pub fn agent_of_client(name: &str) -> Option<&'static str> {
     Some(match name {
         "claude-code" => "claude-code",
@@ -192,6 +191,7 @@ pub fn agent_of_client(name: &str) -> Option<&'static str> {
         "continue-cli-client" => "continue",
         "copilot-cli" => "copilot",
         "factory-cli" => "factory",
+        "kilo" => "kilo",
         n if n.starts_with("qwen-cli-mcp-client") => "qwen",
         _ => return None,
     })
@@ -894,6 +894,7 @@ mod tests {
             ("continue-cli-client", Some("continue")),
             ("copilot-cli", Some("copilot")),
             ("factory-cli", Some("factory")),
+            ("kilo", Some("kilo")),
             ("qwen-cli-mcp-client-cairn", Some("qwen")),
             ("mcp", None),
             ("", None),
