@@ -851,22 +851,20 @@ mod tests {
             move |k| vars.iter().find(|v| v.0 == k).map(|v| v.1.to_owned())
         }
         // As Claude Code 2.1.337 and Copilot CLI 1.0.102 set them.
-        let claude = [(
-            "CLAUDE_CODE_SESSION_ID",
-            "17b78e52-d3c2-413b-8766-602e00c4c39d",
-        )];
-        assert_eq!(
-            named_by_client(env(&claude)),
-            [named("claude-code", "17b78e52-d3c2-413b-8766-602e00c4c39d")]
-        );
-        let copilot = [(
-            "COPILOT_AGENT_SESSION_ID",
-            "cde576a3-23ae-4bfd-9513-49e20fac8cd9",
-        )];
-        assert_eq!(
-            named_by_client(env(&copilot)),
-            [named("copilot", "cde576a3-23ae-4bfd-9513-49e20fac8cd9")]
-        );
+        for (var, agent, id) in [
+            (
+                "CLAUDE_CODE_SESSION_ID",
+                "claude-code",
+                "17b78e52-d3c2-413b-8766-602e00c4c39d",
+            ),
+            (
+                "COPILOT_AGENT_SESSION_ID",
+                "copilot",
+                "cde576a3-23ae-4bfd-9513-49e20fac8cd9",
+            ),
+        ] {
+            assert_eq!(named_by_client(env(&[(var, id)])), [named(agent, id)]);
+        }
         // Copilot started from Claude Code's shell: both, each for its agent.
         let both = [
             ("CLAUDE_CODE_SESSION_ID", "17b78e52"),
